@@ -1,0 +1,426 @@
+// Package redisproc runs a real redis-server as a child process for tests,
+// crash tests and the local demo. A real server (rather than an in-memory
+// fake) is used so persistence and crash behaviour are the genuine article.
+package redisproc
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+const (
+	// readyTimeout bounds the wait for PING even when the caller's ctx has none.
+	readyTimeout = 10 * time.Second
+	// stopTimeout bounds a graceful SIGTERM before falling back to SIGKILL.
+	stopTimeout = 10 * time.Second
+	// portAttempts covers the race between releasing a probed port and
+	// redis binding it.
+	portAttempts = 5
+	installHint  = "apt-get install -y redis-server"
+)
+
+// ErrNotInstalled reports that no redis-server binary could be found.
+var ErrNotInstalled = errors.New("redis-server not installed (install it with `" + installHint + "`)")
+
+// Options configure a redis-server child. The zero value is usable.
+type Options struct {
+	Dir        string // working dir for AOF/RDB; "" = temp dir removed by Stop
+	Port       int    // 0 = free port
+	AppendOnly bool   // AOF on (appendfsync everysec) — used by crash tests
+	// FsyncAlways switches AOF to appendfsync always so a write acknowledged
+	// before Kill is guaranteed to survive; everysec would make crash tests
+	// racy. Only meaningful with AppendOnly.
+	FsyncAlways bool
+	Binary      string // default: "redis-server" from PATH
+}
+
+// Server is a redis-server child process (running, or stopped awaiting
+// Restart).
+type Server struct {
+	bin     string
+	dir     string
+	ownsDir bool
+	opts    Options
+
+	mu   sync.Mutex
+	port int
+	proc *process
+}
+
+// process is one run of redis-server.
+type process struct {
+	cmd  *exec.Cmd
+	out  *tailBuffer
+	done chan struct{} // closed once the process has been reaped
+	err  error         // Wait's result, valid after done
+}
+
+// Start launches redis-server and waits until it answers PING.
+func Start(ctx context.Context, opts Options) (*Server, error) {
+	bin, err := findBinary(opts.Binary)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{bin: bin, dir: opts.Dir, opts: opts, port: opts.Port}
+	if s.dir == "" {
+		dir, err := os.MkdirTemp("", "redisproc-")
+		if err != nil {
+			return nil, fmt.Errorf("redisproc: create data dir: %w", err)
+		}
+		s.dir, s.ownsDir = dir, true
+	}
+
+	attempts := 1
+	if opts.Port == 0 {
+		attempts = portAttempts
+	}
+	for i := 0; i < attempts; i++ {
+		if opts.Port == 0 {
+			if s.port, err = freePort(ctx); err != nil {
+				break
+			}
+		}
+		var p *process
+		if p, err = s.launch(ctx); err == nil {
+			s.proc = p
+			return s, nil
+		}
+		if !errors.Is(err, errPortInUse) {
+			break
+		}
+	}
+	if s.ownsDir {
+		_ = os.RemoveAll(s.dir)
+	}
+	return nil, err
+}
+
+// StartT starts redis-server for a test in a t.TempDir (unless opts.Dir is
+// set) and stops it when the test ends.
+func StartT(t testing.TB, opts Options) *Server {
+	t.Helper()
+	if opts.Dir == "" {
+		// A caller-owned dir survives Stop, so tests may Stop then Restart
+		// without losing data; t.TempDir's cleanup runs after ours.
+		opts.Dir = t.TempDir()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := Start(ctx, opts)
+	if err != nil {
+		t.Fatalf("redisproc: cannot start redis-server: %v\n"+
+			"These tests need a real redis-server binary: install it with `%s` "+
+			"(or call redisproc.EnsureInstalled), or set Options.Binary.", err, installHint)
+	}
+	t.Cleanup(func() {
+		if err := s.Stop(); err != nil {
+			t.Errorf("redisproc: stop: %v", err)
+		}
+	})
+	return s
+}
+
+// Addr is host:port, stable across Restart.
+func (s *Server) Addr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port))
+}
+
+// URL is a redis:// URL for database 0.
+func (s *Server) URL() string { return "redis://" + s.Addr() + "/0" }
+
+// Dir is the data directory holding the AOF/RDB files.
+func (s *Server) Dir() string { return s.dir }
+
+// Stop terminates redis gracefully (it flushes the AOF on SIGTERM), falling
+// back to SIGKILL after a bound. A data dir created by Start is removed, so
+// Restart after Stop then begins empty; Kill keeps it. Stop is idempotent.
+func (s *Server) Stop() error {
+	s.mu.Lock()
+	p := s.proc
+	s.proc = nil
+	s.mu.Unlock()
+
+	var err error
+	if p != nil {
+		err = p.stop(stopTimeout)
+	}
+	if s.ownsDir {
+		if rmErr := os.RemoveAll(s.dir); rmErr != nil && err == nil {
+			err = fmt.Errorf("redisproc: remove data dir: %w", rmErr)
+		}
+	}
+	return err
+}
+
+// Kill sends SIGKILL to redis (and any fork it has, such as a background
+// AOF rewrite) and waits for it to be reaped, simulating a crash.
+func (s *Server) Kill() error {
+	s.mu.Lock()
+	p := s.proc
+	s.proc = nil
+	s.mu.Unlock()
+	if p == nil {
+		return nil
+	}
+	return p.kill()
+}
+
+// Restart starts redis again on the same port and data dir after Stop or
+// Kill, and waits until it answers PING.
+func (s *Server) Restart(ctx context.Context) error {
+	s.mu.Lock()
+	running := s.proc != nil
+	s.mu.Unlock()
+	if running {
+		return errors.New("redisproc: restart: server still running; Stop or Kill it first")
+	}
+	if err := os.MkdirAll(s.dir, 0o755); err != nil {
+		return fmt.Errorf("redisproc: restart: data dir: %w", err)
+	}
+	// The kernel may not have released the port the instant the old process
+	// was reaped; a few quick retries keep crash tests from flaking on that.
+	var err error
+	for attempt := 0; attempt < portAttempts; attempt++ {
+		var p *process
+		if p, err = s.launch(ctx); err == nil {
+			s.mu.Lock()
+			s.proc = p
+			s.mu.Unlock()
+			return nil
+		}
+		if !errors.Is(err, errPortInUse) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("redisproc: restart: %w", errors.Join(err, ctx.Err()))
+		case <-time.After(time.Duration(attempt+1) * 100 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("redisproc: restart: %w", err)
+}
+
+var errPortInUse = errors.New("port already in use")
+
+func (s *Server) args() []string {
+	appendOnly, fsync := "no", "everysec"
+	if s.opts.AppendOnly {
+		appendOnly = "yes"
+	}
+	if s.opts.FsyncAlways {
+		fsync = "always"
+	}
+	return []string{
+		"--port", strconv.Itoa(s.port),
+		"--bind", "127.0.0.1",
+		"--dir", s.dir,
+		"--save", "",
+		"--appendonly", appendOnly,
+		"--appendfsync", fsync,
+		"--daemonize", "no",
+		"--protected-mode", "no",
+		"--loglevel", "warning",
+		"--logfile", "",
+	}
+}
+
+// launch starts one process and waits for PING; on failure the process is
+// gone and the error carries the tail of its output.
+func (s *Server) launch(ctx context.Context) (*process, error) {
+	out := &tailBuffer{max: 16 << 10}
+	cmd := exec.Command(s.bin, s.args()...)
+	cmd.Dir = s.dir
+	cmd.Stdout = out
+	cmd.Stderr = out
+	cmd.SysProcAttr = sysProcAttr()
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("redisproc: exec %s: %w", s.bin, err)
+	}
+	p := &process{cmd: cmd, out: out, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+
+	if err := waitPing(ctx, s.Addr(), p.done); err != nil {
+		_ = p.kill()
+		tail := out.Tail(20)
+		if strings.Contains(tail, "Address already in use") {
+			err = errors.Join(errPortInUse, err)
+		}
+		return nil, fmt.Errorf("redisproc: redis-server on port %d did not become ready: %w\n--- redis-server output (tail) ---\n%s", s.port, err, tail)
+	}
+	return p, nil
+}
+
+// waitPing polls PING with a short backoff until redis answers, the process
+// exits, or ctx / readyTimeout runs out.
+func waitPing(ctx context.Context, addr string, exited <-chan struct{}) error {
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	client := redis.NewClient(&redis.Options{
+		Addr:        addr,
+		DialTimeout: 250 * time.Millisecond,
+		MaxRetries:  -1, // this loop is the retry policy
+	})
+	defer client.Close()
+
+	backoff := 5 * time.Millisecond
+	for {
+		err := client.Ping(ctx).Err()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-exited:
+			return errors.New("process exited")
+		case <-ctx.Done():
+			return fmt.Errorf("no PING reply (last error: %v): %w", err, ctx.Err())
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 100*time.Millisecond)
+	}
+}
+
+func (p *process) stop(timeout time.Duration) error {
+	if err := p.cmd.Process.Signal(sigterm); err != nil && !p.exited() {
+		return fmt.Errorf("redisproc: SIGTERM: %w", err)
+	}
+	select {
+	case <-p.done:
+		return nil
+	case <-time.After(timeout):
+		if err := p.kill(); err != nil {
+			return err
+		}
+		return fmt.Errorf("redisproc: redis-server ignored SIGTERM for %s and was killed", timeout)
+	}
+}
+
+func (p *process) kill() error {
+	if err := killGroup(p.cmd.Process); err != nil && !p.exited() {
+		return fmt.Errorf("redisproc: SIGKILL: %w", err)
+	}
+	<-p.done
+	return nil
+}
+
+func (p *process) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// freePort asks the kernel for an unused port. It is released before redis
+// binds it, hence the retries in Start.
+func freePort(ctx context.Context) (int, error) {
+	var lc net.ListenConfig
+	l, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("redisproc: find free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func findBinary(name string) (string, error) {
+	if name == "" {
+		name = "redis-server"
+	}
+	path, err := exec.LookPath(name)
+	if err != nil {
+		return "", fmt.Errorf("redisproc: %w: %w", ErrNotInstalled, err)
+	}
+	return path, nil
+}
+
+// EnsureInstalled returns the path of redis-server, installing it with
+// apt-get when it is missing and this process may do so (root with apt-get
+// on PATH). Installer output goes to w. Otherwise the error says exactly what
+// to install.
+func EnsureInstalled(ctx context.Context, w io.Writer) (string, error) {
+	if path, err := exec.LookPath("redis-server"); err == nil {
+		return path, nil
+	}
+	if w == nil {
+		w = io.Discard
+	}
+	aptGet, err := exec.LookPath("apt-get")
+	if err != nil || os.Geteuid() != 0 {
+		return "", fmt.Errorf("redisproc: redis-server not found on PATH; install it with `%s` "+
+			"(needs root and apt-get; on other systems install the Redis server package): %w", installHint, ErrNotInstalled)
+	}
+	install := func() error { return runApt(ctx, w, aptGet, "install", "-y", "redis-server") }
+	if err := install(); err != nil {
+		// A fresh machine often has no package lists yet.
+		if uerr := runApt(ctx, w, aptGet, "update"); uerr != nil {
+			return "", fmt.Errorf("redisproc: apt-get update: %w (install failed first: %w)", uerr, err)
+		}
+		if err := install(); err != nil {
+			return "", fmt.Errorf("redisproc: apt-get install -y redis-server: %w", err)
+		}
+	}
+	path, err := exec.LookPath("redis-server")
+	if err != nil {
+		return "", fmt.Errorf("redisproc: redis-server still not on PATH after apt-get install: %w", err)
+	}
+	return path, nil
+}
+
+func runApt(ctx context.Context, w io.Writer, aptGet string, args ...string) error {
+	cmd := exec.CommandContext(ctx, aptGet, args...)
+	cmd.Stdout = w
+	cmd.Stderr = w
+	cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s %s: %w", aptGet, strings.Join(args, " "), err)
+	}
+	return nil
+}
+
+// tailBuffer keeps the last max bytes written, so a chatty or crashing redis
+// cannot grow memory while its last words remain available for errors.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (b *tailBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf = append(b.buf, p...)
+	if over := len(b.buf) - b.max; over > 0 {
+		b.buf = append(b.buf[:0], b.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+// Tail returns at most the last n lines.
+func (b *tailBuffer) Tail(n int) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	lines := bytes.Split(bytes.TrimRight(b.buf, "\n"), []byte("\n"))
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return string(bytes.Join(lines, []byte("\n")))
+}

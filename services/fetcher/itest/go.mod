@@ -1,0 +1,15 @@
+module github.com/trawl/trawl/services/fetcher/itest
+
+go 1.26
+
+require (
+	github.com/trawl/trawl/devstack v0.0.0
+	github.com/trawl/trawl/services/fetcher v0.0.0
+	github.com/trawl/trawl/shared v0.0.0
+)
+
+replace (
+	github.com/trawl/trawl/devstack => ../../../devstack
+	github.com/trawl/trawl/services/fetcher => ../
+	github.com/trawl/trawl/shared => ../../../shared
+)

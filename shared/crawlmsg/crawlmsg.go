@@ -1,0 +1,243 @@
+// Package crawlmsg defines Trawl's wire types: the messages the services exchange over
+// NATS JetStream. Every message carries a schema version; a reader rejects versions it does
+// not know with ErrVersion so that a mixed deployment fails loudly instead of misreading.
+//
+// Work messages (discovered, frontier, fetch, fetched) and parsed documents are JSON.
+// Raw pages are the response body as the message payload with the metadata in a header,
+// so that a tap can read the bytes without decoding base64.
+package crawlmsg
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// Version is the schema version written by this code and the only one it reads.
+const Version = 1
+
+var (
+	// ErrVersion marks a message written with a schema version this code does not read.
+	ErrVersion = errors.New("crawlmsg: unsupported message version")
+	// ErrMalformed marks a message that cannot be decoded or lacks a required field.
+	// Both errors are permanent: redelivering the message cannot fix it.
+	ErrMalformed = errors.New("crawlmsg: malformed message")
+)
+
+// Via says how a URL was found.
+type Via string
+
+const (
+	ViaSeed     Via = "seed"
+	ViaLink     Via = "link"
+	ViaRedirect Via = "redirect"
+)
+
+// Discovered is one URL found by a parser (outlink), a fetcher (redirect target) or an
+// operator (seed). URL is already normalised by the producer (urlnorm.Normalize).
+type Discovered struct {
+	URL   string `json:"url"`
+	Depth int    `json:"depth"`          // link hops from a seed; a redirect target keeps the depth of the redirecting URL
+	Via   Via    `json:"via,omitempty"`  // how it was found
+	Hops  int    `json:"hops,omitempty"` // redirect hops so far (caps redirect chains)
+}
+
+// DiscoveredBatch is the payload on crawl.discovered: every URL from one page (or one seed
+// file chunk) in one message, so the volume is per page, not per link.
+type DiscoveredBatch struct {
+	V      int          `json:"v"`
+	Source string       `json:"source,omitempty"` // URL of the page the links came from; empty for seeds
+	URLs   []Discovered `json:"urls"`
+}
+
+// FrontierBatch is the payload on crawl.frontier.<shard>: URLs that passed the seen-test,
+// all of whose hosts map to that shard.
+type FrontierBatch struct {
+	V    int          `json:"v"`
+	URLs []Discovered `json:"urls"`
+}
+
+// FetchTask is the payload on crawl.fetch.<shard>: one URL to fetch, holding its host's lease.
+type FetchTask struct {
+	V       int    `json:"v"`
+	Shard   int    `json:"shard"`
+	Host    string `json:"host"`    // politeness key: lowercased hostname without port
+	URL     string `json:"url"`     // normalised absolute URL
+	Depth   int    `json:"depth"`   // link hops from a seed
+	Hops    int    `json:"hops"`    // redirect hops that led here
+	Attempt int    `json:"attempt"` // 0 on the first try
+	Lease   string `json:"lease"`   // lease token; the outcome must echo it or it is ignored
+	// Deadline is when the lease expires (unix milliseconds). A fetcher must not start a
+	// request it cannot finish before the deadline: after it the scheduler may hand the
+	// host to another fetcher.
+	Deadline int64 `json:"deadline"`
+}
+
+// OutcomeKind classifies what happened to a fetch task.
+type OutcomeKind string
+
+const (
+	// OutcomeFetched: an HTTP response was received (any status; see Status).
+	OutcomeFetched OutcomeKind = "fetched"
+	// OutcomeError: the request failed without a response (timeout, refused, reset, DNS).
+	OutcomeError OutcomeKind = "error"
+	// OutcomeRobots: the task's request was robots.txt for the host, not the URL; the URL
+	// goes back to the head of its host queue and waits the host's delay.
+	OutcomeRobots OutcomeKind = "robots"
+	// OutcomeRobotsUnavailable: robots.txt answered 5xx/429 or was unreachable; the RFC says
+	// assume disallow all, so the URL is retried later like a failed fetch.
+	OutcomeRobotsUnavailable OutcomeKind = "robots-unavailable"
+	// OutcomeDisallowed: robots.txt forbids the URL; no request was made.
+	OutcomeDisallowed OutcomeKind = "disallowed"
+	// OutcomeBlocked: the URL may not be fetched at all (unsafe address, bad scheme,
+	// unparseable); permanent, no request to the host.
+	OutcomeBlocked OutcomeKind = "blocked"
+	// OutcomeExpired: the fetcher got the task after its lease deadline and dropped it.
+	OutcomeExpired OutcomeKind = "expired"
+)
+
+// Outcome is the payload on crawl.fetched.<shard>: the fetch log entry the scheduler needs
+// to release the host and set its next fetch time.
+type Outcome struct {
+	V       int         `json:"v"`
+	Shard   int         `json:"shard"`
+	Host    string      `json:"host"`
+	URL     string      `json:"url"`
+	Lease   string      `json:"lease"`
+	Attempt int         `json:"attempt"`
+	Kind    OutcomeKind `json:"kind"`
+	// Requested says a request reached the network for this task (page or robots.txt).
+	// When false the host's last request is older and no new delay is owed for it.
+	Requested  bool    `json:"requested"`
+	Status     int     `json:"status,omitempty"`      // HTTP status when Kind is fetched, robots or robots-unavailable
+	StartedAt  int64   `json:"started_at,omitempty"`  // unix ms when the request started
+	DurationMs int64   `json:"duration_ms,omitempty"` // request time to last body byte
+	Bytes      int64   `json:"bytes,omitempty"`
+	CrawlDelay float64 `json:"crawl_delay,omitempty"` // seconds, from the host's robots.txt (uncapped)
+	RetryAfter float64 `json:"retry_after,omitempty"` // seconds, from a 429/503 Retry-After header
+	Location   string  `json:"location,omitempty"`    // normalised redirect target for 3xx
+	Error      string  `json:"error,omitempty"`
+	// Permanent marks an error that retrying cannot fix (e.g. no such host).
+	Permanent bool `json:"permanent,omitempty"`
+}
+
+// Page is a raw HTTP response as published on crawl.pages: the body is the message payload
+// and PageMeta travels in the MetaHeader header.
+type Page struct {
+	Meta PageMeta
+	Body []byte
+}
+
+// MetaHeader is the NATS header holding a Page's JSON-encoded PageMeta.
+const MetaHeader = "Trawl-Meta"
+
+// PageMeta describes a raw response.
+type PageMeta struct {
+	V           int                 `json:"v"`
+	URL         string              `json:"url"`
+	Host        string              `json:"host"`
+	Depth       int                 `json:"depth"`
+	Status      int                 `json:"status"`
+	Header      map[string][]string `json:"header,omitempty"`
+	ContentType string              `json:"content_type,omitempty"` // media type without parameters, lowercased
+	Charset     string              `json:"charset,omitempty"`      // from the Content-Type parameter
+	FetchedAt   int64               `json:"fetched_at"`             // unix ms when the request started
+	DurationMs  int64               `json:"duration_ms"`
+	Truncated   bool                `json:"truncated,omitempty"` // body cut at the size cap
+	Redirects   []string            `json:"redirects,omitempty"` // earlier hops that led here, oldest first
+	Lease       string              `json:"lease,omitempty"`
+}
+
+// IsHTML reports whether the page should be parsed for links.
+func (m PageMeta) IsHTML() bool {
+	return m.ContentType == "text/html" || m.ContentType == "application/xhtml+xml"
+}
+
+// Link is one outlink of a parsed document.
+type Link struct {
+	URL      string `json:"url"`
+	Text     string `json:"text,omitempty"` // anchor text, whitespace-collapsed
+	Rel      string `json:"rel,omitempty"`
+	Tag      string `json:"tag,omitempty"` // element it came from: a, area, frame, iframe, link
+	NoFollow bool   `json:"nofollow,omitempty"`
+}
+
+// Document is the payload on crawl.docs: a parsed page, complete enough for an indexer.
+type Document struct {
+	V           int    `json:"v"`
+	URL         string `json:"url"`
+	Host        string `json:"host"`
+	Depth       int    `json:"depth"`
+	Status      int    `json:"status"`
+	FetchedAt   int64  `json:"fetched_at"`
+	ContentType string `json:"content_type,omitempty"`
+	Title       string `json:"title,omitempty"`
+	Description string `json:"description,omitempty"`
+	Lang        string `json:"lang,omitempty"`
+	Text        string `json:"text,omitempty"`
+	Canonical   string `json:"canonical,omitempty"`
+	Links       []Link `json:"links,omitempty"`
+	NoIndex     bool   `json:"noindex,omitempty"`
+	NoFollow    bool   `json:"nofollow,omitempty"`
+	Digest      string `json:"digest"` // sha256 of the body, hex
+	Truncated   bool   `json:"truncated,omitempty"`
+}
+
+// Marshal encodes a message, stamping the current Version.
+func Marshal(v any) ([]byte, error) {
+	switch m := v.(type) {
+	case *DiscoveredBatch:
+		m.V = Version
+	case *FrontierBatch:
+		m.V = Version
+	case *FetchTask:
+		m.V = Version
+	case *Outcome:
+		m.V = Version
+	case *Document:
+		m.V = Version
+	case *PageMeta:
+		m.V = Version
+	default:
+		return nil, fmt.Errorf("crawlmsg: marshal %T: not a wire type", v)
+	}
+	return json.Marshal(v)
+}
+
+// Unmarshal decodes data into v (a pointer to a wire type) and checks its version.
+// Errors wrap ErrMalformed or ErrVersion.
+func Unmarshal(data []byte, v any) error {
+	if err := json.Unmarshal(data, v); err != nil {
+		return fmt.Errorf("%w: %T: %v", ErrMalformed, v, err)
+	}
+	var got int
+	switch m := v.(type) {
+	case *DiscoveredBatch:
+		got = m.V
+	case *FrontierBatch:
+		got = m.V
+	case *FetchTask:
+		got = m.V
+		if m.URL == "" || m.Host == "" || m.Lease == "" {
+			return fmt.Errorf("%w: fetch task lacks url, host or lease", ErrMalformed)
+		}
+	case *Outcome:
+		got = m.V
+		if m.Host == "" || m.Lease == "" || m.Kind == "" {
+			return fmt.Errorf("%w: outcome lacks host, lease or kind", ErrMalformed)
+		}
+	case *Document:
+		got = m.V
+	case *PageMeta:
+		got = m.V
+		if m.URL == "" {
+			return fmt.Errorf("%w: page lacks url", ErrMalformed)
+		}
+	default:
+		return fmt.Errorf("crawlmsg: unmarshal %T: not a wire type", v)
+	}
+	if got != Version {
+		return fmt.Errorf("%w: %T has v=%d, want %d", ErrVersion, v, got, Version)
+	}
+	return nil
+}

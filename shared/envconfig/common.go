@@ -1,0 +1,101 @@
+package envconfig
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"time"
+
+	"github.com/trawl/trawl/shared/topology"
+)
+
+// Common is the configuration every service reads. The pipeline settings (shards, lease,
+// ack wait) must agree across services because each one declares the shared consumers.
+type Common struct {
+	NATSURL     string        // TRAWL_NATS_URL
+	RedisURL    string        // TRAWL_REDIS_URL
+	RedisPrefix string        // TRAWL_REDIS_PREFIX: first part of every key; two crawls can share a Redis
+	Shards      int           // TRAWL_SHARDS: scheduler shards
+	HTTPAddr    string        // TRAWL_HTTP_ADDR: /metrics, /healthz, /readyz
+	LogLevel    string        // TRAWL_LOG_LEVEL: debug, info, warn, error
+	LogFormat   string        // TRAWL_LOG_FORMAT: text or json
+	LeaseTTL    time.Duration // TRAWL_LEASE_TTL: how long a fetch task holds its host
+	AckWait     time.Duration // TRAWL_ACK_WAIT: redelivery timeout of the fast stages
+	MaxDeliver  int           // TRAWL_MAX_DELIVER: deliveries before a failing message is terminated
+	Replicas    int           // TRAWL_STREAM_REPLICAS: JetStream replicas per stream
+	MemoryStore bool          // TRAWL_STREAM_MEMORY: memory instead of file storage (benchmarks only)
+}
+
+// LoadCommon reads the common settings; defaultHTTP is the service's own /metrics address.
+func LoadCommon(r *Reader, defaultHTTP string) Common {
+	return Common{
+		NATSURL:     r.String("NATS_URL", "nats://127.0.0.1:4222"),
+		RedisURL:    r.String("REDIS_URL", "redis://127.0.0.1:6379/0"),
+		RedisPrefix: r.String("REDIS_PREFIX", "trawl"),
+		Shards:      r.Int("SHARDS", 1),
+		HTTPAddr:    r.String("HTTP_ADDR", defaultHTTP),
+		LogLevel:    r.String("LOG_LEVEL", "info"),
+		LogFormat:   r.String("LOG_FORMAT", "text"),
+		LeaseTTL:    r.Duration("LEASE_TTL", 2*time.Minute),
+		AckWait:     r.Duration("ACK_WAIT", 30*time.Second),
+		MaxDeliver:  r.Int("MAX_DELIVER", 20),
+		Replicas:    r.Int("STREAM_REPLICAS", 1),
+		MemoryStore: r.Bool("STREAM_MEMORY", false),
+	}
+}
+
+// Validate reports every invalid setting.
+func (c Common) Validate() error {
+	var errs []error
+	for name, raw := range map[string]string{"TRAWL_NATS_URL": c.NATSURL, "TRAWL_REDIS_URL": c.RedisURL} {
+		if u, err := url.Parse(raw); err != nil || u.Host == "" {
+			errs = append(errs, fmt.Errorf("%s=%q: want a URL with a host", name, raw))
+		}
+	}
+	if c.Shards < 1 || c.Shards > 1024 {
+		errs = append(errs, fmt.Errorf("TRAWL_SHARDS=%d: want 1..1024", c.Shards))
+	}
+	if c.LeaseTTL < time.Second {
+		errs = append(errs, fmt.Errorf("TRAWL_LEASE_TTL=%s: want at least 1s", c.LeaseTTL))
+	}
+	if c.AckWait < time.Second {
+		errs = append(errs, fmt.Errorf("TRAWL_ACK_WAIT=%s: want at least 1s", c.AckWait))
+	}
+	if c.MaxDeliver < 2 {
+		errs = append(errs, fmt.Errorf("TRAWL_MAX_DELIVER=%d: want at least 2", c.MaxDeliver))
+	}
+	if c.Replicas < 1 || c.Replicas > 5 {
+		errs = append(errs, fmt.Errorf("TRAWL_STREAM_REPLICAS=%d: want 1..5", c.Replicas))
+	}
+	switch c.LogFormat {
+	case "text", "json":
+	default:
+		errs = append(errs, fmt.Errorf("TRAWL_LOG_FORMAT=%q: want text or json", c.LogFormat))
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		errs = append(errs, fmt.Errorf("TRAWL_LOG_LEVEL=%q: want debug, info, warn or error", c.LogLevel))
+	}
+	return errors.Join(errs...)
+}
+
+// Topology returns the stream sizing implied by the settings.
+func (c Common) Topology() topology.Options {
+	o := topology.DefaultOptions(c.Shards)
+	o.Replicas = c.Replicas
+	if c.MemoryStore {
+		o.Storage = 1 // jetstream.MemoryStorage
+	}
+	return o
+}
+
+// Timings returns the consumers' redelivery settings. A fetch task's AckWait exceeds the
+// lease so that JetStream never redelivers a task whose lease may still be live.
+func (c Common) Timings() topology.StageTimings {
+	return topology.StageTimings{
+		AckWait:      c.AckWait,
+		FetchAckWait: c.LeaseTTL + 30*time.Second,
+		MaxDeliver:   c.MaxDeliver,
+	}
+}

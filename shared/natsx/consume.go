@@ -1,0 +1,278 @@
+package natsx
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/trawl/trawl/shared/crawlmsg"
+)
+
+// ErrPermanent marks a handler error that redelivery cannot fix; the message is
+// terminated at once. crawlmsg.ErrMalformed and crawlmsg.ErrVersion count as permanent too.
+var ErrPermanent = errors.New("permanent failure")
+
+// Permanent wraps err so that IsPermanent reports true.
+func Permanent(err error) error { return fmt.Errorf("%w: %w", ErrPermanent, err) }
+
+// IsPermanent tells a poison message from a passing failure.
+func IsPermanent(err error) bool {
+	return errors.Is(err, ErrPermanent) || errors.Is(err, crawlmsg.ErrMalformed) || errors.Is(err, crawlmsg.ErrVersion)
+}
+
+// ConsumeOptions configure a consume loop. Zero fields take the defaults in the comments.
+type ConsumeOptions struct {
+	// Batch is the most messages handed to one BatchHandler call (default 256), or for
+	// Each the number of concurrent handlers (default 16).
+	Batch int
+	// Linger is how long a batch waits for more messages after its first (default 2ms).
+	Linger time.Duration
+	// MaxDeliver is the delivery count at which a failing message is terminated instead of
+	// redelivered again (default 20). Keep it at or below the consumer's MaxDeliver.
+	MaxDeliver int
+	// Backoff gives the nak delay for a message delivered n times (default 250ms·2^(n-1),
+	// capped at 30s).
+	Backoff func(n uint64) time.Duration
+	// Gate, if set, is called before pulling more messages; while it fails the loop waits
+	// instead of taking messages it would only nak (e.g. Redis is down). Deliveries are
+	// then not spent on an outage.
+	Gate func(ctx context.Context) error
+	// DrainTimeout bounds how long messages already pulled are still handled after ctx
+	// ends (default 10s); what is not handled by then is redelivered after AckWait.
+	DrainTimeout time.Duration
+	// OnTerm is called for every terminated message (metrics).
+	OnTerm func(reason string)
+	Log    *slog.Logger
+}
+
+func (o *ConsumeOptions) defaults(batch int) {
+	if o.Batch <= 0 {
+		o.Batch = batch
+	}
+	if o.Linger <= 0 {
+		o.Linger = 2 * time.Millisecond
+	}
+	if o.MaxDeliver <= 0 {
+		o.MaxDeliver = 20
+	}
+	if o.Backoff == nil {
+		o.Backoff = DefaultBackoff
+	}
+	if o.DrainTimeout <= 0 {
+		o.DrainTimeout = 10 * time.Second
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	if o.OnTerm == nil {
+		o.OnTerm = func(string) {}
+	}
+}
+
+// DefaultBackoff is 250ms doubling per delivery, capped at 30s.
+func DefaultBackoff(n uint64) time.Duration {
+	d := 250 * time.Millisecond
+	for i := uint64(1); i < n && d < 30*time.Second; i++ {
+		d *= 2
+	}
+	return min(d, 30*time.Second)
+}
+
+// BatchHandler handles a batch and returns one error per message (nil = done, ack).
+// A shorter result slice is treated as nil for the rest.
+type BatchHandler func(ctx context.Context, msgs []jetstream.Msg) []error
+
+// ConsumeBatches pulls from a durable consumer and hands messages to h in batches, so a
+// stage can do one Redis round trip and one publish wave per batch instead of per message.
+// It returns when ctx ends, after handling what was already pulled (bounded by
+// DrainTimeout), or on an error it cannot recover from.
+func ConsumeBatches(ctx context.Context, cons jetstream.Consumer, o ConsumeOptions, h BatchHandler) error {
+	o.defaults(256)
+	it, err := cons.Messages(jetstream.PullMaxMessages(o.Batch * 2))
+	if err != nil {
+		return fmt.Errorf("natsx: consume: %w", err)
+	}
+	defer it.Stop()
+	// Handlers keep a context that outlives ctx by DrainTimeout, so messages already pulled
+	// are finished and acked on shutdown instead of waiting out AckWait.
+	work, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWork()
+	stopOnDone := context.AfterFunc(ctx, func() {
+		it.Drain()
+		time.AfterFunc(o.DrainTimeout, cancelWork)
+	})
+	defer stopOnDone()
+
+	batch := make([]jetstream.Msg, 0, o.Batch)
+	for {
+		if err := waitGate(ctx, o); err != nil && ctx.Err() == nil {
+			return err
+		}
+		first, err := it.Next()
+		if err != nil {
+			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				return nil
+			}
+			o.Log.Warn("consume: next", "err", err)
+			continue
+		}
+		batch = append(batch[:0], first)
+		for len(batch) < o.Batch {
+			m, err := it.Next(jetstream.NextMaxWait(o.Linger))
+			if err != nil {
+				break
+			}
+			batch = append(batch, m)
+		}
+		results := h(work, batch)
+		for i, m := range batch {
+			var herr error
+			if i < len(results) {
+				herr = results[i]
+			}
+			settle(m, herr, o)
+		}
+	}
+}
+
+// Handler handles one message; see BatchHandler for the meaning of the result.
+type Handler func(ctx context.Context, msg jetstream.Msg) error
+
+// ConsumeEach runs up to o.Batch handlers concurrently, pulling exactly as many messages as
+// there are idle handlers. Nothing waits in a client-side buffer, which matters for fetch
+// tasks: their lease deadline runs from dispatch.
+func ConsumeEach(ctx context.Context, cons jetstream.Consumer, o ConsumeOptions, h Handler) error {
+	o.defaults(16)
+	slots := make(chan struct{}, o.Batch)
+	for range o.Batch {
+		slots <- struct{}{}
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	work, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWork()
+	// Handlers keep running after ctx ends so in-flight fetches finish and are acked; they
+	// are cancelled only when the drain timeout passes.
+	stopDrain := context.AfterFunc(ctx, func() {
+		t := time.AfterFunc(o.DrainTimeout, cancelWork)
+		context.AfterFunc(work, func() { t.Stop() })
+	})
+	defer stopDrain()
+
+	for ctx.Err() == nil {
+		if err := waitGate(ctx, o); err != nil {
+			break
+		}
+		// Wait for at least one idle handler, then take every idle one.
+		select {
+		case <-slots:
+		case <-ctx.Done():
+			continue
+		}
+		n := 1
+	more:
+		for n < o.Batch {
+			select {
+			case <-slots:
+				n++
+			default:
+				break more
+			}
+		}
+		mb, err := cons.Fetch(n, jetstream.FetchMaxWait(time.Second), jetstream.FetchContext(ctx))
+		if err != nil {
+			for range n {
+				slots <- struct{}{}
+			}
+			if ctx.Err() == nil {
+				o.Log.Warn("consume: fetch", "err", err)
+				sleepCtx(ctx, 250*time.Millisecond)
+			}
+			continue
+		}
+		got := 0
+		for m := range mb.Messages() {
+			got++
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { slots <- struct{}{} }()
+				settle(m, h(work, m), o)
+			}()
+		}
+		for range n - got {
+			slots <- struct{}{}
+		}
+		if err := mb.Error(); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, jetstream.ErrNoMessages) {
+			o.Log.Debug("consume: fetch batch", "err", err)
+		}
+	}
+	return nil
+}
+
+func settle(m jetstream.Msg, err error, o ConsumeOptions) {
+	if err == nil {
+		if aerr := m.Ack(); aerr != nil {
+			o.Log.Warn("ack failed; message will be redelivered", "subject", m.Subject(), "err", aerr)
+		}
+		return
+	}
+	delivered := uint64(1)
+	if md, mderr := m.Metadata(); mderr == nil {
+		delivered = md.NumDelivered
+	}
+	switch {
+	case IsPermanent(err):
+		o.Log.Error("terminating poison message", "subject", m.Subject(), "err", err)
+		o.OnTerm("permanent")
+		_ = m.TermWithReason(truncate(err.Error(), 200))
+	case delivered >= uint64(o.MaxDeliver):
+		o.Log.Error("terminating message after bounded retries", "subject", m.Subject(), "deliveries", delivered, "err", err)
+		o.OnTerm("max-deliver")
+		_ = m.TermWithReason("max deliveries: " + truncate(err.Error(), 180))
+	default:
+		o.Log.Warn("handler failed; will retry", "subject", m.Subject(), "deliveries", delivered, "err", err)
+		_ = m.NakWithDelay(o.Backoff(delivered))
+	}
+}
+
+func waitGate(ctx context.Context, o ConsumeOptions) error {
+	if o.Gate == nil {
+		return nil
+	}
+	for i := 0; ; i++ {
+		err := o.Gate(ctx)
+		if err == nil {
+			return nil
+		}
+		if i%40 == 0 {
+			o.Log.Warn("consume: dependency not ready; not pulling", "err", err)
+		}
+		if !sleepCtx(ctx, 250*time.Millisecond) {
+			return ctx.Err()
+		}
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}

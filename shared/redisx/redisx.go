@@ -1,0 +1,110 @@
+// Package redisx is Trawl's Redis plumbing: connecting, waiting for readiness, and naming
+// keys so that every key of one shard shares a Redis Cluster hash slot.
+package redisx
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Connect parses a redis:// URL and waits until the server answers PING or ctx ends.
+// A Redis restart later is survived by go-redis's own reconnects; callers gate their
+// consumption on Ping so they do not spend message deliveries while Redis is away.
+func Connect(ctx context.Context, url string, log *slog.Logger) (*redis.Client, error) {
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("redisx: parse %q: %w", url, err)
+	}
+	opt.MaxRetries = 3
+	opt.DialTimeout = 2 * time.Second
+	opt.ReadTimeout = 10 * time.Second
+	opt.WriteTimeout = 10 * time.Second
+	c := redis.NewClient(opt)
+	for i := 0; ; i++ {
+		err := c.Ping(ctx).Err()
+		if err == nil {
+			return c, nil
+		}
+		if i%20 == 0 {
+			log.Warn("waiting for redis", "addr", opt.Addr, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			c.Close()
+			return nil, fmt.Errorf("redisx: connect %s: %w (last error: %v)", opt.Addr, ctx.Err(), err)
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// Ping is a readiness check with a short timeout.
+func Ping(ctx context.Context, c redis.UniversalClient) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := c.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("redisx: ping: %w", err)
+	}
+	return nil
+}
+
+// Keyspace builds key names under one hash tag: "trawl:{tag}:name". All keys a Lua script
+// touches must come from one Keyspace so that they live in one cluster slot.
+type Keyspace struct {
+	prefix string
+}
+
+// NewKeyspace returns the keyspace for tag (e.g. "s0" for scheduler shard 0). base is the
+// deployment prefix (default "trawl"), which lets two crawls share one Redis.
+func NewKeyspace(base, tag string) Keyspace {
+	if base == "" {
+		base = "trawl"
+	}
+	return Keyspace{prefix: base + ":{" + tag + "}:"}
+}
+
+// Key returns the full name of a key.
+func (k Keyspace) Key(parts ...string) string {
+	return k.prefix + strings.Join(parts, ":")
+}
+
+// Prefix is the common prefix of every key in the keyspace.
+func (k Keyspace) Prefix() string { return k.prefix }
+
+// IsNoScript reports a NOSCRIPT reply (script cache flushed, e.g. after a restart).
+func IsNoScript(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
+}
+
+// Int64s converts a Lua reply array of integers.
+func Int64s(v any) ([]int64, error) {
+	arr, ok := v.([]any)
+	if !ok {
+		return nil, fmt.Errorf("redisx: reply %T is not an array", v)
+	}
+	out := make([]int64, len(arr))
+	for i, e := range arr {
+		switch x := e.(type) {
+		case int64:
+			out[i] = x
+		case string:
+			n, err := strconv.ParseInt(x, 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("redisx: reply[%d]: %w", i, err)
+			}
+			out[i] = n
+		default:
+			return nil, fmt.Errorf("redisx: reply[%d] is %T", i, e)
+		}
+	}
+	return out, nil
+}
+
+// ErrUnavailable marks a Redis error worth retrying (connection, timeout, loading).
+var ErrUnavailable = errors.New("redis unavailable")

@@ -1,0 +1,212 @@
+// Package topology names Trawl's JetStream streams, subjects and durable consumers, and maps
+// hosts to scheduler shards. It is the one place that knows the wiring; every service and
+// tool builds its subjects here.
+package topology
+
+import (
+	"fmt"
+	"hash/fnv"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Stream names.
+const (
+	StreamDiscovered = "CRAWL_DISCOVERED"
+	StreamFrontier   = "CRAWL_FRONTIER"
+	StreamFetch      = "CRAWL_FETCH"
+	StreamFetched    = "CRAWL_FETCHED"
+	StreamPages      = "CRAWL_PAGES"
+	StreamDocs       = "CRAWL_DOCS"
+)
+
+// Subjects. Sharded subjects end in the shard number.
+const (
+	SubjectDiscovered = "crawl.discovered"
+	SubjectPages      = "crawl.pages"
+	SubjectDocs       = "crawl.docs"
+	frontierPrefix    = "crawl.frontier."
+	fetchPrefix       = "crawl.fetch."
+	fetchedPrefix     = "crawl.fetched."
+)
+
+// Durable consumer names of the pipeline's own stages.
+const (
+	ConsumerDedup   = "dedup"
+	ConsumerFetcher = "fetcher"
+	ConsumerParser  = "parser"
+)
+
+// FrontierSubject is where dedup sends new URLs of shard's hosts.
+func FrontierSubject(shard int) string { return fmt.Sprintf("%s%d", frontierPrefix, shard) }
+
+// FetchSubject is where scheduler shard dispatches fetch tasks.
+func FetchSubject(shard int) string { return fmt.Sprintf("%s%d", fetchPrefix, shard) }
+
+// FetchedSubject is where fetchers report outcomes of shard's tasks.
+func FetchedSubject(shard int) string { return fmt.Sprintf("%s%d", fetchedPrefix, shard) }
+
+// SchedulerFrontierConsumer is shard's durable consumer on the frontier stream.
+func SchedulerFrontierConsumer(shard int) string { return fmt.Sprintf("scheduler-%d", shard) }
+
+// SchedulerFetchedConsumer is shard's durable consumer on the fetched stream.
+func SchedulerFetchedConsumer(shard int) string { return fmt.Sprintf("scheduler-%d-outcomes", shard) }
+
+// ShardOf maps a host (lowercased hostname, no port) to one of n shards. The hash is
+// FNV-1a, fixed forever: changing it would move hosts between shards mid-crawl.
+func ShardOf(host string, n int) int {
+	if n <= 1 {
+		return 0
+	}
+	h := fnv.New32a()
+	h.Write([]byte(host))
+	return int(h.Sum32() % uint32(n))
+}
+
+// Options size the streams. The zero value is not useful; start from DefaultOptions.
+type Options struct {
+	Shards int
+	// Replicas of every stream (1 for a single server; 3 in a cluster).
+	Replicas int
+	// Storage of every stream; file storage is what makes the crawl survive a NATS restart.
+	Storage jetstream.StorageType
+	// DuplicateWindow is how long JetStream remembers Nats-Msg-Id headers. It bounds the
+	// time in which a redelivered message's republish is recognised as a duplicate, so it
+	// must exceed the longest AckWait × MaxDeliver of any stage. Default 10m.
+	DuplicateWindow time.Duration
+	// TapMaxAge and TapMaxBytes bound the tap streams (pages, docs), which keep messages by
+	// limits so late consumers can replay. Defaults 72h and 8 GiB (pages), 2 GiB (docs).
+	TapMaxAge        time.Duration
+	PagesMaxBytes    int64
+	DocsMaxBytes     int64
+	FetchedMaxAge    time.Duration // fetch log kept for taps; default 24h
+	MaxMsgSize       int32         // largest message (a page with headers); default 8 MiB
+	WorkMaxBytes     int64         // cap of each work stream; -1 = unlimited (default)
+	DiscardNewOnFull bool
+}
+
+// DefaultOptions returns the production sizing for n shards.
+func DefaultOptions(shards int) Options {
+	return Options{
+		Shards:          shards,
+		Replicas:        1,
+		Storage:         jetstream.FileStorage,
+		DuplicateWindow: 10 * time.Minute,
+		TapMaxAge:       72 * time.Hour,
+		PagesMaxBytes:   8 << 30,
+		DocsMaxBytes:    2 << 30,
+		FetchedMaxAge:   24 * time.Hour,
+		MaxMsgSize:      8 << 20,
+		WorkMaxBytes:    -1,
+	}
+}
+
+// Streams returns every stream's configuration.
+//
+// The work streams (discovered, frontier, fetch) use WorkQueue retention: a message is gone
+// once its stage acks it. The fetched stream uses Interest retention so that it behaves as
+// a work queue for the scheduler (deleted once every consumer acked) while an operator can
+// still attach a durable tap to the fetch log; its shard consumers are created up front by
+// Ensure so no outcome is published before anyone is interested. Pages and docs are tap
+// streams kept by limits.
+func Streams(o Options) []jetstream.StreamConfig {
+	work := func(name string, subjects ...string) jetstream.StreamConfig {
+		return jetstream.StreamConfig{
+			Name:       name,
+			Subjects:   subjects,
+			Retention:  jetstream.WorkQueuePolicy,
+			Storage:    o.Storage,
+			Replicas:   o.Replicas,
+			Duplicates: o.DuplicateWindow,
+			MaxBytes:   o.WorkMaxBytes,
+			MaxMsgSize: o.MaxMsgSize,
+			Discard:    jetstream.DiscardOld,
+		}
+	}
+	return []jetstream.StreamConfig{
+		work(StreamDiscovered, SubjectDiscovered),
+		work(StreamFrontier, frontierPrefix+"*"),
+		work(StreamFetch, fetchPrefix+"*"),
+		{
+			Name:       StreamFetched,
+			Subjects:   []string{fetchedPrefix + "*"},
+			Retention:  jetstream.InterestPolicy,
+			Storage:    o.Storage,
+			Replicas:   o.Replicas,
+			Duplicates: o.DuplicateWindow,
+			MaxAge:     o.FetchedMaxAge,
+			MaxMsgSize: o.MaxMsgSize,
+		},
+		{
+			Name:       StreamPages,
+			Subjects:   []string{SubjectPages},
+			Retention:  jetstream.LimitsPolicy,
+			Storage:    o.Storage,
+			Replicas:   o.Replicas,
+			Duplicates: o.DuplicateWindow,
+			MaxAge:     o.TapMaxAge,
+			MaxBytes:   o.PagesMaxBytes,
+			MaxMsgSize: o.MaxMsgSize,
+			Discard:    jetstream.DiscardOld,
+		},
+		{
+			Name:       StreamDocs,
+			Subjects:   []string{SubjectDocs},
+			Retention:  jetstream.LimitsPolicy,
+			Storage:    o.Storage,
+			Replicas:   o.Replicas,
+			Duplicates: o.DuplicateWindow,
+			MaxAge:     o.TapMaxAge,
+			MaxBytes:   o.DocsMaxBytes,
+			MaxMsgSize: o.MaxMsgSize,
+			Discard:    jetstream.DiscardOld,
+		},
+	}
+}
+
+// ConsumerSpec pairs a durable consumer with its stream.
+type ConsumerSpec struct {
+	Stream string
+	Config jetstream.ConsumerConfig
+}
+
+// StageTimings are the redelivery settings of the pipeline's consumers.
+type StageTimings struct {
+	// AckWait of the fast stages (dedup, scheduler, parser). Default 30s.
+	AckWait time.Duration
+	// FetchAckWait must exceed the scheduler's lease TTL: a fetch task redelivered before
+	// its lease expired could reach a second fetcher while the first is still talking to
+	// the host. Redelivered after expiry, the fetcher sees the deadline passed and drops it.
+	FetchAckWait time.Duration
+	// MaxDeliver bounds redelivery of a message whose handler keeps failing (invariant 5:
+	// no stuck queue). Default 8.
+	MaxDeliver int
+}
+
+// Consumers returns the durable consumers the pipeline needs for o.Shards shards.
+func Consumers(o Options, t StageTimings) []ConsumerSpec {
+	explicit := func(name, filter string, ackWait time.Duration, maxAck int) jetstream.ConsumerConfig {
+		return jetstream.ConsumerConfig{
+			Durable:       name,
+			FilterSubject: filter,
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			AckWait:       ackWait,
+			MaxDeliver:    t.MaxDeliver,
+			MaxAckPending: maxAck,
+			DeliverPolicy: jetstream.DeliverAllPolicy,
+		}
+	}
+	specs := []ConsumerSpec{
+		{StreamDiscovered, explicit(ConsumerDedup, SubjectDiscovered, t.AckWait, 4096)},
+		{StreamFetch, explicit(ConsumerFetcher, fetchPrefix+">", t.FetchAckWait, 10000)},
+		{StreamPages, explicit(ConsumerParser, SubjectPages, t.AckWait, 4096)},
+	}
+	for s := 0; s < o.Shards; s++ {
+		specs = append(specs,
+			ConsumerSpec{StreamFrontier, explicit(SchedulerFrontierConsumer(s), FrontierSubject(s), t.AckWait, 4096)},
+			ConsumerSpec{StreamFetched, explicit(SchedulerFetchedConsumer(s), FetchedSubject(s), t.AckWait, 10000)},
+		)
+	}
+	return specs
+}
