@@ -184,8 +184,12 @@ func ConsumeEach(ctx context.Context, cons jetstream.Consumer, o ConsumeOptions,
 				break more
 			}
 		}
-		mb, err := cons.Fetch(n, jetstream.FetchMaxWait(time.Second), jetstream.FetchContext(ctx))
+		// The pull request expires after a second so that a quiet stream costs one request
+		// a second, and ctx ending cancels it at once.
+		fctx, fcancel := context.WithTimeout(ctx, time.Second)
+		mb, err := cons.Fetch(n, jetstream.FetchContext(fctx))
 		if err != nil {
+			fcancel()
 			for range n {
 				slots <- struct{}{}
 			}
@@ -208,6 +212,7 @@ func ConsumeEach(ctx context.Context, cons jetstream.Consumer, o ConsumeOptions,
 		for range n - got {
 			slots <- struct{}{}
 		}
+		fcancel()
 		if err := mb.Error(); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, jetstream.ErrNoMessages) {
 			o.Log.Debug("consume: fetch batch", "err", err)
 		}

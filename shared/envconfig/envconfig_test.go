@@ -1,0 +1,101 @@
+package envconfig
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestReader(t *testing.T) {
+	r := FromMap(map[string]string{
+		"TRAWL_N":     "7",
+		"TRAWL_D":     "1.5",
+		"TRAWL_D2":    "250ms",
+		"TRAWL_B":     "yes",
+		"TRAWL_SIZE":  "2MiB",
+		"TRAWL_LIST":  "a, b c,,d",
+		"TRAWL_EMPTY": "  ",
+	})
+	if got := r.Int("N", 1); got != 7 {
+		t.Errorf("Int = %d", got)
+	}
+	if got := r.Duration("D", 0); got != 1500*time.Millisecond {
+		t.Errorf("Duration(bare seconds) = %s", got)
+	}
+	if got := r.Duration("D2", 0); got != 250*time.Millisecond {
+		t.Errorf("Duration = %s", got)
+	}
+	if !r.Bool("B", false) {
+		t.Error("Bool(yes) = false")
+	}
+	if got := r.Bytes("SIZE", 0); got != 2<<20 {
+		t.Errorf("Bytes = %d", got)
+	}
+	if got := strings.Join(r.List("LIST", nil), "|"); got != "a|b|c|d" {
+		t.Errorf("List = %q", got)
+	}
+	if got := r.String("EMPTY", "def"); got != "def" {
+		t.Errorf("blank value should take the default, got %q", got)
+	}
+	if err := r.Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestReaderCollectsErrors(t *testing.T) {
+	r := FromMap(map[string]string{"TRAWL_A": "x", "TRAWL_B": "maybe", "TRAWL_C": "soon"})
+	r.Int("A", 0)
+	r.Bool("B", false)
+	r.Duration("C", 0)
+	err := r.Err()
+	if err == nil {
+		t.Fatal("want errors")
+	}
+	for _, name := range []string{"TRAWL_A", "TRAWL_B", "TRAWL_C"} {
+		if !strings.Contains(err.Error(), name) {
+			t.Errorf("error does not name %s: %v", name, err)
+		}
+	}
+}
+
+func TestCommonValidate(t *testing.T) {
+	good := LoadCommon(FromMap(nil), ":9100")
+	if err := good.Validate(); err != nil {
+		t.Fatalf("defaults invalid: %v", err)
+	}
+	tests := []struct {
+		name string
+		env  map[string]string
+		want string
+	}{
+		{"bad nats url", map[string]string{"TRAWL_NATS_URL": "::"}, "TRAWL_NATS_URL"},
+		{"zero shards", map[string]string{"TRAWL_SHARDS": "0"}, "TRAWL_SHARDS"},
+		{"short lease", map[string]string{"TRAWL_LEASE_TTL": "10ms"}, "TRAWL_LEASE_TTL"},
+		{"log format", map[string]string{"TRAWL_LOG_FORMAT": "xml"}, "TRAWL_LOG_FORMAT"},
+		{"max deliver", map[string]string{"TRAWL_MAX_DELIVER": "1"}, "TRAWL_MAX_DELIVER"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := LoadCommon(FromMap(tc.env), ":9100").Validate()
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Validate() = %v, want an error naming %s", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestParseBytes(t *testing.T) {
+	tests := []struct {
+		in   string
+		want int64
+		ok   bool
+	}{{"512", 512, true}, {"500KiB", 500 << 10, true}, {"8MB", 8 << 20, true}, {"1.5K", 1536, true}, {"-1", 0, false}, {"lots", 0, false}}
+	for _, tc := range tests {
+		t.Run(tc.in, func(t *testing.T) {
+			got, err := ParseBytes(tc.in)
+			if (err == nil) != tc.ok || got != tc.want {
+				t.Fatalf("ParseBytes(%q) = %d, %v", tc.in, got, err)
+			}
+		})
+	}
+}
