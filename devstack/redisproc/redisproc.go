@@ -268,21 +268,27 @@ func (s *Server) launch(ctx context.Context) (*process, error) {
 	return p, nil
 }
 
-// waitPing polls PING with a short backoff until redis answers, the process
-// exits, or ctx / readyTimeout runs out.
+// waitPing polls with a short backoff until redis answers PING (which also
+// means any AOF has finished loading), the process exits, or ctx /
+// readyTimeout runs out.
 func waitPing(ctx context.Context, addr string, exited <-chan struct{}) error {
 	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
 	client := redis.NewClient(&redis.Options{
-		Addr:        addr,
-		DialTimeout: 250 * time.Millisecond,
-		MaxRetries:  -1, // this loop is the retry policy
+		Addr:         addr,
+		DialTimeout:  250 * time.Millisecond,
+		ReadTimeout:  250 * time.Millisecond,
+		WriteTimeout: 250 * time.Millisecond,
+		// Honour pingOnce's deadline even inside the connection handshake.
+		ContextTimeoutEnabled: true,
+		MaxRetries:            -1, // this loop is the retry policy
+		DialerRetries:         1,
 	})
 	defer client.Close()
 
 	backoff := 5 * time.Millisecond
 	for {
-		err := client.Ping(ctx).Err()
+		err := pingOnce(ctx, client, addr)
 		if err == nil {
 			return nil
 		}
@@ -295,6 +301,22 @@ func waitPing(ctx context.Context, addr string, exited <-chan struct{}) error {
 		}
 		backoff = min(backoff*2, 100*time.Millisecond)
 	}
+}
+
+// pingOnce probes the port with a bare dial first: go-redis logs every failed
+// dial, which would spam test output while redis is still starting. Each
+// attempt is bounded so a port held by something that is not redis cannot
+// stall the loop past the process's exit.
+func pingOnce(ctx context.Context, client *redis.Client, addr string) error {
+	ctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	_ = conn.Close()
+	return client.Ping(ctx).Err()
 }
 
 func (p *process) stop(timeout time.Duration) error {
@@ -313,6 +335,10 @@ func (p *process) stop(timeout time.Duration) error {
 }
 
 func (p *process) kill() error {
+	// Signalling a reaped pid could hit an unrelated, recycled process group.
+	if p.exited() {
+		return nil
+	}
 	if err := killGroup(p.cmd.Process); err != nil && !p.exited() {
 		return fmt.Errorf("redisproc: SIGKILL: %w", err)
 	}

@@ -1,0 +1,213 @@
+// Command trawl-dev runs a whole crawl on one machine without Docker: an embedded NATS
+// JetStream server, a local redis-server, the four services, and — when no seeds are
+// given — the built-in demo web. It prints progress while it runs and a summary when the
+// frontier is empty and nothing is in flight, then exits 0. `make run` calls it.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/trawl/trawl/devstack/redisproc"
+	"github.com/trawl/trawl/devstack/stack"
+	"github.com/trawl/trawl/devstack/synthweb"
+	"github.com/trawl/trawl/shared/envconfig"
+)
+
+type options struct {
+	bin          string
+	seeds        []string
+	fetchers     int
+	logs         bool
+	every        time.Duration
+	timeout      time.Duration
+	installRedis bool
+	dir          string
+	demoHosts    int
+}
+
+func main() {
+	var o options
+	var seeds string
+	flag.StringVar(&o.bin, "bin", "bin", "directory holding the service binaries (built into it when missing)")
+	flag.StringVar(&seeds, "seeds", os.Getenv("SEEDS"), "seed URLs, space- or comma-separated (default: $SEEDS; none = the demo web)")
+	flag.IntVar(&o.fetchers, "fetchers", 1, "fetcher processes")
+	flag.BoolVar(&o.logs, "logs", false, "copy every service's log lines to stderr")
+	flag.DurationVar(&o.every, "every", 2*time.Second, "progress report interval")
+	flag.DurationVar(&o.timeout, "timeout", 0, "give up after this long (0 = never)")
+	flag.BoolVar(&o.installRedis, "install-redis", false, "only make sure redis-server is installed, then exit")
+	flag.StringVar(&o.dir, "dir", "", "keep NATS, Redis and logs in this directory (default: a temporary one)")
+	flag.IntVar(&o.demoHosts, "demo-hosts", 20, "ordinary hosts of the demo web")
+	flag.Parse()
+	o.seeds = envconfig.SplitList(seeds)
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "trawl-dev:", err)
+		if errors.Is(err, context.Canceled) {
+			os.Exit(130)
+		}
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, o options, out io.Writer) error {
+	if _, err := redisproc.EnsureInstalled(ctx, os.Stderr); err != nil {
+		return err
+	}
+	if o.installRedis {
+		return nil
+	}
+	if err := ensureBinaries(ctx, o.bin); err != nil {
+		return err
+	}
+	env := map[string]string{}
+	seeds := o.seeds
+	if len(seeds) == 0 {
+		web, err := synthweb.Start(ctx, demoConfig(o.demoHosts))
+		if err != nil {
+			return fmt.Errorf("demo web: %w", err)
+		}
+		defer web.Close()
+		seeds = web.Seeds()
+		// The demo web lives on loopback, which the fetcher refuses by default; and it is
+		// ours, so it can take a brisker pace than a real site.
+		setDefault(env, "TRAWL_ALLOW_CIDRS", "127.0.0.0/8")
+		setDefault(env, "TRAWL_MIN_DELAY", "200ms")
+		setDefault(env, "TRAWL_MAX_DEPTH", "8")
+		fmt.Fprintf(out, "demo web: %d hosts on %s … (robots rules, crawl-delay, redirects, errors, a slow host, a calendar trap)\n", len(web.Hosts()), web.Hosts()[0].Origin)
+	}
+	var logs io.Writer
+	if o.logs {
+		logs = os.Stderr
+	}
+	fmt.Fprintf(out, "starting NATS JetStream, redis-server and the services (%d fetcher(s))…\n", o.fetchers)
+	st, err := stack.Start(ctx, stack.Options{
+		BinDir:   o.bin,
+		Dir:      o.dir,
+		Env:      env,
+		Replicas: map[string]int{"fetcher": o.fetchers},
+		Logs:     logs,
+		Log:      slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		fmt.Fprintln(out, "stopping…")
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if err := st.Close(cctx); err != nil {
+			fmt.Fprintln(os.Stderr, "trawl-dev: stop:", err)
+		}
+	}()
+	fmt.Fprintf(out, "nats %s · redis %s · logs in %s\n", st.NATS().URL(), st.Redis().URL(), filepath.Join(st.Dir(), "logs"))
+	for _, p := range st.Procs() {
+		fmt.Fprintf(out, "  %-12s http://%s/metrics\n", p.ID(), p.HTTPAddr)
+	}
+	start := time.Now()
+	if err := st.Seed(ctx, seeds); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "seeded %d URL(s)\n", len(seeds))
+
+	wctx := ctx
+	if o.timeout > 0 {
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeout(ctx, o.timeout)
+		defer cancel()
+	}
+	var last stack.Progress
+	final, err := st.WaitIdle(wctx, o.every, func(p stack.Progress) {
+		elapsed := time.Since(start)
+		rate := float64(p.Fetched-last.Fetched) / p.At.Sub(orStart(last.At, start)).Seconds()
+		fmt.Fprintf(out, "[%5.1fs] %s | %.1f pages/s\n", elapsed.Seconds(), p, rate)
+		last = p
+		for _, proc := range st.Procs() {
+			if exited, perr := proc.Exited(); exited {
+				fmt.Fprintf(out, "warning: %s exited (%v)\n%s\n", proc.ID(), perr, st.LogTail(proc, 10))
+			}
+		}
+	})
+	if err != nil {
+		return err
+	}
+	printSummary(out, final, time.Since(start))
+	return nil
+}
+
+func orStart(t, start time.Time) time.Time {
+	if t.IsZero() {
+		return start
+	}
+	return t
+}
+
+func printSummary(out io.Writer, p stack.Progress, took time.Duration) {
+	fmt.Fprintf(out, "\ncrawl finished in %s\n", took.Round(100*time.Millisecond))
+	rows := []struct {
+		k string
+		v int64
+	}{
+		{"accepted into the frontier", p.Accepted},
+		{"fetched", p.Fetched},
+		{"failed (after retries)", p.Failed},
+		{"disallowed by robots.txt", p.Disallowed},
+		{"out of scope", p.OutOfScope},
+		{"over budget", p.OverBudget},
+		{"responses published (crawl.pages)", int64(p.Pages)},
+		{"documents published (crawl.docs)", int64(p.Docs)},
+	}
+	for _, r := range rows {
+		fmt.Fprintf(out, "  %-36s %d\n", r.k, r.v)
+	}
+	fmt.Fprintf(out, "  %-36s %.1f\n", "pages/s", float64(p.Fetched)/took.Seconds())
+}
+
+func demoConfig(hosts int) synthweb.Config {
+	c := synthweb.DefaultConfig()
+	c.Hosts = hosts
+	c.CrawlDelay = 500 * time.Millisecond
+	return c
+}
+
+func setDefault(env map[string]string, k, v string) {
+	if os.Getenv(k) == "" {
+		env[k] = v
+	}
+}
+
+// ensureBinaries builds the services when bin lacks any of them, so `trawl-dev` also
+// works when run with `go run`.
+func ensureBinaries(ctx context.Context, bin string) error {
+	var missing []string
+	for _, s := range stack.Services {
+		if _, err := os.Stat(filepath.Join(bin, s)); err != nil {
+			missing = append(missing, s)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	root, err := stack.RepoRoot()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "building %s into %s…\n", strings.Join(missing, ", "), bin)
+	abs, err := filepath.Abs(bin)
+	if err != nil {
+		return err
+	}
+	return stack.Build(ctx, root, abs)
+}

@@ -1,0 +1,156 @@
+// Package composecheck loads the repository's compose.yaml with the Compose
+// specification's own loader and checks that it runs Trawl as documented.
+package composecheck
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/compose-spec/compose-go/v2/cli"
+	"github.com/compose-spec/compose-go/v2/types"
+
+	"github.com/trawl/trawl/devstack/stack"
+)
+
+func load(t *testing.T, env ...string) (*types.Project, string) {
+	t.Helper()
+	root, err := stack.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts, err := cli.NewProjectOptions([]string{filepath.Join(root, "compose.yaml")},
+		cli.WithWorkingDirectory(root), cli.WithEnv(env), cli.WithName("trawl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := opts.LoadProject(context.Background())
+	if err != nil {
+		t.Fatalf("compose.yaml does not load: %v", err)
+	}
+	return p, root
+}
+
+var services = []string{"scheduler", "fetcher", "parser", "dedup"}
+
+func TestComposeInfrastructure(t *testing.T) {
+	p, _ := load(t)
+	nats, err := p.GetService("nats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf, ok := p.Configs["nats_conf"]
+	if !ok {
+		t.Fatal("no nats_conf config")
+	}
+	for _, want := range []string{"jetstream", "store_dir: /data", "max_payload: 8MB"} {
+		if !strings.Contains(conf.Content, want) {
+			t.Errorf("NATS config lacks %q:\n%s", want, conf.Content)
+		}
+	}
+	if !hasVolumeAt(nats, "/data") {
+		t.Error("NATS file store is not on a volume")
+	}
+	if nats.HealthCheck == nil || len(nats.HealthCheck.Test) == 0 {
+		t.Error("NATS has no healthcheck")
+	}
+	redis, err := p.GetService("redis")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cmd := strings.Join(redis.Command, " "); !strings.Contains(cmd, "--appendonly yes") {
+		t.Errorf("redis runs without AOF: %q", cmd)
+	}
+	if !hasVolumeAt(redis, "/data") {
+		t.Error("redis data is not on a volume")
+	}
+	if redis.HealthCheck == nil {
+		t.Error("redis has no healthcheck")
+	}
+}
+
+func TestComposeServices(t *testing.T) {
+	p, root := load(t)
+	for _, name := range services {
+		t.Run(name, func(t *testing.T) {
+			s, err := p.GetService(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Build == nil {
+				t.Fatal("not built from source")
+			}
+			if s.Build.Context != root {
+				t.Errorf("build context %q, want the repository root (shared/ must be visible)", s.Build.Context)
+			}
+			df := filepath.Join(root, "services", name, "Dockerfile")
+			if s.Build.Dockerfile != filepath.Join("services", name, "Dockerfile") && s.Build.Dockerfile != df {
+				t.Errorf("dockerfile %q", s.Build.Dockerfile)
+			}
+			body, err := os.ReadFile(df)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, want := range []string{" AS build", "GOWORK=off", "CGO_ENABLED=0", "USER nonroot", "COPY --from=build"} {
+				if !strings.Contains(string(body), want) {
+					t.Errorf("Dockerfile lacks %q (multi-stage, static, non-root)", want)
+				}
+			}
+			if s.HealthCheck == nil || !slices.Contains(s.HealthCheck.Test, "healthcheck") {
+				t.Errorf("healthcheck %v, want the binary's own healthcheck", s.HealthCheck)
+			}
+			for _, dep := range []string{"nats", "redis"} {
+				d, ok := s.DependsOn[dep]
+				if !ok || d.Condition != types.ServiceConditionHealthy {
+					t.Errorf("depends_on %s: %+v, want condition service_healthy", dep, d)
+				}
+			}
+			for _, v := range []string{"TRAWL_NATS_URL", "TRAWL_REDIS_URL", "TRAWL_USER_AGENT", "TRAWL_ROBOTS_AGENT", "TRAWL_MIN_DELAY", "TRAWL_MAX_DEPTH", "TRAWL_FETCH_CONCURRENCY"} {
+				if _, ok := s.Environment[v]; !ok {
+					t.Errorf("environment lacks %s", v)
+				}
+			}
+		})
+	}
+}
+
+// Fetchers scale with --scale: nothing in their definition may pin one instance.
+func TestComposeFetcherScales(t *testing.T) {
+	p, _ := load(t)
+	f, err := p.GetService("fetcher")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.ContainerName != "" {
+		t.Errorf("fetcher has container_name %q: --scale would clash", f.ContainerName)
+	}
+	if len(f.Ports) != 0 {
+		t.Errorf("fetcher publishes ports %v: --scale would clash", f.Ports)
+	}
+}
+
+// Settings given to compose reach every service.
+func TestComposePassesSettings(t *testing.T) {
+	p, _ := load(t, "TRAWL_MIN_DELAY=3s", "TRAWL_USER_AGENT=ExampleBot/1.0 (+https://example.org/bot)")
+	for _, name := range services {
+		s, _ := p.GetService(name)
+		if v := s.Environment["TRAWL_MIN_DELAY"]; v == nil || *v != "3s" {
+			t.Errorf("%s: TRAWL_MIN_DELAY = %v, want 3s", name, v)
+		}
+		if v := s.Environment["TRAWL_USER_AGENT"]; v == nil || *v != "ExampleBot/1.0 (+https://example.org/bot)" {
+			t.Errorf("%s: TRAWL_USER_AGENT = %v", name, v)
+		}
+	}
+}
+
+func hasVolumeAt(s types.ServiceConfig, target string) bool {
+	for _, v := range s.Volumes {
+		if v.Target == target && v.Type == types.VolumeTypeVolume {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,379 @@
+// Package stack runs a whole Trawl crawl on one machine without Docker: an embedded NATS
+// JetStream server, a redis-server child process, and the four service binaries as child
+// processes. `make run`, the end-to-end tests and the end-to-end benchmark all use it, so
+// what the tests exercise is what an operator runs.
+package stack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/trawl/trawl/devstack/natsembed"
+	"github.com/trawl/trawl/devstack/redisproc"
+	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/natsx"
+	"github.com/trawl/trawl/shared/topology"
+	"github.com/trawl/trawl/shared/urlnorm"
+)
+
+// Services are the binaries a stack runs, in start order.
+var Services = []string{"scheduler", "dedup", "parser", "fetcher"}
+
+// Options configure a stack. Zero values take the defaults in the comments.
+type Options struct {
+	// BinDir holds the service binaries (see Build).
+	BinDir string
+	// Dir holds the NATS store, the Redis data and the service logs; "" = a temp dir
+	// removed by Close.
+	Dir string
+	// Env is given to every service on top of the caller's environment (TRAWL_* settings).
+	Env map[string]string
+	// Replicas per service (default 1 each); e.g. {"fetcher": 3}.
+	Replicas map[string]int
+	// ProcEnv adds settings for one replica, keyed "name-index" (e.g. "scheduler-1").
+	ProcEnv map[string]map[string]string
+	// AppendOnly turns on Redis AOF (fsync every second), for restart tests.
+	AppendOnly bool
+	// Logs, if set, also receives every service's log lines prefixed with its id.
+	Logs io.Writer
+	// Log is the stack's own logger (default: discard).
+	Log *slog.Logger
+}
+
+// Stack is a running local deployment.
+type Stack struct {
+	opts   Options
+	dir    string
+	ownDir bool
+	nats   *natsembed.Server
+	redis  *redisproc.Server
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	rdb    *redis.Client
+	procs  []*Proc
+	logMu  sync.Mutex
+	files  []*os.File
+	shards int
+	prefix string
+}
+
+// Build compiles the four services into outDir with the workspace at root.
+func Build(ctx context.Context, root, outDir string) error {
+	if err := os.MkdirAll(outDir, 0o755); err != nil {
+		return fmt.Errorf("stack: build: %w", err)
+	}
+	args := []string{"build", "-o", outDir + string(os.PathSeparator)}
+	for _, s := range Services {
+		args = append(args, "./services/"+s)
+	}
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = root
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("stack: go build: %w\n%s", err, out)
+	}
+	return nil
+}
+
+// RepoRoot finds the directory holding go.work, walking up from the working directory.
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("stack: no go.work above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// Start starts NATS, Redis and every service, and waits until each service answers
+// /readyz.
+func Start(ctx context.Context, opts Options) (s *Stack, err error) {
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	s = &Stack{opts: opts, dir: opts.Dir, shards: 1, prefix: "trawl"}
+	defer func() {
+		if err != nil {
+			_ = s.Close(context.WithoutCancel(ctx))
+		}
+	}()
+	if s.dir == "" {
+		if s.dir, err = os.MkdirTemp("", "trawl-stack-"); err != nil {
+			return nil, fmt.Errorf("stack: %w", err)
+		}
+		s.ownDir = true
+	}
+	for _, d := range []string{"nats", "redis", "logs"} {
+		if err := os.MkdirAll(filepath.Join(s.dir, d), 0o755); err != nil {
+			return nil, fmt.Errorf("stack: %w", err)
+		}
+	}
+	if s.nats, err = natsembed.Start(natsembed.Options{StoreDir: filepath.Join(s.dir, "nats")}); err != nil {
+		return nil, fmt.Errorf("stack: nats: %w", err)
+	}
+	if s.redis, err = redisproc.Start(ctx, redisproc.Options{Dir: filepath.Join(s.dir, "redis"), AppendOnly: opts.AppendOnly}); err != nil {
+		return nil, fmt.Errorf("stack: redis: %w", err)
+	}
+	if s.nc, s.js, err = natsx.Connect(ctx, s.nats.URL(), "trawl-stack", opts.Log); err != nil {
+		return nil, err
+	}
+	ropt, _ := redis.ParseURL(s.redis.URL())
+	s.rdb = redis.NewClient(ropt)
+
+	env := map[string]string{}
+	for k, v := range opts.Env {
+		env[k] = v
+	}
+	env["TRAWL_NATS_URL"] = s.nats.URL()
+	env["TRAWL_REDIS_URL"] = s.redis.URL()
+	if v := env["TRAWL_SHARDS"]; v != "" {
+		fmt.Sscan(v, &s.shards)
+	}
+	if v := env["TRAWL_REDIS_PREFIX"]; v != "" {
+		s.prefix = v
+	}
+	for _, name := range Services {
+		n := opts.Replicas[name]
+		if n <= 0 {
+			n = 1
+		}
+		for i := range n {
+			p, err := s.newProc(name, i, env)
+			if err != nil {
+				return nil, err
+			}
+			if err := p.Start(); err != nil {
+				return nil, err
+			}
+			s.procs = append(s.procs, p)
+		}
+	}
+	for _, p := range s.procs {
+		if err := s.WaitReady(ctx, p); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+func (s *Stack) newProc(name string, i int, env map[string]string) (*Proc, error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	p := &Proc{Name: name, Index: i, HTTPAddr: addr, bin: filepath.Join(s.opts.BinDir, name)}
+	if _, err := os.Stat(p.bin); err != nil {
+		return nil, fmt.Errorf("stack: %s binary: %w (run `make build`)", name, err)
+	}
+	vars := map[string]string{}
+	for _, kv := range os.Environ() {
+		k, v, _ := strings.Cut(kv, "=")
+		vars[k] = v
+	}
+	for k, v := range env {
+		vars[k] = v
+	}
+	for k, v := range s.opts.ProcEnv[p.ID()] {
+		vars[k] = v
+	}
+	vars["TRAWL_HTTP_ADDR"] = addr
+	keys := make([]string, 0, len(vars))
+	for k := range vars {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		p.env = append(p.env, k+"="+vars[k])
+	}
+	f, err := openLog(filepath.Join(s.dir, "logs", p.ID()+".log"))
+	if err != nil {
+		return nil, fmt.Errorf("stack: %w", err)
+	}
+	s.files = append(s.files, f)
+	var out io.Writer = f
+	if s.opts.Logs != nil {
+		out = io.MultiWriter(f, &prefixWriter{mu: &s.logMu, w: s.opts.Logs, prefix: p.ID()})
+	}
+	p.logOut = out
+	return p, nil
+}
+
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("stack: free port: %w", err)
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// WaitReady waits until p answers /readyz, or fails with the tail of its log if it exits.
+func (s *Stack) WaitReady(ctx context.Context, p *Proc) error {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	for {
+		if exited, err := p.Exited(); exited {
+			return fmt.Errorf("stack: %s exited during start-up (%v):\n%s", p.ID(), err, s.LogTail(p, 30))
+		}
+		if probe(ctx, p.HTTPAddr) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("stack: %s not ready: %w\n%s", p.ID(), ctx.Err(), s.LogTail(p, 30))
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// Procs returns the service processes.
+func (s *Stack) Procs() []*Proc { return s.procs }
+
+// Proc returns replica i of a service, or nil.
+func (s *Stack) Proc(name string, i int) *Proc {
+	for _, p := range s.procs {
+		if p.Name == name && p.Index == i {
+			return p
+		}
+	}
+	return nil
+}
+
+// NATS is the embedded NATS server.
+func (s *Stack) NATS() *natsembed.Server { return s.nats }
+
+// Redis is the redis-server process.
+func (s *Stack) Redis() *redisproc.Server { return s.redis }
+
+// JetStream is a client connection for tests and tools.
+func (s *Stack) JetStream() jetstream.JetStream { return s.js }
+
+// RedisClient is a client connection for tests and tools.
+func (s *Stack) RedisClient() *redis.Client { return s.rdb }
+
+// Dir is the stack's working directory (stores and logs).
+func (s *Stack) Dir() string { return s.dir }
+
+// LogTail returns the last n lines of a process's log file.
+func (s *Stack) LogTail(p *Proc, n int) string {
+	b, err := os.ReadFile(filepath.Join(s.dir, "logs", p.ID()+".log"))
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return p.ID() + ": " + strings.Join(lines, "\n"+p.ID()+": ")
+}
+
+// Logs returns the last n lines of every process's log.
+func (s *Stack) Logs(n int) string {
+	var b strings.Builder
+	for _, p := range s.procs {
+		b.WriteString(s.LogTail(p, n))
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// Seed publishes seed URLs (depth 0) to crawl.discovered, in batches of 1000.
+func (s *Stack) Seed(ctx context.Context, urls []string) error {
+	return Seed(ctx, s.js, urls)
+}
+
+// Seed normalises urls and publishes them as seeds. An invalid URL is an error naming it.
+func Seed(ctx context.Context, js jetstream.JetStream, urls []string) error {
+	var batch crawlmsg.DiscoveredBatch
+	flush := func() error {
+		if len(batch.URLs) == 0 {
+			return nil
+		}
+		data, err := crawlmsg.Marshal(&batch)
+		if err != nil {
+			return err
+		}
+		if _, err := js.PublishMsg(ctx, natsx.NewMsg(topology.SubjectDiscovered, "", data)); err != nil {
+			return fmt.Errorf("stack: seed: %w", err)
+		}
+		batch.URLs = batch.URLs[:0]
+		return nil
+	}
+	for _, raw := range urls {
+		u, err := urlnorm.Normalize(raw)
+		if err != nil {
+			return fmt.Errorf("stack: seed %q: %w", raw, err)
+		}
+		batch.URLs = append(batch.URLs, crawlmsg.Discovered{URL: u, Depth: 0, Via: crawlmsg.ViaSeed})
+		if len(batch.URLs) == 1000 {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	return flush()
+}
+
+// Close stops the services gracefully (SIGTERM, 15s), then Redis and NATS, and removes
+// a temporary directory.
+func (s *Stack) Close(ctx context.Context) error {
+	var errs []error
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for _, p := range s.procs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := p.Stop(15 * time.Second); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if s.nc != nil {
+		s.nc.Close()
+	}
+	if s.rdb != nil {
+		s.rdb.Close()
+	}
+	if s.redis != nil {
+		if err := s.redis.Stop(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if s.nats != nil {
+		s.nats.Shutdown()
+	}
+	for _, f := range s.files {
+		f.Close()
+	}
+	if s.ownDir {
+		os.RemoveAll(s.dir)
+	}
+	return errors.Join(errs...)
+}

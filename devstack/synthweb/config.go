@@ -1,0 +1,176 @@
+// Package synthweb serves a deterministic synthetic web on loopback for the
+// crawler's end-to-end tests, the local demo and benchmarks.
+//
+// Every host is its own 127.x.y.z address on one shared port, so a crawler
+// sees many distinct hosts (politeness, robots, per-host queues) with no DNS
+// or network setup: Linux routes all of 127.0.0.0/8 to lo. Pages are
+// generated on request from the seed, so large webs cost nothing to build.
+// The server logs every request with its start and end time, so tests can
+// check crawler invariants (politeness, robots, dedup) from the server's own
+// point of view.
+//
+// # Depth
+//
+// Ordinary hosts are layered: a page at level l links only to pages at
+// level l+1 (on its own or another host) and to home pages, which are all
+// seeds. Every path from the seeds to a page therefore has the same length,
+// so a crawler that takes the depth of the first link it happens to see
+// (as a distributed crawler does) agrees with Expected's breadth-first
+// depths, provided all Seeds are submitted before crawling starts.
+package synthweb
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"time"
+)
+
+// ProductToken is the robots.txt product token the crawler identifies with;
+// the robots-rules host has a group for it that must win over "*".
+const ProductToken = "trawl"
+
+// HostKind says how a host behaves.
+type HostKind int
+
+const (
+	KindOrdinary    HostKind = iota // layered content pages
+	KindRobotsRules                 // robots.txt with a group for ProductToken that differs from "*"
+	KindCrawlDelay                  // robots.txt advertises Crawl-delay
+	KindRobots404                   // robots.txt is 404: everything allowed
+	KindRobots503                   // robots.txt is 503: nothing but robots.txt may be requested
+	KindRedirect                    // 301/302/307 redirects, a chain, a cross-host one
+	KindErrors                      // 404s, a 410 and one page that always answers 500
+	KindSlow                        // every response takes Config.SlowDelay
+	KindTrap                        // an endless calendar
+)
+
+// specialKinds is the order special hosts get addresses after the ordinary
+// ones.
+var specialKinds = []HostKind{
+	KindRobotsRules, KindCrawlDelay, KindRobots404, KindRobots503,
+	KindRedirect, KindErrors, KindSlow, KindTrap,
+}
+
+func (k HostKind) String() string {
+	switch k {
+	case KindOrdinary:
+		return "ordinary"
+	case KindRobotsRules:
+		return "robots-rules"
+	case KindCrawlDelay:
+		return "crawl-delay"
+	case KindRobots404:
+		return "robots-404"
+	case KindRobots503:
+		return "robots-503"
+	case KindRedirect:
+		return "redirect"
+	case KindErrors:
+		return "errors"
+	case KindSlow:
+		return "slow"
+	case KindTrap:
+		return "trap"
+	default:
+		return fmt.Sprintf("HostKind(%d)", int(k))
+	}
+}
+
+// Config shapes the web. Zero numeric fields take the defaults noted; use
+// DefaultConfig to also get the special hosts.
+type Config struct {
+	Hosts        int           // number of ordinary content hosts (default 20)
+	PagesPerHost int           // pages per ordinary host (default 20)
+	LinksPerPage int           // followable outlinks per ordinary page (default 6): mostly same host, some cross-host
+	Seed         int64         // PRNG seed for the link graph and text
+	CrawlDelay   time.Duration // Crawl-delay advertised by the crawl-delay host (default 1s; may be fractional)
+	SlowDelay    time.Duration // per-response delay of the slow host (default 300ms; negative = none)
+	BaseIP       string        // first address (default "127.0.1.1"); hosts take consecutive addresses
+	Port         int           // 0 = pick a port free on all addresses
+	Special      bool          // include the special hosts (true in DefaultConfig)
+}
+
+// DefaultConfig is the standard web: 20 ordinary hosts of 20 pages plus all
+// special hosts.
+func DefaultConfig() Config {
+	return Config{
+		Hosts:        20,
+		PagesPerHost: 20,
+		LinksPerPage: 6,
+		CrawlDelay:   time.Second,
+		SlowDelay:    300 * time.Millisecond,
+		BaseIP:       "127.0.1.1",
+		Special:      true,
+	}
+}
+
+func (c Config) withDefaults() (Config, error) {
+	d := DefaultConfig()
+	if c.Hosts < 0 || c.PagesPerHost < 0 || c.LinksPerPage < 0 || c.CrawlDelay < 0 || c.Port < 0 {
+		return c, errors.New("synthweb: negative Hosts, PagesPerHost, LinksPerPage, CrawlDelay or Port")
+	}
+	if c.Port > 65535 {
+		return c, fmt.Errorf("synthweb: port %d out of range", c.Port)
+	}
+	if c.Hosts == 0 {
+		c.Hosts = d.Hosts
+	}
+	if c.PagesPerHost == 0 {
+		c.PagesPerHost = d.PagesPerHost
+	}
+	if c.LinksPerPage == 0 {
+		c.LinksPerPage = d.LinksPerPage
+	}
+	if c.CrawlDelay == 0 {
+		c.CrawlDelay = d.CrawlDelay
+	}
+	switch {
+	case c.SlowDelay == 0:
+		c.SlowDelay = d.SlowDelay
+	case c.SlowDelay < 0:
+		c.SlowDelay = 0
+	}
+	if c.BaseIP == "" {
+		c.BaseIP = d.BaseIP
+	}
+	return c, nil
+}
+
+// hostAddrs returns n consecutive loopback addresses starting at base.
+func hostAddrs(base string, n int) ([]string, error) {
+	ip, err := netip.ParseAddr(base)
+	if err != nil || !ip.Is4() {
+		return nil, fmt.Errorf("synthweb: BaseIP %q is not an IPv4 address", base)
+	}
+	loopback := netip.MustParsePrefix("127.0.0.0/8")
+	b := ip.As4()
+	first := binary.BigEndian.Uint32(b[:])
+	addrs := make([]string, n)
+	for i := range addrs {
+		var a [4]byte
+		binary.BigEndian.PutUint32(a[:], first+uint32(i))
+		addr := netip.AddrFrom4(a)
+		// Stay inside 127/8 and off its broadcast address, the only range
+		// that needs no interface configuration.
+		if !loopback.Contains(addr) || addr == netip.MustParseAddr("127.255.255.255") || addr == netip.MustParseAddr("127.0.0.0") {
+			return nil, fmt.Errorf("synthweb: %d hosts from %s run outside usable 127.0.0.0/8 addresses", n, base)
+		}
+		addrs[i] = addr.String()
+	}
+	return addrs, nil
+}
+
+// HostInfo describes one host of the web.
+type HostInfo struct {
+	Addr       string        // IP only, e.g. "127.0.1.3"
+	Origin     string        // "http://127.0.1.3:PORT"
+	Kind       HostKind      //
+	CrawlDelay time.Duration // advertised Crawl-delay; 0 when none
+}
+
+func originOf(addr string, port int) string {
+	return "http://" + net.JoinHostPort(addr, fmt.Sprint(port))
+}

@@ -1,0 +1,250 @@
+package synthweb
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Request is one logged request, as the server saw it.
+type Request struct {
+	Host   string    // IP only, no port
+	Path   string    // path+query as requested
+	Start  time.Time // when the handler was entered
+	End    time.Time // when the response was written bar its last byte, so always before the client had all of it
+	Status int       // status sent; 0 if the client went away before one was written
+	Bytes  int       // body bytes written
+}
+
+// Web is a running synthetic web.
+type Web struct {
+	m       *model
+	srv     *http.Server
+	serving sync.WaitGroup
+
+	mu     sync.Mutex
+	idle   *sync.Cond // signalled when active drops to zero
+	active int
+	log    []Request
+}
+
+// Start builds the web and listens on every host address. ctx bounds
+// start-up only; the web runs until Close.
+func Start(ctx context.Context, cfg Config) (*Web, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	addrs, err := hostAddrs(cfg.BaseIP, numHosts(cfg))
+	if err != nil {
+		return nil, err
+	}
+	listeners, port, err := listenAll(ctx, addrs, cfg.Port)
+	if err != nil {
+		return nil, err
+	}
+	w := &Web{m: newModel(cfg, addrs, port)}
+	w.idle = sync.NewCond(&w.mu)
+	w.srv = &http.Server{
+		Handler:           http.HandlerFunc(w.handle),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30*time.Second + cfg.SlowDelay,
+		IdleTimeout:       60 * time.Second,
+		ErrorLog:          slog.NewLogLogger(slog.Default().Handler(), slog.LevelWarn),
+	}
+	for _, l := range listeners {
+		w.serving.Add(1)
+		go func() {
+			defer w.serving.Done()
+			if err := w.srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				slog.Error("synthweb: serve", "addr", l.Addr().String(), "err", err)
+			}
+		}()
+	}
+	return w, nil
+}
+
+// listenAll binds every address on one port. With port 0 it takes a random
+// port from the first address and retries when another address already has
+// it in use.
+func listenAll(ctx context.Context, addrs []string, port int) ([]net.Listener, int, error) {
+	var lc net.ListenConfig
+	attempts := 1
+	if port == 0 {
+		attempts = 50
+	}
+	var lastErr error
+	for a := 0; a < attempts; a++ {
+		if err := ctx.Err(); err != nil {
+			return nil, 0, fmt.Errorf("synthweb: listen: %w", err)
+		}
+		var ls []net.Listener
+		p := port
+		for _, addr := range addrs {
+			l, err := lc.Listen(ctx, "tcp4", net.JoinHostPort(addr, strconv.Itoa(p)))
+			if err != nil {
+				lastErr = fmt.Errorf("synthweb: listen on %s port %d: %w", addr, p, err)
+				break
+			}
+			if p == 0 {
+				p = l.Addr().(*net.TCPAddr).Port
+			}
+			ls = append(ls, l)
+		}
+		if len(ls) == len(addrs) {
+			return ls, p, nil
+		}
+		for _, l := range ls {
+			_ = l.Close()
+		}
+	}
+	return nil, 0, lastErr
+}
+
+// Close stops the web: listeners and connections are closed (which cancels
+// slow responses) and Close waits for handlers to finish, so Requests is
+// final afterwards.
+func (w *Web) Close() error {
+	err := w.srv.Close()
+	w.serving.Wait()
+	w.mu.Lock()
+	for w.active > 0 {
+		w.idle.Wait()
+	}
+	w.mu.Unlock()
+	return err
+}
+
+// Port is the port shared by all hosts.
+func (w *Web) Port() int { return w.m.port }
+
+// Origin returns "http://host:port" for an IP of this web; it fits
+// CountByURL's origin parameter.
+func (w *Web) Origin(host string) string { return originOf(host, w.m.port) }
+
+// Hosts lists the hosts: ordinary ones first, then the special ones.
+func (w *Web) Hosts() []HostInfo { return slices.Clone(w.m.hosts) }
+
+// Seeds returns the home page of every host, ordinary and special.
+func (w *Web) Seeds() []string { return w.m.seedURLs() }
+
+// Requests returns a snapshot of the completed requests, ordered by Start.
+func (w *Web) Requests() []Request {
+	w.mu.Lock()
+	reqs := slices.Clone(w.log)
+	w.mu.Unlock()
+	slices.SortStableFunc(reqs, func(a, b Request) int {
+		return cmp.Or(a.Start.Compare(b.Start), a.End.Compare(b.End))
+	})
+	return reqs
+}
+
+// handle logs the request around serve. End is taken just before the
+// last body byte is handed to net/http: until that byte is written the
+// client cannot have the complete response, so a correct crawler's next
+// request to the host always starts after End, even for bodies large
+// enough that net/http streams them to the socket while being written.
+func (w *Web) handle(rw http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	w.mu.Lock()
+	w.active++
+	w.mu.Unlock()
+
+	host := hostOf(r)
+	status, body := w.serve(rw, r, host)
+	if r.Method == http.MethodHead {
+		body = nil
+	}
+	written := 0
+	if status != 0 {
+		rw.WriteHeader(status)
+		if len(body) > 1 {
+			n, _ := rw.Write(body[:len(body)-1])
+			written += n
+		}
+	}
+	end := time.Now()
+	if status != 0 && len(body) > 0 {
+		n, _ := rw.Write(body[len(body)-1:])
+		written += n
+	}
+
+	req := Request{Host: host, Path: r.URL.RequestURI(), Start: start, End: end, Status: status, Bytes: written}
+	w.mu.Lock()
+	w.log = append(w.log, req)
+	w.active--
+	if w.active == 0 {
+		w.idle.Broadcast()
+	}
+	w.mu.Unlock()
+}
+
+// hostOf identifies the host by the local address the request arrived on,
+// not the Host header, which a buggy crawler might get wrong.
+func hostOf(r *http.Request) string {
+	if a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
+		if tcp, ok := a.(*net.TCPAddr); ok {
+			return tcp.IP.String()
+		}
+	}
+	host, _, _ := net.SplitHostPort(r.Host)
+	return host
+}
+
+// serve sets the response headers and returns the status and body; a zero
+// status means nothing is to be sent (the client went away).
+func (w *Web) serve(rw http.ResponseWriter, r *http.Request, host string) (int, []byte) {
+	h, ok := w.m.index[net.JoinHostPort(host, strconv.Itoa(w.m.port))]
+	if !ok {
+		return plain(rw, http.StatusMisdirectedRequest, "unknown host")
+	}
+	if w.m.hosts[h].Kind == KindSlow && w.m.cfg.SlowDelay > 0 {
+		t := time.NewTimer(w.m.cfg.SlowDelay)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			return 0, nil // client gone or web closing
+		}
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		rw.Header().Set("Allow", "GET, HEAD")
+		return plain(rw, http.StatusMethodNotAllowed, "method not allowed")
+	}
+
+	if r.URL.Path == "/robots.txt" && r.URL.RawQuery == "" {
+		f := w.m.robots(h)
+		if f.status != http.StatusOK {
+			return plain(rw, f.status, http.StatusText(f.status))
+		}
+		return plain(rw, http.StatusOK, renderRobots(f.groups))
+	}
+
+	res := w.m.resource(h, r.URL.RequestURI())
+	body := w.m.render(res)
+	rw.Header().Set("Content-Type", res.contentType)
+	rw.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	if res.location != "" {
+		rw.Header().Set("Location", res.location)
+	}
+	return res.status, body
+}
+
+func plain(rw http.ResponseWriter, status int, text string) (int, []byte) {
+	if !strings.HasSuffix(text, "\n") {
+		text += "\n"
+	}
+	rw.Header().Set("Content-Type", textType)
+	rw.Header().Set("Content-Length", strconv.Itoa(len(text)))
+	return status, []byte(text)
+}
