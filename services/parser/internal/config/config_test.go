@@ -1,0 +1,102 @@
+package config
+
+import (
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/trawl/trawl/services/parser/internal/scope"
+	"github.com/trawl/trawl/shared/envconfig"
+)
+
+func TestDefaults(t *testing.T) {
+	c, err := Load(envconfig.FromMap(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("defaults invalid: %v", err)
+	}
+	want := Config{
+		Common: c.Common, MaxDepth: 20, Scope: "any", MaxURLLength: 2048, MaxOutlinks: 1000,
+		MaxTextBytes: 256 << 10, ParseConcurrency: runtime.GOMAXPROCS(0), ParseBatch: 32, RobotsAgent: "trawl",
+	}
+	if c != want {
+		t.Errorf("defaults = %+v\nwant %+v", c, want)
+	}
+	if c.Common.HTTPAddr != ":9103" {
+		t.Errorf("http addr = %q", c.Common.HTTPAddr)
+	}
+}
+
+func TestLoadAndValidate(t *testing.T) {
+	tests := []struct {
+		name    string
+		env     map[string]string
+		loadErr string // substring of Load's error
+		badVars []string
+	}{
+		{name: "all set", env: map[string]string{
+			"TRAWL_MAX_DEPTH": "5", "TRAWL_SCOPE": "domain", "TRAWL_MAX_URL_LENGTH": "512", "TRAWL_MAX_OUTLINKS": "50",
+			"TRAWL_MAX_TEXT_BYTES": "64KiB", "TRAWL_INCLUDE": `^https://example\.com/`, "TRAWL_EXCLUDE": `\.pdf$`,
+			"TRAWL_PARSE_CONCURRENCY": "4", "TRAWL_PARSE_BATCH": "8", "TRAWL_ROBOTS_AGENT": "MyBot",
+		}},
+		{name: "unreadable numbers", env: map[string]string{"TRAWL_MAX_DEPTH": "deep", "TRAWL_MAX_TEXT_BYTES": "lots"}, loadErr: "TRAWL_MAX_DEPTH"},
+		{name: "out of range", env: map[string]string{
+			"TRAWL_MAX_DEPTH": "-1", "TRAWL_MAX_URL_LENGTH": "10", "TRAWL_MAX_OUTLINKS": "0", "TRAWL_MAX_TEXT_BYTES": "64MiB",
+			"TRAWL_PARSE_CONCURRENCY": "0", "TRAWL_PARSE_BATCH": "5000",
+		}, badVars: []string{"TRAWL_MAX_DEPTH", "TRAWL_MAX_URL_LENGTH", "TRAWL_MAX_OUTLINKS", "TRAWL_MAX_TEXT_BYTES", "TRAWL_PARSE_CONCURRENCY", "TRAWL_PARSE_BATCH"}},
+		{name: "bad scope", env: map[string]string{"TRAWL_SCOPE": "planet"}, badVars: []string{"TRAWL_SCOPE"}},
+		{name: "bad regexps", env: map[string]string{"TRAWL_INCLUDE": "(", "TRAWL_EXCLUDE": "[a-"}, badVars: []string{"TRAWL_INCLUDE", "TRAWL_EXCLUDE"}},
+		{name: "bad agent", env: map[string]string{"TRAWL_ROBOTS_AGENT": "my bot/1.0"}, badVars: []string{"TRAWL_ROBOTS_AGENT"}},
+		{name: "bad common", env: map[string]string{"TRAWL_NATS_URL": "::"}, badVars: []string{"TRAWL_NATS_URL"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Load(envconfig.FromMap(tt.env))
+			if tt.loadErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.loadErr) {
+					t.Fatalf("Load error = %v, want one naming %s", err, tt.loadErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			verr := c.Validate()
+			if len(tt.badVars) == 0 {
+				if verr != nil {
+					t.Fatalf("Validate: %v", verr)
+				}
+				return
+			}
+			if verr == nil {
+				t.Fatalf("Validate accepted %v", tt.env)
+			}
+			for _, v := range tt.badVars {
+				if !strings.Contains(verr.Error(), v) {
+					t.Errorf("error does not name %s: %v", v, verr)
+				}
+			}
+		})
+	}
+}
+
+func TestScopeConfig(t *testing.T) {
+	c, err := Load(envconfig.FromMap(map[string]string{
+		"TRAWL_SCOPE": "host", "TRAWL_MAX_DEPTH": "3", "TRAWL_MAX_OUTLINKS": "7", "TRAWL_MAX_URL_LENGTH": "100", "TRAWL_EXCLUDE": `/x$`,
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := c.ScopeConfig(4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc.Mode != scope.Host || sc.MaxDepth != 3 || sc.MaxOutlinks != 7 || sc.MaxURLLength != 100 || sc.MaxBatchBytes != 4096 {
+		t.Errorf("scope config = %+v", sc)
+	}
+	if sc.Include != nil || sc.Exclude == nil || !sc.Exclude.MatchString("http://h/x") {
+		t.Errorf("regexps: include %v, exclude %v", sc.Include, sc.Exclude)
+	}
+}

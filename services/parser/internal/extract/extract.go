@@ -1,0 +1,593 @@
+//go:generate go run gen_fixtures.go
+
+// Package extract pulls links, title, description, language and visible text out of an
+// HTML page with golang.org/x/net/html's streaming tokenizer. No tree is built, and every
+// quantity that depends on the input (bytes read, tokens, links, text) is capped, so a
+// hostile page costs at most a bounded amount of time and memory.
+package extract
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"strings"
+
+	"golang.org/x/net/html"
+
+	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/urlnorm"
+)
+
+// ErrPageURL marks a page whose own URL cannot serve as a base: text and title are still
+// extracted, links are not.
+var ErrPageURL = errors.New("extract: page URL is not a usable base")
+
+// Limits bound the work done for one page. A zero field takes its DefaultLimits value; a
+// negative MaxTextBytes keeps no text at all.
+type Limits struct {
+	MaxBytes       int // body bytes tokenised; the rest is ignored
+	MaxTokens      int // tokens read before giving up on the rest of the page
+	MaxLinks       int // distinct links kept (the rest are counted, not kept)
+	MaxTextBytes   int // visible text
+	MaxAnchorBytes int // anchor text of one link
+	MaxMetaBytes   int // title, description, rel, lang
+}
+
+// DefaultLimits suit pages up to the pipeline's 8 MiB message size.
+func DefaultLimits() Limits {
+	return Limits{
+		MaxBytes:       8 << 20,
+		MaxTokens:      1 << 20,
+		MaxLinks:       5000,
+		MaxTextBytes:   256 << 10,
+		MaxAnchorBytes: 256,
+		MaxMetaBytes:   1024,
+	}
+}
+
+// Options configure Extract.
+type Options struct {
+	Limits
+	// RobotsAgent is the crawler's product token (lowercase): <meta name="<agent>"> and
+	// "X-Robots-Tag: <agent>: …" apply to it as well as the generic robots forms.
+	RobotsAgent string
+}
+
+// Input is one fetched page.
+type Input struct {
+	URL         string              // the page's (normalised) URL: the base for relative links
+	Body        []byte              // raw body as received
+	ContentType string              // full Content-Type value; its charset parameter is honoured
+	Header      map[string][]string // response header (X-Robots-Tag, Link)
+}
+
+// Dropped counts link candidates that were not kept.
+type Dropped struct {
+	Scheme   int // not http(s): javascript:, mailto:, data:, tel:, ftp: …
+	Invalid  int // unparsable or unusable (no host, bad port, over-long)
+	Fragment int // "#…" only: a place in the page itself
+	Limit    int // beyond MaxLinks
+}
+
+// Result is what was found in a page.
+type Result struct {
+	// Links are the distinct outlinks in document order. NoFollow is set for a link whose
+	// own rel says nofollow and for every link when the page says nofollow.
+	Links       []crawlmsg.Link
+	Title       string
+	Description string
+	Lang        string
+	Text        string // visible text, white space collapsed, capped at MaxTextBytes
+	Canonical   string // from <link rel=canonical>, else from a Link response header
+	NoIndex     bool   // meta robots or X-Robots-Tag noindex/none
+	NoFollow    bool   // meta robots or X-Robots-Tag nofollow/none
+	BaseURL     string // the base links were resolved against
+	Charset     string // encoding the body was read as
+	Dropped     Dropped
+	// StoppedAt is "bytes" or "tokens" when the input limit cut processing short (the
+	// rest of the page was not seen), "" when the whole body was read.
+	StoppedAt   string
+	TextCapped  bool // visible text reached MaxTextBytes
+	LinksCapped bool // distinct links reached MaxLinks
+}
+
+// Elements whose content is not visible page text. Script-like content is not text at
+// all; fallback content (shown only without scripts, or inert templates) is not page text,
+// but the links in it are real and their anchor text is kept.
+var (
+	scriptLike = map[string]bool{"script": true, "style": true, "title": true, "iframe": true}
+	fallback   = map[string]bool{"noscript": true, "noframes": true, "noembed": true, "template": true}
+)
+
+// Elements allowed in <head>; any other start tag implicitly ends it, as in the HTML
+// parser's "in head" insertion mode.
+var headElements = map[string]bool{
+	"title": true, "meta": true, "link": true, "base": true, "script": true, "style": true,
+	"noscript": true, "template": true, "head": true, "html": true,
+}
+
+// Elements whose edges separate words in the rendered text.
+var blockElements = map[string]bool{
+	"address": true, "article": true, "aside": true, "blockquote": true, "body": true, "br": true,
+	"dd": true, "details": true, "dialog": true, "div": true, "dl": true, "dt": true,
+	"fieldset": true, "figcaption": true, "figure": true, "footer": true, "form": true,
+	"h1": true, "h2": true, "h3": true, "h4": true, "h5": true, "h6": true, "header": true,
+	"hr": true, "li": true, "main": true, "nav": true, "ol": true, "option": true, "p": true,
+	"pre": true, "section": true, "summary": true, "table": true, "td": true, "th": true,
+	"tr": true, "ul": true, "caption": true, "img": true, "input": true, "button": true,
+	"select": true, "textarea": true, "iframe": true, "frame": true, "hgroup": true,
+}
+
+// rawLink is a link as found, before resolution: resolution waits for the end of the
+// document because <base href> applies to links that precede it too.
+type rawLink struct {
+	href     string
+	text     string
+	rel      string
+	tag      string
+	noFollow bool
+}
+
+type parser struct {
+	opt   Options
+	links []rawLink
+	byRef map[string]int // href → index in links, so repeats merge before resolution
+	res   Result
+
+	text, anchor, title, desc collapser
+
+	anchorIdx   int  // link the open <a> feeds its text to, or -1
+	anchorOwns  bool // the open <a> may set that link's text (it had none)
+	inTitle     bool
+	titleDone   bool
+	inHead      bool
+	scriptDepth int // depth inside scriptLike elements
+	fallDepth   int // depth inside fallback elements
+	foreign     int // depth inside <svg>/<math>, whose <title> is not the page title
+	baseHref    string
+	baseSeen    bool
+	canonical   string
+	langSeen    bool
+	descSeen    bool
+	robots      robots
+	robotsAgent string
+}
+
+// Extract parses one page. It always returns a Result with whatever could be extracted;
+// the error (ErrPageURL, or a tokenizer read error) says it is incomplete.
+func Extract(in Input, opt Options) (res *Result, err error) {
+	noText := opt.MaxTextBytes < 0
+	def := DefaultLimits()
+	for _, f := range []struct {
+		v *int
+		d int
+	}{
+		{&opt.MaxBytes, def.MaxBytes}, {&opt.MaxTokens, def.MaxTokens}, {&opt.MaxLinks, def.MaxLinks},
+		{&opt.MaxTextBytes, def.MaxTextBytes}, {&opt.MaxAnchorBytes, def.MaxAnchorBytes}, {&opt.MaxMetaBytes, def.MaxMetaBytes},
+	} {
+		if *f.v <= 0 {
+			*f.v = f.d
+		}
+	}
+	if noText {
+		opt.MaxTextBytes = 0
+	}
+	p := &parser{
+		opt:         opt,
+		byRef:       make(map[string]int),
+		text:        newCollapser(opt.MaxTextBytes),
+		anchor:      newCollapser(opt.MaxAnchorBytes),
+		title:       newCollapser(opt.MaxMetaBytes),
+		desc:        newCollapser(opt.MaxMetaBytes),
+		anchorIdx:   -1,
+		robotsAgent: strings.ToLower(opt.RobotsAgent),
+	}
+	for _, v := range headerValues(in.Header, "X-Robots-Tag") {
+		p.robots.applyHeader(v, p.robotsAgent)
+	}
+
+	body := in.Body
+	if len(body) > opt.MaxBytes {
+		body = body[:opt.MaxBytes]
+		p.res.StoppedAt = "bytes"
+	}
+	// Text is typically a fraction of the markup; sizing for it up front saves regrowing.
+	p.text.buf = make([]byte, 0, min(opt.MaxTextBytes, len(body)/3))
+	r, cs := decode(body, in.ContentType)
+	p.res.Charset = cs
+	tokErr := p.tokenize(r)
+	p.closeAnchor() // an <a> left open at the end of the input still gets its text
+
+	p.res.Text = p.text.String()
+	p.res.TextCapped = p.text.full && !noText
+	p.res.Title = p.title.String()
+	p.res.Description = p.desc.String()
+	p.res.NoIndex = p.robots.noIndex
+	p.res.NoFollow = p.robots.noFollow
+
+	page, perr := urlnorm.Parse(in.URL)
+	if perr != nil {
+		return &p.res, errors.Join(fmt.Errorf("%w: %w", ErrPageURL, perr), tokErr)
+	}
+	p.resolve(page, headerValues(in.Header, "Link"))
+	return &p.res, tokErr
+}
+
+func (p *parser) tokenize(r io.Reader) error {
+	z := html.NewTokenizer(r)
+	for tokens := 0; ; tokens++ {
+		if tokens >= p.opt.MaxTokens {
+			p.res.StoppedAt = "tokens"
+			return nil
+		}
+		switch z.Next() {
+		case html.ErrorToken:
+			if err := z.Err(); !errors.Is(err, io.EOF) {
+				return fmt.Errorf("extract: tokenize: %w", err)
+			}
+			return nil
+		case html.TextToken:
+			p.onText(z.Text())
+		case html.StartTagToken:
+			p.onStart(z, false)
+		case html.SelfClosingTagToken:
+			p.onStart(z, true)
+		case html.EndTagToken:
+			name, _ := z.TagName()
+			p.onEnd(string(name))
+		}
+	}
+}
+
+func (p *parser) onText(t []byte) {
+	if p.inTitle {
+		p.title.write(t)
+		return
+	}
+	if p.scriptDepth > 0 {
+		return
+	}
+	if p.anchorIdx >= 0 && p.anchorOwns {
+		p.anchor.write(t)
+	}
+	if p.fallDepth > 0 {
+		return
+	}
+	if p.inHead {
+		// Non-blank text in <head> starts the body, as the HTML parser does.
+		if isBlank(t) {
+			return
+		}
+		p.inHead = false
+	}
+	p.text.write(t)
+}
+
+// attrs reads up to three attributes of the current tag (an array keeps it allocation-free).
+func attrs(z *html.Tokenizer, want ...string) (out [3]string) {
+	for more := true; more; {
+		var k, v []byte
+		k, v, more = z.TagAttr()
+		for i, w := range want {
+			// The first occurrence of an attribute wins, as in the HTML parser.
+			if out[i] == "" && string(k) == w {
+				out[i] = string(v)
+			}
+		}
+	}
+	return out
+}
+
+func (p *parser) onStart(z *html.Tokenizer, selfClosing bool) {
+	nameB, hasAttr := z.TagName()
+	name := string(nameB)
+	if p.inHead && !headElements[name] {
+		p.inHead = false
+	}
+	if blockElements[name] {
+		p.text.sep()
+		p.anchor.sep()
+	}
+	switch name {
+	case "a", "area":
+		p.closeAnchor()
+		if !hasAttr {
+			break
+		}
+		a := attrs(z, "href", "rel", "alt")
+		if a[0] == "" {
+			// A named anchor (<a name=x>) still closes the previous one.
+			break
+		}
+		idx, fresh := p.addLink(a[0], name, a[1])
+		if name == "area" {
+			if idx >= 0 && fresh {
+				c := newCollapser(p.opt.MaxAnchorBytes)
+				c.writeString(a[2])
+				p.links[idx].text = c.String()
+			}
+			break
+		}
+		p.anchorIdx = idx
+		p.anchorOwns = idx >= 0 && p.links[idx].text == ""
+		p.anchor.reset()
+	case "frame", "iframe":
+		if hasAttr {
+			a := attrs(z, "src")
+			p.addLink(a[0], name, "")
+		}
+	case "link":
+		if hasAttr {
+			p.onLinkElement(attrs(z, "href", "rel"))
+		}
+	case "base":
+		if hasAttr && !p.baseSeen {
+			if a := attrs(z, "href"); a[0] != "" {
+				p.baseHref, p.baseSeen = a[0], true
+			}
+		}
+	case "meta":
+		if hasAttr {
+			p.onMeta(attrs(z, "name", "content", "http-equiv"))
+		}
+	case "html":
+		if hasAttr && !p.langSeen {
+			a := attrs(z, "lang", "xml:lang")
+			lang := a[0]
+			if lang == "" {
+				lang = a[1]
+			}
+			if lang = strings.TrimSpace(lang); lang != "" {
+				p.langSeen = true
+				p.res.Lang = truncateString(lang, 64)
+			}
+		}
+	case "head":
+		p.inHead = true
+	case "body":
+		p.inHead = false
+	case "title":
+		if !p.titleDone && p.foreign == 0 {
+			p.inTitle = true
+		}
+	case "svg", "math":
+		if !selfClosing {
+			p.foreign++
+		}
+	case "img":
+		if p.anchorIdx >= 0 && p.anchorOwns && hasAttr {
+			// An image link's alt text is its anchor text.
+			p.anchor.sep()
+			p.anchor.writeString(attrs(z, "alt")[0])
+			p.anchor.sep()
+		}
+	case "noscript", "noframes":
+		// A crawler runs no scripts, so fallback content is where script-built navigation
+		// often keeps its plain links: tokenize it instead of treating it as raw text.
+		z.NextIsNotRawText()
+	}
+	// HTML ignores the self-closing flag on non-void elements (and the tokenizer still
+	// enters raw text mode for <script/>), so it does not end a hidden element here.
+	switch {
+	case scriptLike[name]:
+		p.scriptDepth++
+	case fallback[name]:
+		p.fallDepth++
+	}
+}
+
+func (p *parser) onEnd(name string) {
+	if blockElements[name] {
+		p.text.sep()
+		p.anchor.sep()
+	}
+	switch name {
+	case "a":
+		p.closeAnchor()
+	case "title":
+		if p.inTitle {
+			p.inTitle = false
+			p.titleDone = true
+		}
+	case "head":
+		p.inHead = false
+	case "svg", "math":
+		if p.foreign > 0 {
+			p.foreign--
+		}
+	}
+	switch {
+	case scriptLike[name] && p.scriptDepth > 0:
+		p.scriptDepth--
+	case fallback[name] && p.fallDepth > 0:
+		p.fallDepth--
+	}
+}
+
+func (p *parser) closeAnchor() {
+	if p.anchorIdx >= 0 && p.anchorOwns && p.links[p.anchorIdx].text == "" {
+		p.links[p.anchorIdx].text = p.anchor.String()
+	}
+	p.anchorIdx = -1
+	p.anchorOwns = false
+}
+
+// Link relations that name another page worth following; stylesheets, icons, preloads
+// and the like are resources, not pages.
+var pageRels = []string{"alternate", "next", "prev", "previous"}
+var resourceRels = []string{"stylesheet", "icon", "preload", "prefetch", "modulepreload", "manifest", "apple-touch-icon", "mask-icon"}
+
+func (p *parser) onLinkElement(a [3]string) {
+	href, rel := a[0], a[1]
+	if relHas(rel, "canonical") {
+		if p.canonical == "" {
+			p.canonical = strings.TrimSpace(href)
+		}
+		return
+	}
+	for _, r := range resourceRels {
+		if relHas(rel, r) {
+			return
+		}
+	}
+	for _, r := range pageRels {
+		if relHas(rel, r) {
+			p.addLink(href, "link", rel)
+			return
+		}
+	}
+}
+
+func (p *parser) onMeta(a [3]string) {
+	name, content, equiv := strings.ToLower(strings.TrimSpace(a[0])), a[1], strings.ToLower(strings.TrimSpace(a[2]))
+	switch {
+	case name == "robots" || (name != "" && name == p.robotsAgent):
+		p.robots.apply(content)
+	case name == "description":
+		if !p.descSeen {
+			p.descSeen = true
+			p.desc.writeString(content)
+		}
+	case equiv == "refresh":
+		if target := refreshURL(content); target != "" {
+			p.addLink(target, "meta", "refresh")
+		}
+	}
+}
+
+// addLink records a link candidate. It returns the index of the (possibly merged) link, or
+// -1 when it was dropped, and whether this occurrence created it.
+func (p *parser) addLink(href, tag, rel string) (int, bool) {
+	href = strings.TrimSpace(href)
+	switch {
+	case href == "":
+		// No target at all (<iframe srcdoc>, <link rel=next href="">): not a link.
+		return -1, false
+	case href[0] == '#':
+		p.res.Dropped.Fragment++
+		return -1, false
+	case len(href) > urlnorm.MaxLength:
+		p.res.Dropped.Invalid++
+		return -1, false
+	case hasOtherScheme(href):
+		// Checked before the link limit so that a page full of mailto: links does not
+		// crowd out its real links.
+		p.res.Dropped.Scheme++
+		return -1, false
+	}
+	noFollow := relHas(rel, "nofollow")
+	if i, ok := p.byRef[href]; ok {
+		// Followed if any occurrence is followable: nofollow is a property of one link.
+		p.links[i].noFollow = p.links[i].noFollow && noFollow
+		return i, false
+	}
+	if len(p.links) >= p.opt.MaxLinks {
+		p.res.LinksCapped = true
+		p.res.Dropped.Limit++
+		return -1, false
+	}
+	if rel != "" {
+		rel = truncateString(strings.ToLower(rel), 64)
+	}
+	p.links = append(p.links, rawLink{href: href, tag: tag, rel: rel, noFollow: noFollow})
+	p.byRef[href] = len(p.links) - 1
+	return len(p.links) - 1, true
+}
+
+// hasOtherScheme reports whether ref starts with a scheme other than http or https. Tabs
+// and newlines are ignored as URL parsers do ("java\nscript:").
+func hasOtherScheme(ref string) bool {
+	var scheme []byte
+	for i := 0; i < len(ref) && len(scheme) < 32; i++ {
+		c := ref[i]
+		switch {
+		case c == '\t' || c == '\n' || c == '\r':
+			continue
+		case c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z':
+			scheme = append(scheme, c|0x20)
+		case (c >= '0' && c <= '9' || c == '+' || c == '-' || c == '.') && len(scheme) > 0:
+			scheme = append(scheme, c)
+		case c == ':' && len(scheme) > 0:
+			s := string(scheme)
+			return s != "http" && s != "https"
+		default:
+			return false
+		}
+	}
+	return false
+}
+
+// resolve turns the raw links into normalised absolute URLs against the document's base,
+// merging those that turn out to be the same URL.
+func (p *parser) resolve(page *url.URL, linkHeader []string) {
+	base := page
+	if p.baseSeen {
+		// A base that is not a usable http(s) URL is ignored rather than making every
+		// relative link unresolvable.
+		if b, err := urlnorm.Resolve(page, p.baseHref); err == nil {
+			if bu, err := url.Parse(b); err == nil {
+				base = bu
+			}
+		}
+	}
+	p.res.BaseURL = base.String()
+
+	if p.canonical != "" {
+		if c, err := urlnorm.Resolve(base, p.canonical); err == nil {
+			p.res.Canonical = c
+		}
+	}
+	if p.res.Canonical == "" {
+		if h := linkHeaderCanonical(linkHeader); h != "" {
+			// A Link header is relative to the response's URL, not the document's base.
+			if c, err := urlnorm.Resolve(page, h); err == nil {
+				p.res.Canonical = c
+			}
+		}
+	}
+
+	seen := make(map[string]int, len(p.links))
+	out := make([]crawlmsg.Link, 0, len(p.links))
+	for _, l := range p.links {
+		u, err := urlnorm.Resolve(base, l.href)
+		if err != nil {
+			if errors.Is(err, urlnorm.ErrScheme) {
+				p.res.Dropped.Scheme++
+			} else {
+				p.res.Dropped.Invalid++
+			}
+			continue
+		}
+		if i, ok := seen[u]; ok {
+			out[i].NoFollow = out[i].NoFollow && l.noFollow
+			if out[i].Text == "" {
+				out[i].Text = l.text
+			}
+			continue
+		}
+		seen[u] = len(out)
+		out = append(out, crawlmsg.Link{URL: u, Text: l.text, Rel: l.rel, Tag: l.tag, NoFollow: l.noFollow})
+	}
+	if p.robots.noFollow {
+		for i := range out {
+			out[i].NoFollow = true
+		}
+	}
+	p.res.Links = out
+}
+
+func isBlank(b []byte) bool {
+	for _, c := range b {
+		if !asciiSpace(c) {
+			return false
+		}
+	}
+	return true
+}
+
+func truncateString(s string, n int) string {
+	c := newCollapser(n)
+	c.writeString(s)
+	return c.String()
+}

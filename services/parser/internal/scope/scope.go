@@ -1,0 +1,258 @@
+// Package scope decides which of a page's outlinks become crawl.discovered URLs. Every
+// URL is reached through a chain of links that each passed this filter, so rules relative
+// to the linking page ("same host", "same domain") keep the crawl on its seeds' sites.
+package scope
+
+import (
+	"fmt"
+	"net"
+	"regexp"
+	"strings"
+
+	"golang.org/x/net/publicsuffix"
+
+	"github.com/trawl/trawl/shared/crawlmsg"
+)
+
+// Mode is the scope rule of TRAWL_SCOPE.
+type Mode string
+
+const (
+	Any    Mode = "any"    // follow links anywhere
+	Host   Mode = "host"   // only to the linking page's host
+	Domain Mode = "domain" // only to the linking page's registered domain (eTLD+1)
+)
+
+// ParseMode reads a TRAWL_SCOPE value.
+func ParseMode(s string) (Mode, error) {
+	switch m := Mode(strings.ToLower(strings.TrimSpace(s))); m {
+	case Any, Host, Domain:
+		return m, nil
+	}
+	return "", fmt.Errorf("scope: unknown mode %q (want any, host or domain)", s)
+}
+
+// Reason says why a link was not emitted; it is the label of
+// trawl_parser_links_rejected_total.
+type Reason string
+
+const (
+	ReasonNoFollow   Reason = "nofollow"    // rel=nofollow, or the page is nofollow
+	ReasonDepth      Reason = "depth"       // depth+1 exceeds MaxDepth
+	ReasonLength     Reason = "length"      // URL longer than MaxURLLength
+	ReasonScope      Reason = "scope"       // other host / domain than the page
+	ReasonExclude    Reason = "exclude"     // matches TRAWL_EXCLUDE
+	ReasonInclude    Reason = "include"     // does not match TRAWL_INCLUDE
+	ReasonTrap       Reason = "trap"        // a path segment repeats 3+ times
+	ReasonOutlinks   Reason = "outlinks"    // beyond MaxOutlinks for the page
+	ReasonBatchBytes Reason = "batch_bytes" // the page's batch would outgrow MaxBatchBytes
+	ReasonInvalid    Reason = "invalid"     // no host could be read from the URL
+)
+
+// Reasons lists every Reason (to initialise metric series).
+var Reasons = []Reason{ReasonNoFollow, ReasonDepth, ReasonLength, ReasonScope, ReasonExclude,
+	ReasonInclude, ReasonTrap, ReasonOutlinks, ReasonBatchBytes, ReasonInvalid}
+
+// Config is the crawl scope.
+type Config struct {
+	Mode         Mode
+	MaxDepth     int // a discovered URL's depth (page depth + 1) may not exceed it
+	MaxURLLength int // bytes of the normalised URL; 0 = no limit
+	MaxOutlinks  int // URLs emitted per page; 0 = no limit
+	// MaxBatchBytes bounds the encoded size of one page's DiscoveredBatch so it stays under
+	// the stream's message size; 0 = no limit.
+	MaxBatchBytes int
+	Include       *regexp.Regexp // if set, a URL must match it
+	Exclude       *regexp.Regexp // if set, a matching URL is rejected (wins over Include)
+}
+
+// Filter applies a Config. It is safe for concurrent use.
+type Filter struct {
+	cfg Config
+}
+
+// New checks cfg and returns its Filter.
+func New(cfg Config) (*Filter, error) {
+	if _, err := ParseMode(string(cfg.Mode)); err != nil {
+		return nil, err
+	}
+	if cfg.MaxDepth < 0 || cfg.MaxURLLength < 0 || cfg.MaxOutlinks < 0 || cfg.MaxBatchBytes < 0 {
+		return nil, fmt.Errorf("scope: negative limit in %+v", cfg)
+	}
+	return &Filter{cfg: cfg}, nil
+}
+
+// Page is the linking page.
+type Page struct {
+	URL      string
+	Depth    int
+	NoFollow bool // page-level nofollow
+}
+
+// Rejected counts rejected links by reason.
+type Rejected map[Reason]int
+
+// Per-URL overhead of a Discovered in JSON besides the URL itself:
+// {"url":"","depth":NN,"via":"link"}, plus a comma.
+const discoveredOverhead = 48
+
+// Select returns the links to publish, in page order, with depth = page depth + 1, and
+// counts the others by reason. A link beyond MaxDepth is not emitted at all: marking it
+// seen would stop a shorter path from reaching it later.
+func (f *Filter) Select(p Page, links []crawlmsg.Link) ([]crawlmsg.Discovered, Rejected) {
+	rej := Rejected{}
+	if len(links) == 0 {
+		return nil, rej
+	}
+	depth := p.Depth + 1
+	if p.NoFollow {
+		rej[ReasonNoFollow] += len(links)
+		return nil, rej
+	}
+	if depth > f.cfg.MaxDepth {
+		for _, l := range links {
+			if l.NoFollow {
+				rej[ReasonNoFollow]++
+			} else {
+				rej[ReasonDepth]++
+			}
+		}
+		return nil, rej
+	}
+	pageHost := hostOf(p.URL)
+	pageKey := f.key(pageHost)
+	var out []crawlmsg.Discovered
+	size := 0
+	for _, l := range links {
+		r, ok := f.check(l, pageHost, pageKey)
+		if ok && f.cfg.MaxOutlinks > 0 && len(out) >= f.cfg.MaxOutlinks {
+			r, ok = ReasonOutlinks, false
+		}
+		if ok && f.cfg.MaxBatchBytes > 0 && size+len(l.URL)+discoveredOverhead > f.cfg.MaxBatchBytes {
+			r, ok = ReasonBatchBytes, false
+		}
+		if !ok {
+			rej[r]++
+			continue
+		}
+		size += len(l.URL) + discoveredOverhead
+		out = append(out, crawlmsg.Discovered{URL: l.URL, Depth: depth, Via: crawlmsg.ViaLink})
+	}
+	return out, rej
+}
+
+// check applies the per-link rules, cheapest first.
+func (f *Filter) check(l crawlmsg.Link, pageHost, pageKey string) (Reason, bool) {
+	if l.NoFollow {
+		return ReasonNoFollow, false
+	}
+	if f.cfg.MaxURLLength > 0 && len(l.URL) > f.cfg.MaxURLLength {
+		return ReasonLength, false
+	}
+	host := hostOf(l.URL)
+	if host == "" {
+		return ReasonInvalid, false
+	}
+	switch f.cfg.Mode {
+	case Host:
+		if host != pageHost {
+			return ReasonScope, false
+		}
+	case Domain:
+		if host != pageHost && f.key(host) != pageKey {
+			return ReasonScope, false
+		}
+	}
+	if f.cfg.Exclude != nil && f.cfg.Exclude.MatchString(l.URL) {
+		return ReasonExclude, false
+	}
+	if f.cfg.Include != nil && !f.cfg.Include.MatchString(l.URL) {
+		return ReasonInclude, false
+	}
+	if IsTrap(l.URL) {
+		return ReasonTrap, false
+	}
+	return "", true
+}
+
+// key is what two hosts must share to be in scope of each other.
+func (f *Filter) key(host string) string {
+	if f.cfg.Mode != Domain {
+		return host
+	}
+	return RegisteredDomain(host)
+}
+
+// RegisteredDomain is host's eTLD+1 by the Public Suffix List (so a.example.co.uk and
+// b.example.co.uk share example.co.uk, while alice.github.io and bob.github.io do not).
+// An IP address, or a name that is itself a public suffix or has no registrable part
+// (localhost), is its own domain.
+func RegisteredDomain(host string) string {
+	if net.ParseIP(host) != nil {
+		return host
+	}
+	d, err := publicsuffix.EffectiveTLDPlusOne(host)
+	if err != nil {
+		return host
+	}
+	return d
+}
+
+// hostOf returns the lowercased hostname of an absolute URL in urlnorm's normal form
+// (scheme://[userinfo@]host[:port]/path…), without allocating a url.URL per link.
+func hostOf(u string) string {
+	i := strings.Index(u, "://")
+	if i < 0 {
+		return ""
+	}
+	rest := u[i+3:]
+	if j := strings.IndexAny(rest, "/?#"); j >= 0 {
+		rest = rest[:j]
+	}
+	if j := strings.LastIndexByte(rest, '@'); j >= 0 {
+		rest = rest[j+1:]
+	}
+	if strings.HasPrefix(rest, "[") {
+		if j := strings.IndexByte(rest, ']'); j >= 0 {
+			return strings.ToLower(rest[1:j])
+		}
+		return ""
+	}
+	if j := strings.LastIndexByte(rest, ':'); j >= 0 {
+		rest = rest[:j]
+	}
+	return strings.ToLower(rest)
+}
+
+// IsTrap reports a URL whose path repeats one segment three or more times
+// (/a/b/a/b/a/b, /x/x/x): the signature of relative-link loops and calendar traps.
+func IsTrap(u string) bool {
+	path := u
+	if i := strings.Index(path, "://"); i >= 0 {
+		path = path[i+3:]
+		j := strings.IndexByte(path, '/')
+		if j < 0 {
+			return false
+		}
+		path = path[j:]
+	}
+	if i := strings.IndexAny(path, "?#"); i >= 0 {
+		path = path[:i]
+	}
+	segs := strings.Split(strings.Trim(path, "/"), "/")
+	if len(segs) < 3 {
+		return false
+	}
+	// Paths are short (MaxURLLength), but a map keeps a hostile one linear.
+	counts := make(map[string]int, len(segs))
+	for _, s := range segs {
+		if s == "" {
+			continue
+		}
+		counts[s]++
+		if counts[s] >= 3 {
+			return true
+		}
+	}
+	return false
+}

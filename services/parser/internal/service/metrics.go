@@ -1,0 +1,120 @@
+package service
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/trawl/trawl/services/parser/internal/scope"
+)
+
+type metrics struct {
+	pages           *prometheus.CounterVec
+	links           prometheus.Counter
+	emitted         prometheus.Counter
+	rejected        *prometheus.CounterVec
+	dropped         *prometheus.CounterVec
+	parseErrors     prometheus.Counter
+	parseDuration   prometheus.Histogram
+	terminated      *prometheus.CounterVec
+	limited         *prometheus.CounterVec
+	trimmed         prometheus.Counter
+	publishFailures prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		pages: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "trawl_parser_pages_total",
+			Help: "Pages taken from crawl.pages: parsed (a document was published) or skipped (not HTML, not 2xx).",
+		}, []string{"result"}),
+		links: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "trawl_parser_links_total",
+			Help: "Distinct valid outlinks extracted from parsed pages.",
+		}),
+		emitted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "trawl_parser_links_emitted_total",
+			Help: "Outlinks published to crawl.discovered (links_total minus links_rejected_total).",
+		}),
+		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "trawl_parser_links_rejected_total",
+			Help: "Extracted outlinks not published to crawl.discovered, by scope rule.",
+		}, []string{"reason"}),
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "trawl_parser_links_dropped_total",
+			Help: "Link candidates discarded during extraction: scheme (javascript:, mailto: …), invalid, fragment (#… only), limit (beyond the per-page link cap).",
+		}, []string{"reason"}),
+		parseErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "trawl_parser_parse_errors_total",
+			Help: "Pages whose extraction failed part-way; their document holds what was extracted.",
+		}),
+		parseDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "trawl_parser_parse_duration_seconds",
+			Help:    "Time to extract one page.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 9),
+		}),
+		terminated: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "trawl_parser_messages_terminated_total",
+			Help: "crawl.pages messages terminated: permanent (malformed, unknown version) or max-deliver.",
+		}, []string{"reason"}),
+		limited: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "trawl_parser_extract_limited_total",
+			Help: "Pages on which an extraction limit was reached: bytes, tokens (rest of page unseen), links, text.",
+		}, []string{"limit"}),
+		trimmed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "trawl_parser_docs_trimmed_total",
+			Help: "Documents whose links or text were cut to fit the stream's message size.",
+		}),
+		publishFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "trawl_parser_publish_failures_total",
+			Help: "Batches whose publish wave failed; their pages are redelivered.",
+		}),
+	}
+	reg.MustRegister(m.pages, m.links, m.emitted, m.rejected, m.dropped, m.parseErrors,
+		m.parseDuration, m.terminated, m.limited, m.trimmed, m.publishFailures)
+	// Series exist from the start so rate() and alerts see zeros, not gaps.
+	for _, r := range []string{"parsed", "skipped"} {
+		m.pages.WithLabelValues(r)
+	}
+	for _, r := range scope.Reasons {
+		m.rejected.WithLabelValues(string(r))
+	}
+	for _, r := range []string{"scheme", "invalid", "fragment", "limit"} {
+		m.dropped.WithLabelValues(r)
+	}
+	for _, r := range []string{"permanent", "max-deliver"} {
+		m.terminated.WithLabelValues(r)
+	}
+	for _, r := range []string{"bytes", "tokens", "links", "text"} {
+		m.limited.WithLabelValues(r)
+	}
+	return m
+}
+
+// record adds one settled page's counts. It runs only once the page's outputs are stored,
+// so a page redelivered after a failed publish is not counted twice.
+func (m *metrics) record(o *outcome) {
+	if o.skipped {
+		m.pages.WithLabelValues("skipped").Inc()
+		return
+	}
+	m.pages.WithLabelValues("parsed").Inc()
+	m.parseDuration.Observe(o.duration.Seconds())
+	if o.parseErr != nil {
+		m.parseErrors.Inc()
+	}
+	m.links.Add(float64(o.links))
+	m.emitted.Add(float64(o.emitted))
+	for r, n := range o.rejected {
+		m.rejected.WithLabelValues(string(r)).Add(float64(n))
+	}
+	for r, n := range map[string]int{"scheme": o.dropped.Scheme, "invalid": o.dropped.Invalid, "fragment": o.dropped.Fragment, "limit": o.dropped.Limit} {
+		if n > 0 {
+			m.dropped.WithLabelValues(r).Add(float64(n))
+		}
+	}
+	for _, l := range o.limits {
+		m.limited.WithLabelValues(l).Inc()
+	}
+	if o.trimmed {
+		m.trimmed.Inc()
+	}
+}

@@ -1,0 +1,243 @@
+// Package service wires the parser: it consumes crawl.pages with the `parser` durable,
+// extracts each HTML page, and publishes a Document to crawl.docs and the followable
+// outlinks as one DiscoveredBatch to crawl.discovered, acking a batch of pages only after
+// everything it produced is stored.
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/trawl/trawl/services/parser/internal/config"
+	"github.com/trawl/trawl/services/parser/internal/extract"
+	"github.com/trawl/trawl/services/parser/internal/scope"
+	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/natsx"
+	"github.com/trawl/trawl/shared/obs"
+	"github.com/trawl/trawl/shared/topology"
+)
+
+// Room left in a message for headers (Nats-Msg-Id and JetStream's own) when sizing
+// documents and discovered batches against the stream's MaxMsgSize.
+const headerRoom = 64 << 10
+
+// Service is a running parser.
+type Service struct {
+	cfg  config.Config
+	log  *slog.Logger
+	nc   *nats.Conn
+	js   jetstream.JetStream
+	m    *metrics
+	http *obs.Server
+	proc *processor
+}
+
+// Run runs the parser until ctx ends.
+func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
+	s, err := New(ctx, cfg, log)
+	if err != nil {
+		if ctx.Err() != nil {
+			// Stopped while still waiting for NATS: a normal shutdown, not a failure.
+			log.Info("parser stopped before it started", "err", err)
+			return nil
+		}
+		return err
+	}
+	return s.Run(ctx)
+}
+
+// New connects to NATS, declares the topology and opens the HTTP listener. The caller must
+// call Run (which closes everything when it returns) or Close.
+func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Service, error) {
+	topo := cfg.Common.Topology()
+	maxMsg := int(topo.MaxMsgSize) - headerRoom
+	scfg, err := cfg.ScopeConfig(maxMsg)
+	if err != nil {
+		return nil, err
+	}
+	filter, err := scope.New(scfg)
+	if err != nil {
+		return nil, err
+	}
+	nc, js, err := natsx.Connect(ctx, cfg.Common.NATSURL, "trawl-parser", log)
+	if err != nil {
+		return nil, err
+	}
+	if err := natsx.Ensure(ctx, js, topo, cfg.Common.Timings(), log); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	reg := obs.NewRegistry()
+	s := &Service{
+		cfg: cfg,
+		log: log,
+		nc:  nc,
+		js:  js,
+		m:   newMetrics(reg),
+		proc: &processor{
+			extract: extractOptions(cfg),
+			filter:  filter,
+			maxDoc:  maxMsg,
+			log:     log,
+		},
+	}
+	// The parser keeps no state of its own: it is ready when NATS is.
+	s.http, err = obs.NewServer(cfg.Common.HTTPAddr, reg, map[string]obs.Check{
+		"nats": func(context.Context) error {
+			if st := nc.Status(); st != nats.CONNECTED {
+				return fmt.Errorf("nats %s", st)
+			}
+			return nil
+		},
+	})
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// extractOptions maps the configuration onto extraction limits.
+func extractOptions(cfg config.Config) extract.Options {
+	limits := extract.DefaultLimits()
+	limits.MaxTextBytes = int(cfg.MaxTextBytes)
+	if limits.MaxTextBytes == 0 {
+		limits.MaxTextBytes = -1 // TRAWL_MAX_TEXT_BYTES=0 keeps no text; extract reads 0 as "default"
+	}
+	// Extraction keeps more links than are emitted: the document lists them all, and
+	// scope rejects some before the outlink cap applies.
+	limits.MaxLinks = max(limits.MaxLinks, 2*cfg.MaxOutlinks)
+	return extract.Options{Limits: limits, RobotsAgent: strings.ToLower(cfg.RobotsAgent)}
+}
+
+// Addr is the address of the /metrics, /healthz and /readyz listener.
+func (s *Service) Addr() string { return s.http.Addr() }
+
+// Run serves HTTP and consumes pages until ctx ends, then finishes and acks the pages it
+// holds (natsx drain), flushes, and closes the connection.
+func (s *Service) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	httpDone := make(chan error, 1)
+	go func() { httpDone <- s.http.Run(ctx) }()
+
+	err := s.consume(ctx)
+	cancel()
+	herr := <-httpDone
+	s.Close()
+	s.log.Info("parser stopped")
+	return errors.Join(err, herr)
+}
+
+func (s *Service) consume(ctx context.Context) error {
+	cons, err := s.js.Consumer(ctx, topology.StreamPages, topology.ConsumerParser)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("parser: consumer %s/%s: %w", topology.StreamPages, topology.ConsumerParser, err)
+	}
+	s.log.Info("parser consuming", "stream", topology.StreamPages, "consumer", topology.ConsumerParser,
+		"concurrency", s.cfg.ParseConcurrency, "batch", s.cfg.ParseBatch, "http", s.Addr())
+	return natsx.ConsumeBatches(ctx, cons, natsx.ConsumeOptions{
+		Batch:      s.cfg.ParseBatch,
+		MaxDeliver: s.cfg.Common.MaxDeliver,
+		OnTerm:     func(reason string) { s.m.terminated.WithLabelValues(reason).Inc() },
+		Log:        s.log,
+	}, s.HandleBatch)
+}
+
+// Close releases the connection without serving (for a Service from New that is not Run).
+func (s *Service) Close() {
+	// Acks are fire-and-forget publishes: flush them before closing.
+	_ = s.nc.FlushTimeout(2 * time.Second)
+	s.nc.Close()
+}
+
+// HandleBatch parses msgs (up to TRAWL_PARSE_CONCURRENCY at a time), publishes every
+// output of the batch in one wave, and returns one result per message for natsx to settle:
+// nil (ack), a permanent error (terminate: malformed or unknown version), or a retryable
+// one (nak: the outputs could not be stored; their Nats-Msg-Id makes the retry harmless).
+func (s *Service) HandleBatch(ctx context.Context, msgs []jetstream.Msg) []error {
+	errs := make([]error, len(msgs))
+	outs := make([]*outcome, len(msgs))
+	parallel(len(msgs), s.cfg.ParseConcurrency, func(i int) {
+		page, err := crawlmsg.DecodePage(msgs[i].Headers(), msgs[i].Data())
+		if err != nil {
+			errs[i] = fmt.Errorf("parser: decode page: %w", err)
+			return
+		}
+		o, err := s.proc.process(page)
+		if err != nil {
+			// Only encoding our own output fails here, and a retry would fail the same way.
+			errs[i] = natsx.Permanent(err)
+			return
+		}
+		outs[i] = o
+	})
+
+	var pub []*nats.Msg
+	for i, o := range outs {
+		if o == nil {
+			continue
+		}
+		id := natsx.MsgID(msgs[i])
+		if o.doc != nil {
+			pub = append(pub, natsx.NewMsg(topology.SubjectDocs, "doc:"+id, o.doc))
+		}
+		if o.disc != nil {
+			pub = append(pub, natsx.NewMsg(topology.SubjectDiscovered, "disc:"+id, o.disc))
+		}
+	}
+	pctx, cancel := context.WithTimeout(ctx, s.cfg.Common.AckWait)
+	defer cancel()
+	if err := natsx.PublishBatch(pctx, s.js, pub); err != nil {
+		s.m.publishFailures.Inc()
+		s.log.Warn("publish failed; pages will be redelivered", "pages", len(msgs), "err", err)
+		for i, o := range outs {
+			if o != nil && !o.skipped {
+				errs[i] = fmt.Errorf("parser: publish: %w", err)
+			}
+		}
+	}
+	for i, o := range outs {
+		if o != nil && errs[i] == nil {
+			s.m.record(o)
+		}
+	}
+	return errs
+}
+
+// parallel runs fn(0..n-1) on up to workers goroutines.
+func parallel(n, workers int, fn func(i int)) {
+	workers = min(workers, n)
+	if workers <= 1 {
+		for i := range n {
+			fn(i)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				fn(i)
+			}
+		})
+	}
+	wg.Wait()
+}

@@ -1,0 +1,536 @@
+package itest
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/trawl/trawl/devstack/natsembed"
+	"github.com/trawl/trawl/services/parser/internal/config"
+	"github.com/trawl/trawl/services/parser/internal/service"
+	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/envconfig"
+	"github.com/trawl/trawl/shared/topology"
+)
+
+const waitFor = 20 * time.Second
+
+// stack is one embedded NATS with a parser built on it and a client connection.
+type stack struct {
+	t   *testing.T
+	ns  *natsembed.Server
+	svc *service.Service
+	nc  *nats.Conn
+	js  jetstream.JetStream
+}
+
+func newStack(t *testing.T, env map[string]string) *stack {
+	t.Helper()
+	ns := natsembed.StartT(t)
+	vars := map[string]string{
+		"TRAWL_NATS_URL":    ns.URL(),
+		"TRAWL_HTTP_ADDR":   "127.0.0.1:0",
+		"TRAWL_ACK_WAIT":    "1s",
+		"TRAWL_MAX_DEPTH":   "3",
+		"TRAWL_SCOPE":       "host",
+		"TRAWL_PARSE_BATCH": "4",
+	}
+	for k, v := range env {
+		vars[k] = v
+	}
+	cfg, err := config.Load(envconfig.FromMap(vars))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	svc, err := service.New(ctx, cfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(ns.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &stack{t: t, ns: ns, svc: svc, nc: nc, js: js}
+}
+
+// run starts the service's consume loop; the test ends by cancelling it and requiring a
+// clean, prompt exit (graceful shutdown).
+func (s *stack) run() {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.svc.Run(ctx) }()
+	s.t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				s.t.Errorf("Run: %v", err)
+			}
+		case <-time.After(15 * time.Second):
+			s.t.Error("Run did not return after cancel")
+		}
+	})
+}
+
+func (s *stack) publishPage(meta crawlmsg.PageMeta, body string) uint64 {
+	s.t.Helper()
+	m, err := crawlmsg.PageMsg(topology.SubjectPages, &crawlmsg.Page{Meta: meta, Body: []byte(body)})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return s.publish(m)
+}
+
+func (s *stack) publish(m *nats.Msg) uint64 {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	ack, err := s.js.PublishMsg(ctx, m)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return ack.Sequence
+}
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(waitFor)
+	var last string
+	for time.Now().Before(deadline) {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		last = state
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("timed out waiting for %s; last state: %s", what, last)
+}
+
+// waitSettled waits until the parser has acked or terminated every page message.
+func (s *stack) waitSettled() {
+	s.t.Helper()
+	eventually(s.t, "parser to settle all pages", func() (bool, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		c, err := s.js.Consumer(ctx, topology.StreamPages, topology.ConsumerParser)
+		if err != nil {
+			return false, err.Error()
+		}
+		info, err := c.Info(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		return info.NumPending == 0 && info.NumAckPending == 0,
+			fmt.Sprintf("pending %d, ack pending %d", info.NumPending, info.NumAckPending)
+	})
+}
+
+type docMsg struct {
+	id  string
+	doc crawlmsg.Document
+}
+
+// docs reads every document stored so far with an ordered consumer of its own.
+func (s *stack) docs() []docMsg {
+	s.t.Helper()
+	var out []docMsg
+	for _, m := range s.readAll(topology.StreamDocs) {
+		var d crawlmsg.Document
+		if err := crawlmsg.Unmarshal(m.Data(), &d); err != nil {
+			s.t.Fatalf("document: %v", err)
+		}
+		out = append(out, docMsg{id: m.Headers().Get(nats.MsgIdHdr), doc: d})
+	}
+	return out
+}
+
+func (s *stack) streamMsgs(stream string) uint64 {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	st, err := s.js.Stream(ctx, stream)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return info.State.Msgs
+}
+
+func (s *stack) readAll(stream string) []jetstream.Msg {
+	s.t.Helper()
+	n := int(s.streamMsgs(stream))
+	if n == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	c, err := s.js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	var out []jetstream.Msg
+	for len(out) < n {
+		m, err := c.Next(jetstream.FetchMaxWait(5 * time.Second))
+		if err != nil {
+			s.t.Fatalf("reading %s: %v after %d of %d", stream, err, len(out), n)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+type discMsg struct {
+	id    string
+	batch crawlmsg.DiscoveredBatch
+}
+
+// takeDiscovered acts as dedup: it pulls and acks every batch on crawl.discovered.
+func (s *stack) takeDiscovered() []discMsg {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	c, err := s.js.Consumer(ctx, topology.StreamDiscovered, topology.ConsumerDedup)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	var out []discMsg
+	for {
+		batch, err := c.FetchNoWait(100)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		got := 0
+		for m := range batch.Messages() {
+			got++
+			var b crawlmsg.DiscoveredBatch
+			if err := crawlmsg.Unmarshal(m.Data(), &b); err != nil {
+				s.t.Fatalf("discovered batch: %v", err)
+			}
+			out = append(out, discMsg{id: m.Headers().Get(nats.MsgIdHdr), batch: b})
+			if err := m.DoubleAck(ctx); err != nil {
+				s.t.Fatal(err)
+			}
+		}
+		if got == 0 {
+			return out
+		}
+	}
+}
+
+// metric returns the value of one sample line of the service's /metrics.
+func (s *stack) metric(series string) float64 {
+	s.t.Helper()
+	resp, err := http.Get("http://" + s.svc.Addr() + "/metrics")
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` (\S+)$`)
+	m := re.FindSubmatch(body)
+	if m == nil {
+		s.t.Fatalf("no series %s in /metrics", series)
+	}
+	v, err := strconv.ParseFloat(string(m[1]), 64)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return v
+}
+
+func htmlMeta(url string, depth int) crawlmsg.PageMeta {
+	return crawlmsg.PageMeta{URL: url, Host: "site.test", Depth: depth, Status: 200, ContentType: "text/html", FetchedAt: time.Now().UnixMilli()}
+}
+
+const linkPage = `<!DOCTYPE html><html lang="en"><head><title>Home</title>
+<meta name="description" content="The home page"></head><body>
+<p>Welcome home.</p>
+<a href="/about">About</a>
+<a href="news/">News</a>
+<a href="/about#team">About again</a>
+<a href="/login" rel="nofollow">Log in</a>
+<a href="https://offsite.test/x">Offsite</a>
+<a href="javascript:void(0)">Menu</a>
+<iframe src="/frame.html"></iframe>
+</body></html>`
+
+func TestPipeline(t *testing.T) {
+	s := newStack(t, nil)
+	s.run()
+
+	resp, err := http.Get("http://" + s.svc.Addr() + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("/readyz = %d", resp.StatusCode)
+	}
+
+	homeSeq := s.publishPage(htmlMeta("http://site.test/", 0), linkPage)
+	// At max depth (3): a document, but no link may go to depth 4.
+	deepSeq := s.publishPage(htmlMeta("http://site.test/deep/", 3), linkPage)
+	pdf := htmlMeta("http://site.test/file.pdf", 1)
+	pdf.ContentType = "application/pdf"
+	s.publishPage(pdf, "%PDF-1.4 <a href='/not-parsed'>")
+	notFound := htmlMeta("http://site.test/missing", 1)
+	notFound.Status = 404
+	s.publishPage(notFound, linkPage)
+	robotsSeq := s.publishPage(htmlMeta("http://site.test/private/", 1),
+		`<html><head><meta name="robots" content="noindex,nofollow"><title>Private</title></head><body><a href="/secret">s</a></body></html>`)
+	// A page whose own URL is unusable cannot resolve links; it is still acked, with a
+	// document of what could be extracted.
+	badURL := htmlMeta("http://site.test:99x/", 0)
+	s.publishPage(badURL, `<title>Bad base</title><a href="/x">x</a>`)
+	s.waitSettled()
+
+	docs := s.docs()
+	byURL := map[string]docMsg{}
+	for _, d := range docs {
+		byURL[d.doc.URL] = d
+	}
+	if len(docs) != 4 || len(byURL) != 4 {
+		t.Fatalf("got %d documents %v, want home, deep, private and bad URL", len(docs), keys(byURL))
+	}
+	if b := byURL[badURL.URL].doc; b.Title != "Bad base" || len(b.Links) != 0 {
+		t.Errorf("bad-URL document = %+v", b)
+	}
+	home := byURL["http://site.test/"]
+	if home.id != fmt.Sprintf("doc:%s:%d", topology.StreamPages, homeSeq) {
+		t.Errorf("home document id = %q", home.id)
+	}
+	d := home.doc
+	if d.V != crawlmsg.Version || d.Host != "site.test" || d.Depth != 0 || d.Status != 200 || d.Title != "Home" ||
+		d.Description != "The home page" || d.Lang != "en" || !strings.HasPrefix(d.Text, "Welcome home. About News") ||
+		len(d.Digest) != 64 || d.NoIndex || d.NoFollow {
+		t.Errorf("home document = %+v", d)
+	}
+	var linkURLs []string
+	for _, l := range d.Links {
+		linkURLs = append(linkURLs, l.URL)
+	}
+	wantLinks := []string{"http://site.test/about", "http://site.test/news/", "http://site.test/login", "https://offsite.test/x", "http://site.test/frame.html"}
+	if strings.Join(linkURLs, " ") != strings.Join(wantLinks, " ") {
+		t.Errorf("home links = %v, want %v", linkURLs, wantLinks)
+	}
+	if p := byURL["http://site.test/private/"]; !p.doc.NoIndex || !p.doc.NoFollow || p.id != fmt.Sprintf("doc:%s:%d", topology.StreamPages, robotsSeq) {
+		t.Errorf("private document = %+v (id %s)", p.doc, p.id)
+	}
+	if byURL["http://site.test/deep/"].id != fmt.Sprintf("doc:%s:%d", topology.StreamPages, deepSeq) {
+		t.Errorf("deep document id = %q", byURL["http://site.test/deep/"].id)
+	}
+
+	// Only the home page has followable links within depth: one batch, depth 1, no
+	// nofollow, no offsite (TRAWL_SCOPE=host), nothing from the deep or private pages.
+	disc := s.takeDiscovered()
+	if len(disc) != 1 {
+		t.Fatalf("got %d discovered batches, want 1: %+v", len(disc), disc)
+	}
+	if disc[0].id != fmt.Sprintf("disc:%s:%d", topology.StreamPages, homeSeq) || disc[0].batch.Source != "http://site.test/" {
+		t.Errorf("batch id %q source %q", disc[0].id, disc[0].batch.Source)
+	}
+	var got []string
+	for _, u := range disc[0].batch.URLs {
+		if u.Depth != 1 || u.Via != crawlmsg.ViaLink {
+			t.Errorf("%s: depth %d via %q, want 1 via link", u.URL, u.Depth, u.Via)
+		}
+		got = append(got, u.URL)
+	}
+	want := []string{"http://site.test/about", "http://site.test/news/", "http://site.test/frame.html"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("discovered %v, want %v", got, want)
+	}
+
+	for series, want := range map[string]float64{
+		`trawl_parser_pages_total{result="parsed"}`:                  4,
+		`trawl_parser_parse_errors_total`:                            1,
+		`trawl_parser_pages_total{result="skipped"}`:                 2,
+		`trawl_parser_links_total`:                                   11, // 5 home + 5 deep + 1 private
+		`trawl_parser_links_emitted_total`:                           3,
+		`trawl_parser_links_rejected_total{reason="depth"}`:          4,
+		`trawl_parser_links_rejected_total{reason="scope"}`:          1,
+		`trawl_parser_links_rejected_total{reason="nofollow"}`:       3,
+		`trawl_parser_links_dropped_total{reason="scheme"}`:          2,
+		`trawl_parser_parse_duration_seconds_count`:                  4,
+		`trawl_parser_messages_terminated_total{reason="permanent"}`: 0,
+	} {
+		if got := s.metric(series); got != want {
+			t.Errorf("%s = %v, want %v", series, got, want)
+		}
+	}
+}
+
+func keys[V any](m map[string]V) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func TestMalformedPagesAreTerminated(t *testing.T) {
+	s := newStack(t, nil)
+	var terminated atomic.Int32
+	sub, err := s.nc.Subscribe(fmt.Sprintf("$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.%s.%s", topology.StreamPages, topology.ConsumerParser),
+		func(*nats.Msg) { terminated.Add(1) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if err := s.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	s.run()
+
+	// No Trawl-Meta header at all.
+	noMeta := nats.NewMsg(topology.SubjectPages)
+	noMeta.Data = []byte("<html><a href=/x>x</a></html>")
+	s.publish(noMeta)
+	// A header that is not JSON, and one from a future schema version.
+	badJSON := nats.NewMsg(topology.SubjectPages)
+	badJSON.Header.Set(crawlmsg.MetaHeader, "{not json")
+	s.publish(badJSON)
+	future := nats.NewMsg(topology.SubjectPages)
+	future.Header.Set(crawlmsg.MetaHeader, `{"v":2,"url":"http://site.test/v2","status":200,"content_type":"text/html"}`)
+	s.publish(future)
+	// The service keeps going: a good page after the bad ones is parsed.
+	s.publishPage(htmlMeta("http://site.test/after", 0), `<title>After</title><a href="/next">n</a>`)
+
+	s.waitSettled()
+	eventually(t, "three termination advisories", func() (bool, string) {
+		return terminated.Load() == 3, fmt.Sprint(terminated.Load())
+	})
+	docs := s.docs()
+	if len(docs) != 1 || docs[0].doc.Title != "After" {
+		t.Fatalf("documents = %+v, want only the good page", docs)
+	}
+	if got := s.metric(`trawl_parser_messages_terminated_total{reason="permanent"}`); got != 3 {
+		t.Errorf("terminated metric = %v, want 3", got)
+	}
+	if disc := s.takeDiscovered(); len(disc) != 1 || disc[0].batch.URLs[0].URL != "http://site.test/next" {
+		t.Errorf("discovered = %+v", disc)
+	}
+}
+
+func TestRedeliveryPublishesOnce(t *testing.T) {
+	s := newStack(t, nil)
+	// The consume loop is not started: the test takes the page from the parser's durable
+	// itself, so it can let JetStream redeliver it and hand both deliveries to the
+	// service's batch handler, as the loop would after a crash between publish and ack.
+	seq := s.publishPage(htmlMeta("http://site.test/", 0), linkPage)
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	cons, err := s.js.Consumer(ctx, topology.StreamPages, topology.ConsumerParser)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for delivery := uint64(1); delivery <= 2; delivery++ {
+		// The first delivery is never acked, so after AckWait (1s) it comes back.
+		m, err := cons.Next(jetstream.FetchMaxWait(10 * time.Second))
+		if err != nil {
+			t.Fatalf("delivery %d: %v", delivery, err)
+		}
+		md, err := m.Metadata()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if md.NumDelivered != delivery || md.Sequence.Stream != seq {
+			t.Fatalf("got delivery %d of seq %d, want delivery %d of %d", md.NumDelivered, md.Sequence.Stream, delivery, seq)
+		}
+		if errs := s.svc.HandleBatch(ctx, []jetstream.Msg{m}); errs[0] != nil {
+			t.Fatalf("delivery %d: %v", delivery, errs[0])
+		}
+		if delivery == 2 {
+			if err := m.DoubleAck(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if n := s.streamMsgs(topology.StreamDocs); n != 1 {
+		t.Errorf("%d documents after a redelivery, want 1", n)
+	}
+	if disc := s.takeDiscovered(); len(disc) != 1 {
+		t.Errorf("%d discovered batches after a redelivery, want 1", len(disc))
+	}
+
+	// The same content as a new message is a new page version: it is not deduplicated.
+	s.publishPage(htmlMeta("http://site.test/", 0), linkPage)
+	m, err := cons.Next(jetstream.FetchMaxWait(10 * time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if errs := s.svc.HandleBatch(ctx, []jetstream.Msg{m}); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	if n := s.streamMsgs(topology.StreamDocs); n != 2 {
+		t.Errorf("%d documents after a second page message, want 2", n)
+	}
+	s.svc.Close()
+}
+
+func TestSurvivesNATSRestart(t *testing.T) {
+	s := newStack(t, nil)
+	s.run()
+	s.publishPage(htmlMeta("http://site.test/before", 0), `<title>Before</title>`)
+	s.waitSettled()
+
+	if err := s.ns.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	// JetStream takes a moment to come back; the Nats-Msg-Id makes retried publishes safe.
+	eventually(t, "a publish after the restart", func() (bool, string) {
+		m, err := crawlmsg.PageMsg(topology.SubjectPages, &crawlmsg.Page{Meta: htmlMeta("http://site.test/after", 0), Body: []byte(`<title>After</title>`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Header.Set(nats.MsgIdHdr, "test-after-restart")
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if _, err := s.js.PublishMsg(ctx, m); err != nil {
+			return false, err.Error()
+		}
+		return true, ""
+	})
+	// The parser reconnects by itself and goes on consuming.
+	eventually(t, "the document of the page published after the restart", func() (bool, string) {
+		n := s.streamMsgs(topology.StreamDocs)
+		return n == 2, fmt.Sprint(n, " documents")
+	})
+	docs := s.docs()
+	if docs[1].doc.Title != "After" {
+		t.Errorf("documents = %+v", docs)
+	}
+}
