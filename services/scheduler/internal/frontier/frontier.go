@@ -1,0 +1,497 @@
+// Package frontier is the scheduler's URL frontier: Mercator's front queues (priority),
+// back queues (one per active host) and a heap of hosts by next fetch time, kept in Redis
+// under one hash tag per shard. Every step is one Lua script over a whole batch, so several
+// scheduler processes may serve the same shard and a crash between steps loses nothing.
+// docs/architecture.md ("The frontier") states the key layout and the semantics.
+package frontier
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/redisx"
+	"github.com/trawl/trawl/shared/urlnorm"
+)
+
+//go:embed lua/*.lua
+var luaFS embed.FS
+
+var (
+	scriptAdd      = load("add.lua")
+	scriptDispatch = load("dispatch.lua")
+	scriptComplete = load("complete.lua")
+	scriptReap     = load("reap.lua")
+)
+
+func load(name string) *redis.Script {
+	common, err := luaFS.ReadFile("lua/common.lua")
+	if err != nil {
+		panic(err)
+	}
+	body, err := luaFS.ReadFile("lua/" + name)
+	if err != nil {
+		panic(err)
+	}
+	return redis.NewScript(string(common) + "\n" + string(body))
+}
+
+// Options configure one shard's frontier. Start from DefaultOptions: zero is meaningful
+// for several fields (MinDelay 0 = no politeness floor, MaxRetries 0 = no retry).
+type Options struct {
+	Shard int
+	// KeyPrefix is the deployment prefix of every key (TRAWL_REDIS_PREFIX, default "trawl").
+	KeyPrefix string
+	// FrontQueues is F, the number of priorities; queue 0 is the highest.
+	FrontQueues int
+	// BackQueues is B, the most hosts holding a back queue at once.
+	BackQueues int
+	// Bias weighs front queue i by Bias^i when the router picks one (0 < Bias ≤ 1).
+	Bias float64
+	// MinDelay is the least time between two requests to a host.
+	MinDelay time.Duration
+	// DelayFactor k: a host waits k × its last response time (adaptive politeness).
+	DelayFactor float64
+	// MaxCrawlDelay caps a robots.txt Crawl-delay.
+	MaxCrawlDelay time.Duration
+	// MaxBackoff caps the error backoff and Retry-After.
+	MaxBackoff time.Duration
+	// RetryBackoff is the base of the exponential error backoff: streak e waits base·2^(e-1).
+	RetryBackoff time.Duration
+	// MaxRetries is how many times a URL is retried after a retryable failure.
+	MaxRetries int
+	// LeaseTTL is how long a dispatched task holds its host.
+	LeaseTTL time.Duration
+	// MaxDepth: URLs deeper than this are accepted as out of scope.
+	MaxDepth int
+	// MaxPagesPerHost and MaxPages are page budgets (0 = unlimited); URLs beyond them end
+	// as over budget.
+	MaxPagesPerHost int64
+	MaxPages        int64
+	// RouteLimit bounds the front-queue entries one script moves, and so its run time.
+	RouteLimit int
+	// ReapLimit bounds the leases one Reap call returns.
+	ReapLimit int
+}
+
+// DefaultOptions returns the documented defaults for shard.
+func DefaultOptions(shard int) Options {
+	return Options{
+		Shard:         shard,
+		KeyPrefix:     "trawl",
+		FrontQueues:   8,
+		BackQueues:    1024,
+		Bias:          0.5,
+		MinDelay:      time.Second,
+		DelayFactor:   5,
+		MaxCrawlDelay: 30 * time.Second,
+		MaxBackoff:    10 * time.Minute,
+		RetryBackoff:  30 * time.Second,
+		MaxRetries:    3,
+		LeaseTTL:      2 * time.Minute,
+		MaxDepth:      20,
+		RouteLimit:    4096,
+		ReapLimit:     1000,
+	}
+}
+
+// Prioritizer maps a URL to a front queue in [0, queues).
+type Prioritizer interface {
+	Priority(u crawlmsg.Discovered, queues int) int
+}
+
+// Batch is the URLs of one frontier message. ID (natsx.MsgID of the message) makes the
+// batch idempotent: a batch whose ID was applied in the last 24 h is not queued again.
+type Batch struct {
+	ID   string
+	URLs []crawlmsg.Discovered
+}
+
+// Duplicate is AddBatches' count for a batch that was applied before.
+const Duplicate = -1
+
+// Frontier is one shard's frontier. It is safe for concurrent use, and several Frontiers
+// (in several processes) may share a shard.
+type Frontier struct {
+	rdb  redis.UniversalClient
+	o    Options
+	p    Prioritizer
+	ks   redisx.Keyspace
+	keys []string
+	conf []any // ARGV[4..17]
+}
+
+// New returns the frontier of o.Shard. Out-of-range options are clamped to sane values;
+// validation with messages belongs to the configuration.
+func New(rdb redis.UniversalClient, o Options, p Prioritizer) *Frontier {
+	def := DefaultOptions(o.Shard)
+	if o.FrontQueues <= 0 {
+		o.FrontQueues = def.FrontQueues
+	}
+	if o.BackQueues <= 0 {
+		o.BackQueues = def.BackQueues
+	}
+	if o.Bias <= 0 || o.Bias > 1 {
+		o.Bias = def.Bias
+	}
+	if o.LeaseTTL <= 0 {
+		o.LeaseTTL = def.LeaseTTL
+	}
+	if o.RetryBackoff <= 0 {
+		o.RetryBackoff = def.RetryBackoff
+	}
+	if o.MaxBackoff <= 0 {
+		o.MaxBackoff = def.MaxBackoff
+	}
+	if o.RouteLimit <= 0 {
+		o.RouteLimit = def.RouteLimit
+	}
+	if o.ReapLimit <= 0 {
+		o.ReapLimit = def.ReapLimit
+	}
+	o.MinDelay = max(o.MinDelay, 0)
+	o.MaxCrawlDelay = max(o.MaxCrawlDelay, 0)
+	o.DelayFactor = max(o.DelayFactor, 0)
+	o.MaxRetries = max(o.MaxRetries, 0)
+	o.MaxDepth = max(o.MaxDepth, 0)
+	o.MaxPagesPerHost = max(o.MaxPagesPerHost, 0)
+	o.MaxPages = max(o.MaxPages, 0)
+
+	ks := redisx.NewKeyspace(o.KeyPrefix, fmt.Sprintf("s%d", o.Shard))
+	keys := []string{ks.Key("stats"), ks.Key("heap"), ks.Key("hosts"), ks.Key("inflight"),
+		ks.Key("lease"), ks.Key("paused"), ks.Key("seq")}
+	for q := range o.FrontQueues {
+		keys = append(keys, ks.Key("fq", strconv.Itoa(q)))
+	}
+	ms := func(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
+	conf := []any{
+		strconv.Itoa(o.FrontQueues),
+		strconv.Itoa(o.BackQueues),
+		strconv.FormatFloat(o.Bias, 'g', -1, 64),
+		ms(o.MinDelay),
+		strconv.FormatFloat(o.DelayFactor, 'g', -1, 64),
+		ms(o.MaxCrawlDelay),
+		ms(o.MaxBackoff),
+		ms(o.RetryBackoff),
+		strconv.Itoa(o.MaxRetries),
+		ms(o.LeaseTTL),
+		strconv.FormatInt(o.MaxPagesPerHost, 10),
+		strconv.FormatInt(o.MaxPages, 10),
+		strconv.Itoa(o.RouteLimit),
+		strconv.Itoa(o.Shard),
+	}
+	return &Frontier{rdb: rdb, o: o, p: p, ks: ks, keys: keys, conf: conf}
+}
+
+// Options returns the effective options.
+func (f *Frontier) Options() Options { return f.o }
+
+// Keyspace returns the shard's key names (tests, operators).
+func (f *Frontier) Keyspace() redisx.Keyspace { return f.ks }
+
+// args builds the common ARGV prefix followed by extra capacity for n script arguments.
+func (f *Frontier) args(now time.Time, n int) []any {
+	a := make([]any, 0, 17+n)
+	a = append(a, f.ks.Prefix(), strconv.FormatInt(now.UnixMilli(), 10), strconv.FormatInt(int64(rand.Int32N(2147483646)+1), 10))
+	return append(a, f.conf...)
+}
+
+func (f *Frontier) run(ctx context.Context, s *redis.Script, args []any) (any, error) {
+	v, err := s.Run(ctx, f.rdb, f.keys, args...).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("frontier: shard %d: %w", f.o.Shard, err)
+	}
+	return v, nil
+}
+
+func (f *Frontier) priority(u crawlmsg.Discovered) int {
+	p := min(u.Depth, f.o.FrontQueues-1)
+	if f.p != nil {
+		p = f.p.Priority(u, f.o.FrontQueues)
+	}
+	return min(max(p, 0), f.o.FrontQueues-1)
+}
+
+// AddBatches queues the URLs of each batch in one script call. A URL deeper than MaxDepth,
+// with negative counters, or whose host cannot be determined is accepted and counted out of
+// scope; one beyond a page budget is accepted and counted over budget. It returns per batch
+// the number of URLs queued, or Duplicate for a batch applied before.
+func (f *Frontier) AddBatches(ctx context.Context, batches []Batch) ([]int, error) {
+	if len(batches) == 0 {
+		return nil, nil
+	}
+	n := 1
+	for _, b := range batches {
+		n += 3 + 3*len(b.URLs)
+	}
+	args := f.args(time.Now(), n)
+	args = append(args, strconv.Itoa(len(batches)))
+	var sb strings.Builder
+	for _, b := range batches {
+		hdr := len(args)
+		args = append(args, b.ID, "0", "0")
+		oos, ok := 0, 0
+		for _, u := range b.URLs {
+			host, valid := f.admissible(u)
+			if !valid {
+				oos++
+				continue
+			}
+			sb.Reset()
+			sb.Grow(len(u.URL) + 16)
+			sb.WriteString(strconv.Itoa(u.Depth))
+			sb.WriteByte(' ')
+			sb.WriteString(strconv.Itoa(u.Hops))
+			sb.WriteString(" 0 ")
+			sb.WriteString(u.URL)
+			args = append(args, strconv.Itoa(f.priority(u)), host, sb.String())
+			ok++
+		}
+		args[hdr+1] = strconv.Itoa(oos)
+		args[hdr+2] = strconv.Itoa(ok)
+	}
+	v, err := f.run(ctx, scriptAdd, args)
+	if err != nil {
+		return nil, err
+	}
+	counts, err := redisx.Int64s(v)
+	if err != nil || len(counts) != len(batches) {
+		return nil, fmt.Errorf("frontier: add: unexpected reply %v: %w", v, err)
+	}
+	out := make([]int, len(counts))
+	for i, c := range counts {
+		out[i] = int(c)
+	}
+	return out, nil
+}
+
+// admissible returns the URL's host if the URL may be queued.
+func (f *Frontier) admissible(u crawlmsg.Discovered) (string, bool) {
+	if u.Depth < 0 || u.Hops < 0 || u.Depth > f.o.MaxDepth {
+		return "", false
+	}
+	if !strings.HasPrefix(u.URL, "http://") && !strings.HasPrefix(u.URL, "https://") {
+		return "", false
+	}
+	host, err := urlnorm.Host(u.URL)
+	if err != nil || host != luaHost(u.URL) || strings.ContainsAny(host, " \t\r\n") {
+		return "", false
+	}
+	return host, true
+}
+
+// luaHost is the Go twin of hostof in lua/common.lua: the router finds a queued URL's host
+// by this rule, so a URL for which it disagrees with urlnorm.Host is not queued.
+func luaHost(u string) string {
+	i := strings.Index(u, "://")
+	if i < 0 {
+		return ""
+	}
+	auth := u[i+3:]
+	if j := strings.IndexAny(auth, "/?#"); j >= 0 {
+		auth = auth[:j]
+	}
+	if j := strings.LastIndexByte(auth, '@'); j >= 0 {
+		auth = auth[j+1:]
+	}
+	if strings.HasPrefix(auth, "[") {
+		j := strings.IndexByte(auth, ']')
+		if j < 0 {
+			return ""
+		}
+		auth = auth[1:j]
+	} else if j := strings.IndexByte(auth, ':'); j >= 0 {
+		auth = auth[:j]
+	}
+	return strings.ToLower(auth)
+}
+
+// Dispatch hands out up to max tasks, one per host whose next fetch time has come, each
+// holding its host's lease until now+LeaseTTL. It first lets the router fill free back
+// queues. Nothing is dispatched while the shard is paused.
+func (f *Frontier) Dispatch(ctx context.Context, now time.Time, max int) ([]crawlmsg.FetchTask, error) {
+	if max <= 0 {
+		return nil, nil
+	}
+	args := append(f.args(now, 1), strconv.Itoa(max))
+	v, err := f.run(ctx, scriptDispatch, args)
+	if err != nil {
+		return nil, err
+	}
+	arr, ok := v.([]any)
+	if !ok {
+		return nil, fmt.Errorf("frontier: dispatch: unexpected reply %T", v)
+	}
+	if len(arr) < 1 {
+		return nil, nil
+	}
+	deadline, _ := arr[0].(int64)
+	rest := arr[1:]
+	tasks := make([]crawlmsg.FetchTask, 0, len(rest)/3)
+	for i := 0; i+2 < len(rest); i += 3 {
+		host, _ := rest[i].(string)
+		tok, _ := rest[i+1].(string)
+		entry, _ := rest[i+2].(string)
+		e, err := parseEntry(entry)
+		if err != nil {
+			// The lease is recorded; expiry will account for the task.
+			return tasks, fmt.Errorf("frontier: dispatch: host %s: %w", host, err)
+		}
+		tasks = append(tasks, crawlmsg.FetchTask{
+			V: crawlmsg.Version, Shard: f.o.Shard, Host: host, URL: e.URL,
+			Depth: e.Depth, Hops: e.Hops, Attempt: e.Attempt, Lease: tok, Deadline: deadline,
+		})
+	}
+	return tasks, nil
+}
+
+// Entry is a decoded queue entry "<depth> <hops> <attempt> <url>".
+type Entry struct {
+	Depth, Hops, Attempt int
+	URL                  string
+}
+
+// ErrBadEntry marks a queue entry that is not "<depth> <hops> <attempt> <url>".
+var ErrBadEntry = errors.New("frontier: malformed queue entry")
+
+// ParseEntry decodes a queue entry.
+func parseEntry(s string) (Entry, error) {
+	var e Entry
+	var nums [3]int
+	for i := range nums {
+		field, rest, ok := strings.Cut(s, " ")
+		if !ok {
+			return e, fmt.Errorf("%w: %q", ErrBadEntry, s)
+		}
+		n, err := strconv.Atoi(field)
+		if err != nil {
+			return e, fmt.Errorf("%w: %q", ErrBadEntry, s)
+		}
+		nums[i], s = n, rest
+	}
+	if s == "" {
+		return e, fmt.Errorf("%w: no url", ErrBadEntry)
+	}
+	return Entry{Depth: nums[0], Hops: nums[1], Attempt: nums[2], URL: s}, nil
+}
+
+// ParseEntry decodes a queue entry (tests and tools reading Redis directly).
+func ParseEntry(s string) (Entry, error) { return parseEntry(s) }
+
+// Reap returns the URLs of leases whose deadline passed to the head of their host queues
+// (counting an attempt) and re-arms each host after its delay. It returns how many leases
+// expired.
+func (f *Frontier) Reap(ctx context.Context, now time.Time) (int, error) {
+	total := 0
+	for {
+		args := append(f.args(now, 1), strconv.Itoa(f.o.ReapLimit))
+		v, err := f.run(ctx, scriptReap, args)
+		if err != nil {
+			return total, err
+		}
+		r, err := redisx.Int64s(v)
+		if err != nil || len(r) < 1 {
+			return total, fmt.Errorf("frontier: reap: unexpected reply %v: %w", v, err)
+		}
+		total += int(r[0])
+		if int(r[0]) < f.o.ReapLimit {
+			return total, nil
+		}
+	}
+}
+
+// Pause stops dispatching on this shard (for every scheduler process) until Resume.
+func (f *Frontier) Pause(ctx context.Context) error {
+	if err := f.rdb.Set(ctx, f.ks.Key("paused"), "1", 0).Err(); err != nil {
+		return fmt.Errorf("frontier: pause: %w", err)
+	}
+	return nil
+}
+
+// Resume undoes Pause.
+func (f *Frontier) Resume(ctx context.Context) error {
+	if err := f.rdb.Del(ctx, f.ks.Key("paused")).Err(); err != nil {
+		return fmt.Errorf("frontier: resume: %w", err)
+	}
+	return nil
+}
+
+// NextWake returns the earliest next fetch time in the heap. ok is false when the heap is
+// empty or the shard is paused: no host will become due by itself.
+func (f *Frontier) NextWake(ctx context.Context) (t time.Time, ok bool, err error) {
+	var paused *redis.IntCmd
+	var first *redis.ZSliceCmd
+	_, err = f.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		paused = p.Exists(ctx, f.ks.Key("paused"))
+		first = p.ZRangeWithScores(ctx, f.ks.Key("heap"), 0, 0)
+		return nil
+	})
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("frontier: next wake: %w", err)
+	}
+	if paused.Val() > 0 || len(first.Val()) == 0 {
+		return time.Time{}, false, nil
+	}
+	return time.UnixMilli(int64(first.Val()[0].Score)), true, nil
+}
+
+// Stats is a snapshot of one shard's accounting. Accepted = Queued + Inflight + Terminal().
+type Stats struct {
+	Accepted, Queued, Inflight                          int64
+	Fetched, Failed, Disallowed, OutOfScope, OverBudget int64
+	Dispatched, Pages, Expired                          int64
+	ActiveHosts, ReadyHosts                             int64 // hosts holding a back queue; of them, in the heap
+	Waiting                                             []int64
+	Paused                                              bool
+}
+
+// Terminal is the number of URLs in a terminal state.
+func (s Stats) Terminal() int64 {
+	return s.Fetched + s.Failed + s.Disallowed + s.OutOfScope + s.OverBudget
+}
+
+// Stats reads the shard's counters and queue sizes in one round trip.
+func (f *Frontier) Stats(ctx context.Context) (Stats, error) {
+	var (
+		hash            *redis.MapStringStringCmd
+		inflight, ready *redis.IntCmd
+		hosts, paused   *redis.IntCmd
+		fqs             = make([]*redis.IntCmd, f.o.FrontQueues)
+	)
+	_, err := f.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		hash = p.HGetAll(ctx, f.ks.Key("stats"))
+		inflight = p.ZCard(ctx, f.ks.Key("inflight"))
+		ready = p.ZCard(ctx, f.ks.Key("heap"))
+		hosts = p.HLen(ctx, f.ks.Key("hosts"))
+		paused = p.Exists(ctx, f.ks.Key("paused"))
+		for q := range fqs {
+			fqs[q] = p.LLen(ctx, f.keys[7+q])
+		}
+		return nil
+	})
+	if err != nil {
+		return Stats{}, fmt.Errorf("frontier: stats: %w", err)
+	}
+	h := hash.Val()
+	get := func(k string) int64 { n, _ := strconv.ParseInt(h[k], 10, 64); return n }
+	s := Stats{
+		Accepted: get("accepted"), Queued: get("queued"), Inflight: inflight.Val(),
+		Fetched: get("fetched"), Failed: get("failed"), Disallowed: get("disallowed"),
+		OutOfScope: get("out_of_scope"), OverBudget: get("over_budget"),
+		Dispatched: get("dispatched"), Pages: get("pages"), Expired: get("expired"),
+		ActiveHosts: hosts.Val(), ReadyHosts: ready.Val(), Paused: paused.Val() > 0,
+		Waiting: make([]int64, len(fqs)),
+	}
+	for q, c := range fqs {
+		s.Waiting[q] = c.Val()
+	}
+	return s, nil
+}

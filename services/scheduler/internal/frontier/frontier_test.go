@@ -1,0 +1,135 @@
+package frontier
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/urlnorm"
+)
+
+func TestParseEntry(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want Entry
+		bad  bool
+	}{
+		{in: "0 0 0 http://a.example/", want: Entry{URL: "http://a.example/"}},
+		{in: "12 3 2 https://b.example/x?q=a b", want: Entry{Depth: 12, Hops: 3, Attempt: 2, URL: "https://b.example/x?q=a b"}},
+		{in: "1 2 http://a/", bad: true},
+		{in: "x 0 0 http://a/", bad: true},
+		{in: "1 2 3 ", bad: true},
+		{in: "", bad: true},
+	} {
+		t.Run(tc.in, func(t *testing.T) {
+			got, err := ParseEntry(tc.in)
+			if tc.bad {
+				if !errors.Is(err, ErrBadEntry) {
+					t.Fatalf("ParseEntry(%q) err = %v, want ErrBadEntry", tc.in, err)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("ParseEntry(%q) = %+v, %v; want %+v", tc.in, got, err, tc.want)
+			}
+		})
+	}
+}
+
+// The Lua router finds hosts with hostof; luaHost is its Go twin and must agree with
+// urlnorm.Host on every normalised URL, or a URL would be queued under the wrong host.
+func TestLuaHostAgreesWithURLNorm(t *testing.T) {
+	for _, raw := range []string{
+		"http://Example.COM/a",
+		"https://example.com:8443/a?b#c",
+		"http://user:pw@example.com:81/",
+		"http://a@b@example.com/",
+		"http://[2001:DB8::1]:8080/x",
+		"http://[::1]/",
+		"http://127.0.0.1/",
+		"http://xn--bcher-kva.example/",
+		"http://bücher.example/",
+		"https://example.com?x=1",
+		"https://example.com#frag",
+		"http://0x7f.1/",
+		"http://example.com./",
+		"http://under_score.example/",
+	} {
+		t.Run(raw, func(t *testing.T) {
+			n, err := urlnorm.Normalize(raw)
+			if err != nil {
+				t.Fatalf("normalize: %v", err)
+			}
+			want, err := urlnorm.Host(n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := luaHost(n); got != want {
+				t.Fatalf("luaHost(%q) = %q, urlnorm.Host = %q", n, got, want)
+			}
+		})
+	}
+}
+
+func TestAdmissible(t *testing.T) {
+	f := New(nil, DefaultOptions(0), nil)
+	for _, tc := range []struct {
+		name string
+		u    crawlmsg.Discovered
+		host string
+		ok   bool
+	}{
+		{"seed", crawlmsg.Discovered{URL: "http://a.example/"}, "a.example", true},
+		{"at max depth", crawlmsg.Discovered{URL: "http://a.example/", Depth: 20}, "a.example", true},
+		{"beyond max depth", crawlmsg.Discovered{URL: "http://a.example/", Depth: 21}, "", false},
+		{"negative depth", crawlmsg.Discovered{URL: "http://a.example/", Depth: -1}, "", false},
+		{"negative hops", crawlmsg.Discovered{URL: "http://a.example/", Hops: -1}, "", false},
+		{"relative", crawlmsg.Discovered{URL: "/x"}, "", false},
+		{"other scheme", crawlmsg.Discovered{URL: "ftp://a.example/"}, "", false},
+		{"no host", crawlmsg.Discovered{URL: "http:///x"}, "", false},
+		{"ipv6 zone disagrees with lua", crawlmsg.Discovered{URL: "http://[fe80::1%25en0]/"}, "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			host, ok := f.admissible(tc.u)
+			if ok != tc.ok || host != tc.host {
+				t.Fatalf("admissible(%+v) = %q, %v; want %q, %v", tc.u, host, ok, tc.host, tc.ok)
+			}
+		})
+	}
+}
+
+func TestClassify(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		o    crawlmsg.Outcome
+		want plan
+		ok   bool
+	}{
+		{"200", crawlmsg.Outcome{Kind: crawlmsg.OutcomeFetched, Status: 200}, plan{act: actFetched, resetStreak: true}, true},
+		{"301", crawlmsg.Outcome{Kind: crawlmsg.OutcomeFetched, Status: 301}, plan{act: actFetched, resetStreak: true}, true},
+		{"404", crawlmsg.Outcome{Kind: crawlmsg.OutcomeFetched, Status: 404}, plan{act: actFetched, resetStreak: true}, true},
+		{"429", crawlmsg.Outcome{Kind: crawlmsg.OutcomeFetched, Status: 429}, plan{act: actRetry}, true},
+		{"503", crawlmsg.Outcome{Kind: crawlmsg.OutcomeFetched, Status: 503}, plan{act: actRetry}, true},
+		{"network error", crawlmsg.Outcome{Kind: crawlmsg.OutcomeError}, plan{act: actRetry}, true},
+		{"permanent error", crawlmsg.Outcome{Kind: crawlmsg.OutcomeError, Permanent: true}, plan{act: actFailed}, true},
+		{"robots unavailable", crawlmsg.Outcome{Kind: crawlmsg.OutcomeRobotsUnavailable}, plan{act: actRetry, refund: true}, true},
+		{"blocked", crawlmsg.Outcome{Kind: crawlmsg.OutcomeBlocked}, plan{act: actFailed, refund: true}, true},
+		{"disallowed", crawlmsg.Outcome{Kind: crawlmsg.OutcomeDisallowed}, plan{act: actDisallowed, refund: true}, true},
+		{"robots", crawlmsg.Outcome{Kind: crawlmsg.OutcomeRobots}, plan{act: actRequeue, resetStreak: true, refund: true}, true},
+		{"expired", crawlmsg.Outcome{Kind: crawlmsg.OutcomeExpired}, plan{act: actRequeue, refund: true}, true},
+		{"unknown", crawlmsg.Outcome{Kind: "teleported"}, plan{}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := classify(tc.o)
+			if ok != tc.ok || got != tc.want {
+				t.Fatalf("classify = %+v, %v; want %+v, %v", got, ok, tc.want, tc.ok)
+			}
+		})
+	}
+}
+
+func TestResultString(t *testing.T) {
+	if ResultRequeued.String() != "requeued" || ResultStale.String() != "stale" || Result(99).String() != "result(99)" {
+		t.Fatal("Result names drifted")
+	}
+}

@@ -1,0 +1,123 @@
+-- Complete. ARGV[A]: number of outcomes; then per outcome 9 fields: host, token, action
+-- (1 fetched, 2 retry, 3 failed, 4 disallowed, 5 requeue), requested (0/1), duration ms,
+-- crawl-delay ms (-1 = keep the stored one), retry-after ms, reset error streak (0/1),
+-- refund the page charge (0/1: no page request was made).
+-- Returns per outcome {result, next time ms, crawl-delay capped (0/1)} where result is
+-- 0 stale, 1 fetched, 2 retry queued, 3 failed, 4 disallowed, 5 requeued.
+local n = tonumber(ARGV[A])
+local i = A + 1
+local out = {}
+-- All leases of the batch in one call.
+local leaseHosts = {}
+for j = 1, n do leaseHosts[j] = ARGV[A + 1 + 9 * (j - 1)] end
+local leases = {}
+for c = 1, n, 1000 do
+  local r = redis.call('HMGET', K_LEASE, unpack(leaseHosts, c, math.min(c + 999, n)))
+  for j = 1, #r do leases[c + j - 1] = r[j] end
+end
+local leaseDel, heapArgs, freed = {}, {}, {}
+-- Leases are deleted in bulk at the end, so a lease consumed earlier in this batch (the same
+-- outcome twice) is remembered here.
+local consumed = {}
+for o = 1, n do
+  local h, tok = ARGV[i], ARGV[i + 1]
+  local act, requested = tonumber(ARGV[i + 2]), ARGV[i + 3] == '1'
+  local dur, newcd, ra = tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5]), tonumber(ARGV[i + 6])
+  local reset, refund = ARGV[i + 7] == '1', ARGV[i + 8] == '1'
+  i = i + 9
+  local v = leases[o]
+  local sp = v and string.find(v, ' ', 1, true)
+  if not sp or consumed[h] or string.sub(v, 1, sp - 1) ~= tok then
+    -- Stale: a duplicate, or a late outcome after the lease was reaped.
+    out[#out + 1] = 0
+    out[#out + 1] = 0
+    out[#out + 1] = 0
+  else
+    leaseDel[#leaseDel + 1] = h
+    consumed[h] = true
+    local e = string.sub(v, sp + 1)
+    local st = redis.call('HMGET', hk(h), 'next', 'cd', 'err')
+    local stNext = tonumber(st[1] or '0') or 0
+    local cd = tonumber(st[2] or '0') or 0
+    local errs = tonumber(st[3] or '0') or 0
+    local set = {}
+    if newcd >= 0 and newcd ~= cd then
+      cd = newcd
+      set[#set + 1] = 'cd'
+      set[#set + 1] = n2s(cd)
+    end
+    local capped = 0
+    local te
+    if requested then
+      local c = cd
+      if c > MAXCD then
+        c = MAXCD
+        capped = 1
+      end
+      local dl = MIND
+      if c > dl then dl = c end
+      if KF * dur > dl then dl = KF * dur end
+      te = NOW + dl
+    else
+      te = NOW
+      if stNext > te then te = stNext end
+    end
+    local res = act
+    local back = 0
+    if act == 1 then
+      bump('fetched', 1)
+    elseif act == 3 then
+      res = 3
+      bump('failed', 1)
+    elseif act == 4 then
+      bump('disallowed', 1)
+    elseif act == 5 then
+      redis.call('LPUSH', bq(h), e)
+      bump('queued', 1)
+      back = 1
+    else
+      local d, hp, att, u = parse(e)
+      errs = errs + 1
+      local x = errs - 1
+      if x > 40 then x = 40 end
+      local bo = RETRYB * (2 ^ x)
+      if bo > MAXBO then bo = MAXBO end
+      if ra > MAXBO then ra = MAXBO end
+      if NOW + bo > te then te = NOW + bo end
+      if NOW + ra > te then te = NOW + ra end
+      if not d or att + 1 > MAXR then
+        res = 3
+        bump('failed', 1)
+      else
+        redis.call('LPUSH', bq(h), d .. ' ' .. hp .. ' ' .. n2s(att + 1) .. ' ' .. u)
+        bump('queued', 1)
+        back = 1
+      end
+    end
+    if refund then
+      bump('pages', -1)
+      if MAXPH > 0 then redis.call('HINCRBY', hk(h), 'pages', -1) end
+    end
+    if reset then errs = 0 end
+    set[#set + 1] = 'next'
+    set[#set + 1] = n2s(te)
+    set[#set + 1] = 'err'
+    set[#set + 1] = n2s(errs)
+    redis.call('HSET', hk(h), unpack(set))
+    if back == 1 or redis.call('EXISTS', bq(h)) == 1 then
+      heapArgs[#heapArgs + 1] = n2s(te)
+      heapArgs[#heapArgs + 1] = h
+    else
+      freed[#freed + 1] = h
+    end
+    out[#out + 1] = res
+    out[#out + 1] = te
+    out[#out + 1] = capped
+  end
+end
+bulk('HDEL', K_LEASE, leaseDel)
+bulk('ZREM', K_INFLIGHT, leaseDel)
+bulk('ZADD', K_HEAP, heapArgs)
+free_and_route(freed)
+flush_stats()
+return out

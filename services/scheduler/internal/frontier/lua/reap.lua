@@ -1,0 +1,45 @@
+-- Reap. ARGV[A]: most leases to reap. Each expired lease's URL goes back to the head of
+-- its host queue with attempt+1 (failed past the retry limit, so a URL that kills
+-- fetchers ends), and the host is re-armed at now + max(min delay, capped crawl-delay):
+-- the fetcher may have reached the host just before the deadline.
+-- Returns {reaped, requeued, failed}.
+local limit = tonumber(ARGV[A])
+local hs = redis.call('ZRANGEBYSCORE', K_INFLIGHT, '-inf', n2s(NOW), 'LIMIT', 0, limit)
+if #hs == 0 then return {0, 0, 0} end
+local heapArgs, freed = {}, {}
+local requeued, failed = 0, 0
+for _, h in ipairs(hs) do
+  local v = redis.call('HGET', K_LEASE, h)
+  local sp = v and string.find(v, ' ', 1, true)
+  local back = false
+  if sp then
+    local d, hp, att, u = parse(string.sub(v, sp + 1))
+    if d and att + 1 <= MAXR then
+      redis.call('LPUSH', bq(h), d .. ' ' .. hp .. ' ' .. n2s(att + 1) .. ' ' .. u)
+      bump('queued', 1)
+      requeued = requeued + 1
+      back = true
+    else
+      bump('failed', 1)
+      failed = failed + 1
+    end
+  end
+  local cd = tonumber(redis.call('HGET', hk(h), 'cd') or '0') or 0
+  if cd > MAXCD then cd = MAXCD end
+  if cd < MIND then cd = MIND end
+  local te = NOW + cd
+  redis.call('HSET', hk(h), 'next', n2s(te))
+  if back or redis.call('EXISTS', bq(h)) == 1 then
+    heapArgs[#heapArgs + 1] = n2s(te)
+    heapArgs[#heapArgs + 1] = h
+  else
+    freed[#freed + 1] = h
+  end
+end
+bulk('HDEL', K_LEASE, hs)
+bulk('ZREM', K_INFLIGHT, hs)
+bulk('ZADD', K_HEAP, heapArgs)
+bump('expired', #hs)
+free_and_route(freed)
+flush_stats()
+return {#hs, requeued, failed}

@@ -1,0 +1,179 @@
+package frontier
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/redisx"
+)
+
+// Result is what Complete did with one outcome.
+type Result uint8
+
+const (
+	// ResultInvalid: the outcome's kind is unknown; nothing was changed (the lease stays
+	// until it expires).
+	ResultInvalid Result = iota
+	// ResultStale: the lease token no longer holds the host (a duplicate or a late outcome).
+	ResultStale
+	ResultFetched
+	// ResultRetry: the URL went back to the head of its host queue with attempt+1.
+	ResultRetry
+	ResultFailed
+	ResultDisallowed
+	// ResultRequeued: the URL went back to the head of its host queue with the same attempt
+	// (robots.txt was fetched instead, or the task expired before the fetch).
+	ResultRequeued
+)
+
+var resultNames = [...]string{"invalid", "stale", "fetched", "retry", "failed", "disallowed", "requeued"}
+
+func (r Result) String() string {
+	if int(r) < len(resultNames) {
+		return resultNames[r]
+	}
+	return "result(" + strconv.Itoa(int(r)) + ")"
+}
+
+// Applied reports one outcome's effect.
+type Applied struct {
+	Host   string
+	Result Result
+	// Next is the host's next fetch time (zero for stale and invalid outcomes).
+	Next time.Time
+	// CrawlDelayCapped says the host's Crawl-delay exceeded MaxCrawlDelay and was capped.
+	CrawlDelayCapped bool
+}
+
+// action codes shared with complete.lua.
+type action int
+
+const (
+	actFetched    action = 1
+	actRetry      action = 2
+	actFailed     action = 3
+	actDisallowed action = 4
+	actRequeue    action = 5
+)
+
+// plan is how an outcome is applied.
+type plan struct {
+	act action
+	// resetStreak: the host answered, so its error backoff starts over.
+	resetStreak bool
+	// refund: no page request was made, so the page budget charge of the dispatch is
+	// returned.
+	refund bool
+}
+
+// classify maps an outcome to its plan; ok is false for an unknown kind.
+func classify(o crawlmsg.Outcome) (p plan, ok bool) {
+	switch o.Kind {
+	case crawlmsg.OutcomeFetched:
+		if o.Status == 429 || o.Status >= 500 {
+			return plan{act: actRetry}, true
+		}
+		return plan{act: actFetched, resetStreak: true}, true
+	case crawlmsg.OutcomeError:
+		if o.Permanent {
+			return plan{act: actFailed}, true
+		}
+		return plan{act: actRetry}, true
+	case crawlmsg.OutcomeRobotsUnavailable:
+		return plan{act: actRetry, refund: true}, true
+	case crawlmsg.OutcomeBlocked:
+		return plan{act: actFailed, refund: true}, true
+	case crawlmsg.OutcomeDisallowed:
+		return plan{act: actDisallowed, refund: true}, true
+	case crawlmsg.OutcomeRobots:
+		return plan{act: actRequeue, resetStreak: true, refund: true}, true
+	case crawlmsg.OutcomeExpired:
+		return plan{act: actRequeue, refund: true}, true
+	}
+	return plan{}, false
+}
+
+func secondsToMs(s float64) int64 {
+	if s <= 0 || math.IsNaN(s) {
+		return 0
+	}
+	if s > 1e9 {
+		s = 1e9
+	}
+	return int64(s * 1000)
+}
+
+// Complete applies fetch outcomes in one script call. An outcome whose lease token no
+// longer holds its host is ignored (ResultStale). Otherwise the host's next fetch time is
+// set from the request's cost (or left as it was when no request was made), backed off on
+// errors, and the URL ends terminal or goes back to the head of its host queue. A host
+// whose queue is empty gives up its back queue and the router admits a waiting host.
+func (f *Frontier) Complete(ctx context.Context, now time.Time, outs []crawlmsg.Outcome) ([]Applied, error) {
+	applied := make([]Applied, len(outs))
+	idx := make([]int, 0, len(outs))
+	args := f.args(now, 1+9*len(outs))
+	args = append(args, "0")
+	for i, o := range outs {
+		applied[i].Host = o.Host
+		p, ok := classify(o)
+		if !ok || o.Host == "" || o.Lease == "" {
+			applied[i].Result = ResultInvalid
+			continue
+		}
+		cd := int64(-1)
+		// A robots outcome carries the freshly fetched file's Crawl-delay (0 = none), so it
+		// replaces the stored one; other outcomes only ever bring a positive value.
+		if o.Kind == crawlmsg.OutcomeRobots || o.CrawlDelay > 0 {
+			cd = secondsToMs(o.CrawlDelay)
+		}
+		args = append(args, o.Host, o.Lease, strconv.Itoa(int(p.act)), b01(o.Requested),
+			strconv.FormatInt(max(o.DurationMs, 0), 10), strconv.FormatInt(cd, 10),
+			strconv.FormatInt(secondsToMs(o.RetryAfter), 10), b01(p.resetStreak), b01(p.refund))
+		idx = append(idx, i)
+	}
+	if len(idx) == 0 {
+		return applied, nil
+	}
+	args[17] = strconv.Itoa(len(idx))
+	v, err := f.run(ctx, scriptComplete, args)
+	if err != nil {
+		return nil, err
+	}
+	r, err := redisx.Int64s(v)
+	if err != nil || len(r) != 3*len(idx) {
+		return nil, fmt.Errorf("frontier: complete: unexpected reply %v: %w", v, err)
+	}
+	for j, i := range idx {
+		res, next, capped := r[3*j], r[3*j+1], r[3*j+2]
+		a := &applied[i]
+		switch action(res) {
+		case 0:
+			a.Result = ResultStale
+			continue
+		case actFetched:
+			a.Result = ResultFetched
+		case actRetry:
+			a.Result = ResultRetry
+		case actFailed:
+			a.Result = ResultFailed
+		case actDisallowed:
+			a.Result = ResultDisallowed
+		case actRequeue:
+			a.Result = ResultRequeued
+		}
+		a.Next = time.UnixMilli(next)
+		a.CrawlDelayCapped = capped == 1
+	}
+	return applied, nil
+}
+
+func b01(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}

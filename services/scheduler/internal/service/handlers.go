@@ -1,0 +1,116 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/trawl/trawl/services/scheduler/internal/frontier"
+	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/natsx"
+)
+
+// handleFrontier applies a batch of frontier messages in one frontier step. A message that
+// does not decode is a permanent error (terminated); a Redis failure fails every decoded
+// message so that they are redelivered, which is harmless because each message id is
+// applied at most once.
+func (s *shard) handleFrontier(ctx context.Context, msgs []jetstream.Msg) []error {
+	errs := make([]error, len(msgs))
+	batches := make([]frontier.Batch, 0, len(msgs))
+	idx := make([]int, 0, len(msgs))
+	for i, m := range msgs {
+		var fb crawlmsg.FrontierBatch
+		if err := crawlmsg.Unmarshal(m.Data(), &fb); err != nil {
+			errs[i] = fmt.Errorf("frontier message %s: %w", natsx.MsgID(m), err)
+			continue
+		}
+		batches = append(batches, frontier.Batch{ID: natsx.MsgID(m), URLs: fb.URLs})
+		idx = append(idx, i)
+	}
+	if len(batches) == 0 {
+		return errs
+	}
+	start := time.Now()
+	counts, err := s.f.AddBatches(ctx, batches)
+	s.observe("add", start, err)
+	if err != nil {
+		for _, i := range idx {
+			errs[i] = err
+		}
+		return errs
+	}
+	added := 0
+	for _, c := range counts {
+		if c == frontier.Duplicate {
+			s.m.duplicates.WithLabelValues(s.label).Inc()
+			continue
+		}
+		added += c
+	}
+	s.m.added.WithLabelValues(s.label).Add(float64(added))
+	if added > 0 {
+		s.poke()
+	}
+	return errs
+}
+
+// handleOutcomes applies a batch of outcomes in one frontier step. Outcomes are idempotent
+// through their lease tokens, so a failed step is simply redelivered.
+func (s *shard) handleOutcomes(ctx context.Context, msgs []jetstream.Msg) []error {
+	errs := make([]error, len(msgs))
+	outs := make([]crawlmsg.Outcome, 0, len(msgs))
+	idx := make([]int, 0, len(msgs))
+	for i, m := range msgs {
+		var o crawlmsg.Outcome
+		if err := crawlmsg.Unmarshal(m.Data(), &o); err != nil {
+			errs[i] = fmt.Errorf("outcome message %s: %w", natsx.MsgID(m), err)
+			continue
+		}
+		outs = append(outs, o)
+		idx = append(idx, i)
+	}
+	if len(outs) == 0 {
+		return errs
+	}
+	start := time.Now()
+	applied, err := s.f.Complete(ctx, time.Now(), outs)
+	s.observe("complete", start, err)
+	if err != nil {
+		for _, i := range idx {
+			errs[i] = err
+		}
+		return errs
+	}
+	released := false
+	for j, a := range applied {
+		o := outs[j]
+		kind := string(o.Kind)
+		if a.Result == frontier.ResultInvalid {
+			// The kind comes from the wire: keep label values bounded.
+			kind = "unknown"
+		}
+		s.m.outcomes.WithLabelValues(s.label, kind).Inc()
+		s.m.results.WithLabelValues(s.label, a.Result.String()).Inc()
+		switch a.Result {
+		case frontier.ResultInvalid:
+			errs[idx[j]] = natsx.Permanent(fmt.Errorf("outcome for %s: unknown kind %q", o.Host, o.Kind))
+			continue
+		case frontier.ResultStale:
+			s.log.Debug("stale outcome ignored", "host", o.Host, "lease", o.Lease)
+			continue
+		}
+		released = true
+		if a.CrawlDelayCapped {
+			s.m.cappedDelays.WithLabelValues(s.label).Inc()
+			if o.CrawlDelay > 0 {
+				s.log.Info("crawl-delay capped", "host", o.Host, "crawl_delay", o.CrawlDelay, "max", s.cfg.MaxCrawlDelay)
+			}
+		}
+	}
+	if released {
+		s.poke()
+	}
+	return errs
+}

@@ -1,0 +1,69 @@
+package service
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the scheduler's Prometheus series. Counters count what this process did;
+// the gauges mirror the shard's state in Redis, which all processes serving it share.
+type metrics struct {
+	dispatched      *prometheus.CounterVec
+	publishFailures *prometheus.CounterVec
+	added           *prometheus.CounterVec
+	duplicates      *prometheus.CounterVec
+	outcomes        *prometheus.CounterVec
+	results         *prometheus.CounterVec
+	terminated      *prometheus.CounterVec
+	leaseExpiries   *prometheus.CounterVec
+	cappedDelays    *prometheus.CounterVec
+	redisErrors     *prometheus.CounterVec
+	stepSeconds     *prometheus.HistogramVec
+
+	urls        *prometheus.GaugeVec
+	queued      *prometheus.GaugeVec
+	activeHosts *prometheus.GaugeVec
+	readyHosts  *prometheus.GaugeVec
+	inflight    *prometheus.GaugeVec
+	paused      *prometheus.GaugeVec
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "trawl_scheduler_" + name, Help: help}, labels)
+		reg.MustRegister(c)
+		return c
+	}
+	gauge := func(name, help string, labels ...string) *prometheus.GaugeVec {
+		g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "trawl_scheduler_" + name, Help: help}, labels)
+		reg.MustRegister(g)
+		return g
+	}
+	m := &metrics{
+		dispatched:      counter("dispatched_total", "Fetch tasks dispatched.", "shard"),
+		publishFailures: counter("publish_failures_total", "Dispatched tasks whose publish failed (their leases expire and the reaper requeues them).", "shard"),
+		added:           counter("urls_added_total", "URLs queued from frontier messages.", "shard"),
+		duplicates:      counter("frontier_duplicates_total", "Frontier messages skipped because they were already applied.", "shard"),
+		outcomes:        counter("outcomes_total", "Fetch outcomes received, by kind.", "shard", "kind"),
+		results:         counter("outcome_results_total", "What applying an outcome did: fetched, retry, failed, disallowed, requeued, stale, invalid.", "shard", "result"),
+		terminated:      counter("messages_terminated_total", "Messages terminated instead of redelivered.", "consumer", "reason"),
+		leaseExpiries:   counter("lease_expiries_total", "Leases that expired and were reaped.", "shard"),
+		cappedDelays:    counter("crawl_delay_capped_total", "Outcomes whose host Crawl-delay exceeded TRAWL_MAX_CRAWL_DELAY and was capped.", "shard"),
+		redisErrors:     counter("redis_errors_total", "Failed frontier steps.", "shard", "step"),
+		stepSeconds: func() *prometheus.HistogramVec {
+			h := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+				Name:    "trawl_scheduler_step_duration_seconds",
+				Help:    "Duration of one frontier step (one Lua script over a batch).",
+				Buckets: prometheus.ExponentialBuckets(0.0002, 2.5, 10),
+			}, []string{"step"})
+			reg.MustRegister(h)
+			return h
+		}(),
+		urls:        gauge("frontier_urls", "URLs of the shard by state: accepted, queued, inflight and the terminal states.", "shard", "state"),
+		queued:      gauge("queued_urls", "URLs waiting in each front queue (0 = highest priority).", "shard", "priority"),
+		activeHosts: gauge("active_hosts", "Hosts holding a back queue.", "shard"),
+		readyHosts:  gauge("ready_hosts", "Active hosts idle in the heap (not in flight).", "shard"),
+		inflight:    gauge("inflight_tasks", "Tasks out on lease.", "shard"),
+		paused:      gauge("paused", "1 while the shard is paused.", "shard"),
+	}
+	return m
+}

@@ -1,0 +1,59 @@
+package service
+
+import (
+	"testing"
+	"time"
+
+	"github.com/trawl/trawl/services/scheduler/internal/config"
+	"github.com/trawl/trawl/shared/envconfig"
+)
+
+func TestFrontierOptionsCarryEverySetting(t *testing.T) {
+	cfg, err := config.Load(envconfig.FromMap(map[string]string{
+		"TRAWL_SHARDS":             "4",
+		"TRAWL_REDIS_PREFIX":       "crawl7",
+		"TRAWL_LEASE_TTL":          "45s",
+		"TRAWL_FRONT_QUEUES":       "3",
+		"TRAWL_BACK_QUEUES":        "77",
+		"TRAWL_PRIORITY_BIAS":      "0.3",
+		"TRAWL_MIN_DELAY":          "2s",
+		"TRAWL_DELAY_FACTOR":       "7",
+		"TRAWL_MAX_CRAWL_DELAY":    "11s",
+		"TRAWL_MAX_BACKOFF":        "13m",
+		"TRAWL_RETRY_BACKOFF":      "17s",
+		"TRAWL_MAX_RETRIES":        "5",
+		"TRAWL_MAX_DEPTH":          "9",
+		"TRAWL_MAX_PAGES_PER_HOST": "19",
+		"TRAWL_MAX_PAGES":          "23",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := FrontierOptions(cfg, 2)
+	for _, c := range []struct {
+		name      string
+		got, want any
+	}{
+		{"Shard", o.Shard, 2},
+		{"KeyPrefix", o.KeyPrefix, "crawl7"},
+		{"LeaseTTL", o.LeaseTTL, 45 * time.Second},
+		{"FrontQueues", o.FrontQueues, 3},
+		{"BackQueues", o.BackQueues, 77},
+		{"Bias", o.Bias, 0.3},
+		{"MinDelay", o.MinDelay, 2 * time.Second},
+		{"DelayFactor", o.DelayFactor, 7.0},
+		{"MaxCrawlDelay", o.MaxCrawlDelay, 11 * time.Second},
+		{"MaxBackoff", o.MaxBackoff, 13 * time.Minute},
+		{"RetryBackoff", o.RetryBackoff, 17 * time.Second},
+		{"MaxRetries", o.MaxRetries, 5},
+		{"MaxDepth", o.MaxDepth, 9},
+		{"MaxPagesPerHost", o.MaxPagesPerHost, int64(19)},
+		{"MaxPages", o.MaxPages, int64(23)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.got != c.want {
+				t.Fatalf("%s = %v, want %v", c.name, c.got, c.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,179 @@
+package itest
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/trawl/trawl/services/scheduler/internal/frontier"
+	"github.com/trawl/trawl/shared/crawlmsg"
+)
+
+// benchURL returns a ~70-character URL of host i.
+func benchURL(host, i int) string {
+	return fmt.Sprintf("https://www.host%06d.example.com/articles/2024/section-%08d/page.html", host, i)
+}
+
+// BenchmarkFrontierDispatch measures URLs per second through the whole cycle on one shard:
+// add (as frontier messages), dispatch, complete, with MinDelay 0 and many hosts.
+func BenchmarkFrontierDispatch(b *testing.B) {
+	rdb := startRedis(b)
+	o := testOptions(0)
+	o.MinDelay = 0
+	o.DelayFactor = 0
+	f := newTF(b, rdb, o)
+	ctx := testCtx(b)
+	const hosts, batch, perMsg = 20000, 512, 64
+
+	b.ResetTimer()
+	start := time.Now()
+	added, completed, next := 0, 0, 0
+	for completed < b.N {
+		if added < b.N {
+			var bs []frontier.Batch
+			for m := 0; m < batch/perMsg && added < b.N; m++ {
+				us := make([]crawlmsg.Discovered, 0, perMsg)
+				for ; len(us) < perMsg && added < b.N; added++ {
+					us = append(us, crawlmsg.Discovered{URL: benchURL(added%hosts, added), Depth: added % 3})
+				}
+				bs = append(bs, frontier.Batch{ID: "m" + strconv.Itoa(next), URLs: us})
+				next++
+			}
+			if _, err := f.AddBatches(ctx, bs); err != nil {
+				b.Fatal(err)
+			}
+		}
+		now := time.Now()
+		tasks, err := f.Dispatch(ctx, now, batch)
+		if err != nil {
+			b.Fatal(err)
+		}
+		outs := make([]crawlmsg.Outcome, len(tasks))
+		for i, tk := range tasks {
+			outs[i] = crawlmsg.Outcome{V: 1, Host: tk.Host, URL: tk.URL, Lease: tk.Lease, Kind: crawlmsg.OutcomeFetched, Status: 200, Requested: true}
+		}
+		ap, err := f.Complete(ctx, now, outs)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, a := range ap {
+			if a.Result != frontier.ResultFetched {
+				b.Fatalf("result %s", a.Result)
+			}
+		}
+		completed += len(tasks)
+	}
+	el := time.Since(start)
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/el.Seconds(), "urls/s")
+	if s := f.stats(); s.Fetched != int64(b.N) || s.Queued != 0 {
+		b.Fatalf("stats %+v", s)
+	}
+}
+
+// BenchmarkFrontierMemory measures Redis memory per queued URL (~70 characters, many hosts)
+// from INFO used_memory before and after queueing 1,000,000 URLs (100,000 with -short).
+func BenchmarkFrontierMemory(b *testing.B) {
+	n := 1_000_000
+	if testing.Short() {
+		n = 100_000
+	}
+	for range b.N {
+		b.StopTimer()
+		rdb := startRedis(b)
+		f := newTF(b, rdb, testOptions(0))
+		ctx := testCtx(b)
+		before := usedMemory(b, rdb.Info(ctx, "memory").Val())
+		b.StartTimer()
+		const per = 10000
+		for i := 0; i < n; i += per {
+			us := make([]crawlmsg.Discovered, 0, per)
+			for j := i; j < i+per && j < n; j++ {
+				us = append(us, crawlmsg.Discovered{URL: benchURL(j%50000, j), Depth: j % 4})
+			}
+			if _, err := f.AddBatches(ctx, []frontier.Batch{{ID: "m" + strconv.Itoa(i), URLs: us}}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StopTimer()
+		// The applied markers are per message, not per URL; leave them out of the figure.
+		keys, _ := rdb.Keys(ctx, f.Keyspace().Key("applied", "*")).Result()
+		if len(keys) > 0 {
+			rdb.Del(ctx, keys...)
+		}
+		after := usedMemory(b, rdb.Info(ctx, "memory").Val())
+		if s := f.stats(); s.Queued != int64(n) {
+			b.Fatalf("queued %d, want %d", s.Queued, n)
+		}
+		b.ReportMetric(float64(after-before)/float64(n), "bytes/url")
+		b.ReportMetric(float64(len(benchURL(0, 0))), "url-chars")
+	}
+}
+
+// BenchmarkFrontierAdmit measures how long it takes to admit a waiting host into a freed
+// back queue while 100,000 hosts wait in the front queues: the cost of one Complete that
+// frees a back queue and routes the next host.
+func BenchmarkFrontierAdmit(b *testing.B) {
+	rdb := startRedis(b)
+	o := testOptions(0)
+	o.MinDelay = 0
+	o.DelayFactor = 0
+	o.BackQueues = 1000
+	f := newTF(b, rdb, o)
+	ctx := testCtx(b)
+	waiting := 100_000 + b.N + o.BackQueues
+	const per = 10000
+	for i := 0; i < waiting; i += per {
+		us := make([]crawlmsg.Discovered, 0, per)
+		for j := i; j < i+per && j < waiting; j++ {
+			us = append(us, crawlmsg.Discovered{URL: benchURL(j, j), Depth: j % 4})
+		}
+		if _, err := f.AddBatches(ctx, []frontier.Batch{{ID: "m" + strconv.Itoa(i), URLs: us}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	now := time.Now()
+	tasks, err := f.Dispatch(ctx, now, o.BackQueues)
+	if err != nil || len(tasks) != o.BackQueues {
+		b.Fatalf("dispatch %d, %v", len(tasks), err)
+	}
+	b.ResetTimer()
+	start := time.Now()
+	for i := range b.N {
+		// Each host had one URL, so its outcome frees its back queue and admits a new host.
+		tk := tasks[i%len(tasks)]
+		ap, err := f.Complete(ctx, now, []crawlmsg.Outcome{{V: 1, Host: tk.Host, Lease: tk.Lease, Kind: crawlmsg.OutcomeFetched, Status: 200, Requested: true}})
+		if err != nil || ap[0].Result != frontier.ResultFetched {
+			b.Fatalf("complete: %v %+v", err, ap)
+		}
+		if i%len(tasks) == len(tasks)-1 {
+			b.StopTimer()
+			if tasks, err = f.Dispatch(ctx, now, o.BackQueues); err != nil || len(tasks) != o.BackQueues {
+				b.Fatalf("dispatch %d, %v", len(tasks), err)
+			}
+			b.StartTimer()
+		}
+	}
+	el := time.Since(start)
+	b.StopTimer()
+	b.ReportMetric(float64(el.Microseconds())/1000/float64(b.N), "ms/host")
+	if s := f.stats(); s.ActiveHosts != int64(o.BackQueues) {
+		b.Fatalf("active hosts %d, want every back queue refilled (%d)", s.ActiveHosts, o.BackQueues)
+	}
+}
+
+func usedMemory(b testing.TB, info string) int64 {
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "used_memory:"); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return n
+		}
+	}
+	b.Fatal("no used_memory in INFO")
+	return 0
+}

@@ -1,0 +1,258 @@
+package itest
+
+import (
+	"context"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/trawl/trawl/devstack/redisproc"
+	"github.com/trawl/trawl/services/scheduler/internal/frontier"
+	"github.com/trawl/trawl/services/scheduler/internal/prioritize"
+	"github.com/trawl/trawl/shared/crawlmsg"
+)
+
+// t0 is a fixed clock origin: the frontier takes "now" from its caller, so tests drive
+// time explicitly.
+var t0 = time.UnixMilli(1_700_000_000_000)
+
+func at(d time.Duration) time.Time { return t0.Add(d) }
+
+func testCtx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func startRedis(t testing.TB) *redis.Client {
+	t.Helper()
+	srv := redisproc.StartT(t, redisproc.Options{})
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), ReadTimeout: time.Minute, WriteTimeout: time.Minute})
+	t.Cleanup(func() { _ = rdb.Close() })
+	return rdb
+}
+
+// testOptions are the defaults under a test key prefix.
+func testOptions(shard int) frontier.Options {
+	o := frontier.DefaultOptions(shard)
+	o.KeyPrefix = "t"
+	return o
+}
+
+// tf is a frontier under test with the client it runs on. Its helpers fail the test on
+// error and check the invariants after every mutating step.
+type tf struct {
+	*frontier.Frontier
+	rdb *redis.Client
+	t   testing.TB
+}
+
+func newTF(t testing.TB, rdb *redis.Client, o frontier.Options) *tf {
+	t.Helper()
+	return &tf{Frontier: frontier.New(rdb, o, prioritize.BreadthFirst{}), rdb: rdb, t: t}
+}
+
+func urls(depth int, us ...string) []crawlmsg.Discovered {
+	out := make([]crawlmsg.Discovered, len(us))
+	for i, u := range us {
+		out[i] = crawlmsg.Discovered{URL: u, Depth: depth}
+	}
+	return out
+}
+
+func (f *tf) add(id string, us ...crawlmsg.Discovered) int {
+	f.t.Helper()
+	got, err := f.AddBatches(testCtx(f.t), []frontier.Batch{{ID: id, URLs: us}})
+	if err != nil {
+		f.t.Fatalf("AddBatches: %v", err)
+	}
+	f.check()
+	return got[0]
+}
+
+func (f *tf) dispatch(now time.Time, max int) []crawlmsg.FetchTask {
+	f.t.Helper()
+	tasks, err := f.Dispatch(testCtx(f.t), now, max)
+	if err != nil {
+		f.t.Fatalf("Dispatch: %v", err)
+	}
+	f.check()
+	return tasks
+}
+
+func (f *tf) complete(now time.Time, outs ...crawlmsg.Outcome) []frontier.Applied {
+	f.t.Helper()
+	got, err := f.Complete(testCtx(f.t), now, outs)
+	if err != nil {
+		f.t.Fatalf("Complete: %v", err)
+	}
+	f.check()
+	return got
+}
+
+func (f *tf) reap(now time.Time) int {
+	f.t.Helper()
+	n, err := f.Reap(testCtx(f.t), now)
+	if err != nil {
+		f.t.Fatalf("Reap: %v", err)
+	}
+	f.check()
+	return n
+}
+
+func (f *tf) stats() frontier.Stats {
+	f.t.Helper()
+	s, err := f.Stats(testCtx(f.t))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return s
+}
+
+// heapScore returns the host's next fetch time in the heap.
+func (f *tf) heapScore(host string) (time.Time, bool) {
+	f.t.Helper()
+	s, err := f.rdb.ZScore(testCtx(f.t), f.Keyspace().Key("heap"), host).Result()
+	if err == redis.Nil {
+		return time.Time{}, false
+	}
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return time.UnixMilli(int64(s)), true
+}
+
+func (f *tf) backQueue(host string) []string {
+	f.t.Helper()
+	l, err := f.rdb.LRange(testCtx(f.t), f.Keyspace().Key("bq", host), 0, -1).Result()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return l
+}
+
+func (f *tf) hostField(host, field string) string {
+	f.t.Helper()
+	return f.rdb.HGet(testCtx(f.t), f.Keyspace().Key("host", host), field).Val()
+}
+
+func (f *tf) wantHeap(host string, want time.Time) {
+	f.t.Helper()
+	got, ok := f.heapScore(host)
+	if !ok {
+		f.t.Fatalf("host %s not in heap, want score %s", host, want.Sub(t0))
+	}
+	if !got.Equal(want) {
+		f.t.Fatalf("host %s heap score t0+%s, want t0+%s", host, got.Sub(t0), want.Sub(t0))
+	}
+}
+
+// check reads the shard's whole state and checks what every script must preserve:
+//   - accepted = queued + in flight + Σ terminal
+//   - the queued counter equals the entries actually in front and back queues
+//   - an active host is either in the heap or in flight, never both; at most B are active
+//   - a host in the heap has a non-empty back queue; a back queue belongs to an active host
+//   - every in-flight host has exactly one lease
+func (f *tf) check() {
+	t := f.t
+	t.Helper()
+	ctx := testCtx(t)
+	rdb := f.rdb
+	s := f.stats()
+	if s.Accepted != s.Queued+s.Inflight+s.Terminal() {
+		t.Fatalf("accounting broken: accepted %d != queued %d + inflight %d + terminal %d (%+v)",
+			s.Accepted, s.Queued, s.Inflight, s.Terminal(), s)
+	}
+	ks := f.Keyspace()
+	var inQueues int64
+	for _, n := range s.Waiting {
+		inQueues += n
+	}
+	bqLen := map[string]int64{}
+	iter := rdb.Scan(ctx, 0, ks.Key("bq", "*"), 1000).Iterator()
+	for iter.Next(ctx) {
+		k := iter.Val()
+		n := rdb.LLen(ctx, k).Val()
+		bqLen[strings.TrimPrefix(k, ks.Key("bq", ""))] = n
+		inQueues += n
+	}
+	if err := iter.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if inQueues != s.Queued {
+		t.Fatalf("queued counter %d but %d entries in queues", s.Queued, inQueues)
+	}
+	hosts := rdb.HKeys(ctx, ks.Key("hosts")).Val()
+	heap := set(rdb.ZRange(ctx, ks.Key("heap"), 0, -1).Val())
+	inflight := set(rdb.ZRange(ctx, ks.Key("inflight"), 0, -1).Val())
+	if len(hosts) > f.Options().BackQueues {
+		t.Fatalf("%d active hosts > B=%d", len(hosts), f.Options().BackQueues)
+	}
+	active := set(hosts)
+	for _, h := range hosts {
+		if heap[h] == inflight[h] {
+			t.Fatalf("active host %s: in heap %v, in flight %v (want exactly one)", h, heap[h], inflight[h])
+		}
+		if heap[h] && bqLen[h] == 0 {
+			t.Fatalf("host %s is in the heap with an empty back queue", h)
+		}
+	}
+	for h := range heap {
+		if !active[h] {
+			t.Fatalf("host %s in heap but not active", h)
+		}
+	}
+	for h := range bqLen {
+		if !active[h] {
+			t.Fatalf("host %s has a back queue but is not active", h)
+		}
+	}
+	leases := rdb.HKeys(ctx, ks.Key("lease")).Val()
+	if int64(len(leases)) != s.Inflight || len(leases) != len(inflight) {
+		t.Fatalf("%d leases, %d in flight", len(leases), s.Inflight)
+	}
+	for _, h := range leases {
+		if !inflight[h] {
+			t.Fatalf("lease of %s without in-flight entry", h)
+		}
+	}
+}
+
+func set(xs []string) map[string]bool {
+	m := make(map[string]bool, len(xs))
+	for _, x := range xs {
+		m[x] = true
+	}
+	return m
+}
+
+func outcome(task crawlmsg.FetchTask, kind crawlmsg.OutcomeKind, status int) crawlmsg.Outcome {
+	requested := kind != crawlmsg.OutcomeExpired && kind != crawlmsg.OutcomeDisallowed && kind != crawlmsg.OutcomeBlocked
+	return crawlmsg.Outcome{V: 1, Shard: task.Shard, Host: task.Host, URL: task.URL, Lease: task.Lease,
+		Attempt: task.Attempt, Kind: kind, Status: status, Requested: requested}
+}
+
+func ok200(task crawlmsg.FetchTask) crawlmsg.Outcome {
+	return outcome(task, crawlmsg.OutcomeFetched, 200)
+}
+
+func hostsOf(tasks []crawlmsg.FetchTask) []string {
+	var hs []string
+	for _, tk := range tasks {
+		hs = append(hs, tk.Host)
+	}
+	sort.Strings(hs)
+	return hs
+}
+
+func manyHosts(n int) []string {
+	hs := make([]string, n)
+	for i := range hs {
+		hs[i] = "h" + strconv.Itoa(i) + ".example"
+	}
+	return hs
+}

@@ -1,0 +1,405 @@
+package itest
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/trawl/trawl/devstack/natsembed"
+	"github.com/trawl/trawl/devstack/redisproc"
+	"github.com/trawl/trawl/services/scheduler/internal/config"
+	"github.com/trawl/trawl/services/scheduler/internal/frontier"
+	"github.com/trawl/trawl/services/scheduler/internal/prioritize"
+	"github.com/trawl/trawl/services/scheduler/internal/service"
+	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/envconfig"
+	"github.com/trawl/trawl/shared/topology"
+)
+
+// stack is the scheduler running in-process against embedded NATS and a real Redis.
+type stack struct {
+	t     *testing.T
+	cfg   config.Config
+	js    jetstream.JetStream
+	rdb   *redis.Client
+	redis *redisproc.Server
+	f     *frontier.Frontier
+	stop  context.CancelFunc
+	done  chan error
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func startStack(t *testing.T, redisOpts redisproc.Options, env map[string]string) *stack {
+	t.Helper()
+	ns := natsembed.StartT(t)
+	rs := redisproc.StartT(t, redisOpts)
+	vars := map[string]string{
+		"TRAWL_NATS_URL":      ns.URL(),
+		"TRAWL_REDIS_URL":     rs.URL(),
+		"TRAWL_HTTP_ADDR":     freeAddr(t),
+		"TRAWL_MIN_DELAY":     "20ms",
+		"TRAWL_DELAY_FACTOR":  "0",
+		"TRAWL_STREAM_MEMORY": "true",
+		"TRAWL_LOG_LEVEL":     "debug",
+	}
+	for k, v := range env {
+		vars[k] = v
+	}
+	cfg, err := config.Load(envconfig.FromMap(vars))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &stack{t: t, cfg: cfg, redis: rs, stop: cancel, done: make(chan error, 1)}
+	go func() { s.done <- service.Run(ctx, cfg, log) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-s.done:
+		case <-time.After(30 * time.Second):
+			t.Error("service did not stop")
+		}
+	})
+
+	nc, err := nats.Connect(ns.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	if s.js, err = jetstream.New(nc); err != nil {
+		t.Fatal(err)
+	}
+	s.rdb = redis.NewClient(&redis.Options{Addr: rs.Addr()})
+	t.Cleanup(func() { _ = s.rdb.Close() })
+	s.f = frontier.New(s.rdb, service.FrontierOptions(cfg, 0), prioritize.BreadthFirst{})
+	// Ready once /readyz answers: NATS topology ensured, Redis up, loops running.
+	eventually(t, 30*time.Second, "service ready", func() bool {
+		resp, err := http.Get("http://" + cfg.HTTPAddr + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	return s
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", within, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (s *stack) publish(subject string, v any) {
+	s.t.Helper()
+	var data []byte
+	switch x := v.(type) {
+	case []byte:
+		data = x
+	default:
+		var err error
+		if data, err = crawlmsg.Marshal(v); err != nil {
+			s.t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := s.js.Publish(ctx, subject, data); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// metric returns the value of one series from /metrics (0 if absent).
+func (s *stack) metric(name string, labels map[string]string) float64 {
+	s.t.Helper()
+	resp, err := http.Get("http://" + s.cfg.HTTPAddr + "/metrics")
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+next:
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, name) {
+			continue
+		}
+		rest := line[len(name):]
+		if rest != "" && rest[0] != '{' && rest[0] != ' ' {
+			continue
+		}
+		for k, v := range labels {
+			if !strings.Contains(rest, k+`="`+v+`"`) {
+				continue next
+			}
+		}
+		f, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		return f
+	}
+	return 0
+}
+
+// fetcher acts as the fetcher fleet: it consumes the shared `fetcher` durable and answers
+// every task with the outcome made by answer.
+type fetcher struct {
+	mu       sync.Mutex
+	tasks    []crawlmsg.FetchTask
+	inflight map[string]bool
+	overlap  []string
+}
+
+func (s *stack) runFetcher(ctx context.Context, answer func(crawlmsg.FetchTask) crawlmsg.Outcome) *fetcher {
+	s.t.Helper()
+	cons, err := s.js.Consumer(ctx, topology.StreamFetch, topology.ConsumerFetcher)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	fx := &fetcher{inflight: map[string]bool{}}
+	go func() {
+		for ctx.Err() == nil {
+			batch, err := cons.Fetch(64, jetstream.FetchMaxWait(200*time.Millisecond))
+			if err != nil {
+				continue
+			}
+			for m := range batch.Messages() {
+				var tk crawlmsg.FetchTask
+				if err := crawlmsg.Unmarshal(m.Data(), &tk); err != nil {
+					s.t.Errorf("bad fetch task: %v", err)
+					_ = m.Term()
+					continue
+				}
+				fx.mu.Lock()
+				if fx.inflight[tk.Host] {
+					fx.overlap = append(fx.overlap, tk.Host)
+				}
+				fx.inflight[tk.Host] = true
+				fx.tasks = append(fx.tasks, tk)
+				fx.mu.Unlock()
+				out := answer(tk)
+				fx.mu.Lock()
+				delete(fx.inflight, tk.Host)
+				fx.mu.Unlock()
+				data, err := crawlmsg.Marshal(&out)
+				if err != nil {
+					s.t.Error(err)
+					continue
+				}
+				pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				_, err = s.js.Publish(pctx, topology.FetchedSubject(tk.Shard), data)
+				cancel()
+				if err != nil && ctx.Err() == nil {
+					s.t.Errorf("publish outcome: %v", err)
+				}
+				_ = m.Ack()
+			}
+		}
+	}()
+	return fx
+}
+
+func (fx *fetcher) snapshot() []crawlmsg.FetchTask {
+	fx.mu.Lock()
+	defer fx.mu.Unlock()
+	return append([]crawlmsg.FetchTask(nil), fx.tasks...)
+}
+
+func fetched200(tk crawlmsg.FetchTask) crawlmsg.Outcome {
+	return crawlmsg.Outcome{Shard: tk.Shard, Host: tk.Host, URL: tk.URL, Lease: tk.Lease, Attempt: tk.Attempt,
+		Kind: crawlmsg.OutcomeFetched, Status: 200, Requested: true, DurationMs: 1}
+}
+
+func (s *stack) stats() frontier.Stats {
+	s.t.Helper()
+	st, err := s.f.Stats(testCtx(s.t))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return st
+}
+
+func TestServiceCrawlsFrontierAndSurvivesBadInput(t *testing.T) {
+	s := startStack(t, redisproc.Options{}, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	fx := s.runFetcher(ctx, fetched200)
+
+	var want []string
+	var batch crawlmsg.FrontierBatch
+	for h := range 6 {
+		for p := range 5 {
+			u := fmt.Sprintf("http://host%d.example/page%d", h, p)
+			want = append(want, u)
+			batch.URLs = append(batch.URLs, crawlmsg.Discovered{URL: u, Depth: p % 3})
+		}
+	}
+	s.publish(topology.FrontierSubject(0), &batch)
+
+	// Poison and wrong-version messages are terminated, and the service goes on.
+	s.publish(topology.FrontierSubject(0), []byte("not json"))
+	s.publish(topology.FrontierSubject(0), []byte(`{"v":2,"urls":[{"url":"http://x.example/"}]}`))
+	s.publish(topology.FetchedSubject(0), []byte(`{"v":1,"host":"x.example"}`))
+	s.publish(topology.FetchedSubject(0), []byte(`{"v":1,"host":"x.example","lease":"0-999","kind":"teleported"}`))
+
+	eventually(t, 30*time.Second, "frontier drained", func() bool {
+		st := s.stats()
+		return st.Fetched == int64(len(want)) && st.Queued == 0 && st.Inflight == 0
+	})
+	got := map[string]int{}
+	for _, tk := range fx.snapshot() {
+		got[tk.URL]++
+		if tk.Shard != 0 || tk.Lease == "" || tk.Deadline <= time.Now().Add(-time.Minute).UnixMilli() {
+			t.Errorf("task fields: %+v", tk)
+		}
+	}
+	for _, u := range want {
+		if got[u] != 1 {
+			t.Errorf("%s fetched %d times, want once", u, got[u])
+		}
+	}
+	if len(fx.overlap) > 0 {
+		t.Errorf("hosts with two tasks out at once: %v", fx.overlap)
+	}
+	st := s.stats()
+	if st.Accepted != int64(len(want)) || st.Terminal() != st.Accepted || st.ActiveHosts != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+
+	eventually(t, 10*time.Second, "bad frontier messages terminated", func() bool {
+		return s.metric("trawl_scheduler_messages_terminated_total", map[string]string{"consumer": "frontier", "reason": "permanent"}) == 2
+	})
+	eventually(t, 10*time.Second, "bad outcome messages terminated", func() bool {
+		return s.metric("trawl_scheduler_messages_terminated_total", map[string]string{"consumer": "outcomes", "reason": "permanent"}) == 2
+	})
+	if n := s.metric("trawl_scheduler_dispatched_total", map[string]string{"shard": "0"}); n != float64(len(want)) {
+		t.Errorf("dispatched_total %v, want %d", n, len(want))
+	}
+	if n := s.metric("trawl_scheduler_outcomes_total", map[string]string{"shard": "0", "kind": "fetched"}); n != float64(len(want)) {
+		t.Errorf("outcomes_total{kind=fetched} %v, want %d", n, len(want))
+	}
+	eventually(t, 10*time.Second, "terminal-state gauge", func() bool {
+		return s.metric("trawl_scheduler_frontier_urls", map[string]string{"shard": "0", "state": "fetched"}) == float64(len(want))
+	})
+
+	// Still serving after the poison: a later batch is crawled too.
+	s.publish(topology.FrontierSubject(0), &crawlmsg.FrontierBatch{URLs: []crawlmsg.Discovered{{URL: "http://late.example/"}}})
+	eventually(t, 30*time.Second, "late batch crawled", func() bool { return s.stats().Fetched == int64(len(want))+1 })
+
+	// Nothing left unacknowledged on the scheduler's consumers.
+	for _, c := range []struct{ stream, name string }{
+		{topology.StreamFrontier, topology.SchedulerFrontierConsumer(0)},
+		{topology.StreamFetched, topology.SchedulerFetchedConsumer(0)},
+	} {
+		eventually(t, 10*time.Second, c.name+" settled", func() bool {
+			cons, err := s.js.Consumer(ctx, c.stream, c.name)
+			if err != nil {
+				return false
+			}
+			info, err := cons.Info(ctx)
+			return err == nil && info.NumAckPending == 0 && info.NumPending == 0
+		})
+	}
+
+	// Graceful stop.
+	s.stop()
+	select {
+	case err := <-s.done:
+		if err != nil {
+			t.Fatalf("Run returned %v", err)
+		}
+		s.done <- nil // for the cleanup
+	case <-time.After(20 * time.Second):
+		t.Fatal("service did not stop within 20s")
+	}
+}
+
+// A Redis outage is a passing failure: frontier messages are held back or nak'ed, never
+// terminated, and are applied exactly once when Redis returns.
+func TestServiceRetriesThroughRedisOutage(t *testing.T) {
+	s := startStack(t, redisproc.Options{AppendOnly: true, FsyncAlways: true}, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	fx := s.runFetcher(ctx, fetched200)
+
+	s.publish(topology.FrontierSubject(0), &crawlmsg.FrontierBatch{URLs: []crawlmsg.Discovered{{URL: "http://a.example/1"}}})
+	eventually(t, 30*time.Second, "first URL fetched", func() bool { return s.stats().Fetched == 1 })
+
+	if err := s.redis.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	// While Redis is down the consumer gate holds messages back instead of spending deliveries.
+	s.publish(topology.FrontierSubject(0), &crawlmsg.FrontierBatch{URLs: []crawlmsg.Discovered{{URL: "http://a.example/2"}, {URL: "http://b.example/1"}}})
+	eventually(t, 10*time.Second, "readiness reports redis down", func() bool {
+		resp, err := http.Get("http://" + s.cfg.HTTPAddr + "/readyz")
+		if err != nil {
+			return false
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusServiceUnavailable && strings.Contains(string(body), "redis")
+	})
+	rctx, rcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer rcancel()
+	if err := s.redis.Restart(rctx); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "URLs queued during the outage fetched", func() bool { return s.stats().Fetched == 3 })
+	if n := s.metric("trawl_scheduler_messages_terminated_total", map[string]string{"consumer": "frontier"}); n != 0 {
+		t.Fatalf("%v frontier messages terminated during a Redis outage; they must be retried", n)
+	}
+	seen := map[string]int{}
+	for _, tk := range fx.snapshot() {
+		seen[tk.URL]++
+	}
+	for _, u := range []string{"http://a.example/1", "http://a.example/2", "http://b.example/1"} {
+		if seen[u] != 1 {
+			t.Errorf("%s fetched %d times", u, seen[u])
+		}
+	}
+	st := s.stats()
+	if st.Accepted != 3 || st.Terminal() != 3 {
+		t.Fatalf("stats %+v", st)
+	}
+}
