@@ -1,0 +1,215 @@
+package bloom
+
+import (
+	"encoding/binary"
+	"errors"
+	"slices"
+	"testing"
+)
+
+func TestSize(t *testing.T) {
+	// Expected values computed independently (Python, math.ceil / round) from
+	// m = ceil(-n ln p / ln2^2), k = max(1, round(m/n ln2)).
+	tests := []struct {
+		name string
+		n    uint64
+		p    float64
+		m    uint64
+		k    int
+	}{
+		{"defaults", 10_000_000, 0.01, 95_850_584, 7},
+		{"itest capacity", 100_000, 0.01, 958_506, 7},
+		{"minimum capacity", 1000, 0.01, 9586, 7},
+		{"one per mille", 1_000_000, 0.001, 14_377_588, 10},
+		{"one per million", 5000, 1e-6, 143_776, 20},
+		{"half", 1000, 0.5, 1443, 1},
+		{"k rounds to zero, clamped to one", 1000, 0.9, 220, 1},
+		{"a billion urls", 1_000_000_000, 0.01, 9_585_058_378, 7},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, k := Size(tt.n, tt.p)
+			if m != tt.m || k != tt.k {
+				t.Errorf("Size(%d, %v) = (%d, %d), want (%d, %d)", tt.n, tt.p, m, k, tt.m, tt.k)
+			}
+		})
+	}
+}
+
+func TestDefaultMemory(t *testing.T) {
+	f, err := New("trawl", Params{Capacity: 10_000_000, FPRate: 0.01, KeyBits: 1 << 31})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The package comment promises ~12 MB in one key.
+	if got := f.Bytes(); got != 11_981_323 {
+		t.Errorf("Bytes() = %d, want 11981323", got)
+	}
+	if f.Keys != 1 {
+		t.Errorf("Keys = %d, want 1", f.Keys)
+	}
+}
+
+func TestHashesStable(t *testing.T) {
+	// h1 is XXH64 with seed 0: the first two rows are the reference vectors of the XXH64
+	// specification, so they prove the algorithm, not just this implementation. Every row
+	// is a golden value: if one changes, every filter in production reads different bits.
+	// Bump HashVersion instead of editing these.
+	tests := []struct {
+		url    string
+		h1, h2 uint64
+	}{
+		{"", 0xef46db3751d8e999, 0xc4349fc93c010000},
+		{"abc", 0x44bc2cf5ad770999, 0x2ed0f59d6b43ac8b},
+		{"https://example.com/", 0xa40dbfe31cfba1cf, 0x9ce4a6f2566ed97f},
+		{"http://a.test/x?y=1", 0xc1820c0458e2a0ea, 0xceb9293c44098253},
+	}
+	for _, tt := range tests {
+		t.Run(tt.url, func(t *testing.T) {
+			h1, h2 := Hashes(tt.url)
+			if h1 != tt.h1 || h2 != tt.h2 {
+				t.Errorf("Hashes(%q) = (%#x, %#x), want (%#x, %#x)", tt.url, h1, h2, tt.h1, tt.h2)
+			}
+		})
+	}
+}
+
+func TestPositionsGolden(t *testing.T) {
+	// Positions of https://example.com/ (h1 = 0xa40dbfe31cfba1cf, h2 = 0x9ce4a6f2566ed97f),
+	// checked against (h1 + i·h2) mod m computed with arbitrary-precision integers, so the
+	// exact modular arithmetic (no 2^64 wrap) is pinned too.
+	tests := []struct {
+		name string
+		p    Params
+		want []Pos
+	}{
+		{
+			name: "defaults, one key",
+			p:    Params{Capacity: 10_000_000, FPRate: 0.01, KeyBits: 1 << 31},
+			want: []Pos{{0, 13975887}, {0, 24286022}, {0, 34596157}, {0, 44906292}, {0, 55216427}, {0, 65526562}, {0, 75836697}},
+		},
+		{
+			name: "15 keys of 2^16 bits",
+			p:    Params{Capacity: 100_000, FPRate: 0.01, KeyBits: 1 << 16},
+			want: []Pos{{10, 55793}, {6, 35460}, {2, 15127}, {12, 35796}, {8, 15463}, {3, 60666}, {14, 15799}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f, err := New("trawl", tt.p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := f.Positions(nil, "https://example.com/"); !slices.Equal(got, tt.want) {
+				t.Errorf("Positions = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestKeySplit(t *testing.T) {
+	// The same URL in a filter of the same m but smaller keys must map to the same global
+	// bit: key·KeyBits + offset is invariant, only the split changes.
+	one, err := New("trawl", Params{Capacity: 100_000, FPRate: 0.01, KeyBits: 1 << 31})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, keyBits := range []uint64{1 << 16, 1 << 12, 8000, 8} {
+		if keyBits == 8 {
+			// 958506 bits in 8-bit keys would need far more than MaxKeys keys.
+			if _, err := New("trawl", Params{Capacity: 100_000, FPRate: 0.01, KeyBits: keyBits}); !errors.Is(err, ErrParams) {
+				t.Errorf("KeyBits 8: err = %v, want ErrParams", err)
+			}
+			continue
+		}
+		split, err := New("trawl", Params{Capacity: 100_000, FPRate: 0.01, KeyBits: keyBits})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := int((one.M + keyBits - 1) / keyBits); split.Keys != want {
+			t.Errorf("KeyBits %d: Keys = %d, want %d", keyBits, split.Keys, want)
+		}
+		for _, u := range []string{"https://example.com/", "http://a.test/x?y=1", "https://b.test/"} {
+			a, b := one.Positions(nil, u), split.Positions(nil, u)
+			for i := range a {
+				global := uint64(b[i].Key)*keyBits + uint64(b[i].Offset)
+				if a[i].Key != 0 || uint64(a[i].Offset) != global {
+					t.Errorf("KeyBits %d, %s, position %d: split %v = bit %d, unsplit bit %d", keyBits, u, i, b[i], global, a[i].Offset)
+				}
+				if uint64(b[i].Offset) >= keyBits || int(b[i].Key) >= split.Keys || global >= split.M {
+					t.Errorf("KeyBits %d: position %v out of range", keyBits, b[i])
+				}
+			}
+		}
+	}
+}
+
+func TestKeyNames(t *testing.T) {
+	f, err := New("crawl7", Params{Capacity: 100_000, FPRate: 0.01, KeyBits: 1 << 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := f.KeyNames()
+	if len(names) != 15 || names[0] != "crawl7:{dedup}:bloom:0" || names[14] != "crawl7:{dedup}:bloom:14" {
+		t.Errorf("KeyNames = %v", names)
+	}
+	if f.MetaKey() != "crawl7:{dedup}:bloom:meta" {
+		t.Errorf("MetaKey = %q", f.MetaKey())
+	}
+}
+
+func TestAppendRecord(t *testing.T) {
+	f, err := New("trawl", Params{Capacity: 100_000, FPRate: 0.01, KeyBits: 1 << 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := f.AppendRecord([]byte("x"), 513, "https://example.com/")
+	if len(rec) != 1+f.RecordSize() {
+		t.Fatalf("record length %d, want %d", len(rec), 1+f.RecordSize())
+	}
+	rec = rec[1:]
+	if idx := binary.BigEndian.Uint32(rec); idx != 513 {
+		t.Errorf("index %d, want 513", idx)
+	}
+	for i, p := range f.Positions(nil, "https://example.com/") {
+		k := binary.BigEndian.Uint32(rec[4+8*i:])
+		off := binary.BigEndian.Uint32(rec[8+8*i:])
+		if k != p.Key || off != p.Offset {
+			t.Errorf("pair %d = (%d, %d), want %v", i, k, off, p)
+		}
+	}
+}
+
+func TestValidate(t *testing.T) {
+	ok := Params{Capacity: 10_000_000, FPRate: 0.01, KeyBits: 1 << 31}
+	tests := []struct {
+		name string
+		edit func(*Params)
+		ok   bool
+	}{
+		{"defaults", func(*Params) {}, true},
+		{"key bits at the redis limit", func(p *Params) { p.KeyBits = 1 << 32 }, true},
+		{"key bits over the redis limit", func(p *Params) { p.KeyBits = 1<<32 + 8 }, false},
+		{"key bits not whole bytes", func(p *Params) { p.KeyBits = 1<<16 + 1 }, false},
+		{"zero key bits", func(p *Params) { p.KeyBits = 0 }, false},
+		{"capacity too small", func(p *Params) { p.Capacity = 999 }, false},
+		{"p zero", func(p *Params) { p.FPRate = 0 }, false},
+		{"p one", func(p *Params) { p.FPRate = 1 }, false},
+		{"p negative", func(p *Params) { p.FPRate = -0.1 }, false},
+		{"too many keys", func(p *Params) { p.KeyBits = 8192 }, false},
+		{"too many hashes", func(p *Params) { p.FPRate = 1e-30 }, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := ok
+			tt.edit(&p)
+			err := p.Validate()
+			if (err == nil) != tt.ok {
+				t.Fatalf("Validate(%+v) = %v, want ok=%v", p, err, tt.ok)
+			}
+			if err != nil && !errors.Is(err, ErrParams) {
+				t.Errorf("error %v does not wrap ErrParams", err)
+			}
+		})
+	}
+}

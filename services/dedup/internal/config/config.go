@@ -1,0 +1,74 @@
+// Package config reads the dedup service's settings from TRAWL_* environment variables.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/trawl/trawl/services/dedup/internal/bloom"
+	"github.com/trawl/trawl/shared/envconfig"
+)
+
+// DefaultHTTPAddr is dedup's /metrics, /healthz and /readyz address.
+const DefaultHTTPAddr = ":9104"
+
+// maxBatch matches the dedup consumer's MaxAckPending in topology: a larger batch could
+// never fill.
+const maxBatch = 4096
+
+// Config is everything the service needs.
+type Config struct {
+	envconfig.Common
+	Bloom        bloom.Params  // TRAWL_BLOOM_CAPACITY, TRAWL_BLOOM_FP_RATE, TRAWL_BLOOM_KEY_BITS
+	MaxDepth     int           // TRAWL_MAX_DEPTH: URLs deeper than this are dropped
+	Batch        int           // TRAWL_DEDUP_BATCH: input messages per Redis call
+	FillInterval time.Duration // TRAWL_BLOOM_FILL_INTERVAL: how often the fill ratio is measured; 0 = never
+}
+
+// Load reads the configuration; the error lists every unparseable variable.
+func Load(r *envconfig.Reader) (Config, error) {
+	c := Config{
+		Common: envconfig.LoadCommon(r, DefaultHTTPAddr),
+		Bloom: bloom.Params{
+			Capacity: uint64(max(0, r.Int("BLOOM_CAPACITY", 10_000_000))),
+			FPRate:   r.Float("BLOOM_FP_RATE", 0.01),
+			KeyBits:  uint64(max(0, r.Int("BLOOM_KEY_BITS", 1<<31))),
+		},
+		MaxDepth:     r.Int("MAX_DEPTH", 20),
+		Batch:        r.Int("DEDUP_BATCH", 256),
+		FillInterval: r.Duration("BLOOM_FILL_INTERVAL", time.Minute),
+	}
+	return c, r.Err()
+}
+
+// Validate reports every invalid setting, including a filter that cannot be built.
+func (c Config) Validate() error {
+	errs := []error{c.Common.Validate()}
+	p := c.Bloom
+	if p.Capacity < bloom.MinCapacity {
+		errs = append(errs, fmt.Errorf("TRAWL_BLOOM_CAPACITY=%d: want at least %d", p.Capacity, bloom.MinCapacity))
+	}
+	if !(p.FPRate > 0 && p.FPRate < 1) {
+		errs = append(errs, fmt.Errorf("TRAWL_BLOOM_FP_RATE=%v: want 0 < p < 1", p.FPRate))
+	}
+	if p.KeyBits == 0 || p.KeyBits > bloom.MaxKeyBits || p.KeyBits%8 != 0 {
+		errs = append(errs, fmt.Errorf("TRAWL_BLOOM_KEY_BITS=%d: want a multiple of 8, at most 2^32 (%d)", p.KeyBits, uint64(bloom.MaxKeyBits)))
+	}
+	if errors.Join(errs[1:]...) == nil {
+		// The individual values are fine; check what they imply (number of keys, k).
+		if err := p.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("TRAWL_BLOOM_*: %w", err))
+		}
+	}
+	if c.MaxDepth < 0 {
+		errs = append(errs, fmt.Errorf("TRAWL_MAX_DEPTH=%d: want at least 0", c.MaxDepth))
+	}
+	if c.Batch < 1 || c.Batch > maxBatch {
+		errs = append(errs, fmt.Errorf("TRAWL_DEDUP_BATCH=%d: want 1..%d", c.Batch, maxBatch))
+	}
+	if c.FillInterval < 0 || (c.FillInterval > 0 && c.FillInterval < time.Second) {
+		errs = append(errs, fmt.Errorf("TRAWL_BLOOM_FILL_INTERVAL=%s: want 0 (off) or at least 1s", c.FillInterval))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,79 @@
+package service
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// URL results, the label values of trawl_dedup_urls_total.
+const (
+	resultNew      = "new"
+	resultSeen     = "seen"
+	resultInvalid  = "invalid"
+	resultTooDeep  = "too_deep"
+	stageRedis     = "redis"
+	stagePublish   = "publish"
+	stageForget    = "forget"
+	stageFillRatio = "fill_ratio"
+)
+
+type metrics struct {
+	urls       *prometheus.CounterVec
+	batchSize  prometheus.Histogram
+	redisDur   prometheus.Histogram
+	terminated *prometheus.CounterVec
+	published  prometheus.Counter
+	failures   *prometheus.CounterVec
+	fillRatio  prometheus.Gauge
+	filterBits prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		urls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "trawl_dedup_urls_total",
+			Help: "URLs of acked input messages by seen-test result: new (sent to the frontier), seen, invalid (not a normalisable http(s) URL), too_deep (beyond TRAWL_MAX_DEPTH).",
+		}, []string{"result"}),
+		batchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "trawl_dedup_batch_size",
+			Help:    "Input messages handled per batch (one Redis call, one publish wave).",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096},
+		}),
+		redisDur: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "trawl_dedup_redis_duration_seconds",
+			Help:    "Duration of one batch's test-and-set call to Redis.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
+		}),
+		terminated: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "trawl_dedup_messages_terminated_total",
+			Help: "Input messages terminated: permanent (malformed, unknown version) or max-deliver (kept failing).",
+		}, []string{"reason"}),
+		published: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "trawl_dedup_frontier_messages_total",
+			Help: "FrontierBatch messages stored in CRAWL_FRONTIER (one per input message and shard).",
+		}),
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "trawl_dedup_failures_total",
+			Help: "Failed batch steps by stage: redis (test-and-set; batch retried), publish (batch retried), forget (memo left to expire), fill_ratio.",
+		}, []string{"stage"}),
+		fillRatio: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "trawl_dedup_bloom_fill_ratio",
+			Help: "Fraction of the Bloom filter's bits set, measured every TRAWL_BLOOM_FILL_INTERVAL; the current false-positive rate is about fill^k.",
+		}),
+		filterBits: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "trawl_dedup_bloom_size_bits",
+			Help: "Size m of the Bloom filter in bits.",
+		}),
+	}
+	reg.MustRegister(m.urls, m.batchSize, m.redisDur, m.terminated, m.published, m.failures, m.fillRatio, m.filterBits)
+	// Zero series exist from the start, so rate() and alerts work before the first event.
+	for _, r := range []string{resultNew, resultSeen, resultInvalid, resultTooDeep} {
+		m.urls.WithLabelValues(r)
+	}
+	for _, r := range []string{"permanent", "max-deliver"} {
+		m.terminated.WithLabelValues(r)
+	}
+	for _, s := range []string{stageRedis, stagePublish, stageForget, stageFillRatio} {
+		m.failures.WithLabelValues(s)
+	}
+	return m
+}

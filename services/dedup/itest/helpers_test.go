@@ -1,0 +1,83 @@
+package itest
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/trawl/trawl/devstack/redisproc"
+	"github.com/trawl/trawl/services/dedup/internal/bloom"
+)
+
+// startRedis starts a real redis-server for the test and returns a client to it.
+func startRedis(t testing.TB) (*redisproc.Server, *redis.Client) {
+	t.Helper()
+	srv := redisproc.StartT(t, redisproc.Options{})
+	return srv, redisClient(t, srv)
+}
+
+// newFilter builds and initialises a filter.
+func newFilter(t testing.TB, c *redis.Client, prefix string, p bloom.Params) *bloom.Filter {
+	t.Helper()
+	f, err := bloom.New(prefix, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Init(testCtx(t), c); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// testCtx ends with the test, and after a minute at most so a hang fails instead of
+// waiting for the package timeout.
+func testCtx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// urls returns n distinct normalised URLs over a few hosts, distinct from other tags.
+func urls(tag string, from, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("https://h%d.%s.test/page/%d?q=%d", (from+i)%97, tag, from+i, (from+i)*7)
+	}
+	return out
+}
+
+// span returns [from, from+n).
+func span(from, n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = from + i
+	}
+	return out
+}
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", within, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// redisClient connects to a running redisproc server.
+func redisClient(t testing.TB, srv *redisproc.Server) *redis.Client {
+	t.Helper()
+	opt, err := redis.ParseURL(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := redis.NewClient(opt)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}

@@ -1,0 +1,484 @@
+package itest
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/trawl/trawl/devstack/natsembed"
+	"github.com/trawl/trawl/devstack/redisproc"
+	"github.com/trawl/trawl/services/dedup/internal/bloom"
+	"github.com/trawl/trawl/services/dedup/internal/config"
+	"github.com/trawl/trawl/services/dedup/internal/seen"
+	"github.com/trawl/trawl/services/dedup/internal/service"
+	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/envconfig"
+	"github.com/trawl/trawl/shared/natsx"
+	"github.com/trawl/trawl/shared/topology"
+)
+
+// stack is an embedded NATS, a real redis-server and the dedup service running in-process.
+type stack struct {
+	cfg     config.Config
+	js      jetstream.JetStream
+	redis   *redisproc.Server
+	metrics string // http://host:port/metrics
+	stop    func() error
+}
+
+func startStack(t *testing.T, redisOpts redisproc.Options, env map[string]string) *stack {
+	t.Helper()
+	ns := natsembed.StartT(t)
+	rs := redisproc.StartT(t, redisOpts)
+	addr := freeAddr(t)
+	vars := map[string]string{
+		"TRAWL_NATS_URL":            ns.URL(),
+		"TRAWL_REDIS_URL":           rs.URL(),
+		"TRAWL_SHARDS":              "2",
+		"TRAWL_HTTP_ADDR":           addr,
+		"TRAWL_MAX_DEPTH":           "3",
+		"TRAWL_BLOOM_CAPACITY":      "100000",
+		"TRAWL_BLOOM_KEY_BITS":      "65536",
+		"TRAWL_BLOOM_FILL_INTERVAL": "1s",
+		"TRAWL_ACK_WAIT":            "5s",
+		"TRAWL_LOG_LEVEL":           "warn",
+	}
+	for k, v := range env {
+		vars[k] = v
+	}
+	cfg, err := config.Load(envconfig.FromMap(vars))
+	if err == nil {
+		err = cfg.Validate()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	ctx := testCtx(t)
+	quiet := slog.New(slog.DiscardHandler)
+	nc, js, err := natsx.Connect(ctx, ns.URL(), "itest", quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	// The streams must exist before the test publishes; the service declares the same.
+	if err := natsx.Ensure(ctx, js, cfg.Topology(), cfg.Timings(), quiet); err != nil {
+		t.Fatal(err)
+	}
+
+	s := &stack{cfg: cfg, js: js, redis: rs, metrics: "http://" + addr + "/metrics"}
+	s.start(t)
+	return s
+}
+
+// start runs the service in-process until stop is called (or the test ends) and waits
+// until it answers /readyz.
+func (s *stack) start(t *testing.T) {
+	t.Helper()
+	runCtx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	go func() { done <- service.Run(runCtx, s.cfg, log) }()
+	stopped := false
+	s.stop = func() error {
+		if stopped {
+			return nil
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(30 * time.Second):
+			return errors.New("service did not stop within 30s")
+		}
+	}
+	t.Cleanup(func() {
+		if err := s.stop(); err != nil {
+			t.Errorf("service stop: %v", err)
+		}
+	})
+	ready := strings.TrimSuffix(s.metrics, "/metrics") + "/readyz"
+	eventually(t, 20*time.Second, "dedup /readyz", func() bool {
+		select {
+		case err := <-done:
+			t.Fatalf("service exited at start: %v", err)
+		default:
+		}
+		resp, err := http.Get(ready)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+}
+
+func (s *stack) publishDiscovered(t *testing.T, urls ...crawlmsg.Discovered) {
+	t.Helper()
+	data, err := crawlmsg.Marshal(&crawlmsg.DiscoveredBatch{Source: "http://itest/", URLs: urls})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.publishRaw(t, data)
+}
+
+func (s *stack) publishRaw(t *testing.T, data []byte) {
+	t.Helper()
+	if _, err := s.js.Publish(testCtx(t), topology.SubjectDiscovered, data); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// frontier drains what is available on each shard's scheduler consumer, acking it.
+// It returns per shard the URLs in arrival order and the Nats-Msg-Ids seen.
+func (s *stack) frontier(t *testing.T, into map[int][]string, ids map[string]int) {
+	t.Helper()
+	ctx := testCtx(t)
+	for shard := range s.cfg.Shards {
+		cons, err := s.js.Consumer(ctx, topology.StreamFrontier, topology.SchedulerFrontierConsumer(shard))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for {
+			batch, err := cons.FetchNoWait(100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			for m := range batch.Messages() {
+				n++
+				if m.Subject() != topology.FrontierSubject(shard) {
+					t.Errorf("scheduler-%d got subject %s", shard, m.Subject())
+				}
+				ids[m.Headers().Get(nats.MsgIdHdr)]++
+				var b crawlmsg.FrontierBatch
+				if err := crawlmsg.Unmarshal(m.Data(), &b); err != nil {
+					t.Errorf("frontier message: %v", err)
+				}
+				for _, d := range b.URLs {
+					into[shard] = append(into[shard], d.URL)
+				}
+				if err := m.Ack(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if n == 0 {
+				break
+			}
+		}
+	}
+}
+
+// idle reports whether the dedup consumer has nothing pending or unacked.
+func (s *stack) idle(t *testing.T) bool {
+	t.Helper()
+	cons, err := s.js.Consumer(testCtx(t), topology.StreamDiscovered, topology.ConsumerDedup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := cons.Info(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.NumPending == 0 && info.NumAckPending == 0
+}
+
+// metric returns the value of one series from /metrics (0 if absent).
+func (s *stack) metric(t *testing.T, series string) float64 {
+	t.Helper()
+	resp, err := http.Get(s.metrics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		name, val, ok := strings.Cut(sc.Text(), " ")
+		if ok && name == series {
+			f, err := strconv.ParseFloat(val, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return f
+		}
+	}
+	return 0
+}
+
+func link(u string, depth int) crawlmsg.Discovered {
+	return crawlmsg.Discovered{URL: u, Depth: depth, Via: crawlmsg.ViaLink}
+}
+
+func TestServiceRoutesNewURLsOnce(t *testing.T) {
+	s := startStack(t, redisproc.Options{}, nil)
+
+	// With 2 shards: a.test and c.test are shard 0, b.test and d.test shard 1.
+	s.publishDiscovered(t,
+		link("http://a.test/1", 1),
+		link("http://b.test/1", 1),
+		link("HTTP://A.TEST:80/./1", 1), // the same URL as the first, not yet normalised
+		link("ftp://a.test/file", 1),    // invalid
+		link("http://a.test/deep", 4),   // too deep (max 3)
+		link("http://c.test/", 3),
+	)
+	s.publishDiscovered(t,
+		link("http://b.test/1", 2), // seen in the first message
+		link("http://d.test/x?y=1#frag", 2),
+		link("http://b.test/2", 2),
+	)
+	s.publishRaw(t, []byte("this is not JSON"))
+	s.publishRaw(t, []byte(`{"v":99,"urls":[{"url":"http://a.test/v99"}]}`))
+	s.publishDiscovered(t,
+		link("http://a.test/1", 1), // seen two messages ago
+		link("http://a.test/2", 2),
+		link("http://d.test/x?y=1", 3), // seen
+	)
+
+	want := map[int][]string{
+		0: {"http://a.test/1", "http://c.test/", "http://a.test/2"},
+		1: {"http://b.test/1", "http://d.test/x?y=1", "http://b.test/2"},
+	}
+	got := map[int][]string{}
+	ids := map[string]int{}
+	eventually(t, 20*time.Second, "all new URLs on the frontier", func() bool {
+		s.frontier(t, got, ids)
+		return len(got[0]) >= len(want[0]) && len(got[1]) >= len(want[1])
+	})
+	eventually(t, 20*time.Second, "dedup consumer idle", func() bool { return s.idle(t) })
+	s.frontier(t, got, ids) // anything late would be a duplicate
+	for shard, urls := range want {
+		g := slices.Clone(got[shard])
+		slices.Sort(g)
+		w := slices.Clone(urls)
+		slices.Sort(w)
+		if !slices.Equal(g, w) {
+			t.Errorf("shard %d: got %v, want each of %v exactly once", shard, got[shard], urls)
+		}
+	}
+	for id, n := range ids {
+		if n != 1 || !strings.HasPrefix(id, "front:"+topology.StreamDiscovered+":") {
+			t.Errorf("frontier message id %q seen %d times", id, n)
+		}
+	}
+	// First message: one batch per shard; second: shard 1 only (d.test, b.test/2); third:
+	// shard 0 only (a.test/2).
+	if len(ids) != 4 {
+		t.Errorf("%d frontier messages (%v), want 4: one per input message and shard with new URLs", len(ids), ids)
+	}
+
+	// Both poison messages were terminated, and the service went on to the next message.
+	if n := s.metric(t, `trawl_dedup_messages_terminated_total{reason="permanent"}`); n != 2 {
+		t.Errorf("terminated permanent = %v, want 2", n)
+	}
+	for result, want := range map[string]float64{"new": 6, "seen": 4, "invalid": 1, "too_deep": 1} {
+		if n := s.metric(t, `trawl_dedup_urls_total{result="`+result+`"}`); n != want {
+			t.Errorf("urls_total{result=%q} = %v, want %v", result, n, want)
+		}
+	}
+	if n := s.metric(t, "trawl_dedup_frontier_messages_total"); n != 4 {
+		t.Errorf("frontier_messages_total = %v, want 4", n)
+	}
+	if n := s.metric(t, "trawl_dedup_redis_duration_seconds_count"); n < 1 {
+		t.Errorf("redis_duration_seconds_count = %v, want at least one observation", n)
+	}
+	eventually(t, 10*time.Second, "fill ratio measured", func() bool {
+		return s.metric(t, "trawl_dedup_bloom_fill_ratio") > 0
+	})
+
+	// The memos of published messages are gone.
+	c := redisClient(t, s.redis)
+	keys, err := c.Keys(testCtx(t), "trawl:{dedup}:done:*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) != 0 {
+		t.Errorf("memo keys left after publishing: %v", keys)
+	}
+
+	if err := s.stop(); err != nil {
+		t.Errorf("graceful stop: %v", err)
+	}
+}
+
+// TestServiceWaitsForRedis: while Redis is down the service stops taking messages instead
+// of failing them over and over (which would spend their deliveries on the outage); when
+// Redis is back the message is handled and nothing is lost.
+func TestServiceWaitsForRedis(t *testing.T) {
+	s := startStack(t, redisproc.Options{AppendOnly: true, FsyncAlways: true}, nil)
+	s.publishDiscovered(t, link("http://a.test/before", 0))
+	got, ids := map[int][]string{}, map[string]int{}
+	eventually(t, 20*time.Second, "first URL on the frontier", func() bool {
+		s.frontier(t, got, ids)
+		return len(got[0]) == 1
+	})
+
+	if err := s.redis.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	const failures = `trawl_dedup_failures_total{stage="redis"}`
+	s.publishDiscovered(t, link("http://a.test/before", 0), link("http://b.test/during", 0))
+	// The consume loop was already waiting for a message when Redis went away, so this
+	// one batch fails; after that the gate must hold the loop.
+	eventually(t, 20*time.Second, "the in-flight batch to fail", func() bool { return s.metric(t, failures) >= 1 })
+	// Without the gate the nak'ed message would come back after 250ms, 500ms, 1s … and
+	// fail each time. Watching for the absence of retries needs a fixed window.
+	time.Sleep(3 * time.Second)
+	if n := s.metric(t, failures); n != 1 {
+		t.Fatalf("%s = %v while Redis was down, want 1: the handler kept running", failures, n)
+	}
+
+	if err := s.redis.Restart(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "URL published after Redis came back", func() bool {
+		s.frontier(t, got, ids)
+		return len(got[1]) == 1
+	})
+	eventually(t, 20*time.Second, "dedup consumer idle", func() bool { return s.idle(t) })
+	s.frontier(t, got, ids)
+	// The filter survived the restart (AOF): the URL seen before the outage stays seen.
+	if !slices.Equal(got[0], []string{"http://a.test/before"}) || !slices.Equal(got[1], []string{"http://b.test/during"}) {
+		t.Errorf("frontier after outage: %v", got)
+	}
+}
+
+// TestServiceRedeliveryAfterCrash replays the crash window: an earlier instance ran the
+// seen test for a message (bits set, memo stored) and died before publishing. The
+// redelivered message must still produce its URLs, although their bits are now set.
+func TestServiceRedeliveryAfterCrash(t *testing.T) {
+	s := startStack(t, redisproc.Options{}, nil)
+	c := redisClient(t, s.redis)
+	f, err := bloom.New(s.cfg.RedisPrefix, s.cfg.Bloom)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The stream is fresh, so the message published below is CRAWL_DISCOVERED:1, and the
+	// dead instance saw it under that id. Index 1 (the duplicate) was not new.
+	crashed := seen.Message{ID: topology.StreamDiscovered + ":1", URLs: []seen.URL{
+		{Index: 0, URL: "http://a.test/lost"},
+		{Index: 1, URL: "http://a.test/lost"},
+		{Index: 2, URL: "http://b.test/lost"},
+	}}
+	if _, err := seen.New(c, f, s.cfg.RedisPrefix).TestAndSet(testCtx(t), []seen.Message{crashed}); err != nil {
+		t.Fatal(err)
+	}
+
+	s.publishDiscovered(t, link("http://a.test/lost", 1), link("http://a.test/lost", 1), link("http://b.test/lost", 1))
+	got, ids := map[int][]string{}, map[string]int{}
+	eventually(t, 20*time.Second, "the memoised URLs on the frontier", func() bool {
+		s.frontier(t, got, ids)
+		return len(got[0]) == 1 && len(got[1]) == 1
+	})
+	eventually(t, 20*time.Second, "dedup consumer idle", func() bool { return s.idle(t) })
+	s.frontier(t, got, ids)
+	if !slices.Equal(got[0], []string{"http://a.test/lost"}) || !slices.Equal(got[1], []string{"http://b.test/lost"}) {
+		t.Errorf("frontier = %v, want each URL once", got)
+	}
+	if ids["front:CRAWL_DISCOVERED:1:0"] != 1 || ids["front:CRAWL_DISCOVERED:1:1"] != 1 {
+		t.Errorf("frontier message ids %v", ids)
+	}
+	// A second copy of the message (redelivered after the publish) adds nothing.
+	s.publishDiscovered(t, link("http://a.test/lost", 1), link("http://b.test/lost", 1))
+	eventually(t, 20*time.Second, "second message handled", func() bool {
+		return s.metric(t, `trawl_dedup_urls_total{result="seen"}`) == 3
+	})
+	s.frontier(t, got, ids)
+	if len(got[0])+len(got[1]) != 2 {
+		t.Errorf("frontier after a second copy = %v, want no more URLs", got)
+	}
+}
+
+// TestServiceGracefulStopAndRestart stops the service while it has work and starts it
+// again on the same Redis and NATS: what it had pulled is finished and acked at the stop,
+// the restarted instance accepts the existing filter, and every URL reaches the frontier
+// exactly once.
+func TestServiceGracefulStopAndRestart(t *testing.T) {
+	s := startStack(t, redisproc.Options{}, map[string]string{"TRAWL_DEDUP_BATCH": "8"})
+	const msgs, per = 200, 10
+	want := map[string]bool{}
+	for i := range msgs {
+		var us []crawlmsg.Discovered
+		for j := range per {
+			u := fmt.Sprintf("http://h%d.test/p%d", i%7, i*per+j)
+			us = append(us, link(u, 1))
+			want[u] = true
+		}
+		// Every message also repeats a URL of the previous one.
+		if i > 0 {
+			us = append(us, link(fmt.Sprintf("http://h%d.test/p%d", (i-1)%7, (i-1)*per), 1))
+		}
+		s.publishDiscovered(t, us...)
+	}
+	eventually(t, 20*time.Second, "some frontier output", func() bool {
+		return s.metric(t, "trawl_dedup_frontier_messages_total") > 0
+	})
+	if err := s.stop(); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	cons, err := s.js.Consumer(testCtx(t), topology.StreamDiscovered, topology.ConsumerDedup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := cons.Info(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.NumAckPending != 0 {
+		t.Errorf("%d messages left unacked by a graceful stop", info.NumAckPending)
+	}
+	t.Logf("stopped with %d of %d messages still pending", info.NumPending, msgs)
+
+	s.start(t)
+	got, ids := map[int][]string{}, map[string]int{}
+	eventually(t, 30*time.Second, "every URL on the frontier", func() bool {
+		s.frontier(t, got, ids)
+		return len(got[0])+len(got[1]) >= len(want)
+	})
+	eventually(t, 20*time.Second, "dedup consumer idle", func() bool { return s.idle(t) })
+	s.frontier(t, got, ids)
+	seen := map[string]int{}
+	for _, urls := range got {
+		for _, u := range urls {
+			seen[u]++
+		}
+	}
+	for u := range want {
+		if seen[u] != 1 {
+			t.Errorf("%s reached the frontier %d times, want once", u, seen[u])
+		}
+	}
+	if len(seen) != len(want) {
+		t.Errorf("%d distinct URLs on the frontier, want %d", len(seen), len(want))
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
