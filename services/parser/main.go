@@ -1,11 +1,13 @@
 // Command parser reads raw pages from crawl.pages, extracts links and text, and publishes
 // documents to crawl.docs and followable outlinks to crawl.discovered.
+//
+// `parser healthcheck` asks a running instance's /readyz and exits 0 or 1 (for containers).
 package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -17,20 +19,27 @@ import (
 )
 
 func main() {
-	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "parser:", err)
+	cfg, err := config.Load(&envconfig.Reader{})
+	if obs.HealthcheckArg() {
+		os.Exit(obs.Probe(context.Background(), cfg.Common.HTTPAddr, os.Stderr))
+	}
+	if err == nil {
+		err = cfg.Validate()
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "parser: configuration:", err)
+		os.Exit(2)
+	}
+	log := obs.NewLogger("parser", cfg.Common.LogLevel, cfg.Common.LogFormat)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err = run(ctx, cfg, log)
+	stop()
+	if err != nil {
+		log.Error("parser failed", "err", err)
 		os.Exit(1)
 	}
 }
 
-func run() error {
-	cfg, err := config.Load(&envconfig.Reader{})
-	// Report unreadable and invalid values together, so one failed start lists them all.
-	if err := errors.Join(err, cfg.Validate()); err != nil {
-		return err
-	}
-	log := obs.NewLogger("parser", cfg.Common.LogLevel, cfg.Common.LogFormat)
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+func run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	return service.Run(ctx, cfg, log)
 }

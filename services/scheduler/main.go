@@ -18,6 +18,9 @@ import (
 
 func main() {
 	cfg, err := config.Load(&envconfig.Reader{})
+	if obs.HealthcheckArg() {
+		os.Exit(obs.Probe(context.Background(), cfg.HTTPAddr, os.Stderr))
+	}
 	if err == nil {
 		err = cfg.Validate()
 	}

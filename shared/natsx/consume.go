@@ -152,10 +152,11 @@ func ConsumeEach(ctx context.Context, cons jetstream.Consumer, o ConsumeOptions,
 	for range o.Batch {
 		slots <- struct{}{}
 	}
-	var wg sync.WaitGroup
-	defer wg.Wait()
 	work, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()
+	// Deferred after cancelWork so it runs first: handlers finish before work is cancelled.
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	// Handlers keep running after ctx ends so in-flight fetches finish and are acked; they
 	// are cancelled only when the drain timeout passes.
 	stopDrain := context.AfterFunc(ctx, func() {

@@ -1,0 +1,130 @@
+// Package config reads the fetcher's settings from TRAWL_* environment variables.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/trawl/trawl/services/fetcher/internal/robots"
+	"github.com/trawl/trawl/services/fetcher/internal/safedial"
+	"github.com/trawl/trawl/shared/envconfig"
+)
+
+// DefaultHTTPAddr is the fetcher's /metrics address.
+const DefaultHTTPAddr = ":9101"
+
+// DefaultUserAgent is sent with every request.
+const DefaultUserAgent = "Mozilla/5.0 (compatible; trawl/0.1; +https://github.com/trawl/trawl)"
+
+// Config is the fetcher's configuration.
+type Config struct {
+	Common envconfig.Common
+
+	UserAgent       string        // TRAWL_USER_AGENT
+	RobotsAgent     string        // TRAWL_ROBOTS_AGENT: product token matched in robots.txt
+	Concurrency     int           // TRAWL_FETCH_CONCURRENCY: tasks handled at once
+	FetchTimeout    time.Duration // TRAWL_FETCH_TIMEOUT: one request, body included
+	DialTimeout     time.Duration // TRAWL_DIAL_TIMEOUT
+	HeaderTimeout   time.Duration // TRAWL_HEADER_TIMEOUT
+	MaxBody         int64         // TRAWL_MAX_BODY
+	MaxHeaderBytes  int64         // TRAWL_MAX_HEADER_BYTES
+	MaxRedirects    int           // TRAWL_MAX_REDIRECTS: redirect hops a crawl follows
+	AllowCIDRs      []netip.Prefix
+	RobotsTTL       time.Duration // TRAWL_ROBOTS_TTL
+	RobotsErrorTTL  time.Duration // TRAWL_ROBOTS_ERROR_TTL
+	RobotsMaxBytes  int64         // TRAWL_ROBOTS_MAX_BYTES
+	MaxConnsPerHost int           // TRAWL_MAX_CONNS_PER_HOST
+
+	allowRaw []string
+	cidrErr  error
+}
+
+// TLSHandshakeTimeout is fixed: a handshake that takes longer is a broken server.
+const TLSHandshakeTimeout = 10 * time.Second
+
+// Load reads the configuration. The error reports values that could not be read at all
+// (not a number, not a duration); Validate checks the values themselves.
+func Load(r *envconfig.Reader) (Config, error) {
+	c := Config{
+		Common:          envconfig.LoadCommon(r, DefaultHTTPAddr),
+		UserAgent:       r.String("USER_AGENT", DefaultUserAgent),
+		RobotsAgent:     r.String("ROBOTS_AGENT", "trawl"),
+		Concurrency:     r.Int("FETCH_CONCURRENCY", 64),
+		FetchTimeout:    r.Duration("FETCH_TIMEOUT", 30*time.Second),
+		DialTimeout:     r.Duration("DIAL_TIMEOUT", 10*time.Second),
+		HeaderTimeout:   r.Duration("HEADER_TIMEOUT", 15*time.Second),
+		MaxBody:         r.Bytes("MAX_BODY", 2<<20),
+		MaxHeaderBytes:  r.Bytes("MAX_HEADER_BYTES", 64<<10),
+		MaxRedirects:    r.Int("MAX_REDIRECTS", 5),
+		allowRaw:        r.List("ALLOW_CIDRS", nil),
+		RobotsTTL:       r.Duration("ROBOTS_TTL", 24*time.Hour),
+		RobotsErrorTTL:  r.Duration("ROBOTS_ERROR_TTL", time.Minute),
+		RobotsMaxBytes:  r.Bytes("ROBOTS_MAX_BYTES", robots.DefaultMaxBytes),
+		MaxConnsPerHost: r.Int("MAX_CONNS_PER_HOST", 2),
+	}
+	c.AllowCIDRs, c.cidrErr = safedial.ParseCIDRs(c.allowRaw)
+	return c, r.Err()
+}
+
+// MaxBodyLimit keeps a page, its headers and its metadata inside one NATS message
+// (topology's MaxMsgSize is 8 MiB).
+const MaxBodyLimit = 6 << 20
+
+// Validate reports every invalid setting at once.
+func (c Config) Validate() error {
+	errs := []error{c.Common.Validate()}
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if c.cidrErr != nil {
+		bad("TRAWL_ALLOW_CIDRS=%q: %w", strings.Join(c.allowRaw, ","), c.cidrErr)
+	}
+	if !robots.IsProductToken(c.RobotsAgent) {
+		bad("TRAWL_ROBOTS_AGENT=%q: want a bare product token of letters, '-' and '_'", c.RobotsAgent)
+	}
+	if c.UserAgent == "" || strings.ContainsAny(c.UserAgent, "\r\n") {
+		bad("TRAWL_USER_AGENT=%q: want one non-empty line", c.UserAgent)
+	}
+	if c.Concurrency < 1 || c.Concurrency > 4096 {
+		bad("TRAWL_FETCH_CONCURRENCY=%d: want 1..4096", c.Concurrency)
+	}
+	if c.FetchTimeout < time.Second {
+		bad("TRAWL_FETCH_TIMEOUT=%s: want at least 1s", c.FetchTimeout)
+	}
+	// The task's lease must outlive the request plus publishing, or the scheduler could
+	// hand the host to another fetcher while this one still talks to it.
+	if c.Common.LeaseTTL <= c.FetchTimeout+5*time.Second {
+		bad("TRAWL_LEASE_TTL=%s: must exceed TRAWL_FETCH_TIMEOUT (%s) + 5s", c.Common.LeaseTTL, c.FetchTimeout)
+	}
+	// Dial and header timeouts above the fetch timeout are allowed: the total still cuts
+	// the request, so lowering TRAWL_FETCH_TIMEOUT alone stays valid.
+	if c.DialTimeout <= 0 {
+		bad("TRAWL_DIAL_TIMEOUT=%s: want more than 0", c.DialTimeout)
+	}
+	if c.HeaderTimeout <= 0 {
+		bad("TRAWL_HEADER_TIMEOUT=%s: want more than 0", c.HeaderTimeout)
+	}
+	if c.MaxBody < 1<<10 || c.MaxBody > MaxBodyLimit {
+		bad("TRAWL_MAX_BODY=%d: want 1KiB..%d", c.MaxBody, MaxBodyLimit)
+	}
+	if c.MaxHeaderBytes < 4<<10 || c.MaxHeaderBytes > 1<<20 {
+		bad("TRAWL_MAX_HEADER_BYTES=%d: want 4KiB..1MiB", c.MaxHeaderBytes)
+	}
+	if c.MaxRedirects < 0 || c.MaxRedirects > 20 {
+		bad("TRAWL_MAX_REDIRECTS=%d: want 0..20", c.MaxRedirects)
+	}
+	if c.RobotsTTL < time.Minute {
+		bad("TRAWL_ROBOTS_TTL=%s: want at least 1m", c.RobotsTTL)
+	}
+	if c.RobotsErrorTTL < time.Second || c.RobotsErrorTTL > c.RobotsTTL {
+		bad("TRAWL_ROBOTS_ERROR_TTL=%s: want 1s..TRAWL_ROBOTS_TTL", c.RobotsErrorTTL)
+	}
+	if c.RobotsMaxBytes < robots.DefaultMaxBytes || c.RobotsMaxBytes > 16<<20 {
+		bad("TRAWL_ROBOTS_MAX_BYTES=%d: want %d (500KiB, RFC 9309's minimum)..16MiB", c.RobotsMaxBytes, robots.DefaultMaxBytes)
+	}
+	if c.MaxConnsPerHost < 1 || c.MaxConnsPerHost > 64 {
+		bad("TRAWL_MAX_CONNS_PER_HOST=%d: want 1..64", c.MaxConnsPerHost)
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,81 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/trawl/trawl/shared/envconfig"
+)
+
+func TestDefaults(t *testing.T) {
+	c, err := Load(envconfig.FromMap(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("defaults invalid: %v", err)
+	}
+	if c.Common.HTTPAddr != ":9101" || c.RobotsAgent != "trawl" || c.Concurrency != 64 || c.FetchTimeout != 30*time.Second ||
+		c.MaxBody != 2<<20 || c.MaxHeaderBytes != 64<<10 || c.MaxRedirects != 5 || len(c.AllowCIDRs) != 0 ||
+		c.RobotsTTL != 24*time.Hour || c.RobotsErrorTTL != time.Minute || c.RobotsMaxBytes != 500<<10 || c.UserAgent != DefaultUserAgent {
+		t.Errorf("unexpected defaults: %+v", c)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	cases := []struct {
+		name string
+		env  map[string]string
+		want string // substring of the error; "" = valid
+	}{
+		{"allow list", map[string]string{"TRAWL_ALLOW_CIDRS": "127.0.0.0/8, ::1"}, ""},
+		{"sizes with units", map[string]string{"TRAWL_MAX_BODY": "4MiB", "TRAWL_ROBOTS_MAX_BYTES": "1MiB"}, ""},
+		{"bad cidr", map[string]string{"TRAWL_ALLOW_CIDRS": "127.0.0.0/8,10.0.0.0/99"}, "TRAWL_ALLOW_CIDRS"},
+		{"agent with version", map[string]string{"TRAWL_ROBOTS_AGENT": "trawl/0.1"}, "TRAWL_ROBOTS_AGENT"},
+		{"agent with digits", map[string]string{"TRAWL_ROBOTS_AGENT": "trawl2"}, "TRAWL_ROBOTS_AGENT"},
+		{"agent with space", map[string]string{"TRAWL_ROBOTS_AGENT": "my bot"}, "TRAWL_ROBOTS_AGENT"},
+		{"lease too short for the fetch", map[string]string{"TRAWL_LEASE_TTL": "35s"}, "TRAWL_LEASE_TTL"},
+		{"lease just long enough", map[string]string{"TRAWL_LEASE_TTL": "36s"}, ""},
+		{"lease vs longer fetch", map[string]string{"TRAWL_FETCH_TIMEOUT": "2m"}, "TRAWL_LEASE_TTL"},
+		{"concurrency zero", map[string]string{"TRAWL_FETCH_CONCURRENCY": "0"}, "TRAWL_FETCH_CONCURRENCY"},
+		{"fetch timeout tiny", map[string]string{"TRAWL_FETCH_TIMEOUT": "100ms"}, "TRAWL_FETCH_TIMEOUT"},
+		{"dial timeout zero", map[string]string{"TRAWL_DIAL_TIMEOUT": "0s"}, "TRAWL_DIAL_TIMEOUT"},
+		{"short fetch timeout alone stays valid", map[string]string{"TRAWL_FETCH_TIMEOUT": "5s"}, ""},
+		{"header timeout zero", map[string]string{"TRAWL_HEADER_TIMEOUT": "0"}, "TRAWL_HEADER_TIMEOUT"},
+		{"body too big for a message", map[string]string{"TRAWL_MAX_BODY": "16MiB"}, "TRAWL_MAX_BODY"},
+		{"header cap tiny", map[string]string{"TRAWL_MAX_HEADER_BYTES": "100"}, "TRAWL_MAX_HEADER_BYTES"},
+		{"redirects negative", map[string]string{"TRAWL_MAX_REDIRECTS": "-1"}, "TRAWL_MAX_REDIRECTS"},
+		{"robots ttl short", map[string]string{"TRAWL_ROBOTS_TTL": "10s"}, "TRAWL_ROBOTS_TTL"},
+		{"error ttl over ttl", map[string]string{"TRAWL_ROBOTS_ERROR_TTL": "48h"}, "TRAWL_ROBOTS_ERROR_TTL"},
+		{"robots under RFC minimum", map[string]string{"TRAWL_ROBOTS_MAX_BYTES": "100KiB"}, "TRAWL_ROBOTS_MAX_BYTES"},
+		{"conns per host zero", map[string]string{"TRAWL_MAX_CONNS_PER_HOST": "0"}, "TRAWL_MAX_CONNS_PER_HOST"},
+		{"user agent with newline", map[string]string{"TRAWL_USER_AGENT": "a\nb"}, "TRAWL_USER_AGENT"},
+		{"common settings checked", map[string]string{"TRAWL_SHARDS": "0"}, "TRAWL_SHARDS"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, err := Load(envconfig.FromMap(c.env))
+			if err != nil {
+				t.Fatalf("Load: %v", err)
+			}
+			err = cfg.Validate()
+			if c.want == "" {
+				if err != nil {
+					t.Fatalf("Validate: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("Validate() = %v, want an error about %s", err, c.want)
+			}
+		})
+	}
+}
+
+func TestLoadUnreadable(t *testing.T) {
+	_, err := Load(envconfig.FromMap(map[string]string{"TRAWL_FETCH_TIMEOUT": "soon", "TRAWL_MAX_BODY": "big"}))
+	if err == nil || !strings.Contains(err.Error(), "TRAWL_FETCH_TIMEOUT") || !strings.Contains(err.Error(), "TRAWL_MAX_BODY") {
+		t.Errorf("Load error = %v, want both bad variables named", err)
+	}
+}

@@ -1,0 +1,316 @@
+// Package fetch is the fetcher's HTTP client: one GET, bounded in every dimension a server
+// controls (connect, TLS, header and total time; header size; body size before and after
+// gzip decoding), never following redirects on its own, and dialling only through the
+// address policy it is given.
+package fetch
+
+import (
+	"compress/gzip"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/trawl/trawl/services/fetcher/internal/safedial"
+	"github.com/trawl/trawl/shared/urlnorm"
+)
+
+// Accept headers: pages ask for HTML first, robots.txt for plain text.
+const (
+	AcceptPage   = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
+	AcceptRobots = "text/plain,*/*;q=0.8"
+)
+
+// ErrInvalidURL marks a URL that cannot be requested at all (unparseable, not http(s)).
+var ErrInvalidURL = errors.New("fetch: invalid URL")
+
+// Config bounds the client. Dial is required: it is where the address policy lives.
+type Config struct {
+	UserAgent       string
+	Timeout         time.Duration // whole request, body included (and a whole redirect chain in GetFollow)
+	TLSTimeout      time.Duration // TLS handshake
+	HeaderTimeout   time.Duration // from request written to response headers read
+	MaxBody         int64         // body octets kept, after decoding; more sets Truncated
+	MaxHeaderBytes  int64         // response header block
+	MaxConnsPerHost int
+	Dial            func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Proxy picks a proxy per request (http.ProxyFromEnvironment in production; nil for
+	// none). With a proxy, Dial connects to the proxy, so the address policy judges the
+	// proxy and not the target.
+	Proxy     func(*http.Request) (*url.URL, error)
+	TLSConfig *tls.Config // nil: system roots
+}
+
+// Client issues bounded GETs. It is safe for concurrent use.
+type Client struct {
+	cfg Config
+	hc  *http.Client
+}
+
+// New builds a client from cfg.
+func New(cfg Config) *Client {
+	tr := &http.Transport{
+		Proxy:                  cfg.Proxy,
+		DialContext:            cfg.Dial,
+		ForceAttemptHTTP2:      true,
+		TLSClientConfig:        cfg.TLSConfig,
+		TLSHandshakeTimeout:    cfg.TLSTimeout,
+		ResponseHeaderTimeout:  cfg.HeaderTimeout,
+		MaxResponseHeaderBytes: cfg.MaxHeaderBytes,
+		MaxConnsPerHost:        cfg.MaxConnsPerHost,
+		MaxIdleConns:           512,
+		MaxIdleConnsPerHost:    max(1, cfg.MaxConnsPerHost),
+		IdleConnTimeout:        30 * time.Second,
+		ExpectContinueTimeout:  time.Second,
+		// The client asks for gzip itself and decodes under its own size cap; the
+		// transport's transparent decoding would have no cap on decoded bytes.
+		DisableCompression: true,
+	}
+	return &Client{cfg: cfg, hc: &http.Client{
+		Transport: tr,
+		// Redirects are not followed inline: the target is published as a discovered URL
+		// so that it is deduplicated and scheduled politely like any other.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}}
+}
+
+// CloseIdle closes idle connections (shutdown).
+func (c *Client) CloseIdle() { c.hc.CloseIdleConnections() }
+
+// Response is what was received. Body holds at most the cap, decoded.
+type Response struct {
+	URL       string // the URL requested (for GetFollow, the last hop)
+	Status    int
+	Header    http.Header
+	Body      []byte
+	Truncated bool  // the body went on past the cap
+	WireBytes int64 // body octets read from the network (compressed, if gzip)
+	MediaType string
+	Charset   string
+	Location  string // 3xx: Location resolved against URL and normalised; "" if absent or unusable
+	StartedAt time.Time
+	Duration  time.Duration // from the request's start to the last body byte read
+	Redirects []string      // GetFollow: the hops before URL, oldest first
+	Proto     string        // "HTTP/1.1", "HTTP/2.0"
+}
+
+// Get fetches rawURL once, with the page Accept header and the body cap.
+func (c *Client) Get(ctx context.Context, rawURL string) (*Response, error) {
+	u, err := parseURL(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	return c.do(ctx, u, AcceptPage, c.cfg.MaxBody)
+}
+
+// RedirectError is a failure on a hop after the first of GetFollow: the origin itself
+// answered, so the caller may judge it differently from a failure to reach the origin.
+type RedirectError struct {
+	Hop int // 1 = the first redirect target
+	URL string
+	Err error
+}
+
+func (e *RedirectError) Error() string {
+	return fmt.Sprintf("fetch: redirect hop %d to %s: %v", e.Hop, e.URL, e.Err)
+}
+
+func (e *RedirectError) Unwrap() error { return e.Err }
+
+// GetFollow fetches rawURL following up to maxHops redirects, across hosts too, each hop
+// dialled through the address policy. The whole chain shares one Timeout. A 3xx is
+// returned as the final response when the hops run out or its Location is unusable.
+func (c *Client) GetFollow(ctx context.Context, rawURL string, maxHops int, maxBody int64) (*Response, error) {
+	u, err := parseURL(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	var hops []string
+	for hop := 0; ; hop++ {
+		resp, err := c.do(ctx, u, AcceptRobots, maxBody)
+		if err != nil {
+			if hop > 0 {
+				return nil, &RedirectError{Hop: hop, URL: u.String(), Err: err}
+			}
+			return nil, err
+		}
+		resp.Redirects = hops
+		if !isRedirect(resp.Status) || resp.Location == "" || hop >= maxHops {
+			return resp, nil
+		}
+		hops = append(hops, resp.URL)
+		if u, err = url.Parse(resp.Location); err != nil {
+			return resp, nil
+		}
+	}
+}
+
+func isRedirect(status int) bool {
+	switch status {
+	case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther, http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
+		return true
+	}
+	return false
+}
+
+func parseURL(raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidURL, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, fmt.Errorf("%w: scheme %q", ErrInvalidURL, u.Scheme)
+	}
+	if u.Host == "" {
+		return nil, fmt.Errorf("%w: no host in %q", ErrInvalidURL, raw)
+	}
+	return u, nil
+}
+
+func (c *Client) do(ctx context.Context, u *url.URL, accept string, maxBody int64) (*Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidURL, err)
+	}
+	req.Header.Set("User-Agent", c.cfg.UserAgent)
+	req.Header.Set("Accept", accept)
+	req.Header.Set("Accept-Encoding", "gzip")
+	started := time.Now()
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("fetch: %w", err)
+	}
+	defer resp.Body.Close()
+
+	out := &Response{
+		URL:       u.String(),
+		Status:    resp.StatusCode,
+		Header:    resp.Header.Clone(),
+		StartedAt: started,
+		Proto:     resp.Proto,
+	}
+	// The wire cap leaves room for gzip overhead on incompressible data; whichever cap
+	// is hit first marks the body truncated.
+	wireCap := maxBody + maxBody/16 + 64<<10
+	wire := &countingReader{r: io.LimitReader(resp.Body, wireCap)}
+	var body io.Reader = wire
+	gzipped := strings.EqualFold(strings.TrimSpace(resp.Header.Get("Content-Encoding")), "gzip")
+	if gzipped {
+		zr, err := gzip.NewReader(wire)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("fetch: gzip body: %w", err)
+		}
+		if err == nil {
+			defer zr.Close()
+			body = zr
+		} else {
+			body = strings.NewReader("")
+		}
+		// What follows is the decoded body: the encoding and length no longer describe it.
+		out.Header.Del("Content-Encoding")
+		out.Header.Del("Content-Length")
+	}
+	buf, err := io.ReadAll(io.LimitReader(body, maxBody+1))
+	out.WireBytes = wire.n
+	if int64(len(buf)) > maxBody {
+		buf, out.Truncated = buf[:maxBody], true
+	} else if err != nil {
+		if wire.n >= wireCap && errors.Is(err, io.ErrUnexpectedEOF) {
+			out.Truncated = true
+		} else {
+			return nil, fmt.Errorf("fetch: read body: %w", err)
+		}
+	} else if wire.n >= wireCap {
+		out.Truncated = true
+	}
+	out.Body = buf
+	out.Duration = time.Since(started)
+	out.MediaType, out.Charset = contentType(resp.Header.Get("Content-Type"))
+	if isRedirect(resp.StatusCode) {
+		if loc := resp.Header.Get("Location"); loc != "" {
+			if abs, err := urlnorm.Resolve(u, loc); err == nil {
+				out.Location = abs
+			}
+		}
+	}
+	return out, nil
+}
+
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// contentType splits a Content-Type header into the lowercased media type and charset.
+// A header mime cannot parse still yields whatever precedes its first ";".
+func contentType(h string) (mediaType, charset string) {
+	if h == "" {
+		return "", ""
+	}
+	mt, params, err := mime.ParseMediaType(h)
+	if err != nil {
+		mt, _, _ = strings.Cut(h, ";")
+		return strings.ToLower(strings.TrimSpace(mt)), ""
+	}
+	return mt, strings.ToLower(params["charset"])
+}
+
+// RetryAfter reads a Retry-After header: delay seconds or an HTTP date (RFC 9110 §10.2.3).
+// A date in the past gives 0; an unreadable header gives ok == false.
+func RetryAfter(h http.Header, now time.Time) (d time.Duration, ok bool) {
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0, false
+	}
+	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if secs < 0 {
+			return 0, false
+		}
+		return time.Duration(min(secs, 365*24*3600)) * time.Second, true
+	}
+	t, err := http.ParseTime(v)
+	if err != nil {
+		return 0, false
+	}
+	return max(0, t.Sub(now)), true
+}
+
+// IsBlocked reports a request refused by the address policy: nothing reached the host.
+func IsBlocked(err error) bool { return errors.Is(err, safedial.ErrBlockedAddress) }
+
+// IsPermanent reports a failure that retrying cannot fix: an invalid URL, a blocked
+// address, or a name that does not exist.
+func IsPermanent(err error) bool {
+	if errors.Is(err, ErrInvalidURL) || IsBlocked(err) {
+		return true
+	}
+	var dnsErr *net.DNSError
+	return errors.As(err, &dnsErr) && dnsErr.IsNotFound
+}
+
+// IsTimeout reports a failure because a deadline passed.
+func IsTimeout(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}

@@ -1,0 +1,483 @@
+package fetch
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/trawl/trawl/services/fetcher/internal/safedial"
+)
+
+// site is an httptest server that logs the paths it was asked for.
+type site struct {
+	*httptest.Server
+	mu    sync.Mutex
+	log   []string
+	heads []http.Header
+}
+
+func newSite(t *testing.T, h http.HandlerFunc) *site {
+	t.Helper()
+	s := &site{}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		s.log = append(s.log, r.URL.RequestURI())
+		s.heads = append(s.heads, r.Header.Clone())
+		s.mu.Unlock()
+		h(w, r)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (s *site) requests() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.log...)
+}
+
+// staticResolver maps names to addresses; every other name does not exist.
+type staticResolver map[string]string
+
+func (r staticResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	a, ok := r[host]
+	if !ok {
+		return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+	}
+	return []netip.Addr{netip.MustParseAddr(a)}, nil
+}
+
+func testConfig(allow ...string) Config {
+	prefixes, err := safedial.ParseCIDRs(allow)
+	if err != nil {
+		panic(err)
+	}
+	d := &safedial.Dialer{Policy: safedial.NewPolicy(prefixes...), Timeout: time.Second}
+	return Config{
+		UserAgent:       "trawl-test/1",
+		Timeout:         3 * time.Second,
+		TLSTimeout:      time.Second,
+		HeaderTimeout:   2 * time.Second,
+		MaxBody:         64 << 10,
+		MaxHeaderBytes:  16 << 10,
+		MaxConnsPerHost: 2,
+		Dial:            d.DialContext,
+	}
+}
+
+func TestGet(t *testing.T) {
+	s := newSite(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "Text/HTML; Charset=ISO-8859-1")
+		io.WriteString(w, "<html>hello</html>")
+	})
+	c := New(testConfig("127.0.0.0/8"))
+	before := time.Now()
+	resp, err := c.Get(context.Background(), s.URL+"/page?q=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Status != 200 || string(resp.Body) != "<html>hello</html>" || resp.Truncated {
+		t.Errorf("status %d body %q truncated %v", resp.Status, resp.Body, resp.Truncated)
+	}
+	if resp.MediaType != "text/html" || resp.Charset != "iso-8859-1" {
+		t.Errorf("media type %q charset %q", resp.MediaType, resp.Charset)
+	}
+	if resp.StartedAt.Before(before) || resp.Duration <= 0 || resp.WireBytes != int64(len(resp.Body)) {
+		t.Errorf("started %v duration %v wire %d", resp.StartedAt, resp.Duration, resp.WireBytes)
+	}
+	if got := s.requests(); len(got) != 1 || got[0] != "/page?q=1" {
+		t.Errorf("requests %v", got)
+	}
+	h := s.heads[0]
+	if h.Get("User-Agent") != "trawl-test/1" || !strings.HasPrefix(h.Get("Accept"), "text/html") || h.Get("Accept-Encoding") != "gzip" {
+		t.Errorf("request headers %v", h)
+	}
+}
+
+func TestBodyCap(t *testing.T) {
+	const limit = 64 << 10
+	cases := []struct {
+		name      string
+		size      int
+		truncated bool
+	}{
+		{"below", limit - 1, false},
+		{"exactly", limit, false},
+		{"one over", limit + 1, true},
+		{"far over", 50 * limit, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := newSite(t, func(w http.ResponseWriter, r *http.Request) {
+				w.Write(bytes.Repeat([]byte("a"), c.size))
+			})
+			resp, err := New(testConfig("127.0.0.0/8")).Get(context.Background(), s.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := min(c.size, limit); len(resp.Body) != want || resp.Truncated != c.truncated {
+				t.Errorf("body %d bytes truncated %v, want %d bytes truncated %v", len(resp.Body), resp.Truncated, want, c.truncated)
+			}
+			if resp.WireBytes > limit+limit/16+64<<10 {
+				t.Errorf("read %d bytes off the wire", resp.WireBytes)
+			}
+		})
+	}
+}
+
+func gzipped(t *testing.T, data []byte) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&b, gzip.BestCompression)
+	zw.Write(data)
+	zw.Close()
+	return b.Bytes()
+}
+
+func TestGzip(t *testing.T) {
+	page := []byte(strings.Repeat("<p>compressible</p>", 200))
+	small := gzipped(t, page)
+	bomb := gzipped(t, make([]byte, 64<<20)) // 64 MiB of zeros in ~64 KiB
+	cases := []struct {
+		name      string
+		body      []byte
+		want      []byte
+		truncated bool
+	}{
+		{"decoded", small, page, false},
+		{"bomb stopped at the decoded cap", bomb, make([]byte, 64<<10), true},
+		{"empty", nil, nil, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := newSite(t, func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Encoding", "gzip")
+				w.Header().Set("Content-Type", "text/html")
+				w.Write(c.body)
+			})
+			resp, err := New(testConfig("127.0.0.0/8")).Get(context.Background(), s.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(resp.Body, c.want) || resp.Truncated != c.truncated {
+				t.Errorf("body %d bytes truncated %v, want %d bytes truncated %v", len(resp.Body), resp.Truncated, len(c.want), c.truncated)
+			}
+			if resp.WireBytes > int64(len(c.body)) {
+				t.Errorf("read %d wire bytes of %d", resp.WireBytes, len(c.body))
+			}
+			if resp.Header.Get("Content-Encoding") != "" {
+				t.Errorf("Content-Encoding kept on a decoded body")
+			}
+		})
+	}
+	t.Run("corrupt stream is an error", func(t *testing.T) {
+		s := newSite(t, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Encoding", "gzip")
+			w.Write(small[:len(small)/2])
+		})
+		if _, err := New(testConfig("127.0.0.0/8")).Get(context.Background(), s.URL); err == nil {
+			t.Error("half a gzip stream read without error")
+		}
+	})
+}
+
+// TestTimeouts: a server that trickles its body is cut at the total timeout, and one that
+// never sends headers at the header timeout.
+func TestTimeouts(t *testing.T) {
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	trickle := newSite(t, func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(200)
+		for {
+			if _, err := w.Write([]byte("x")); err != nil {
+				return
+			}
+			w.(http.Flusher).Flush()
+			select {
+			case <-r.Context().Done():
+				return
+			case <-release:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	})
+	silent := newSite(t, func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	})
+	cfg := testConfig("127.0.0.0/8")
+	cfg.Timeout = 600 * time.Millisecond
+	cfg.HeaderTimeout = 300 * time.Millisecond
+	c := New(cfg)
+	cases := []struct {
+		name     string
+		url      string
+		min, max time.Duration
+	}{
+		{"trickling body cut at the total timeout", trickle.URL, 500 * time.Millisecond, 3 * time.Second},
+		{"no headers cut at the header timeout", silent.URL, 250 * time.Millisecond, 550 * time.Millisecond},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now()
+			_, err := c.Get(context.Background(), tc.url)
+			took := time.Since(start)
+			if err == nil || !IsTimeout(err) {
+				t.Fatalf("err = %v, want a timeout", err)
+			}
+			if IsPermanent(err) {
+				t.Errorf("timeout classed permanent")
+			}
+			if took < tc.min || took > tc.max {
+				t.Errorf("gave up after %v, want between %v and %v", took, tc.min, tc.max)
+			}
+		})
+	}
+}
+
+func TestHeaderCap(t *testing.T) {
+	cases := []struct {
+		name    string
+		size    int
+		wantErr bool
+	}{
+		{"under the cap", 8 << 10, false},
+		{"over the cap", 32 << 10, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := newSite(t, func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("X-Big", strings.Repeat("h", c.size))
+				io.WriteString(w, "ok")
+			})
+			_, err := New(testConfig("127.0.0.0/8")).Get(context.Background(), s.URL)
+			if (err != nil) != c.wantErr {
+				t.Errorf("err = %v, wantErr %v", err, c.wantErr)
+			}
+		})
+	}
+}
+
+func TestRedirectNotFollowed(t *testing.T) {
+	cases := []struct {
+		name     string
+		status   int
+		location string
+		want     string // resolved against /dir/page; "" = none
+	}{
+		{"relative", 301, "../other?x=1#frag", "/other?x=1"},
+		{"absolute other host", 302, "HTTP://Example.COM:80/a/./b", "http://example.com/a/b"},
+		{"temporary", 307, "/tmp", "/tmp"},
+		{"permanent", 308, "/perm", "/perm"},
+		{"see other", 303, "/seeother", "/seeother"},
+		{"unsupported scheme", 301, "mailto:x@y.z", ""},
+		{"no location", 301, "", ""},
+		{"not a redirect status", 200, "/ignored", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := newSite(t, func(w http.ResponseWriter, r *http.Request) {
+				if c.location != "" {
+					w.Header().Set("Location", c.location)
+				}
+				w.WriteHeader(c.status)
+			})
+			resp, err := New(testConfig("127.0.0.0/8")).Get(context.Background(), s.URL+"/dir/page")
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := c.want
+			if strings.HasPrefix(want, "/") {
+				want = s.URL + want
+			}
+			if resp.Status != c.status || resp.Location != want {
+				t.Errorf("status %d location %q, want %d %q", resp.Status, resp.Location, c.status, want)
+			}
+			if got := s.requests(); len(got) != 1 {
+				t.Errorf("server saw %v, want only the first request", got)
+			}
+		})
+	}
+}
+
+func TestGetFollow(t *testing.T) {
+	final := newSite(t, func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "user-agent: *\ndisallow: /x\n")
+	})
+	var hopsServed atomic.Int32
+	var chain *site
+	chain = newSite(t, func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/robots.txt":
+			http.Redirect(w, r, "/step1", http.StatusMovedPermanently)
+		case "/step1":
+			http.Redirect(w, r, final.URL+"/robots.txt", http.StatusFound) // across hosts
+		case "/loop":
+			hopsServed.Add(1)
+			http.Redirect(w, r, "/loop", http.StatusFound)
+		case "/internal":
+			http.Redirect(w, r, "http://internal.test:"+chain.URL[strings.LastIndex(chain.URL, ":")+1:]+"/", http.StatusFound)
+		}
+	})
+	c := New(testConfig("127.0.0.0/8"))
+	ctx := context.Background()
+
+	t.Run("chain across hosts", func(t *testing.T) {
+		resp, err := c.GetFollow(ctx, chain.URL+"/robots.txt", 5, 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.Status != 200 || !strings.Contains(string(resp.Body), "disallow: /x") || resp.URL != final.URL+"/robots.txt" {
+			t.Errorf("status %d url %s body %q", resp.Status, resp.URL, resp.Body)
+		}
+		if want := []string{chain.URL + "/robots.txt", chain.URL + "/step1"}; strings.Join(resp.Redirects, " ") != strings.Join(want, " ") {
+			t.Errorf("redirects %v, want %v", resp.Redirects, want)
+		}
+	})
+	t.Run("at most five hops", func(t *testing.T) {
+		resp, err := c.GetFollow(ctx, chain.URL+"/loop", 5, 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.Status != 302 || len(resp.Redirects) != 5 || hopsServed.Load() != 6 {
+			t.Errorf("status %d after %d redirects, %d requests; want 302 after 5, 6 requests", resp.Status, len(resp.Redirects), hopsServed.Load())
+		}
+	})
+	t.Run("every hop goes through the address policy", func(t *testing.T) {
+		// Only 127.0.0.1 is allowed; internal.test resolves to 127.0.0.2.
+		cfg := testConfig()
+		allow, _ := safedial.ParseCIDRs([]string{"127.0.0.1"})
+		d := &safedial.Dialer{Policy: safedial.NewPolicy(allow...), Resolver: staticResolver{"internal.test": "127.0.0.2"}, Timeout: time.Second}
+		cfg.Dial = d.DialContext
+		_, err := New(cfg).GetFollow(ctx, chain.URL+"/internal", 5, 1<<20)
+		var re *RedirectError
+		if !errors.As(err, &re) || re.Hop != 1 || !IsBlocked(err) {
+			t.Errorf("err = %v, want a blocked RedirectError at hop 1", err)
+		}
+	})
+}
+
+// TestSafeByDefault: with no allowed ranges, a loopback server is never reached.
+func TestSafeByDefault(t *testing.T) {
+	s := newSite(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "secret") })
+	c := New(testConfig())
+	for _, u := range []string{s.URL, strings.Replace(s.URL, "127.0.0.1", "[::ffff:127.0.0.1]", 1)} {
+		_, err := c.Get(context.Background(), u)
+		if !IsBlocked(err) || !IsPermanent(err) {
+			t.Errorf("Get(%s) err = %v, want blocked and permanent", u, err)
+		}
+		if _, err := c.GetFollow(context.Background(), u+"/robots.txt", 5, 1<<20); !IsBlocked(err) {
+			t.Errorf("GetFollow(%s) err = %v, want blocked", u, err)
+		}
+	}
+	if got := s.requests(); len(got) != 0 {
+		t.Errorf("server saw %v", got)
+	}
+}
+
+func TestPermanentErrors(t *testing.T) {
+	cfg := testConfig()
+	d := &safedial.Dialer{Policy: safedial.NewPolicy(), Resolver: staticResolver{}, Timeout: time.Second}
+	cfg.Dial = d.DialContext
+	c := New(cfg)
+	cases := []struct {
+		url     string
+		invalid bool
+	}{
+		{"ftp://example.com/x", true},
+		{"http://", true},
+		{"::not a url", true},
+		{"javascript:alert(1)", true},
+		{"http://no-such-host.test/", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.url, func(t *testing.T) {
+			_, err := c.Get(context.Background(), tc.url)
+			if err == nil || !IsPermanent(err) || errors.Is(err, ErrInvalidURL) != tc.invalid {
+				t.Errorf("err = %v, want permanent (invalid URL %v)", err, tc.invalid)
+			}
+		})
+	}
+}
+
+func TestHTTP2(t *testing.T) {
+	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, r.Proto)
+	}))
+	s.EnableHTTP2 = true
+	s.StartTLS()
+	t.Cleanup(s.Close)
+	cfg := testConfig("127.0.0.0/8")
+	cfg.TLSConfig = s.Client().Transport.(*http.Transport).TLSClientConfig.Clone()
+	resp, err := New(cfg).Get(context.Background(), s.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Proto != "HTTP/2.0" || string(resp.Body) != "HTTP/2.0" {
+		t.Errorf("proto %q body %q, want HTTP/2.0", resp.Proto, resp.Body)
+	}
+}
+
+func TestRetryAfter(t *testing.T) {
+	now := time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
+	cases := []struct {
+		name string
+		v    string
+		want time.Duration
+		ok   bool
+	}{
+		{"seconds", "120", 120 * time.Second, true},
+		{"zero", "0", 0, true},
+		{"padded", " 5 ", 5 * time.Second, true},
+		{"negative", "-5", 0, false},
+		{"http date", "Wed, 01 Jan 2025 12:01:30 GMT", 90 * time.Second, true},
+		{"date in the past", "Wed, 01 Jan 2025 11:00:00 GMT", 0, true},
+		{"rfc 850 date", "Wednesday, 01-Jan-25 12:00:10 GMT", 10 * time.Second, true},
+		{"garbage", "soon", 0, false},
+		{"absent", "", 0, false},
+		{"huge capped", "99999999999", 365 * 24 * time.Hour, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			h := http.Header{}
+			if c.v != "" {
+				h.Set("Retry-After", c.v)
+			}
+			got, ok := RetryAfter(h, now)
+			if got != c.want || ok != c.ok {
+				t.Errorf("RetryAfter(%q) = %v, %v; want %v, %v", c.v, got, ok, c.want, c.ok)
+			}
+		})
+	}
+}
+
+func TestContentType(t *testing.T) {
+	cases := []struct{ in, mt, cs string }{
+		{"text/html", "text/html", ""},
+		{"text/html; charset=UTF-8", "text/html", "utf-8"},
+		{"Application/XHTML+XML;charset=\"windows-1252\"", "application/xhtml+xml", "windows-1252"},
+		{"text/html; charset", "text/html", ""},
+		{"", "", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.in, func(t *testing.T) {
+			if mt, cs := contentType(c.in); mt != c.mt || cs != c.cs {
+				t.Errorf("contentType(%q) = %q, %q; want %q, %q", c.in, mt, cs, c.mt, c.cs)
+			}
+		})
+	}
+}

@@ -1,0 +1,181 @@
+package robots
+
+import (
+	"container/list"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// KV is the part of a Redis client the cache uses.
+type KV interface {
+	Get(ctx context.Context, key string) *redis.StringCmd
+	Set(ctx context.Context, key string, value any, expiration time.Duration) *redis.StatusCmd
+}
+
+// StoreOptions configure a Store. Zero durations and sizes take the defaults noted.
+type StoreOptions struct {
+	Prefix   string        // deployment key prefix (TRAWL_REDIS_PREFIX), default "trawl"
+	Agent    string        // product token entries are reduced for
+	TTL      time.Duration // Redis expiry of parsed and unavailable entries, default 24h
+	ErrorTTL time.Duration // Redis expiry of unreachable entries, default 1m
+	// LocalSize and LocalTTL bound the in-process copy kept in front of Redis (defaults
+	// 4096 entries, 1m). It only saves round trips and reparsing: every fetcher reads the
+	// same Redis entry, so a stale local copy is at most LocalTTL old.
+	LocalSize int
+	LocalTTL  time.Duration
+	Now       func() time.Time
+}
+
+// Store is the robots.txt cache shared by all fetchers: one Redis string per origin under
+// "<prefix>:robots:<origin>", with an in-process LRU in front.
+type Store struct {
+	kv    KV
+	o     StoreOptions
+	local *lru
+}
+
+// NewStore returns a Store over kv.
+func NewStore(kv KV, o StoreOptions) *Store {
+	if o.Prefix == "" {
+		o.Prefix = "trawl"
+	}
+	o.Agent = agentKey(o.Agent)
+	if o.TTL <= 0 {
+		o.TTL = 24 * time.Hour
+	}
+	if o.ErrorTTL <= 0 {
+		o.ErrorTTL = time.Minute
+	}
+	if o.LocalSize <= 0 {
+		o.LocalSize = 4096
+	}
+	if o.LocalTTL <= 0 {
+		o.LocalTTL = time.Minute
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &Store{kv: kv, o: o, local: newLRU(o.LocalSize)}
+}
+
+// Key is the Redis key of origin's entry (origin is scheme://host[:port]).
+func (s *Store) Key(origin string) string { return s.o.Prefix + ":robots:" + origin }
+
+// TTL is how long an entry is kept: briefly for an unreachable robots.txt, so the host is
+// retried soon, and TTL otherwise.
+func (s *Store) TTL(e *Entry) time.Duration {
+	if e.Class == Unreachable {
+		return s.o.ErrorTTL
+	}
+	return s.o.TTL
+}
+
+// Get returns origin's entry, or nil when there is none (never fetched, expired, written
+// for another agent, or undecodable: each means robots.txt must be fetched again).
+// Errors are Redis failures and worth retrying.
+func (s *Store) Get(ctx context.Context, origin string) (*Entry, error) {
+	now := s.o.Now()
+	if e := s.local.get(origin, now); e != nil {
+		return e, nil
+	}
+	key := s.Key(origin)
+	raw, err := s.kv.Get(ctx, key).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("robots cache: get %s: %w", key, err)
+	}
+	e, err := UnmarshalEntry(raw)
+	if err != nil || e.Agent != s.o.Agent {
+		return nil, nil
+	}
+	s.remember(origin, e, now)
+	return e, nil
+}
+
+// Put stores origin's entry in Redis and locally.
+func (s *Store) Put(ctx context.Context, origin string, e *Entry) error {
+	raw, err := e.MarshalBinary()
+	if err != nil {
+		return fmt.Errorf("robots cache: encode: %w", err)
+	}
+	key := s.Key(origin)
+	if err := s.kv.Set(ctx, key, raw, s.TTL(e)).Err(); err != nil {
+		return fmt.Errorf("robots cache: set %s: %w", key, err)
+	}
+	s.remember(origin, e, s.o.Now())
+	return nil
+}
+
+func (s *Store) remember(origin string, e *Entry, now time.Time) {
+	exp := now.Add(s.o.LocalTTL)
+	if end := e.FetchedAt.Add(s.TTL(e)); end.Before(exp) {
+		exp = end
+	}
+	if exp.After(now) {
+		s.local.put(origin, e, exp)
+	}
+}
+
+// lru is a size-bounded map whose entries also expire.
+type lru struct {
+	mu    sync.Mutex
+	max   int
+	order *list.List // front = most recently used
+	items map[string]*list.Element
+}
+
+type lruItem struct {
+	key string
+	e   *Entry
+	exp time.Time
+}
+
+func newLRU(max int) *lru {
+	return &lru{max: max, order: list.New(), items: make(map[string]*list.Element)}
+}
+
+func (l *lru) get(key string, now time.Time) *Entry {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	el, ok := l.items[key]
+	if !ok {
+		return nil
+	}
+	it := el.Value.(*lruItem)
+	if !now.Before(it.exp) {
+		l.order.Remove(el)
+		delete(l.items, key)
+		return nil
+	}
+	l.order.MoveToFront(el)
+	return it.e
+}
+
+func (l *lru) put(key string, e *Entry, exp time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if el, ok := l.items[key]; ok {
+		el.Value = &lruItem{key: key, e: e, exp: exp}
+		l.order.MoveToFront(el)
+		return
+	}
+	l.items[key] = l.order.PushFront(&lruItem{key: key, e: e, exp: exp})
+	for l.order.Len() > l.max {
+		old := l.order.Back()
+		l.order.Remove(old)
+		delete(l.items, old.Value.(*lruItem).key)
+	}
+}
+
+func (l *lru) len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.order.Len()
+}

@@ -1,0 +1,72 @@
+package service
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+type metrics struct {
+	pages           *prometheus.CounterVec // class: 1xx..5xx, other
+	bytes           prometheus.Counter
+	duration        prometheus.Histogram
+	robotsDecisions *prometheus.CounterVec // decision: allowed, disallowed, unavailable, miss
+	robotsFetches   *prometheus.CounterVec // result: parsed, unavailable, unreachable, blocked
+	inflight        prometheus.Gauge
+	blocked         prometheus.Counter
+	expired         prometheus.Counter
+	terminated      *prometheus.CounterVec // reason: permanent, max-deliver
+	outcomes        *prometheus.CounterVec // kind: crawlmsg.OutcomeKind
+	publishFailures prometheus.Counter
+	paused          prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		pages: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "trawl_fetcher_pages_total", Help: "Page responses received, by status class.",
+		}, []string{"class"}),
+		bytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "trawl_fetcher_bytes_total", Help: "Response body octets read from the network (compressed when gzip), pages and robots.txt.",
+		}),
+		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "trawl_fetcher_fetch_duration_seconds", Help: "Page request time, start to last body byte.",
+			Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60},
+		}),
+		robotsDecisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "trawl_fetcher_robots_decisions_total", Help: "robots.txt verdicts on tasks: allowed, disallowed, unavailable (cached 5xx/unreachable), miss (robots.txt fetched instead).",
+		}, []string{"decision"}),
+		robotsFetches: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "trawl_fetcher_robots_fetches_total", Help: "robots.txt fetches by result: parsed (2xx), unavailable (4xx, allow all), unreachable (5xx/429/network, disallow all), blocked.",
+		}, []string{"result"}),
+		inflight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "trawl_fetcher_inflight", Help: "Tasks being handled.",
+		}),
+		blocked: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "trawl_fetcher_blocked_total", Help: "Tasks refused by the address policy or for an unusable URL.",
+		}),
+		expired: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "trawl_fetcher_tasks_expired_total", Help: "Tasks received too close to their lease deadline to start a request.",
+		}),
+		terminated: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "trawl_fetcher_messages_terminated_total", Help: "Fetch tasks terminated: permanent (malformed, unknown version) or max-deliver.",
+		}, []string{"reason"}),
+		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "trawl_fetcher_outcomes_total", Help: "Outcomes published, by kind.",
+		}, []string{"kind"}),
+		publishFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "trawl_fetcher_publish_failures_total", Help: "Tasks whose results could not be published; the task is retried.",
+		}),
+		paused: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "trawl_fetcher_paused", Help: "1 while consumption is paused because Redis does not answer.",
+		}),
+	}
+	reg.MustRegister(m.pages, m.bytes, m.duration, m.robotsDecisions, m.robotsFetches, m.inflight,
+		m.blocked, m.expired, m.terminated, m.outcomes, m.publishFailures, m.paused)
+	return m
+}
+
+func statusClass(code int) string {
+	if code >= 100 && code < 600 {
+		return string(rune('0'+code/100)) + "xx"
+	}
+	return "other"
+}

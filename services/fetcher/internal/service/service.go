@@ -1,0 +1,175 @@
+// Package service wires the fetcher: it consumes fetch tasks from the shared `fetcher`
+// durable, checks each task's deadline and its origin's robots.txt (shared Redis cache),
+// makes the task's one request (the page, or robots.txt on a cache miss), and publishes
+// the page, any redirect target and the outcome before acking the task.
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/trawl/trawl/services/fetcher/internal/config"
+	"github.com/trawl/trawl/services/fetcher/internal/fetch"
+	"github.com/trawl/trawl/services/fetcher/internal/robots"
+	"github.com/trawl/trawl/services/fetcher/internal/safedial"
+	"github.com/trawl/trawl/shared/natsx"
+	"github.com/trawl/trawl/shared/obs"
+	"github.com/trawl/trawl/shared/redisx"
+	"github.com/trawl/trawl/shared/topology"
+)
+
+// Service is a running fetcher's dependencies.
+type Service struct {
+	cfg    config.Config
+	log    *slog.Logger
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	rdb    *redis.Client
+	obs    *obs.Server
+	robots *robots.Store
+	client *fetch.Client
+	m      *metrics
+	now    func() time.Time
+
+	gateOK atomic.Int64 // unix ms of the last successful Redis ping
+}
+
+// Run builds the service and runs it until ctx ends.
+func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
+	s, err := New(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	return s.Run(ctx)
+}
+
+// New connects to NATS and Redis, declares the topology and opens the metrics listener.
+// It waits for NATS and Redis until ctx ends.
+func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Service, error) {
+	nc, js, err := natsx.Connect(ctx, cfg.Common.NATSURL, "trawl-fetcher", log)
+	if err != nil {
+		return nil, err
+	}
+	if err := natsx.Ensure(ctx, js, cfg.Common.Topology(), cfg.Common.Timings(), log); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	rdb, err := redisx.Connect(ctx, cfg.Common.RedisURL, log)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	reg := obs.NewRegistry()
+	srv, err := obs.NewServer(cfg.Common.HTTPAddr, reg, map[string]obs.Check{
+		"nats": func(context.Context) error {
+			if !nc.IsConnected() {
+				return fmt.Errorf("nats: %s", nc.Status())
+			}
+			return nil
+		},
+		"redis": func(ctx context.Context) error { return redisx.Ping(ctx, rdb) },
+	})
+	if err != nil {
+		rdb.Close()
+		nc.Close()
+		return nil, err
+	}
+	dialer := &safedial.Dialer{Policy: safedial.NewPolicy(cfg.AllowCIDRs...), Timeout: min(cfg.DialTimeout, cfg.FetchTimeout)}
+	return &Service{
+		cfg: cfg,
+		log: log,
+		nc:  nc,
+		js:  js,
+		rdb: rdb,
+		obs: srv,
+		robots: robots.NewStore(rdb, robots.StoreOptions{
+			Prefix:   cfg.Common.RedisPrefix,
+			Agent:    cfg.RobotsAgent,
+			TTL:      cfg.RobotsTTL,
+			ErrorTTL: cfg.RobotsErrorTTL,
+		}),
+		client: fetch.New(fetch.Config{
+			UserAgent:       cfg.UserAgent,
+			Timeout:         cfg.FetchTimeout,
+			TLSTimeout:      min(config.TLSHandshakeTimeout, cfg.FetchTimeout),
+			HeaderTimeout:   min(cfg.HeaderTimeout, cfg.FetchTimeout),
+			MaxBody:         cfg.MaxBody,
+			MaxHeaderBytes:  cfg.MaxHeaderBytes,
+			MaxConnsPerHost: cfg.MaxConnsPerHost,
+			Dial:            dialer.DialContext,
+			Proxy:           http.ProxyFromEnvironment,
+		}),
+		m:   newMetrics(reg),
+		now: time.Now,
+	}, nil
+}
+
+// Addr is the address /metrics, /healthz and /readyz are served on.
+func (s *Service) Addr() string { return s.obs.Addr() }
+
+// Run consumes fetch tasks until ctx ends, then finishes the tasks in hand (up to the
+// fetch timeout plus publishing) and returns.
+func (s *Service) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	cons, err := s.js.Consumer(ctx, topology.StreamFetch, topology.ConsumerFetcher)
+	if err != nil {
+		return fmt.Errorf("fetcher: consumer %s/%s: %w", topology.StreamFetch, topology.ConsumerFetcher, err)
+	}
+	obsDone := make(chan error, 1)
+	go func() {
+		err := s.obs.Run(ctx)
+		if err != nil {
+			s.log.Error("metrics server failed; stopping", "err", err)
+			cancel()
+		}
+		obsDone <- err
+	}()
+	s.log.Info("fetcher consuming", "concurrency", s.cfg.Concurrency, "metrics", s.Addr(), "allow_cidrs", s.cfg.AllowCIDRs)
+	err = natsx.ConsumeEach(ctx, cons, natsx.ConsumeOptions{
+		Batch:        s.cfg.Concurrency,
+		MaxDeliver:   s.cfg.Common.MaxDeliver,
+		Gate:         s.gate,
+		DrainTimeout: s.taskBudget(),
+		OnTerm:       func(reason string) { s.m.terminated.WithLabelValues(reason).Inc() },
+		Log:          s.log,
+	}, s.handle)
+	cancel()
+	return errors.Join(err, <-obsDone)
+}
+
+// Close releases the connections. Call it after Run returned.
+func (s *Service) Close() {
+	s.client.CloseIdle()
+	if err := s.nc.FlushTimeout(2 * time.Second); err != nil {
+		s.log.Warn("nats flush on close", "err", err)
+	}
+	s.nc.Close()
+	s.rdb.Close()
+}
+
+// gate pauses consumption while Redis is down, so an outage does not spend deliveries. A
+// success is trusted for a second to keep the ping off the path of every pull.
+func (s *Service) gate(ctx context.Context) error {
+	now := time.Now().UnixMilli()
+	if now-s.gateOK.Load() < 1000 {
+		return nil
+	}
+	if err := redisx.Ping(ctx, s.rdb); err != nil {
+		s.m.paused.Set(1)
+		return err
+	}
+	s.m.paused.Set(0)
+	s.gateOK.Store(now)
+	return nil
+}

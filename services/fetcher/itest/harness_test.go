@@ -1,0 +1,408 @@
+package itest
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/trawl/trawl/devstack/natsembed"
+	"github.com/trawl/trawl/devstack/redisproc"
+	"github.com/trawl/trawl/services/fetcher/internal/config"
+	"github.com/trawl/trawl/services/fetcher/internal/service"
+	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/envconfig"
+	"github.com/trawl/trawl/shared/natsx"
+	"github.com/trawl/trawl/shared/topology"
+)
+
+const waitFor = 20 * time.Second
+
+// stack is one embedded NATS and one redis-server, with the test acting as the scheduler
+// (publishing tasks, reading outcomes) and as the pages/discovered readers.
+type stack struct {
+	t      *testing.T
+	nats   *natsembed.Server
+	redis  *redisproc.Server
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	rdb    *redis.Client
+	env    map[string]string
+	common envconfig.Common
+
+	outCons, pageCons, discCons jetstream.Consumer
+	outcomes                    map[string]received[crawlmsg.Outcome]
+	pages                       map[string]received[*crawlmsg.Page]
+	discovered                  map[string]received[crawlmsg.DiscoveredBatch] // by Nats-Msg-Id
+}
+
+type received[T any] struct {
+	v     T
+	msgID string
+}
+
+func newStack(t *testing.T) *stack {
+	t.Helper()
+	st := &stack{
+		t:          t,
+		nats:       natsembed.StartT(t),
+		redis:      redisproc.StartT(t, redisproc.Options{}),
+		outcomes:   map[string]received[crawlmsg.Outcome]{},
+		pages:      map[string]received[*crawlmsg.Page]{},
+		discovered: map[string]received[crawlmsg.DiscoveredBatch]{},
+	}
+	st.env = map[string]string{
+		"TRAWL_NATS_URL":          st.nats.URL(),
+		"TRAWL_REDIS_URL":         st.redis.URL(),
+		"TRAWL_REDIS_PREFIX":      "itest",
+		"TRAWL_HTTP_ADDR":         "127.0.0.1:0",
+		"TRAWL_ALLOW_CIDRS":       "127.0.0.0/8",
+		"TRAWL_FETCH_TIMEOUT":     "5s",
+		"TRAWL_LEASE_TTL":         "1m",
+		"TRAWL_MAX_DELIVER":       "5",
+		"TRAWL_FETCH_CONCURRENCY": "8",
+		"TRAWL_LOG_LEVEL":         "debug",
+	}
+	st.common = st.config(nil).Common
+	ctx := context.Background()
+	var err error
+	st.nc, err = nats.Connect(st.nats.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.nc.Close)
+	if st.js, err = jetstream.New(st.nc); err != nil {
+		t.Fatal(err)
+	}
+	ectx, cancel := context.WithTimeout(ctx, waitFor)
+	defer cancel()
+	if err := natsx.Ensure(ectx, st.js, st.common.Topology(), st.common.Timings(), slog.Default()); err != nil {
+		t.Fatal(err)
+	}
+	if st.outCons, err = st.js.Consumer(ctx, topology.StreamFetched, topology.SchedulerFetchedConsumer(0)); err != nil {
+		t.Fatal(err)
+	}
+	if st.discCons, err = st.js.Consumer(ctx, topology.StreamDiscovered, topology.ConsumerDedup); err != nil {
+		t.Fatal(err)
+	}
+	// An ordered consumer of our own: the `parser` durable belongs to the parser.
+	if st.pageCons, err = st.js.OrderedConsumer(ctx, topology.StreamPages, jetstream.OrderedConsumerConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	opt, _ := redis.ParseURL(st.redis.URL())
+	st.rdb = redis.NewClient(opt)
+	t.Cleanup(func() { st.rdb.Close() })
+	return st
+}
+
+// config returns a valid fetcher configuration for the stack, changed by mod.
+func (st *stack) config(mod map[string]string) config.Config {
+	st.t.Helper()
+	env := map[string]string{}
+	for k, v := range st.env {
+		env[k] = v
+	}
+	for k, v := range mod {
+		env[k] = v
+	}
+	cfg, err := config.Load(envconfig.FromMap(env))
+	if err != nil {
+		st.t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		st.t.Fatal(err)
+	}
+	return cfg
+}
+
+// instance is one fetcher running in-process.
+type instance struct {
+	svc    *service.Service
+	cancel context.CancelFunc
+	done   chan error
+	once   sync.Once
+}
+
+func (st *stack) start(cfg config.Config, name string) *instance {
+	st.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	nctx, ncancel := context.WithTimeout(ctx, waitFor)
+	defer ncancel()
+	svc, err := service.New(nctx, cfg, testLogger(st.t, name))
+	if err != nil {
+		cancel()
+		st.t.Fatal(err)
+	}
+	in := &instance{svc: svc, cancel: cancel, done: make(chan error, 1)}
+	go func() { in.done <- svc.Run(ctx) }()
+	st.t.Cleanup(func() { in.stop(st.t) })
+	return in
+}
+
+// stop ends the instance and waits for Run to return (graceful shutdown).
+func (in *instance) stop(t *testing.T) {
+	t.Helper()
+	in.once.Do(func() {
+		in.cancel()
+		select {
+		case err := <-in.done:
+			if err != nil {
+				t.Errorf("fetcher Run: %v", err)
+			}
+		case <-time.After(waitFor):
+			t.Errorf("fetcher did not stop within %s", waitFor)
+		}
+		in.svc.Close()
+	})
+}
+
+// metric scrapes one sample ("name{labels}") from the instance's /metrics; 0 if absent.
+func (in *instance) metric(t *testing.T, sample string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + in.svc.Addr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if rest, ok := strings.CutPrefix(line, sample+" "); ok {
+			v, err := strconv.ParseFloat(rest, 64)
+			if err != nil {
+				t.Fatalf("metric line %q: %v", line, err)
+			}
+			return v
+		}
+	}
+	return 0
+}
+
+// waitMetric polls until the sample reaches want.
+func (in *instance) waitMetric(t *testing.T, sample string, want float64) {
+	t.Helper()
+	deadline := time.Now().Add(waitFor)
+	for {
+		got := in.metric(t, sample)
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s = %v, want %v", sample, got, want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+var leaseSeq struct {
+	sync.Mutex
+	n int
+}
+
+func newLease() string {
+	leaseSeq.Lock()
+	defer leaseSeq.Unlock()
+	leaseSeq.n++
+	return fmt.Sprintf("lease-%d-%d", time.Now().UnixNano(), leaseSeq.n)
+}
+
+// task builds a fetch task for rawURL with a fresh lease and a deadline a minute away.
+func task(rawURL string) crawlmsg.FetchTask {
+	host := strings.Split(strings.TrimPrefix(strings.TrimPrefix(rawURL, "http://"), "https://"), "/")[0]
+	host = strings.Split(host, ":")[0]
+	return crawlmsg.FetchTask{
+		Shard:    0,
+		Host:     host,
+		URL:      rawURL,
+		Lease:    newLease(),
+		Deadline: time.Now().Add(time.Minute).UnixMilli(),
+	}
+}
+
+func (st *stack) publishTask(tk crawlmsg.FetchTask) {
+	st.t.Helper()
+	data, err := crawlmsg.Marshal(&tk)
+	if err != nil {
+		st.t.Fatal(err)
+	}
+	st.publishRaw(data)
+}
+
+func (st *stack) publishRaw(data []byte) {
+	st.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	if _, err := st.js.Publish(ctx, topology.FetchSubject(0), data); err != nil {
+		st.t.Fatal(err)
+	}
+}
+
+// drain pulls what is available from c into the maps.
+func (st *stack) drain(c jetstream.Consumer, handle func(jetstream.Msg)) {
+	st.t.Helper()
+	batch, err := c.Fetch(32, jetstream.FetchMaxWait(100*time.Millisecond))
+	if err != nil {
+		st.t.Fatal(err)
+	}
+	for m := range batch.Messages() {
+		handle(m)
+	}
+}
+
+func (st *stack) pollOutcomes() {
+	st.drain(st.outCons, func(m jetstream.Msg) {
+		var o crawlmsg.Outcome
+		if err := crawlmsg.Unmarshal(m.Data(), &o); err != nil {
+			st.t.Errorf("bad outcome %q: %v", m.Data(), err)
+		}
+		if m.Subject() != topology.FetchedSubject(o.Shard) {
+			st.t.Errorf("outcome on %s for shard %d", m.Subject(), o.Shard)
+		}
+		st.outcomes[o.Lease] = received[crawlmsg.Outcome]{o, m.Headers().Get(nats.MsgIdHdr)}
+		m.Ack()
+	})
+}
+
+// outcome waits for the outcome of lease, read through the scheduler's durable.
+func (st *stack) outcome(lease string) crawlmsg.Outcome {
+	st.t.Helper()
+	deadline := time.Now().Add(waitFor)
+	for {
+		if r, ok := st.outcomes[lease]; ok {
+			if r.msgID != "out:"+lease {
+				st.t.Errorf("outcome Nats-Msg-Id %q, want out:%s", r.msgID, lease)
+			}
+			return r.v
+		}
+		if time.Now().After(deadline) {
+			st.t.Fatalf("no outcome for lease %s within %s", lease, waitFor)
+		}
+		st.pollOutcomes()
+	}
+}
+
+// page waits for the page published for lease.
+func (st *stack) page(lease string) *crawlmsg.Page {
+	st.t.Helper()
+	deadline := time.Now().Add(waitFor)
+	for {
+		if r, ok := st.pages[lease]; ok {
+			if r.msgID != "page:"+lease {
+				st.t.Errorf("page Nats-Msg-Id %q, want page:%s", r.msgID, lease)
+			}
+			return r.v
+		}
+		if time.Now().After(deadline) {
+			st.t.Fatalf("no page for lease %s within %s", lease, waitFor)
+		}
+		st.pollPages()
+	}
+}
+
+func (st *stack) pollPages() {
+	st.drain(st.pageCons, func(m jetstream.Msg) {
+		p, err := crawlmsg.DecodePage(m.Headers(), m.Data())
+		if err != nil {
+			st.t.Errorf("bad page: %v", err)
+			return
+		}
+		st.pages[p.Meta.Lease] = received[*crawlmsg.Page]{p, m.Headers().Get(nats.MsgIdHdr)}
+	})
+}
+
+// pollDiscovered reads crawl.discovered through the dedup durable (a work queue admits
+// no second reader of the same subject).
+func (st *stack) pollDiscovered() {
+	st.drain(st.discCons, func(m jetstream.Msg) {
+		var b crawlmsg.DiscoveredBatch
+		if err := crawlmsg.Unmarshal(m.Data(), &b); err != nil {
+			st.t.Errorf("bad discovered batch: %v", err)
+		}
+		st.discovered[m.Headers().Get(nats.MsgIdHdr)] = received[crawlmsg.DiscoveredBatch]{b, m.Headers().Get(nats.MsgIdHdr)}
+		m.Ack()
+	})
+}
+
+// site is an httptest server (on 127.0.0.1) that logs every request path.
+type site struct {
+	*httptest.Server
+	mu  sync.Mutex
+	log []string
+}
+
+func newSite(t *testing.T, routes map[string]http.HandlerFunc) *site {
+	t.Helper()
+	s := &site{}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		s.log = append(s.log, r.URL.RequestURI())
+		s.mu.Unlock()
+		if h, ok := routes[r.URL.Path]; ok {
+			h(w, r)
+			return
+		}
+		http.NotFound(w, r)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (s *site) requests() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.log...)
+}
+
+func text(body string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		io.WriteString(w, body)
+	}
+}
+
+func html(body string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=UTF-8")
+		io.WriteString(w, body)
+	}
+}
+
+// testLogger sends the service's log to the test log while the test runs.
+func testLogger(t *testing.T, name string) *slog.Logger {
+	w := &testWriter{t: t}
+	t.Cleanup(w.close)
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug})).With("instance", name)
+}
+
+type testWriter struct {
+	mu     sync.Mutex
+	t      *testing.T
+	closed bool
+}
+
+func (w *testWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.closed {
+		w.t.Log(strings.TrimRight(string(p), "\n"))
+	}
+	return len(p), nil
+}
+
+func (w *testWriter) close() {
+	w.mu.Lock()
+	w.closed = true
+	w.mu.Unlock()
+}
