@@ -62,7 +62,7 @@ func (c crawlEnv) vars() map[string]string {
 		"TRAWL_LEASE_TTL":        "20s",
 		"TRAWL_FETCH_TIMEOUT":    "5s",
 		"TRAWL_ROBOTS_AGENT":     synthweb.ProductToken,
-		"TRAWL_ROBOTS_ERROR_TTL": "100ms",
+		"TRAWL_ROBOTS_ERROR_TTL": "1s",
 		"TRAWL_LOG_LEVEL":        "info",
 	}
 }

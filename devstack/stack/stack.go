@@ -110,11 +110,11 @@ func RepoRoot() (string, error) {
 
 // Start starts NATS, Redis and every service, and waits until each service answers
 // /readyz.
-func Start(ctx context.Context, opts Options) (s *Stack, err error) {
+func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	s = &Stack{opts: opts, dir: opts.Dir, shards: 1, prefix: "trawl"}
+	s := &Stack{opts: opts, dir: opts.Dir, shards: 1, prefix: "trawl"}
 	defer func() {
 		if err != nil {
 			_ = s.Close(context.WithoutCancel(ctx))

@@ -86,6 +86,10 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		setDefault(env, "TRAWL_ALLOW_CIDRS", "127.0.0.0/8")
 		setDefault(env, "TRAWL_MIN_DELAY", "200ms")
 		setDefault(env, "TRAWL_MAX_DEPTH", "8")
+		setDefault(env, "TRAWL_RETRY_BACKOFF", "500ms")
+		setDefault(env, "TRAWL_MAX_BACKOFF", "5s")
+		setDefault(env, "TRAWL_MAX_RETRIES", "2")
+		setDefault(env, "TRAWL_ROBOTS_ERROR_TTL", "1s")
 		fmt.Fprintf(out, "demo web: %d hosts on %s … (robots rules, crawl-delay, redirects, errors, a slow host, a calendar trap)\n", len(web.Hosts()), web.Hosts()[0].Origin)
 	}
 	var logs io.Writer
