@@ -2,11 +2,11 @@
 # `make run` and `make test` install redis-server with apt-get when it is missing (as root).
 
 SERVICES   := scheduler fetcher parser dedup
-MODULES    := shared devstack $(addprefix services/,$(SERVICES)) $(addsuffix /itest,$(addprefix services/,$(SERVICES)))
+MODULES    := shared shared/itest devstack $(addprefix services/,$(SERVICES)) $(addsuffix /itest,$(addprefix services/,$(SERVICES)))
 PKGS       := $(addsuffix /...,$(addprefix ./,$(MODULES)))
 BIN        := bin
 GO         ?= go
-TEST_FLAGS ?= -count=1 -timeout 25m
+TEST_FLAGS ?= -race -count=1 -timeout 25m
 BENCH_TIME ?= 1x
 
 export GOFLAGS ?= -buildvcs=false

@@ -25,10 +25,8 @@ import (
 
 	"github.com/trawl/trawl/devstack/natsembed"
 	"github.com/trawl/trawl/devstack/redisproc"
-	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/natsx"
-	"github.com/trawl/trawl/shared/topology"
-	"github.com/trawl/trawl/shared/urlnorm"
+	"github.com/trawl/trawl/shared/seed"
 )
 
 // Services are the binaries a stack runs, in start order.
@@ -302,39 +300,8 @@ func (s *Stack) Logs(n int) string {
 
 // Seed publishes seed URLs (depth 0) to crawl.discovered, in batches of 1000.
 func (s *Stack) Seed(ctx context.Context, urls []string) error {
-	return Seed(ctx, s.js, urls)
-}
-
-// Seed normalises urls and publishes them as seeds. An invalid URL is an error naming it.
-func Seed(ctx context.Context, js jetstream.JetStream, urls []string) error {
-	var batch crawlmsg.DiscoveredBatch
-	flush := func() error {
-		if len(batch.URLs) == 0 {
-			return nil
-		}
-		data, err := crawlmsg.Marshal(&batch)
-		if err != nil {
-			return err
-		}
-		if _, err := js.PublishMsg(ctx, natsx.NewMsg(topology.SubjectDiscovered, "", data)); err != nil {
-			return fmt.Errorf("stack: seed: %w", err)
-		}
-		batch.URLs = batch.URLs[:0]
-		return nil
-	}
-	for _, raw := range urls {
-		u, err := urlnorm.Normalize(raw)
-		if err != nil {
-			return fmt.Errorf("stack: seed %q: %w", raw, err)
-		}
-		batch.URLs = append(batch.URLs, crawlmsg.Discovered{URL: u, Depth: 0, Via: crawlmsg.ViaSeed})
-		if len(batch.URLs) == 1000 {
-			if err := flush(); err != nil {
-				return err
-			}
-		}
-	}
-	return flush()
+	_, err := seed.Publish(ctx, s.js, urls, 0)
+	return err
 }
 
 // Close stops the services gracefully (SIGTERM, 15s), then Redis and NATS, and removes

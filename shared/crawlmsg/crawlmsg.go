@@ -53,8 +53,9 @@ type DiscoveredBatch struct {
 // FrontierBatch is the payload on crawl.frontier.<shard>: URLs that passed the seen-test,
 // all of whose hosts map to that shard.
 type FrontierBatch struct {
-	V    int          `json:"v"`
-	URLs []Discovered `json:"urls"`
+	V      int          `json:"v"`
+	Source string       `json:"source,omitempty"` // the page the URLs were found on (empty for seeds); lets the frontier count backlinks
+	URLs   []Discovered `json:"urls"`
 }
 
 // FetchTask is the payload on crawl.fetch.<shard>: one URL to fetch, holding its host's lease.

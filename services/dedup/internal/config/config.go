@@ -8,6 +8,7 @@ import (
 
 	"github.com/trawl/trawl/services/dedup/internal/bloom"
 	"github.com/trawl/trawl/shared/envconfig"
+	"github.com/trawl/trawl/shared/seed"
 )
 
 // DefaultHTTPAddr is dedup's /metrics, /healthz and /readyz address.
@@ -24,6 +25,7 @@ type Config struct {
 	MaxDepth     int           // TRAWL_MAX_DEPTH: URLs deeper than this are dropped
 	Batch        int           // TRAWL_DEDUP_BATCH: input messages per Redis call
 	FillInterval time.Duration // TRAWL_BLOOM_FILL_INTERVAL: how often the fill ratio is measured; 0 = never
+	Seeds        []string      // TRAWL_SEEDS: URLs published as seeds at start-up
 }
 
 // Load reads the configuration; the error lists every unparseable variable.
@@ -38,6 +40,7 @@ func Load(r *envconfig.Reader) (Config, error) {
 		MaxDepth:     r.Int("MAX_DEPTH", 20),
 		Batch:        r.Int("DEDUP_BATCH", 256),
 		FillInterval: r.Duration("BLOOM_FILL_INTERVAL", time.Minute),
+		Seeds:        r.List("SEEDS", nil),
 	}
 	return c, r.Err()
 }
@@ -69,6 +72,9 @@ func (c Config) Validate() error {
 	}
 	if c.FillInterval < 0 || (c.FillInterval > 0 && c.FillInterval < time.Second) {
 		errs = append(errs, fmt.Errorf("TRAWL_BLOOM_FILL_INTERVAL=%s: want 0 (off) or at least 1s", c.FillInterval))
+	}
+	if _, err := seed.Batches(c.Seeds, 0); err != nil {
+		errs = append(errs, fmt.Errorf("TRAWL_SEEDS: %w", err))
 	}
 	return errors.Join(errs...)
 }

@@ -92,3 +92,34 @@ func values(m map[string]string) []string {
 	}
 	return out
 }
+
+func TestSeeds(t *testing.T) {
+	tests := []struct {
+		name  string
+		seeds string
+		want  int
+		bad   bool
+	}{
+		{"none", "", 0, false},
+		{"space and comma separated", "https://example.com/ http://example.org/a,http://example.net", 3, false},
+		{"unsupported scheme", "https://example.com/ ftp://example.org/", 0, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Load(envconfig.FromMap(map[string]string{"TRAWL_SEEDS": tc.seeds}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = c.Validate()
+			if tc.bad {
+				if err == nil || !strings.Contains(err.Error(), "TRAWL_SEEDS") {
+					t.Fatalf("Validate() = %v, want a TRAWL_SEEDS error", err)
+				}
+				return
+			}
+			if err != nil || len(c.Seeds) != tc.want {
+				t.Fatalf("seeds %v, err %v; want %d seeds", c.Seeds, err, tc.want)
+			}
+		})
+	}
+}

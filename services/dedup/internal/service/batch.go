@@ -54,6 +54,7 @@ type candidate struct {
 
 // parsed is one input message after decoding and filtering.
 type parsed struct {
+	source  string // the page the URLs were found on; forwarded so the frontier can count backlinks
 	cands   []candidate
 	invalid int
 	tooDeep int
@@ -67,7 +68,7 @@ func parse(data []byte, maxDepth, shards int) (parsed, error) {
 	if err := crawlmsg.Unmarshal(data, &b); err != nil {
 		return parsed{}, err
 	}
-	p := parsed{cands: make([]candidate, 0, len(b.URLs))}
+	p := parsed{source: b.Source, cands: make([]candidate, 0, len(b.URLs))}
 	for i, d := range b.URLs {
 		// Producers normalise already; doing it again makes the filter's key independent
 		// of their versions and rejects what should never have been sent.
@@ -95,7 +96,7 @@ func parse(data []byte, maxDepth, shards int) (parsed, error) {
 // shard, keeping the message's URL order within a batch. newIdx are message positions as
 // returned by the seen test; one that is not a candidate (possible only when a memo from
 // an earlier delivery meets a changed configuration) is skipped.
-func route(msgID string, cands []candidate, newIdx []int) (msgs []*nats.Msg, routed int, err error) {
+func route(msgID, source string, cands []candidate, newIdx []int) (msgs []*nats.Msg, routed int, err error) {
 	byShard := map[int][]crawlmsg.Discovered{}
 	for _, idx := range newIdx {
 		j, ok := slices.BinarySearchFunc(cands, idx, func(c candidate, idx int) int { return c.index - idx })
@@ -113,7 +114,7 @@ func route(msgID string, cands []candidate, newIdx []int) (msgs []*nats.Msg, rou
 	slices.Sort(shards)
 	out := make([]*nats.Msg, 0, len(shards))
 	for _, s := range shards {
-		data, err := crawlmsg.Marshal(&crawlmsg.FrontierBatch{URLs: byShard[s]})
+		data, err := crawlmsg.Marshal(&crawlmsg.FrontierBatch{Source: source, URLs: byShard[s]})
 		if err != nil {
 			return nil, 0, fmt.Errorf("dedup: marshal frontier batch: %w", err)
 		}
@@ -184,7 +185,7 @@ func (h *handler) process(ctx context.Context, in []input) []error {
 	var out []*nats.Msg
 	var outOwner []int // input index of each output
 	for t, i := range tested {
-		msgs, routed, err := route(in[i].id, ps[i].cands, results[t])
+		msgs, routed, err := route(in[i].id, ps[i].source, ps[i].cands, results[t])
 		if err != nil {
 			// Marshalling our own struct cannot fail on input data; treat as retryable.
 			errs[i] = err

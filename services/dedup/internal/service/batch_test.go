@@ -119,7 +119,7 @@ func TestRoute(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			msgs, routed, err := route("CRAWL_DISCOVERED:42", p.cands, tt.newIdx)
+			msgs, routed, err := route("CRAWL_DISCOVERED:42", "", p.cands, tt.newIdx)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -153,7 +153,7 @@ func TestRoute(t *testing.T) {
 
 func TestRouteKeepsFields(t *testing.T) {
 	cands := []candidate{{index: 3, shard: 0, d: crawlmsg.Discovered{URL: "http://a.test/r", Depth: 7, Via: crawlmsg.ViaRedirect, Hops: 4}}}
-	msgs, _, err := route("CRAWL_DISCOVERED:1", cands, []int{3})
+	msgs, _, err := route("CRAWL_DISCOVERED:1", "", cands, []int{3})
 	if err != nil || len(msgs) != 1 {
 		t.Fatalf("route = %v, %v", msgs, err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/trawl/trawl/shared/natsx"
 	"github.com/trawl/trawl/shared/obs"
 	"github.com/trawl/trawl/shared/redisx"
+	"github.com/trawl/trawl/shared/seed"
 	"github.com/trawl/trawl/shared/topology"
 )
 
@@ -69,6 +70,15 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	})
 	if err != nil {
 		return fmt.Errorf("dedup: %w", err)
+	}
+	if len(cfg.Seeds) > 0 {
+		// Seeds given to the deployment (compose's TRAWL_SEEDS) enter like any discovered
+		// URL; on a restart they are published again and dropped as already seen.
+		n, err := seed.Publish(ctx, js, cfg.Seeds, 0)
+		if err != nil {
+			return fmt.Errorf("dedup: %w", err)
+		}
+		log.Info("published seeds", "count", n)
 	}
 	cons, err := js.Consumer(ctx, topology.StreamDiscovered, topology.ConsumerDedup)
 	if err != nil {
