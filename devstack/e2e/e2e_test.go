@@ -119,7 +119,7 @@ func crawl(t *testing.T, wcfg synthweb.Config, env crawlEnv, opts stack.Options,
 		t.Fatalf("crawl did not finish: %v", err)
 	}
 	for _, proc := range st.Procs() {
-		if exited, perr := proc.Exited(); exited {
+		if exited, perr := proc.Exited(); exited && !proc.Stopped() {
 			t.Errorf("%s exited during the crawl: %v", proc.ID(), perr)
 		}
 	}

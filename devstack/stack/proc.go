@@ -1,12 +1,15 @@
 package stack
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -24,10 +27,11 @@ type Proc struct {
 	env    []string
 	logOut io.Writer
 
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{}
-	err  error
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	done   chan struct{}
+	err    error
+	killed bool // stopped on purpose by Kill or Stop since the last Start
 }
 
 // ID is "name-index", the process's name in logs.
@@ -53,7 +57,7 @@ func (p *Proc) Start() error {
 		return fmt.Errorf("stack: start %s: %w", p.ID(), err)
 	}
 	done := make(chan struct{})
-	p.cmd, p.done, p.err = cmd, done, nil
+	p.cmd, p.done, p.err, p.killed = cmd, done, nil, false
 	go func() {
 		err := cmd.Wait()
 		p.mu.Lock()
@@ -109,9 +113,18 @@ func (p *Proc) Stop(timeout time.Duration) error {
 
 var errTimeout = errors.New("timeout")
 
+// Stopped reports whether the process was stopped on purpose (Kill or Stop) since it was
+// last started, so a crash can be told from a test's own fault injection.
+func (p *Proc) Stopped() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.killed
+}
+
 func (p *Proc) signal(sig syscall.Signal, timeout time.Duration) error {
 	p.mu.Lock()
 	cmd, done := p.cmd, p.done
+	p.killed = true
 	p.mu.Unlock()
 	if cmd == nil {
 		return nil
@@ -173,4 +186,33 @@ func (pw *prefixWriter) Write(b []byte) (int, error) {
 
 func openLog(path string) (*os.File, error) {
 	return os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+}
+
+// Metric reads one unlabelled sample from the process's /metrics, e.g.
+// "trawl_fetcher_inflight". ok is false when the process does not export it.
+func (p *Proc) Metric(ctx context.Context, name string) (value float64, ok bool, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.HTTPAddr+"/metrics", nil)
+	if err != nil {
+		return 0, false, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, false, fmt.Errorf("stack: %s metrics: %w", p.ID(), err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		rest, found := strings.CutPrefix(line, name+" ")
+		if !found {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+		if err != nil {
+			return 0, false, fmt.Errorf("stack: %s metric %s: %w", p.ID(), name, err)
+		}
+		return v, true, nil
+	}
+	return 0, false, sc.Err()
 }

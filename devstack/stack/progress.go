@@ -22,6 +22,7 @@ type Progress struct {
 	Queued     int64 // waiting in front or back queues (including retries not yet due)
 	InFlight   int64 // tasks out with a fetcher
 	Dispatched int64
+	Expired    int64 // leases that expired (their fetcher died or was too slow)
 	Fetched    int64
 	Failed     int64
 	Disallowed int64
@@ -107,6 +108,7 @@ func ReadProgress(ctx context.Context, js jetstream.JetStream, rdb redis.Univers
 		p.Accepted += get("accepted")
 		p.Queued += get("queued")
 		p.Dispatched += get("dispatched")
+		p.Expired += get("expired")
 		p.Fetched += get("fetched")
 		p.Failed += get("failed")
 		p.Disallowed += get("disallowed")
