@@ -147,3 +147,36 @@ func busyFetcher(t *testing.T, st *stack.Stack) *stack.Proc {
 	t.Fatal("no fetcher was ever seen holding a task")
 	return nil
 }
+
+// Every service in turn is stopped with SIGTERM mid-crawl and started again. A graceful
+// stop finishes or returns what the service holds, so nothing is lost and — unlike a
+// SIGKILL — nothing is fetched twice.
+func TestCrawlGracefulRestarts(t *testing.T) {
+	env := testEnv()
+	stopped := map[string]time.Duration{}
+	r := crawl(t, testWeb(), env, stack.Options{}, func(st *stack.Stack) {
+		for i, name := range stack.Services {
+			waitFetched(t, st, int64(40*(i+1)))
+			p := st.Proc(name, 0)
+			begin := time.Now()
+			if err := p.Stop(20 * time.Second); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			stopped[name] = time.Since(begin)
+			if exited, err := p.Exited(); !exited || err != nil {
+				t.Errorf("%s: exit after SIGTERM: %v (want status 0)", name, err)
+			}
+			if err := p.Start(); err != nil {
+				t.Fatal(err)
+			}
+			if err := st.WaitReady(context.Background(), p); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	checkInvariants(t, r, env, 0)
+	if r.progress.Expired != 0 {
+		t.Errorf("%d leases expired: a graceful stop must settle its tasks, not abandon them", r.progress.Expired)
+	}
+	t.Logf("time to exit after SIGTERM: %v", stopped)
+}
