@@ -145,8 +145,16 @@ type PageMeta struct {
 	FetchedAt   int64               `json:"fetched_at"`             // unix ms when the request started
 	DurationMs  int64               `json:"duration_ms"`
 	Truncated   bool                `json:"truncated,omitempty"` // body cut at the size cap
-	Redirects   []string            `json:"redirects,omitempty"` // earlier hops that led here, oldest first
-	Lease       string              `json:"lease,omitempty"`
+	// Redirects would list earlier hops inline; the fetcher never follows a page redirect
+	// inline (the target goes through the frontier), so it stays empty. Chains are recorded
+	// hop by hop instead: see Location and Hops.
+	Redirects []string `json:"redirects,omitempty"`
+	// Location is the normalised target of a 3xx (as Outcome.Location): the next hop.
+	Location string `json:"location,omitempty"`
+	// Hops is how many redirects led to this URL (FetchTask.Hops); when > 0 the previous
+	// hop is the page whose Location is this URL.
+	Hops  int    `json:"hops,omitempty"`
+	Lease string `json:"lease,omitempty"`
 }
 
 // IsHTML reports whether the page should be parsed for links.
@@ -182,6 +190,15 @@ type Document struct {
 	NoFollow    bool   `json:"nofollow,omitempty"`
 	Digest      string `json:"digest"` // sha256 of the body, hex
 	Truncated   bool   `json:"truncated,omitempty"`
+	// Content dedup (parser). TextDigest is the sha256 (hex) of the visible text with white
+	// space collapsed; SimHash is the 64-bit SimHash of its 3-word shingles, 16 hex digits.
+	// DuplicateOf is the URL of the first page with the same TextDigest; NearDuplicateOf
+	// that of an earlier original whose SimHash is Distance bits away (0..3).
+	TextDigest      string `json:"text_digest,omitempty"`
+	SimHash         string `json:"simhash,omitempty"`
+	DuplicateOf     string `json:"duplicate_of,omitempty"`
+	NearDuplicateOf string `json:"near_duplicate_of,omitempty"`
+	Distance        int    `json:"distance,omitempty"`
 }
 
 // Marshal encodes a message, stamping the current Version.

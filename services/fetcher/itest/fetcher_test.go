@@ -2,14 +2,15 @@ package itest
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/trawl/trawl/services/fetcher/internal/robots"
 	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/robots"
 	"github.com/trawl/trawl/shared/topology"
 )
 
@@ -114,7 +115,7 @@ func TestDisallowedAndRedirects(t *testing.T) {
 	if o.Kind != crawlmsg.OutcomeFetched || o.Status != 301 || o.Location != target || !o.Requested {
 		t.Errorf("redirect outcome %+v, want fetched 301 to %s", o, target)
 	}
-	if p := st.page(redir.Lease); p.Meta.Status != 301 || p.Meta.URL != redir.URL {
+	if p := st.page(redir.Lease); p.Meta.Status != 301 || p.Meta.URL != redir.URL || p.Meta.Location != target || p.Meta.Hops != 1 {
 		t.Errorf("redirect page %+v", p.Meta)
 	}
 	deadline := time.Now().Add(waitFor)
@@ -372,5 +373,131 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 	if info.NumAckPending != 0 || info.NumPending != 0 {
 		t.Errorf("after shutdown: %d unacked, %d pending tasks", info.NumAckPending, info.NumPending)
+	}
+}
+
+// TestRedirectChainRecoverable: the fetcher does not follow a page redirect inline, so no
+// page knows its whole chain; each hop's page records its Location and the hops that led
+// to it, which is enough to rebuild the chain from crawl.pages alone. The test plays the
+// scheduler, turning each discovered target into the next task as the frontier would.
+func TestRedirectChainRecoverable(t *testing.T) {
+	st := newStack(t)
+	s := newSite(t, map[string]http.HandlerFunc{
+		"/robots.txt": text(robotsTxt),
+		"/a":          func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/b", http.StatusMovedPermanently) },
+		"/b":          func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/c?x=1", http.StatusFound) },
+		"/c":          html(pageHTML),
+	})
+	st.start(st.config(nil), "a")
+	warm := task(s.URL + "/")
+	st.publishTask(warm)
+	if o := st.outcome(warm.Lease); o.Kind != crawlmsg.OutcomeRobots {
+		t.Fatalf("warm-up outcome %+v", o)
+	}
+
+	tk := task(s.URL + "/a")
+	tk.Depth = 1
+	var leases []string
+	for range 3 {
+		st.publishTask(tk)
+		leases = append(leases, tk.Lease)
+		o := st.outcome(tk.Lease)
+		if o.Kind != crawlmsg.OutcomeFetched {
+			t.Fatalf("outcome %+v", o)
+		}
+		if o.Location == "" {
+			break
+		}
+		deadline := time.Now().Add(waitFor)
+		for st.discovered["redir:"+tk.Lease].msgID == "" && time.Now().Before(deadline) {
+			st.pollDiscovered()
+		}
+		d := st.discovered["redir:"+tk.Lease].v
+		if len(d.URLs) != 1 {
+			t.Fatalf("no redirect target for %s", tk.URL)
+		}
+		next := task(d.URLs[0].URL)
+		next.Depth, next.Hops = d.URLs[0].Depth, d.URLs[0].Hops
+		tk = next
+	}
+
+	// Rebuild the chain backwards from the final page, using only page records.
+	byLocation := map[string]crawlmsg.PageMeta{}
+	var final crawlmsg.PageMeta
+	for _, l := range leases {
+		m := st.page(l).Meta
+		if m.Location != "" {
+			byLocation[m.Location] = m
+		} else {
+			final = m
+		}
+		if len(m.Redirects) != 0 {
+			t.Errorf("page %s: Redirects %v, want empty (chains are recorded hop by hop)", m.URL, m.Redirects)
+		}
+	}
+	chain := []string{final.URL}
+	for cur := final; cur.Hops > 0; {
+		prev, ok := byLocation[cur.URL]
+		if !ok || prev.Hops != cur.Hops-1 || prev.Depth != cur.Depth {
+			t.Fatalf("no previous hop for %s (hops %d): %+v", cur.URL, cur.Hops, byLocation)
+		}
+		chain = append([]string{prev.URL}, chain...)
+		cur = prev
+	}
+	want := []string{s.URL + "/a", s.URL + "/b", s.URL + "/c?x=1"}
+	if !slices.Equal(chain, want) || final.Status != 200 || final.Hops != 2 {
+		t.Errorf("rebuilt chain %v (final status %d, hops %d), want %v", chain, final.Status, final.Hops, want)
+	}
+}
+
+// TestContentTypeRecorded: every page carries its media type and charset, so the parser
+// can skip what is not HTML (PageMeta.IsHTML) without looking at the body.
+func TestContentTypeRecorded(t *testing.T) {
+	st := newStack(t)
+	typed := func(ct, body string) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			if ct != "" {
+				w.Header().Set("Content-Type", ct)
+			} else {
+				w.Header()["Content-Type"] = nil // a nil entry stops net/http from sniffing one
+			}
+			io.WriteString(w, body)
+		}
+	}
+	cases := []struct {
+		path, header, body string
+		mediaType, charset string
+		isHTML             bool
+	}{
+		{"/page.html", "text/html; charset=ISO-8859-1", pageHTML, "text/html", "iso-8859-1", true},
+		{"/page.xhtml", "Application/XHTML+XML", pageHTML, "application/xhtml+xml", "", true},
+		{"/notes.txt", "text/plain; charset=utf-8", "<a href=/bait>not a link</a>", "text/plain", "utf-8", false},
+		{"/doc.pdf", "application/pdf", "%PDF-1.7", "application/pdf", "", false},
+		{"/image.png", "image/png", "\x89PNG\r\n", "image/png", "", false},
+		{"/untyped", "", pageHTML, "", "", false},
+	}
+	routes := map[string]http.HandlerFunc{"/robots.txt": text(robotsTxt)}
+	for _, c := range cases {
+		routes[c.path] = typed(c.header, c.body)
+	}
+	s := newSite(t, routes)
+	st.start(st.config(nil), "a")
+	warm := task(s.URL + "/")
+	st.publishTask(warm)
+	if o := st.outcome(warm.Lease); o.Kind != crawlmsg.OutcomeRobots {
+		t.Fatalf("warm-up outcome %+v", o)
+	}
+	for _, c := range cases {
+		t.Run(c.path, func(t *testing.T) {
+			tk := task(s.URL + c.path)
+			st.publishTask(tk)
+			if o := st.outcome(tk.Lease); o.Kind != crawlmsg.OutcomeFetched || o.Status != 200 {
+				t.Fatalf("outcome %+v", o)
+			}
+			m := st.page(tk.Lease).Meta
+			if m.ContentType != c.mediaType || m.Charset != c.charset || m.IsHTML() != c.isHTML {
+				t.Errorf("content type %q charset %q IsHTML %v, want %q %q %v", m.ContentType, m.Charset, m.IsHTML(), c.mediaType, c.charset, c.isHTML)
+			}
+		})
 	}
 }

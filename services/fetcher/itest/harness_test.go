@@ -33,7 +33,7 @@ const waitFor = 20 * time.Second
 // stack is one embedded NATS and one redis-server, with the test acting as the scheduler
 // (publishing tasks, reading outcomes) and as the pages/discovered readers.
 type stack struct {
-	t      *testing.T
+	t      testing.TB
 	nats   *natsembed.Server
 	redis  *redisproc.Server
 	nc     *nats.Conn
@@ -53,7 +53,7 @@ type received[T any] struct {
 	msgID string
 }
 
-func newStack(t *testing.T) *stack {
+func newStack(t testing.TB) *stack {
 	t.Helper()
 	st := &stack{
 		t:          t,
@@ -137,10 +137,16 @@ type instance struct {
 
 func (st *stack) start(cfg config.Config, name string) *instance {
 	st.t.Helper()
+	return st.startLogged(cfg, testLogger(st.t, name))
+}
+
+// startLogged starts an instance logging to log (benchmarks keep the test log quiet).
+func (st *stack) startLogged(cfg config.Config, log *slog.Logger) *instance {
+	st.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	nctx, ncancel := context.WithTimeout(ctx, waitFor)
 	defer ncancel()
-	svc, err := service.New(nctx, cfg, testLogger(st.t, name))
+	svc, err := service.New(nctx, cfg, log)
 	if err != nil {
 		cancel()
 		st.t.Fatal(err)
@@ -152,7 +158,7 @@ func (st *stack) start(cfg config.Config, name string) *instance {
 }
 
 // stop ends the instance and waits for Run to return (graceful shutdown).
-func (in *instance) stop(t *testing.T) {
+func (in *instance) stop(t testing.TB) {
 	t.Helper()
 	in.once.Do(func() {
 		in.cancel()
@@ -380,7 +386,7 @@ func html(body string) http.HandlerFunc {
 }
 
 // testLogger sends the service's log to the test log while the test runs.
-func testLogger(t *testing.T, name string) *slog.Logger {
+func testLogger(t testing.TB, name string) *slog.Logger {
 	w := &testWriter{t: t}
 	t.Cleanup(w.close)
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug})).With("instance", name)
@@ -388,7 +394,7 @@ func testLogger(t *testing.T, name string) *slog.Logger {
 
 type testWriter struct {
 	mu     sync.Mutex
-	t      *testing.T
+	t      testing.TB
 	closed bool
 }
 

@@ -10,8 +10,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/trawl/trawl/devstack/redisproc"
-	"github.com/trawl/trawl/services/fetcher/internal/robots"
+	"github.com/trawl/trawl/services/fetcher/internal/robotscache"
 	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/robots"
 	"github.com/trawl/trawl/shared/topology"
 )
 
@@ -27,12 +28,12 @@ func TestRobotsStore(t *testing.T) {
 	t.Cleanup(func() { rdb.Close() })
 	ctx := context.Background()
 	clk := &clock{t: time.Now()}
-	opts := robots.StoreOptions{Prefix: "p", Agent: "trawl", TTL: time.Hour, ErrorTTL: 30 * time.Second, LocalTTL: time.Minute, Now: clk.now}
+	opts := robotscache.StoreOptions{Prefix: "p", Agent: "trawl", TTL: time.Hour, ErrorTTL: 30 * time.Second, LocalTTL: time.Minute, Now: clk.now}
 	const origin = "https://example.com"
 	body := []byte("user-agent: *\ndisallow: /private\ncrawl-delay: 2\n")
 
 	t.Run("miss, then put and get", func(t *testing.T) {
-		s := robots.NewStore(rdb, opts)
+		s := robotscache.NewStore(rdb, opts)
 		if e, err := s.Get(ctx, origin); e != nil || err != nil {
 			t.Fatalf("empty cache: %v, %v", e, err)
 		}
@@ -40,7 +41,7 @@ func TestRobotsStore(t *testing.T) {
 			t.Fatal(err)
 		}
 		// A second store (another fetcher) has an empty local cache and reads Redis.
-		other := robots.NewStore(rdb, opts)
+		other := robotscache.NewStore(rdb, opts)
 		e, err := other.Get(ctx, origin)
 		if err != nil || e == nil {
 			t.Fatalf("get from Redis: %v, %v", e, err)
@@ -54,7 +55,7 @@ func TestRobotsStore(t *testing.T) {
 	})
 
 	t.Run("unreachable entries expire sooner", func(t *testing.T) {
-		s := robots.NewStore(rdb, opts)
+		s := robotscache.NewStore(rdb, opts)
 		if err := s.Put(ctx, "http://down.example", robots.NewEntry("trawl", 503, nil, 0, clk.t)); err != nil {
 			t.Fatal(err)
 		}
@@ -70,12 +71,12 @@ func TestRobotsStore(t *testing.T) {
 	})
 
 	t.Run("local copy is served briefly, then Redis again", func(t *testing.T) {
-		s := robots.NewStore(rdb, opts)
+		s := robotscache.NewStore(rdb, opts)
 		if _, err := s.Get(ctx, origin); err != nil {
 			t.Fatal(err)
 		}
 		// Another fetcher replaces the entry (e.g. after expiry and a refetch).
-		robots.NewStore(rdb, opts).Put(ctx, origin, robots.NewEntry("trawl", 200, []byte("user-agent: *\ndisallow: /\n"), 0, clk.t))
+		robotscache.NewStore(rdb, opts).Put(ctx, origin, robots.NewEntry("trawl", 200, []byte("user-agent: *\ndisallow: /\n"), 0, clk.t))
 		e, _ := s.Get(ctx, origin)
 		if e == nil || !e.Allowed("/public") {
 			t.Fatalf("local copy not used: %+v", e)
@@ -88,8 +89,8 @@ func TestRobotsStore(t *testing.T) {
 	})
 
 	t.Run("other agent or bad encoding is a miss", func(t *testing.T) {
-		robots.NewStore(rdb, robots.StoreOptions{Prefix: "p", Agent: "otherbot"}).Put(ctx, "http://agent.example", robots.NewEntry("otherbot", 200, body, 0, clk.t))
-		s := robots.NewStore(rdb, opts)
+		robotscache.NewStore(rdb, robotscache.StoreOptions{Prefix: "p", Agent: "otherbot"}).Put(ctx, "http://agent.example", robots.NewEntry("otherbot", 200, body, 0, clk.t))
+		s := robotscache.NewStore(rdb, opts)
 		if e, err := s.Get(ctx, "http://agent.example"); e != nil || err != nil {
 			t.Errorf("entry of another agent used: %+v, %v", e, err)
 		}
@@ -100,7 +101,7 @@ func TestRobotsStore(t *testing.T) {
 	})
 
 	t.Run("Redis down is an error, not a miss", func(t *testing.T) {
-		s := robots.NewStore(rdb, opts)
+		s := robotscache.NewStore(rdb, opts)
 		if err := srv.Kill(); err != nil {
 			t.Fatal(err)
 		}

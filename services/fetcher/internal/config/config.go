@@ -8,9 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/trawl/trawl/services/fetcher/internal/robots"
 	"github.com/trawl/trawl/services/fetcher/internal/safedial"
 	"github.com/trawl/trawl/shared/envconfig"
+	"github.com/trawl/trawl/shared/robots"
 )
 
 // DefaultHTTPAddr is the fetcher's /metrics address.
@@ -37,6 +37,9 @@ type Config struct {
 	RobotsErrorTTL  time.Duration // TRAWL_ROBOTS_ERROR_TTL
 	RobotsMaxBytes  int64         // TRAWL_ROBOTS_MAX_BYTES
 	MaxConnsPerHost int           // TRAWL_MAX_CONNS_PER_HOST
+	DNSTTL          time.Duration // TRAWL_DNS_TTL: reuse of a resolved name; 0 disables the cache
+	DNSNegativeTTL  time.Duration // TRAWL_DNS_NEGATIVE_TTL: reuse of a failed lookup
+	DNSCacheSize    int           // TRAWL_DNS_CACHE_SIZE: most names cached
 
 	allowRaw []string
 	cidrErr  error
@@ -64,6 +67,9 @@ func Load(r *envconfig.Reader) (Config, error) {
 		RobotsErrorTTL:  r.Duration("ROBOTS_ERROR_TTL", time.Minute),
 		RobotsMaxBytes:  r.Bytes("ROBOTS_MAX_BYTES", robots.DefaultMaxBytes),
 		MaxConnsPerHost: r.Int("MAX_CONNS_PER_HOST", 2),
+		DNSTTL:          r.Duration("DNS_TTL", 5*time.Minute),
+		DNSNegativeTTL:  r.Duration("DNS_NEGATIVE_TTL", 30*time.Second),
+		DNSCacheSize:    r.Int("DNS_CACHE_SIZE", 10000),
 	}
 	c.AllowCIDRs, c.cidrErr = safedial.ParseCIDRs(c.allowRaw)
 	return c, r.Err()
@@ -125,6 +131,17 @@ func (c Config) Validate() error {
 	}
 	if c.MaxConnsPerHost < 1 || c.MaxConnsPerHost > 64 {
 		bad("TRAWL_MAX_CONNS_PER_HOST=%d: want 1..64", c.MaxConnsPerHost)
+	}
+	// A cached name is re-resolved after DNS_TTL at the latest; beyond a day an operator
+	// would not notice a site moving.
+	if c.DNSTTL < 0 || c.DNSTTL > 24*time.Hour {
+		bad("TRAWL_DNS_TTL=%s: want 0 (no cache)..24h", c.DNSTTL)
+	}
+	if c.DNSTTL > 0 && (c.DNSNegativeTTL < time.Second || c.DNSNegativeTTL > c.DNSTTL) {
+		bad("TRAWL_DNS_NEGATIVE_TTL=%s: want 1s..TRAWL_DNS_TTL (%s)", c.DNSNegativeTTL, c.DNSTTL)
+	}
+	if c.DNSCacheSize < 1 || c.DNSCacheSize > 1_000_000 {
+		bad("TRAWL_DNS_CACHE_SIZE=%d: want 1..1000000", c.DNSCacheSize)
 	}
 	return errors.Join(errs...)
 }

@@ -18,7 +18,8 @@ func TestDefaults(t *testing.T) {
 	}
 	if c.Common.HTTPAddr != ":9101" || c.RobotsAgent != "trawl" || c.Concurrency != 64 || c.FetchTimeout != 30*time.Second ||
 		c.MaxBody != 2<<20 || c.MaxHeaderBytes != 64<<10 || c.MaxRedirects != 5 || len(c.AllowCIDRs) != 0 ||
-		c.RobotsTTL != 24*time.Hour || c.RobotsErrorTTL != time.Minute || c.RobotsMaxBytes != 500<<10 || c.UserAgent != DefaultUserAgent {
+		c.RobotsTTL != 24*time.Hour || c.RobotsErrorTTL != time.Minute || c.RobotsMaxBytes != 500<<10 || c.UserAgent != DefaultUserAgent ||
+		c.DNSTTL != 5*time.Minute || c.DNSNegativeTTL != 30*time.Second || c.DNSCacheSize != 10000 {
 		t.Errorf("unexpected defaults: %+v", c)
 	}
 }
@@ -51,6 +52,13 @@ func TestValidate(t *testing.T) {
 		{"robots under RFC minimum", map[string]string{"TRAWL_ROBOTS_MAX_BYTES": "100KiB"}, "TRAWL_ROBOTS_MAX_BYTES"},
 		{"conns per host zero", map[string]string{"TRAWL_MAX_CONNS_PER_HOST": "0"}, "TRAWL_MAX_CONNS_PER_HOST"},
 		{"user agent with newline", map[string]string{"TRAWL_USER_AGENT": "a\nb"}, "TRAWL_USER_AGENT"},
+		{"dns cache off", map[string]string{"TRAWL_DNS_TTL": "0"}, ""},
+		{"dns cache off ignores negative ttl", map[string]string{"TRAWL_DNS_TTL": "0", "TRAWL_DNS_NEGATIVE_TTL": "0"}, ""},
+		{"dns ttl negative", map[string]string{"TRAWL_DNS_TTL": "-1s"}, "TRAWL_DNS_TTL"},
+		{"dns ttl too long", map[string]string{"TRAWL_DNS_TTL": "48h"}, "TRAWL_DNS_TTL"},
+		{"dns negative over ttl", map[string]string{"TRAWL_DNS_TTL": "10s", "TRAWL_DNS_NEGATIVE_TTL": "30s"}, "TRAWL_DNS_NEGATIVE_TTL"},
+		{"dns negative zero", map[string]string{"TRAWL_DNS_NEGATIVE_TTL": "0"}, "TRAWL_DNS_NEGATIVE_TTL"},
+		{"dns cache size zero", map[string]string{"TRAWL_DNS_CACHE_SIZE": "0"}, "TRAWL_DNS_CACHE_SIZE"},
 		{"common settings checked", map[string]string{"TRAWL_SHARDS": "0"}, "TRAWL_SHARDS"},
 	}
 	for _, c := range cases {

@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -477,6 +478,66 @@ func TestContentType(t *testing.T) {
 		t.Run(c.in, func(t *testing.T) {
 			if mt, cs := contentType(c.in); mt != c.mt || cs != c.cs {
 				t.Errorf("contentType(%q) = %q, %q; want %q, %q", c.in, mt, cs, c.mt, c.cs)
+			}
+		})
+	}
+}
+
+// TestMaxConnsPerHost: however many requests to one host run at once, the transport opens
+// at most MaxConnsPerHost connections to it; the others wait for a free one.
+func TestMaxConnsPerHost(t *testing.T) {
+	for _, limit := range []int{1, 2} {
+		t.Run(fmt.Sprintf("limit %d", limit), func(t *testing.T) {
+			var inflight, peak, conns atomic.Int32
+			release := make(chan struct{})
+			s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				n := inflight.Add(1)
+				for {
+					p := peak.Load()
+					if n <= p || peak.CompareAndSwap(p, n) {
+						break
+					}
+				}
+				<-release
+				inflight.Add(-1)
+				io.WriteString(w, "ok")
+			}))
+			s.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+				if st == http.StateNew {
+					conns.Add(1)
+				}
+			}
+			s.Start()
+			t.Cleanup(s.Close)
+
+			cfg := testConfig("127.0.0.0/8")
+			cfg.MaxConnsPerHost = limit
+			c := New(cfg)
+			const n = 6
+			errs := make(chan error, n)
+			for i := range n {
+				go func() {
+					_, err := c.Get(context.Background(), s.URL+"/"+strings.Repeat("p", i+1))
+					errs <- err
+				}()
+			}
+			deadline := time.Now().Add(2 * time.Second)
+			for inflight.Load() < int32(limit) {
+				if time.Now().After(deadline) {
+					t.Fatalf("only %d requests arrived, want %d", inflight.Load(), limit)
+				}
+				time.Sleep(time.Millisecond)
+			}
+			// Give the other requests a chance to break the limit before releasing.
+			time.Sleep(100 * time.Millisecond)
+			close(release)
+			for range n {
+				if err := <-errs; err != nil {
+					t.Error(err)
+				}
+			}
+			if peak.Load() != int32(limit) || conns.Load() > int32(limit) {
+				t.Errorf("peak %d requests on %d connections, want at most %d", peak.Load(), conns.Load(), limit)
 			}
 		})
 	}

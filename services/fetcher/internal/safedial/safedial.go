@@ -5,6 +5,11 @@
 // rebinding, or a public page redirecting to an internal name) is refused on every
 // connection: each page request, each redirect a crawl follows, each robots.txt hop.
 //
+// Resolution may go through a CachingResolver (TRAWL_DNS_TTL). It caches raw answers, not
+// verdicts: every address, cached or fresh, is checked by the policy on every dial, so an
+// allow-list change applies at once and a name rebound to a blocked address is refused as
+// soon as the new answer is seen (at the latest after the TTL).
+//
 // With an HTTP proxy configured the transport dials the proxy, not the target, so the
 // policy applies to the proxy's address and the proxy resolves the target; such a proxy
 // must enforce its own policy (and its address must be allowed with TRAWL_ALLOW_CIDRS if

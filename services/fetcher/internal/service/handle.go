@@ -12,9 +12,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/trawl/trawl/services/fetcher/internal/fetch"
-	"github.com/trawl/trawl/services/fetcher/internal/robots"
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/natsx"
+	"github.com/trawl/trawl/shared/robots"
 	"github.com/trawl/trawl/shared/topology"
 )
 
@@ -39,10 +39,8 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg) error {
 	defer s.m.inflight.Dec()
 
 	// A task in hand is finished on shutdown: its request is owed to the host's politeness
-	// accounting and its lease blocks the host until then. natsx.ConsumeEach means to keep
-	// the handler context alive for DrainTimeout after ctx ends, but its deferred
-	// cancelWork runs before its deferred wg.Wait, so in-flight handlers are cancelled at
-	// once. Detach, and bound the task by its own budget instead (the same as DrainTimeout).
+	// accounting and its lease blocks the host until then. Bound it by its own budget
+	// rather than by the consume loop's drain.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.taskBudget())
 	defer cancel()
 
@@ -55,17 +53,45 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg) error {
 		return natsx.Permanent(fmt.Errorf("encode outcome: %w", err))
 	}
 	msgs := append(extra, natsx.NewMsg(topology.FetchedSubject(task.Shard), "out:"+task.Lease, data))
-	pctx, cancel := context.WithTimeout(ctx, publishTimeout)
-	defer cancel()
-	if err := natsx.PublishBatch(pctx, s.js, msgs); err != nil {
-		// Not acked, so the task comes back; the Nats-Msg-Ids make a republish harmless
-		// and the lease keeps the host from being handed to anyone else meanwhile.
+	if err := s.publishResults(&task, msgs); err != nil {
+		// Never nak a task whose request was made: a redelivery would request the page
+		// again at once, inside the host's delay. Drop it instead; its lease expires and
+		// the scheduler re-queues the URL after the host's delay (a duplicate fetch the
+		// design allows).
 		s.m.publishFailures.Inc()
-		return fmt.Errorf("fetcher: publish results of %s: %w", task.URL, err)
+		s.log.Error("results not published before the lease deadline; the lease will expire and the URL be retried", "url", task.URL, "err", err)
+		return nil
 	}
 	s.m.outcomes.WithLabelValues(string(out.Kind)).Inc()
 	s.log.Debug("task done", "url", task.URL, "kind", out.Kind, "status", out.Status, "ms", out.DurationMs)
 	return nil
+}
+
+// publishResults stores a task's messages, retrying through a NATS outage until the
+// task's lease deadline: the Nats-Msg-Ids make every retry harmless.
+func (s *Service) publishResults(task *crawlmsg.FetchTask, msgs []*nats.Msg) error {
+	deadline := time.UnixMilli(task.Deadline)
+	if floor := s.now().Add(publishTimeout); deadline.Before(floor) {
+		deadline = floor
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	backoff := 100 * time.Millisecond
+	for {
+		pctx, pcancel := context.WithTimeout(ctx, publishTimeout)
+		err := natsx.PublishBatch(pctx, s.js, msgs)
+		pcancel()
+		if err == nil {
+			return nil
+		}
+		s.log.Warn("publish failed; retrying", "url", task.URL, "err", err)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
 }
 
 // taskBudget bounds one task: a robots lookup, one request and publishing.
@@ -106,18 +132,22 @@ func (s *Service) process(ctx context.Context, task *crawlmsg.FetchTask) (*crawl
 		out, err := s.fetchRobots(ctx, out, origin)
 		return out, nil, err
 	}
+	// The same decision trawlctl's "robots check" shows an operator. An unreachable
+	// robots.txt sends every task back (even one for /robots.txt itself, which the RFC
+	// would allow): the host is down, and the scheduler must back off.
+	d := entry.Decide(u.RequestURI())
 	switch {
-	case entry.Class == robots.Unreachable:
+	case d.Class == robots.Unreachable:
 		s.m.robotsDecisions.WithLabelValues("unavailable").Inc()
 		out.Kind, out.Error = crawlmsg.OutcomeRobotsUnavailable, entry.Error
 		return out, nil, nil
-	case !entry.Allowed(u.RequestURI()):
+	case !d.Allowed:
 		s.m.robotsDecisions.WithLabelValues("disallowed").Inc()
 		out.Kind = crawlmsg.OutcomeDisallowed
 		return out, nil, nil
 	}
 	s.m.robotsDecisions.WithLabelValues("allowed").Inc()
-	out.CrawlDelay = entry.CrawlDelay().Seconds()
+	out.CrawlDelay = d.CrawlDelay.Seconds()
 	return s.fetchPage(ctx, task, out)
 }
 
@@ -127,7 +157,7 @@ func (s *Service) process(ctx context.Context, task *crawlmsg.FetchTask) (*crawl
 func (s *Service) fetchRobots(ctx context.Context, out *crawlmsg.Outcome, origin string) (*crawlmsg.Outcome, error) {
 	started := s.now()
 	limit := s.cfg.RobotsMaxBytes
-	// One octet over the limit tells ParseLimit the file went on, so it drops a cut line.
+	// One octet over the limit tells robots.Parse the file went on, so it drops a cut line.
 	resp, err := s.client.GetFollow(ctx, origin+"/robots.txt", robotsMaxHops, limit+1)
 	elapsed := s.now().Sub(started)
 
@@ -208,7 +238,11 @@ func (s *Service) fetchPage(ctx context.Context, task *crawlmsg.FetchTask, out *
 			FetchedAt:   resp.StartedAt.UnixMilli(),
 			DurationMs:  resp.Duration.Milliseconds(),
 			Truncated:   resp.Truncated,
-			Lease:       task.Lease,
+			// A redirect chain is recorded hop by hop: this hop's target, and how many
+			// hops led here (the previous hop is the page whose Location is this URL).
+			Location: resp.Location,
+			Hops:     task.Hops,
+			Lease:    task.Lease,
 		},
 		Body: resp.Body,
 	}

@@ -17,6 +17,7 @@ type metrics struct {
 	outcomes        *prometheus.CounterVec // kind: crawlmsg.OutcomeKind
 	publishFailures prometheus.Counter
 	paused          prometheus.Gauge
+	dnsLookups      *prometheus.CounterVec // result: hit, negative, miss, shared
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -58,8 +59,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		paused: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "trawl_fetcher_paused", Help: "1 while consumption is paused because Redis does not answer.",
 		}),
+		dnsLookups: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "trawl_fetcher_dns_lookups_total", Help: "Host name lookups by the dialer: hit and negative (answered from the DNS cache), miss (resolved), shared (joined a lookup in progress).",
+		}, []string{"result"}),
 	}
-	reg.MustRegister(m.pages, m.bytes, m.duration, m.robotsDecisions, m.robotsFetches, m.inflight,
+	reg.MustRegister(m.dnsLookups, m.pages, m.bytes, m.duration, m.robotsDecisions, m.robotsFetches, m.inflight,
 		m.blocked, m.expired, m.terminated, m.outcomes, m.publishFailures, m.paused)
 	return m
 }

@@ -19,7 +19,7 @@ import (
 
 	"github.com/trawl/trawl/services/fetcher/internal/config"
 	"github.com/trawl/trawl/services/fetcher/internal/fetch"
-	"github.com/trawl/trawl/services/fetcher/internal/robots"
+	"github.com/trawl/trawl/services/fetcher/internal/robotscache"
 	"github.com/trawl/trawl/services/fetcher/internal/safedial"
 	"github.com/trawl/trawl/shared/natsx"
 	"github.com/trawl/trawl/shared/obs"
@@ -35,7 +35,7 @@ type Service struct {
 	js     jetstream.JetStream
 	rdb    *redis.Client
 	obs    *obs.Server
-	robots *robots.Store
+	robots *robotscache.Store
 	client *fetch.Client
 	m      *metrics
 	now    func() time.Time
@@ -84,7 +84,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Service, er
 		nc.Close()
 		return nil, err
 	}
-	dialer := &safedial.Dialer{Policy: safedial.NewPolicy(cfg.AllowCIDRs...), Timeout: min(cfg.DialTimeout, cfg.FetchTimeout)}
+	m := newMetrics(reg)
 	return &Service{
 		cfg: cfg,
 		log: log,
@@ -92,26 +92,45 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Service, er
 		js:  js,
 		rdb: rdb,
 		obs: srv,
-		robots: robots.NewStore(rdb, robots.StoreOptions{
+		robots: robotscache.NewStore(rdb, robotscache.StoreOptions{
 			Prefix:   cfg.Common.RedisPrefix,
 			Agent:    cfg.RobotsAgent,
 			TTL:      cfg.RobotsTTL,
 			ErrorTTL: cfg.RobotsErrorTTL,
 		}),
-		client: fetch.New(fetch.Config{
-			UserAgent:       cfg.UserAgent,
-			Timeout:         cfg.FetchTimeout,
-			TLSTimeout:      min(config.TLSHandshakeTimeout, cfg.FetchTimeout),
-			HeaderTimeout:   min(cfg.HeaderTimeout, cfg.FetchTimeout),
-			MaxBody:         cfg.MaxBody,
-			MaxHeaderBytes:  cfg.MaxHeaderBytes,
-			MaxConnsPerHost: cfg.MaxConnsPerHost,
-			Dial:            dialer.DialContext,
-			Proxy:           http.ProxyFromEnvironment,
-		}),
-		m:   newMetrics(reg),
-		now: time.Now,
+		client: newClient(cfg, func(result string) { m.dnsLookups.WithLabelValues(result).Inc() }),
+		m:      m,
+		now:    time.Now,
 	}, nil
+}
+
+// newClient builds the HTTP client: the address policy in the dialer, the DNS cache in
+// front of the system resolver, and the proxy from the environment (HTTP_PROXY,
+// HTTPS_PROXY, NO_PROXY). onDNS is told how each name lookup was answered.
+func newClient(cfg config.Config, onDNS func(result string)) *fetch.Client {
+	dialer := &safedial.Dialer{Policy: safedial.NewPolicy(cfg.AllowCIDRs...), Timeout: min(cfg.DialTimeout, cfg.FetchTimeout)}
+	if cfg.DNSTTL > 0 {
+		// The cache holds raw answers; the dialer applies the address policy to every
+		// address on every dial, cached or not.
+		dialer.Resolver = safedial.NewCachingResolver(nil, safedial.CacheOptions{
+			TTL:           cfg.DNSTTL,
+			NegativeTTL:   cfg.DNSNegativeTTL,
+			MaxEntries:    cfg.DNSCacheSize,
+			LookupTimeout: min(cfg.DialTimeout, cfg.FetchTimeout),
+			OnLookup:      onDNS,
+		})
+	}
+	return fetch.New(fetch.Config{
+		UserAgent:       cfg.UserAgent,
+		Timeout:         cfg.FetchTimeout,
+		TLSTimeout:      min(config.TLSHandshakeTimeout, cfg.FetchTimeout),
+		HeaderTimeout:   min(cfg.HeaderTimeout, cfg.FetchTimeout),
+		MaxBody:         cfg.MaxBody,
+		MaxHeaderBytes:  cfg.MaxHeaderBytes,
+		MaxConnsPerHost: cfg.MaxConnsPerHost,
+		Dial:            dialer.DialContext,
+		Proxy:           http.ProxyFromEnvironment,
+	})
 }
 
 // Addr is the address /metrics, /healthz and /readyz are served on.

@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/temoto/robotstxt"
 )
 
 type probe struct {
@@ -309,7 +307,7 @@ func TestAllowed(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			r := Parse([]byte(c.body))
+			r := Parse([]byte(c.body), DefaultMaxBytes)
 			for _, p := range c.probes {
 				if got := r.Allowed(p.agent, p.path); got != p.want {
 					t.Errorf("Allowed(%q, %q) = %v, want %v", p.agent, p.path, got, p.want)
@@ -319,7 +317,7 @@ func TestAllowed(t *testing.T) {
 	}
 }
 
-func TestParseLimit(t *testing.T) {
+func TestParseMaxBytes(t *testing.T) {
 	const body = "user-agent: *\ndisallow: /early\ndisallow: /private-area\ndisallow: /late\n"
 	cut := strings.Index(body, "/private-area") + len("/priv")
 	cases := []struct {
@@ -336,7 +334,7 @@ func TestParseLimit(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			r := ParseLimit([]byte(body), c.limit)
+			r := Parse([]byte(body), c.limit)
 			for p, want := range c.want {
 				if got := r.Allowed("x", p); got != want {
 					t.Errorf("limit %d: Allowed(%q) = %v, want %v", c.limit, p, got, want)
@@ -357,7 +355,7 @@ func TestParseLimit(t *testing.T) {
 			b.WriteString(filler)
 		}
 		b.WriteString("disallow: /beyond\n")
-		r := Parse([]byte(b.String()))
+		r := Parse([]byte(b.String()), DefaultMaxBytes)
 		for p, want := range map[string]bool{"/first": false, "/inside": false, "/beyond": true} {
 			if got := r.Allowed("x", p); got != want {
 				t.Errorf("Allowed(%q) = %v, want %v", p, got, want)
@@ -388,7 +386,7 @@ func TestCrawlDelay(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if got := Parse([]byte(c.body)).CrawlDelay(c.agent); got != c.want {
+			if got := Parse([]byte(c.body), DefaultMaxBytes).CrawlDelay(c.agent); got != c.want {
 				t.Errorf("CrawlDelay(%q) = %v, want %v", c.agent, got, c.want)
 			}
 		})
@@ -408,14 +406,14 @@ func TestSitemaps(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if got := Parse([]byte(c.body)).Sitemaps(); !slices.Equal(got, c.want) {
+			if got := Parse([]byte(c.body), DefaultMaxBytes).Sitemaps(); !slices.Equal(got, c.want) {
 				t.Errorf("Sitemaps() = %q, want %q", got, c.want)
 			}
 		})
 	}
 	t.Run("bounded", func(t *testing.T) {
 		body := strings.Repeat("sitemap: https://e.com/s.xml\n", maxSitemaps+10)
-		if got := len(Parse([]byte(body)).Sitemaps()); got != maxSitemaps {
+		if got := len(Parse([]byte(body), DefaultMaxBytes).Sitemaps()); got != maxSitemaps {
 			t.Errorf("kept %d sitemaps, want %d", got, maxSitemaps)
 		}
 	})
@@ -447,10 +445,10 @@ func TestStatus(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if got := StatusClass(c.status); got != c.class {
-				t.Errorf("StatusClass(%d) = %v, want %v", c.status, got, c.class)
+			if got := FromStatus(c.status); got != c.class {
+				t.Errorf("FromStatus(%d) = %v, want %v", c.status, got, c.class)
 			}
-			r := FromStatus(c.status, []byte(body), DefaultMaxBytes)
+			r := ForResponse(c.status, []byte(body), DefaultMaxBytes)
 			for p, want := range map[string]bool{"/private": c.private, "/public": c.public, "/robots.txt": c.robotsTxt} {
 				if got := r.Allowed("trawl", p); got != want {
 					t.Errorf("status %d: Allowed(%q) = %v, want %v", c.status, p, got, want)
@@ -494,78 +492,5 @@ func TestProductToken(t *testing.T) {
 		if got := IsProductToken(s); got != want {
 			t.Errorf("IsProductToken(%q) = %v, want %v", s, got, want)
 		}
-	}
-}
-
-// TestTemotoOracle compares the decisions with github.com/temoto/robotstxt, an independent
-// implementation, on files where its behaviour and RFC 9309 coincide (no wildcards, no ties,
-// no orphan lines, agents named exactly). A disagreement there is a bug on our side.
-func TestTemotoOracle(t *testing.T) {
-	files := []string{
-		fixture(t, "rfc9309_5_2.txt"),
-		"user-agent: *\ndisallow: /private\nallow: /private/open\n",
-		"user-agent: trawl\ndisallow: /a\n\nuser-agent: *\ndisallow: /\n",
-		"user-agent: trawl\ndisallow: /a\n\nuser-agent: trawl\ndisallow: /b\n",
-		"User-Agent: foobot\nDisallow: /\nAllow: /example/page.html\n",
-		"user-agent: *\ndisallow: /\nallow: /public\n\nuser-agent: other\ndisallow: /a\n",
-		"user-agent: *\r\ndisallow: /crlf\r\n",
-		"user-agent: *\ndisallow: /\n\nuser-agent: trawl\ndisallow:\n",
-		"",
-	}
-	paths := []string{"/", "/a", "/a/x", "/b", "/private", "/private/open", "/private/open/x", "/public",
-		"/example/page.html", "/example/page/", "/example/page/disallowed.gif", "/crlf", "/other"}
-	for i, body := range files {
-		theirs, err := robotstxt.FromString(body)
-		if err != nil {
-			t.Fatalf("file %d: temoto: %v", i, err)
-		}
-		ours := Parse([]byte(body))
-		for _, agent := range []string{"trawl", "foobot", "other", "nobody"} {
-			for _, p := range paths {
-				if got, want := ours.Allowed(agent, p), theirs.TestAgent(p, agent); got != want {
-					t.Errorf("file %d agent %s path %s: ours %v, temoto %v\n%s", i, agent, p, got, want, body)
-				}
-			}
-		}
-	}
-}
-
-// TestTemotoDivergence pins the documented places where temoto departs from RFC 9309 (see
-// the package comment). If temoto changes, this test says which workaround can go.
-func TestTemotoDivergence(t *testing.T) {
-	cases := []struct {
-		name       string
-		body       string
-		agent      string
-		path       string
-		rfc        bool
-		temotoErrs bool // temoto refuses the whole file
-	}{
-		{"orphan rule fails the file", "disallow: /x\nuser-agent: *\ndisallow: /y\n", "trawl", "/z", true, true},
-		{"bad crawl-delay fails the file", "user-agent: *\ncrawl-delay: soon\ndisallow: /y\n", "trawl", "/z", true, true},
-		{"unanchored wildcard", "user-agent: *\ndisallow: /a*b\n", "trawl", "/x/a/b", true, false},
-		{"tie goes to the first rule", "user-agent: *\ndisallow: /folder\nallow: /folder\n", "trawl", "/folder/page", true, false},
-		{"agent prefix match", "user-agent: traw\ndisallow: /\n", "trawl", "/x", true, false},
-		{"encoded unreserved compared raw", "user-agent: *\ndisallow: /%7Ejoe\n", "trawl", "/~joe", false, false},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			if got := Parse([]byte(c.body)).Allowed(c.agent, c.path); got != c.rfc {
-				t.Fatalf("ours: Allowed = %v, want %v", got, c.rfc)
-			}
-			theirs, err := robotstxt.FromString(c.body)
-			if c.temotoErrs {
-				if err == nil {
-					t.Errorf("temoto now accepts this file; the pre-parse skip could be dropped")
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("temoto: %v", err)
-			}
-			if theirs.TestAgent(c.path, c.agent) == c.rfc {
-				t.Errorf("temoto now agrees with RFC 9309 here")
-			}
-		})
 	}
 }

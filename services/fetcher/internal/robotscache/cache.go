@@ -1,4 +1,8 @@
-package robots
+// Package robotscache is the robots.txt cache shared by all fetchers: one Redis string per
+// origin holding a shared/robots Entry, with a small in-process LRU in front. The policy
+// itself (parsing, matching, status handling, encoding) lives in shared/robots so that
+// trawlctl decides exactly as the fetcher does.
+package robotscache
 
 import (
 	"container/list"
@@ -9,6 +13,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/trawl/trawl/shared/robots"
 )
 
 // KV is the part of a Redis client the cache uses.
@@ -44,7 +50,7 @@ func NewStore(kv KV, o StoreOptions) *Store {
 	if o.Prefix == "" {
 		o.Prefix = "trawl"
 	}
-	o.Agent = agentKey(o.Agent)
+	o.Agent = robots.AgentKey(o.Agent)
 	if o.TTL <= 0 {
 		o.TTL = 24 * time.Hour
 	}
@@ -68,8 +74,8 @@ func (s *Store) Key(origin string) string { return s.o.Prefix + ":robots:" + ori
 
 // TTL is how long an entry is kept: briefly for an unreachable robots.txt, so the host is
 // retried soon, and TTL otherwise.
-func (s *Store) TTL(e *Entry) time.Duration {
-	if e.Class == Unreachable {
+func (s *Store) TTL(e *robots.Entry) time.Duration {
+	if e.Class == robots.Unreachable {
 		return s.o.ErrorTTL
 	}
 	return s.o.TTL
@@ -78,7 +84,7 @@ func (s *Store) TTL(e *Entry) time.Duration {
 // Get returns origin's entry, or nil when there is none (never fetched, expired, written
 // for another agent, or undecodable: each means robots.txt must be fetched again).
 // Errors are Redis failures and worth retrying.
-func (s *Store) Get(ctx context.Context, origin string) (*Entry, error) {
+func (s *Store) Get(ctx context.Context, origin string) (*robots.Entry, error) {
 	now := s.o.Now()
 	if e := s.local.get(origin, now); e != nil {
 		return e, nil
@@ -91,7 +97,7 @@ func (s *Store) Get(ctx context.Context, origin string) (*Entry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("robots cache: get %s: %w", key, err)
 	}
-	e, err := UnmarshalEntry(raw)
+	e, err := robots.UnmarshalEntry(raw)
 	if err != nil || e.Agent != s.o.Agent {
 		return nil, nil
 	}
@@ -100,7 +106,7 @@ func (s *Store) Get(ctx context.Context, origin string) (*Entry, error) {
 }
 
 // Put stores origin's entry in Redis and locally.
-func (s *Store) Put(ctx context.Context, origin string, e *Entry) error {
+func (s *Store) Put(ctx context.Context, origin string, e *robots.Entry) error {
 	raw, err := e.MarshalBinary()
 	if err != nil {
 		return fmt.Errorf("robots cache: encode: %w", err)
@@ -113,7 +119,7 @@ func (s *Store) Put(ctx context.Context, origin string, e *Entry) error {
 	return nil
 }
 
-func (s *Store) remember(origin string, e *Entry, now time.Time) {
+func (s *Store) remember(origin string, e *robots.Entry, now time.Time) {
 	exp := now.Add(s.o.LocalTTL)
 	if end := e.FetchedAt.Add(s.TTL(e)); end.Before(exp) {
 		exp = end
@@ -133,7 +139,7 @@ type lru struct {
 
 type lruItem struct {
 	key string
-	e   *Entry
+	e   *robots.Entry
 	exp time.Time
 }
 
@@ -141,7 +147,7 @@ func newLRU(max int) *lru {
 	return &lru{max: max, order: list.New(), items: make(map[string]*list.Element)}
 }
 
-func (l *lru) get(key string, now time.Time) *Entry {
+func (l *lru) get(key string, now time.Time) *robots.Entry {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	el, ok := l.items[key]
@@ -158,7 +164,7 @@ func (l *lru) get(key string, now time.Time) *Entry {
 	return it.e
 }
 
-func (l *lru) put(key string, e *Entry, exp time.Time) {
+func (l *lru) put(key string, e *robots.Entry, exp time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if el, ok := l.items[key]; ok {

@@ -1,6 +1,27 @@
 // Package robots implements the Robots Exclusion Protocol as RFC 9309 states it, plus the
-// two common extensions Trawl honours (Crawl-delay and Sitemap), and the shared Redis cache
-// of each origin's verdict (cache.go).
+// two common extensions Trawl honours (Crawl-delay and Sitemap), the HTTP status handling
+// of a robots.txt fetch, and the compact encoding of one origin's verdict that the
+// fetchers share through Redis. It is pure logic (no I/O), so the fetcher and the operator
+// CLI (trawlctl robots check) decide exactly alike.
+//
+// # API
+//
+//	rules := robots.Parse(body, robots.DefaultMaxBytes)      // a 2xx robots.txt body
+//	rules.Allowed("trawl", "/path?query")                    // RFC 9309 §2.2.2 matching
+//	robots.FromStatus(code)                                  // Parsed, Unavailable, Unreachable
+//	robots.ForResponse(code, body, robots.DefaultMaxBytes)   // rules for any final status
+//
+//	e := robots.NewEntry("trawl", code, body, robots.DefaultMaxBytes, time.Now())
+//	e := robots.UnreachableEntry("trawl", err, time.Now())  // no response at all
+//	d, err := robots.Decide(e, "trawl", "https://example.com/a?b") // what the fetcher does
+//	d.Allowed, d.Class, d.Reason, d.Rule, d.CrawlDelay
+//
+//	raw, _ := e.MarshalBinary()        // the value under <prefix>:robots:<origin> in Redis
+//	e, err := robots.UnmarshalEntry(raw)
+//
+// A status decides before the body: 2xx parses the body; 4xx other than 429 (and a
+// redirect chain longer than five hops) allows everything; 5xx, 429, any other status and
+// no response disallow everything. The path /robots.txt itself is always allowed.
 //
 // # Why the rules are matched here and not by github.com/temoto/robotstxt
 //
@@ -24,10 +45,11 @@
 //
 // No input rewriting can fix the ranking, tie, anchoring or agent-prefix behaviour, because
 // they are decided inside TestAgent. So this package has its own small line parser (RFC 9309
-// §2.2 grammar, forgiving as §2.2 allows) and matcher (§2.2.2, §2.2.3). temoto stays in the
-// test suite as an independent oracle: robots_test.go checks that both agree on every case
-// where temoto's behaviour and the RFC coincide, and pins the cases above where they differ,
-// so a regression in our parser shows up as a disagreement with a second implementation.
+// §2.2 grammar, forgiving as §2.2 allows) and matcher (§2.2.2, §2.2.3). temoto stays as an
+// independent test oracle in the fetcher (services/fetcher/internal/robotscache, so that
+// shared/go.mod does not pull it into every service): it checks that both agree on every
+// case where temoto's behaviour and the RFC coincide, and pins the cases above where they
+// differ, so a regression here shows up as a disagreement with a second implementation.
 //
 // # What is implemented
 //
@@ -61,7 +83,7 @@
 //   - At most a caller-given number of octets is parsed (DefaultMaxBytes = 500 KiB, the
 //     RFC's minimum); a line cut by that limit is dropped, since a shortened path could
 //     widen or narrow a rule.
-//   - The HTTP status of the robots.txt fetch decides before the body does (StatusClass).
+//   - The HTTP status of the robots.txt fetch decides before the body does (FromStatus).
 package robots
 
 import (
@@ -110,14 +132,13 @@ func AllowAll() *Rules { return &Rules{mode: modeAllowAll} }
 // error): nothing may be crawled.
 func DisallowAll() *Rules { return &Rules{mode: modeDisallowAll} }
 
-// Parse parses at most DefaultMaxBytes of body.
-func Parse(body []byte) *Rules { return ParseLimit(body, DefaultMaxBytes) }
-
-// ParseLimit parses at most limit octets of body (all of it if limit <= 0). It never
-// fails: lines it cannot read are skipped.
-func ParseLimit(body []byte, limit int) *Rules {
-	if limit > 0 && len(body) > limit {
-		body = body[:limit]
+// Parse parses at most maxBytes octets of body (all of it if maxBytes <= 0; pass
+// DefaultMaxBytes to read what the fetcher reads). It never fails: lines it cannot read are
+// skipped. A line cut by maxBytes is dropped, so a caller that read maxBytes+1 octets lets
+// Parse see that the file went on.
+func Parse(body []byte, maxBytes int) *Rules {
+	if maxBytes > 0 && len(body) > maxBytes {
+		body = body[:maxBytes]
 		if i := bytes.LastIndexAny(body, "\r\n"); i >= 0 {
 			body = body[:i+1]
 		} else {
@@ -302,26 +323,22 @@ func (r *Rules) selected(agent string) *group {
 // Allowed reports whether agent (a product token; a full User-Agent string is reduced to
 // its token) may fetch pathAndQuery: the URL's path, with "?query" if it has one.
 func (r *Rules) Allowed(agent, pathAndQuery string) bool {
-	if isRobotsTxt(pathAndQuery) {
-		return true
-	}
-	switch r.mode {
-	case modeAllowAll:
-		return true
-	case modeDisallowAll:
-		return false
-	}
+	return r.decide(agent, pathAndQuery).Allowed
+}
+
+// match returns the rule that decides pathAndQuery for agent in a parsed file, or nil.
+func (r *Rules) match(agent, pathAndQuery string) *rule {
 	g := r.selected(agent)
 	if g == nil {
-		return true
+		return nil
 	}
 	p := normalizePath(pathAndQuery)
 	for i := range g.rules {
 		if g.rules[i].match(p) {
-			return g.rules[i].allow
+			return &g.rules[i]
 		}
 	}
-	return true
+	return nil
 }
 
 func isRobotsTxt(pathAndQuery string) bool {
@@ -355,12 +372,14 @@ func (r *Rules) ForAgent(agent string) *Rules {
 	}
 	out := &Rules{groups: make(map[string]*group, 1), sitemaps: r.sitemaps}
 	if g := r.selected(agent); g != nil {
-		out.groups[agentKey(agent)] = g
+		out.groups[AgentKey(agent)] = g
 	}
 	return out
 }
 
-func agentKey(agent string) string {
+// AgentKey is the key an Entry is reduced for: agent's product token, or "*" when agent
+// has none.
+func AgentKey(agent string) string {
 	if tok := ProductToken(agent); tok != "" {
 		return tok
 	}

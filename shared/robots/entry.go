@@ -22,15 +22,16 @@ type Entry struct {
 }
 
 // NewEntry builds the entry for a robots.txt response with the given final status and
-// body (2xx: at most limit octets parsed).
-func NewEntry(agent string, status int, body []byte, limit int, fetchedAt time.Time) *Entry {
-	agent = agentKey(agent)
+// body (2xx: at most maxBytes octets parsed). status is the final status after redirects
+// were followed; a 3xx means the chain was not resolved (unavailable, allow all).
+func NewEntry(agent string, status int, body []byte, maxBytes int, fetchedAt time.Time) *Entry {
+	agent = AgentKey(agent)
 	return &Entry{
-		Class:     StatusClass(status),
+		Class:     FromStatus(status),
 		Status:    status,
 		FetchedAt: fetchedAt,
 		Agent:     agent,
-		Rules:     FromStatus(status, body, limit).ForAgent(agent),
+		Rules:     ForResponse(status, body, maxBytes).ForAgent(agent),
 	}
 }
 
@@ -40,7 +41,7 @@ func UnreachableEntry(agent string, cause error, fetchedAt time.Time) *Entry {
 	if cause != nil {
 		msg = cause.Error()
 	}
-	return &Entry{Class: Unreachable, FetchedAt: fetchedAt, Agent: agentKey(agent), Error: msg, Rules: DisallowAll()}
+	return &Entry{Class: Unreachable, FetchedAt: fetchedAt, Agent: AgentKey(agent), Error: msg, Rules: DisallowAll()}
 }
 
 // Allowed reports whether the entry's agent may fetch pathAndQuery.

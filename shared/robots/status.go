@@ -29,10 +29,10 @@ func (c Class) String() string {
 	return fmt.Sprintf("class(%d)", uint8(c))
 }
 
-// StatusClass classifies the final HTTP status of a robots.txt fetch. A 3xx reaching here
+// FromStatus classifies the final HTTP status of a robots.txt fetch. A 3xx reaching here
 // is one the fetcher did not follow (too many hops, or no usable Location), so it counts as
 // unavailable. A status outside 200..599 is no valid answer, so it counts as unreachable.
-func StatusClass(code int) Class {
+func FromStatus(code int) Class {
 	switch {
 	case code >= 200 && code < 300:
 		return Parsed
@@ -45,12 +45,12 @@ func StatusClass(code int) Class {
 	}
 }
 
-// FromStatus turns a robots.txt response into rules: 2xx parses at most limit octets of
-// body, the other classes give their allow-all or disallow-all verdict.
-func FromStatus(code int, body []byte, limit int) *Rules {
-	switch StatusClass(code) {
+// ForResponse turns a robots.txt response into rules: 2xx parses at most maxBytes octets
+// of body, the other classes give their allow-all or disallow-all verdict.
+func ForResponse(code int, body []byte, maxBytes int) *Rules {
+	switch FromStatus(code) {
 	case Parsed:
-		return ParseLimit(body, limit)
+		return Parse(body, maxBytes)
 	case Unavailable:
 		return AllowAll()
 	default:

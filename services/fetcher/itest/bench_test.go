@@ -1,0 +1,160 @@
+package itest
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/trawl/trawl/devstack/synthweb"
+	"github.com/trawl/trawl/services/fetcher/internal/robotscache"
+	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/natsx"
+	"github.com/trawl/trawl/shared/robots"
+	"github.com/trawl/trawl/shared/topology"
+)
+
+const (
+	benchHosts = 200
+	benchPages = 20 // pages per host, so one wave is 4000 tasks
+)
+
+// BenchmarkFetcherThroughput measures the fetcher alone: N in-process fetchers share the
+// `fetcher` durable, the benchmark plays the scheduler (publishes FetchTasks, reads the
+// outcomes through the scheduler-0-outcomes durable), and the synthetic web serves 200
+// hosts. robots.txt is pre-warmed in Redis, so every task is one page request plus its
+// page and outcome messages. Tasks go out host-interleaved (page 0 of every host, then
+// page 1 …), so a host has at most a task or two in flight, as under the scheduler.
+// One iteration is one wave of benchHosts × benchPages tasks; the figure is pages/s.
+func BenchmarkFetcherThroughput(b *testing.B) {
+	st := newStack(b)
+	st.env["TRAWL_LOG_LEVEL"] = "warn"
+	st.env["TRAWL_FETCH_TIMEOUT"] = "10s"
+	st.env["TRAWL_FETCH_CONCURRENCY"] = "64" // the default, not the small value of the tests
+	web, err := synthweb.Start(context.Background(), synthweb.Config{Hosts: benchHosts, PagesPerHost: benchPages, Seed: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { web.Close() })
+	hosts := web.Hosts()
+	warmRobots(b, st, hosts)
+
+	outs := make(chan crawlmsg.Outcome, 1024)
+	cc, err := st.outCons.Consume(func(m jetstream.Msg) {
+		var o crawlmsg.Outcome
+		if err := crawlmsg.Unmarshal(m.Data(), &o); err != nil {
+			b.Errorf("bad outcome: %v", err)
+		}
+		m.Ack()
+		outs <- o
+	}, jetstream.PullMaxMessages(512))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(cc.Stop)
+
+	for _, n := range []int{1, 2, 3} {
+		b.Run(fmt.Sprintf("fetchers=%d", n), func(b *testing.B) {
+			quiet := slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelWarn}))
+			var ins []*instance
+			for range n {
+				ins = append(ins, st.startLogged(st.config(nil), quiet))
+			}
+			total := 0
+			b.ResetTimer()
+			start := time.Now()
+			for range b.N {
+				total += runWave(b, st, hosts, outs)
+			}
+			elapsed := time.Since(start)
+			b.StopTimer()
+			for _, in := range ins {
+				in.stop(b)
+			}
+			b.ReportMetric(float64(total)/elapsed.Seconds(), "pages/s")
+			b.ReportMetric(0, "ns/op") // one op is a whole wave; pages/s is the figure
+		})
+	}
+}
+
+// warmRobots stores every host's robots.txt in the shared cache, as a first task per host
+// would have.
+func warmRobots(b *testing.B, st *stack, hosts []synthweb.HostInfo) {
+	b.Helper()
+	cfg := st.config(nil)
+	store := robotscache.NewStore(st.rdb, robotscache.StoreOptions{Prefix: cfg.Common.RedisPrefix, Agent: cfg.RobotsAgent})
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	for _, h := range hosts {
+		resp, err := http.Get(h.Origin + "/robots.txt")
+		if err != nil {
+			b.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			b.Fatal(err)
+		}
+		e := robots.NewEntry(cfg.RobotsAgent, resp.StatusCode, body, robots.DefaultMaxBytes, time.Now())
+		if err := store.Put(ctx, h.Origin, e); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// runWave publishes one task per (page, host) and waits for every outcome, which must be
+// a fetched 200.
+func runWave(b *testing.B, st *stack, hosts []synthweb.HostInfo, outs <-chan crawlmsg.Outcome) int {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	want := map[string]bool{}
+	var msgs []*nats.Msg
+	for p := range benchPages {
+		for _, h := range hosts {
+			tk := task(fmt.Sprintf("%s/p/%d", h.Origin, p))
+			tk.Deadline = time.Now().Add(time.Minute).UnixMilli()
+			data, err := crawlmsg.Marshal(&tk)
+			if err != nil {
+				b.Fatal(err)
+			}
+			want[tk.Lease] = true
+			msgs = append(msgs, natsx.NewMsg(topology.FetchSubject(0), "task:"+tk.Lease, data))
+		}
+	}
+	var published atomic.Int64
+	go func() {
+		// Publish in slices so fetching starts while the rest is still going out.
+		for i := 0; i < len(msgs); i += 256 {
+			if err := natsx.PublishBatch(ctx, st.js, msgs[i:min(i+256, len(msgs))]); err != nil {
+				b.Error(err)
+				cancel()
+				return
+			}
+			published.Add(int64(min(256, len(msgs)-i)))
+		}
+	}()
+	for left := len(want); left > 0; {
+		select {
+		case o := <-outs:
+			if !want[o.Lease] {
+				continue // a straggler of an earlier wave cannot exist, but stay robust
+			}
+			if o.Kind != crawlmsg.OutcomeFetched || o.Status != 200 {
+				b.Fatalf("outcome %+v, want fetched 200", o)
+			}
+			delete(want, o.Lease)
+			left--
+		case <-ctx.Done():
+			b.Fatalf("wave: %d of %d outcomes missing (published %d)", left, len(msgs), published.Load())
+		}
+	}
+	return len(msgs)
+}
