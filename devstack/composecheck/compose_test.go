@@ -17,13 +17,18 @@ import (
 )
 
 func load(t *testing.T, env ...string) (*types.Project, string) {
+	return loadProfiles(t, nil, env...)
+}
+
+func loadProfiles(t *testing.T, profiles []string, env ...string) (*types.Project, string) {
 	t.Helper()
 	root, err := stack.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
 	opts, err := cli.NewProjectOptions([]string{filepath.Join(root, "compose.yaml")},
-		cli.WithWorkingDirectory(root), cli.WithEnv(env), cli.WithName("trawl"))
+		cli.WithWorkingDirectory(root), cli.WithEnv(env), cli.WithDotEnv, cli.WithName("trawl"),
+		cli.WithProfiles(profiles))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,8 +132,79 @@ func TestComposeFetcherScales(t *testing.T) {
 	if f.ContainerName != "" {
 		t.Errorf("fetcher has container_name %q: --scale would clash", f.ContainerName)
 	}
-	if len(f.Ports) != 0 {
-		t.Errorf("fetcher publishes ports %v: --scale would clash", f.Ports)
+	for _, name := range []string{"fetcher", "parser"} {
+		s, _ := p.GetService(name)
+		for _, port := range s.Ports {
+			if port.Published != "" {
+				t.Errorf("%s publishes host port %s: --scale would clash", name, port.Published)
+			}
+		}
+		if s.ContainerName != "" {
+			t.Errorf("%s has container_name %q", name, s.ContainerName)
+		}
+	}
+}
+
+// The status page and metrics are reachable from the host, on ports set in .env.
+func TestComposePublishesStatusAndMetrics(t *testing.T) {
+	p, _ := load(t)
+	want := map[string]string{"scheduler": "8080", "dedup": "9104"}
+	for name, host := range want {
+		s, _ := p.GetService(name)
+		found := false
+		for _, port := range s.Ports {
+			if port.Published == host && port.Target == 9100 {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("%s: ports %+v, want host %s → 9100", name, s.Ports, host)
+		}
+	}
+	p, _ = load(t, "TRAWL_STATUS_PORT=18080")
+	s, _ := p.GetService("scheduler")
+	if len(s.Ports) == 0 || s.Ports[0].Published != "18080" {
+		t.Errorf("TRAWL_STATUS_PORT not honoured: %+v", s.Ports)
+	}
+}
+
+// .env holds the common settings and compose passes them to every service.
+func TestComposeDotEnv(t *testing.T) {
+	p, root := load(t)
+	body, err := os.ReadFile(filepath.Join(root, ".env"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{"TRAWL_SEEDS", "TRAWL_USER_AGENT", "TRAWL_MIN_DELAY", "TRAWL_MAX_DEPTH", "TRAWL_FETCH_CONCURRENCY"} {
+		if !strings.Contains(string(body), v+"=") {
+			t.Errorf(".env lacks %s", v)
+		}
+	}
+	s, _ := p.GetService("fetcher")
+	if v := s.Environment["TRAWL_LOG_FORMAT"]; v == nil || *v != "json" {
+		t.Errorf("TRAWL_LOG_FORMAT from .env = %v, want json", v)
+	}
+}
+
+// The metrics profile adds Prometheus, scraping every replica of every service.
+func TestComposePrometheusProfile(t *testing.T) {
+	p, _ := load(t)
+	if _, err := p.GetService("prometheus"); err == nil {
+		t.Error("prometheus runs without the metrics profile")
+	}
+	p, _ = loadProfiles(t, []string{"metrics"})
+	prom, err := p.GetService("prometheus")
+	if err != nil {
+		t.Fatalf("metrics profile has no prometheus: %v", err)
+	}
+	if len(prom.Configs) == 0 {
+		t.Fatal("prometheus has no scrape config")
+	}
+	conf := p.Configs[prom.Configs[0].Source].Content
+	for _, want := range []string{"dns_sd_configs", "scheduler", "fetcher", "parser", "dedup", "port: 9100"} {
+		if !strings.Contains(conf, want) {
+			t.Errorf("scrape config lacks %q:\n%s", want, conf)
+		}
 	}
 }
 
