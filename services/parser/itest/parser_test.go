@@ -17,8 +17,10 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/trawl/trawl/devstack/natsembed"
+	"github.com/trawl/trawl/devstack/redisproc"
 	"github.com/trawl/trawl/services/parser/internal/config"
 	"github.com/trawl/trawl/services/parser/internal/service"
 	"github.com/trawl/trawl/shared/crawlmsg"
@@ -28,20 +30,30 @@ import (
 
 const waitFor = 20 * time.Second
 
-// stack is one embedded NATS with a parser built on it and a client connection.
+// stack is one embedded NATS and one redis-server with a parser built on them, and client
+// connections to both.
 type stack struct {
 	t   *testing.T
 	ns  *natsembed.Server
+	rs  *redisproc.Server
 	svc *service.Service
 	nc  *nats.Conn
 	js  jetstream.JetStream
+	rdb *redis.Client
 }
 
 func newStack(t *testing.T, env map[string]string) *stack {
 	t.Helper()
+	return newStackWith(t, env, redisproc.Options{})
+}
+
+func newStackWith(t *testing.T, env map[string]string, ropts redisproc.Options) *stack {
+	t.Helper()
 	ns := natsembed.StartT(t)
+	rs := redisproc.StartT(t, ropts)
 	vars := map[string]string{
 		"TRAWL_NATS_URL":    ns.URL(),
+		"TRAWL_REDIS_URL":   rs.URL(),
 		"TRAWL_HTTP_ADDR":   "127.0.0.1:0",
 		"TRAWL_ACK_WAIT":    "1s",
 		"TRAWL_MAX_DEPTH":   "3",
@@ -74,7 +86,13 @@ func newStack(t *testing.T, env map[string]string) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &stack{t: t, ns: ns, svc: svc, nc: nc, js: js}
+	opt, err := redis.ParseURL(rs.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(opt)
+	t.Cleanup(func() { rdb.Close() })
+	return &stack{t: t, ns: ns, rs: rs, svc: svc, nc: nc, js: js, rdb: rdb}
 }
 
 // run starts the service's consume loop; the test ends by cancelling it and requiring a
@@ -497,6 +515,12 @@ func TestRedeliveryPublishesOnce(t *testing.T) {
 	}
 	if n := s.streamMsgs(topology.StreamDocs); n != 2 {
 		t.Errorf("%d documents after a second page message, want 2", n)
+	}
+	// Neither the redelivery nor the new version of the page is a duplicate of itself.
+	for _, d := range s.docs() {
+		if d.doc.DuplicateOf != "" || d.doc.NearDuplicateOf != "" || d.doc.TextDigest == "" {
+			t.Errorf("document %s: duplicate_of %q near_duplicate_of %q text digest %q", d.id, d.doc.DuplicateOf, d.doc.NearDuplicateOf, d.doc.TextDigest)
+		}
 	}
 	s.svc.Close()
 }

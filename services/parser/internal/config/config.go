@@ -7,7 +7,9 @@ import (
 	"regexp"
 	"runtime"
 
+	"github.com/trawl/trawl/services/parser/internal/contentdup"
 	"github.com/trawl/trawl/services/parser/internal/scope"
+	"github.com/trawl/trawl/services/parser/internal/simhash"
 	"github.com/trawl/trawl/shared/envconfig"
 )
 
@@ -28,6 +30,11 @@ type Config struct {
 	ParseConcurrency int    // TRAWL_PARSE_CONCURRENCY: pages parsed in parallel
 	ParseBatch       int    // TRAWL_PARSE_BATCH: messages taken per batch
 	RobotsAgent      string // TRAWL_ROBOTS_AGENT: token of <meta name=…> robots directives
+
+	ContentDedup     bool // TRAWL_CONTENT_DEDUP: flag exact and near-duplicate documents (needs Redis)
+	NearDupDistance  int  // TRAWL_NEAR_DUP_DISTANCE: SimHash bits within which texts are near duplicates
+	NearDupMinWords  int  // TRAWL_NEAR_DUP_MIN_WORDS: fewer words are too few for a near-duplicate lookup
+	NearDupBucketCap int  // TRAWL_NEAR_DUP_BUCKET_CAP: most originals per SimHash band bucket
 }
 
 // Load reads the configuration; the error lists every value that could not be read.
@@ -44,6 +51,10 @@ func Load(r *envconfig.Reader) (Config, error) {
 		ParseConcurrency: r.Int("PARSE_CONCURRENCY", runtime.GOMAXPROCS(0)),
 		ParseBatch:       r.Int("PARSE_BATCH", 32),
 		RobotsAgent:      r.String("ROBOTS_AGENT", "trawl"),
+		ContentDedup:     r.Bool("CONTENT_DEDUP", true),
+		NearDupDistance:  r.Int("NEAR_DUP_DISTANCE", simhash.MaxDistance),
+		NearDupMinWords:  r.Int("NEAR_DUP_MIN_WORDS", 20),
+		NearDupBucketCap: r.Int("NEAR_DUP_BUCKET_CAP", 64),
 	}
 	return c, r.Err()
 }
@@ -85,6 +96,17 @@ func (c Config) Validate() error {
 	if !tokenRE.MatchString(c.RobotsAgent) {
 		bad("TRAWL_ROBOTS_AGENT=%q: want a product token (letters, digits, _ and -)", c.RobotsAgent)
 	}
+	// The lookup finds every original within the distance only while the distance is below
+	// the number of bands (pigeonhole), so a larger one would silently miss matches.
+	if c.NearDupDistance < 0 || c.NearDupDistance > simhash.MaxDistance {
+		bad("TRAWL_NEAR_DUP_DISTANCE=%d: want 0..%d (%d bands of %d bits)", c.NearDupDistance, simhash.MaxDistance, simhash.Bands, simhash.BandBits)
+	}
+	if c.NearDupMinWords < 1 || c.NearDupMinWords > 100000 {
+		bad("TRAWL_NEAR_DUP_MIN_WORDS=%d: want 1..100000", c.NearDupMinWords)
+	}
+	if c.NearDupBucketCap < 1 || c.NearDupBucketCap > contentdup.MaxBucketCap {
+		bad("TRAWL_NEAR_DUP_BUCKET_CAP=%d: want 1..%d", c.NearDupBucketCap, contentdup.MaxBucketCap)
+	}
 	return errors.Join(errs...)
 }
 
@@ -111,6 +133,11 @@ func (c Config) ScopeConfig(maxBatchBytes int) (scope.Config, error) {
 		Include:       inc,
 		Exclude:       exc,
 	}, nil
+}
+
+// ContentDedupOptions returns the duplicate index's options.
+func (c Config) ContentDedupOptions() contentdup.Options {
+	return contentdup.Options{MaxDistance: c.NearDupDistance, BucketCap: c.NearDupBucketCap}
 }
 
 // compile returns nil for an empty expression: "not set" rather than "matches everything".

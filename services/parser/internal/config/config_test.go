@@ -20,6 +20,7 @@ func TestDefaults(t *testing.T) {
 	want := Config{
 		Common: c.Common, MaxDepth: 20, Scope: "any", MaxURLLength: 2048, MaxOutlinks: 1000,
 		MaxTextBytes: 256 << 10, ParseConcurrency: runtime.GOMAXPROCS(0), ParseBatch: 32, RobotsAgent: "trawl",
+		ContentDedup: true, NearDupDistance: 3, NearDupMinWords: 20, NearDupBucketCap: 64,
 	}
 	if c != want {
 		t.Errorf("defaults = %+v\nwant %+v", c, want)
@@ -40,7 +41,13 @@ func TestLoadAndValidate(t *testing.T) {
 			"TRAWL_MAX_DEPTH": "5", "TRAWL_SCOPE": "domain", "TRAWL_MAX_URL_LENGTH": "512", "TRAWL_MAX_OUTLINKS": "50",
 			"TRAWL_MAX_TEXT_BYTES": "64KiB", "TRAWL_INCLUDE": `^https://example\.com/`, "TRAWL_EXCLUDE": `\.pdf$`,
 			"TRAWL_PARSE_CONCURRENCY": "4", "TRAWL_PARSE_BATCH": "8", "TRAWL_ROBOTS_AGENT": "MyBot",
+			"TRAWL_CONTENT_DEDUP": "false", "TRAWL_NEAR_DUP_DISTANCE": "0", "TRAWL_NEAR_DUP_MIN_WORDS": "50", "TRAWL_NEAR_DUP_BUCKET_CAP": "4096",
 		}},
+		{name: "unreadable dedup switch", env: map[string]string{"TRAWL_CONTENT_DEDUP": "maybe"}, loadErr: "TRAWL_CONTENT_DEDUP"},
+		{name: "near-dup distance beyond the bands", env: map[string]string{"TRAWL_NEAR_DUP_DISTANCE": "4"}, badVars: []string{"TRAWL_NEAR_DUP_DISTANCE"}},
+		{name: "near-dup settings out of range", env: map[string]string{
+			"TRAWL_NEAR_DUP_DISTANCE": "-1", "TRAWL_NEAR_DUP_MIN_WORDS": "0", "TRAWL_NEAR_DUP_BUCKET_CAP": "5000",
+		}, badVars: []string{"TRAWL_NEAR_DUP_DISTANCE", "TRAWL_NEAR_DUP_MIN_WORDS", "TRAWL_NEAR_DUP_BUCKET_CAP"}},
 		{name: "unreadable numbers", env: map[string]string{"TRAWL_MAX_DEPTH": "deep", "TRAWL_MAX_TEXT_BYTES": "lots"}, loadErr: "TRAWL_MAX_DEPTH"},
 		{name: "out of range", env: map[string]string{
 			"TRAWL_MAX_DEPTH": "-1", "TRAWL_MAX_URL_LENGTH": "10", "TRAWL_MAX_OUTLINKS": "0", "TRAWL_MAX_TEXT_BYTES": "64MiB",
@@ -79,6 +86,20 @@ func TestLoadAndValidate(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestContentDedupOptions(t *testing.T) {
+	c, err := Load(envconfig.FromMap(map[string]string{"TRAWL_NEAR_DUP_DISTANCE": "2", "TRAWL_NEAR_DUP_BUCKET_CAP": "16"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := c.ContentDedupOptions()
+	if o.MaxDistance != 2 || o.BucketCap != 16 {
+		t.Errorf("options = %+v", o)
+	}
+	if err := o.Validate(); err != nil {
+		t.Error(err)
 	}
 }
 

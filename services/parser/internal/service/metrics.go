@@ -3,6 +3,7 @@ package service
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/trawl/trawl/services/parser/internal/contentdup"
 	"github.com/trawl/trawl/services/parser/internal/scope"
 )
 
@@ -18,6 +19,11 @@ type metrics struct {
 	limited         *prometheus.CounterVec
 	trimmed         prometheus.Counter
 	publishFailures prometheus.Counter
+	duplicates      *prometheus.CounterVec
+	nearDupSkipped  prometheus.Counter
+	dedupDuration   prometheus.Histogram
+	dedupFailures   prometheus.Counter
+	bucketsFull     prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -67,9 +73,31 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "trawl_parser_publish_failures_total",
 			Help: "Batches whose publish wave failed; their pages are redelivered.",
 		}),
+		duplicates: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "trawl_parser_duplicates_total",
+			Help: "Documents published flagged as duplicates of an earlier page: exact (same visible text) or near (SimHash within TRAWL_NEAR_DUP_DISTANCE bits).",
+		}, []string{"kind"}),
+		nearDupSkipped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "trawl_parser_near_dup_skipped_total",
+			Help: "Documents checked for exact duplicates only: fewer words than TRAWL_NEAR_DUP_MIN_WORDS.",
+		}),
+		dedupDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "trawl_parser_dedup_check_duration_seconds",
+			Help:    "Time of one batch's duplicate check in Redis (one script call).",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 9),
+		}),
+		dedupFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "trawl_parser_dedup_check_failures_total",
+			Help: "Batches whose duplicate check failed (Redis); their pages are redelivered.",
+		}),
+		bucketsFull: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "trawl_parser_dedup_buckets_full_total",
+			Help: "SimHash band insertions refused because the bucket held TRAWL_NEAR_DUP_BUCKET_CAP originals; the page is still found through its other bands.",
+		}),
 	}
 	reg.MustRegister(m.pages, m.links, m.emitted, m.rejected, m.dropped, m.parseErrors,
-		m.parseDuration, m.terminated, m.limited, m.trimmed, m.publishFailures)
+		m.parseDuration, m.terminated, m.limited, m.trimmed, m.publishFailures,
+		m.duplicates, m.nearDupSkipped, m.dedupDuration, m.dedupFailures, m.bucketsFull)
 	// Series exist from the start so rate() and alerts see zeros, not gaps.
 	for _, r := range []string{"parsed", "skipped"} {
 		m.pages.WithLabelValues(r)
@@ -86,12 +114,16 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	for _, r := range []string{"bytes", "tokens", "links", "text"} {
 		m.limited.WithLabelValues(r)
 	}
+	for _, k := range []contentdup.Kind{contentdup.Exact, contentdup.Near} {
+		m.duplicates.WithLabelValues(k.String())
+	}
 	return m
 }
 
 // record adds one settled page's counts. It runs only once the page's outputs are stored,
-// so a page redelivered after a failed publish is not counted twice.
-func (m *metrics) record(o *outcome) {
+// so a page redelivered after a failed publish is not counted twice. dedup says whether
+// the duplicate check ran.
+func (m *metrics) record(o *outcome, dedup bool) {
 	if o.skipped {
 		m.pages.WithLabelValues("skipped").Inc()
 		return
@@ -116,5 +148,11 @@ func (m *metrics) record(o *outcome) {
 	}
 	if o.trimmed {
 		m.trimmed.Inc()
+	}
+	if o.dup != contentdup.Original {
+		m.duplicates.WithLabelValues(o.dup.String()).Inc()
+	}
+	if dedup && o.short {
+		m.nearDupSkipped.Inc()
 	}
 }

@@ -8,24 +8,29 @@ import (
 	"strings"
 	"time"
 
+	"github.com/trawl/trawl/services/parser/internal/contentdup"
 	"github.com/trawl/trawl/services/parser/internal/extract"
 	"github.com/trawl/trawl/services/parser/internal/scope"
+	"github.com/trawl/trawl/services/parser/internal/simhash"
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/urlnorm"
 )
 
 // processor turns one raw page into its document and discovered batch. It holds no
-// connection, so it is tested without NATS.
+// connection, so it is tested without NATS or Redis.
 type processor struct {
-	extract extract.Options
-	filter  *scope.Filter
-	maxDoc  int // largest encoded document
-	log     *slog.Logger
+	extract  extract.Options
+	filter   *scope.Filter
+	maxDoc   int // largest encoded document
+	minWords int // fewest tokens for a near-duplicate lookup
+	log      *slog.Logger
 }
 
 // outcome is what one page produced, plus the counts metrics need once it is settled.
 type outcome struct {
 	skipped  bool
+	document *crawlmsg.Document // nil when skipped; encoded into doc once duplicates are known
+	fp       simhash.Fingerprint
 	doc      []byte // encoded Document; nil when skipped
 	disc     []byte // encoded DiscoveredBatch; nil when nothing is to be followed
 	parseErr error
@@ -36,10 +41,14 @@ type outcome struct {
 	dropped  extract.Dropped
 	limits   []string
 	trimmed  bool
+	dup      contentdup.Kind // set by the duplicate check
+	short    bool            // checked for exact duplicates only: too few words for near ones
 }
 
 // process never fails on page content: a page that cannot be parsed still yields a
 // document with what was extracted (and parseErr set), so it is never redelivered forever.
+// The document is left unencoded: the duplicate check of the whole batch fills in its
+// duplicate fields first, then encode.
 func (p *processor) process(page *crawlmsg.Page) (*outcome, error) {
 	m := &page.Meta
 	if !m.IsHTML() || m.Status < 200 || m.Status > 299 {
@@ -70,6 +79,9 @@ func (p *processor) process(page *crawlmsg.Page) (*outcome, error) {
 		host, _ = urlnorm.Host(m.URL)
 	}
 	sum := sha256.Sum256(page.Body)
+	// Fingerprinted before encodeDocument may shorten the text to fit a message, so the
+	// fingerprint always covers the whole extracted text.
+	o.fp = simhash.Of(res.Text)
 	doc := &crawlmsg.Document{
 		URL:         m.URL,
 		Host:        host,
@@ -88,11 +100,13 @@ func (p *processor) process(page *crawlmsg.Page) (*outcome, error) {
 		Digest:      hex.EncodeToString(sum[:]),
 		// The document is partial when the fetcher cut the body or the parser stopped
 		// before its end; the text and link caps are reported by metrics only.
-		Truncated: m.Truncated || res.StoppedAt != "",
+		Truncated:  m.Truncated || res.StoppedAt != "",
+		TextDigest: o.fp.Digest,
 	}
-	if o.doc, o.trimmed, err = encodeDocument(doc, p.maxDoc); err != nil {
-		return nil, err
+	if o.fp.Tokens > 0 {
+		doc.SimHash = simhash.Format(o.fp.SimHash)
 	}
+	o.document = doc
 
 	found, rej := p.filter.Select(scope.Page{URL: m.URL, Depth: m.Depth, NoFollow: res.NoFollow}, res.Links)
 	o.rejected = rej
@@ -103,6 +117,46 @@ func (p *processor) process(page *crawlmsg.Page) (*outcome, error) {
 		}
 	}
 	return o, nil
+}
+
+// dupPage is the page as the duplicate index sees it; ok is false when there are no words
+// to compare (a blank page would be the "duplicate" of every other blank page).
+func (p *processor) dupPage(o *outcome) (contentdup.Page, bool) {
+	if o.skipped || o.document == nil || o.fp.Tokens == 0 {
+		return contentdup.Page{}, false
+	}
+	return contentdup.Page{
+		URL:     o.document.URL,
+		Digest:  o.fp.Digest,
+		SimHash: o.fp.SimHash,
+		Near:    o.fp.Tokens >= p.minWords,
+		// A noindex page is checked but never stands for others: an indexer drops it, and
+		// would then have neither it nor its duplicates.
+		Store: !o.document.NoIndex,
+	}, true
+}
+
+// apply records a verdict of the duplicate index on the outcome and its document.
+func (o *outcome) apply(v contentdup.Verdict, near bool) {
+	o.dup = v.Kind
+	o.short = !near
+	switch v.Kind {
+	case contentdup.Exact:
+		o.document.DuplicateOf = v.Of
+	case contentdup.Near:
+		o.document.NearDuplicateOf = v.Of
+		o.document.Distance = v.Distance
+	}
+}
+
+// encode marshals the document, trimmed to the largest message.
+func (p *processor) encode(o *outcome) error {
+	if o.document == nil {
+		return nil
+	}
+	var err error
+	o.doc, o.trimmed, err = encodeDocument(o.document, p.maxDoc)
+	return err
 }
 
 // safeExtract keeps a tokenizer bug triggered by one hostile page from taking the whole

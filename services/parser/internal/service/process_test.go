@@ -28,7 +28,16 @@ func newProcessor(t *testing.T, cfg scope.Config) *processor {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &processor{extract: extract.Options{RobotsAgent: "trawl"}, filter: f, maxDoc: 1 << 20, log: slog.New(slog.DiscardHandler)}
+	return &processor{extract: extract.Options{RobotsAgent: "trawl"}, filter: f, maxDoc: 1 << 20, minWords: 20, log: slog.New(slog.DiscardHandler)}
+}
+
+// processEncoded is what HandleBatch does for a page when no duplicate check runs.
+func processEncoded(p *processor, page *crawlmsg.Page) (*outcome, error) {
+	o, err := p.process(page)
+	if err != nil {
+		return nil, err
+	}
+	return o, p.encode(o)
 }
 
 func testPage(t *testing.T) *crawlmsg.Page {
@@ -62,7 +71,7 @@ func TestProcessSkips(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			page := testPage(t)
 			page.Meta.Status, page.Meta.ContentType = tt.status, tt.ctype
-			o, err := p.process(page)
+			o, err := processEncoded(p, page)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -77,7 +86,7 @@ func TestProcessDocumentAndDiscovered(t *testing.T) {
 	p := newProcessor(t, scope.Config{Mode: scope.Host})
 	page := testPage(t)
 	page.Meta.ContentType = "application/xhtml+xml"
-	o, err := p.process(page)
+	o, err := processEncoded(p, page)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +138,7 @@ func TestProcessNothingToFollow(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			page := testPage(t)
 			page.Meta.Depth, page.Meta.Header = tt.depth, tt.header
-			o, err := p.process(page)
+			o, err := processEncoded(p, page)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -150,7 +159,7 @@ func TestProcessCharsetFromMeta(t *testing.T) {
 		{URL: "http://example.jp/", Status: 200, ContentType: "text/html", Charset: "shift_jis"},
 		{URL: "http://example.jp/", Status: 200, ContentType: "text/html", Header: map[string][]string{"content-type": {"text/html; charset=Shift_JIS"}}},
 	} {
-		o, err := p.process(&crawlmsg.Page{Meta: meta, Body: []byte(body)})
+		o, err := processEncoded(p, &crawlmsg.Page{Meta: meta, Body: []byte(body)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -198,7 +207,7 @@ func TestProcessParseErrorStillYieldsDocument(t *testing.T) {
 	p := newProcessor(t, scope.Config{})
 	page := testPage(t)
 	page.Meta.URL, page.Meta.Host = "http://example.com:99x/", ""
-	o, err := p.process(page)
+	o, err := processEncoded(p, page)
 	if err != nil {
 		t.Fatal(err)
 	}

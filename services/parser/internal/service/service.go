@@ -1,7 +1,8 @@
 // Package service wires the parser: it consumes crawl.pages with the `parser` durable,
-// extracts each HTML page, and publishes a Document to crawl.docs and the followable
-// outlinks as one DiscoveredBatch to crawl.discovered, acking a batch of pages only after
-// everything it produced is stored.
+// extracts each HTML page, checks the batch's texts against the content-duplicate index in
+// Redis (one script call per batch), and publishes a Document to crawl.docs and the
+// followable outlinks as one DiscoveredBatch to crawl.discovered, acking a batch of pages
+// only after everything it produced is stored.
 package service
 
 import (
@@ -16,13 +17,16 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/trawl/trawl/services/parser/internal/config"
+	"github.com/trawl/trawl/services/parser/internal/contentdup"
 	"github.com/trawl/trawl/services/parser/internal/extract"
 	"github.com/trawl/trawl/services/parser/internal/scope"
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/natsx"
 	"github.com/trawl/trawl/shared/obs"
+	"github.com/trawl/trawl/shared/redisx"
 	"github.com/trawl/trawl/shared/topology"
 )
 
@@ -36,6 +40,8 @@ type Service struct {
 	log  *slog.Logger
 	nc   *nats.Conn
 	js   jetstream.JetStream
+	rdb  *redis.Client // nil when TRAWL_CONTENT_DEDUP is off
+	dups contentIndex  // nil when TRAWL_CONTENT_DEDUP is off
 	m    *metrics
 	http *obs.Server
 	proc *processor
@@ -46,7 +52,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	s, err := New(ctx, cfg, log)
 	if err != nil {
 		if ctx.Err() != nil {
-			// Stopped while still waiting for NATS: a normal shutdown, not a failure.
+			// Stopped while still waiting for NATS or Redis: a normal shutdown, not a failure.
 			log.Info("parser stopped before it started", "err", err)
 			return nil
 		}
@@ -55,9 +61,10 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	return s.Run(ctx)
 }
 
-// New connects to NATS, declares the topology and opens the HTTP listener. The caller must
-// call Run (which closes everything when it returns) or Close.
-func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Service, error) {
+// New connects to NATS (and to Redis unless content dedup is off), declares the topology
+// and opens the HTTP listener. The caller must call Run (which closes everything when it
+// returns) or Close.
+func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Service, err error) {
 	topo := cfg.Common.Topology()
 	maxMsg := int(topo.MaxMsgSize) - headerRoom
 	scfg, err := cfg.ScopeConfig(maxMsg)
@@ -68,39 +75,53 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Service, er
 	if err != nil {
 		return nil, err
 	}
-	nc, js, err := natsx.Connect(ctx, cfg.Common.NATSURL, "trawl-parser", log)
-	if err != nil {
-		return nil, err
-	}
-	if err := natsx.Ensure(ctx, js, topo, cfg.Common.Timings(), log); err != nil {
-		nc.Close()
-		return nil, err
-	}
-	reg := obs.NewRegistry()
 	s := &Service{
 		cfg: cfg,
 		log: log,
-		nc:  nc,
-		js:  js,
-		m:   newMetrics(reg),
 		proc: &processor{
-			extract: extractOptions(cfg),
-			filter:  filter,
-			maxDoc:  maxMsg,
-			log:     log,
+			extract:  extractOptions(cfg),
+			filter:   filter,
+			maxDoc:   maxMsg,
+			minWords: cfg.NearDupMinWords,
+			log:      log,
 		},
 	}
-	// The parser keeps no state of its own: it is ready when NATS is.
-	s.http, err = obs.NewServer(cfg.Common.HTTPAddr, reg, map[string]obs.Check{
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+	if s.nc, s.js, err = natsx.Connect(ctx, cfg.Common.NATSURL, "trawl-parser", log); err != nil {
+		return nil, err
+	}
+	if err = natsx.Ensure(ctx, s.js, topo, cfg.Common.Timings(), log); err != nil {
+		return nil, err
+	}
+	checks := map[string]obs.Check{
 		"nats": func(context.Context) error {
-			if st := nc.Status(); st != nats.CONNECTED {
+			if st := s.nc.Status(); st != nats.CONNECTED {
 				return fmt.Errorf("nats %s", st)
 			}
 			return nil
 		},
-	})
-	if err != nil {
-		nc.Close()
+	}
+	if cfg.ContentDedup {
+		if s.rdb, err = redisx.Connect(ctx, cfg.Common.RedisURL, log); err != nil {
+			return nil, err
+		}
+		var idx *contentdup.Index
+		if idx, err = contentdup.New(s.rdb, cfg.Common.RedisPrefix, cfg.ContentDedupOptions()); err != nil {
+			return nil, err
+		}
+		if err = idx.Init(ctx); err != nil {
+			return nil, err
+		}
+		s.dups = idx
+		checks["redis"] = func(ctx context.Context) error { return redisx.Ping(ctx, s.rdb) }
+	}
+	reg := obs.NewRegistry()
+	s.m = newMetrics(reg)
+	if s.http, err = obs.NewServer(cfg.Common.HTTPAddr, reg, checks); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -147,26 +168,40 @@ func (s *Service) consume(ctx context.Context) error {
 		return fmt.Errorf("parser: consumer %s/%s: %w", topology.StreamPages, topology.ConsumerParser, err)
 	}
 	s.log.Info("parser consuming", "stream", topology.StreamPages, "consumer", topology.ConsumerParser,
-		"concurrency", s.cfg.ParseConcurrency, "batch", s.cfg.ParseBatch, "http", s.Addr())
-	return natsx.ConsumeBatches(ctx, cons, natsx.ConsumeOptions{
+		"concurrency", s.cfg.ParseConcurrency, "batch", s.cfg.ParseBatch, "http", s.Addr(),
+		"content_dedup", s.cfg.ContentDedup, "near_dup_distance", s.cfg.NearDupDistance)
+	opts := natsx.ConsumeOptions{
 		Batch:      s.cfg.ParseBatch,
 		MaxDeliver: s.cfg.Common.MaxDeliver,
 		OnTerm:     func(reason string) { s.m.terminated.WithLabelValues(reason).Inc() },
 		Log:        s.log,
-	}, s.HandleBatch)
+	}
+	if s.rdb != nil {
+		// While Redis is away every batch would fail its duplicate check: wait instead of
+		// spending deliveries.
+		opts.Gate = func(ctx context.Context) error { return redisx.Ping(ctx, s.rdb) }
+	}
+	return natsx.ConsumeBatches(ctx, cons, opts, s.HandleBatch)
 }
 
-// Close releases the connection without serving (for a Service from New that is not Run).
+// Close releases the connections without serving (for a Service from New that is not Run).
 func (s *Service) Close() {
-	// Acks are fire-and-forget publishes: flush them before closing.
-	_ = s.nc.FlushTimeout(2 * time.Second)
-	s.nc.Close()
+	if s.nc != nil {
+		// Acks are fire-and-forget publishes: flush them before closing.
+		_ = s.nc.FlushTimeout(2 * time.Second)
+		s.nc.Close()
+	}
+	if s.rdb != nil {
+		_ = s.rdb.Close()
+	}
 }
 
-// HandleBatch parses msgs (up to TRAWL_PARSE_CONCURRENCY at a time), publishes every
-// output of the batch in one wave, and returns one result per message for natsx to settle:
-// nil (ack), a permanent error (terminate: malformed or unknown version), or a retryable
-// one (nak: the outputs could not be stored; their Nats-Msg-Id makes the retry harmless).
+// HandleBatch parses msgs (up to TRAWL_PARSE_CONCURRENCY at a time), checks their texts
+// for duplicates in one Redis call, publishes every output of the batch in one wave, and
+// returns one result per message for natsx to settle: nil (ack), a permanent error
+// (terminate: malformed or unknown version), or a retryable one (nak: the duplicate check
+// or the publish failed; the retry gives the same verdicts, and the outputs' Nats-Msg-Id
+// makes a second publish harmless).
 func (s *Service) HandleBatch(ctx context.Context, msgs []jetstream.Msg) []error {
 	errs := make([]error, len(msgs))
 	outs := make([]*outcome, len(msgs))
@@ -183,6 +218,34 @@ func (s *Service) HandleBatch(ctx context.Context, msgs []jetstream.Msg) []error
 			return
 		}
 		outs[i] = o
+	})
+
+	if s.dups != nil {
+		start := time.Now()
+		dctx, cancel := context.WithTimeout(ctx, s.cfg.Common.AckWait)
+		full, err := s.proc.markDuplicates(dctx, s.dups, outs)
+		cancel()
+		s.m.dedupDuration.Observe(time.Since(start).Seconds())
+		if err != nil {
+			s.m.dedupFailures.Inc()
+			s.log.Warn("content dedup check failed; pages will be redelivered", "pages", len(msgs), "err", err)
+			for i, o := range outs {
+				if o != nil && !o.skipped {
+					errs[i] = fmt.Errorf("parser: content dedup: %w", err)
+					outs[i] = nil
+				}
+			}
+		}
+		s.m.bucketsFull.Add(float64(full))
+	}
+	parallel(len(msgs), s.cfg.ParseConcurrency, func(i int) {
+		if outs[i] == nil {
+			return
+		}
+		if err := s.proc.encode(outs[i]); err != nil {
+			errs[i] = natsx.Permanent(err)
+			outs[i] = nil
+		}
 	})
 
 	var pub []*nats.Msg
@@ -211,7 +274,7 @@ func (s *Service) HandleBatch(ctx context.Context, msgs []jetstream.Msg) []error
 	}
 	for i, o := range outs {
 		if o != nil && errs[i] == nil {
-			s.m.record(o)
+			s.m.record(o, s.dups != nil)
 		}
 	}
 	return errs

@@ -1,0 +1,91 @@
+package contentdup
+
+import (
+	"errors"
+	"testing"
+)
+
+func TestOptionsValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		o    Options
+		ok   bool
+	}{
+		{"defaults", Options{MaxDistance: 3, BucketCap: 64}, true},
+		{"exact SimHash only", Options{MaxDistance: 0, BucketCap: 1}, true},
+		{"largest cap", Options{MaxDistance: 3, BucketCap: MaxBucketCap}, true},
+		{"distance beyond the bands", Options{MaxDistance: 4, BucketCap: 64}, false},
+		{"negative distance", Options{MaxDistance: -1, BucketCap: 64}, false},
+		{"no bucket room", Options{MaxDistance: 3, BucketCap: 0}, false},
+		{"cap too large", Options{MaxDistance: 3, BucketCap: MaxBucketCap + 1}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.o.Validate()
+			if (err == nil) != tt.ok || (err != nil && !errors.Is(err, ErrOptions)) {
+				t.Errorf("Validate(%+v) = %v, want ok=%v", tt.o, err, tt.ok)
+			}
+			if _, nerr := New(nil, "trawl", tt.o); (nerr == nil) != tt.ok {
+				t.Errorf("New accepted=%v, want %v", nerr == nil, tt.ok)
+			}
+		})
+	}
+}
+
+func TestKeyNames(t *testing.T) {
+	ix, err := New(nil, "crawl7", Options{MaxDistance: 3, BucketCap: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := uint64(0x0123456789abcdef)
+	for i, want := range []string{"crawl7:{content}:band:0:0123", "crawl7:{content}:band:1:4567", "crawl7:{content}:band:2:89ab", "crawl7:{content}:band:3:cdef"} {
+		if got := ix.BandKey(i, h); got != want {
+			t.Errorf("BandKey(%d) = %q, want %q", i, got, want)
+		}
+	}
+	if got := ix.ExactKey("ab12"); got != "crawl7:{content}:exact:ab12" {
+		t.Errorf("ExactKey = %q", got)
+	}
+	if got := ix.SeqKey(); got != "crawl7:{content}:seq" {
+		t.Errorf("SeqKey = %q", got)
+	}
+	if got := ix.MetaKey(); got != "crawl7:{content}:meta" {
+		t.Errorf("MetaKey = %q", got)
+	}
+}
+
+func TestParseReply(t *testing.T) {
+	good := []any{int64(0), "", int64(0), int64(1), "http://a/", int64(0), int64(2), "http://b/", int64(3), int64(5)}
+	res, err := parseReply(good, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Verdict{{Original, "", 0}, {Exact, "http://a/", 0}, {Near, "http://b/", 3}}
+	for i, v := range want {
+		if res.Verdicts[i] != v {
+			t.Errorf("verdict %d = %+v, want %+v", i, res.Verdicts[i], v)
+		}
+	}
+	if res.FullBuckets != 5 {
+		t.Errorf("full buckets = %d", res.FullBuckets)
+	}
+	for name, bad := range map[string][]any{
+		"short":        good[:9],
+		"kind unknown": {int64(7), "", int64(0), int64(0)},
+		"url a number": {int64(1), int64(3), int64(0), int64(0)},
+		"full missing": {int64(0), "", int64(0), "x"},
+	} {
+		n := 3
+		if len(bad) == 4 {
+			n = 1
+		}
+		if _, err := parseReply(bad, n); err == nil {
+			t.Errorf("%s: accepted %v", name, bad)
+		}
+	}
+	for k, s := range map[Kind]string{Original: "original", Exact: "exact", Near: "near", Kind(9): "Kind(9)"} {
+		if k.String() != s {
+			t.Errorf("Kind %d = %q, want %q", int(k), k.String(), s)
+		}
+	}
+}
