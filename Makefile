@@ -2,7 +2,7 @@
 # `make run` and `make test` install redis-server with apt-get when it is missing (as root).
 
 SERVICES   := scheduler fetcher parser dedup
-MODULES    := shared shared/itest devstack $(addprefix services/,$(SERVICES)) $(addsuffix /itest,$(addprefix services/,$(SERVICES)))
+MODULES    := shared shared/itest devstack $(addprefix services/,$(SERVICES)) $(addsuffix /itest,$(addprefix services/,$(SERVICES))) trawlctl examples/indexer
 PKGS       := $(addsuffix /...,$(addprefix ./,$(MODULES)))
 BIN        := bin
 GO         ?= go
@@ -15,11 +15,11 @@ export GOFLAGS ?= -buildvcs=false
 
 all: build
 
-## build: the four service binaries and the local runner, into bin/
+## build: the four service binaries, the local runner and trawlctl, into bin/
 build:
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/ $(addprefix ./services/,$(SERVICES))
-	$(GO) build -o $(BIN)/ ./devstack/cmd/trawl-dev
+	$(GO) build -o $(BIN)/ ./devstack/cmd/trawl-dev ./trawlctl
 
 vet:
 	$(GO) vet $(PKGS)
@@ -42,6 +42,8 @@ bench: build
 ## fuzz: a short run of every fuzz target
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzNormalize -fuzztime 30s ./shared/urlnorm
+	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 30s ./shared/robots
+	$(GO) test -run '^$$' -fuzz FuzzExtract -fuzztime 30s ./services/parser/internal/extract
 
 tidy:
 	@for m in $(MODULES); do (cd $$m && $(GO) mod tidy) || exit 1; done

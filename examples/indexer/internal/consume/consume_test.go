@@ -1,0 +1,229 @@
+package consume_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/trawl/trawl/devstack/natsembed"
+	"github.com/trawl/trawl/examples/indexer/internal/cmd"
+	"github.com/trawl/trawl/examples/indexer/internal/consume"
+	"github.com/trawl/trawl/examples/indexer/internal/index"
+	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/natsx"
+	"github.com/trawl/trawl/shared/topology"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// crawl starts NATS with the crawl's streams, as the services declare them.
+func crawl(t *testing.T) (*natsembed.Server, jetstream.JetStream) {
+	t.Helper()
+	srv := natsembed.StartT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	nc, js, err := natsx.Connect(ctx, srv.URL(), "test", quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	tm := topology.StageTimings{AckWait: 30 * time.Second, FetchAckWait: time.Minute, MaxDeliver: 5}
+	if err := natsx.Ensure(ctx, js, topology.DefaultOptions(1), tm, quiet); err != nil {
+		t.Fatal(err)
+	}
+	return srv, js
+}
+
+func publish(t *testing.T, js jetstream.JetStream, docs ...crawlmsg.Document) {
+	t.Helper()
+	for _, d := range docs {
+		data, err := crawlmsg.Marshal(&d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := js.Publish(context.Background(), topology.SubjectDocs, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// runUntil runs the consumer until done(stats) holds, then stops it like Ctrl-C does.
+func runUntil(t *testing.T, js jetstream.JetStream, store *index.Store, done func(consume.Stats) bool) consume.Stats {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var mu sync.Mutex
+	var last consume.Stats
+	result := make(chan error, 1)
+	var st consume.Stats
+	go func() {
+		var err error
+		st, err = consume.Run(ctx, js, store, consume.Options{Batch: 2, Log: quiet, OnBatch: func(s consume.Stats) {
+			mu.Lock()
+			last = s
+			mu.Unlock()
+		}})
+		result <- err
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		mu.Lock()
+		ok := done(last)
+		mu.Unlock()
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("consumer did not get there: %+v", last)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case err := <-result:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("consumer did not stop")
+	}
+	return st
+}
+
+func TestIndexAndResume(t *testing.T) {
+	_, js := crawl(t)
+	ctx := context.Background()
+	store, err := index.Open(ctx, filepath.Join(t.TempDir(), "idx.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+
+	publish(t, js,
+		crawlmsg.Document{URL: "http://a.test/", Title: "Rose gardening", Text: "prune in spring", FetchedAt: 1},
+		crawlmsg.Document{URL: "http://b.test/", Title: "Bread", Text: "flour water salt", FetchedAt: 1},
+		crawlmsg.Document{URL: "http://c.test/", Title: "Hidden", Text: "spring", NoIndex: true, FetchedAt: 1},
+	)
+	if _, err := js.Publish(ctx, topology.SubjectDocs, []byte(`{"v":99,"url":"http://future.test/"}`)); err != nil {
+		t.Fatal(err)
+	}
+
+	st := runUntil(t, js, store, func(s consume.Stats) bool { return s.Messages == 4 })
+	if st.Upserted != 2 || st.Removed != 1 || st.Malformed != 1 {
+		t.Errorf("first run %+v", st)
+	}
+	if n, _ := store.Count(ctx); n != 2 {
+		t.Errorf("%d documents indexed, want 2", n)
+	}
+
+	// Two more while the indexer is down; the restart takes only those.
+	publish(t, js,
+		crawlmsg.Document{URL: "http://d.test/", Title: "Sourdough", Text: "flour and a starter", FetchedAt: 2},
+		crawlmsg.Document{URL: "http://a.test/", Title: "Rose gardening", Text: "prune in early spring", FetchedAt: 2},
+	)
+	st = runUntil(t, js, store, func(s consume.Stats) bool { return s.Messages >= 2 })
+	if st.Messages != 2 || st.Upserted != 2 || st.Malformed != 0 {
+		t.Errorf("restart re-read old documents: %+v", st)
+	}
+	cons, err := js.Consumer(ctx, topology.StreamDocs, "indexer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := cons.CachedInfo()
+	if info.NumPending != 0 || info.NumAckPending != 0 || info.NumRedelivered != 0 || info.Delivered.Consumer != 6 {
+		t.Errorf("consumer: pending %d, unacked %d, redelivered %d, delivered %d", info.NumPending, info.NumAckPending, info.NumRedelivered, info.Delivered.Consumer)
+	}
+
+	tests := []struct {
+		query string
+		want  []string
+	}{
+		{"early spring", []string{"http://a.test/"}}, // the newer fetch replaced the text
+		{"flour", []string{"http://b.test/", "http://d.test/"}},
+		{"sourdough", []string{"http://d.test/"}},
+		{"hidden", nil}, // noindex
+	}
+	for _, tt := range tests {
+		hits, err := store.Search(ctx, index.Query(tt.query), 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, h := range hits {
+			got = append(got, h.URL)
+		}
+		if strings.Join(got, " ") != strings.Join(tt.want, " ") {
+			t.Errorf("search %q: %v, want %v", tt.query, got, tt.want)
+		}
+	}
+}
+
+func TestCommandLine(t *testing.T) {
+	srv, js := crawl(t)
+	db := filepath.Join(t.TempDir(), "cli.db")
+	publish(t, js,
+		crawlmsg.Document{URL: "http://go.test/", Title: "The Go language", Text: "goroutines and channels", FetchedAt: 1},
+		crawlmsg.Document{URL: "http://c.test/", Title: "C", Text: "pointers; channels are not built in", FetchedAt: 1},
+	)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan int, 1)
+	var stderr strings.Builder
+	go func() {
+		done <- cmd.Run(ctx, []string{"-nats", srv.URL(), "-db", db, "-durable", "cli"}, io.Discard, &stderr)
+	}()
+
+	search := func(args ...string) (int, string) {
+		var out, errOut strings.Builder
+		code := cmd.Run(context.Background(), append([]string{"search", "-db", db}, args...), &out, &errOut)
+		return code, out.String() + errOut.String()
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, out := search("pointers"); strings.Contains(out, "http://c.test/") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("documents not indexed")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("indexer exit %d: %s", code, stderr.String())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("indexer did not stop")
+	}
+
+	tests := []struct {
+		args []string
+		code int
+		out  string
+	}{
+		{[]string{"channels"}, 0, "http://go.test/\tThe Go language\nhttp://c.test/\tC\n"},
+		{[]string{"-n", "1", "channels"}, 0, "http://go.test/\tThe Go language\n"},
+		{[]string{"-raw", "go*"}, 0, "http://go.test/\tThe Go language\n"},
+		{[]string{"nothing-matches"}, 0, ""},
+		{nil, 2, "usage"},
+	}
+	for _, tt := range tests {
+		code, out := search(tt.args...)
+		if code != tt.code || !strings.Contains(out, tt.out) || (tt.code == 0 && out != tt.out) {
+			t.Errorf("search %v: exit %d, output %q; want %d, %q", tt.args, code, out, tt.code, tt.out)
+		}
+	}
+	var out, errOut strings.Builder
+	if code := cmd.Run(context.Background(), []string{"search", "-db", filepath.Join(t.TempDir(), "none.db"), "x"}, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), "run the indexer first") {
+		t.Errorf("search without an index: exit %d, %q", code, errOut.String())
+	}
+}

@@ -1,0 +1,288 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/natsx"
+	"github.com/trawl/trawl/shared/topology"
+)
+
+func (s *stack) publishDoc(t *testing.T, url string) {
+	t.Helper()
+	data, err := crawlmsg.Marshal(&crawlmsg.Document{URL: url, Title: "T " + url, Status: 200, Digest: "d"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.js.Publish(testCtx(t), topology.SubjectDocs, data); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// docURLs decodes tap output lines as Documents.
+func docURLs(t *testing.T, out string) []string {
+	t.Helper()
+	var urls []string
+	for _, l := range lines(out) {
+		var d crawlmsg.Document
+		if err := crawlmsg.Unmarshal([]byte(l), &d); err != nil {
+			t.Fatalf("line %q: %v", l, err)
+		}
+		urls = append(urls, d.URL)
+	}
+	return urls
+}
+
+func TestTapDocs(t *testing.T) {
+	s := startStack(t, 1)
+	s.publishDoc(t, "http://old.test/")
+
+	t.Run("from now sees only later documents", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		wait, _, stderr := s.inv.start(ctx, "tap", "-n", "2", "crawl.docs")
+		eventually(t, 10*time.Second, "the tap to be ready", func() bool { return strings.Contains(stderr.String(), "tapping crawl.docs") })
+		s.publishDoc(t, "http://new1.test/")
+		s.publishDoc(t, "http://new2.test/")
+		r := wait()
+		if r.code != 0 {
+			t.Fatalf("exit %d: %s", r.code, r.stderr)
+		}
+		if got := strings.Join(docURLs(t, r.stdout), " "); got != "http://new1.test/ http://new2.test/" {
+			t.Errorf("tapped %s", got)
+		}
+	})
+
+	t.Run("from start sees earlier documents", func(t *testing.T) {
+		r := s.inv.run(t, "tap", "-from-start", "-n", "3", "crawl.docs")
+		if r.code != 0 {
+			t.Fatalf("exit %d: %s", r.code, r.stderr)
+		}
+		if got := strings.Join(docURLs(t, r.stdout), " "); got != "http://old.test/ http://new1.test/ http://new2.test/" {
+			t.Errorf("tapped %s", got)
+		}
+	})
+
+	t.Run("durable resumes where it stopped", func(t *testing.T) {
+		steps := []struct {
+			args    []string
+			publish string
+			want    string
+		}{
+			{[]string{"-from-start", "-n", "2"}, "", "http://old.test/ http://new1.test/"},
+			// -from-start no longer matters: the consumer exists and keeps its place.
+			{[]string{"-from-start", "-n", "1"}, "", "http://new2.test/"},
+			{[]string{"-n", "1"}, "http://later.test/", "http://later.test/"},
+		}
+		for _, st := range steps {
+			if st.publish != "" {
+				s.publishDoc(t, st.publish)
+			}
+			args := append([]string{"tap", "-durable", "my-indexer"}, st.args...)
+			r := s.inv.run(t, append(args, "crawl.docs")...)
+			if r.code != 0 {
+				t.Fatalf("%v: exit %d: %s", st.args, r.code, r.stderr)
+			}
+			if got := strings.Join(docURLs(t, r.stdout), " "); got != st.want {
+				t.Errorf("%v: tapped %s, want %s", st.args, got, st.want)
+			}
+		}
+		c, err := s.js.Consumer(testCtx(t), topology.StreamDocs, "my-indexer")
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := c.Info(testCtx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.NumPending != 0 || info.NumAckPending != 0 || info.NumRedelivered != 0 {
+			t.Errorf("consumer left pending %d, unacked %d, redelivered %d", info.NumPending, info.NumAckPending, info.NumRedelivered)
+		}
+	})
+
+	t.Run("ctrl-c stops cleanly", func(t *testing.T) {
+		for _, args := range [][]string{{"tap", "crawl.docs"}, {"tap", "-durable", "quiet", "crawl.docs"}} {
+			ctx, cancel := context.WithCancel(context.Background())
+			wait, _, stderr := s.inv.start(ctx, args...)
+			eventually(t, 10*time.Second, "the tap to be ready", func() bool { return strings.Contains(stderr.String(), "tapping crawl.docs") })
+			cancel()
+			done := make(chan result, 1)
+			go func() { done <- wait() }()
+			select {
+			case r := <-done:
+				if r.code != 0 || r.stdout != "" {
+					t.Errorf("%v: exit %d, stdout %q after Ctrl-C", args, r.code, r.stdout)
+				}
+			case <-time.After(15 * time.Second):
+				t.Fatalf("%v: did not stop after Ctrl-C", args)
+			}
+		}
+	})
+}
+
+func TestTapPagesAndFetched(t *testing.T) {
+	s := startStack(t, 2)
+	ctx := testCtx(t)
+	pm, err := crawlmsg.PageMsg(topology.SubjectPages, &crawlmsg.Page{
+		Meta: crawlmsg.PageMeta{URL: "http://a.test/", Host: "a.test", Status: 200, ContentType: "text/html", FetchedAt: 1700000000000},
+		Body: []byte("<p>hi</p>"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := crawlmsg.Marshal(&crawlmsg.Outcome{Shard: 1, Host: "b.test", URL: "http://b.test/", Lease: "1-7", Kind: crawlmsg.OutcomeFetched, Status: 404})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := natsx.PublishBatch(ctx, s.js, []*nats.Msg{pm, natsx.NewMsg(topology.FetchedSubject(1), "", out)}); err != nil {
+		t.Fatal(err)
+	}
+
+	tests := []struct {
+		name  string
+		args  []string
+		check func(t *testing.T, line map[string]any)
+	}{
+		{"page metadata and body length", []string{"tap", "-from-start", "-n", "1", "crawl.pages"}, func(t *testing.T, l map[string]any) {
+			if l["url"] != "http://a.test/" || l["body_len"] != float64(9) || l["status"] != float64(200) || l["content_type"] != "text/html" {
+				t.Errorf("line %v", l)
+			}
+			if _, ok := l["body"]; ok {
+				t.Errorf("body printed without -body")
+			}
+		}},
+		{"page with body", []string{"tap", "-from-start", "-n", "1", "-body", "crawl.pages"}, func(t *testing.T, l map[string]any) {
+			if l["body"] != "<p>hi</p>" {
+				t.Errorf("body %v", l["body"])
+			}
+		}},
+		{"fetch log by wildcard", []string{"tap", "-from-start", "-n", "1", "crawl.fetched.*"}, func(t *testing.T, l map[string]any) {
+			if l["url"] != "http://b.test/" || l["kind"] != "fetched" || l["status"] != float64(404) {
+				t.Errorf("line %v", l)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := s.inv.run(t, tt.args...)
+			if r.code != 0 {
+				t.Fatalf("exit %d: %s", r.code, r.stderr)
+			}
+			ls := lines(r.stdout)
+			if len(ls) != 1 {
+				t.Fatalf("%d lines: %q", len(ls), r.stdout)
+			}
+			var l map[string]any
+			if err := json.Unmarshal([]byte(ls[0]), &l); err != nil {
+				t.Fatal(err)
+			}
+			tt.check(t, l)
+		})
+	}
+
+	// The parser and the scheduler still have their messages: taps took nothing.
+	for _, c := range []struct{ stream, name string }{{topology.StreamPages, topology.ConsumerParser}, {topology.StreamFetched, topology.SchedulerFetchedConsumer(1)}} {
+		cons, err := s.js.Consumer(ctx, c.stream, c.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info := cons.CachedInfo(); info.NumPending != 1 {
+			t.Errorf("%s/%s pending %d after tapping, want 1", c.stream, c.name, info.NumPending)
+		}
+	}
+}
+
+func TestTapWorkQueueAndErrors(t *testing.T) {
+	s := startStack(t, 1)
+	ctx := testCtx(t)
+	for _, u := range []string{"http://a.test/", "http://b.test/"} {
+		data, err := crawlmsg.Marshal(&crawlmsg.DiscoveredBatch{URLs: []crawlmsg.Discovered{{URL: u, Via: crawlmsg.ViaSeed}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.js.Publish(ctx, topology.SubjectDiscovered, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// One message taken and acked by "dedup" leaves a gap the peek must skip.
+	dedup, err := s.js.Consumer(ctx, topology.StreamDiscovered, topology.ConsumerDedup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := dedup.Next(jetstream.FetchMaxWait(5 * time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.DoubleAck(ctx); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := crawlmsg.Marshal(&crawlmsg.DiscoveredBatch{URLs: []crawlmsg.Discovered{{URL: "http://c.test/"}}})
+	if _, err := s.js.Publish(ctx, topology.SubjectDiscovered, data); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.js.Publish(ctx, "crawl.other", []byte("x")); err == nil {
+		t.Fatal("crawl.other should have no stream")
+	}
+
+	t.Run("peek at a work queue", func(t *testing.T) {
+		r := s.inv.run(t, "tap", "-from-start", "crawl.discovered")
+		if r.code != 0 {
+			t.Fatalf("exit %d: %s", r.code, r.stderr)
+		}
+		var got []string
+		for _, l := range lines(r.stdout) {
+			var b crawlmsg.DiscoveredBatch
+			if err := crawlmsg.Unmarshal([]byte(l), &b); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, b.URLs[0].URL)
+		}
+		if strings.Join(got, " ") != "http://b.test/ http://c.test/" {
+			t.Errorf("peeked %v", got)
+		}
+		if !strings.Contains(r.stderr, "without consuming") {
+			t.Errorf("stderr %q", r.stderr)
+		}
+		st, err := s.js.Stream(ctx, topology.StreamDiscovered)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := st.CachedInfo().State.Msgs; n != 2 {
+			t.Errorf("work queue holds %d messages after the peek, want 2", n)
+		}
+	})
+
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"work queue from now", []string{"tap", "crawl.discovered"}, "work-queue stream: crawl.discovered is on CRAWL_DISCOVERED"},
+		{"work queue durable", []string{"tap", "-from-start", "-durable", "x", "crawl.fetch.0"}, "work-queue stream"},
+		{"pipeline durable", []string{"tap", "-durable", "parser", "crawl.pages"}, `"parser" is a pipeline stage's consumer`},
+		{"scheduler durable", []string{"tap", "-durable", "scheduler-0-outcomes", "crawl.fetched.0"}, "pipeline stage's consumer"},
+		{"no stream", []string{"tap", "crawl.other"}, `no stream holds the subject "crawl.other"`},
+		{"spans streams", []string{"tap", "crawl.>"}, "subject spans several streams"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			expectOneLine(t, s.inv.run(t, tt.args...), ExitFailure, tt.want)
+		})
+	}
+
+	t.Run("durable with another filter", func(t *testing.T) {
+		if _, err := s.js.CreateConsumer(ctx, topology.StreamFetched, jetstream.ConsumerConfig{
+			Durable: "mine", FilterSubject: topology.FetchedSubject(0), AckPolicy: jetstream.AckExplicitPolicy,
+		}); err != nil {
+			t.Fatal(err)
+		}
+		expectOneLine(t, s.inv.run(t, "tap", "-durable", "mine", "crawl.fetched.*"), ExitFailure, `consumer mine on CRAWL_FETCHED exists with filter "crawl.fetched.0"`)
+	})
+}

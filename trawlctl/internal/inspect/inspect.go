@@ -1,0 +1,486 @@
+// Package inspect explains what the crawl knows about one URL, for `trawlctl explain`:
+// whether the seen test has it, whether it is in scope, what the cached robots.txt says,
+// where it is in the frontier, the politeness state of its host, and what is known of its
+// last fetch. It only reads: every answer comes from the keys documented in
+// docs/architecture.md, so it never disturbs the crawl.
+package inspect
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/trawl/trawl/shared/robots"
+	"github.com/trawl/trawl/shared/topology"
+	"github.com/trawl/trawl/shared/urlnorm"
+	"github.com/trawl/trawl/trawlctl/internal/bloom"
+)
+
+// Options describe the deployment the URL is explained against.
+type Options struct {
+	Prefix       string
+	Shards       int
+	FrontQueues  int // F; 0 = probe every queue a scheduler may have (64)
+	Agent        string
+	MaxDepth     int
+	MaxURLLength int // 0 = no limit
+	Include      *regexp.Regexp
+	Exclude      *regexp.Regexp
+	// ScanLimit bounds how many entries of each queue are searched for the URL (queues
+	// can hold millions; a list cannot be searched by value cheaply). Default 10000.
+	ScanLimit int
+	Now       func() time.Time
+}
+
+// Report is the explanation; every section says what it could not know.
+type Report struct {
+	Input     string         `json:"input"`
+	URL       string         `json:"url"` // normalised
+	Host      string         `json:"host"`
+	Origin    string         `json:"origin"`
+	Shard     int            `json:"shard"`
+	Seen      SeenReport     `json:"seen"`
+	Scope     ScopeReport    `json:"scope"`
+	Robots    RobotsReport   `json:"robots"`
+	Frontier  FrontierReport `json:"frontier"`
+	HostState HostReport     `json:"host_state"`
+	LastFetch string         `json:"last_fetch"`
+}
+
+// SeenReport is the Bloom filter's answer.
+type SeenReport struct {
+	State  string      `json:"state"` // "seen", "not seen", "unknown"
+	Detail string      `json:"detail"`
+	Bits   []bool      `json:"bits,omitempty"`
+	Filter *bloom.Meta `json:"filter,omitempty"`
+}
+
+// ScopeReport is what can be told about scope without the linking page.
+type ScopeReport struct {
+	Length       int    `json:"length"`
+	MaxURLLength int    `json:"max_url_length"`
+	TooLong      bool   `json:"too_long"`
+	Trap         bool   `json:"trap"`
+	Excluded     bool   `json:"excluded"`
+	NotIncluded  bool   `json:"not_included"`
+	Depth        *int   `json:"depth,omitempty"` // known when the URL was found in a queue
+	MaxDepth     int    `json:"max_depth"`
+	TooDeep      bool   `json:"too_deep"`
+	Verdict      string `json:"verdict"`
+}
+
+// RobotsReport is the cached robots.txt verdict for the URL's origin.
+type RobotsReport struct {
+	Cached     bool          `json:"cached"`
+	Key        string        `json:"key"`
+	Class      string        `json:"class,omitempty"`
+	Status     int           `json:"status,omitempty"`
+	FetchedAt  *time.Time    `json:"fetched_at,omitempty"`
+	ExpiresIn  time.Duration `json:"expires_in_ns,omitempty"`
+	Agent      string        `json:"agent,omitempty"`
+	Allowed    *bool         `json:"allowed,omitempty"`
+	Reason     string        `json:"reason,omitempty"`
+	Rule       string        `json:"rule,omitempty"`
+	CrawlDelay time.Duration `json:"crawl_delay_ns,omitempty"`
+	Error      string        `json:"error,omitempty"`
+	Note       string        `json:"note,omitempty"`
+}
+
+// QueueHit is the result of searching one queue for the URL.
+type QueueHit struct {
+	Queue   string `json:"queue"`
+	Len     int64  `json:"len"`
+	Scanned int64  `json:"scanned"`
+	Found   bool   `json:"found"`
+	Index   int64  `json:"index,omitempty"` // 0 = head (next to go)
+	Depth   int    `json:"depth,omitempty"`
+	Hops    int    `json:"hops,omitempty"`
+	Attempt int    `json:"attempt,omitempty"`
+}
+
+// Complete says the whole queue was searched.
+func (q QueueHit) Complete() bool { return q.Scanned >= q.Len }
+
+// FrontierReport is the URL's and its host's place in the shard's frontier.
+type FrontierReport struct {
+	Paused     bool       `json:"paused"`
+	HostActive bool       `json:"host_active"` // holds a back queue
+	HeapNext   *time.Time `json:"heap_next,omitempty"`
+	Ready      bool       `json:"ready"`
+	// Lease is the host's task out, if any.
+	LeaseToken    string     `json:"lease_token,omitempty"`
+	LeaseDeadline *time.Time `json:"lease_deadline,omitempty"`
+	LeaseURL      string     `json:"lease_url,omitempty"`
+	InFlight      bool       `json:"in_flight"` // this URL is the task out
+	BackQueue     QueueHit   `json:"back_queue"`
+	FrontQueues   []QueueHit `json:"front_queues"`
+	Summary       string     `json:"summary"`
+}
+
+// HostReport is the host's politeness state (host:<host>).
+type HostReport struct {
+	Known      bool              `json:"known"`
+	Next       *time.Time        `json:"next,omitempty"`
+	CrawlDelay time.Duration     `json:"crawl_delay_ns,omitempty"`
+	ErrStreak  int64             `json:"error_streak"`
+	Fails      int64             `json:"fails"`             // consecutive failures toward retirement
+	Retired    *time.Time        `json:"retired,omitempty"` // the host was retired after a failure streak
+	Pages      *int64            `json:"pages,omitempty"`
+	ExpiresIn  time.Duration     `json:"expires_in_ns,omitempty"` // the state of an inactive host expires
+	Other      map[string]string `json:"other,omitempty"`         // fields this trawlctl does not know
+}
+
+// maxFrontQueues is the most front queues a scheduler may have (TRAWL_FRONT_QUEUES ≤ 64).
+const maxFrontQueues = 64
+
+// ErrURL marks an input that is not a crawlable URL.
+var ErrURL = errors.New("invalid URL")
+
+// Explain builds the report for rawURL.
+func Explain(ctx context.Context, rdb redis.UniversalClient, o Options, rawURL string) (*Report, error) {
+	if o.ScanLimit <= 0 {
+		o.ScanLimit = 10000
+	}
+	probe := o.FrontQueues <= 0
+	if probe {
+		o.FrontQueues = maxFrontQueues
+	}
+	now := time.Now
+	if o.Now != nil {
+		now = o.Now
+	}
+	norm, err := urlnorm.Normalize(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("%w %q: %w", ErrURL, rawURL, err)
+	}
+	u, err := url.Parse(norm)
+	if err != nil {
+		return nil, fmt.Errorf("%w %q: %w", ErrURL, rawURL, err)
+	}
+	r := &Report{Input: rawURL, URL: norm, Host: strings.ToLower(u.Hostname()), Origin: u.Scheme + "://" + u.Host}
+	r.Shard = topology.ShardOf(r.Host, o.Shards)
+	ks := fmt.Sprintf("%s:{s%d}:", o.Prefix, r.Shard)
+	robotsKey := o.Prefix + ":robots:" + r.Origin
+
+	// Everything but the Bloom bits and the queue scans in one round trip.
+	var (
+		meta, hostHash           *redis.MapStringStringCmd
+		robotsRaw, lease         *redis.StringCmd
+		robotsTTL, hostTTL       *redis.DurationCmd
+		active                   *redis.BoolCmd
+		paused, bqLen            *redis.IntCmd
+		heapScore, inflightScore *redis.FloatCmd
+		fqLen                    = make([]*redis.IntCmd, o.FrontQueues)
+	)
+	_, err = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		meta = p.HGetAll(ctx, bloom.MetaKey(o.Prefix))
+		robotsRaw = p.Get(ctx, robotsKey)
+		robotsTTL = p.PTTL(ctx, robotsKey)
+		active = p.HExists(ctx, ks+"hosts", r.Host)
+		heapScore = p.ZScore(ctx, ks+"heap", r.Host)
+		inflightScore = p.ZScore(ctx, ks+"inflight", r.Host)
+		lease = p.HGet(ctx, ks+"lease", r.Host)
+		hostHash = p.HGetAll(ctx, ks+"host:"+r.Host)
+		hostTTL = p.PTTL(ctx, ks+"host:"+r.Host)
+		paused = p.Exists(ctx, ks+"paused")
+		bqLen = p.LLen(ctx, ks+"bq:"+r.Host)
+		for q := range fqLen {
+			fqLen[q] = p.LLen(ctx, ks+"fq:"+strconv.Itoa(q))
+		}
+		return nil
+	})
+	// redis.Nil only says one of the keys is absent, which each section reports itself.
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("explain: redis: %w", err)
+	}
+
+	if err := r.seen(ctx, rdb, o.Prefix, meta.Val()); err != nil {
+		return nil, err
+	}
+	r.robots(robotsKey, robotsRaw, robotsTTL, o.Agent)
+	r.host(hostHash.Val(), hostTTL)
+
+	f := &r.Frontier
+	f.Paused = paused.Val() > 0
+	f.HostActive = active.Val()
+	if s, err := heapScore.Result(); err == nil {
+		t := time.UnixMilli(int64(s))
+		f.HeapNext, f.Ready = &t, !t.After(now())
+	}
+	if s, err := inflightScore.Result(); err == nil {
+		t := time.UnixMilli(int64(s))
+		f.LeaseDeadline = &t
+	}
+	if v, err := lease.Result(); err == nil {
+		tok, entry, _ := strings.Cut(v, " ")
+		f.LeaseToken = tok
+		if d, _, _, eu, ok := parseEntry(entry); ok {
+			f.LeaseURL = eu
+			if eu == norm {
+				f.InFlight = true
+				r.Scope.Depth = &d
+			}
+		}
+	}
+	f.BackQueue, err = scan(ctx, rdb, ks+"bq:"+r.Host, "bq:"+r.Host, bqLen.Val(), norm, o.ScanLimit)
+	if err != nil {
+		return nil, err
+	}
+	if f.BackQueue.Found {
+		d := f.BackQueue.Depth
+		r.Scope.Depth = &d
+	}
+	shown := len(fqLen)
+	if probe {
+		// Report the scheduler's default eight, or up to the last queue holding anything.
+		shown = 8
+		for q, c := range fqLen {
+			if c.Val() > 0 {
+				shown = max(shown, q+1)
+			}
+		}
+	}
+	for q, c := range fqLen[:shown] {
+		hit, err := scan(ctx, rdb, ks+"fq:"+strconv.Itoa(q), "fq:"+strconv.Itoa(q), c.Val(), norm, o.ScanLimit)
+		if err != nil {
+			return nil, err
+		}
+		if hit.Found && r.Scope.Depth == nil {
+			d := hit.Depth
+			r.Scope.Depth = &d
+		}
+		f.FrontQueues = append(f.FrontQueues, hit)
+	}
+	f.Summary = f.summary(o.ScanLimit)
+	r.scope(o)
+	r.LastFetch = fmt.Sprintf("unknown: JetStream keeps the fetch log (%s) and pages (%s) by sequence and subject, not by URL, so there is no cheap lookup; "+
+		"search it with: trawlctl tap -from-start %s | grep -F '\"url\":\"%s\"'",
+		topology.FetchedSubject(r.Shard), topology.SubjectPages, topology.FetchedSubject(r.Shard), norm)
+	return r, nil
+}
+
+func (r *Report) seen(ctx context.Context, rdb redis.UniversalClient, prefix string, h map[string]string) error {
+	m, err := bloom.ParseMeta(h)
+	switch {
+	case errors.Is(err, bloom.ErrNoFilter):
+		r.Seen = SeenReport{State: "unknown", Detail: "no Bloom filter under " + bloom.MetaKey(prefix) + " (dedup has not started with this TRAWL_REDIS_PREFIX)"}
+		return nil
+	case err != nil:
+		r.Seen = SeenReport{State: "unknown", Detail: err.Error()}
+		return nil
+	}
+	bits, seen, err := m.Test(ctx, rdb, prefix, r.URL)
+	if err != nil {
+		return fmt.Errorf("explain: %w", err)
+	}
+	set := 0
+	for _, b := range bits {
+		if b {
+			set++
+		}
+	}
+	r.Seen = SeenReport{Bits: bits, Filter: &m}
+	if seen {
+		r.Seen.State = "seen"
+		r.Seen.Detail = fmt.Sprintf("all %d bits set: dedup has passed this URL on once and drops it now (or it is a false positive, about %g at capacity %d)", m.K, m.FPRate, m.Capacity)
+	} else {
+		r.Seen.State = "not seen"
+		r.Seen.Detail = fmt.Sprintf("%d of %d bits set: dedup would pass it on as new", set, m.K)
+	}
+	return nil
+}
+
+func (r *Report) robots(key string, raw *redis.StringCmd, ttl *redis.DurationCmd, agent string) {
+	rr := &r.Robots
+	rr.Key = key
+	data, err := raw.Bytes()
+	if err != nil {
+		rr.Note = "not cached: the next task for this origin fetches robots.txt first"
+		return
+	}
+	e, err := robots.UnmarshalEntry(data)
+	if err != nil {
+		rr.Note = "cached entry cannot be decoded (" + err.Error() + "): the fetchers treat it as a miss"
+		return
+	}
+	rr.Cached = true
+	rr.Class, rr.Status, rr.Agent, rr.Error = e.Class.String(), e.Status, e.Agent, e.Error
+	t := e.FetchedAt
+	rr.FetchedAt = &t
+	if d, err := ttl.Result(); err == nil && d > 0 {
+		rr.ExpiresIn = d
+	}
+	d, err := robots.Decide(e, "", r.URL)
+	if err != nil {
+		rr.Note = err.Error()
+		return
+	}
+	rr.Allowed = &d.Allowed
+	rr.Reason, rr.Rule, rr.CrawlDelay = string(d.Reason), d.Rule, d.CrawlDelay
+	if agent != "" && e.Class == robots.Parsed && robots.AgentKey(agent) != e.Agent {
+		rr.Note = fmt.Sprintf("the entry was reduced for agent %q, not TRAWL_ROBOTS_AGENT=%q: fetchers with that agent treat it as a miss", e.Agent, robots.AgentKey(agent))
+	}
+}
+
+func (r *Report) host(h map[string]string, ttl *redis.DurationCmd) {
+	hr := &r.HostState
+	if len(h) == 0 {
+		return
+	}
+	hr.Known = true
+	if d, err := ttl.Result(); err == nil && d > 0 {
+		hr.ExpiresIn = d
+	}
+	for k, v := range h {
+		n, err := strconv.ParseInt(v, 10, 64)
+		switch {
+		case k == "next" && err == nil:
+			t := time.UnixMilli(n)
+			hr.Next = &t
+		case k == "cd" && err == nil:
+			hr.CrawlDelay = time.Duration(n) * time.Millisecond
+		case k == "err" && err == nil:
+			hr.ErrStreak = n
+		case k == "fails" && err == nil:
+			hr.Fails = n
+		case k == "retired" && err == nil:
+			t := time.UnixMilli(n)
+			hr.Retired = &t
+		case k == "pages" && err == nil:
+			hr.Pages = &n
+		default:
+			if hr.Other == nil {
+				hr.Other = map[string]string{}
+			}
+			hr.Other[k] = v
+		}
+	}
+}
+
+func (r *Report) scope(o Options) {
+	s := &r.Scope
+	s.Length, s.MaxURLLength, s.MaxDepth = len(r.URL), o.MaxURLLength, o.MaxDepth
+	s.TooLong = o.MaxURLLength > 0 && s.Length > o.MaxURLLength
+	s.Trap = IsTrap(r.URL)
+	s.Excluded = o.Exclude != nil && o.Exclude.MatchString(r.URL)
+	s.NotIncluded = o.Include != nil && !o.Include.MatchString(r.URL)
+	if s.Depth != nil {
+		s.TooDeep = *s.Depth > o.MaxDepth
+	}
+	var why []string
+	if s.TooLong {
+		why = append(why, fmt.Sprintf("longer than TRAWL_MAX_URL_LENGTH (%d > %d)", s.Length, o.MaxURLLength))
+	}
+	if s.Trap {
+		why = append(why, "a path segment repeats 3+ times (trap rule)")
+	}
+	if s.Excluded {
+		why = append(why, "matches TRAWL_EXCLUDE")
+	}
+	if s.NotIncluded {
+		why = append(why, "does not match TRAWL_INCLUDE")
+	}
+	if s.TooDeep {
+		why = append(why, fmt.Sprintf("queued at depth %d > TRAWL_MAX_DEPTH %d", *s.Depth, o.MaxDepth))
+	}
+	if len(why) > 0 {
+		s.Verdict = "out of scope: " + strings.Join(why, "; ") + " (the parser does not follow links to it)"
+		return
+	}
+	s.Verdict = fmt.Sprintf("passes the URL-only rules (length %d ≤ %d, no trap, include/exclude)", s.Length, o.MaxURLLength)
+	if o.MaxURLLength == 0 {
+		s.Verdict = "passes the URL-only rules (no length limit, no trap, include/exclude)"
+	}
+	if s.Depth == nil {
+		s.Verdict += "; scope depends on depth and on the linking page (TRAWL_SCOPE), which an arbitrary URL does not carry"
+	}
+}
+
+func (f *FrontierReport) summary(limit int) string {
+	var parts []string
+	switch {
+	case f.InFlight:
+		parts = append(parts, "in flight now (its host's task)")
+	case f.BackQueue.Found:
+		parts = append(parts, fmt.Sprintf("waiting in its host's back queue at position %d", f.BackQueue.Index))
+	}
+	for _, q := range f.FrontQueues {
+		if q.Found {
+			parts = append(parts, fmt.Sprintf("waiting in front queue %s at position %d", q.Queue, q.Index))
+		}
+	}
+	if len(parts) > 0 {
+		return strings.Join(parts, "; ")
+	}
+	partial := !f.BackQueue.Complete()
+	for _, q := range f.FrontQueues {
+		partial = partial || !q.Complete()
+	}
+	if partial {
+		return fmt.Sprintf("not found in the first %d entries of each queue (longer queues were not searched to the end)", limit)
+	}
+	return "not queued in this shard's frontier (never accepted, already done, or still upstream in crawl.discovered / crawl.frontier)"
+}
+
+// parseEntry reads a queue entry "<depth> <hops> <attempt> <url>".
+func parseEntry(e string) (depth, hops, attempt int, u string, ok bool) {
+	f := strings.SplitN(e, " ", 4)
+	if len(f) != 4 {
+		return 0, 0, 0, "", false
+	}
+	var err1, err2, err3 error
+	depth, err1 = strconv.Atoi(f[0])
+	hops, err2 = strconv.Atoi(f[1])
+	attempt, err3 = strconv.Atoi(f[2])
+	if err1 != nil || err2 != nil || err3 != nil {
+		return 0, 0, 0, "", false
+	}
+	return depth, hops, attempt, f[3], true
+}
+
+// scanChunk is how many entries one LRANGE returns.
+const scanChunk = 1000
+
+// scan searches the first limit entries of a list for the URL, a chunk per round trip.
+func scan(ctx context.Context, rdb redis.UniversalClient, key, name string, length int64, u string, limit int) (QueueHit, error) {
+	hit := QueueHit{Queue: name, Len: length}
+	end := min(length, int64(limit))
+	for start := int64(0); start < end; start += scanChunk {
+		stop := min(start+scanChunk, end) - 1
+		es, err := rdb.LRange(ctx, key, start, stop).Result()
+		if err != nil {
+			return hit, fmt.Errorf("explain: scan %s: %w", key, err)
+		}
+		for i, e := range es {
+			d, h, a, eu, ok := parseEntry(e)
+			if ok && eu == u {
+				hit.Found, hit.Index, hit.Depth, hit.Hops, hit.Attempt = true, start+int64(i), d, h, a
+				hit.Scanned = start + int64(i) + 1
+				return hit, nil
+			}
+		}
+		hit.Scanned = start + int64(len(es))
+		if int64(len(es)) < stop-start+1 {
+			break // the list shrank under us
+		}
+	}
+	return hit, nil
+}
+
+// sortedKeys is for stable output of maps.
+func sortedKeys(m map[string]string) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}

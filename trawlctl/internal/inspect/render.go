@@ -1,0 +1,139 @@
+package inspect
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// WriteText prints the report for people, one section per line group.
+func WriteText(w io.Writer, r *Report, now time.Time) error {
+	var b strings.Builder
+	p := func(format string, a ...any) { fmt.Fprintf(&b, format+"\n", a...) }
+	when := func(t time.Time) string {
+		d := t.Sub(now).Round(time.Millisecond)
+		switch {
+		case d > 0:
+			return fmt.Sprintf("%s (in %s)", t.Format(time.DateTime), d)
+		case d < 0:
+			return fmt.Sprintf("%s (%s ago)", t.Format(time.DateTime), -d)
+		}
+		return t.Format(time.DateTime) + " (now)"
+	}
+
+	p("url        %s", r.URL)
+	if r.Input != r.URL {
+		p("           (normalised from %s)", r.Input)
+	}
+	p("host       %s  shard %d  origin %s", r.Host, r.Shard, r.Origin)
+
+	p("seen       %s: %s", r.Seen.State, r.Seen.Detail)
+
+	p("scope      %s", r.Scope.Verdict)
+
+	rr := r.Robots
+	if !rr.Cached {
+		p("robots     %s (%s)", rr.Note, rr.Key)
+	} else {
+		verdict := "?"
+		if rr.Allowed != nil {
+			verdict = map[bool]string{true: "allowed", false: "disallowed"}[*rr.Allowed]
+		}
+		line := fmt.Sprintf("robots     %s for agent %s: %s", verdict, rr.Agent, rr.Reason)
+		if rr.Rule != "" {
+			line += " (" + rr.Rule + ")"
+		}
+		p("%s", line)
+		extra := fmt.Sprintf("           robots.txt %s, status %d", rr.Class, rr.Status)
+		if rr.FetchedAt != nil {
+			extra += ", fetched " + when(*rr.FetchedAt)
+		}
+		if rr.ExpiresIn > 0 {
+			extra += fmt.Sprintf(", cached %s more", rr.ExpiresIn.Round(time.Second))
+		}
+		if rr.CrawlDelay > 0 {
+			extra += fmt.Sprintf(", Crawl-delay %s", rr.CrawlDelay)
+		}
+		if rr.Error != "" {
+			extra += ", error: " + rr.Error
+		}
+		p("%s", extra)
+		if rr.Note != "" {
+			p("           note: %s", rr.Note)
+		}
+	}
+
+	f := r.Frontier
+	p("frontier   %s", f.Summary)
+	var hs []string
+	if f.Paused {
+		hs = append(hs, "shard PAUSED")
+	}
+	if f.HostActive {
+		hs = append(hs, "host holds a back queue")
+	} else {
+		hs = append(hs, "host holds no back queue")
+	}
+	switch {
+	case f.HeapNext != nil && f.Ready:
+		hs = append(hs, "due now (in the heap since "+when(*f.HeapNext)+")")
+	case f.HeapNext != nil:
+		hs = append(hs, "next fetch "+when(*f.HeapNext))
+	}
+	if f.LeaseToken != "" {
+		l := "task out, lease " + f.LeaseToken
+		if f.LeaseDeadline != nil {
+			l += " until " + when(*f.LeaseDeadline)
+		}
+		if f.LeaseURL != "" && !f.InFlight {
+			l += " for " + f.LeaseURL
+		}
+		hs = append(hs, l)
+	}
+	p("           %s", strings.Join(hs, "; "))
+	qs := []string{queueLine(f.BackQueue)}
+	for _, q := range f.FrontQueues {
+		if q.Len > 0 {
+			qs = append(qs, queueLine(q))
+		}
+	}
+	p("           queues: %s", strings.Join(qs, ", "))
+
+	h := r.HostState
+	if !h.Known {
+		p("politeness no host:%s state (host never dispatched on this shard)", r.Host)
+	} else {
+		var parts []string
+		if h.Next != nil {
+			parts = append(parts, "next request not before "+when(*h.Next))
+		}
+		if h.Retired != nil {
+			parts = append(parts, "RETIRED "+when(*h.Retired)+" (its URLs end as failed)")
+		}
+		parts = append(parts, fmt.Sprintf("crawl-delay %s", h.CrawlDelay), fmt.Sprintf("error streak %d", h.ErrStreak), fmt.Sprintf("failures %d", h.Fails))
+		if h.Pages != nil {
+			parts = append(parts, fmt.Sprintf("pages %d", *h.Pages))
+		}
+		for _, k := range sortedKeys(h.Other) {
+			parts = append(parts, k+"="+h.Other[k])
+		}
+		if h.ExpiresIn > 0 {
+			parts = append(parts, fmt.Sprintf("state expires in %s", h.ExpiresIn.Round(time.Second)))
+		}
+		p("politeness %s", strings.Join(parts, "; "))
+	}
+	p("last fetch %s", r.LastFetch)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func queueLine(q QueueHit) string {
+	switch {
+	case q.Found:
+		return fmt.Sprintf("%s len %d: found at %d (depth %d, attempt %d)", q.Queue, q.Len, q.Index, q.Depth, q.Attempt)
+	case q.Complete():
+		return fmt.Sprintf("%s len %d: not in it", q.Queue, q.Len)
+	}
+	return fmt.Sprintf("%s len %d: not in the first %d", q.Queue, q.Len, q.Scanned)
+}

@@ -1,0 +1,279 @@
+// Package progress reads a snapshot of a running crawl for `trawlctl status`: the
+// frontier's queues and counters from Redis (the keys documented in docs/architecture.md,
+// "The frontier") and each pipeline stage's backlog from JetStream.
+//
+// The JetStream part follows devstack/stack.ReadProgress (copied, not imported: devstack
+// pulls in nats-server and is no dependency of a tool).
+package progress
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/trawl/trawl/shared/topology"
+)
+
+// MaxFrontQueues is the most front queues a scheduler may have (TRAWL_FRONT_QUEUES ≤ 64).
+const MaxFrontQueues = 64
+
+// Counters are the frontier's `stats` hash (summed over shards).
+type Counters struct {
+	Accepted   int64 `json:"accepted"`
+	Queued     int64 `json:"queued"`
+	Dispatched int64 `json:"dispatched"`
+	Fetched    int64 `json:"fetched"`
+	Failed     int64 `json:"failed"`
+	Disallowed int64 `json:"disallowed"`
+	OutOfScope int64 `json:"out_of_scope"`
+	OverBudget int64 `json:"over_budget"`
+	Expired    int64 `json:"expired"`
+	// RetiredHosts counts hosts the scheduler gave up on after a failure streak.
+	RetiredHosts int64 `json:"retired_hosts"`
+}
+
+func (c *Counters) add(h map[string]string) {
+	get := func(k string) int64 { n, _ := strconv.ParseInt(h[k], 10, 64); return n }
+	c.Accepted += get("accepted")
+	c.Queued += get("queued")
+	c.Dispatched += get("dispatched")
+	c.Fetched += get("fetched")
+	c.Failed += get("failed")
+	c.Disallowed += get("disallowed")
+	c.OutOfScope += get("out_of_scope")
+	c.OverBudget += get("over_budget")
+	c.Expired += get("expired")
+	c.RetiredHosts += get("retired")
+}
+
+// Hosts describes the back-queue side of the frontier.
+type Hosts struct {
+	Active   int64 `json:"active"`    // hosts holding a back queue (HLEN hosts)
+	InHeap   int64 `json:"in_heap"`   // idle active hosts (ZCARD heap)
+	Ready    int64 `json:"ready"`     // of them, due now (ZCOUNT heap -inf now)
+	Waiting  int64 `json:"waiting"`   // of them, waiting out their politeness delay
+	InFlight int64 `json:"in_flight"` // hosts with a task out (ZCARD inflight)
+}
+
+// Shard is one scheduler shard.
+type Shard struct {
+	Shard    int      `json:"shard"`
+	Paused   bool     `json:"paused"`
+	Front    []int64  `json:"front_queues"` // LLEN fq:<p>, p = 0 (highest priority) …
+	Hosts    Hosts    `json:"hosts"`
+	Counters Counters `json:"stats"`
+}
+
+// Stream is one JetStream stream's state.
+type Stream struct {
+	Msgs    uint64 `json:"msgs"`
+	Bytes   uint64 `json:"bytes"`
+	LastSeq uint64 `json:"last_seq"`
+}
+
+// Snapshot is the whole report; -json prints it as is.
+type Snapshot struct {
+	At       time.Time `json:"at"`
+	Prefix   string    `json:"prefix"`
+	Shards   []Shard   `json:"shards"`
+	Paused   bool      `json:"paused"` // any shard paused
+	Front    []int64   `json:"front_queues"`
+	Queued   int64     `json:"front_queued"` // Σ front queues (URLs not yet routed to a host)
+	Hosts    Hosts     `json:"hosts"`
+	Counters Counters  `json:"stats"`
+	// PagesPerSec is the rate of the `fetched` counter between two samples; nil when only
+	// one sample was taken.
+	PagesPerSec *float64 `json:"pages_per_sec,omitempty"`
+	// Errors is the `failed` counter: URLs that ended failed after retries.
+	Errors int64 `json:"errors"`
+	// Backlog is the messages not yet handled by each stage: dedup, scheduler, fetch
+	// (work-queue stream sizes), outcomes, parser (consumer pending + unacked).
+	Backlog map[string]uint64 `json:"backlog"`
+	Streams map[string]Stream `json:"streams"`
+	// Warnings name what could not be read (e.g. a stream that does not exist yet).
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// Options say what to read.
+type Options struct {
+	Prefix string
+	Shards int
+	// FrontQueues is F; 0 reads every possible queue and reports up to the last non-empty
+	// one (at least 8, the scheduler's default).
+	FrontQueues int
+	// Now is the clock used for "ready" hosts (default time.Now).
+	Now func() time.Time
+}
+
+// Reader takes snapshots. js may be nil (Redis-only report).
+type Reader struct {
+	RDB redis.UniversalClient
+	JS  jetstream.JetStream
+	O   Options
+}
+
+// Read takes one snapshot.
+func (r *Reader) Read(ctx context.Context) (*Snapshot, error) {
+	now := time.Now
+	if r.O.Now != nil {
+		now = r.O.Now
+	}
+	s := &Snapshot{At: now(), Prefix: r.O.Prefix, Backlog: map[string]uint64{}, Streams: map[string]Stream{}}
+	if err := r.readRedis(ctx, s); err != nil {
+		return nil, err
+	}
+	if r.JS != nil {
+		if err := r.readJetStream(ctx, s); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+func (r *Reader) readRedis(ctx context.Context, s *Snapshot) error {
+	nq := r.O.FrontQueues
+	if nq <= 0 {
+		nq = MaxFrontQueues
+	}
+	type shardCmds struct {
+		stats                   *redis.MapStringStringCmd
+		hosts, heap, ready, inf *redis.IntCmd
+		paused                  *redis.IntCmd
+		fq                      []*redis.IntCmd
+	}
+	cmds := make([]shardCmds, r.O.Shards)
+	nowMs := strconv.FormatInt(s.At.UnixMilli(), 10)
+	// One round trip for every shard: the status of a 1024-shard crawl is still one call.
+	_, err := r.RDB.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for k := range cmds {
+			ks := fmt.Sprintf("%s:{s%d}:", r.O.Prefix, k)
+			c := &cmds[k]
+			c.stats = p.HGetAll(ctx, ks+"stats")
+			c.hosts = p.HLen(ctx, ks+"hosts")
+			c.heap = p.ZCard(ctx, ks+"heap")
+			c.ready = p.ZCount(ctx, ks+"heap", "-inf", nowMs)
+			c.inf = p.ZCard(ctx, ks+"inflight")
+			c.paused = p.Exists(ctx, ks+"paused")
+			c.fq = make([]*redis.IntCmd, nq)
+			for q := range nq {
+				c.fq[q] = p.LLen(ctx, ks+"fq:"+strconv.Itoa(q))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("progress: redis: %w", err)
+	}
+	shown := r.O.FrontQueues
+	if shown <= 0 {
+		// Probing: show the default eight, or up to the last queue that holds anything.
+		shown = 8
+		for _, c := range cmds {
+			for q, cmd := range c.fq {
+				if cmd.Val() > 0 && q+1 > shown {
+					shown = q + 1
+				}
+			}
+		}
+	}
+	s.Front = make([]int64, shown)
+	for k, c := range cmds {
+		sh := Shard{Shard: k, Paused: c.paused.Val() > 0, Front: make([]int64, shown)}
+		for q := range shown {
+			sh.Front[q] = c.fq[q].Val()
+			s.Front[q] += sh.Front[q]
+			s.Queued += sh.Front[q]
+		}
+		sh.Hosts = Hosts{Active: c.hosts.Val(), InHeap: c.heap.Val(), Ready: c.ready.Val(), InFlight: c.inf.Val()}
+		sh.Hosts.Waiting = sh.Hosts.InHeap - sh.Hosts.Ready
+		sh.Counters.add(c.stats.Val())
+		s.Shards = append(s.Shards, sh)
+		s.Paused = s.Paused || sh.Paused
+		s.Hosts.Active += sh.Hosts.Active
+		s.Hosts.InHeap += sh.Hosts.InHeap
+		s.Hosts.Ready += sh.Hosts.Ready
+		s.Hosts.Waiting += sh.Hosts.Waiting
+		s.Hosts.InFlight += sh.Hosts.InFlight
+		s.Counters.add(c.stats.Val())
+	}
+	s.Errors = s.Counters.Failed
+	return nil
+}
+
+// stages maps the work-queue streams to the stage whose backlog their size is.
+var stages = []struct{ stream, stage string }{
+	{topology.StreamDiscovered, "dedup"},
+	{topology.StreamFrontier, "scheduler"},
+	{topology.StreamFetch, "fetch"},
+	{topology.StreamFetched, ""},
+	{topology.StreamPages, ""},
+	{topology.StreamDocs, ""},
+}
+
+func (r *Reader) readJetStream(ctx context.Context, s *Snapshot) error {
+	for _, st := range stages {
+		str, err := r.JS.Stream(ctx, st.stream)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			s.Warnings = append(s.Warnings, fmt.Sprintf("stream %s does not exist (no service has started against this NATS?)", st.stream))
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("progress: stream %s: %w", st.stream, err)
+		}
+		info := str.CachedInfo()
+		s.Streams[st.stream] = Stream{Msgs: info.State.Msgs, Bytes: info.State.Bytes, LastSeq: info.State.LastSeq}
+		if st.stage != "" {
+			s.Backlog[st.stage] = info.State.Msgs
+		}
+	}
+	// Limits and interest streams keep handled messages, so their stages' backlog is what
+	// their consumers still have to deliver or see acked.
+	pending := func(stream, consumer string) (uint64, bool, error) {
+		c, err := r.JS.Consumer(ctx, stream, consumer)
+		if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
+			s.Warnings = append(s.Warnings, fmt.Sprintf("consumer %s/%s does not exist", stream, consumer))
+			return 0, false, nil
+		}
+		if err != nil {
+			return 0, false, fmt.Errorf("progress: consumer %s/%s: %w", stream, consumer, err)
+		}
+		info := c.CachedInfo()
+		return info.NumPending + uint64(info.NumAckPending), true, nil
+	}
+	if n, ok, err := pending(topology.StreamPages, topology.ConsumerParser); err != nil {
+		return err
+	} else if ok {
+		s.Backlog["parser"] = n
+	}
+	for k := range r.O.Shards {
+		n, ok, err := pending(topology.StreamFetched, topology.SchedulerFetchedConsumer(k))
+		if err != nil {
+			return err
+		}
+		if ok {
+			s.Backlog["outcomes"] += n
+		}
+	}
+	return nil
+}
+
+// Rate sets cur's pages/s from the fetched counters of two snapshots.
+func Rate(prev, cur *Snapshot) {
+	if prev == nil {
+		return
+	}
+	dt := cur.At.Sub(prev.At).Seconds()
+	if dt <= 0 {
+		return
+	}
+	r := float64(cur.Counters.Fetched-prev.Counters.Fetched) / dt
+	if r < 0 {
+		r = 0 // the counters were reset between the samples
+	}
+	cur.PagesPerSec = &r
+}

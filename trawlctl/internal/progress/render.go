@@ -1,0 +1,77 @@
+package progress
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/trawl/trawl/shared/topology"
+)
+
+// WriteText prints the snapshot for people.
+func WriteText(w io.Writer, s *Snapshot) error {
+	var b strings.Builder
+	state := "running"
+	if s.Paused {
+		var ps []string
+		for _, sh := range s.Shards {
+			if sh.Paused {
+				ps = append(ps, fmt.Sprint(sh.Shard))
+			}
+		}
+		state = "PAUSED (shards " + strings.Join(ps, ",") + ")"
+		if len(ps) == len(s.Shards) {
+			state = "PAUSED"
+		}
+	}
+	fmt.Fprintf(&b, "trawl status  %s  prefix=%s shards=%d  %s\n", s.At.Format(time.DateTime), s.Prefix, len(s.Shards), state)
+	qs := make([]string, len(s.Front))
+	for p, n := range s.Front {
+		qs[p] = fmt.Sprintf("p%d=%d", p, n)
+	}
+	fmt.Fprintf(&b, "frontier   %d URLs in front queues: %s\n", s.Queued, strings.Join(qs, " "))
+	fmt.Fprintf(&b, "hosts      active=%d  ready=%d  waiting=%d  in-flight=%d  retired=%d\n", s.Hosts.Active, s.Hosts.Ready, s.Hosts.Waiting, s.Hosts.InFlight, s.Counters.RetiredHosts)
+	c := s.Counters
+	fmt.Fprintf(&b, "urls       accepted=%d queued=%d dispatched=%d | fetched=%d failed=%d disallowed=%d out-of-scope=%d over-budget=%d\n",
+		c.Accepted, c.Queued, c.Dispatched, c.Fetched, c.Failed, c.Disallowed, c.OutOfScope, c.OverBudget)
+	rate := "n/a (one sample)"
+	if s.PagesPerSec != nil {
+		rate = fmt.Sprintf("%.1f pages/s", *s.PagesPerSec)
+	}
+	fmt.Fprintf(&b, "rate       %s  errors=%d\n", rate, s.Errors)
+	if len(s.Streams) > 0 {
+		var bl []string
+		for _, k := range []string{"dedup", "scheduler", "fetch", "outcomes", "parser"} {
+			if n, ok := s.Backlog[k]; ok {
+				bl = append(bl, fmt.Sprintf("%s=%d", k, n))
+			}
+		}
+		fmt.Fprintf(&b, "backlog    %s\n", strings.Join(bl, " "))
+		var st []string
+		for _, name := range []string{topology.StreamPages, topology.StreamDocs, topology.StreamFetched} {
+			if x, ok := s.Streams[name]; ok {
+				st = append(st, fmt.Sprintf("%s=%d msgs/%s", name, x.Msgs, bytesString(x.Bytes)))
+			}
+		}
+		fmt.Fprintf(&b, "streams    %s\n", strings.Join(st, " "))
+	}
+	for _, w := range s.Warnings {
+		fmt.Fprintf(&b, "warning    %s\n", w)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func bytesString(n uint64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%dB", n)
+	}
+	div, exp := uint64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f%ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}

@@ -1,0 +1,319 @@
+// Package tap prints the messages of a crawl subject as JSON lines without taking them
+// away from the crawler.
+//
+// What can be tapped depends on the stream's retention (shared/topology):
+//
+//   - limits streams (CRAWL_PAGES, CRAWL_DOCS) and the interest stream (CRAWL_FETCHED)
+//     accept extra consumers: an ordered, ephemeral consumer by default, or a durable
+//     pull consumer with explicit acks (-durable) so that a later run resumes where the
+//     last one stopped. A durable tap on CRAWL_FETCHED holds outcomes in the stream until
+//     it acks them (up to the stream's 24 h max age): delete it when done.
+//   - work-queue streams (CRAWL_DISCOVERED, CRAWL_FRONTIER, CRAWL_FETCH) refuse a second
+//     consumer overlapping the pipeline's own, and any consumer there would take work
+//     from the services. They can only be peeked at: the messages waiting now, read by
+//     sequence with a direct stream get, which changes nothing.
+package tap
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/topology"
+)
+
+// Errors a caller may want to tell apart (all are the operator's to fix, not transient).
+var (
+	ErrNoStream   = errors.New("no stream holds the subject")
+	ErrWorkQueue  = errors.New("work-queue stream")
+	ErrDurable    = errors.New("unusable durable name")
+	ErrManyStream = errors.New("subject spans several streams")
+)
+
+// Options say what to tap.
+type Options struct {
+	Subject   string
+	FromStart bool   // DeliverAll instead of DeliverNew; on a work queue: peek at what waits
+	Durable   string // durable consumer name; "" = ephemeral ordered consumer
+	Count     int    // stop after this many messages; 0 = until ctx ends
+	Body      bool   // include crawl.pages bodies as strings
+	// AckWait of a newly created durable tap consumer (default 30s).
+	AckWait time.Duration
+}
+
+// Tapper runs taps. Info gets one human line when the tap is ready (the moment after
+// which published messages are seen) and other notes; Warn gets messages that could not
+// be printed.
+type Tapper struct {
+	JS   jetstream.JetStream
+	Out  io.Writer
+	Info func(string)
+	Warn func(string)
+}
+
+func (t *Tapper) info(s string) {
+	if t.Info != nil {
+		t.Info(s)
+	}
+}
+
+func (t *Tapper) warn(s string) {
+	if t.Warn != nil {
+		t.Warn(s)
+	}
+}
+
+// Run taps until ctx ends or o.Count messages were printed, and returns how many were.
+// The end of ctx is a normal stop, not an error.
+func (t *Tapper) Run(ctx context.Context, o Options) (int, error) {
+	stream, err := t.streamOf(ctx, o.Subject)
+	if err != nil {
+		return 0, err
+	}
+	s, err := t.JS.Stream(ctx, stream)
+	if err != nil {
+		return 0, fmt.Errorf("tap: stream %s: %w", stream, err)
+	}
+	info := s.CachedInfo()
+	if info.Config.Retention == jetstream.WorkQueuePolicy {
+		if o.Durable != "" || !o.FromStart {
+			return 0, fmt.Errorf("%w: %s is on %s, and a consumer there would take messages from the crawler (and JetStream refuses one beside the pipeline's); use -from-start without -durable to peek at the %d messages waiting now without consuming them",
+				ErrWorkQueue, o.Subject, stream, info.State.Msgs)
+		}
+		return t.peek(ctx, s, info, o)
+	}
+	if o.Durable != "" {
+		return t.durable(ctx, stream, o)
+	}
+	return t.ordered(ctx, stream, o)
+}
+
+func (t *Tapper) streamOf(ctx context.Context, subject string) (string, error) {
+	var names []string
+	l := t.JS.StreamNames(ctx, jetstream.WithStreamListSubject(subject))
+	for n := range l.Name() {
+		names = append(names, n)
+	}
+	if err := l.Err(); err != nil {
+		return "", fmt.Errorf("tap: look up stream of %s: %w", subject, err)
+	}
+	switch len(names) {
+	case 0:
+		return "", fmt.Errorf("%w %q (crawl subjects: %s, %s, %s, crawl.fetched.<shard>, crawl.frontier.<shard>, crawl.fetch.<shard>)",
+			ErrNoStream, subject, topology.SubjectDocs, topology.SubjectPages, topology.SubjectDiscovered)
+	case 1:
+		return names[0], nil
+	}
+	return "", fmt.Errorf("%w: %s matches %s; tap one of them", ErrManyStream, subject, strings.Join(names, ", "))
+}
+
+func deliver(fromStart bool) (jetstream.DeliverPolicy, string) {
+	if fromStart {
+		return jetstream.DeliverAllPolicy, "from the start of the stream"
+	}
+	return jetstream.DeliverNewPolicy, "from now"
+}
+
+func (t *Tapper) ordered(ctx context.Context, stream string, o Options) (int, error) {
+	policy, from := deliver(o.FromStart)
+	cons, err := t.JS.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{o.Subject},
+		DeliverPolicy:  policy,
+	})
+	if err != nil {
+		return 0, fmt.Errorf("tap: consumer on %s: %w", stream, err)
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		return 0, fmt.Errorf("tap: consume %s: %w", stream, err)
+	}
+	defer it.Stop()
+	stop := context.AfterFunc(ctx, it.Stop)
+	defer stop()
+	t.info(fmt.Sprintf("tapping %s on %s %s (ephemeral consumer)", o.Subject, stream, from))
+	n := 0
+	for o.Count <= 0 || n < o.Count {
+		m, err := it.Next()
+		if err != nil {
+			if errors.Is(err, jetstream.ErrMsgIteratorClosed) || ctx.Err() != nil {
+				return n, nil
+			}
+			return n, fmt.Errorf("tap: next: %w", err)
+		}
+		if err := t.print(m.Subject(), m.Headers(), m.Data(), o); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+// pipelineName matches the durable names the services use (shared/topology): taking
+// messages through one of them would steal them from a stage.
+var pipelineName = regexp.MustCompile(`^(` + regexp.QuoteMeta(topology.ConsumerDedup) + `|` +
+	regexp.QuoteMeta(topology.ConsumerFetcher) + `|` + regexp.QuoteMeta(topology.ConsumerParser) +
+	`|scheduler-\d+(-outcomes)?)$`)
+
+func (t *Tapper) durable(ctx context.Context, stream string, o Options) (int, error) {
+	if pipelineName.MatchString(o.Durable) {
+		return 0, fmt.Errorf("%w: %q is a pipeline stage's consumer; a tap through it would take that stage's messages", ErrDurable, o.Durable)
+	}
+	policy, from := deliver(o.FromStart)
+	cons, err := t.JS.Consumer(ctx, stream, o.Durable)
+	switch {
+	case errors.Is(err, jetstream.ErrConsumerNotFound):
+		ackWait := o.AckWait
+		if ackWait <= 0 {
+			ackWait = 30 * time.Second
+		}
+		cons, err = t.JS.CreateConsumer(ctx, stream, jetstream.ConsumerConfig{
+			Durable:       o.Durable,
+			Description:   "trawlctl tap",
+			FilterSubject: o.Subject,
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			AckWait:       ackWait,
+			DeliverPolicy: policy,
+			MaxAckPending: 1000,
+		})
+		if err != nil {
+			return 0, fmt.Errorf("tap: create consumer %s on %s: %w", o.Durable, stream, err)
+		}
+		t.info(fmt.Sprintf("tapping %s on %s %s (durable consumer %s created; a later run with -durable %s resumes here)", o.Subject, stream, from, o.Durable, o.Durable))
+	case err != nil:
+		return 0, fmt.Errorf("tap: consumer %s on %s: %w", o.Durable, stream, err)
+	default:
+		ci := cons.CachedInfo()
+		if ci.Config.FilterSubject != o.Subject || len(ci.Config.FilterSubjects) > 0 || ci.Config.AckPolicy != jetstream.AckExplicitPolicy {
+			return 0, fmt.Errorf("%w: consumer %s on %s exists with filter %q; choose another name or delete it", ErrDurable, o.Durable, stream, ci.Config.FilterSubject)
+		}
+		t.info(fmt.Sprintf("tapping %s on %s, resuming durable consumer %s (%d messages pending)", o.Subject, stream, o.Durable, ci.NumPending))
+	}
+
+	n := 0
+	for ctx.Err() == nil && (o.Count <= 0 || n < o.Count) {
+		batch := 100
+		if o.Count > 0 {
+			batch = min(batch, o.Count-n)
+		}
+		// A bounded pull keeps a quiet stream to one request every few seconds and ends
+		// at once with ctx; nothing is pulled beyond what -n still wants, so what this run
+		// does not print stays for the next.
+		fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		mb, err := cons.Fetch(batch, jetstream.FetchContext(fctx))
+		if err != nil {
+			cancel()
+			if ctx.Err() != nil {
+				break
+			}
+			return n, fmt.Errorf("tap: fetch from %s: %w", o.Durable, err)
+		}
+		for m := range mb.Messages() {
+			if ctx.Err() != nil {
+				// Handed back at once rather than after AckWait, for the next run.
+				_ = m.Nak()
+				continue
+			}
+			if err := t.print(m.Subject(), m.Headers(), m.Data(), o); err != nil {
+				_ = m.Nak()
+				cancel()
+				return n, err
+			}
+			// Acked only after printing, and confirmed, so that the next run starts exactly
+			// after the last message this one printed.
+			actx, acancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			err := m.DoubleAck(actx)
+			acancel()
+			if err != nil {
+				cancel()
+				return n, fmt.Errorf("tap: ack: %w", err)
+			}
+			n++
+		}
+		cancel()
+		if err := mb.Error(); err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) && !errors.Is(err, nats.ErrTimeout) {
+			return n, fmt.Errorf("tap: fetch from %s: %w", o.Durable, err)
+		}
+	}
+	return n, nil
+}
+
+func (t *Tapper) peek(ctx context.Context, s jetstream.Stream, info *jetstream.StreamInfo, o Options) (int, error) {
+	t.info(fmt.Sprintf("%s is a work queue: printing the %d messages waiting now without consuming them (a work queue cannot be followed)", info.Config.Name, info.State.Msgs))
+	n := 0
+	seq := info.State.FirstSeq
+	last := info.State.LastSeq
+	for ctx.Err() == nil && (o.Count <= 0 || n < o.Count) && seq <= last && seq > 0 {
+		// "Next message for subject at or after seq" skips the gaps that acked (deleted)
+		// work leaves, one request per message.
+		raw, err := s.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(o.Subject))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			break
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			return n, fmt.Errorf("tap: get %s #%d: %w", info.Config.Name, seq, err)
+		}
+		if raw.Sequence > last {
+			break
+		}
+		if err := t.print(raw.Subject, raw.Header, raw.Data, o); err != nil {
+			return n, err
+		}
+		n++
+		seq = raw.Sequence + 1
+	}
+	return n, nil
+}
+
+// pageLine is a crawl.pages message as printed: the metadata plus the body's length.
+type pageLine struct {
+	crawlmsg.PageMeta
+	BodyLen int     `json:"body_len"`
+	Body    *string `json:"body,omitempty"`
+}
+
+// print writes one JSON line. A message that is not what its subject promises is
+// reported on Warn and skipped, so stdout stays valid JSON lines.
+func (t *Tapper) print(subject string, h nats.Header, data []byte, o Options) error {
+	var line []byte
+	if h.Get(crawlmsg.MetaHeader) != "" || subject == topology.SubjectPages {
+		p, err := crawlmsg.DecodePage(h, data)
+		if err != nil {
+			t.warn(fmt.Sprintf("skipping a message on %s: %v", subject, err))
+			return nil
+		}
+		pl := pageLine{PageMeta: p.Meta, BodyLen: len(p.Body)}
+		if o.Body {
+			b := string(p.Body)
+			pl.Body = &b
+		}
+		if line, err = json.Marshal(pl); err != nil {
+			return fmt.Errorf("tap: encode page: %w", err)
+		}
+	} else {
+		// Work messages are compact already; compacting keeps the one-line promise for any.
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, data); err != nil {
+			t.warn(fmt.Sprintf("skipping a message on %s: not JSON (%d bytes): %v", subject, len(data), err))
+			return nil
+		}
+		line = buf.Bytes()
+	}
+	line = append(line, '\n')
+	if _, err := t.Out.Write(line); err != nil {
+		return fmt.Errorf("tap: write: %w", err)
+	}
+	return nil
+}
