@@ -60,6 +60,7 @@ func (c crawlEnv) vars() map[string]string {
 		"TRAWL_RETRY_BACKOFF":    "200ms",
 		"TRAWL_MAX_BACKOFF":      "2s",
 		"TRAWL_LEASE_TTL":        "20s",
+		"TRAWL_ACK_WAIT":         "5s",
 		"TRAWL_FETCH_TIMEOUT":    "5s",
 		"TRAWL_ROBOTS_AGENT":     synthweb.ProductToken,
 		"TRAWL_ROBOTS_ERROR_TTL": "1s",

@@ -106,8 +106,11 @@ func TestCrawlNATSRestarted(t *testing.T) {
 // may be fetched twice.
 func TestCrawlFetcherKilled(t *testing.T) {
 	env := testEnv()
+	// Slow responses give the kill a task to land on.
+	web := testWeb()
+	web.SlowDelay = 400 * time.Millisecond
 	var held int64
-	r := crawl(t, testWeb(), env, stack.Options{
+	r := crawl(t, web, env, stack.Options{
 		Replicas: map[string]int{"fetcher": 3},
 		Env:      map[string]string{"TRAWL_LEASE_TTL": "12s"},
 	}, func(st *stack.Stack) {

@@ -61,6 +61,11 @@ func (c Common) Validate() error {
 	if c.AckWait < time.Second {
 		errs = append(errs, fmt.Errorf("TRAWL_ACK_WAIT=%s: want at least 1s", c.AckWait))
 	}
+	// An outcome held by a scheduler that dies comes back after AckWait; it must come back
+	// while its lease is still live, or the lease expires first and the URL is fetched again.
+	if c.AckWait > c.LeaseTTL/2 {
+		errs = append(errs, fmt.Errorf("TRAWL_ACK_WAIT=%s: want at most half of TRAWL_LEASE_TTL (%s), so a redelivered outcome arrives before its lease expires", c.AckWait, c.LeaseTTL))
+	}
 	if c.MaxDeliver < 2 {
 		errs = append(errs, fmt.Errorf("TRAWL_MAX_DELIVER=%d: want at least 2", c.MaxDeliver))
 	}

@@ -73,6 +73,7 @@ func TestCommonValidate(t *testing.T) {
 		{"short lease", map[string]string{"TRAWL_LEASE_TTL": "10ms"}, "TRAWL_LEASE_TTL"},
 		{"log format", map[string]string{"TRAWL_LOG_FORMAT": "xml"}, "TRAWL_LOG_FORMAT"},
 		{"max deliver", map[string]string{"TRAWL_MAX_DELIVER": "1"}, "TRAWL_MAX_DELIVER"},
+		{"ack wait beyond half the lease", map[string]string{"TRAWL_LEASE_TTL": "20s", "TRAWL_ACK_WAIT": "15s"}, "TRAWL_ACK_WAIT"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -37,7 +37,7 @@ func TestValidate(t *testing.T) {
 		{"agent with digits", map[string]string{"TRAWL_ROBOTS_AGENT": "trawl2"}, "TRAWL_ROBOTS_AGENT"},
 		{"agent with space", map[string]string{"TRAWL_ROBOTS_AGENT": "my bot"}, "TRAWL_ROBOTS_AGENT"},
 		{"lease too short for the fetch", map[string]string{"TRAWL_LEASE_TTL": "35s"}, "TRAWL_LEASE_TTL"},
-		{"lease just long enough", map[string]string{"TRAWL_LEASE_TTL": "36s"}, ""},
+		{"lease just long enough", map[string]string{"TRAWL_LEASE_TTL": "36s", "TRAWL_ACK_WAIT": "15s"}, ""},
 		{"lease vs longer fetch", map[string]string{"TRAWL_FETCH_TIMEOUT": "2m"}, "TRAWL_LEASE_TTL"},
 		{"concurrency zero", map[string]string{"TRAWL_FETCH_CONCURRENCY": "0"}, "TRAWL_FETCH_CONCURRENCY"},
 		{"fetch timeout tiny", map[string]string{"TRAWL_FETCH_TIMEOUT": "100ms"}, "TRAWL_FETCH_TIMEOUT"},
