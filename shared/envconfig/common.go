@@ -96,11 +96,12 @@ func (c Common) Topology() topology.Options {
 }
 
 // Timings returns the consumers' redelivery settings. A fetch task's AckWait exceeds the
-// lease so that JetStream never redelivers a task whose lease may still be live.
+// lease by a quarter (at least 5s, for clock skew between hosts) so that JetStream never
+// redelivers a task whose lease may still be live.
 func (c Common) Timings() topology.StageTimings {
 	return topology.StageTimings{
 		AckWait:      c.AckWait,
-		FetchAckWait: c.LeaseTTL + 30*time.Second,
+		FetchAckWait: c.LeaseTTL + max(c.LeaseTTL/4, 5*time.Second),
 		MaxDeliver:   c.MaxDeliver,
 	}
 }
