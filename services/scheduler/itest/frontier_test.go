@@ -3,6 +3,7 @@ package itest
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -200,4 +201,23 @@ func (f *tf) cycle(now time.Time, mod func(o *crawlmsg.Outcome)) frontier.Applie
 	out := ok200(tasks[0])
 	mod(&out)
 	return f.complete(now, out)[0]
+}
+
+// Lease tokens are "<shard>-<seq>-<nonce>": unique even when Redis loses its last writes
+// and the seq counter issues a number again, so JetStream's duplicate window (task:,
+// page:, out:<token>) never drops a new task as a copy of a lost one.
+func TestLeaseTokensSurviveCounterRollback(t *testing.T) {
+	rdb := startRedis(t)
+	f := newTF(t, rdb, testOptions(3))
+	f.add("m", urls(0, "http://a.example/1", "http://a.example/2")...)
+	first := f.dispatch(t0, 10)[0]
+	if parts := strings.Split(first.Lease, "-"); len(parts) != 3 || parts[0] != "3" || parts[1] != "1" || parts[2] == "" {
+		t.Fatalf("token %q, want 3-1-<nonce>", first.Lease)
+	}
+	f.complete(t0, ok200(first))
+	must(t, rdb.Set(testCtx(t), f.Keyspace().Key("seq"), 0, 0).Err()) // the counter's write was lost
+	again := f.dispatch(t0.Add(time.Second), 10)[0]
+	if !strings.HasPrefix(again.Lease, "3-1-") || again.Lease == first.Lease {
+		t.Fatalf("after a counter rollback token %q, first was %q: want the same seq, a different token", again.Lease, first.Lease)
+	}
 }

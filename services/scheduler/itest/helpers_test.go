@@ -53,7 +53,33 @@ type tf struct {
 
 func newTF(t testing.TB, rdb *redis.Client, o frontier.Options) *tf {
 	t.Helper()
-	return &tf{Frontier: frontier.New(rdb, o, prioritize.BreadthFirst{}), rdb: rdb, t: t}
+	return newTFWith(t, rdb, o, prioritize.BreadthFirst{})
+}
+
+func newTFWith(t testing.TB, rdb *redis.Client, o frontier.Options, p frontier.Prioritizer) *tf {
+	t.Helper()
+	return &tf{Frontier: frontier.New(rdb, o, p), rdb: rdb, t: t}
+}
+
+// addBatch adds one batch with a source page and returns its queued count.
+func (f *tf) addBatch(b frontier.Batch) int {
+	f.t.Helper()
+	got, err := f.AddBatches(testCtx(f.t), []frontier.Batch{b})
+	if err != nil {
+		f.t.Fatalf("AddBatches: %v", err)
+	}
+	f.check()
+	return got[0]
+}
+
+// pttl is the remaining time to live of a key: -1 persistent, -2 missing.
+func (f *tf) pttl(key string) time.Duration {
+	f.t.Helper()
+	d, err := f.rdb.PTTL(testCtx(f.t), key).Result()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return d
 }
 
 func urls(depth int, us ...string) []crawlmsg.Discovered {

@@ -8,15 +8,17 @@ import (
 	"time"
 
 	"github.com/trawl/trawl/services/scheduler/internal/frontier"
+	"github.com/trawl/trawl/services/scheduler/internal/prioritize"
 	"github.com/trawl/trawl/shared/crawlmsg"
 )
 
 // TestAccountingUnderRandomOperations drives the frontier with a random mix of every
 // operation, including redeliveries, stale and duplicate outcomes, lease expiry, pause and
-// budgets, and checks the invariants (tf.check) after each step. It then drains the
-// frontier and requires every accepted URL to have reached exactly one terminal state.
+// budgets, host retirement and both prioritisers, and checks the invariants (tf.check)
+// after each step. It then drains the frontier and requires every accepted URL to have
+// reached exactly one terminal state.
 func TestAccountingUnderRandomOperations(t *testing.T) {
-	for _, seed := range []uint64{1, 2, 3} {
+	for _, seed := range []uint64{1, 2, 3, 4} {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 99))
 			rdb := startRedis(t)
@@ -29,8 +31,13 @@ func TestAccountingUnderRandomOperations(t *testing.T) {
 			o.RetryBackoff = time.Second
 			o.MaxBackoff = 4 * time.Second
 			o.MaxPagesPerHost = 30
-			o.RouteLimit = 7 // small, so routing is spread over many calls
-			f := newTF(t, rdb, o)
+			o.RouteLimit = 7  // small, so routing is spread over many calls
+			o.RetireAfter = 2 // small, so that hosts retire with work queued and in front queues
+			var p frontier.Prioritizer = prioritize.BreadthFirst{}
+			if seed%2 == 0 {
+				p = prioritize.Preference{X: 1, Y: 1}
+			}
+			f := newTFWith(t, rdb, o, p)
 			ctx := testCtx(t)
 
 			hosts := manyHosts(20)
@@ -60,7 +67,7 @@ func TestAccountingUnderRandomOperations(t *testing.T) {
 								Depth: rng.IntN(6),
 							})
 						}
-						batches = append(batches, frontier.Batch{ID: id, URLs: us})
+						batches = append(batches, frontier.Batch{ID: id, URLs: us, Source: fmt.Sprintf("http://%s/", hosts[rng.IntN(len(hosts))])})
 					}
 					if _, err := f.AddBatches(ctx, batches); err != nil {
 						t.Fatal(err)

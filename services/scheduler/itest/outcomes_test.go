@@ -235,3 +235,46 @@ func must(t testing.TB, err error) {
 		t.Fatal(err)
 	}
 }
+
+// The frontier reports a Crawl-delay above the cap once per host and value (the outcome
+// that stores it), so the service logs it once, while every capped delay is flagged.
+func TestCappedCrawlDelayReportedOnce(t *testing.T) {
+	rdb := startRedis(t)
+	f := newTF(t, rdb, testOptions(0)) // cap 30s
+	var us []crawlmsg.Discovered
+	for i := range 10 {
+		us = append(us, crawlmsg.Discovered{URL: "http://a.example/" + string(rune('a'+i))})
+	}
+	f.add("m", us...)
+	with := func(kind crawlmsg.OutcomeKind, cd float64) func(crawlmsg.FetchTask) crawlmsg.Outcome {
+		return func(tk crawlmsg.FetchTask) crawlmsg.Outcome {
+			o := outcome(tk, kind, 200)
+			o.CrawlDelay = cd
+			return o
+		}
+	}
+	now := t0
+	for i, tc := range []struct {
+		answer      func(crawlmsg.FetchTask) crawlmsg.Outcome
+		capped, new bool
+		wait        time.Duration
+	}{
+		{with(crawlmsg.OutcomeFetched, 3600), true, true, 30 * time.Second},
+		{with(crawlmsg.OutcomeFetched, 3600), true, false, 30 * time.Second},
+		{with(crawlmsg.OutcomeRobots, 3600), true, false, 30 * time.Second},
+		{with(crawlmsg.OutcomeFetched, 7200), true, true, 30 * time.Second},
+		{with(crawlmsg.OutcomeRobots, 0), false, false, time.Second},
+		{with(crawlmsg.OutcomeFetched, 20), false, false, 20 * time.Second},
+		{with(crawlmsg.OutcomeDisallowed, 3600), false, true, 0},
+		{with(crawlmsg.OutcomeFetched, 3600), true, false, 30 * time.Second},
+	} {
+		ap := f.step(now, tc.answer)
+		if ap.CrawlDelayCapped != tc.capped || ap.NewCappedCrawlDelay != tc.new {
+			t.Fatalf("outcome %d: capped %v new %v, want %v %v", i, ap.CrawlDelayCapped, ap.NewCappedCrawlDelay, tc.capped, tc.new)
+		}
+		if got := ap.Next.Sub(now); got != tc.wait {
+			t.Fatalf("outcome %d: waits %s, want %s", i, got, tc.wait)
+		}
+		now = ap.Next
+	}
+}

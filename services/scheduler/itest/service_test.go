@@ -22,7 +22,6 @@ import (
 	"github.com/trawl/trawl/devstack/redisproc"
 	"github.com/trawl/trawl/services/scheduler/internal/config"
 	"github.com/trawl/trawl/services/scheduler/internal/frontier"
-	"github.com/trawl/trawl/services/scheduler/internal/prioritize"
 	"github.com/trawl/trawl/services/scheduler/internal/service"
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/envconfig"
@@ -39,6 +38,30 @@ type stack struct {
 	f     *frontier.Frontier
 	stop  context.CancelFunc
 	done  chan error
+	logs  *logLines
+}
+
+// logLines keeps the service's log lines for assertions.
+type logLines struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+// count returns how many lines contain every one of subs.
+func (l *logLines) count(subs ...string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+next:
+	for _, line := range l.lines {
+		for _, sub := range subs {
+			if !strings.Contains(line, sub) {
+				continue next
+			}
+		}
+		n++
+	}
+	return n
 }
 
 func freeAddr(t *testing.T) string {
@@ -74,9 +97,10 @@ func startStack(t *testing.T, redisOpts redisproc.Options, env map[string]string
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	logs := &logLines{}
+	log := slog.New(slog.NewTextHandler(testWriter{t, logs}, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &stack{t: t, cfg: cfg, redis: rs, stop: cancel, done: make(chan error, 1)}
+	s := &stack{t: t, cfg: cfg, redis: rs, stop: cancel, done: make(chan error, 1), logs: logs}
 	go func() { s.done <- service.Run(ctx, cfg, log) }()
 	t.Cleanup(func() {
 		cancel()
@@ -97,7 +121,7 @@ func startStack(t *testing.T, redisOpts redisproc.Options, env map[string]string
 	}
 	s.rdb = redis.NewClient(&redis.Options{Addr: rs.Addr()})
 	t.Cleanup(func() { _ = s.rdb.Close() })
-	s.f = frontier.New(s.rdb, service.FrontierOptions(cfg, 0), prioritize.BreadthFirst{})
+	s.f = frontier.New(s.rdb, service.FrontierOptions(cfg, 0), service.Prioritizer(cfg))
 	// Ready once /readyz answers: NATS topology ensured, Redis up, loops running.
 	eventually(t, 30*time.Second, "service ready", func() bool {
 		resp, err := http.Get("http://" + cfg.HTTPAddr + "/readyz")
@@ -110,10 +134,17 @@ func startStack(t *testing.T, redisOpts redisproc.Options, env map[string]string
 	return s
 }
 
-type testWriter struct{ t *testing.T }
+type testWriter struct {
+	t    *testing.T
+	logs *logLines
+}
 
 func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
+	line := strings.TrimRight(string(p), "\n")
+	w.logs.mu.Lock()
+	w.logs.lines = append(w.logs.lines, line)
+	w.logs.mu.Unlock()
+	w.t.Log(line)
 	return len(p), nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/trawl/trawl/services/scheduler/internal/prioritize"
 	"github.com/trawl/trawl/shared/envconfig"
 )
 
@@ -35,6 +36,12 @@ type Config struct {
 	SchedulerShards []int
 	DispatchBatch   int // TRAWL_DISPATCH_BATCH
 
+	Prioritizer  string        // TRAWL_PRIORITIZER: breadth or preference
+	PriorityX    float64       // TRAWL_PRIORITY_X: weight of the host backlink score IB
+	PriorityY    float64       // TRAWL_PRIORITY_Y: weight of the URL-string score IL
+	RetireAfter  int           // TRAWL_RETIRE_AFTER: consecutive failures that retire a host (0 = never)
+	HostStateTTL time.Duration // TRAWL_HOST_STATE_TTL: idle host state kept this long (0 = forever)
+
 	// shardsErr keeps a TRAWL_SCHEDULER_SHARDS syntax error for Validate.
 	shardsErr error
 }
@@ -57,6 +64,11 @@ func Load(r *envconfig.Reader) (Config, error) {
 		MaxPagesPerHost: int64(r.Int("MAX_PAGES_PER_HOST", 0)),
 		MaxPages:        int64(r.Int("MAX_PAGES", 0)),
 		DispatchBatch:   r.Int("DISPATCH_BATCH", 512),
+		Prioritizer:     strings.ToLower(strings.TrimSpace(r.String("PRIORITIZER", prioritize.NameBreadth))),
+		PriorityX:       r.Float("PRIORITY_X", 1),
+		PriorityY:       r.Float("PRIORITY_Y", 1),
+		RetireAfter:     r.Int("RETIRE_AFTER", 8),
+		HostStateTTL:    r.Duration("HOST_STATE_TTL", 7*24*time.Hour),
 	}
 	spec := r.String("SCHEDULER_SHARDS", "")
 	if spec == "" {
@@ -142,6 +154,26 @@ func (c Config) Validate() error {
 	}
 	if c.DispatchBatch < 1 || c.DispatchBatch > 10_000 {
 		bad("TRAWL_DISPATCH_BATCH=%d: want 1..10000", c.DispatchBatch)
+	}
+	switch c.Prioritizer {
+	case prioritize.NameBreadth, prioritize.NamePreference:
+	default:
+		bad("TRAWL_PRIORITIZER=%q: want %s or %s", c.Prioritizer, prioritize.NameBreadth, prioritize.NamePreference)
+	}
+	if !(c.PriorityX >= 0 && c.PriorityX <= 1000) {
+		bad("TRAWL_PRIORITY_X=%g: want 0..1000", c.PriorityX)
+	}
+	if !(c.PriorityY >= 0 && c.PriorityY <= 1000) {
+		bad("TRAWL_PRIORITY_Y=%g: want 0..1000", c.PriorityY)
+	}
+	if c.Prioritizer == prioritize.NamePreference && c.PriorityX == 0 && c.PriorityY == 0 {
+		bad("TRAWL_PRIORITY_X and TRAWL_PRIORITY_Y are both 0: the preference prioritiser would put every URL in the last queue")
+	}
+	if c.RetireAfter < 0 || c.RetireAfter > 10_000 {
+		bad("TRAWL_RETIRE_AFTER=%d: want 0 (never) or 1..10000", c.RetireAfter)
+	}
+	if c.HostStateTTL != 0 && (c.HostStateTTL < time.Minute || c.HostStateTTL > 365*24*time.Hour) {
+		bad("TRAWL_HOST_STATE_TTL=%s: want 0 (kept forever) or 1m..8760h", c.HostStateTTL)
 	}
 	if c.shardsErr != nil {
 		bad("TRAWL_SCHEDULER_SHARDS: %w", c.shardsErr)

@@ -36,6 +36,11 @@ func TestDefaults(t *testing.T) {
 		MaxDepth:        20,
 		SchedulerShards: []int{0, 1, 2},
 		DispatchBatch:   512,
+		Prioritizer:     "breadth",
+		PriorityX:       1,
+		PriorityY:       1,
+		RetireAfter:     8,
+		HostStateTTL:    7 * 24 * time.Hour,
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("defaults:\n got %+v\nwant %+v", c, want)
@@ -62,6 +67,11 @@ func TestOverrides(t *testing.T) {
 		"TRAWL_MAX_PAGES_PER_HOST": "100",
 		"TRAWL_MAX_PAGES":          "100000",
 		"TRAWL_DISPATCH_BATCH":     "64",
+		"TRAWL_PRIORITIZER":        " Preference ",
+		"TRAWL_PRIORITY_X":         "2.5",
+		"TRAWL_PRIORITY_Y":         "0",
+		"TRAWL_RETIRE_AFTER":       "0",
+		"TRAWL_HOST_STATE_TTL":     "0",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -75,7 +85,8 @@ func TestOverrides(t *testing.T) {
 	if c.FrontQueues != 4 || c.BackQueues != 64 || c.PriorityBias != 0.25 || c.MinDelay != 250*time.Millisecond ||
 		c.DelayFactor != 2.5 || c.MaxCrawlDelay != 10*time.Second || c.MaxBackoff != time.Hour ||
 		c.RetryBackoff != 5*time.Second || c.MaxRetries != 0 || c.MaxDepth != 3 || c.MaxPagesPerHost != 100 ||
-		c.MaxPages != 100000 || c.DispatchBatch != 64 {
+		c.MaxPages != 100000 || c.DispatchBatch != 64 || c.Prioritizer != "preference" || c.PriorityX != 2.5 ||
+		c.PriorityY != 0 || c.RetireAfter != 0 || c.HostStateTTL != 0 {
 		t.Errorf("overrides not applied: %+v", c)
 	}
 }
@@ -101,6 +112,14 @@ func TestInvalid(t *testing.T) {
 		{"negative host budget", map[string]string{"TRAWL_MAX_PAGES_PER_HOST": "-1"}, "TRAWL_MAX_PAGES_PER_HOST"},
 		{"negative budget", map[string]string{"TRAWL_MAX_PAGES": "-1"}, "TRAWL_MAX_PAGES"},
 		{"batch zero", map[string]string{"TRAWL_DISPATCH_BATCH": "0"}, "TRAWL_DISPATCH_BATCH"},
+		{"unknown prioritizer", map[string]string{"TRAWL_PRIORITIZER": "pagerank"}, "TRAWL_PRIORITIZER"},
+		{"negative X", map[string]string{"TRAWL_PRIORITY_X": "-1"}, "TRAWL_PRIORITY_X"},
+		{"Y not a number", map[string]string{"TRAWL_PRIORITY_Y": "NaN"}, "TRAWL_PRIORITY_Y"},
+		{"Y too large", map[string]string{"TRAWL_PRIORITY_Y": "1e6"}, "TRAWL_PRIORITY_Y"},
+		{"preference with no weight", map[string]string{"TRAWL_PRIORITIZER": "preference", "TRAWL_PRIORITY_X": "0", "TRAWL_PRIORITY_Y": "0"}, "both 0"},
+		{"negative retire after", map[string]string{"TRAWL_RETIRE_AFTER": "-1"}, "TRAWL_RETIRE_AFTER"},
+		{"host state TTL too short", map[string]string{"TRAWL_HOST_STATE_TTL": "30s"}, "TRAWL_HOST_STATE_TTL"},
+		{"host state TTL negative", map[string]string{"TRAWL_HOST_STATE_TTL": "-1h"}, "TRAWL_HOST_STATE_TTL"},
 		{"shard beyond shards", map[string]string{"TRAWL_SHARDS": "2", "TRAWL_SCHEDULER_SHARDS": "2"}, "outside"},
 		{"shard twice", map[string]string{"TRAWL_SHARDS": "4", "TRAWL_SCHEDULER_SHARDS": "1,0-2"}, "twice"},
 		{"shard syntax", map[string]string{"TRAWL_SCHEDULER_SHARDS": "x"}, "TRAWL_SCHEDULER_SHARDS"},

@@ -10,6 +10,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -80,6 +81,12 @@ type Options struct {
 	RouteLimit int
 	// ReapLimit bounds the leases one Reap call returns.
 	ReapLimit int
+	// RetireAfter retires a host after this many consecutive failed requests (errors,
+	// timeouts, 5xx, robots.txt unavailable): its URLs end as failed. 0 = never.
+	RetireAfter int
+	// HostStateTTL is how long a host's state (host:<host>) is kept after its next fetch
+	// time once it holds no back queue. 0 = kept forever.
+	HostStateTTL time.Duration
 }
 
 // DefaultOptions returns the documented defaults for shard.
@@ -100,6 +107,8 @@ func DefaultOptions(shard int) Options {
 		MaxDepth:      20,
 		RouteLimit:    4096,
 		ReapLimit:     1000,
+		RetireAfter:   8,
+		HostStateTTL:  7 * 24 * time.Hour,
 	}
 }
 
@@ -108,11 +117,26 @@ type Prioritizer interface {
 	Priority(u crawlmsg.Discovered, queues int) int
 }
 
+// BacklinkScorer is a Prioritizer whose score also counts the backlinks of the URL's host,
+// which only Redis knows: the score is X·IB(host) + LinkScore(u) with
+// IB = log2(1 + backlinks), and the add script maps it to queue F-1-⌊score⌋, clamped.
+// With a BacklinkScorer the frontier keeps the backlink counts (key inlinks).
+type BacklinkScorer interface {
+	Prioritizer
+	// BacklinkWeight is X.
+	BacklinkWeight() float64
+	// LinkScore is the part of the score known from the URL itself (Y·IL).
+	LinkScore(u crawlmsg.Discovered) float64
+}
+
 // Batch is the URLs of one frontier message. ID (natsx.MsgID of the message) makes the
 // batch idempotent: a batch whose ID was applied in the last 24 h is not queued again.
+// Source is the page the URLs were found on (empty for seeds); a BacklinkScorer counts
+// it as a backlink of every other host in the batch.
 type Batch struct {
-	ID   string
-	URLs []crawlmsg.Discovered
+	ID     string
+	Source string
+	URLs   []crawlmsg.Discovered
 }
 
 // Duplicate is AddBatches' count for a batch that was applied before.
@@ -124,10 +148,18 @@ type Frontier struct {
 	rdb  redis.UniversalClient
 	o    Options
 	p    Prioritizer
+	bs   BacklinkScorer // p, when it scores backlinks
 	ks   redisx.Keyspace
 	keys []string
-	conf []any // ARGV[4..17]
+	conf []any // ARGV[4..argStart-1]
 }
+
+// Positions shared with lua/common.lua: the front queues follow the fixed KEYS, and script
+// arguments follow the common ARGV.
+const (
+	fixedKeys = 8
+	argStart  = 20
+)
 
 // New returns the frontier of o.Shard. Out-of-range options are clamped to sane values;
 // validation with messages belongs to the configuration.
@@ -164,10 +196,12 @@ func New(rdb redis.UniversalClient, o Options, p Prioritizer) *Frontier {
 	o.MaxDepth = max(o.MaxDepth, 0)
 	o.MaxPagesPerHost = max(o.MaxPagesPerHost, 0)
 	o.MaxPages = max(o.MaxPages, 0)
+	o.RetireAfter = max(o.RetireAfter, 0)
+	o.HostStateTTL = max(o.HostStateTTL, 0)
 
 	ks := redisx.NewKeyspace(o.KeyPrefix, fmt.Sprintf("s%d", o.Shard))
 	keys := []string{ks.Key("stats"), ks.Key("heap"), ks.Key("hosts"), ks.Key("inflight"),
-		ks.Key("lease"), ks.Key("paused"), ks.Key("seq")}
+		ks.Key("lease"), ks.Key("paused"), ks.Key("seq"), ks.Key("inlinks")}
 	for q := range o.FrontQueues {
 		keys = append(keys, ks.Key("fq", strconv.Itoa(q)))
 	}
@@ -187,8 +221,14 @@ func New(rdb redis.UniversalClient, o Options, p Prioritizer) *Frontier {
 		strconv.FormatInt(o.MaxPages, 10),
 		strconv.Itoa(o.RouteLimit),
 		strconv.Itoa(o.Shard),
+		strconv.Itoa(o.RetireAfter),
+		ms(o.HostStateTTL),
 	}
-	return &Frontier{rdb: rdb, o: o, p: p, ks: ks, keys: keys, conf: conf}
+	if len(keys) != fixedKeys+o.FrontQueues || 3+len(conf) != argStart-1 {
+		panic("frontier: KEYS/ARGV layout out of step with lua/common.lua")
+	}
+	bs, _ := p.(BacklinkScorer)
+	return &Frontier{rdb: rdb, o: o, p: p, bs: bs, ks: ks, keys: keys, conf: conf}
 }
 
 // Options returns the effective options.
@@ -199,7 +239,7 @@ func (f *Frontier) Keyspace() redisx.Keyspace { return f.ks }
 
 // args builds the common ARGV prefix followed by extra capacity for n script arguments.
 func (f *Frontier) args(now time.Time, n int) []any {
-	a := make([]any, 0, 17+n)
+	a := make([]any, 0, argStart-1+n)
 	a = append(a, f.ks.Prefix(), strconv.FormatInt(now.UnixMilli(), 10), strconv.FormatInt(int64(rand.Int32N(2147483646)+1), 10))
 	return append(a, f.conf...)
 }
@@ -212,32 +252,29 @@ func (f *Frontier) run(ctx context.Context, s *redis.Script, args []any) (any, e
 	return v, nil
 }
 
-func (f *Frontier) priority(u crawlmsg.Discovered) int {
-	p := min(u.Depth, f.o.FrontQueues-1)
-	if f.p != nil {
-		p = f.p.Priority(u, f.o.FrontQueues)
-	}
-	return min(max(p, 0), f.o.FrontQueues-1)
-}
-
 // AddBatches queues the URLs of each batch in one script call. A URL deeper than MaxDepth,
 // with negative counters, or whose host cannot be determined is accepted and counted out of
-// scope; one beyond a page budget is accepted and counted over budget. It returns per batch
-// the number of URLs queued, or Duplicate for a batch applied before.
+// scope; one of a retired host is accepted and counted failed; one beyond a page budget is
+// accepted and counted over budget. With a BacklinkScorer each batch also counts its
+// Source as a backlink of every other host in it. It returns per batch the number of URLs
+// queued, or Duplicate for a batch applied before.
 func (f *Frontier) AddBatches(ctx context.Context, batches []Batch) ([]int, error) {
 	if len(batches) == 0 {
 		return nil, nil
 	}
-	n := 1
+	n := 2
 	for _, b := range batches {
-		n += 3 + 3*len(b.URLs)
+		n += 4 + 3*len(b.URLs)
 	}
 	args := f.args(time.Now(), n)
-	args = append(args, strconv.Itoa(len(batches)))
+	args = append(args, strconv.Itoa(len(batches)), "")
+	if f.bs != nil {
+		args[len(args)-1] = strconv.FormatFloat(max(f.bs.BacklinkWeight(), 0), 'g', -1, 64)
+	}
 	var sb strings.Builder
 	for _, b := range batches {
 		hdr := len(args)
-		args = append(args, b.ID, "0", "0")
+		args = append(args, b.ID, f.sourceHost(b.Source), "0", "0")
 		oos, ok := 0, 0
 		for _, u := range b.URLs {
 			host, valid := f.admissible(u)
@@ -252,11 +289,11 @@ func (f *Frontier) AddBatches(ctx context.Context, batches []Batch) ([]int, erro
 			sb.WriteString(strconv.Itoa(u.Hops))
 			sb.WriteString(" 0 ")
 			sb.WriteString(u.URL)
-			args = append(args, strconv.Itoa(f.priority(u)), host, sb.String())
+			args = append(args, f.priority(u), host, sb.String())
 			ok++
 		}
-		args[hdr+1] = strconv.Itoa(oos)
-		args[hdr+2] = strconv.Itoa(ok)
+		args[hdr+2] = strconv.Itoa(oos)
+		args[hdr+3] = strconv.Itoa(ok)
 	}
 	v, err := f.run(ctx, scriptAdd, args)
 	if err != nil {
@@ -271,6 +308,36 @@ func (f *Frontier) AddBatches(ctx context.Context, batches []Batch) ([]int, erro
 		out[i] = int(c)
 	}
 	return out, nil
+}
+
+// priority is the script's priority argument: the front queue, or with a BacklinkScorer
+// the URL's own part of the score.
+func (f *Frontier) priority(u crawlmsg.Discovered) string {
+	if f.bs != nil {
+		sc := f.bs.LinkScore(u)
+		if math.IsNaN(sc) || sc < 0 {
+			sc = 0
+		}
+		return strconv.FormatFloat(min(sc, 1e6), 'g', -1, 64)
+	}
+	p := min(u.Depth, f.o.FrontQueues-1)
+	if f.p != nil {
+		p = f.p.Priority(u, f.o.FrontQueues)
+	}
+	return strconv.Itoa(min(max(p, 0), f.o.FrontQueues-1))
+}
+
+// sourceHost is the host a backlink comes from, or "" when nothing is counted (no
+// backlink scoring, a seed, or a source the scripts could not compare).
+func (f *Frontier) sourceHost(source string) string {
+	if f.bs == nil || source == "" {
+		return ""
+	}
+	h, err := urlnorm.Host(source)
+	if err != nil {
+		return ""
+	}
+	return h
 }
 
 // admissible returns the URL's host if the URL may be queued.
@@ -449,6 +516,7 @@ type Stats struct {
 	Fetched, Failed, Disallowed, OutOfScope, OverBudget int64
 	Dispatched, Pages, Expired                          int64
 	ActiveHosts, ReadyHosts                             int64 // hosts holding a back queue; of them, in the heap
+	RetiredHosts                                        int64 // hosts retired after a failure streak
 	Waiting                                             []int64
 	Paused                                              bool
 }
@@ -473,7 +541,7 @@ func (f *Frontier) Stats(ctx context.Context) (Stats, error) {
 		hosts = p.HLen(ctx, f.ks.Key("hosts"))
 		paused = p.Exists(ctx, f.ks.Key("paused"))
 		for q := range fqs {
-			fqs[q] = p.LLen(ctx, f.keys[7+q])
+			fqs[q] = p.LLen(ctx, f.keys[fixedKeys+q])
 		}
 		return nil
 	})
@@ -486,7 +554,7 @@ func (f *Frontier) Stats(ctx context.Context) (Stats, error) {
 		Accepted: get("accepted"), Queued: get("queued"), Inflight: inflight.Val(),
 		Fetched: get("fetched"), Failed: get("failed"), Disallowed: get("disallowed"),
 		OutOfScope: get("out_of_scope"), OverBudget: get("over_budget"),
-		Dispatched: get("dispatched"), Pages: get("pages"), Expired: get("expired"),
+		Dispatched: get("dispatched"), Pages: get("pages"), Expired: get("expired"), RetiredHosts: get("retired"),
 		ActiveHosts: hosts.Val(), ReadyHosts: ready.Val(), Paused: paused.Val() > 0,
 		Waiting: make([]int64, len(fqs)),
 	}

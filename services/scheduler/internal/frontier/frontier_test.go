@@ -2,7 +2,9 @@ package frontier
 
 import (
 	"errors"
+	"math"
 	"testing"
+	"time"
 
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/urlnorm"
@@ -105,17 +107,17 @@ func TestClassify(t *testing.T) {
 		want plan
 		ok   bool
 	}{
-		{"200", crawlmsg.Outcome{Kind: crawlmsg.OutcomeFetched, Status: 200}, plan{act: actFetched, resetStreak: true}, true},
-		{"301", crawlmsg.Outcome{Kind: crawlmsg.OutcomeFetched, Status: 301}, plan{act: actFetched, resetStreak: true}, true},
-		{"404", crawlmsg.Outcome{Kind: crawlmsg.OutcomeFetched, Status: 404}, plan{act: actFetched, resetStreak: true}, true},
-		{"429", crawlmsg.Outcome{Kind: crawlmsg.OutcomeFetched, Status: 429}, plan{act: actRetry}, true},
-		{"503", crawlmsg.Outcome{Kind: crawlmsg.OutcomeFetched, Status: 503}, plan{act: actRetry}, true},
-		{"network error", crawlmsg.Outcome{Kind: crawlmsg.OutcomeError}, plan{act: actRetry}, true},
-		{"permanent error", crawlmsg.Outcome{Kind: crawlmsg.OutcomeError, Permanent: true}, plan{act: actFailed}, true},
-		{"robots unavailable", crawlmsg.Outcome{Kind: crawlmsg.OutcomeRobotsUnavailable}, plan{act: actRetry, refund: true}, true},
-		{"blocked", crawlmsg.Outcome{Kind: crawlmsg.OutcomeBlocked}, plan{act: actFailed, refund: true}, true},
+		{"200", crawlmsg.Outcome{Kind: crawlmsg.OutcomeFetched, Status: 200}, plan{act: actFetched, resetStreak: true, health: healthAnswered}, true},
+		{"301", crawlmsg.Outcome{Kind: crawlmsg.OutcomeFetched, Status: 301}, plan{act: actFetched, resetStreak: true, health: healthAnswered}, true},
+		{"404", crawlmsg.Outcome{Kind: crawlmsg.OutcomeFetched, Status: 404}, plan{act: actFetched, resetStreak: true, health: healthAnswered}, true},
+		{"429 backs off but the host is alive", crawlmsg.Outcome{Kind: crawlmsg.OutcomeFetched, Status: 429}, plan{act: actRetry, health: healthAnswered}, true},
+		{"503", crawlmsg.Outcome{Kind: crawlmsg.OutcomeFetched, Status: 503}, plan{act: actRetry, health: healthFailed}, true},
+		{"network error", crawlmsg.Outcome{Kind: crawlmsg.OutcomeError}, plan{act: actRetry, health: healthFailed}, true},
+		{"permanent error", crawlmsg.Outcome{Kind: crawlmsg.OutcomeError, Permanent: true}, plan{act: actFailed, health: healthFailed}, true},
+		{"robots unavailable", crawlmsg.Outcome{Kind: crawlmsg.OutcomeRobotsUnavailable}, plan{act: actRetry, refund: true, health: healthFailed}, true},
+		{"blocked says nothing of the host", crawlmsg.Outcome{Kind: crawlmsg.OutcomeBlocked}, plan{act: actFailed, refund: true}, true},
 		{"disallowed", crawlmsg.Outcome{Kind: crawlmsg.OutcomeDisallowed}, plan{act: actDisallowed, refund: true}, true},
-		{"robots", crawlmsg.Outcome{Kind: crawlmsg.OutcomeRobots}, plan{act: actRequeue, resetStreak: true, refund: true}, true},
+		{"robots", crawlmsg.Outcome{Kind: crawlmsg.OutcomeRobots}, plan{act: actRequeue, resetStreak: true, refund: true, health: healthAnswered}, true},
 		{"expired", crawlmsg.Outcome{Kind: crawlmsg.OutcomeExpired}, plan{act: actRequeue, refund: true}, true},
 		{"unknown", crawlmsg.Outcome{Kind: "teleported"}, plan{}, false},
 	} {
@@ -131,5 +133,82 @@ func TestClassify(t *testing.T) {
 func TestResultString(t *testing.T) {
 	if ResultRequeued.String() != "requeued" || ResultStale.String() != "stale" || Result(99).String() != "result(99)" {
 		t.Fatal("Result names drifted")
+	}
+}
+
+// scorer is a BacklinkScorer with fixed answers.
+type scorer struct {
+	x, score float64
+}
+
+func (s scorer) Priority(crawlmsg.Discovered, int) int { return 0 }
+func (s scorer) BacklinkWeight() float64               { return s.x }
+func (s scorer) LinkScore(crawlmsg.Discovered) float64 { return s.score }
+
+// fixedQueue asks for a queue beyond F.
+type fixedQueue struct{}
+
+func (fixedQueue) Priority(crawlmsg.Discovered, int) int { return 100 }
+
+func TestPriorityArgument(t *testing.T) {
+	u := crawlmsg.Discovered{URL: "http://a.example/", Depth: 3, Hops: 1}
+	for _, tc := range []struct {
+		name string
+		p    Prioritizer
+		want string
+	}{
+		{"no prioritiser is breadth-first", nil, "3"},
+		{"queue clamped to F-1", fixedQueue{}, "7"},
+		{"link score passed as is", scorer{x: 1, score: 2.75}, "2.75"},
+		{"negative link score is zero", scorer{x: 1, score: -4}, "0"},
+		{"NaN link score is zero", scorer{x: 1, score: math.NaN()}, "0"},
+		{"huge link score bounded", scorer{x: 1, score: math.Inf(1)}, "1e+06"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := New(nil, DefaultOptions(0), tc.p)
+			if got := f.priority(u); got != tc.want {
+				t.Fatalf("priority = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestSourceHost(t *testing.T) {
+	pref := New(nil, DefaultOptions(0), scorer{x: 1})
+	breadth := New(nil, DefaultOptions(0), nil)
+	for _, tc := range []struct {
+		name, source, want string
+		f                  *Frontier
+	}{
+		{"page", "https://Hub.example:8443/a?b", "hub.example", pref},
+		{"seed", "", "", pref},
+		{"unreadable", "not a url", "", pref},
+		{"not counted without a scorer", "https://hub.example/", "", breadth},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.f.sourceHost(tc.source); got != tc.want {
+				t.Fatalf("sourceHost(%q) = %q, want %q", tc.source, got, tc.want)
+			}
+		})
+	}
+}
+
+// New builds KEYS and ARGV to match lua/common.lua for any F, and clamps new options.
+func TestNewLayoutAndClamps(t *testing.T) {
+	for _, fq := range []int{1, 8, 64} {
+		o := DefaultOptions(0)
+		o.FrontQueues = fq
+		o.RetireAfter = -1
+		o.HostStateTTL = -time.Hour
+		f := New(nil, o, nil) // panics if the layout is out of step
+		if len(f.keys) != fixedKeys+fq || len(f.args(time.Now(), 0)) != argStart-1 {
+			t.Fatalf("F=%d: %d keys, %d common args", fq, len(f.keys), len(f.args(time.Now(), 0)))
+		}
+		if got := f.Options(); got.RetireAfter != 0 || got.HostStateTTL != 0 {
+			t.Fatalf("negative options not clamped: %+v", got)
+		}
+	}
+	if d := DefaultOptions(0); d.RetireAfter != 8 || d.HostStateTTL != 7*24*time.Hour {
+		t.Fatalf("defaults %+v", d)
 	}
 }

@@ -47,6 +47,13 @@ type Applied struct {
 	Next time.Time
 	// CrawlDelayCapped says the host's Crawl-delay exceeded MaxCrawlDelay and was capped.
 	CrawlDelayCapped bool
+	// NewCappedCrawlDelay says this outcome stored a new Crawl-delay for the host that
+	// exceeds MaxCrawlDelay: true once per host and value, so it can be logged.
+	NewCappedCrawlDelay bool
+	// Retired says this outcome's failure retired the host (Result is ResultFailed);
+	// RetiredQueued URLs of its back queue ended as failed with it.
+	Retired       bool
+	RetiredQueued int
 }
 
 // action codes shared with complete.lua.
@@ -60,6 +67,21 @@ const (
 	actRequeue    action = 5
 )
 
+// health is what an outcome says about its host, for retirement (codes shared with
+// complete.lua).
+type health uint8
+
+const (
+	// healthNone: no request reached the host, or its answer says nothing of its health.
+	healthNone health = 0
+	// healthFailed: a failed request (error, timeout, 5xx, robots.txt unavailable); a
+	// streak of RetireAfter of them retires the host.
+	healthFailed health = 1
+	// healthAnswered: the host answered (2xx-4xx, 429 included, or robots.txt); the
+	// failure streak starts over.
+	healthAnswered health = 2
+)
+
 // plan is how an outcome is applied.
 type plan struct {
 	act action
@@ -68,29 +90,36 @@ type plan struct {
 	// refund: no page request was made, so the page budget charge of the dispatch is
 	// returned.
 	refund bool
+	health health
 }
 
 // classify maps an outcome to its plan; ok is false for an unknown kind.
 func classify(o crawlmsg.Outcome) (p plan, ok bool) {
 	switch o.Kind {
 	case crawlmsg.OutcomeFetched:
-		if o.Status == 429 || o.Status >= 500 {
-			return plan{act: actRetry}, true
+		switch {
+		case o.Status >= 500:
+			return plan{act: actRetry, health: healthFailed}, true
+		case o.Status == 429:
+			// The host is up and asks to slow down: back off, but do not retire it.
+			return plan{act: actRetry, health: healthAnswered}, true
 		}
-		return plan{act: actFetched, resetStreak: true}, true
+		return plan{act: actFetched, resetStreak: true, health: healthAnswered}, true
 	case crawlmsg.OutcomeError:
+		// A permanent error (no such host, refused TLS) fails the URL at once and counts
+		// toward retirement, so a dead host's other URLs do not each wait their turn.
 		if o.Permanent {
-			return plan{act: actFailed}, true
+			return plan{act: actFailed, health: healthFailed}, true
 		}
-		return plan{act: actRetry}, true
+		return plan{act: actRetry, health: healthFailed}, true
 	case crawlmsg.OutcomeRobotsUnavailable:
-		return plan{act: actRetry, refund: true}, true
+		return plan{act: actRetry, refund: true, health: healthFailed}, true
 	case crawlmsg.OutcomeBlocked:
 		return plan{act: actFailed, refund: true}, true
 	case crawlmsg.OutcomeDisallowed:
 		return plan{act: actDisallowed, refund: true}, true
 	case crawlmsg.OutcomeRobots:
-		return plan{act: actRequeue, resetStreak: true, refund: true}, true
+		return plan{act: actRequeue, resetStreak: true, refund: true, health: healthAnswered}, true
 	case crawlmsg.OutcomeExpired:
 		return plan{act: actRequeue, refund: true}, true
 	}
@@ -111,11 +140,14 @@ func secondsToMs(s float64) int64 {
 // longer holds its host is ignored (ResultStale). Otherwise the host's next fetch time is
 // set from the request's cost (or left as it was when no request was made), backed off on
 // errors, and the URL ends terminal or goes back to the head of its host queue. A host
-// whose queue is empty gives up its back queue and the router admits a waiting host.
+// whose queue is empty gives up its back queue and the router admits a waiting host. A
+// failure that makes the host's failure streak reach RetireAfter retires the host: its
+// queued URLs end as failed (Applied.Retired) and later ones fail on admission.
 func (f *Frontier) Complete(ctx context.Context, now time.Time, outs []crawlmsg.Outcome) ([]Applied, error) {
 	applied := make([]Applied, len(outs))
 	idx := make([]int, 0, len(outs))
-	args := f.args(now, 1+9*len(outs))
+	args := f.args(now, 1+10*len(outs))
+	nArg := len(args)
 	args = append(args, "0")
 	for i, o := range outs {
 		applied[i].Host = o.Host
@@ -132,23 +164,24 @@ func (f *Frontier) Complete(ctx context.Context, now time.Time, outs []crawlmsg.
 		}
 		args = append(args, o.Host, o.Lease, strconv.Itoa(int(p.act)), b01(o.Requested),
 			strconv.FormatInt(max(o.DurationMs, 0), 10), strconv.FormatInt(cd, 10),
-			strconv.FormatInt(secondsToMs(o.RetryAfter), 10), b01(p.resetStreak), b01(p.refund))
+			strconv.FormatInt(secondsToMs(o.RetryAfter), 10), b01(p.resetStreak), b01(p.refund),
+			strconv.Itoa(int(p.health)))
 		idx = append(idx, i)
 	}
 	if len(idx) == 0 {
 		return applied, nil
 	}
-	args[17] = strconv.Itoa(len(idx))
+	args[nArg] = strconv.Itoa(len(idx))
 	v, err := f.run(ctx, scriptComplete, args)
 	if err != nil {
 		return nil, err
 	}
 	r, err := redisx.Int64s(v)
-	if err != nil || len(r) != 3*len(idx) {
+	if err != nil || len(r) != 4*len(idx) {
 		return nil, fmt.Errorf("frontier: complete: unexpected reply %v: %w", v, err)
 	}
 	for j, i := range idx {
-		res, next, capped := r[3*j], r[3*j+1], r[3*j+2]
+		res, next, capped, retired := r[4*j], r[4*j+1], r[4*j+2], r[4*j+3]
 		a := &applied[i]
 		switch action(res) {
 		case 0:
@@ -166,7 +199,11 @@ func (f *Frontier) Complete(ctx context.Context, now time.Time, outs []crawlmsg.
 			a.Result = ResultRequeued
 		}
 		a.Next = time.UnixMilli(next)
-		a.CrawlDelayCapped = capped == 1
+		a.CrawlDelayCapped = capped&1 != 0
+		a.NewCappedCrawlDelay = capped&2 != 0
+		if retired >= 0 {
+			a.Retired, a.RetiredQueued = true, int(retired)
+		}
 	}
 	return applied, nil
 }

@@ -2,21 +2,42 @@ package service
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/natsx"
+	"github.com/trawl/trawl/shared/topology"
 )
 
 // dispatchLoop hands out due hosts' tasks until ctx ends. After a full batch it goes again
 // at once; otherwise it sleeps until the earliest next fetch time, a wake-up from the
 // consumers, or maxIdle, whichever comes first.
+//
+// Nothing is leased while JetStream cannot take the tasks: a leased task that is not
+// published holds its host for a lease TTL and then costs its URL an attempt, so a NATS
+// outage longer than a few lease TTLs would otherwise end URLs as failed.
 func (s *shard) dispatchLoop(ctx context.Context) {
 	batch := s.cfg.DispatchBatch
-	failures := 0
+	failures, held := 0, 0
+	jsDown := false
 	for ctx.Err() == nil {
+		if err := s.natsReady(ctx, jsDown); err != nil {
+			if held%40 == 0 {
+				s.log.Warn("dispatch held: JetStream unavailable; nothing is leased until it answers", "err", err)
+			}
+			held++
+			s.m.dispatchHeld.WithLabelValues(s.label).Inc()
+			s.sleep(ctx, errorPause)
+			continue
+		}
+		if held > 0 {
+			s.log.Info("dispatch resumed: JetStream answers", "held_steps", held)
+			held = 0
+		}
+		jsDown = false
 		start := time.Now()
 		tasks, err := s.f.Dispatch(ctx, start, batch)
 		s.observe("dispatch", start, err)
@@ -30,7 +51,7 @@ func (s *shard) dispatchLoop(ctx context.Context) {
 			}
 			failures++
 			// Tasks already leased in a failed step are recovered by the reaper.
-			s.publish(ctx, tasks)
+			jsDown = !s.publish(ctx, tasks)
 			s.sleep(ctx, errorPause)
 			continue
 		}
@@ -38,7 +59,11 @@ func (s *shard) dispatchLoop(ctx context.Context) {
 			s.log.Info("dispatch recovered", "after_failures", failures)
 			failures = 0
 		}
-		s.publish(ctx, tasks)
+		if !s.publish(ctx, tasks) {
+			jsDown = true
+			s.sleep(ctx, errorPause)
+			continue
+		}
 		if len(tasks) >= batch {
 			continue
 		}
@@ -54,12 +79,30 @@ func (s *shard) dispatchLoop(ctx context.Context) {
 	}
 }
 
-// publish sends tasks with Nats-Msg-Id "task:<lease>". Once leased, a task is published
-// even if ctx ends meanwhile; if publishing fails the lease expires and the reaper puts
-// the URL back.
-func (s *shard) publish(ctx context.Context, tasks []crawlmsg.FetchTask) {
+// natsReady reports whether tasks can be published: the connection is up and, after a
+// failed publish (probe), the fetch stream answers.
+func (s *shard) natsReady(ctx context.Context, probe bool) error {
+	if nc := s.js.Conn(); nc != nil && !nc.IsConnected() {
+		return fmt.Errorf("nats: %s", nc.Status())
+	}
+	if !probe {
+		return nil
+	}
+	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	if _, err := s.js.Stream(pctx, topology.StreamFetch); err != nil {
+		return fmt.Errorf("stream %s: %w", topology.StreamFetch, err)
+	}
+	return nil
+}
+
+// publish sends tasks with Nats-Msg-Id "task:<lease>" and reports whether JetStream stored
+// them. Once leased, a task is published even if ctx ends meanwhile; if publishing fails
+// the lease expires and the reaper puts the URL back. A failed publish cannot release
+// its leases at once: JetStream may have stored a task whose acknowledgement was lost.
+func (s *shard) publish(ctx context.Context, tasks []crawlmsg.FetchTask) bool {
 	if len(tasks) == 0 {
-		return
+		return true
 	}
 	msgs := make([]*nats.Msg, 0, len(tasks))
 	for i := range tasks {
@@ -76,7 +119,8 @@ func (s *shard) publish(ctx context.Context, tasks []crawlmsg.FetchTask) {
 		s.m.publishFailures.WithLabelValues(s.label).Add(float64(len(msgs)))
 		s.log.Error("publish fetch tasks failed; their leases will expire and the reaper will requeue them",
 			"tasks", len(msgs), "lease_ttl", s.cfg.LeaseTTL, "err", err)
-		return
+		return false
 	}
 	s.m.dispatched.WithLabelValues(s.label).Add(float64(len(msgs)))
+	return true
 }

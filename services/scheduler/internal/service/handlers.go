@@ -26,7 +26,7 @@ func (s *shard) handleFrontier(ctx context.Context, msgs []jetstream.Msg) []erro
 			errs[i] = fmt.Errorf("frontier message %s: %w", natsx.MsgID(m), err)
 			continue
 		}
-		batches = append(batches, frontier.Batch{ID: natsx.MsgID(m), URLs: fb.URLs})
+		batches = append(batches, frontier.Batch{ID: natsx.MsgID(m), Source: fb.Source, URLs: fb.URLs})
 		idx = append(idx, i)
 	}
 	if len(batches) == 0 {
@@ -104,9 +104,18 @@ func (s *shard) handleOutcomes(ctx context.Context, msgs []jetstream.Msg) []erro
 		released = true
 		if a.CrawlDelayCapped {
 			s.m.cappedDelays.WithLabelValues(s.label).Inc()
-			if o.CrawlDelay > 0 {
-				s.log.Info("crawl-delay capped", "host", o.Host, "crawl_delay", o.CrawlDelay, "max", s.cfg.MaxCrawlDelay)
-			}
+		}
+		if a.NewCappedCrawlDelay {
+			// Once per host and value (the frontier reports the outcome that stored it), not
+			// once per fetch of a slow-crawl host.
+			s.log.Info("robots.txt crawl-delay above the cap; the cap applies", "host", o.Host,
+				"crawl_delay", time.Duration(min(o.CrawlDelay, 1e9)*float64(time.Second)), "max", s.cfg.MaxCrawlDelay)
+		}
+		if a.Retired {
+			s.m.hostsRetired.WithLabelValues(s.label).Inc()
+			s.log.Warn("host retired after consecutive failures; its URLs end as failed",
+				"host", o.Host, "failures", s.cfg.RetireAfter, "last_kind", o.Kind, "last_status", o.Status,
+				"last_error", o.Error, "urls_failed", a.RetiredQueued+1)
 		}
 	}
 	if released {

@@ -16,6 +16,8 @@ type metrics struct {
 	terminated      *prometheus.CounterVec
 	leaseExpiries   *prometheus.CounterVec
 	cappedDelays    *prometheus.CounterVec
+	hostsRetired    *prometheus.CounterVec
+	dispatchHeld    *prometheus.CounterVec
 	redisErrors     *prometheus.CounterVec
 	stepSeconds     *prometheus.HistogramVec
 
@@ -48,6 +50,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		terminated:      counter("messages_terminated_total", "Messages terminated instead of redelivered.", "consumer", "reason"),
 		leaseExpiries:   counter("lease_expiries_total", "Leases that expired and were reaped.", "shard"),
 		cappedDelays:    counter("crawl_delay_capped_total", "Outcomes whose host Crawl-delay exceeded TRAWL_MAX_CRAWL_DELAY and was capped.", "shard"),
+		hostsRetired:    counter("hosts_retired_total", "Hosts retired after TRAWL_RETIRE_AFTER consecutive failures; their URLs end as failed.", "shard"),
+		dispatchHeld:    counter("dispatch_held_total", "Dispatch steps skipped because NATS JetStream could not take fetch tasks (nothing is leased then).", "shard"),
 		redisErrors:     counter("redis_errors_total", "Failed frontier steps.", "shard", "step"),
 		stepSeconds: func() *prometheus.HistogramVec {
 			h := prometheus.NewHistogramVec(prometheus.HistogramOpts{

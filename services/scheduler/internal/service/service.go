@@ -32,6 +32,7 @@ const (
 	statsEvery     = 2 * time.Second
 	errorPause     = 250 * time.Millisecond
 	publishTimeout = 10 * time.Second
+	probeTimeout   = 2 * time.Second
 )
 
 // Run serves cfg.SchedulerShards until ctx ends, then stops taking work, finishes what it
@@ -148,7 +149,7 @@ func newShard(ctx context.Context, cfg config.Config, id int, js jetstream.JetSt
 	}
 	return &shard{
 		id: id, label: strconv.Itoa(id), cfg: cfg,
-		f:  frontier.New(rdb, FrontierOptions(cfg, id), prioritize.BreadthFirst{}),
+		f:  frontier.New(rdb, FrontierOptions(cfg, id), Prioritizer(cfg)),
 		js: js, rdb: rdb, m: m, log: log.With("shard", id),
 		subject: topology.FetchSubject(id), frontC: fc, outcomeC: oc,
 		wake: make(chan struct{}, 1),
@@ -172,7 +173,17 @@ func FrontierOptions(cfg config.Config, shard int) frontier.Options {
 	o.MaxDepth = cfg.MaxDepth
 	o.MaxPagesPerHost = cfg.MaxPagesPerHost
 	o.MaxPages = cfg.MaxPages
+	o.RetireAfter = cfg.RetireAfter
+	o.HostStateTTL = cfg.HostStateTTL
 	return o
+}
+
+// Prioritizer returns the prioritiser TRAWL_PRIORITIZER selects.
+func Prioritizer(cfg config.Config) frontier.Prioritizer {
+	if cfg.Prioritizer == prioritize.NamePreference {
+		return prioritize.Preference{X: cfg.PriorityX, Y: cfg.PriorityY}
+	}
+	return prioritize.BreadthFirst{}
 }
 
 func (s *shard) start(ctx context.Context, g *group) {

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/trawl/trawl/services/scheduler/internal/config"
+	"github.com/trawl/trawl/services/scheduler/internal/frontier"
+	"github.com/trawl/trawl/services/scheduler/internal/prioritize"
 	"github.com/trawl/trawl/shared/envconfig"
 )
 
@@ -25,6 +27,8 @@ func TestFrontierOptionsCarryEverySetting(t *testing.T) {
 		"TRAWL_MAX_DEPTH":          "9",
 		"TRAWL_MAX_PAGES_PER_HOST": "19",
 		"TRAWL_MAX_PAGES":          "23",
+		"TRAWL_RETIRE_AFTER":       "4",
+		"TRAWL_HOST_STATE_TTL":     "36h",
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -49,10 +53,40 @@ func TestFrontierOptionsCarryEverySetting(t *testing.T) {
 		{"MaxDepth", o.MaxDepth, 9},
 		{"MaxPagesPerHost", o.MaxPagesPerHost, int64(19)},
 		{"MaxPages", o.MaxPages, int64(23)},
+		{"RetireAfter", o.RetireAfter, 4},
+		{"HostStateTTL", o.HostStateTTL, 36 * time.Hour},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if c.got != c.want {
 				t.Fatalf("%s = %v, want %v", c.name, c.got, c.want)
+			}
+		})
+	}
+}
+
+func TestPrioritizerSelection(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		want frontier.Prioritizer
+	}{
+		{"default is breadth", nil, prioritize.BreadthFirst{}},
+		{"breadth", map[string]string{"TRAWL_PRIORITIZER": "breadth"}, prioritize.BreadthFirst{}},
+		{"preference with weights", map[string]string{"TRAWL_PRIORITIZER": "preference", "TRAWL_PRIORITY_X": "2", "TRAWL_PRIORITY_Y": "0.5"},
+			prioritize.Preference{X: 2, Y: 0.5}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := config.Load(envconfig.FromMap(tc.env))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := Prioritizer(cfg)
+			if got != tc.want {
+				t.Fatalf("Prioritizer = %#v, want %#v", got, tc.want)
+			}
+			_, scoresBacklinks := got.(frontier.BacklinkScorer)
+			if want := cfg.Prioritizer == prioritize.NamePreference; scoresBacklinks != want {
+				t.Fatalf("BacklinkScorer = %v, want %v", scoresBacklinks, want)
 			}
 		})
 	}

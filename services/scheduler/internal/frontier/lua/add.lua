@@ -1,16 +1,33 @@
--- AddBatches. ARGV[A]: number of batches; then per batch: message id ('' = not
--- idempotent), out-of-scope count, URL count, then per URL: front queue, host, entry.
--- Each batch is applied at most once: its id is recorded with SET NX in this same script.
+-- AddBatches. ARGV[A]: number of batches; ARGV[A+1]: X, the backlink weight of the
+-- preference prioritiser, or '' when every URL comes with its front queue. Then per batch:
+-- message id ('' = not idempotent), source host ('' = seeds or unknown), out-of-scope
+-- count, URL count, then per URL: priority, host, entry.
+--
+-- Without X the priority is the URL's front queue. With X it is the URL's link score Y·IL
+-- (computed in Go); the script adds X·IB(host), IB = log2(1 + inlinks[host]), and maps the
+-- score to queue F-1-floor(score), clamped (prioritize.QueueFor). inlinks counts, per host,
+-- the distinct linking pages on other hosts: each batch (the URLs of one source page for
+-- this shard) adds one to every host of it other than the source's own, with one HINCRBY
+-- per host, and reads the others' counts with one HMGET. Counting happens only with X.
+--
+-- Each batch is applied at most once: its id is recorded with SET NX in this same script,
+-- which keeps the queues and the backlink counts exact under redelivery.
+-- A URL of a retired host ends as failed; one beyond a page budget as over budget.
 -- Returns per batch the number of URLs queued, or -1 for an already applied batch.
 local nb = tonumber(ARGV[A])
-local i = A + 1
+local X = tonumber(ARGV[A + 1])
+local i = A + 2
 local perq = {}
 for p = 0, F - 1 do perq[p] = {} end
-local hostOver = {}
+-- Admission state per host for the whole call: 'ok', 'over' (per-host budget spent) or
+-- 'retired'; neither can change while the script runs.
+local hostState = {}
+local LOG2 = math.log(2)
+local function ib(n) return X * (math.log(1 + n) / LOG2) end
 local out = {}
 for b = 1, nb do
-  local id, noos, nu = ARGV[i], tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
-  i = i + 3
+  local id, src, noos, nu = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
+  i = i + 4
   local fresh = true
   if id ~= '' then
     fresh = redis.call('SET', PFX .. 'applied:' .. id, '1', 'NX', 'EX', 86400)
@@ -21,24 +38,56 @@ for b = 1, nb do
   else
     bump('accepted', noos + nu)
     bump('out_of_scope', noos)
+    local score = {}
+    if X then
+      local ask = {}
+      for k = 0, nu - 1 do
+        local h = ARGV[i + 3 * k + 1]
+        if score[h] == nil then
+          if src ~= '' and h ~= src then
+            score[h] = ib(redis.call('HINCRBY', K_INLINKS, h, 1))
+          else
+            score[h] = 0
+            ask[#ask + 1] = h
+          end
+        end
+      end
+      for c = 1, #ask, 1000 do
+        local r = redis.call('HMGET', K_INLINKS, unpack(ask, c, math.min(c + 999, #ask)))
+        for j = 1, #r do score[ask[c + j - 1]] = ib(tonumber(r[j] or '0') or 0) end
+      end
+    end
     local added = 0
     for _ = 1, nu do
-      local p, h, e = tonumber(ARGV[i]), ARGV[i + 1], ARGV[i + 2]
+      local p, h, e = ARGV[i], ARGV[i + 1], ARGV[i + 2]
       i = i + 3
-      local over = MAXP > 0 and pages_used() >= MAXP
-      if not over and MAXPH > 0 then
-        local o = hostOver[h]
-        if o == nil then
-          o = tonumber(redis.call('HGET', hk(h), 'pages') or '0') >= MAXPH
-          hostOver[h] = o
+      local s = hostState[h]
+      if s == nil then
+        local st = redis.call('HMGET', hk(h), 'retired', 'pages')
+        if st[1] then
+          s = 'retired'
+        elseif MAXPH > 0 and tonumber(st[2] or '0') >= MAXPH then
+          s = 'over'
+        else
+          s = 'ok'
         end
-        over = o
+        hostState[h] = s
       end
-      if over then
+      if s == 'retired' then
+        bump('failed', 1)
+      elseif s == 'over' or (MAXP > 0 and pages_used() >= MAXP) then
         bump('over_budget', 1)
       else
-        local q = perq[p]
-        q[#q + 1] = e
+        local q
+        if X then
+          q = F - 1 - math.floor(score[h] + tonumber(p) + 1e-9)
+          if q < 0 then q = 0 end
+          if q > F - 1 then q = F - 1 end
+        else
+          q = tonumber(p)
+        end
+        local l = perq[q]
+        l[#l + 1] = e
         added = added + 1
       end
     end

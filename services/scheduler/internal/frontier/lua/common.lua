@@ -1,17 +1,19 @@
 -- Prelude shared by every frontier script (prepended in Go before loading).
 --
--- KEYS: 1 stats, 2 heap, 3 hosts, 4 inflight, 5 lease, 6 paused, 7 seq, 8.. fq:0..fq:F-1
+-- KEYS: 1 stats, 2 heap, 3 hosts, 4 inflight, 5 lease, 6 paused, 7 seq, 8 inlinks,
+--       9.. fq:0..fq:F-1
 -- ARGV: 1 key prefix "trawl:{s<n>}:", 2 now (unix ms), 3 random seed, 4 F, 5 B, 6 bias,
 --       7 min delay ms, 8 delay factor k, 9 max crawl-delay ms, 10 max backoff ms,
 --       11 retry backoff base ms, 12 max retries, 13 lease TTL ms, 14 max pages per host,
---       15 max pages, 16 router limit, 17 shard; script arguments start at ARGV[18].
+--       15 max pages, 16 router limit, 17 shard, 18 retire after (0 = never),
+--       19 host state TTL ms (0 = never expires); script arguments start at ARGV[20].
 --
 -- Per-host keys (bq:<host>, host:<host>, applied:<id>) cannot be listed in KEYS because the
 -- hosts a step touches are only known inside the script; they are built from the prefix,
 -- whose hash tag puts them in the same cluster slot as the declared keys.
 
 local K_STATS, K_HEAP, K_HOSTS, K_INFLIGHT = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local K_LEASE, K_PAUSED, K_SEQ = KEYS[5], KEYS[6], KEYS[7]
+local K_LEASE, K_PAUSED, K_SEQ, K_INLINKS = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local PFX = ARGV[1]
 local NOW = tonumber(ARGV[2])
 local rng = tonumber(ARGV[3])
@@ -29,14 +31,29 @@ local MAXPH = tonumber(ARGV[14])
 local MAXP = tonumber(ARGV[15])
 local ROUTE_LIMIT = tonumber(ARGV[16])
 local SHARD = ARGV[17]
-local A = 18
+local RETIRE = tonumber(ARGV[18])
+local HOSTTTL = tonumber(ARGV[19])
+local A = 20
 
-local function fq(p) return KEYS[8 + p] end
+local function fq(p) return KEYS[9 + p] end
 local function bq(h) return PFX .. 'bq:' .. h end
 local function hk(h) return PFX .. 'host:' .. h end
 
 -- Numbers are formatted explicitly: tostring would print large ones in exponent form.
 local function n2s(x) return string.format('%.0f', x) end
+
+-- A host's state (host:<host>) outlives its back queue so that its next fetch time, streaks,
+-- budget and retirement hold when it is admitted again, but not forever: when the host gives
+-- up its back queue the hash expires HOSTTTL after the host's next fetch time, and the
+-- router makes it persistent again on admission, so an active host never loses its state.
+-- Hosts are only written while active, so release and admission are the only places.
+local function expire_state(h, te)
+  if HOSTTTL > 0 then
+    local ttl = HOSTTTL
+    if te > NOW then ttl = ttl + (te - NOW) end
+    redis.call('PEXPIRE', hk(h), n2s(ttl))
+  end
+end
 
 -- Park-Miller LCG: products stay below 2^53, so doubles compute it exactly. Seeded from Go
 -- because math.random in Redis scripts is deterministic per call.
@@ -77,7 +94,7 @@ end
 
 -- Counter deltas are buffered and written once per script.
 local STAT_NAMES = {'accepted', 'queued', 'fetched', 'failed', 'disallowed', 'out_of_scope',
-  'over_budget', 'dispatched', 'pages', 'expired'}
+  'over_budget', 'dispatched', 'pages', 'expired', 'retired'}
 local delta = {}
 for _, n in ipairs(STAT_NAMES) do delta[n] = 0 end
 local function bump(name, n) delta[name] = delta[name] + n end
@@ -150,9 +167,10 @@ end
 -- route is Mercator's front-to-back router. While fewer than B hosts hold a back queue it
 -- moves front-queue heads, picking queue p with weight bias^p among the non-empty ones:
 -- a URL of an active host joins that host's back queue, a URL of a new host claims a free
--- back queue and enters the heap at max(now, its stored next time). It stops when every
--- back queue is taken (the next new host waits at the head of its front queue) or after
--- ROUTE_LIMIT entries, which bounds the script's run time.
+-- back queue and enters the heap at max(now, its stored next time); a URL of a retired
+-- host ends as failed, and one of a host over its page budget as over budget, without a
+-- back queue. It stops when every back queue is taken (the next new host waits at the head
+-- of its front queue) or after ROUTE_LIMIT entries, which bounds the script's run time.
 --
 -- To keep Redis calls per URL low it works in chunks: it draws the queue sequence for a
 -- chunk, pops each queue's share with one LPOP count, looks all their hosts up with one
@@ -169,6 +187,22 @@ local function route()
   end
   if total == 0 then return 0 end
   local known = {}
+  -- The stored state of a host about to be admitted, read once per call: its next fetch
+  -- time, and whether it has a hash (which then must not expire while it is active).
+  local newNext, newStored = {}, {}
+  local function admission(h)
+    if MAXP > 0 and pages_used() >= MAXP then return 'over' end
+    if newNext[h] then return 'new' end
+    local r = redis.call('HMGET', hk(h), 'next', 'retired', 'pages')
+    -- Retired while its URLs waited in the front queues, or its budget was spent.
+    if r[2] then return 'retired' end
+    if MAXPH > 0 and (tonumber(r[3] or '0') or 0) >= MAXPH then return 'over' end
+    local nxt = tonumber(r[1] or '0') or 0
+    if nxt < NOW then nxt = NOW end
+    newNext[h] = nxt
+    newStored[h] = r[1] or r[3]
+    return 'new'
+  end
   local hostArgs, heapArgs = {}, {}
   local moved = 0
   local blocked = false
@@ -220,6 +254,12 @@ local function route()
       if e == nil then break end
       local h = hostOf[p][pos[p]]
       local state = h and known[h]
+      if state == 'new' then
+        -- A new host's URL may end without a back queue (retired host, spent budget), so
+        -- that is settled before it may block the front queue.
+        state = admission(h)
+        if state ~= 'new' then known[h] = state end
+      end
       if state == 'new' and nh >= B then
         blocked = true
         break
@@ -232,31 +272,23 @@ local function route()
         -- Only a hand-edited entry can get here; it is accounted, not lost.
         bump('queued', -1)
         bump('out_of_scope', 1)
+      elseif state == 'active' then
+        redis.call('RPUSH', bq(h), e)
+      elseif state == 'over' then
+        bump('queued', -1)
+        bump('over_budget', 1)
+      elseif state == 'retired' then
+        bump('queued', -1)
+        bump('failed', 1)
       else
-        if state == 'new' then
-          if MAXP > 0 and pages_used() >= MAXP then
-            state = 'over'
-          elseif MAXPH > 0 and tonumber(redis.call('HGET', hk(h), 'pages') or '0') >= MAXPH then
-            state = 'over'
-            known[h] = 'over'
-          end
-        end
-        if state == 'active' then
-          redis.call('RPUSH', bq(h), e)
-        elseif state == 'over' then
-          bump('queued', -1)
-          bump('over_budget', 1)
-        else
-          redis.call('RPUSH', bq(h), e)
-          local nxt = tonumber(redis.call('HGET', hk(h), 'next') or '0') or 0
-          if nxt < NOW then nxt = NOW end
-          hostArgs[#hostArgs + 1] = h
-          hostArgs[#hostArgs + 1] = '1'
-          heapArgs[#heapArgs + 1] = n2s(nxt)
-          heapArgs[#heapArgs + 1] = h
-          known[h] = 'active'
-          nh = nh + 1
-        end
+        if newStored[h] then redis.call('PERSIST', hk(h)) end
+        redis.call('RPUSH', bq(h), e)
+        hostArgs[#hostArgs + 1] = h
+        hostArgs[#hostArgs + 1] = '1'
+        heapArgs[#heapArgs + 1] = n2s(newNext[h])
+        heapArgs[#heapArgs + 1] = h
+        known[h] = 'active'
+        nh = nh + 1
       end
     end
     -- Put back what this chunk popped but did not route, keeping queue order.

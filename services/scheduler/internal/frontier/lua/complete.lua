@@ -1,15 +1,25 @@
--- Complete. ARGV[A]: number of outcomes; then per outcome 9 fields: host, token, action
+-- Complete. ARGV[A]: number of outcomes; then per outcome 10 fields: host, token, action
 -- (1 fetched, 2 retry, 3 failed, 4 disallowed, 5 requeue), requested (0/1), duration ms,
 -- crawl-delay ms (-1 = keep the stored one), retry-after ms, reset error streak (0/1),
--- refund the page charge (0/1: no page request was made).
--- Returns per outcome {result, next time ms, crawl-delay capped (0/1)} where result is
--- 0 stale, 1 fetched, 2 retry queued, 3 failed, 4 disallowed, 5 requeued.
+-- refund the page charge (0/1: no page request was made), health (0 says nothing about the
+-- host, 1 a failure: error, timeout, 5xx, robots unavailable; 2 the host answered).
+-- Returns per outcome {result, next time ms, crawl-delay flags, retired} where result is
+-- 0 stale, 1 fetched, 2 retry queued, 3 failed, 4 disallowed, 5 requeued; the flags are
+-- 1 (the delay was capped) + 2 (this outcome stored a new Crawl-delay above the cap); and
+-- retired is -1, or the number of queued URLs that ended as failed because this outcome
+-- retired the host.
+--
+-- Host retirement: host:<host> field fails counts consecutive failures (health 1; reset by
+-- health 2). When it reaches RETIRE the host is retired: the outcome's URL and every URL in
+-- its back queue end as failed, the back queue is freed, and host:<host> gets
+-- retired = now, so that later URLs of the host end as failed on admission (add.lua) or,
+-- if they were already waiting in a front queue, when the router reaches them.
 local n = tonumber(ARGV[A])
 local i = A + 1
 local out = {}
 -- All leases of the batch in one call.
 local leaseHosts = {}
-for j = 1, n do leaseHosts[j] = ARGV[A + 1 + 9 * (j - 1)] end
+for j = 1, n do leaseHosts[j] = ARGV[A + 1 + 10 * (j - 1)] end
 local leases = {}
 for c = 1, n, 1000 do
   local r = redis.call('HMGET', K_LEASE, unpack(leaseHosts, c, math.min(c + 999, n)))
@@ -24,7 +34,8 @@ for o = 1, n do
   local act, requested = tonumber(ARGV[i + 2]), ARGV[i + 3] == '1'
   local dur, newcd, ra = tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5]), tonumber(ARGV[i + 6])
   local reset, refund = ARGV[i + 7] == '1', ARGV[i + 8] == '1'
-  i = i + 9
+  local health = ARGV[i + 9]
+  i = i + 10
   local v = leases[o]
   local sp = v and string.find(v, ' ', 1, true)
   if not sp or consumed[h] or string.sub(v, 1, sp - 1) ~= tok then
@@ -32,27 +43,39 @@ for o = 1, n do
     out[#out + 1] = 0
     out[#out + 1] = 0
     out[#out + 1] = 0
+    out[#out + 1] = -1
   else
     leaseDel[#leaseDel + 1] = h
     consumed[h] = true
     local e = string.sub(v, sp + 1)
-    local st = redis.call('HMGET', hk(h), 'next', 'cd', 'err')
+    local st = redis.call('HMGET', hk(h), 'next', 'cd', 'err', 'fails')
     local stNext = tonumber(st[1] or '0') or 0
     local cd = tonumber(st[2] or '0') or 0
-    local errs = tonumber(st[3] or '0') or 0
+    local stErr = tonumber(st[3] or '0') or 0
+    local stFails = tonumber(st[4] or '0') or 0
+    local errs, fails = stErr, stFails
     local set = {}
+    local capped = 0
     if newcd >= 0 and newcd ~= cd then
       cd = newcd
       set[#set + 1] = 'cd'
       set[#set + 1] = n2s(cd)
+      -- Reported once per host and value: only the outcome that changes the stored value.
+      if cd > MAXCD then capped = 2 end
     end
-    local capped = 0
+    local retire = false
+    if health == '1' then
+      fails = fails + 1
+      retire = RETIRE > 0 and fails >= RETIRE
+    elseif health == '2' then
+      fails = 0
+    end
     local te
     if requested then
       local c = cd
       if c > MAXCD then
         c = MAXCD
-        capped = 1
+        capped = capped + 1
       end
       local dl = MIND
       if c > dl then dl = c end
@@ -85,7 +108,7 @@ for o = 1, n do
       if ra > MAXBO then ra = MAXBO end
       if NOW + bo > te then te = NOW + bo end
       if NOW + ra > te then te = NOW + ra end
-      if not d or att + 1 > MAXR then
+      if not d or att + 1 > MAXR or retire then
         res = 3
         bump('failed', 1)
       else
@@ -101,18 +124,40 @@ for o = 1, n do
     if reset then errs = 0 end
     set[#set + 1] = 'next'
     set[#set + 1] = n2s(te)
-    set[#set + 1] = 'err'
-    set[#set + 1] = n2s(errs)
+    -- Streaks are written only when they change: most outcomes are successes of hosts
+    -- without a streak, and an absent field reads as 0.
+    if errs ~= stErr then
+      set[#set + 1] = 'err'
+      set[#set + 1] = n2s(errs)
+    end
+    if fails ~= stFails then
+      set[#set + 1] = 'fails'
+      set[#set + 1] = n2s(fails)
+    end
+    local retired = -1
+    if retire then
+      retired = redis.call('LLEN', bq(h))
+      if retired > 0 then
+        redis.call('DEL', bq(h))
+        bump('queued', -retired)
+        bump('failed', retired)
+      end
+      bump('retired', 1)
+      set[#set + 1] = 'retired'
+      set[#set + 1] = n2s(NOW)
+    end
     redis.call('HSET', hk(h), unpack(set))
-    if back == 1 or redis.call('EXISTS', bq(h)) == 1 then
+    if not retire and (back == 1 or redis.call('EXISTS', bq(h)) == 1) then
       heapArgs[#heapArgs + 1] = n2s(te)
       heapArgs[#heapArgs + 1] = h
     else
       freed[#freed + 1] = h
+      expire_state(h, te)
     end
     out[#out + 1] = res
     out[#out + 1] = te
     out[#out + 1] = capped
+    out[#out + 1] = retired
   end
 end
 bulk('HDEL', K_LEASE, leaseDel)

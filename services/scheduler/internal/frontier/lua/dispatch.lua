@@ -18,6 +18,7 @@ for _, h in ipairs(hs) do
   if not e then
     -- A host in the heap always has a queued URL; repair rather than wedge if not.
     freed[#freed + 1] = h
+    expire_state(h, NOW)
   else
     local over = MAXP > 0 and pages_used() >= MAXP
     if not over and MAXPH > 0 then
@@ -33,6 +34,7 @@ for _, h in ipairs(hs) do
       bump('queued', -(rest + 1))
       bump('over_budget', rest + 1)
       freed[#freed + 1] = h
+      expire_state(h, NOW)
     else
       th[#th + 1] = h
       te[#te + 1] = e
@@ -46,7 +48,10 @@ if n > 0 then
   local leaseArgs, inflightArgs = {}, {}
   local dl = n2s(deadline)
   for j = 1, n do
-    local tok = SHARD .. '-' .. n2s(last - n + j)
+    -- The call's random nonce keeps tokens unique even if Redis loses its last writes
+    -- (AOF everysec) and seq runs again: a reused token would make JetStream drop the new
+    -- task (and its page and outcome) as duplicates of the lost dispatch's messages.
+    local tok = SHARD .. '-' .. n2s(last - n + j) .. '-' .. ARGV[3]
     leaseArgs[#leaseArgs + 1] = th[j]
     leaseArgs[#leaseArgs + 1] = tok .. ' ' .. te[j]
     inflightArgs[#inflightArgs + 1] = dl

@@ -34,6 +34,7 @@ for _, h in ipairs(hs) do
     heapArgs[#heapArgs + 1] = h
   else
     freed[#freed + 1] = h
+    expire_state(h, te)
   end
 end
 bulk('HDEL', K_LEASE, hs)
