@@ -47,6 +47,9 @@ type Options struct {
 	ProcEnv map[string]map[string]string
 	// AppendOnly turns on Redis AOF (fsync every second), for restart tests.
 	AppendOnly bool
+	// FsyncAlways makes the AOF fsync every write, as compose.yaml runs Redis, so that a
+	// SIGKILLed Redis loses nothing it acknowledged.
+	FsyncAlways bool
 	// Logs, if set, also receives every service's log lines prefixed with its id.
 	Logs io.Writer
 	// Log is the stack's own logger (default: discard).
@@ -132,7 +135,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if s.nats, err = natsembed.Start(natsembed.Options{StoreDir: filepath.Join(s.dir, "nats")}); err != nil {
 		return nil, fmt.Errorf("stack: nats: %w", err)
 	}
-	if s.redis, err = redisproc.Start(ctx, redisproc.Options{Dir: filepath.Join(s.dir, "redis"), AppendOnly: opts.AppendOnly}); err != nil {
+	if s.redis, err = redisproc.Start(ctx, redisproc.Options{Dir: filepath.Join(s.dir, "redis"), AppendOnly: opts.AppendOnly || opts.FsyncAlways, FsyncAlways: opts.FsyncAlways}); err != nil {
 		return nil, fmt.Errorf("stack: redis: %w", err)
 	}
 	if s.nc, s.js, err = natsx.Connect(ctx, s.nats.URL(), "trawl-stack", opts.Log); err != nil {

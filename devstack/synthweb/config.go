@@ -17,6 +17,18 @@
 // so a crawler that takes the depth of the first link it happens to see
 // (as a distributed crawler does) agrees with Expected's breadth-first
 // depths, provided all Seeds are submitted before crawling starts.
+//
+// # Special hosts
+//
+// With Config.Special (DefaultConfig) the web also has one host of each
+// special HostKind: robots.txt variants, a Crawl-delay, redirects, errors, a
+// slow host, crawler traps (an endless calendar, a relative link that repeats
+// path segments for ever, ever-longer URLs), a host whose links carry fresh
+// session ids, and a host of duplicate pages (Web.Duplicates). What a correct
+// crawler does with the traps and session ids depends on its URL rules, which
+// Config describes (KeepSessionIDs, MaxURLLength) so that Expected stays exact.
+// Web.Walk gives the link stream of a correct crawl, for measuring the dedup
+// stage.
 package synthweb
 
 import (
@@ -44,14 +56,16 @@ const (
 	KindRedirect                    // 301/302/307 redirects, a chain, a cross-host one
 	KindErrors                      // 404s, a 410 and one page that always answers 500
 	KindSlow                        // every response takes Config.SlowDelay
-	KindTrap                        // an endless calendar
+	KindTrap                        // crawler traps: an endless calendar, repeating path segments, ever-longer URLs
+	KindSessionIDs                  // every page links to the others with fresh session ids in the URL
+	KindDuplicates                  // pages whose text copies another page's, exactly or but for one word
 )
 
 // specialKinds is the order special hosts get addresses after the ordinary
 // ones.
 var specialKinds = []HostKind{
 	KindRobotsRules, KindCrawlDelay, KindRobots404, KindRobots503,
-	KindRedirect, KindErrors, KindSlow, KindTrap,
+	KindRedirect, KindErrors, KindSlow, KindTrap, KindSessionIDs, KindDuplicates,
 }
 
 func (k HostKind) String() string {
@@ -74,6 +88,10 @@ func (k HostKind) String() string {
 		return "slow"
 	case KindTrap:
 		return "trap"
+	case KindSessionIDs:
+		return "session-ids"
+	case KindDuplicates:
+		return "duplicates"
 	default:
 		return fmt.Sprintf("HostKind(%d)", int(k))
 	}
@@ -91,6 +109,20 @@ type Config struct {
 	BaseIP       string        // first address (default "127.0.1.1"); hosts take consecutive addresses
 	Port         int           // 0 = pick a port free on all addresses
 	Special      bool          // include the special hosts (true in DefaultConfig)
+
+	// The crawler's URL rules that decide which URLs exist for it, so that Expected
+	// describes the crawl of a crawler configured this way. The zero values are the
+	// crawler's defaults.
+
+	// KeepSessionIDs says the crawler keeps session ids in URLs (TRAWL_STRIP_SESSION_IDS
+	// =false). By default it strips them, and the session-ids host's pages are fetched
+	// once each under their plain URLs; kept, every fetch mints new URLs, to the depth
+	// limit.
+	KeepSessionIDs bool
+	// MaxURLLength is the longest URL the crawler follows (TRAWL_MAX_URL_LENGTH, default
+	// 2048); longer links are never requested. The crawler also never follows a link whose
+	// path repeats a segment three or more times (the parser's trap rule).
+	MaxURLLength int
 }
 
 // DefaultConfig is the standard web: 20 ordinary hosts of 20 pages plus all
@@ -104,13 +136,14 @@ func DefaultConfig() Config {
 		SlowDelay:    300 * time.Millisecond,
 		BaseIP:       "127.0.1.1",
 		Special:      true,
+		MaxURLLength: 2048,
 	}
 }
 
 func (c Config) withDefaults() (Config, error) {
 	d := DefaultConfig()
-	if c.Hosts < 0 || c.PagesPerHost < 0 || c.LinksPerPage < 0 || c.CrawlDelay < 0 || c.Port < 0 {
-		return c, errors.New("synthweb: negative Hosts, PagesPerHost, LinksPerPage, CrawlDelay or Port")
+	if c.Hosts < 0 || c.PagesPerHost < 0 || c.LinksPerPage < 0 || c.CrawlDelay < 0 || c.Port < 0 || c.MaxURLLength < 0 {
+		return c, errors.New("synthweb: negative Hosts, PagesPerHost, LinksPerPage, CrawlDelay, Port or MaxURLLength")
 	}
 	if c.Port > 65535 {
 		return c, fmt.Errorf("synthweb: port %d out of range", c.Port)
@@ -135,6 +168,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.BaseIP == "" {
 		c.BaseIP = d.BaseIP
+	}
+	if c.MaxURLLength == 0 {
+		c.MaxURLLength = d.MaxURLLength
 	}
 	return c, nil
 }

@@ -3,6 +3,7 @@ package synthweb
 import (
 	"net/http"
 	"strconv"
+	"strings"
 )
 
 // Expectation is what a correct crawl from Seeds must and must not request.
@@ -15,8 +16,10 @@ type Expectation struct {
 	// each must be requested at least once and at most 1+maxRetries times.
 	Retried map[string]int
 	// Forbidden holds URLs that must never be requested: robots-disallowed
-	// ones, the robots-503 host's pages, and pages reachable only through
-	// rel="nofollow" links or from inside non-HTML bodies.
+	// ones, the robots-503 host's pages, pages reachable only through
+	// rel="nofollow" links or from inside non-HTML bodies, and links the
+	// crawler's URL rules refuse (longer than Config.MaxURLLength, or a path
+	// segment repeated three times).
 	Forbidden map[string]bool
 	// ForbiddenHosts holds hosts (IP) where only /robots.txt may be
 	// requested because it answers 5xx.
@@ -28,10 +31,33 @@ type Expectation struct {
 // URL that redirected (the crawler fetches the 3xx itself, then queues the
 // Location). URLs deeper than maxDepth are not fetched. Only rel-less or
 // followable <a> links of 2xx HTML pages are followed, robots.txt is obeyed
-// for ProductToken, and non-HTML bodies contribute no links.
-func (w *Web) Expected(maxDepth int) Expectation { return w.m.expected(maxDepth) }
+// for ProductToken, and non-HTML bodies contribute no links. Links are taken
+// as the crawler configured by Config.KeepSessionIDs and Config.MaxURLLength
+// takes them: session ids stripped, over-long and repeating paths refused.
+func (w *Web) Expected(maxDepth int) Expectation { return w.m.expected(maxDepth, nil) }
 
-func (m *model) expected(maxDepth int) Expectation {
+// Discovery is what one response of a correct crawl sends to crawl.discovered.
+type Discovery struct {
+	URL   string // the URL fetched
+	Depth int
+	// Links are the page's followable outlinks in page order, each once, as the
+	// crawler's parser emits them: resolved and normalised, within its URL rules
+	// (robots-disallowed ones included: robots.txt is checked at fetch time),
+	// session ids not yet stripped (dedup does that). For a redirect, the
+	// Location. Empty for other responses and for pages at the depth limit.
+	Links []string
+}
+
+// Walk returns, in the breadth-first order of Expected, every response of a
+// correct crawl to maxDepth with the URLs it discovers: the input the dedup
+// service sees, for measuring it on a realistic link stream.
+func (w *Web) Walk(maxDepth int) []Discovery {
+	var walk []Discovery
+	w.m.expected(maxDepth, &walk)
+	return walk
+}
+
+func (m *model) expected(maxDepth int, walk *[]Discovery) Expectation {
 	exp := Expectation{
 		Fetch:          make(map[string]bool),
 		Retried:        make(map[string]int),
@@ -77,7 +103,16 @@ func (m *model) expected(maxDepth int) Expectation {
 			} else {
 				exp.Fetch[u] = true
 			}
+			// found points into *walk, which only grows again at the next URL.
+			var found *Discovery
+			if walk != nil {
+				*walk = append(*walk, Discovery{URL: u, Depth: depth})
+				found = &(*walk)[len(*walk)-1]
+			}
 			if res.locTarget != "" && res.status >= 300 && res.status < 400 {
+				if found != nil {
+					found.Links = append(found.Links, res.locTarget)
+				}
 				if !forbidden(res.locTarget) {
 					level = append(level, res.locTarget)
 				}
@@ -86,16 +121,26 @@ func (m *model) expected(maxDepth int) Expectation {
 			if res.status != http.StatusOK || res.contentType != htmlType {
 				continue
 			}
+			emitted := map[string]bool{}
 			for _, l := range res.links {
-				if l.target == "" || forbidden(l.target) {
+				if l.target == "" {
 					continue
 				}
-				if !l.follow() {
-					unfollowed = append(unfollowed, l.target)
+				if found != nil && depth < maxDepth && l.follow() && m.admits(l.target) &&
+					!strings.HasPrefix(l.href, "#") && !emitted[l.target] {
+					emitted[l.target] = true
+					found.Links = append(found.Links, l.target)
+				}
+				k := m.key(l)
+				if forbidden(k) {
 					continue
 				}
-				if depth < maxDepth && !visited[l.target] {
-					next = append(next, l.target)
+				if !l.follow() || !m.admits(l.target) {
+					unfollowed = append(unfollowed, k)
+					continue
+				}
+				if depth < maxDepth && !visited[k] {
+					next = append(next, k)
 				}
 			}
 		}

@@ -53,6 +53,14 @@ func (g *gen) addRel(th int, pathQuery, text, rel string) {
 	g.links = append(g.links, link{href: href, text: text, rel: rel, target: g.m.url(th, pathQuery), style: g.rng.IntN(numStyles)})
 }
 
+// addCanon adds a link to pathQuery whose session-id-free form is canonPathQuery.
+func (g *gen) addCanon(th int, pathQuery, canonPathQuery, text string) {
+	g.add(th, pathQuery, text)
+	if canonPathQuery != pathQuery {
+		g.links[len(g.links)-1].canon = g.m.url(th, canonPathQuery)
+	}
+}
+
 // raw adds a link written exactly as given. Fragment-only hrefs resolve to
 // the document's base URL; non-HTTP schemes have no target.
 func (g *gen) raw(href, text, rel, target string) {
@@ -133,6 +141,10 @@ func (m *model) render(res resource) []byte {
 	// parser cannot get away with only reading navigation lists.
 	inline := len(res.links) / 2
 	paras := 3
+	if res.paras > 0 {
+		paras = res.paras
+	}
+	word := 0
 	for p := 0; p < paras; p++ {
 		b.WriteString("<p>")
 		words := 25 + rng.IntN(30)
@@ -140,7 +152,11 @@ func (m *model) render(res resource) []byte {
 			if w > 0 {
 				b.WriteByte(' ')
 			}
-			b.WriteString(lorem[rng.IntN(len(lorem))])
+			text := lorem[rng.IntN(len(lorem))]
+			if word++; word == res.swapWord {
+				text = swapped
+			}
+			b.WriteString(text)
 		}
 		// Spread the inline links over the paragraphs.
 		for i := p; i < inline; i += paras {

@@ -147,6 +147,8 @@ type resource struct {
 	body        string   // body of non-HTML resources
 	bait        []string // URLs that appear only inside a non-HTML body
 	textSeed    uint64   // PRNG stream for the filler paragraphs
+	paras       int      // filler paragraphs; 0 means 3
+	swapWord    int      // 1-based position of a filler word replaced by swapped; 0 = none
 }
 
 // link is one <a> element.
@@ -155,6 +157,7 @@ type link struct {
 	text   string
 	rel    string
 	target string // normalised absolute URL href resolves to; "" for non-HTTP schemes
+	canon  string // target without its session id, when it has one; see model.key
 	style  int    // markup variant, see render
 }
 
@@ -200,6 +203,10 @@ func (m *model) resource(h int, pathQuery string) resource {
 			return notFound()
 		}
 		return m.trapHost(h, path)
+	case KindSessionIDs:
+		return m.sessionHost(h, pathQuery)
+	case KindDuplicates:
+		return m.duplicatesHost(h, path, query)
 	default: // crawl-delay, robots-404, robots-503, slow: a small leaf site
 		if query != "" {
 			return notFound()
@@ -451,6 +458,11 @@ func (m *model) rulesHost(h int, path, query string) resource {
 	if path == "/robots.txt" {
 		return notFound()
 	}
+	// The query is part of the page's identity: /private/open.html?lang=en is not a copy
+	// of /private/open.html (the duplicates host is where copies live).
+	if query != "" {
+		path += "?" + query
+	}
 	return m.leaf(h, path)
 }
 
@@ -529,8 +541,16 @@ func (m *model) trapHost(h int, path string) resource {
 		rng := m.pageRand(h, homeKey)
 		g := newGen(m, h, path, rng)
 		g.add(h, monthPath(trapEntryYear, trapEntryMonth), "calendar")
+		g.add(h, loopPrefix, "loop")
+		g.add(h, growPrefix, "grow")
 		return resource{status: http.StatusOK, contentType: htmlType,
 			title: m.hosts[h].Addr + " trap home", links: g.links, textSeed: rng.Uint64()}
+	}
+	if strings.HasPrefix(path, loopPrefix) {
+		return m.loopPage(h, path)
+	}
+	if strings.HasPrefix(path, growPrefix) {
+		return m.growPage(h, path)
 	}
 	rest, ok := strings.CutPrefix(path, "/cal/")
 	if !ok {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -30,7 +31,7 @@ func testModel(t testing.TB, cfg Config) *model {
 // allResources visits every URL Expected walks at the given depth, plus the
 // pages it deliberately leaves out (nofollow targets, bait, forbidden).
 func allResources(m *model, depth int) map[string]resource {
-	exp := m.expected(depth)
+	exp := m.expected(depth, nil)
 	out := make(map[string]resource)
 	for _, set := range []map[string]bool{exp.Fetch, exp.Forbidden} {
 		for u := range set {
@@ -89,6 +90,15 @@ func TestHrefsResolveToTargets(t *testing.T) {
 					if got, err := urlnorm.Resolve(base, l.href); err != nil || got != l.target {
 						t.Errorf("%s: urlnorm.Resolve(%q) = %q, %v; model says %s", page, l.href, got, err, l.target)
 					}
+					// So must its session-id stripping: exactly the links the model
+					// gives a plain form lose something, and that form.
+					want := l.target
+					if l.canon != "" {
+						want = l.canon
+					}
+					if got, err := urlnorm.NormalizeWith(l.target, urlnorm.Options{StripSessionIDs: true}); err != nil || got != want {
+						t.Errorf("%s: stripping session ids from %s gives %q, %v; model says %s", page, l.target, got, err, want)
+					}
 					checked++
 				}
 				if res.location != "" {
@@ -125,7 +135,7 @@ func TestDepthIndependentOfDiscoveryOrder(t *testing.T) {
 		m := testModel(t, cfg)
 		for depth := 0; depth <= 6; depth++ {
 			t.Run(fmt.Sprintf("config %d depth %d", ci, depth), func(t *testing.T) {
-				exp := m.expected(depth)
+				exp := m.expected(depth, nil)
 				for trial := uint64(0); trial < 5; trial++ {
 					got := randomOrderCrawl(m, depth, rand.New(rand.NewPCG(trial, uint64(depth))))
 					for u := range got {
@@ -175,8 +185,8 @@ func randomOrderCrawl(m *model, maxDepth int, rng *rand.Rand) map[string]bool {
 		}
 		if res.status == 200 && res.contentType == htmlType {
 			for _, l := range res.links {
-				if l.follow() {
-					next = append(next, item{l.target, it.depth + 1})
+				if l.follow() && l.target != "" && m.admits(l.target) {
+					next = append(next, item{m.key(l), it.depth + 1})
 				}
 			}
 		}
@@ -211,7 +221,7 @@ func TestLevelsCoverAllPages(t *testing.T) {
 				t.Fatalf("levels = %v, want %v", m.levels, tt.wantLevels)
 			}
 			// Every page must be fetched by a deep enough crawl.
-			exp := m.expected(len(m.levels) + 1)
+			exp := m.expected(len(m.levels)+1, nil)
 			for n := 0; n < tt.pages; n++ {
 				if u := m.url(0, pagePath(n)); !exp.Fetch[u] {
 					t.Errorf("page %s unreachable", u)
@@ -418,7 +428,7 @@ func TestExpectedSmallWeb(t *testing.T) {
 	m := testModel(t, cfg)
 	url := func(k HostKind, pq string) string { return m.url(m.special[k], pq) }
 	const depth = 3
-	exp := m.expected(depth)
+	exp := m.expected(depth, nil)
 
 	for u := range exp.Fetch {
 		if exp.Forbidden[u] {
@@ -498,7 +508,7 @@ func TestExpectedSmallWeb(t *testing.T) {
 
 func TestExpectedDepthZeroIsSeeds(t *testing.T) {
 	m := testModel(t, DefaultConfig())
-	exp := m.expected(0)
+	exp := m.expected(0, nil)
 	want := 0
 	for _, s := range m.seedURLs() {
 		h, _, _ := m.lookup(s)
@@ -518,7 +528,7 @@ func TestExpectedDepthZeroIsSeeds(t *testing.T) {
 func TestExpectedLargeWebIsFast(t *testing.T) {
 	m := testModel(t, Config{Hosts: 10, PagesPerHost: 1000, Special: true})
 	start := time.Now()
-	exp := m.expected(20)
+	exp := m.expected(20, nil)
 	elapsed := time.Since(start)
 	if len(exp.Fetch) < 10_000 {
 		t.Fatalf("only %d URLs expected from a 10k-page web", len(exp.Fetch))
@@ -534,7 +544,7 @@ func TestExpectedLargeWebIsFast(t *testing.T) {
 func BenchmarkExpected10k(b *testing.B) {
 	m := testModel(b, Config{Hosts: 10, PagesPerHost: 1000, Special: true})
 	for b.Loop() {
-		m.expected(20)
+		m.expected(20, nil)
 	}
 }
 
@@ -542,5 +552,235 @@ func BenchmarkRenderPage(b *testing.B) {
 	m := testModel(b, DefaultConfig())
 	for b.Loop() {
 		m.render(m.resource(1, "/p/7"))
+	}
+}
+
+func TestTrapsStopAtTheCrawlersRules(t *testing.T) {
+	grow := func(n int) string {
+		var segs []string
+		for i := range n {
+			segs = append(segs, growSegment(i))
+		}
+		return growPrefix + strings.Join(segs, "/")
+	}
+	tests := []struct {
+		name         string
+		maxURLLength int
+		fetch        []string
+		forbid       []string
+		grows        int // grow pages fetched in all
+	}{
+		{
+			name:   "defaults",
+			fetch:  []string{"/loop/", "/loop/a/b/", "/loop/a/b/a/b/", grow(0), grow(1), grow(2)},
+			forbid: []string{"/loop/a/b/a/b/a/b/", grow(3)},
+			grows:  3,
+		},
+		{
+			name:         "longer URLs allowed",
+			maxURLLength: 4096,
+			fetch:        []string{grow(3), grow(4), grow(5)},
+			forbid:       []string{grow(6)},
+			grows:        6,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.MaxURLLength = tt.maxURLLength
+			m := testModel(t, cfg)
+			h := m.special[KindTrap]
+			exp := m.expected(10, nil)
+			for _, p := range tt.fetch {
+				if !exp.Fetch[m.url(h, p)] {
+					t.Errorf("%.60s… (%d bytes) not expected", m.url(h, p), len(m.url(h, p)))
+				}
+			}
+			for _, p := range tt.forbid {
+				if u := m.url(h, p); !exp.Forbidden[u] || exp.Fetch[u] {
+					t.Errorf("%.60s… (%d bytes) not forbidden", u, len(u))
+				}
+			}
+			// Nothing deeper exists for the crawler.
+			loops, grows := 0, 0
+			for u := range exp.Fetch {
+				if h2, pq, _ := m.lookup(u); h2 == h {
+					switch {
+					case strings.HasPrefix(pq, loopPrefix):
+						loops++
+					case strings.HasPrefix(pq, growPrefix):
+						grows++
+					}
+				}
+			}
+			if loops != 3 || grows != tt.grows {
+				t.Errorf("%d loop and %d grow pages expected, want 3 and %d", loops, grows, tt.grows)
+			}
+		})
+	}
+}
+
+func TestSessionIDsCollapse(t *testing.T) {
+	for _, keep := range []bool{false, true} {
+		t.Run(fmt.Sprintf("keep session ids %v", keep), func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.KeepSessionIDs = keep
+			m := testModel(t, cfg)
+			h := m.special[KindSessionIDs]
+			exp := m.expected(3, nil)
+			var got []string
+			for u := range exp.Fetch {
+				if h2, pq, _ := m.lookup(u); h2 == h {
+					got = append(got, pq)
+				}
+			}
+			slices.Sort(got)
+			if !keep {
+				want := []string{"/", "/s/0", "/s/1", "/s/2?lang=en", "/s/3", "/s/4", "/s/5?sid=7"}
+				if !slices.Equal(got, want) {
+					t.Fatalf("session host pages %q, want %q", got, want)
+				}
+				return
+			}
+			// The home, then 6, 10 and 16 new URLs at depths 1 to 3 (see
+			// TestReferenceCrawlKeepingSessionIDs), and a session id in all but /s/5?sid=7.
+			if len(got) != 1+6+10+16 {
+				t.Fatalf("%d session host pages, want 33: %q", len(got), got)
+			}
+			for _, pq := range got {
+				if pq != "/" && pq != "/s/5?sid=7" && !regexp.MustCompile(`(?i)(jsessionid|sid|sessionid|aspsessionid[a-z]+)=[0-9a-z]{24,}`).MatchString(pq) {
+					t.Errorf("%s has no session id", pq)
+				}
+			}
+		})
+	}
+}
+
+var tagRE = regexp.MustCompile(`<[^>]*>`)
+
+// visibleText is a crude extraction, enough to compare pages' words.
+func visibleText(body []byte) []string {
+	return strings.Fields(tagRE.ReplaceAllString(string(body), " "))
+}
+
+func TestDuplicates(t *testing.T) {
+	w := &Web{m: testModel(t, DefaultConfig())}
+	m := w.m
+	dups, near := w.Duplicates(), w.NearDuplicates()
+	if len(dups) != 6 || len(near) != 2 {
+		t.Fatalf("%d duplicates, %d near; want 6 and 2", len(dups), len(near))
+	}
+	exp := m.expected(1, nil)
+	body := func(u string) []byte {
+		h, pq, ok := m.lookup(u)
+		if !ok {
+			t.Fatalf("%s outside the web", u)
+		}
+		res := m.resource(h, pq)
+		if res.status != 200 {
+			t.Fatalf("%s: status %d", u, res.status)
+		}
+		return m.render(res)
+	}
+	for copyURL, of := range dups {
+		if !exp.Fetch[copyURL] || !exp.Fetch[of] {
+			t.Errorf("%s or its original %s not fetched at depth 1", copyURL, of)
+		}
+		a, b := body(of), body(copyURL)
+		if _, isNear := near[copyURL]; !isNear {
+			if !bytes.Equal(a, b) {
+				t.Errorf("exact copy %s differs from %s", copyURL, of)
+			}
+			continue
+		}
+		ta, tb := visibleText(a), visibleText(b)
+		if len(ta) != len(tb) || len(ta) < 1000 {
+			t.Fatalf("near copy %s: %d words, original %d; want the same, at least 1000", copyURL, len(tb), len(ta))
+		}
+		diff := 0
+		for i := range ta {
+			if ta[i] != tb[i] {
+				diff++
+			}
+		}
+		if diff != 1 {
+			t.Errorf("near copy %s differs from %s in %d words, want 1", copyURL, of, diff)
+		}
+	}
+	// No other two pages of a crawl share their text, so a content-dedup check can
+	// require exactly these to be flagged.
+	byText := map[string][]string{}
+	for u := range m.expected(6, nil).Fetch {
+		h, pq, _ := m.lookup(u)
+		if res := m.resource(h, pq); res.status == 200 && res.contentType == htmlType {
+			text := strings.Join(visibleText(m.render(res)), " ")
+			byText[text] = append(byText[text], u)
+		}
+	}
+	root := func(u string) string {
+		if o, ok := dups[u]; ok {
+			return o
+		}
+		return u
+	}
+	groups := 0
+	for _, group := range byText {
+		for _, u := range group[1:] {
+			if root(u) != root(group[0]) {
+				t.Errorf("pages %q share their text but are not listed as duplicates", group)
+				break
+			}
+		}
+		if len(group) > 1 {
+			groups++
+		}
+	}
+	if groups != 4 { // / and /index.html, and /doc/0, /doc/1, /doc/2 with their exact copies
+		t.Errorf("%d groups of pages with the same text, want 4", groups)
+	}
+}
+
+func TestWalk(t *testing.T) {
+	w := &Web{m: testModel(t, smallConfig())}
+	const depth = 3
+	walk := w.Walk(depth)
+	exp := w.Expected(depth)
+	if len(walk) != len(exp.Fetch)+len(exp.Retried) {
+		t.Fatalf("%d responses walked, Expected has %d fetches", len(walk), len(exp.Fetch)+len(exp.Retried))
+	}
+	linked := map[string]bool{}
+	prev := 0
+	for _, d := range walk {
+		if !exp.Fetch[d.URL] && exp.Retried[d.URL] == 0 {
+			t.Errorf("walked %s, not expected", d.URL)
+		}
+		if d.Depth < prev {
+			t.Fatalf("%s at depth %d after depth %d: not breadth-first", d.URL, d.Depth, prev)
+		}
+		prev = d.Depth
+		if d.Depth == depth && len(d.Links) > 0 && !strings.Contains(d.URL, "/old/") && !strings.Contains(d.URL, "/chain/") && !strings.HasSuffix(d.URL, "/away") && !strings.HasSuffix(d.URL, "/to-private") {
+			t.Errorf("%s at the depth limit emits links %v", d.URL, d.Links)
+		}
+		once := map[string]bool{}
+		for _, l := range d.Links {
+			if once[l] || strings.Contains(l, "#") || len(l) > 2048 || repeatsSegment(l) {
+				t.Errorf("%s emits %s twice, with a fragment, or against the URL rules", d.URL, l)
+			}
+			once[l] = true
+			s, err := urlnorm.NormalizeWith(l, urlnorm.Options{StripSessionIDs: true})
+			if err != nil {
+				t.Fatalf("%s emits %s: %v", d.URL, l, err)
+			}
+			linked[s] = true
+		}
+	}
+	seeds := map[string]bool{}
+	for _, s := range w.Seeds() {
+		seeds[s] = true
+	}
+	for u := range exp.Fetch {
+		if !seeds[u] && !linked[u] {
+			t.Errorf("%s is fetched but no walked response discovers it", u)
+		}
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/net/html"
+
+	"github.com/trawl/trawl/shared/urlnorm"
 )
 
 // refCrawler is a small, independent, sequential crawler used to validate
@@ -24,7 +26,13 @@ type refCrawler struct {
 	maxRetries int
 	agent      string
 
+	// URL rules, as in the real crawler (Config.KeepSessionIDs, Config.MaxURLLength).
+	keepSessionIDs bool
+	maxURLLength   int
+
 	// Deliberate bugs.
+	noTrapRule     bool // follow paths that repeat a segment
+	noLengthLimit  bool // follow over-long URLs
 	ignoreNofollow bool
 	ignoreBase     bool
 	ignoreRobots   bool
@@ -44,9 +52,10 @@ type crawlItem struct {
 
 func newRefCrawler(maxDepth int) *refCrawler {
 	return &refCrawler{
-		maxDepth:   maxDepth,
-		maxRetries: 2,
-		agent:      ProductToken,
+		maxDepth:     maxDepth,
+		maxRetries:   2,
+		agent:        ProductToken,
+		maxURLLength: 2048,
 		client: &http.Client{
 			Timeout:       10 * time.Second,
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
@@ -63,6 +72,14 @@ func (c *refCrawler) crawl(ctx context.Context, seeds []string) error {
 	seen := make(map[string]bool)
 	var queue []crawlItem
 	push := func(u string, depth int) {
+		if !c.keepSessionIDs {
+			// What the dedup service does with every discovered URL.
+			s, err := urlnorm.NormalizeWith(u, urlnorm.Options{StripSessionIDs: true})
+			if err != nil {
+				return
+			}
+			u = s
+		}
 		if depth > c.maxDepth || (seen[u] && !c.noDedup) {
 			return
 		}
@@ -107,7 +124,9 @@ func (c *refCrawler) crawl(ctx context.Context, seeds []string) error {
 			push(normalise(loc), it.depth)
 		case resp.StatusCode == http.StatusOK && (c.parseAnyType || strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html")):
 			for _, l := range c.links(u, body) {
-				push(l, it.depth+1)
+				if (c.noLengthLimit || len(l) <= c.maxURLLength) && (c.noTrapRule || !pathRepeats(l)) {
+					push(l, it.depth+1)
+				}
 			}
 		}
 	}
@@ -237,6 +256,25 @@ func (c *refCrawler) links(page *url.URL, body []byte) []string {
 	return out
 }
 
+// pathRepeats is the parser's trap rule, written a third time: some path segment occurs
+// three or more times.
+func pathRepeats(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return false
+	}
+	seen := map[string]int{}
+	for _, seg := range strings.Split(u.EscapedPath(), "/") {
+		if seg != "" {
+			seen[seg]++
+			if seen[seg] == 3 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func attr(n *html.Node, key string) (string, bool) {
 	for _, a := range n.Attr {
 		if a.Key == key {
@@ -305,6 +343,38 @@ func TestReferenceCrawlMatchesExpected(t *testing.T) {
 	}
 }
 
+// TestReferenceCrawlKeepingSessionIDs: a crawler that keeps session ids finds new URLs on
+// every page of the session-ids host, down to the depth limit, and Expected, told so,
+// predicts exactly which.
+func TestReferenceCrawlKeepingSessionIDs(t *testing.T) {
+	cfg := smallConfig()
+	cfg.KeepSessionIDs = true
+	w := startWeb(t, cfg)
+	c := newRefCrawler(3)
+	c.keepSessionIDs = true
+	if err := c.crawl(context.Background(), w.Seeds()); err != nil {
+		t.Fatalf("crawl: %v", err)
+	}
+	exp := w.Expected(3)
+	for _, p := range exp.Check(w.Requests(), w.Origin, c.maxRetries) {
+		t.Error(p)
+	}
+	sessionURLs := 0
+	for u := range exp.Fetch {
+		if strings.Contains(u, "/s/") {
+			sessionURLs++
+		}
+	}
+	// Page n links to pages n+1 and n+2 (mod 6) with fresh session ids, except that the
+	// link to page 5 ("sid=7", not a session id) is always the same URL. Depth 1: the
+	// home's 6 links; depth 2: 2 new URLs from each page but 3 and 4, which have 1 (10);
+	// depth 3: the same from those 10 pages (16). A crawler that strips session ids
+	// fetches 6.
+	if want := 6 + 10 + 16; sessionURLs != want {
+		t.Errorf("%d session-host pages expected at depth 3, want %d", sessionURLs, want)
+	}
+}
+
 func TestCheckCatchesCrawlerBugs(t *testing.T) {
 	tests := []struct {
 		name string
@@ -320,6 +390,9 @@ func TestCheckCatchesCrawlerBugs(t *testing.T) {
 		{"no dedup", func(c *refCrawler) { c.noDedup = true; c.maxDepth = 2 }, "want once"},
 		{"too many retries", func(c *refCrawler) { c.maxRetries = 5 }, "retries"},
 		{"stops too shallow", func(c *refCrawler) { c.maxDepth = 2 }, "never fetched"},
+		{"keeps session ids", func(c *refCrawler) { c.keepSessionIDs = true }, "jsessionid="},
+		{"no trap rule", func(c *refCrawler) { c.noTrapRule = true }, "/loop/a/b/a/b/a/b/"},
+		{"no URL length limit", func(c *refCrawler) { c.noLengthLimit = true }, "/" + growSegment(1) + "/" + growSegment(2)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -391,3 +391,56 @@ func TestCloseStopsServing(t *testing.T) {
 		t.Fatalf("%d requests logged, want 1", n)
 	}
 }
+
+func TestTrapSessionAndDuplicateHosts(t *testing.T) {
+	w := startWeb(t, smallConfig())
+	trap := hostOfKind(t, w, KindTrap).Origin
+	sess := hostOfKind(t, w, KindSessionIDs).Origin
+	dup := hostOfKind(t, w, KindDuplicates).Origin
+	tests := []struct {
+		url    string
+		status int
+		title  string // in the body when 200
+	}{
+		{trap + "/loop/", 200, "loop /loop/"},
+		{trap + "/loop/a/b/a/b/a/b/a/b/", 200, "loop /loop/a/b/a/b/a/b/a/b/"}, // served; the crawler must not ask
+		{trap + "/loop/a/c/", 404, ""},
+		{trap + "/grow/" + growSegment(0), 200, "grow 1"},
+		{trap + "/grow/" + growSegment(1), 404, ""},
+		{sess + "/s/0;jsessionid=0123456789ABCDEF0123456789ABCDEF", 200, "session page 0"},
+		{sess + "/s/0", 200, "session page 0"},
+		{sess + "/s/2?PHPSESSID=abc&lang=en", 200, "session page 2"},
+		{sess + "/s/6", 404, ""},
+		{dup + "/doc/1?print=1", 200, "article 1"},
+		{dup + "/doc/1?x=1", 404, ""},
+		{dup + "/index.html", 200, "duplicates home"},
+	}
+	for _, tt := range tests {
+		path := tt.url[7+strings.IndexByte(tt.url[7:], '/'):]
+		t.Run(path[:min(50, len(path))], func(t *testing.T) {
+			f := get(t, tt.url)
+			if f.status != tt.status || (tt.title != "" && !strings.Contains(f.body, tt.title+"</title>")) {
+				t.Fatalf("got %d, body %.120q; want %d with title %q", f.status, f.body, tt.status, tt.title)
+			}
+		})
+	}
+	// Copies are served byte for byte; near copies differ in one word.
+	for u, of := range w.Duplicates() {
+		a, b := get(t, of).body, get(t, u).body
+		_, near := w.NearDuplicates()[u]
+		if (a == b) == near {
+			t.Errorf("%s vs %s: identical %v, near duplicate %v", u, of, a == b, near)
+		}
+		if near && strings.Count(b, swapped) != 1 {
+			t.Errorf("%s: %d changed words", u, strings.Count(b, swapped))
+		}
+	}
+	// Every session-id spelling of a page is the same document, its links apart.
+	a := get(t, sess+"/s/1?sid=0123456789abcdef0123456789abcdef").body
+	b := get(t, sess+"/s/1").body
+	if a == b || visibleTextOf(a) != visibleTextOf(b) {
+		t.Errorf("session variants: identical bodies %v, same text %v; want different links, same text", a == b, visibleTextOf(a) == visibleTextOf(b))
+	}
+}
+
+func visibleTextOf(body string) string { return strings.Join(visibleText([]byte(body)), " ") }
