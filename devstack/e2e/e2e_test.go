@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"strconv"
 	"testing"
 	"time"
@@ -34,6 +35,13 @@ func TestMain(m *testing.M) {
 		defer cancel()
 		if err := stack.Build(ctx, root, dir); err != nil {
 			fmt.Fprintln(os.Stderr, "e2e:", err)
+			return 1
+		}
+		// The operator CLI, for the tests that run docs/operations.md.
+		build := exec.CommandContext(ctx, "go", "build", "-o", dir+string(os.PathSeparator), "./trawlctl")
+		build.Dir = root
+		if out, err := build.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "e2e: build trawlctl: %v\n%s", err, out)
 			return 1
 		}
 		binDir = dir

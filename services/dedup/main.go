@@ -1,6 +1,7 @@
 // Command dedup is Trawl's URL-seen test: it reads discovered URLs from crawl.discovered,
-// drops those already seen (a Bloom filter in Redis) and sends the new ones to the
-// scheduler shard of their host on crawl.frontier.<shard>.
+// normalises them (session ids stripped by default), drops those already seen (an
+// in-process cache of recent URLs in front of a Bloom filter in Redis) and sends the new
+// ones to the scheduler shard of their host on crawl.frontier.<shard>.
 //
 // `dedup healthcheck` asks a running instance's /readyz and exits 0 or 1 (for containers).
 package main

@@ -36,6 +36,7 @@ func TestNormalize(t *testing.T) {
 		{"http://127.0.1.5:8080/p/1", "http://127.0.1.5:8080/p/1", nil},
 		{"http://[::1]:80/", "http://[::1]/", nil},
 		{"http://[2001:DB8::1]/", "http://[2001:db8::1]/", nil},
+		{"http://[::ffff:1.2.3.4]/", "http://1.2.3.4/", nil}, // see DEVIATIONS.md
 		{"  http://example.com/x  ", "http://example.com/x", nil},
 		{"http://exa\nmple.com/", "http://example.com/", nil},
 		{"mailto:a@example.com", "", ErrScheme},
@@ -43,8 +44,31 @@ func TestNormalize(t *testing.T) {
 		{"ftp://example.com/", "", ErrScheme},
 		{"/relative", "", ErrInvalid},
 		{"", "", ErrInvalid},
-		{"http:///nohost", "", ErrInvalid},
-		{"http://example.com:99999999999/", "http://example.com:99999999999/", nil},
+		// A special scheme takes any number of slashes before the authority (WHATWG).
+		{"http:///nohost", "http://nohost/", nil},
+		{"http:example.com/a", "http://example.com/a", nil},
+		{"http://", "", ErrInvalid},
+		{"http://example.com:65535/", "http://example.com:65535/", nil},
+		{"http://example.com:65536/", "", ErrInvalid},
+		{"http://example.com:99999999999/", "", ErrInvalid},
+		{"http://example.com:0/", "", ErrInvalid},
+		// Backslashes before the query are slashes for http(s), as in browsers.
+		{`http:\\example.com\a\b?q=\`, "http://example.com/a/b?q=%5C", nil},
+		// Empty password and empty userinfo dropped; userinfo bytes net/url refuses encoded.
+		{"http://user:@example.com/", "http://user@example.com/", nil},
+		{"http://:@example.com/", "http://example.com/", nil},
+		{"http://u:p]w@example.com/", "http://u:p%5Dw@example.com/", nil},
+		// Percent-encoded hosts are decoded, then read as IPv4 when they end in a number.
+		{"http://%65xample.com/", "http://example.com/", nil},
+		{"http://%30x7f.1/", "http://127.0.0.1/", nil},
+		{"http://ex%2Fample.com/", "", ErrInvalid},
+		{"http://1.2.3.08/", "", ErrInvalid},
+		{"http://foo.09/", "", ErrInvalid},
+		{"http://10000000000/", "", ErrInvalid},
+		// C0 controls and spaces around the URL are ignored; inside it they are encoded.
+		{"\x00 http://example.com/a\x7fb \x1f", "http://example.com/a%7Fb", nil},
+		// The fragment goes before parsing, so junk in it cannot reject the URL.
+		{"http://example.com/a#b c<\x7f>", "http://example.com/a", nil},
 		{"http://exa mple.com/", "", ErrInvalid},
 		{"http://example.com/100%", "http://example.com/100%25", nil},
 		{"http://example.com/%zz", "http://example.com/%25zz", nil},
@@ -128,6 +152,47 @@ func TestResolveRFC3986(t *testing.T) {
 	}
 }
 
+// TestResolveBrowserForms: references read as a browser reads an href.
+func TestResolveBrowserForms(t *testing.T) {
+	base, _ := url.Parse("http://a.test/b/c")
+	tests := []struct{ ref, want string }{
+		{"http:g", "http://a.test/b/g"},
+		{"http:/g", "http://a.test/g"},
+		{"HTTP://g.test/x", "http://g.test/x"},
+		{"https:g.test/x", "https://g.test/x"}, // another scheme: absolute, slashes optional
+		{`\g`, "http://a.test/g"},
+		{`\\g.test\x`, "http://g.test/x"},
+		{":g", "http://a.test/b/:g"},
+		{"g:h?x", ""},
+		{"[x]:1", "http://a.test/b/%5Bx%5D:1"},
+		{" \x00g\x1f ", "http://a.test/b/g"},
+		{"g#frag<>", "http://a.test/b/g"},
+		{"////g.test/x", "http://g.test/x"},
+		{"//", "!"}, // no host: invalid, not the base
+		{`\\\`, "!"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.ref, func(t *testing.T) {
+			got, err := Resolve(base, tc.ref)
+			switch tc.want {
+			case "":
+				if !errors.Is(err, ErrScheme) {
+					t.Fatalf("Resolve(%q) = %q, %v; want ErrScheme", tc.ref, got, err)
+				}
+				return
+			case "!":
+				if !errors.Is(err, ErrInvalid) {
+					t.Fatalf("Resolve(%q) = %q, %v; want ErrInvalid", tc.ref, got, err)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("Resolve(%q) = %q, %v; want %q", tc.ref, got, err, tc.want)
+			}
+		})
+	}
+}
+
 func TestHostOrigin(t *testing.T) {
 	h, err := Host("http://Example.com:8080/x")
 	if err != nil || h != "example.com" {
@@ -140,20 +205,47 @@ func TestHostOrigin(t *testing.T) {
 }
 
 func FuzzNormalize(f *testing.F) {
-	for _, s := range []string{"http://a/b/../c", "HTTP://X.com:80/%7e?q#f", "https://[::1]:443/", "http://ü.de/ä b", "http://a/%zz%", "http://a/./../."} {
+	for _, s := range []string{"http://a/b/../c", "HTTP://X.com:80/%7e?q#f", "https://[::1]:443/", "http://ü.de/ä b", "http://a/%zz%", "http://a/./../.",
+		"http://a/x;jsessionid=1/..;sid=0123456789abcdef/y?b=1&&a=2&PHPSESSID=x", `http:\\a\b`, "http://u:@%41.com:0080/?z&y"} {
 		f.Add(s)
 	}
+	optionSets := []Options{{}, {StripSessionIDs: true}, {SortQuery: true}, {StripSessionIDs: true, SortQuery: true}}
 	f.Fuzz(func(t *testing.T, s string) {
-		n, err := Normalize(s)
+		for _, o := range optionSets {
+			n, err := NormalizeWith(s, o)
+			if err != nil {
+				continue
+			}
+			n2, err := NormalizeWith(n, o)
+			if err != nil {
+				t.Fatalf("%+v: normal form %q of %q does not normalise: %v", o, n, s, err)
+			}
+			if n2 != n {
+				t.Fatalf("%+v: not idempotent: %q -> %q -> %q", o, s, n, n2)
+			}
+			if o == (Options{}) {
+				if plain, err := Normalize(s); err != nil || plain != n {
+					t.Fatalf("NormalizeWith(%q, {}) = %q, Normalize = %q, %v", s, n, plain, err)
+				}
+			}
+		}
+	})
+}
+
+// FuzzResolve: resolving any href against an http base never panics, and what it gives is
+// in normal form (the parser feeds it every href of every page).
+func FuzzResolve(f *testing.F) {
+	for _, s := range []string{"g", "../g?x#y", "//h.test/x", `\\h\x`, "http:g", "https:h.test", ":x", "[a]:b", "?", "#f", " \x00//h/%zz\x7f "} {
+		f.Add(s)
+	}
+	base, _ := url.Parse("http://a.test/b/c;p?q")
+	f.Fuzz(func(t *testing.T, ref string) {
+		got, err := Resolve(base, ref)
 		if err != nil {
 			return
 		}
-		n2, err := Normalize(n)
-		if err != nil {
-			t.Fatalf("normal form %q of %q does not normalise: %v", n, s, err)
-		}
-		if n2 != n {
-			t.Fatalf("not idempotent: %q -> %q -> %q", s, n, n2)
+		if n, err := Normalize(got); err != nil || n != got {
+			t.Fatalf("Resolve(%q) = %q, not in normal form: %q, %v", ref, got, n, err)
 		}
 	})
 }

@@ -2,9 +2,11 @@ package itest
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/trawl/trawl/services/dedup/internal/bloom"
+	"github.com/trawl/trawl/services/dedup/internal/cache"
 	"github.com/trawl/trawl/services/dedup/internal/seen"
 )
 
@@ -12,21 +14,30 @@ import (
 var defaultParams = bloom.Params{Capacity: 10_000_000, FPRate: 0.01, KeyBits: 1 << 31}
 
 // BenchmarkDedupCheck measures seen-test throughput against a real redis-server in
-// batches of 1000 URLs: the bare filter, and the memoised store the service uses (with
-// the Forget that follows each published batch), for new and for already-seen URLs.
+// batches of 1000 URLs: the bare filter, the memoised store the service uses (with the
+// Forget that follows each published batch), for new and for already-seen URLs, and the
+// store behind the in-process cache (seen.Cached, the service's path) for all-new URLs and
+// for a mix of 50 % repeats. Repeats are drawn from the last 20,000 URLs, the locality of
+// links within a site; they make the cache worth having.
 func BenchmarkDedupCheck(b *testing.B) {
 	const batch = 1000
 	cases := []struct {
 		name    string
-		perMsg  int  // URLs per input message (seen store only)
-		bare    bool // bloom.TestAndSet without memo
-		preseen bool // URLs already in the filter
+		perMsg  int     // URLs per input message (store and cached only)
+		bare    bool    // bloom.TestAndSet without memo
+		preseen bool    // URLs already in the filter
+		cached  int     // through seen.Cached with a cache of this size (0: no cache)
+		via     bool    // through seen.Cached at all
+		repeat  float64 // fraction of URLs that repeat a recent one
 	}{
 		{name: "bloom/new", bare: true},
 		{name: "bloom/seen", bare: true, preseen: true},
 		{name: "seen/new/1x1000", perMsg: 1000},
 		{name: "seen/new/20x50", perMsg: 50},
 		{name: "seen/seen/20x50", perMsg: 50, preseen: true},
+		{name: "cached/new/20x50", perMsg: 50, via: true, cached: 50_000},
+		{name: "cached/mix50/20x50", perMsg: 50, via: true, cached: 50_000, repeat: 0.5},
+		{name: "uncached/mix50/20x50", perMsg: 50, via: true, repeat: 0.5},
 	}
 	for _, tc := range cases {
 		b.Run(tc.name, func(b *testing.B) {
@@ -34,7 +45,11 @@ func BenchmarkDedupCheck(b *testing.B) {
 			ctx := testCtx(b)
 			f := newFilter(b, c, "trawl", defaultParams)
 			store := seen.New(c, f, "trawl")
-			pool := urls("bench", 0, b.N*batch)
+			checker := &seen.Cached{Store: store}
+			if tc.cached > 0 {
+				checker.Cache = cache.New(tc.cached)
+			}
+			pool := mixedURLs(b.N*batch, tc.repeat)
 			if tc.preseen {
 				for i := 0; i < len(pool); i += 10_000 {
 					if _, err := f.TestAndSet(ctx, c, pool[i:min(i+10_000, len(pool))]); err != nil {
@@ -44,6 +59,7 @@ func BenchmarkDedupCheck(b *testing.B) {
 			}
 			var msgs []seen.Message
 			var ids []string
+			var lookups, hits int
 			b.ResetTimer()
 			for i := range b.N {
 				us := pool[i*batch : (i+1)*batch]
@@ -60,18 +76,55 @@ func BenchmarkDedupCheck(b *testing.B) {
 						m.URLs = append(m.URLs, seen.URL{Index: k, URL: u})
 					}
 					msgs = append(msgs, m)
-					ids = append(ids, m.ID)
 				}
-				if _, err := store.TestAndSet(ctx, msgs); err != nil {
-					b.Fatal(err)
+				if !tc.via {
+					if _, err := store.TestAndSet(ctx, msgs); err != nil {
+						b.Fatal(err)
+					}
+					for _, m := range msgs {
+						ids = append(ids, m.ID)
+					}
+				} else {
+					res, err := checker.Check(ctx, msgs)
+					if err != nil {
+						b.Fatal(err)
+					}
+					lookups, hits = lookups+res.Lookups, hits+res.Hits
+					for k, m := range msgs {
+						if res.Asked[k] {
+							ids = append(ids, m.ID)
+						}
+					}
 				}
 				if err := store.Forget(ctx, ids); err != nil {
 					b.Fatal(err)
 				}
 			}
 			b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "checks/s")
+			if lookups > 0 {
+				b.ReportMetric(float64(hits)/float64(lookups), "hit-ratio")
+			}
 		})
 	}
+}
+
+// mixedURLs returns n URLs of which about a fraction repeat one of the last 20,000 distinct
+// URLs (uniformly), the others being new. The stream is the same for every run.
+func mixedURLs(n int, repeat float64) []string {
+	const window = 20_000
+	rng := rand.New(rand.NewPCG(1, 2))
+	out := make([]string, 0, n)
+	fresh := urls("bench", 0, n)
+	next := 0
+	for len(out) < n {
+		if next > 0 && rng.Float64() < repeat {
+			out = append(out, fresh[next-1-rng.IntN(min(next, window))])
+			continue
+		}
+		out = append(out, fresh[next])
+		next++
+	}
+	return out
 }
 
 // BenchmarkDedupFalsePositive fills a filter (n = 100,000, p = 0.01) to capacity and

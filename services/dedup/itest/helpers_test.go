@@ -3,6 +3,7 @@ package itest
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -81,3 +82,5 @@ func redisClient(t testing.TB, srv *redisproc.Server) *redis.Client {
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
+
+func quietLog() *slog.Logger { return slog.New(slog.DiscardHandler) }

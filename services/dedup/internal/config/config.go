@@ -9,10 +9,16 @@ import (
 	"github.com/trawl/trawl/services/dedup/internal/bloom"
 	"github.com/trawl/trawl/shared/envconfig"
 	"github.com/trawl/trawl/shared/seed"
+	"github.com/trawl/trawl/shared/urlnorm"
 )
 
 // DefaultHTTPAddr is dedup's /metrics, /healthz and /readyz address.
 const DefaultHTTPAddr = ":9104"
+
+// MaxCacheSize bounds TRAWL_DEDUP_CACHE_SIZE: at about 40 bytes an entry, 10 million
+// entries are 400 MB, past the point where a bigger cache still pays (the hit rate grows
+// with the logarithm of the size).
+const MaxCacheSize = 10_000_000
 
 // maxBatch matches the dedup consumer's MaxAckPending in topology: a larger batch could
 // never fill.
@@ -26,6 +32,13 @@ type Config struct {
 	Batch        int           // TRAWL_DEDUP_BATCH: input messages per Redis call
 	FillInterval time.Duration // TRAWL_BLOOM_FILL_INTERVAL: how often the fill ratio is measured; 0 = never
 	Seeds        []string      // TRAWL_SEEDS: URLs published as seeds at start-up
+	CacheSize    int           // TRAWL_DEDUP_CACHE_SIZE: entries of the in-process seen cache; 0 = off
+	// Norm is applied to every URL before the seen test; the result is also the URL sent
+	// to the frontier. TRAWL_STRIP_SESSION_IDS (default true: a crawler keeps no cookies,
+	// so without it every visit to a site that rewrites URLs with session ids mints a new
+	// URL for every page — the classic crawler trap; Heritrix strips them by default too)
+	// and TRAWL_SORT_QUERY (default false: parameter order can matter to a server).
+	Norm urlnorm.Options
 }
 
 // Load reads the configuration; the error lists every unparseable variable.
@@ -41,6 +54,11 @@ func Load(r *envconfig.Reader) (Config, error) {
 		Batch:        r.Int("DEDUP_BATCH", 256),
 		FillInterval: r.Duration("BLOOM_FILL_INTERVAL", time.Minute),
 		Seeds:        r.List("SEEDS", nil),
+		CacheSize:    r.Int("DEDUP_CACHE_SIZE", 50_000),
+		Norm: urlnorm.Options{
+			StripSessionIDs: r.Bool("STRIP_SESSION_IDS", true),
+			SortQuery:       r.Bool("SORT_QUERY", false),
+		},
 	}
 	return c, r.Err()
 }
@@ -72,6 +90,9 @@ func (c Config) Validate() error {
 	}
 	if c.FillInterval < 0 || (c.FillInterval > 0 && c.FillInterval < time.Second) {
 		errs = append(errs, fmt.Errorf("TRAWL_BLOOM_FILL_INTERVAL=%s: want 0 (off) or at least 1s", c.FillInterval))
+	}
+	if c.CacheSize < 0 || c.CacheSize > MaxCacheSize {
+		errs = append(errs, fmt.Errorf("TRAWL_DEDUP_CACHE_SIZE=%d: want 0 (off) to %d", c.CacheSize, MaxCacheSize))
 	}
 	if _, err := seed.Batches(c.Seeds, 0); err != nil {
 		errs = append(errs, fmt.Errorf("TRAWL_SEEDS: %w", err))

@@ -22,6 +22,9 @@ func TestDefaults(t *testing.T) {
 	if c.MaxDepth != 20 || c.Batch != 256 || c.FillInterval != time.Minute || c.HTTPAddr != ":9104" {
 		t.Errorf("defaults: max depth %d, batch %d, fill %s, http %q", c.MaxDepth, c.Batch, c.FillInterval, c.HTTPAddr)
 	}
+	if c.CacheSize != 50_000 || !c.Norm.StripSessionIDs || c.Norm.SortQuery {
+		t.Errorf("defaults: cache size %d, normalisation %+v; want 50000, strip session ids, unsorted query", c.CacheSize, c.Norm)
+	}
 }
 
 func TestOverrides(t *testing.T) {
@@ -33,6 +36,9 @@ func TestOverrides(t *testing.T) {
 		"TRAWL_DEDUP_BATCH":         "1000",
 		"TRAWL_BLOOM_FILL_INTERVAL": "0",
 		"TRAWL_HTTP_ADDR":           "127.0.0.1:0",
+		"TRAWL_DEDUP_CACHE_SIZE":    "0",
+		"TRAWL_STRIP_SESSION_IDS":   "false",
+		"TRAWL_SORT_QUERY":          "true",
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -41,7 +47,8 @@ func TestOverrides(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.Bloom.Capacity != 100_000 || c.Bloom.FPRate != 0.001 || c.Bloom.KeyBits != 65536 ||
-		c.MaxDepth != 3 || c.Batch != 1000 || c.FillInterval != 0 || c.HTTPAddr != "127.0.0.1:0" {
+		c.MaxDepth != 3 || c.Batch != 1000 || c.FillInterval != 0 || c.HTTPAddr != "127.0.0.1:0" ||
+		c.CacheSize != 0 || c.Norm.StripSessionIDs || !c.Norm.SortQuery {
 		t.Errorf("overrides not applied: %+v", c)
 	}
 }
@@ -63,6 +70,8 @@ func TestInvalid(t *testing.T) {
 		{map[string]string{"TRAWL_DEDUP_BATCH": "5000"}, "TRAWL_DEDUP_BATCH"},
 		{map[string]string{"TRAWL_BLOOM_FILL_INTERVAL": "10ms"}, "TRAWL_BLOOM_FILL_INTERVAL"},
 		{map[string]string{"TRAWL_SHARDS": "0"}, "TRAWL_SHARDS"},
+		{map[string]string{"TRAWL_DEDUP_CACHE_SIZE": "-1"}, "TRAWL_DEDUP_CACHE_SIZE"},
+		{map[string]string{"TRAWL_DEDUP_CACHE_SIZE": "10000001"}, "TRAWL_DEDUP_CACHE_SIZE"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.want+"="+strings.Join(values(tt.env), ","), func(t *testing.T) {
@@ -79,8 +88,8 @@ func TestInvalid(t *testing.T) {
 }
 
 func TestUnparseable(t *testing.T) {
-	_, err := Load(envconfig.FromMap(map[string]string{"TRAWL_BLOOM_FP_RATE": "one percent", "TRAWL_DEDUP_BATCH": "many"}))
-	if err == nil || !strings.Contains(err.Error(), "TRAWL_BLOOM_FP_RATE") || !strings.Contains(err.Error(), "TRAWL_DEDUP_BATCH") {
+	_, err := Load(envconfig.FromMap(map[string]string{"TRAWL_BLOOM_FP_RATE": "one percent", "TRAWL_DEDUP_BATCH": "many", "TRAWL_STRIP_SESSION_IDS": "maybe"}))
+	if err == nil || !strings.Contains(err.Error(), "TRAWL_BLOOM_FP_RATE") || !strings.Contains(err.Error(), "TRAWL_DEDUP_BATCH") || !strings.Contains(err.Error(), "TRAWL_STRIP_SESSION_IDS") {
 		t.Errorf("Load() = %v, want both bad variables reported", err)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/trawl/trawl/services/dedup/internal/bloom"
+	"github.com/trawl/trawl/services/dedup/internal/cache"
 	"github.com/trawl/trawl/shared/redisx"
 )
 
@@ -42,6 +43,9 @@ type URL struct {
 type Message struct {
 	ID   string // stable id of the input message (natsx.MsgID)
 	URLs []URL
+	// Redelivered marks a message delivered before (Cached sends it to Redis whole, for
+	// its memo). Store ignores it: it always consults the memo.
+	Redelivered bool
 }
 
 // Redis is the part of a Redis client the seen test needs.
@@ -182,4 +186,122 @@ func parseIndexes(s string) ([]int, error) {
 		out[i] = n
 	}
 	return out, nil
+}
+
+// Cached puts an in-process cache of URLs the Bloom filter holds in front of a Store. A
+// URL found in the cache is seen without asking Redis; the others go to one Store call, and
+// then join the cache (new or seen, the filter holds them now). A message whose URLs are
+// all cached costs no Redis call at all. A URL that an earlier message of the same batch
+// asks Redis about is seen too: whatever the answer, that message has it first.
+//
+// A redelivered message bypasses the cache. It may carry a memo from its earlier delivery,
+// and only the memo gives back the URLs that delivery found new: those URLs are in the
+// cache by now and would read "seen", and they would never reach the frontier.
+type Cached struct {
+	Store *Store
+	Cache *cache.Clock // nil: every URL goes to Redis
+}
+
+// Result is the outcome of Cached.Check.
+type Result struct {
+	New   [][]int // per message, the indexes of its new URLs (as Store.TestAndSet)
+	Asked []bool  // per message, whether it went to Redis (only then can it have a memo)
+	// Lookups counts the URLs of first deliveries; Hits those of them answered without
+	// Redis (in the cache, or asked about by an earlier message of the batch).
+	Lookups, Hits int
+}
+
+// Check runs the seen test for a batch of messages, the cached ones first.
+func (c *Cached) Check(ctx context.Context, msgs []Message) (Result, error) {
+	res := Result{New: make([][]int, len(msgs)), Asked: make([]bool, len(msgs))}
+	var (
+		ask     []Message
+		askIdx  []int    // index into msgs of each ask entry
+		toCache []uint64 // keys of first-delivery URLs asked about
+		keys    []uint64
+		hit     []bool
+		asked   map[uint64]bool // keys asked about by earlier messages of the batch
+	)
+	if c.Cache != nil {
+		n := 0
+		for _, m := range msgs {
+			n += len(m.URLs)
+		}
+		asked = make(map[uint64]bool, n)
+		toCache = make([]uint64, 0, n)
+	}
+	for i, m := range msgs {
+		if len(m.URLs) == 0 {
+			continue
+		}
+		if c.Cache == nil {
+			ask, askIdx = append(ask, m), append(askIdx, i)
+			continue
+		}
+		keys, hit = keys[:0], hit[:0]
+		for _, u := range m.URLs {
+			keys = append(keys, cache.Key(u.URL))
+			hit = append(hit, false)
+		}
+		if m.Redelivered {
+			for _, k := range keys {
+				asked[k] = true
+			}
+			ask, askIdx = append(ask, m), append(askIdx, i)
+			continue
+		}
+		res.Lookups += len(keys)
+		c.Cache.Lookup(keys, hit)
+		hits := 0
+		for j, k := range keys {
+			if hit[j] || asked[k] {
+				hit[j] = true
+				hits++
+			}
+		}
+		res.Hits += hits
+		miss := m
+		if hits > 0 {
+			miss.URLs = make([]URL, 0, len(keys)-hits)
+			for j, u := range m.URLs {
+				if !hit[j] {
+					miss.URLs = append(miss.URLs, u)
+				}
+			}
+		}
+		for j, k := range keys {
+			if !hit[j] {
+				toCache = append(toCache, k)
+			}
+		}
+		if len(miss.URLs) == 0 {
+			continue // all seen, nothing to ask
+		}
+		// Marked after the whole message: a URL repeated within one message is for the
+		// script to tell (new the first time only).
+		for _, k := range toCache[len(toCache)-len(miss.URLs):] {
+			asked[k] = true
+		}
+		ask, askIdx = append(ask, miss), append(askIdx, i)
+	}
+	if len(ask) == 0 {
+		return res, nil
+	}
+	got, err := c.Store.TestAndSet(ctx, ask)
+	if err != nil {
+		// Nothing is decided; only the statistics of the lookups made stand.
+		return Result{Lookups: res.Lookups, Hits: res.Hits}, err
+	}
+	for j, i := range askIdx {
+		res.New[i], res.Asked[i] = got[j], true
+	}
+	if c.Cache != nil {
+		c.Cache.Add(toCache...)
+	}
+	return res, nil
+}
+
+// Forget is Store.Forget.
+func (c *Cached) Forget(ctx context.Context, msgIDs []string) error {
+	return c.Store.Forget(ctx, msgIDs)
 }

@@ -19,10 +19,9 @@ import (
 	"github.com/trawl/trawl/shared/urlnorm"
 )
 
-// seenTester is the seen test as the handler uses it. *seen.Store implements it; an
-// in-process cache in front of Redis would wrap it without the handler changing.
+// seenTester is the seen test as the handler uses it; *seen.Cached implements it.
 type seenTester interface {
-	TestAndSet(ctx context.Context, msgs []seen.Message) ([][]int, error)
+	Check(ctx context.Context, msgs []seen.Message) (seen.Result, error)
 	Forget(ctx context.Context, msgIDs []string) error
 }
 
@@ -32,7 +31,9 @@ type publishFunc func(ctx context.Context, msgs []*nats.Msg) error
 // handler turns batches of DiscoveredBatch messages into FrontierBatch messages.
 type handler struct {
 	seen     seenTester
+	entries  func() int // cache entries, for the gauge; nil without a cache
 	publish  publishFunc
+	norm     urlnorm.Options
 	maxDepth int
 	shards   int
 	m        *metrics
@@ -43,6 +44,9 @@ type handler struct {
 type input struct {
 	id   string // natsx.MsgID: "<stream>:<seq>"
 	data []byte
+	// redelivered is set when the message was delivered before, or its delivery count is
+	// unknown: its URLs bypass the cache for its memo (see seen.Cached).
+	redelivered bool
 }
 
 // candidate is a URL that passed validation and goes to the seen test.
@@ -63,7 +67,7 @@ type parsed struct {
 // parse decodes a DiscoveredBatch and filters its URLs. A message that does not decode is
 // a permanent error; a bad URL inside a good message is only dropped and counted, so one
 // producer bug cannot make a whole page's links retry forever.
-func parse(data []byte, maxDepth, shards int) (parsed, error) {
+func parse(data []byte, maxDepth, shards int, norm urlnorm.Options) (parsed, error) {
 	var b crawlmsg.DiscoveredBatch
 	if err := crawlmsg.Unmarshal(data, &b); err != nil {
 		return parsed{}, err
@@ -72,7 +76,7 @@ func parse(data []byte, maxDepth, shards int) (parsed, error) {
 	for i, d := range b.URLs {
 		// Producers normalise already; doing it again makes the filter's key independent
 		// of their versions and rejects what should never have been sent.
-		u, err := urlnorm.Normalize(d.URL)
+		u, err := urlnorm.NormalizeWith(d.URL, norm)
 		if err != nil || d.Depth < 0 || d.Hops < 0 {
 			p.invalid++
 			continue
@@ -129,7 +133,8 @@ func route(msgID, source string, cands []candidate, newIdx []int) (msgs []*nats.
 func (h *handler) handle(ctx context.Context, msgs []jetstream.Msg) []error {
 	in := make([]input, len(msgs))
 	for i, m := range msgs {
-		in[i] = input{id: natsx.MsgID(m), data: m.Data()}
+		md, err := m.Metadata()
+		in[i] = input{id: natsx.MsgID(m), data: m.Data(), redelivered: err != nil || md.NumDelivered > 1}
 	}
 	return h.process(ctx, in)
 }
@@ -147,7 +152,7 @@ func (h *handler) process(ctx context.Context, in []input) []error {
 			errs[i] = natsx.Permanent(errors.New("dedup: message has no stream sequence"))
 			continue
 		}
-		p, err := parse(msg.data, h.maxDepth, h.shards)
+		p, err := parse(msg.data, h.maxDepth, h.shards, h.norm)
 		if err != nil {
 			errs[i] = fmt.Errorf("dedup: %s: %w", msg.id, err)
 			continue
@@ -160,16 +165,22 @@ func (h *handler) process(ctx context.Context, in []input) []error {
 		for j, c := range p.cands {
 			urls[j] = seen.URL{Index: c.index, URL: c.d.URL}
 		}
-		tests = append(tests, seen.Message{ID: msg.id, URLs: urls})
+		tests = append(tests, seen.Message{ID: msg.id, URLs: urls, Redelivered: msg.redelivered})
 		tested = append(tested, i)
 	}
 
-	var results [][]int
+	var res seen.Result
 	var err error
 	if len(tests) > 0 {
 		start := time.Now()
-		results, err = h.seen.TestAndSet(ctx, tests)
-		h.m.redisDur.Observe(time.Since(start).Seconds())
+		res, err = h.seen.Check(ctx, tests)
+		if err != nil || slices.Contains(res.Asked, true) {
+			// A batch the cache answered alone made no Redis call to time.
+			h.m.redisDur.Observe(time.Since(start).Seconds())
+		}
+	}
+	if h.entries != nil {
+		h.m.cacheLookup(res.Lookups, res.Hits, h.entries())
 	}
 	if err != nil {
 		h.m.failures.WithLabelValues(stageRedis).Inc()
@@ -185,7 +196,7 @@ func (h *handler) process(ctx context.Context, in []input) []error {
 	var out []*nats.Msg
 	var outOwner []int // input index of each output
 	for t, i := range tested {
-		msgs, routed, err := route(in[i].id, ps[i].source, ps[i].cands, results[t])
+		msgs, routed, err := route(in[i].id, ps[i].source, ps[i].cands, res.New[t])
 		if err != nil {
 			// Marshalling our own struct cannot fail on input data; treat as retryable.
 			errs[i] = err
@@ -210,8 +221,9 @@ func (h *handler) process(ctx context.Context, in []input) []error {
 	}
 
 	var done []string
-	for _, i := range tested {
-		if errs[i] == nil {
+	for t, i := range tested {
+		// A message answered by the cache alone has no memo to forget.
+		if errs[i] == nil && res.Asked[t] {
 			done = append(done, in[i].id)
 		}
 	}

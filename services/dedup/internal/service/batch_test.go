@@ -10,6 +10,7 @@ import (
 
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/natsx"
+	"github.com/trawl/trawl/shared/urlnorm"
 )
 
 // In the fixture, with 2 shards: a.test and c.test are shard 0, b.test is shard 1.
@@ -18,7 +19,7 @@ func TestParseFixture(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := parse(data, 3, 2)
+	p, err := parse(data, 3, 2, urlnorm.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +50,7 @@ func TestParseDepthLimit(t *testing.T) {
 		{4, 5, 0},
 	}
 	for _, tt := range tests {
-		p, err := parse(data, tt.maxDepth, 1)
+		p, err := parse(data, tt.maxDepth, 1, urlnorm.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -77,7 +78,7 @@ func TestParseMalformedIsPermanent(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := parse([]byte(tt.data), 20, 2)
+			_, err := parse([]byte(tt.data), 20, 2, urlnorm.Options{})
 			if !errors.Is(err, tt.want) || !natsx.IsPermanent(err) {
 				t.Errorf("parse = %v, want permanent %v", err, tt.want)
 			}
@@ -90,7 +91,7 @@ func TestRoute(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := parse(data, 3, 2)
+	p, err := parse(data, 3, 2, urlnorm.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

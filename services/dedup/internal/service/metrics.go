@@ -1,6 +1,9 @@
 package service
 
 import (
+	"math"
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -25,6 +28,36 @@ type metrics struct {
 	failures   *prometheus.CounterVec
 	fillRatio  prometheus.Gauge
 	filterBits prometheus.Gauge
+
+	cacheLookups prometheus.Counter
+	cacheHits    prometheus.Counter
+	cacheRatio   prometheus.Gauge
+	cacheEntries prometheus.Gauge
+
+	mu            sync.Mutex
+	recentLookups float64 // exponentially decayed counts behind cacheRatio
+	recentHits    float64
+}
+
+// ratioWindow is about how many recent lookups trawl_dedup_cache_hit_ratio reflects.
+const ratioWindow = 100_000
+
+// cacheLookup records one batch's cache lookups. The ratio gauge decays older lookups
+// (weight e^(−n/window) after n newer ones), so it shows the current hit rate rather than
+// the average since start; rate(hits)/rate(lookups) gives any other window.
+func (m *metrics) cacheLookup(lookups, hits, entries int) {
+	m.cacheEntries.Set(float64(entries))
+	if lookups == 0 {
+		return
+	}
+	m.cacheLookups.Add(float64(lookups))
+	m.cacheHits.Add(float64(hits))
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	decay := math.Exp(-float64(lookups) / ratioWindow)
+	m.recentLookups = m.recentLookups*decay + float64(lookups)
+	m.recentHits = m.recentHits*decay + float64(hits)
+	m.cacheRatio.Set(m.recentHits / m.recentLookups)
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -63,8 +96,25 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "trawl_dedup_bloom_size_bits",
 			Help: "Size m of the Bloom filter in bits.",
 		}),
+		cacheLookups: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "trawl_dedup_cache_lookups_total",
+			Help: "URLs looked up in the in-process seen cache (first deliveries only; redelivered messages go to Redis for their memo).",
+		}),
+		cacheHits: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "trawl_dedup_cache_hits_total",
+			Help: "Cache lookups answered seen without asking Redis.",
+		}),
+		cacheRatio: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "trawl_dedup_cache_hit_ratio",
+			Help: "Fraction of recent cache lookups that hit, over roughly the last 100,000 lookups.",
+		}),
+		cacheEntries: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "trawl_dedup_cache_entries",
+			Help: "URLs in the in-process seen cache (at most TRAWL_DEDUP_CACHE_SIZE).",
+		}),
 	}
-	reg.MustRegister(m.urls, m.batchSize, m.redisDur, m.terminated, m.published, m.failures, m.fillRatio, m.filterBits)
+	reg.MustRegister(m.urls, m.batchSize, m.redisDur, m.terminated, m.published, m.failures, m.fillRatio, m.filterBits,
+		m.cacheLookups, m.cacheHits, m.cacheRatio, m.cacheEntries)
 	// Zero series exist from the start, so rate() and alerts work before the first event.
 	for _, r := range []string{resultNew, resultSeen, resultInvalid, resultTooDeep} {
 		m.urls.WithLabelValues(r)

@@ -1,7 +1,8 @@
 // Package service wires the dedup service: it consumes DiscoveredBatch messages from
-// CRAWL_DISCOVERED in batches, runs the seen test for each batch in one Redis call, and
-// publishes the new URLs to crawl.frontier.<shard> as one FrontierBatch per (input
-// message, shard).
+// CRAWL_DISCOVERED in batches, normalises their URLs (TRAWL_STRIP_SESSION_IDS,
+// TRAWL_SORT_QUERY), runs the seen test for each batch (the in-process cache, then one
+// Redis call for the rest), and publishes the new URLs to crawl.frontier.<shard> as one
+// FrontierBatch per (input message, shard).
 package service
 
 import (
@@ -15,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/trawl/trawl/services/dedup/internal/bloom"
+	"github.com/trawl/trawl/services/dedup/internal/cache"
 	"github.com/trawl/trawl/services/dedup/internal/config"
 	"github.com/trawl/trawl/services/dedup/internal/seen"
 	"github.com/trawl/trawl/shared/natsx"
@@ -85,13 +87,21 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		return fmt.Errorf("dedup: consumer %s/%s: %w", topology.StreamDiscovered, topology.ConsumerDedup, err)
 	}
 
+	checker := &seen.Cached{Store: seen.New(rdb, filter, cfg.RedisPrefix)}
 	h := &handler{
-		seen:     seen.New(rdb, filter, cfg.RedisPrefix),
+		seen:     checker,
 		publish:  func(ctx context.Context, msgs []*nats.Msg) error { return natsx.PublishBatch(ctx, js, msgs) },
+		norm:     cfg.Norm,
 		maxDepth: cfg.MaxDepth,
 		shards:   cfg.Shards,
 		m:        m,
 		log:      log,
+	}
+	if cfg.CacheSize > 0 {
+		// Empty at start: it fills from the test-and-set results, so a restart costs only
+		// a few extra Redis lookups.
+		checker.Cache = cache.New(cfg.CacheSize)
+		h.entries = checker.Cache.Len
 	}
 	opts := natsx.ConsumeOptions{
 		Batch:      cfg.Batch,
@@ -134,7 +144,8 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 			return nil
 		})
 	}
-	log.Info("dedup running", "http", srv.Addr(), "batch", cfg.Batch, "max_depth", cfg.MaxDepth, "shards", cfg.Shards)
+	log.Info("dedup running", "http", srv.Addr(), "batch", cfg.Batch, "max_depth", cfg.MaxDepth, "shards", cfg.Shards,
+		"cache_size", cfg.CacheSize, "strip_session_ids", cfg.Norm.StripSessionIDs, "sort_query", cfg.Norm.SortQuery)
 	wg.Wait()
 	log.Info("dedup stopped")
 	return errors.Join(errs...)
@@ -163,8 +174,8 @@ func measureFill(ctx context.Context, f *bloom.Filter, rdb bloom.Pipeliner, ever
 	}
 }
 
-// Compile-time check that the Redis-backed store is what the handler expects.
-var _ seenTester = (*seen.Store)(nil)
+// Compile-time check that the cached Redis-backed store is what the handler expects.
+var _ seenTester = (*seen.Cached)(nil)
 
 // Compile-time check of the handler's signature against the consume loop's.
 var _ natsx.BatchHandler = (*handler)(nil).handle

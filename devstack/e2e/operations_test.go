@@ -1,0 +1,121 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/trawl/trawl/devstack/stack"
+)
+
+// docCommands returns every line of the sh blocks of a Markdown file.
+func docCommands(t *testing.T, path string) []string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var cmds []string
+	in := false
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		switch {
+		case line == "```sh":
+			in = true
+		case strings.HasPrefix(line, "```"):
+			in = false
+		case in && line != "" && !strings.HasPrefix(line, "#"):
+			cmds = append(cmds, line)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return cmds
+}
+
+// Every command in docs/operations.md runs, against a live crawl, and does what the
+// document says.
+func TestOperationsDocCommands(t *testing.T) {
+	root, err := stack.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmds := docCommands(t, filepath.Join(root, "docs", "operations.md"))
+	if len(cmds) < 10 {
+		t.Fatalf("found only %d commands in docs/operations.md", len(cmds))
+	}
+	work := t.TempDir()
+	files := map[string]string{
+		"seeds.txt":  "# more seeds\nhttps://example.net/\n\nhttps://example.org/about\n",
+		"robots.txt": "User-agent: *\nDisallow: /\n\nUser-agent: trawl\nDisallow: /private/\nAllow: /private/open.html\n",
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(work, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := testEnv()
+	outputs := map[string]string{}
+	r := crawl(t, testWeb(), env, stack.Options{}, func(st *stack.Stack) {
+		waitFetched(t, st, 100)
+		for _, c := range cmds {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			cmd := exec.CommandContext(ctx, "bash", "-c", c)
+			cmd.Dir = work
+			cmd.Env = append(os.Environ(),
+				"PATH="+binDir+string(os.PathListSeparator)+os.Getenv("PATH"),
+				"TRAWL_NATS_URL="+st.NATS().URL(),
+				"TRAWL_REDIS_URL="+st.Redis().URL(),
+			)
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			out, err := cmd.Output()
+			cancel()
+			if err != nil {
+				t.Errorf("%s: %v\n%s%s", c, err, out, stderr.String())
+				continue
+			}
+			if len(strings.TrimSpace(string(out))) == 0 {
+				t.Errorf("%s printed nothing", c)
+			}
+			outputs[c] += string(out)
+		}
+	})
+	for c, out := range outputs {
+		switch {
+		case strings.Contains(c, "robots check") && strings.Contains(c, "-file"):
+			if !strings.Contains(out, "disallowed https://example.com/private/page") || !strings.Contains(out, "allowed https://example.com/private/open.html") {
+				t.Errorf("%s:\n%s", c, out)
+			}
+		case strings.Contains(c, "-status 503"):
+			if !strings.Contains(out, "disallowed https://example.com/") {
+				t.Errorf("%s:\n%s", c, out)
+			}
+		case strings.Contains(c, "url normalize"):
+			if strings.TrimSpace(out) != "http://example.com/a/c" {
+				t.Errorf("%s: %q", c, out)
+			}
+		case strings.Contains(c, "tap -from-start -n 3"):
+			if n := strings.Count(strings.TrimSpace(out), "\n") + 1; n != 3 {
+				t.Errorf("%s: %d lines, want 3:\n%s", c, n, out)
+			}
+		case strings.HasSuffix(c, "pause"):
+			if !strings.Contains(strings.ToLower(out), "paused") {
+				t.Errorf("%s:\n%s", c, out)
+			}
+		}
+	}
+	// The seeds from the document joined the crawl and reached terminal states too.
+	if r.progress.Accepted != r.progress.Terminal() {
+		t.Errorf("accounting after the document's commands: %+v", r.progress)
+	}
+	checkInvariants(t, r, env, 0)
+}
