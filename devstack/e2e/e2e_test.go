@@ -77,6 +77,7 @@ func (c crawlEnv) vars() map[string]string {
 }
 
 type crawlResult struct {
+	stack    *stack.Stack // still running until the test ends
 	web      *synthweb.Web
 	progress stack.Progress
 	took     time.Duration
@@ -132,7 +133,7 @@ func crawl(t *testing.T, wcfg synthweb.Config, env crawlEnv, opts stack.Options,
 			t.Errorf("%s exited during the crawl: %v", proc.ID(), perr)
 		}
 	}
-	return crawlResult{web: web, progress: p, took: time.Since(start), reqs: web.Requests()}
+	return crawlResult{stack: st, web: web, progress: p, took: time.Since(start), reqs: web.Requests()}
 }
 
 // checkInvariants asserts the design's invariants 1–4 from the server's request log.

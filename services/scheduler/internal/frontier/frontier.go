@@ -87,6 +87,11 @@ type Options struct {
 	// HostStateTTL is how long a host's state (host:<host>) is kept after its next fetch
 	// time once it holds no back queue. 0 = kept forever.
 	HostStateTTL time.Duration
+	// TopHosts bounds the status page's views of the busiest and the slowest hosts (keys
+	// busiest and slowest); RecentErrors bounds its log of failed and retried outcomes
+	// (key errors).
+	TopHosts     int
+	RecentErrors int
 }
 
 // DefaultOptions returns the documented defaults for shard.
@@ -109,6 +114,8 @@ func DefaultOptions(shard int) Options {
 		ReapLimit:     1000,
 		RetireAfter:   8,
 		HostStateTTL:  7 * 24 * time.Hour,
+		TopHosts:      1000,
+		RecentErrors:  100,
 	}
 }
 
@@ -157,8 +164,8 @@ type Frontier struct {
 // Positions shared with lua/common.lua: the front queues follow the fixed KEYS, and script
 // arguments follow the common ARGV.
 const (
-	fixedKeys = 8
-	argStart  = 20
+	fixedKeys = 11
+	argStart  = 22
 )
 
 // New returns the frontier of o.Shard. Out-of-range options are clamped to sane values;
@@ -189,6 +196,12 @@ func New(rdb redis.UniversalClient, o Options, p Prioritizer) *Frontier {
 	if o.ReapLimit <= 0 {
 		o.ReapLimit = def.ReapLimit
 	}
+	if o.TopHosts <= 0 {
+		o.TopHosts = def.TopHosts
+	}
+	if o.RecentErrors <= 0 {
+		o.RecentErrors = def.RecentErrors
+	}
 	o.MinDelay = max(o.MinDelay, 0)
 	o.MaxCrawlDelay = max(o.MaxCrawlDelay, 0)
 	o.DelayFactor = max(o.DelayFactor, 0)
@@ -201,7 +214,8 @@ func New(rdb redis.UniversalClient, o Options, p Prioritizer) *Frontier {
 
 	ks := redisx.NewKeyspace(o.KeyPrefix, fmt.Sprintf("s%d", o.Shard))
 	keys := []string{ks.Key("stats"), ks.Key("heap"), ks.Key("hosts"), ks.Key("inflight"),
-		ks.Key("lease"), ks.Key("paused"), ks.Key("seq"), ks.Key("inlinks")}
+		ks.Key("lease"), ks.Key("paused"), ks.Key("seq"), ks.Key("inlinks"),
+		ks.Key("busiest"), ks.Key("slowest"), ks.Key("errors")}
 	for q := range o.FrontQueues {
 		keys = append(keys, ks.Key("fq", strconv.Itoa(q)))
 	}
@@ -223,6 +237,8 @@ func New(rdb redis.UniversalClient, o Options, p Prioritizer) *Frontier {
 		strconv.Itoa(o.Shard),
 		strconv.Itoa(o.RetireAfter),
 		ms(o.HostStateTTL),
+		strconv.Itoa(o.TopHosts),
+		strconv.Itoa(o.RecentErrors),
 	}
 	if len(keys) != fixedKeys+o.FrontQueues || 3+len(conf) != argStart-1 {
 		panic("frontier: KEYS/ARGV layout out of step with lua/common.lua")
@@ -528,38 +544,13 @@ func (s Stats) Terminal() int64 {
 
 // Stats reads the shard's counters and queue sizes in one round trip.
 func (f *Frontier) Stats(ctx context.Context) (Stats, error) {
-	var (
-		hash            *redis.MapStringStringCmd
-		inflight, ready *redis.IntCmd
-		hosts, paused   *redis.IntCmd
-		fqs             = make([]*redis.IntCmd, f.o.FrontQueues)
-	)
+	var sc *statsCmds
 	_, err := f.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		hash = p.HGetAll(ctx, f.ks.Key("stats"))
-		inflight = p.ZCard(ctx, f.ks.Key("inflight"))
-		ready = p.ZCard(ctx, f.ks.Key("heap"))
-		hosts = p.HLen(ctx, f.ks.Key("hosts"))
-		paused = p.Exists(ctx, f.ks.Key("paused"))
-		for q := range fqs {
-			fqs[q] = p.LLen(ctx, f.keys[fixedKeys+q])
-		}
+		sc = f.queueStats(ctx, p)
 		return nil
 	})
 	if err != nil {
 		return Stats{}, fmt.Errorf("frontier: stats: %w", err)
 	}
-	h := hash.Val()
-	get := func(k string) int64 { n, _ := strconv.ParseInt(h[k], 10, 64); return n }
-	s := Stats{
-		Accepted: get("accepted"), Queued: get("queued"), Inflight: inflight.Val(),
-		Fetched: get("fetched"), Failed: get("failed"), Disallowed: get("disallowed"),
-		OutOfScope: get("out_of_scope"), OverBudget: get("over_budget"),
-		Dispatched: get("dispatched"), Pages: get("pages"), Expired: get("expired"), RetiredHosts: get("retired"),
-		ActiveHosts: hosts.Val(), ReadyHosts: ready.Val(), Paused: paused.Val() > 0,
-		Waiting: make([]int64, len(fqs)),
-	}
-	for q, c := range fqs {
-		s.Waiting[q] = c.Val()
-	}
-	return s, nil
+	return sc.stats(), nil
 }

@@ -146,7 +146,7 @@ func secondsToMs(s float64) int64 {
 func (f *Frontier) Complete(ctx context.Context, now time.Time, outs []crawlmsg.Outcome) ([]Applied, error) {
 	applied := make([]Applied, len(outs))
 	idx := make([]int, 0, len(outs))
-	args := f.args(now, 1+10*len(outs))
+	args := f.args(now, 1+11*len(outs))
 	nArg := len(args)
 	args = append(args, "0")
 	for i, o := range outs {
@@ -165,7 +165,7 @@ func (f *Frontier) Complete(ctx context.Context, now time.Time, outs []crawlmsg.
 		args = append(args, o.Host, o.Lease, strconv.Itoa(int(p.act)), b01(o.Requested),
 			strconv.FormatInt(max(o.DurationMs, 0), 10), strconv.FormatInt(cd, 10),
 			strconv.FormatInt(secondsToMs(o.RetryAfter), 10), b01(p.resetStreak), b01(p.refund),
-			strconv.Itoa(int(p.health)))
+			strconv.Itoa(int(p.health)), errorLine(o, p))
 		idx = append(idx, i)
 	}
 	if len(idx) == 0 {

@@ -52,7 +52,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		cappedDelays:    counter("crawl_delay_capped_total", "Outcomes whose host Crawl-delay exceeded TRAWL_MAX_CRAWL_DELAY and was capped.", "shard"),
 		hostsRetired:    counter("hosts_retired_total", "Hosts retired after TRAWL_RETIRE_AFTER consecutive failures; their URLs end as failed.", "shard"),
 		dispatchHeld:    counter("dispatch_held_total", "Dispatch steps skipped because NATS JetStream could not take fetch tasks (nothing is leased then).", "shard"),
-		redisErrors:     counter("redis_errors_total", "Failed frontier steps.", "shard", "step"),
+		redisErrors:     counter("redis_errors_total", "Failed Redis steps: add, dispatch, complete, reap, stats (the gauges' refresh), status (the status page's reads).", "shard", "step"),
 		stepSeconds: func() *prometheus.HistogramVec {
 			h := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 				Name:    "trawl_scheduler_step_duration_seconds",

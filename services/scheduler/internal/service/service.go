@@ -1,6 +1,7 @@
 // Package service wires the scheduler: per shard, a frontier consumer and an outcome
 // consumer feeding the Redis frontier, a dispatcher publishing fetch tasks, a lease reaper
-// and a stats refresher; plus /metrics, /healthz and /readyz.
+// and a stats refresher; plus /metrics, /healthz, /readyz and the status page (/,
+// /status, /status.json) on the same HTTP server.
 package service
 
 import (
@@ -18,6 +19,7 @@ import (
 	"github.com/trawl/trawl/services/scheduler/internal/config"
 	"github.com/trawl/trawl/services/scheduler/internal/frontier"
 	"github.com/trawl/trawl/services/scheduler/internal/prioritize"
+	"github.com/trawl/trawl/services/scheduler/internal/statuspage"
 	"github.com/trawl/trawl/shared/natsx"
 	"github.com/trawl/trawl/shared/obs"
 	"github.com/trawl/trawl/shared/redisx"
@@ -77,10 +79,14 @@ func run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		return err
 	}
 
+	page := newStatusPage(cfg, rdb, m, log)
+	page.Register(srv)
+
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	g := &group{cancel: cancel}
 	g.Go("http", func() error { return srv.Run(ctx) })
+	g.Go("status page sampler", func() error { page.Run(ctx); return nil })
 	for _, shard := range cfg.SchedulerShards {
 		s, err := newShard(ctx, cfg, shard, js, rdb, m, log)
 		if err != nil {
@@ -95,6 +101,34 @@ func run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	err = g.Wait()
 	log.Info("scheduler stopped")
 	return err
+}
+
+// newStatusPage shows every shard of the crawl, not only those this process serves: the
+// state is all in Redis, so any scheduler can show the whole crawl.
+func newStatusPage(cfg config.Config, rdb redis.UniversalClient, m *metrics, log *slog.Logger) *statuspage.Page {
+	served := map[int]bool{}
+	for _, s := range cfg.SchedulerShards {
+		served[s] = true
+	}
+	shards := make([]statuspage.Shard, cfg.Shards)
+	for i := range shards {
+		shards[i] = statuspage.Shard{ID: i, Served: served[i],
+			Source: frontier.New(rdb, FrontierOptions(cfg, i), Prioritizer(cfg))}
+	}
+	var mu sync.Mutex
+	var lastLog time.Time
+	return statuspage.New(shards, statuspage.Options{
+		OnError: func(shard int, err error) {
+			m.redisErrors.WithLabelValues(strconv.Itoa(shard), "status").Inc()
+			// Sampled every second: during an outage once a minute is enough.
+			mu.Lock()
+			defer mu.Unlock()
+			if time.Since(lastLog) >= time.Minute {
+				lastLog = time.Now()
+				log.Warn("status page: shard unreadable", "shard", shard, "err", err)
+			}
+		},
+	})
 }
 
 // group runs loops and cancels them all when one fails.
@@ -254,6 +288,7 @@ func (s *shard) refreshStats(ctx context.Context) {
 	st, err := s.f.Stats(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
+			s.m.redisErrors.WithLabelValues(s.label, "stats").Inc()
 			s.log.Warn("stats failed", "err", err)
 		}
 		return

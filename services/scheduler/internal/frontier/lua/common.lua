@@ -1,12 +1,13 @@
 -- Prelude shared by every frontier script (prepended in Go before loading).
 --
 -- KEYS: 1 stats, 2 heap, 3 hosts, 4 inflight, 5 lease, 6 paused, 7 seq, 8 inlinks,
---       9.. fq:0..fq:F-1
+--       9 busiest, 10 slowest, 11 errors, 12.. fq:0..fq:F-1
 -- ARGV: 1 key prefix "trawl:{s<n>}:", 2 now (unix ms), 3 random seed, 4 F, 5 B, 6 bias,
 --       7 min delay ms, 8 delay factor k, 9 max crawl-delay ms, 10 max backoff ms,
 --       11 retry backoff base ms, 12 max retries, 13 lease TTL ms, 14 max pages per host,
 --       15 max pages, 16 router limit, 17 shard, 18 retire after (0 = never),
---       19 host state TTL ms (0 = never expires); script arguments start at ARGV[20].
+--       19 host state TTL ms (0 = never expires), 20 hosts kept in each of busiest and
+--       slowest, 21 entries kept in errors; script arguments start at ARGV[22].
 --
 -- Per-host keys (bq:<host>, host:<host>, applied:<id>) cannot be listed in KEYS because the
 -- hosts a step touches are only known inside the script; they are built from the prefix,
@@ -14,6 +15,7 @@
 
 local K_STATS, K_HEAP, K_HOSTS, K_INFLIGHT = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local K_LEASE, K_PAUSED, K_SEQ, K_INLINKS = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local K_BUSIEST, K_SLOWEST, K_ERRORS = KEYS[9], KEYS[10], KEYS[11]
 local PFX = ARGV[1]
 local NOW = tonumber(ARGV[2])
 local rng = tonumber(ARGV[3])
@@ -33,9 +35,11 @@ local ROUTE_LIMIT = tonumber(ARGV[16])
 local SHARD = ARGV[17]
 local RETIRE = tonumber(ARGV[18])
 local HOSTTTL = tonumber(ARGV[19])
-local A = 20
+local TOPKEEP = tonumber(ARGV[20])
+local ERRKEEP = tonumber(ARGV[21])
+local A = 22
 
-local function fq(p) return KEYS[9 + p] end
+local function fq(p) return KEYS[12 + p] end
 local function bq(h) return PFX .. 'bq:' .. h end
 local function hk(h) return PFX .. 'host:' .. h end
 
@@ -303,6 +307,26 @@ local function route()
   bulk('HSET', K_HOSTS, hostArgs)
   bulk('ZADD', K_HEAP, heapArgs)
   return moved
+end
+
+-- The status page's views are bounded: the top hosts keep TOPKEEP members (the lowest
+-- scores go), the error log ERRKEEP entries (the oldest go). Each script trims once, after
+-- all its writes, so the extra cost per outcome stays O(log n).
+local function trim_top(k)
+  local n = redis.call('ZCARD', k)
+  if n > TOPKEEP then redis.call('ZREMRANGEBYRANK', k, 0, n - TOPKEEP - 1) end
+end
+-- top_floor is the lowest score of a full view, or nil while it has room.
+local function top_floor(k)
+  if redis.call('ZCARD', k) < TOPKEEP then return nil end
+  local r = redis.call('ZRANGE', k, 0, 0, 'WITHSCORES')
+  return tonumber(r[2])
+end
+local function log_errors(entries)
+  if #entries > 0 then
+    bulk('LPUSH', K_ERRORS, entries)
+    redis.call('LTRIM', K_ERRORS, 0, ERRKEEP - 1)
+  end
 end
 
 -- Releases the back queues of hosts that have nothing left, then refills them.

@@ -1,8 +1,9 @@
--- Complete. ARGV[A]: number of outcomes; then per outcome 10 fields: host, token, action
+-- Complete. ARGV[A]: number of outcomes; then per outcome 11 fields: host, token, action
 -- (1 fetched, 2 retry, 3 failed, 4 disallowed, 5 requeue), requested (0/1), duration ms,
 -- crawl-delay ms (-1 = keep the stored one), retry-after ms, reset error streak (0/1),
 -- refund the page charge (0/1: no page request was made), health (0 says nothing about the
--- host, 1 a failure: error, timeout, 5xx, robots unavailable; 2 the host answered).
+-- host, 1 a failure: error, timeout, 5xx, robots unavailable; 2 the host answered), and
+-- the error log line "<kind>\t<status>\t<host>\t<url>\t<error>" ('' = not an error).
 -- Returns per outcome {result, next time ms, crawl-delay flags, retired} where result is
 -- 0 stale, 1 fetched, 2 retry queued, 3 failed, 4 disallowed, 5 requeued; the flags are
 -- 1 (the delay was capped) + 2 (this outcome stored a new Crawl-delay above the cap); and
@@ -14,18 +15,32 @@
 -- its back queue end as failed, the back queue is freed, and host:<host> gets
 -- retired = now, so that later URLs of the host end as failed on admission (add.lua) or,
 -- if they were already waiting in a front queue, when the router reaches them.
+--
+-- For the status page each applied outcome also keeps, in host:<host>, fetched (URLs of
+-- the host that ended fetched), rt (last response time, ms) and rtavg (its moving average,
+-- weight 1/4 on the newest), mirrored into the bounded zsets busiest (by fetched) and
+-- slowest (by rtavg); a retried or failed outcome is logged in errors as
+-- "<now ms>\t<retry|failed|retired>\t<its log line>". busiest is set from the host's own
+-- count rather than incremented, so a host trimmed from it comes back with its full count,
+-- and it is exact: counts only grow. slowest follows each host's own outcomes, so a host
+-- whose average fell to the view's floor leaves it, and one left out re-enters on its next
+-- outcome above the floor.
 local n = tonumber(ARGV[A])
 local i = A + 1
 local out = {}
 -- All leases of the batch in one call.
 local leaseHosts = {}
-for j = 1, n do leaseHosts[j] = ARGV[A + 1 + 10 * (j - 1)] end
+for j = 1, n do leaseHosts[j] = ARGV[A + 1 + 11 * (j - 1)] end
 local leases = {}
 for c = 1, n, 1000 do
   local r = redis.call('HMGET', K_LEASE, unpack(leaseHosts, c, math.min(c + 999, n)))
   for j = 1, #r do leases[c + j - 1] = r[j] end
 end
 local leaseDel, heapArgs, freed = {}, {}, {}
+local busyArgs, slowArgs, slowDel, errLines = {}, {}, {}, {}
+-- A full view only takes hosts above its lowest score, so that in a crawl of many hosts
+-- most outcomes skip the zset writes (and the trim) altogether.
+local busyFloor, slowFloor = top_floor(K_BUSIEST), top_floor(K_SLOWEST)
 -- Leases are deleted in bulk at the end, so a lease consumed earlier in this batch (the same
 -- outcome twice) is remembered here.
 local consumed = {}
@@ -34,8 +49,8 @@ for o = 1, n do
   local act, requested = tonumber(ARGV[i + 2]), ARGV[i + 3] == '1'
   local dur, newcd, ra = tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5]), tonumber(ARGV[i + 6])
   local reset, refund = ARGV[i + 7] == '1', ARGV[i + 8] == '1'
-  local health = ARGV[i + 9]
-  i = i + 10
+  local health, errLine = ARGV[i + 9], ARGV[i + 10]
+  i = i + 11
   local v = leases[o]
   local sp = v and string.find(v, ' ', 1, true)
   if not sp or consumed[h] or string.sub(v, 1, sp - 1) ~= tok then
@@ -48,7 +63,7 @@ for o = 1, n do
     leaseDel[#leaseDel + 1] = h
     consumed[h] = true
     local e = string.sub(v, sp + 1)
-    local st = redis.call('HMGET', hk(h), 'next', 'cd', 'err', 'fails')
+    local st = redis.call('HMGET', hk(h), 'next', 'cd', 'err', 'fails', 'fetched', 'rtavg')
     local stNext = tonumber(st[1] or '0') or 0
     local cd = tonumber(st[2] or '0') or 0
     local stErr = tonumber(st[3] or '0') or 0
@@ -124,6 +139,32 @@ for o = 1, n do
     if reset then errs = 0 end
     set[#set + 1] = 'next'
     set[#set + 1] = n2s(te)
+    if requested then
+      local old = tonumber(st[6] or '')
+      local avg = dur
+      if old then avg = math.floor(old + (dur - old) / 4 + 0.5) end
+      set[#set + 1] = 'rt'
+      set[#set + 1] = n2s(dur)
+      set[#set + 1] = 'rtavg'
+      set[#set + 1] = n2s(avg)
+      if not slowFloor or avg > slowFloor then
+        slowArgs[#slowArgs + 1] = n2s(avg)
+        slowArgs[#slowArgs + 1] = h
+      elseif old and old > slowFloor then
+        -- It may be in the view with its old, higher average: it drops out instead.
+        slowDel[#slowDel + 1] = h
+      end
+    end
+    if act == 1 then
+      local nf = (tonumber(st[5] or '0') or 0) + 1
+      set[#set + 1] = 'fetched'
+      set[#set + 1] = n2s(nf)
+      -- Counts only grow, so a host left out of a full view is below every member.
+      if not busyFloor or nf > busyFloor then
+        busyArgs[#busyArgs + 1] = n2s(nf)
+        busyArgs[#busyArgs + 1] = h
+      end
+    end
     -- Streaks are written only when they change: most outcomes are successes of hosts
     -- without a streak, and an absent field reads as 0.
     if errs ~= stErr then
@@ -147,6 +188,11 @@ for o = 1, n do
       set[#set + 1] = n2s(NOW)
     end
     redis.call('HSET', hk(h), unpack(set))
+    if errLine ~= '' and (res == 2 or res == 3) then
+      local r = 'retry'
+      if retire then r = 'retired' elseif res == 3 then r = 'failed' end
+      errLines[#errLines + 1] = n2s(NOW) .. '\t' .. r .. '\t' .. errLine
+    end
     if not retire and (back == 1 or redis.call('EXISTS', bq(h)) == 1) then
       heapArgs[#heapArgs + 1] = n2s(te)
       heapArgs[#heapArgs + 1] = h
@@ -163,6 +209,16 @@ end
 bulk('HDEL', K_LEASE, leaseDel)
 bulk('ZREM', K_INFLIGHT, leaseDel)
 bulk('ZADD', K_HEAP, heapArgs)
+if #busyArgs > 0 then
+  bulk('ZADD', K_BUSIEST, busyArgs)
+  trim_top(K_BUSIEST)
+end
+if #slowDel > 0 then bulk('ZREM', K_SLOWEST, slowDel) end
+if #slowArgs > 0 then
+  bulk('ZADD', K_SLOWEST, slowArgs)
+  trim_top(K_SLOWEST)
+end
+log_errors(errLines)
 free_and_route(freed)
 flush_stats()
 return out

@@ -2,27 +2,34 @@
 -- its host queue with attempt+1 (failed past the retry limit, so a URL that kills
 -- fetchers ends), and the host is re-armed at now + max(min delay, capped crawl-delay):
 -- the fetcher may have reached the host just before the deadline.
+-- Each expiry is logged in errors with kind lease-expired, like a failed outcome.
 -- Returns {reaped, requeued, failed}.
 local limit = tonumber(ARGV[A])
 local hs = redis.call('ZRANGEBYSCORE', K_INFLIGHT, '-inf', n2s(NOW), 'LIMIT', 0, limit)
 if #hs == 0 then return {0, 0, 0} end
 local heapArgs, freed = {}, {}
 local requeued, failed = 0, 0
+local errLines = {}
 for _, h in ipairs(hs) do
   local v = redis.call('HGET', K_LEASE, h)
   local sp = v and string.find(v, ' ', 1, true)
   local back = false
   if sp then
     local d, hp, att, u = parse(string.sub(v, sp + 1))
+    local r = 'failed'
     if d and att + 1 <= MAXR then
       redis.call('LPUSH', bq(h), d .. ' ' .. hp .. ' ' .. n2s(att + 1) .. ' ' .. u)
       bump('queued', 1)
       requeued = requeued + 1
       back = true
+      r = 'retry'
     else
       bump('failed', 1)
       failed = failed + 1
     end
+    -- Queued URLs are normalised ASCII, so cutting bytes cannot split a character.
+    errLines[#errLines + 1] = n2s(NOW) .. '\t' .. r .. '\tlease-expired\t0\t' .. h .. '\t' ..
+      string.sub(u or '', 1, 512) .. '\tno outcome before the lease deadline'
   end
   local cd = tonumber(redis.call('HGET', hk(h), 'cd') or '0') or 0
   if cd > MAXCD then cd = MAXCD end
@@ -41,6 +48,7 @@ bulk('HDEL', K_LEASE, hs)
 bulk('ZREM', K_INFLIGHT, hs)
 bulk('ZADD', K_HEAP, heapArgs)
 bump('expired', #hs)
+log_errors(errLines)
 free_and_route(freed)
 flush_stats()
 return {#hs, requeued, failed}

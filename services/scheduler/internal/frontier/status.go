@@ -1,0 +1,251 @@
+package frontier
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/trawl/trawl/shared/crawlmsg"
+)
+
+// Bounds of the text an error log line keeps: enough to recognise the URL and the cause,
+// small enough that the log (RecentErrors lines per shard) stays a few tens of KiB.
+const (
+	maxLogURL   = 512
+	maxLogError = 200
+	maxLogHost  = 255
+)
+
+// errorLine is the Complete script's error log line for an outcome that may be retried or
+// fail ("" for the others): "<kind>\t<status>\t<host>\t<url>\t<error>". The fields come
+// from the wire, so separators are blanked and lengths cut.
+func errorLine(o crawlmsg.Outcome, p plan) string {
+	if p.act != actRetry && p.act != actFailed {
+		return ""
+	}
+	var b strings.Builder
+	b.Grow(64 + min(len(o.URL), maxLogURL) + min(len(o.Error), maxLogError))
+	b.WriteString(logField(string(o.Kind), 32))
+	b.WriteByte('\t')
+	b.WriteString(strconv.Itoa(o.Status))
+	b.WriteByte('\t')
+	b.WriteString(logField(o.Host, maxLogHost))
+	b.WriteByte('\t')
+	b.WriteString(logField(o.URL, maxLogURL))
+	b.WriteByte('\t')
+	b.WriteString(logField(o.Error, maxLogError))
+	return b.String()
+}
+
+// logField makes s one valid UTF-8 field of at most n bytes without control characters.
+func logField(s string, n int) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) > n {
+		cut := n
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut]
+	}
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, s)
+}
+
+// ErrorRecord is one line of a shard's error log: an outcome that was retried or failed,
+// or a lease that expired (Kind "lease-expired").
+type ErrorRecord struct {
+	At time.Time
+	// Result is what became of the URL: "retry", "failed", or "retired" (the outcome
+	// retired its host).
+	Result string
+	Kind   string
+	Status int
+	Host   string
+	URL    string
+	Error  string
+}
+
+// ParseErrorRecord decodes an error log line; ok is false for a line it cannot read.
+func ParseErrorRecord(line string) (ErrorRecord, bool) {
+	f := strings.SplitN(line, "\t", 7)
+	if len(f) != 7 {
+		return ErrorRecord{}, false
+	}
+	ms, err1 := strconv.ParseInt(f[0], 10, 64)
+	status, err2 := strconv.Atoi(f[3])
+	if err1 != nil || err2 != nil {
+		return ErrorRecord{}, false
+	}
+	return ErrorRecord{At: time.UnixMilli(ms), Result: f[1], Kind: f[2], Status: status,
+		Host: f[4], URL: f[5], Error: f[6]}, true
+}
+
+// HostActivity is what the frontier keeps of a host for the status page.
+type HostActivity struct {
+	Host string
+	// Fetched is how many of the host's URLs ended fetched.
+	Fetched int64
+	// LastMs and AvgMs are the host's last response time and its moving average.
+	LastMs, AvgMs int64
+}
+
+// Status is a shard's state for the status page: the counters and queue sizes of Stats,
+// the hosts due now, the busiest and the slowest hosts, and the most recent errors.
+type Status struct {
+	Stats
+	// DueHosts are the hosts in the heap whose next fetch time has come; the others in the
+	// heap (ReadyHosts − DueHosts) wait out their politeness delay.
+	DueHosts int64
+	Busiest  []HostActivity // most fetched first
+	Slowest  []HostActivity // highest average response time first
+	Errors   []ErrorRecord  // newest first
+}
+
+// statsCmds are the commands behind Stats, queued on a pipeline.
+type statsCmds struct {
+	hash            *redis.MapStringStringCmd
+	inflight, ready *redis.IntCmd
+	hosts, paused   *redis.IntCmd
+	fqs             []*redis.IntCmd
+}
+
+func (f *Frontier) queueStats(ctx context.Context, p redis.Pipeliner) *statsCmds {
+	c := &statsCmds{
+		hash:     p.HGetAll(ctx, f.ks.Key("stats")),
+		inflight: p.ZCard(ctx, f.ks.Key("inflight")),
+		ready:    p.ZCard(ctx, f.ks.Key("heap")),
+		hosts:    p.HLen(ctx, f.ks.Key("hosts")),
+		paused:   p.Exists(ctx, f.ks.Key("paused")),
+		fqs:      make([]*redis.IntCmd, f.o.FrontQueues),
+	}
+	for q := range c.fqs {
+		c.fqs[q] = p.LLen(ctx, f.keys[fixedKeys+q])
+	}
+	return c
+}
+
+func (c *statsCmds) stats() Stats {
+	h := c.hash.Val()
+	get := func(k string) int64 { n, _ := strconv.ParseInt(h[k], 10, 64); return n }
+	s := Stats{
+		Accepted: get("accepted"), Queued: get("queued"), Inflight: c.inflight.Val(),
+		Fetched: get("fetched"), Failed: get("failed"), Disallowed: get("disallowed"),
+		OutOfScope: get("out_of_scope"), OverBudget: get("over_budget"),
+		Dispatched: get("dispatched"), Pages: get("pages"), Expired: get("expired"), RetiredHosts: get("retired"),
+		ActiveHosts: c.hosts.Val(), ReadyHosts: c.ready.Val(), Paused: c.paused.Val() > 0,
+		Waiting: make([]int64, len(c.fqs)),
+	}
+	for q, cmd := range c.fqs {
+		s.Waiting[q] = cmd.Val()
+	}
+	return s
+}
+
+// Status reads the shard's status with the top hosts and the last errors newest first
+// (at most the kept TopHosts and RecentErrors) in two round trips: the views, then the
+// listed hosts' response times.
+func (f *Frontier) Status(ctx context.Context, now time.Time, top, nErrors int) (Status, error) {
+	top = min(max(top, 0), f.o.TopHosts)
+	nErrors = min(max(nErrors, 0), f.o.RecentErrors)
+	var (
+		sc         *statsCmds
+		due        *redis.IntCmd
+		busy, slow *redis.ZSliceCmd
+		errs       *redis.StringSliceCmd
+		nowMs      = strconv.FormatInt(now.UnixMilli(), 10)
+		status     Status
+	)
+	_, err := f.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		sc = f.queueStats(ctx, p)
+		due = p.ZCount(ctx, f.ks.Key("heap"), "-inf", nowMs)
+		if top > 0 {
+			busy = p.ZRevRangeWithScores(ctx, f.ks.Key("busiest"), 0, int64(top-1))
+			slow = p.ZRevRangeWithScores(ctx, f.ks.Key("slowest"), 0, int64(top-1))
+		}
+		if nErrors > 0 {
+			errs = p.LRange(ctx, f.ks.Key("errors"), 0, int64(nErrors-1))
+		}
+		return nil
+	})
+	if err != nil {
+		return Status{}, fmt.Errorf("frontier: status: %w", err)
+	}
+	status.Stats = sc.stats()
+	status.DueHosts = due.Val()
+	if errs != nil {
+		for _, line := range errs.Val() {
+			if r, ok := ParseErrorRecord(line); ok {
+				status.Errors = append(status.Errors, r)
+			}
+		}
+	}
+	if top == 0 {
+		return status, nil
+	}
+	for _, z := range busy.Val() {
+		h, _ := z.Member.(string)
+		status.Busiest = append(status.Busiest, HostActivity{Host: h, Fetched: int64(z.Score)})
+	}
+	for _, z := range slow.Val() {
+		h, _ := z.Member.(string)
+		status.Slowest = append(status.Slowest, HostActivity{Host: h, AvgMs: int64(z.Score)})
+	}
+	if err := f.fillHosts(ctx, status.Busiest, status.Slowest); err != nil {
+		return Status{}, err
+	}
+	return status, nil
+}
+
+// fillHosts completes the listed hosts from their host:<host> hashes. A host whose state
+// expired keeps what its view said.
+func (f *Frontier) fillHosts(ctx context.Context, lists ...[]HostActivity) error {
+	cmds := map[string]*redis.SliceCmd{}
+	_, err := f.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, l := range lists {
+			for _, a := range l {
+				if cmds[a.Host] == nil {
+					cmds[a.Host] = p.HMGet(ctx, f.ks.Key("host", a.Host), "fetched", "rt", "rtavg")
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("frontier: status hosts: %w", err)
+	}
+	num := func(v any) (int64, bool) {
+		s, ok := v.(string)
+		if !ok {
+			return 0, false
+		}
+		n, err := strconv.ParseInt(s, 10, 64)
+		return n, err == nil
+	}
+	for _, l := range lists {
+		for i := range l {
+			v := cmds[l[i].Host].Val()
+			if len(v) != 3 {
+				continue
+			}
+			if n, ok := num(v[0]); ok {
+				l[i].Fetched = n
+			}
+			if n, ok := num(v[1]); ok {
+				l[i].LastMs = n
+			}
+			if n, ok := num(v[2]); ok {
+				l[i].AvgMs = n
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,383 @@
+// Package statuspage serves the scheduler's live status page: GET /status.json (the
+// crawl's counters, frontier, rates, busiest and slowest hosts and recent errors, per
+// shard and in total) and GET / or /status, one static page that polls it. Everything it
+// shows is read from the frontiers in Redis, except the rates, which come from a short
+// ring of counter samples kept in memory, so any scheduler process serves the same page.
+package statuspage
+
+import (
+	"cmp"
+	"context"
+	"embed"
+	"encoding/json"
+	"io/fs"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/trawl/trawl/services/scheduler/internal/frontier"
+)
+
+//go:embed static
+var staticFS embed.FS
+
+// Source is one shard's frontier as the page reads it.
+type Source interface {
+	Stats(ctx context.Context) (frontier.Stats, error)
+	Status(ctx context.Context, now time.Time, top, errors int) (frontier.Status, error)
+}
+
+// Shard is a shard shown on the page.
+type Shard struct {
+	ID int
+	// Served says this process serves the shard (the page shows every shard of the crawl).
+	Served bool
+	Source Source
+}
+
+// Options tune the page. Zero values take the defaults.
+type Options struct {
+	// SampleEvery is how often the counters are sampled for the rates (default 1s).
+	SampleEvery time.Duration
+	// RateWindow is the span the headline rates are computed over (default 10s).
+	RateWindow time.Duration
+	// Samples is how many samples are kept, which is also the history's length (default 61).
+	Samples int
+	// Timeout bounds one reading of all shards (default 3s).
+	Timeout time.Duration
+	// OnError is told of every shard that could not be read (for a metric and a log line).
+	OnError func(shard int, err error)
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// Limits on what one request may ask for.
+const (
+	DefaultTop    = 10
+	MaxTop        = 100
+	DefaultErrors = 20
+	MaxErrors     = 100
+)
+
+// Page is the status page of a crawl's shards.
+type Page struct {
+	shards []Shard
+	o      Options
+	ring   *ring
+}
+
+// New returns the page for shards.
+func New(shards []Shard, o Options) *Page {
+	if o.SampleEvery <= 0 {
+		o.SampleEvery = time.Second
+	}
+	if o.RateWindow <= 0 {
+		o.RateWindow = 10 * time.Second
+	}
+	if o.Samples <= 0 {
+		o.Samples = 61
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 3 * time.Second
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.OnError == nil {
+		o.OnError = func(int, error) {}
+	}
+	return &Page{shards: shards, o: o, ring: newRing(o.Samples)}
+}
+
+// Mux is where the page's handlers go (obs.Server, http.ServeMux).
+type Mux interface {
+	Handle(pattern string, h http.Handler)
+}
+
+// Register adds the page's routes to m.
+func (p *Page) Register(m Mux) {
+	static, err := fs.Sub(staticFS, "static")
+	if err != nil {
+		panic(err) // the embedded tree is fixed at build time
+	}
+	page := serveFile(static, "index.html", "text/html; charset=utf-8")
+	m.Handle("GET /{$}", page)
+	m.Handle("GET /status", page)
+	m.Handle("GET /status.js", serveFile(static, "status.js", "text/javascript; charset=utf-8"))
+	m.Handle("GET /status.css", serveFile(static, "status.css", "text/css; charset=utf-8"))
+	m.Handle("GET /status.json", http.HandlerFunc(p.serveJSON))
+}
+
+// securityHeaders confine the page to its own origin: the data it renders (URLs, error
+// text) comes from crawled sites, so even a rendering bug must not be able to run script
+// or load anything from elsewhere.
+func securityHeaders(h http.Header) {
+	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Cache-Control", "no-store")
+}
+
+func serveFile(fsys fs.FS, name, contentType string) http.Handler {
+	body, err := fs.ReadFile(fsys, name)
+	if err != nil {
+		panic(err)
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		securityHeaders(w.Header())
+		w.Header().Set("Content-Type", contentType)
+		_, _ = w.Write(body)
+	})
+}
+
+// Run samples the counters every SampleEvery until ctx ends.
+func (p *Page) Run(ctx context.Context) {
+	t := time.NewTicker(p.o.SampleEvery)
+	defer t.Stop()
+	for {
+		p.Sample(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Sample reads every shard's counters once into the ring.
+func (p *Page) Sample(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, p.o.Timeout)
+	defer cancel()
+	n := len(p.shards)
+	s := sample{fetched: make([]int64, n), dispatched: make([]int64, n), ok: make([]bool, n)}
+	for i, sh := range p.shards {
+		st, err := sh.Source.Stats(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				p.o.OnError(sh.ID, err)
+			}
+			continue
+		}
+		s.fetched[i], s.dispatched[i], s.ok[i] = st.Fetched, st.Dispatched, true
+	}
+	// Stamped after the reads: with a slow Redis the interval is what the counters saw.
+	s.at = p.o.Now()
+	p.ring.add(s)
+}
+
+// Counts are a shard's numbers, or their sums over the crawl.
+type Counts struct {
+	Accepted   int64 `json:"accepted"`
+	Queued     int64 `json:"queued"`
+	Inflight   int64 `json:"inflight"`
+	Dispatched int64 `json:"dispatched"`
+	Expired    int64 `json:"expired"`
+	// Terminal are the URLs in each terminal state; accepted = queued + inflight + Σ terminal.
+	Terminal Terminal `json:"terminal"`
+	Hosts    Hosts    `json:"hosts"`
+	// Frontier is the length of each front queue, priority 0 (highest) first.
+	Frontier            []int64  `json:"frontier"`
+	Paused              bool     `json:"paused"`
+	PagesPerSecond      *float64 `json:"pages_per_second"`
+	DispatchedPerSecond *float64 `json:"dispatched_per_second"`
+}
+
+// Terminal are the terminal-state counters.
+type Terminal struct {
+	Fetched    int64 `json:"fetched"`
+	Failed     int64 `json:"failed"`
+	Disallowed int64 `json:"disallowed"`
+	OutOfScope int64 `json:"out_of_scope"`
+	OverBudget int64 `json:"over_budget"`
+}
+
+// Hosts describe the back-queue side, with trawlctl status's names.
+type Hosts struct {
+	Active   int64 `json:"active"`    // holding a back queue
+	Ready    int64 `json:"ready"`     // idle in the heap and due now
+	Waiting  int64 `json:"waiting"`   // idle in the heap, waiting out their politeness delay
+	InFlight int64 `json:"in_flight"` // with a task out
+	Retired  int64 `json:"retired"`   // retired after a failure streak (counter)
+}
+
+// ShardStatus is one shard's entry.
+type ShardStatus struct {
+	Shard  int  `json:"shard"`
+	Served bool `json:"served"`
+	Counts
+}
+
+// HostRow is a row of the busiest or the slowest hosts.
+type HostRow struct {
+	Host    string `json:"host"`
+	Shard   int    `json:"shard"`
+	Fetched int64  `json:"fetched"`
+	AvgMs   int64  `json:"avg_ms"`
+	LastMs  int64  `json:"last_ms"`
+}
+
+// ErrorRow is a recent error.
+type ErrorRow struct {
+	AtMs   int64  `json:"t_ms"`
+	Shard  int    `json:"shard"`
+	Result string `json:"result"`
+	Kind   string `json:"kind"`
+	Status int    `json:"status"`
+	Host   string `json:"host"`
+	URL    string `json:"url"`
+	Error  string `json:"error"`
+}
+
+// Unavailable names a shard that could not be read.
+type Unavailable struct {
+	Shard int    `json:"shard"`
+	Error string `json:"error"`
+}
+
+// Report is the body of /status.json.
+type Report struct {
+	V                 int           `json:"v"`
+	NowMs             int64         `json:"now_ms"`
+	RateWindowSeconds float64       `json:"rate_window_seconds"`
+	Total             Counts        `json:"total"`
+	Shards            []ShardStatus `json:"shards"`
+	Busiest           []HostRow     `json:"busiest"`
+	Slowest           []HostRow     `json:"slowest"`
+	Errors            []ErrorRow    `json:"errors"`
+	// History is the crawl's pages/s over each sampling interval, oldest first.
+	History     []Point       `json:"history"`
+	Unavailable []Unavailable `json:"unavailable"`
+}
+
+func intParam(r *http.Request, name string, def, hi int) int {
+	v, err := strconv.Atoi(r.URL.Query().Get(name))
+	if err != nil || v < 0 {
+		return def
+	}
+	return min(v, hi)
+}
+
+func (p *Page) serveJSON(w http.ResponseWriter, r *http.Request) {
+	top := intParam(r, "top", DefaultTop, MaxTop)
+	nErr := intParam(r, "errors", DefaultErrors, MaxErrors)
+	ctx, cancel := context.WithTimeout(r.Context(), p.o.Timeout)
+	defer cancel()
+	rep := p.Report(ctx, top, nErr)
+	securityHeaders(w.Header())
+	w.Header().Set("Content-Type", "application/json")
+	code := http.StatusOK
+	if len(p.shards) > 0 && len(rep.Unavailable) == len(p.shards) {
+		// Nothing could be read: say so to scripts and to the page.
+		code = http.StatusServiceUnavailable
+	}
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	_ = enc.Encode(rep)
+}
+
+// Report reads every shard and merges the result: the top hosts and the errors across
+// shards, at most top and nErrors of them.
+func (p *Page) Report(ctx context.Context, top, nErrors int) Report {
+	now := p.o.Now()
+	rates := p.ring.rates(len(p.shards), p.o.RateWindow)
+	rep := Report{
+		V: 1, NowMs: now.UnixMilli(), RateWindowSeconds: p.o.RateWindow.Seconds(),
+		Shards: []ShardStatus{}, Busiest: []HostRow{}, Slowest: []HostRow{}, Errors: []ErrorRow{},
+		History: p.ring.history(), Unavailable: []Unavailable{},
+	}
+	for i, sh := range p.shards {
+		st, err := sh.Source.Status(ctx, now, top, nErrors)
+		if err != nil {
+			p.o.OnError(sh.ID, err)
+			rep.Unavailable = append(rep.Unavailable, Unavailable{Shard: sh.ID, Error: err.Error()})
+			continue
+		}
+		c := counts(st)
+		c.PagesPerSecond, c.DispatchedPerSecond = rates.fetched[i], rates.dispatched[i]
+		rep.Shards = append(rep.Shards, ShardStatus{Shard: sh.ID, Served: sh.Served, Counts: c})
+		rep.Total.add(c)
+		for _, a := range st.Busiest {
+			rep.Busiest = append(rep.Busiest, hostRow(sh.ID, a))
+		}
+		for _, a := range st.Slowest {
+			rep.Slowest = append(rep.Slowest, hostRow(sh.ID, a))
+		}
+		for _, e := range st.Errors {
+			rep.Errors = append(rep.Errors, ErrorRow{AtMs: e.At.UnixMilli(), Shard: sh.ID, Result: e.Result,
+				Kind: e.Kind, Status: e.Status, Host: e.Host, URL: e.URL, Error: e.Error})
+		}
+	}
+	if rep.Total.Frontier == nil {
+		rep.Total.Frontier = []int64{}
+	}
+	// Ties are broken by host so that the order does not flicker between refreshes.
+	slices.SortFunc(rep.Busiest, func(a, b HostRow) int {
+		return cmp.Or(cmp.Compare(b.Fetched, a.Fetched), cmp.Compare(a.Host, b.Host))
+	})
+	slices.SortFunc(rep.Slowest, func(a, b HostRow) int {
+		return cmp.Or(cmp.Compare(b.AvgMs, a.AvgMs), cmp.Compare(a.Host, b.Host))
+	})
+	slices.SortStableFunc(rep.Errors, func(a, b ErrorRow) int { return cmp.Compare(b.AtMs, a.AtMs) })
+	rep.Busiest = rep.Busiest[:min(len(rep.Busiest), top)]
+	rep.Slowest = rep.Slowest[:min(len(rep.Slowest), top)]
+	rep.Errors = rep.Errors[:min(len(rep.Errors), nErrors)]
+	return rep
+}
+
+func hostRow(shard int, a frontier.HostActivity) HostRow {
+	return HostRow{Host: a.Host, Shard: shard, Fetched: a.Fetched, AvgMs: a.AvgMs, LastMs: a.LastMs}
+}
+
+func counts(st frontier.Status) Counts {
+	return Counts{
+		Accepted: st.Accepted, Queued: st.Queued, Inflight: st.Inflight,
+		Dispatched: st.Dispatched, Expired: st.Expired,
+		Terminal: Terminal{Fetched: st.Fetched, Failed: st.Failed, Disallowed: st.Disallowed,
+			OutOfScope: st.OutOfScope, OverBudget: st.OverBudget},
+		Hosts: Hosts{Active: st.ActiveHosts, Ready: st.DueHosts, Waiting: st.ReadyHosts - st.DueHosts,
+			InFlight: st.Inflight, Retired: st.RetiredHosts},
+		Frontier: append([]int64{}, st.Waiting...),
+		Paused:   st.Paused,
+	}
+}
+
+// add sums c into t; t's rates are the sums of the known shard rates.
+func (t *Counts) add(c Counts) {
+	t.Accepted += c.Accepted
+	t.Queued += c.Queued
+	t.Inflight += c.Inflight
+	t.Dispatched += c.Dispatched
+	t.Expired += c.Expired
+	t.Terminal.Fetched += c.Terminal.Fetched
+	t.Terminal.Failed += c.Terminal.Failed
+	t.Terminal.Disallowed += c.Terminal.Disallowed
+	t.Terminal.OutOfScope += c.Terminal.OutOfScope
+	t.Terminal.OverBudget += c.Terminal.OverBudget
+	t.Hosts.Active += c.Hosts.Active
+	t.Hosts.Ready += c.Hosts.Ready
+	t.Hosts.Waiting += c.Hosts.Waiting
+	t.Hosts.InFlight += c.Hosts.InFlight
+	t.Hosts.Retired += c.Hosts.Retired
+	for len(t.Frontier) < len(c.Frontier) {
+		t.Frontier = append(t.Frontier, 0)
+	}
+	for q, n := range c.Frontier {
+		t.Frontier[q] += n
+	}
+	t.Paused = t.Paused || c.Paused
+	t.PagesPerSecond = addRate(t.PagesPerSecond, c.PagesPerSecond)
+	t.DispatchedPerSecond = addRate(t.DispatchedPerSecond, c.DispatchedPerSecond)
+}
+
+func addRate(a, b *float64) *float64 {
+	switch {
+	case b == nil:
+		return a
+	case a == nil:
+		v := *b
+		return &v
+	}
+	v := *a + *b
+	return &v
+}

@@ -1,0 +1,325 @@
+package itest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"image"
+	"image/color"
+	"image/png"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/trawl/trawl/devstack/redisproc"
+	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/topology"
+)
+
+// chromiumPath finds Debian's chromium. Without it the test fails: the page's rendering
+// is what it checks, and nothing else can stand in for a browser.
+func chromiumPath(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Fatalf("chromium is not installed (%v): install Debian's package with `apt-get install -y chromium` "+
+			"(.ci/run does it); this test drives a real headless browser", err)
+	}
+	return p
+}
+
+// syncBuffer collects the browser's output for the failure message.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// startBrowser starts headless chromium with a fresh profile and returns a tab.
+func startBrowser(t *testing.T) context.Context {
+	t.Helper()
+	out := &syncBuffer{}
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(chromiumPath(t)),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("no-default-browser-check", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 1000),
+		chromedp.CombinedOutput(out),
+	)
+	tab, cancelTab := chromedp.NewContext(alloc)
+	t.Cleanup(func() {
+		cancelTab()
+		cancelAlloc()
+		if t.Failed() {
+			t.Logf("chromium output:\n%s", out.String())
+		}
+	})
+	// The first call starts the browser; it must not carry a timeout (chromedp.Run).
+	if err := chromedp.Do(tab); err != nil {
+		t.Fatalf("start chromium: %v\n%s", err, out.String())
+	}
+	return tab
+}
+
+// js evaluates expr in the tab within 30s.
+func js[T any](t *testing.T, tab context.Context, expr string) T {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(tab, 30*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
+	if err != nil {
+		t.Fatalf("evaluate %s: %v", expr, err)
+	}
+	return v
+}
+
+// waitJS polls the predicate in the page until it is true.
+func waitJS(t *testing.T, tab context.Context, what, predicate string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(tab, 60*time.Second)
+	defer cancel()
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](predicate,
+		chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(45*time.Second))); err != nil {
+		t.Fatalf("waiting for %s (%s): %v", what, predicate, err)
+	}
+}
+
+// The whole scheduler runs against embedded NATS and a real Redis; a fake fetcher answers
+// with known outcomes; the status page is then opened in headless chromium and must show
+// the numbers the frontier recorded, render hostile text as text, and paint the totals.
+func TestStatusPageInChromium(t *testing.T) {
+	tab := startBrowser(t)
+	s := startStack(t, redisproc.Options{}, map[string]string{
+		"TRAWL_MAX_RETRIES":   "1",
+		"TRAWL_RETRY_BACKOFF": "10ms",
+		"TRAWL_MAX_BACKOFF":   "50ms",
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s.runFetcher(ctx, func(tk crawlmsg.FetchTask) crawlmsg.Outcome {
+		o := fetched200(tk)
+		switch tk.Host {
+		case "busy.example":
+			o.DurationMs = 15
+		case "slow.example":
+			o.DurationMs = 700
+		case "flaky.example":
+			o.Status, o.DurationMs = 503, 40
+		case "evil.example":
+			o.Kind, o.Status, o.Permanent, o.Error = crawlmsg.OutcomeError, 0, true, xss
+		default:
+			o.DurationMs = 5
+		}
+		return o
+	})
+
+	// 30 URLs: 27 end fetched; flaky's 2 and evil's 1 end failed (5 error lines).
+	var batch crawlmsg.FrontierBatch
+	add := func(host string, n int) {
+		for i := range n {
+			batch.URLs = append(batch.URLs, crawlmsg.Discovered{URL: fmt.Sprintf("http://%s/page%d", host, i), Depth: i % 3})
+		}
+	}
+	add("busy.example", 12)
+	add("slow.example", 3)
+	add("flaky.example", 2)
+	for h := range 6 {
+		add(fmt.Sprintf("h%d.example", h), 2)
+	}
+	batch.URLs = append(batch.URLs, crawlmsg.Discovered{URL: "http://evil.example/%3Cscript%3Ealert(1)%3C/script%3E"})
+	s.publish(topology.FrontierSubject(0), &batch)
+	eventually(t, 60*time.Second, "crawl finished", func() bool {
+		st := s.stats()
+		return st.Fetched == 27 && st.Failed == 3 && st.Queued == 0 && st.Inflight == 0
+	})
+
+	url := "http://" + s.cfg.HTTPAddr + "/status"
+	nctx, ncancel := context.WithTimeout(tab, 30*time.Second)
+	defer ncancel()
+	if err := chromedp.Do(nctx, chromedp.Navigate(url)); err != nil {
+		t.Fatalf("navigate %s: %v", url, err)
+	}
+	waitJS(t, tab, "#fetched to show 27", `document.getElementById('fetched').textContent === '27'`)
+	// Two samples a second apart are needed for a rate.
+	waitJS(t, tab, "a rate", `/^[0-9.,]+$/.test(document.getElementById('rate').textContent)`)
+
+	t.Run("numbers", func(t *testing.T) {
+		got := js[map[string]string](t, tab, `(() => {
+			const o = {};
+			for (const id of ['fetched', 'failed', 'accepted', 'queued', 'inflight', 'active-hosts', 'disallowed', 'paused', 'state'])
+				o[id] = document.getElementById(id).textContent;
+			return o;
+		})()`)
+		want := map[string]string{"fetched": "27", "failed": "3", "accepted": "30", "queued": "0", "inflight": "0",
+			"active-hosts": "0", "disallowed": "0", "paused": "no", "state": "live"}
+		for k, v := range want {
+			if got[k] != v {
+				t.Errorf("#%s shows %q, want %q", k, got[k], v)
+			}
+		}
+	})
+	rows := func(table string) [][]string {
+		return js[[][]string](t, tab, `Array.from(document.querySelectorAll('#`+table+` tbody tr')).map(
+			tr => Array.from(tr.cells).map(td => td.textContent))`)
+	}
+	t.Run("tables", func(t *testing.T) {
+		busiest := rows("busiest")
+		if len(busiest) != 8 || strings.Join(busiest[0], "|") != "busy.example|12|15|0" || busiest[1][0] != "slow.example" {
+			t.Errorf("busiest rows %q", busiest)
+		}
+		slowest := rows("slowest")
+		if len(slowest) < 3 || strings.Join(slowest[0], "|") != "slow.example|700|700|3" || strings.Join(slowest[1], "|") != "flaky.example|40|40|0" {
+			t.Errorf("slowest rows %q", slowest)
+		}
+		prio := rows("priorities")
+		if len(prio) != s.cfg.FrontQueues || strings.Join(prio[0][:2], "|") != "0|0" {
+			t.Errorf("priority rows %q", prio)
+		}
+		shards := rows("shards")
+		if len(shards) != 1 || strings.Join(shards[0][:6], "|") != "0 ●|30|0|0|27|3" || shards[0][7] != "running" {
+			t.Errorf("shard rows %q", shards)
+		}
+	})
+	t.Run("errors render as text", func(t *testing.T) {
+		errs := rows("errors")
+		var flaky []string
+		for _, r := range errs {
+			if r[4] == "flaky.example" {
+				flaky = append(flaky, r[1]+" "+r[3]+" "+r[5])
+			}
+		}
+		// Newest first; evil's line may fall anywhere among them.
+		want := "failed 503 http://flaky.example/page1,retry 503 http://flaky.example/page1," +
+			"failed 503 http://flaky.example/page0,retry 503 http://flaky.example/page0"
+		if len(errs) != 5 || strings.Join(flaky, ",") != want {
+			t.Fatalf("error rows %q", errs)
+		}
+		var evil []string
+		for _, r := range errs {
+			if r[4] == "evil.example" {
+				evil = r
+			}
+		}
+		if evil == nil || evil[1] != "failed" || evil[2] != "error" || evil[6] != xss ||
+			evil[5] != "http://evil.example/%3Cscript%3Ealert(1)%3C/script%3E" {
+			t.Fatalf("evil row %q", evil)
+		}
+		injected := js[int](t, tab, `document.querySelectorAll('#errors img, #errors script, img').length`)
+		title := js[string](t, tab, `document.title`)
+		if injected != 0 || title != "Trawl — crawl status" {
+			t.Fatalf("markup from the crawl was interpreted: %d elements injected, title %q", injected, title)
+		}
+	})
+
+	t.Run("screenshot", func(t *testing.T) {
+		sctx, scancel := context.WithTimeout(tab, 30*time.Second)
+		defer scancel()
+		shot, err := chromedp.Run(sctx, chromedp.FullScreenshot(100))
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(t.TempDir(), "status.png")
+		if err := os.WriteFile(path, shot, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if dir := os.Getenv("TRAWL_SCREENSHOT_DIR"); dir != "" {
+			// To look at it: the temporary directory goes with the test.
+			if err := os.WriteFile(filepath.Join(dir, "status.png"), shot, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		t.Logf("screenshot: %s (%d bytes)", path, len(shot))
+		img, err := png.Decode(bytes.NewReader(shot))
+		if err != nil {
+			t.Fatalf("screenshot is not a PNG: %v", err)
+		}
+		box := func(id string) image.Rectangle {
+			r := js[[]float64](t, tab, `(() => { const r = document.getElementById('`+id+`').getBoundingClientRect();
+				const d = window.devicePixelRatio; return [r.left * d, (r.top + window.scrollY) * d, r.right * d, (r.bottom + window.scrollY) * d]; })()`)
+			return image.Rect(int(r[0]), int(r[1]), int(r[2]), int(r[3])).Intersect(img.Bounds())
+		}
+		totals := box("totals")
+		colors, inked, _ := ink(img, totals)
+		t.Logf("totals %v: %d colours, %.1f%% not background", totals, colors, 100*inked)
+		if totals.Dx() < 400 || totals.Dy() < 100 || colors < 20 || inked < 0.02 {
+			t.Errorf("the totals region %v looks blank: %d colours, %.2f%% not background", totals, colors, 100*inked)
+		}
+		// The fetched count is painted: dark glyph pixels inside its box. A dash or an
+		// empty box has a small fraction of what "27" at this size needs.
+		fetched := box("fetched")
+		_, _, dark := ink(img, fetched)
+		t.Logf("#fetched %v: %d dark pixels", fetched, dark)
+		if dark < 150 {
+			t.Errorf("#fetched box %v has %d dark pixels: the number is not painted", fetched, dark)
+		}
+	})
+
+	t.Run("Redis down is shown, numbers kept", func(t *testing.T) {
+		if err := s.redis.Stop(); err != nil {
+			t.Fatal(err)
+		}
+		waitJS(t, tab, "the page to say Redis is unavailable", `document.getElementById('state').textContent === 'Redis unavailable'`)
+		if got := js[string](t, tab, `document.getElementById('fetched').textContent + ' ' + document.body.className`); got != "27 stale" {
+			t.Fatalf("during the outage: %q, want the last numbers, dimmed", got)
+		}
+		if n := s.metric("trawl_scheduler_redis_errors_total", map[string]string{"shard": "0", "step": "status"}); n == 0 {
+			t.Error("failed status reads not counted in trawl_scheduler_redis_errors_total{step=\"status\"}")
+		}
+		rctx, rcancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer rcancel()
+		if err := s.redis.Restart(rctx); err != nil {
+			t.Fatal(err)
+		}
+		waitJS(t, tab, "the page to come back", `document.getElementById('state').textContent === 'live'`)
+	})
+}
+
+// ink measures a region of img: how many distinct colours it has, the fraction of pixels
+// that differ from its most common colour (the background), and how many are dark
+// (text-like: luminance below half).
+func ink(img image.Image, r image.Rectangle) (colors int, inked float64, dark int) {
+	count := map[color.RGBA]int{}
+	for y := r.Min.Y; y < r.Max.Y; y++ {
+		for x := r.Min.X; x < r.Max.X; x++ {
+			c := color.RGBAModel.Convert(img.At(x, y)).(color.RGBA)
+			count[c]++
+			if 299*int(c.R)+587*int(c.G)+114*int(c.B) < 128*1000 {
+				dark++
+			}
+		}
+	}
+	bg, total := 0, 0
+	for _, n := range count {
+		bg = max(bg, n)
+		total += n
+	}
+	if total == 0 {
+		return 0, 0, 0
+	}
+	return len(count), float64(total-bg) / float64(total), dark
+}
