@@ -37,11 +37,11 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, "e2e:", err)
 			return 1
 		}
-		// The operator CLI, for the tests that run docs/operations.md.
-		build := exec.CommandContext(ctx, "go", "build", "-o", dir+string(os.PathSeparator), "./trawlctl")
+		// The operator CLI and the example indexer, for the tests of the tools around a crawl.
+		build := exec.CommandContext(ctx, "go", "build", "-o", dir+string(os.PathSeparator), "./trawlctl", "./examples/indexer")
 		build.Dir = root
 		if out, err := build.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "e2e: build trawlctl: %v\n%s", err, out)
+			fmt.Fprintf(os.Stderr, "e2e: build trawlctl and the indexer: %v\n%s", err, out)
 			return 1
 		}
 		binDir = dir
