@@ -1,11 +1,7 @@
 // Package bloom reads the dedup service's URL-seen Bloom filter without changing it.
 //
-// The position function is a copy of services/dedup/internal/bloom (internal to dedup, so
-// it cannot be imported): XXH64 of the normalised URL with seeds 0 and 0x9E3779B97F4A7C15,
-// combined by Kirsch–Mitzenmacher double hashing, position_i = (h1 + i·h2) mod m, split
-// over bitmaps of KeyBits bits. The tests pin the same golden vectors as dedup's, so a
-// change on either side fails a test instead of making trawlctl read the wrong bits. The
-// filter's stored "hash" field names the scheme; any other value is refused.
+// Bit positions come from shared/bloomhash, the scheme the dedup service sets them with.
+// The filter's stored "hash" field names the scheme; any other value is refused.
 package bloom
 
 import (
@@ -14,14 +10,12 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/cespare/xxhash/v2"
 	"github.com/redis/go-redis/v9"
+	"github.com/trawl/trawl/shared/bloomhash"
 )
 
 // HashVersion is the only position scheme this package computes.
-const HashVersion = "xxh64-km-v1"
-
-const seed2 = 0x9E3779B97F4A7C15
+const HashVersion = bloomhash.Scheme
 
 // Errors of ReadMeta.
 var (
@@ -45,33 +39,14 @@ type Meta struct {
 }
 
 // Pos is one bit: bitmap index and offset within it.
-type Pos struct {
-	Key    uint32
-	Offset uint32
-}
+type Pos = bloomhash.Pos
 
 // Hashes returns the two 64-bit hashes of a URL.
-func Hashes(url string) (h1, h2 uint64) {
-	var d xxhash.Digest
-	d.ResetWithSeed(seed2)
-	_, _ = d.WriteString(url)
-	return xxhash.Sum64String(url), d.Sum64()
-}
+func Hashes(url string) (h1, h2 uint64) { return bloomhash.Hashes(url) }
 
 // Positions appends the K bit positions of url to dst.
 func (m Meta) Positions(dst []Pos, url string) []Pos {
-	h1, h2 := Hashes(url)
-	// Reduce first and add step by step: the sum stays below 2m, so this is exactly
-	// (h1 + i·h2) mod m with no 2^64 wrap-around, as dedup computes it.
-	pos, step := h1%m.M, h2%m.M
-	for range m.K {
-		dst = append(dst, Pos{Key: uint32(pos / m.KeyBits), Offset: uint32(pos % m.KeyBits)})
-		pos += step
-		if pos >= m.M {
-			pos -= m.M
-		}
-	}
-	return dst
+	return bloomhash.Positions(dst, url, m.M, m.K, m.KeyBits)
 }
 
 // MetaKey and BitmapKey name the filter's keys under the deployment prefix.

@@ -35,21 +35,16 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 
-	"github.com/cespare/xxhash/v2"
+	"github.com/trawl/trawl/shared/bloomhash"
 
 	"github.com/trawl/trawl/shared/redisx"
 )
 
-// HashVersion identifies the hash and position scheme. Change it whenever Positions would
-// return different values for the same URL and parameters.
-const HashVersion = "xxh64-km-v1"
-
-// seed2 seeds the second hash; any fixed odd constant works, this one is the 64-bit golden
-// ratio so it has no structure in common with seed 0.
-const seed2 = 0x9E3779B97F4A7C15
+// HashVersion identifies the hash and position scheme (shared/bloomhash), stored with the
+// filter so that a filter built with another scheme is refused.
+const HashVersion = bloomhash.Scheme
 
 // Limits that keep one batch call sane. MaxKeys bounds the KEYS list sent with every call;
 // MaxK bounds the values struct.unpack returns per URL in the script.
@@ -76,12 +71,7 @@ type Params struct {
 }
 
 // Size returns the bit count m and hash count k for capacity n and false-positive rate p.
-func Size(n uint64, p float64) (m uint64, k int) {
-	ln2 := math.Ln2
-	m = uint64(math.Ceil(-float64(n) * math.Log(p) / (ln2 * ln2)))
-	k = max(1, int(math.Round(float64(m)/float64(n)*ln2)))
-	return m, k
-}
+func Size(n uint64, p float64) (m uint64, k int) { return bloomhash.Size(n, p) }
 
 // Validate checks the parameters and the filter they imply.
 func (p Params) Validate() error {
@@ -147,34 +137,15 @@ func (f *Filter) MetaKey() string { return f.meta }
 // Bytes is the memory the bitmaps take in Redis.
 func (f *Filter) Bytes() uint64 { return (f.M + 7) / 8 }
 
-// Pos is one bit of the filter.
-type Pos struct {
-	Key    uint32 // index into KeyNames
-	Offset uint32 // bit offset within that key
-}
+// Pos is one bit of the filter: an index into KeyNames and a bit offset within that key.
+type Pos = bloomhash.Pos
 
 // Hashes returns the two 64-bit hashes of a URL.
-func Hashes(url string) (h1, h2 uint64) {
-	var d xxhash.Digest
-	d.ResetWithSeed(seed2)
-	_, _ = d.WriteString(url)
-	return xxhash.Sum64String(url), d.Sum64()
-}
+func Hashes(url string) (h1, h2 uint64) { return bloomhash.Hashes(url) }
 
 // Positions appends the k bit positions of url to dst.
 func (f *Filter) Positions(dst []Pos, url string) []Pos {
-	h1, h2 := Hashes(url)
-	// Reducing both hashes first and adding step by step keeps the sum below 2m, so the
-	// result is exactly (h1 + i·h2) mod m instead of being skewed by 2^64 wrap-around.
-	pos, step := h1%f.M, h2%f.M
-	for range f.K {
-		dst = append(dst, Pos{Key: uint32(pos / f.KeyBits), Offset: uint32(pos % f.KeyBits)})
-		pos += step
-		if pos >= f.M {
-			pos -= f.M
-		}
-	}
-	return dst
+	return bloomhash.Positions(dst, url, f.M, f.K, f.KeyBits)
 }
 
 // RecordSize is the length of one packed record: the URL's index and its k positions.

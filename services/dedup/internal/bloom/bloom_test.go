@@ -86,12 +86,12 @@ func TestPositionsGolden(t *testing.T) {
 		{
 			name: "defaults, one key",
 			p:    Params{Capacity: 10_000_000, FPRate: 0.01, KeyBits: 1 << 31},
-			want: []Pos{{0, 13975887}, {0, 24286022}, {0, 34596157}, {0, 44906292}, {0, 55216427}, {0, 65526562}, {0, 75836697}},
+			want: []Pos{{Key: 0, Offset: 13975887}, {Key: 0, Offset: 24286022}, {Key: 0, Offset: 34596157}, {Key: 0, Offset: 44906292}, {Key: 0, Offset: 55216427}, {Key: 0, Offset: 65526562}, {Key: 0, Offset: 75836697}},
 		},
 		{
 			name: "15 keys of 2^16 bits",
 			p:    Params{Capacity: 100_000, FPRate: 0.01, KeyBits: 1 << 16},
-			want: []Pos{{10, 55793}, {6, 35460}, {2, 15127}, {12, 35796}, {8, 15463}, {3, 60666}, {14, 15799}},
+			want: []Pos{{Key: 10, Offset: 55793}, {Key: 6, Offset: 35460}, {Key: 2, Offset: 15127}, {Key: 12, Offset: 35796}, {Key: 8, Offset: 15463}, {Key: 3, Offset: 60666}, {Key: 14, Offset: 15799}},
 		},
 	}
 	for _, tt := range tests {

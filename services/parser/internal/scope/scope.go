@@ -12,6 +12,7 @@ import (
 	"golang.org/x/net/publicsuffix"
 
 	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/urlnorm"
 )
 
 // Mode is the scope rule of TRAWL_SCOPE.
@@ -226,33 +227,4 @@ func hostOf(u string) string {
 
 // IsTrap reports a URL whose path repeats one segment three or more times
 // (/a/b/a/b/a/b, /x/x/x): the signature of relative-link loops and calendar traps.
-func IsTrap(u string) bool {
-	path := u
-	if i := strings.Index(path, "://"); i >= 0 {
-		path = path[i+3:]
-		j := strings.IndexByte(path, '/')
-		if j < 0 {
-			return false
-		}
-		path = path[j:]
-	}
-	if i := strings.IndexAny(path, "?#"); i >= 0 {
-		path = path[:i]
-	}
-	segs := strings.Split(strings.Trim(path, "/"), "/")
-	if len(segs) < 3 {
-		return false
-	}
-	// Paths are short (MaxURLLength), but a map keeps a hostile one linear.
-	counts := make(map[string]int, len(segs))
-	for _, s := range segs {
-		if s == "" {
-			continue
-		}
-		counts[s]++
-		if counts[s] >= 3 {
-			return true
-		}
-	}
-	return false
-}
+func IsTrap(u string) bool { return urlnorm.RepeatsSegment(u) }

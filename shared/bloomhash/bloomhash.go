@@ -1,0 +1,62 @@
+// Package bloomhash is the sizing and bit-position scheme of Trawl's URL-seen Bloom filter,
+// shared by the dedup service (which sets the bits) and trawlctl (which reads them).
+//
+// For a capacity of n URLs and a false-positive rate p: m = ⌈−n·ln p / (ln 2)²⌉ bits and
+// k = max(1, round(m/n · ln 2)) hash functions. Positions come from two 64-bit hashes of
+// the normalised URL, h1 = XXH64(url, seed 0) and h2 = XXH64(url, seed 0x9E3779B97F4A7C15),
+// combined by Kirsch–Mitzenmacher double hashing: position_i = (h1 + i·h2) mod m, computed
+// exactly. XXH64 is published and seedable, so positions are the same in every process and
+// release; Scheme names this and is stored with a filter so that a future change is refused
+// instead of mixing two schemes. The m bits are split over bitmaps of keyBits bits each
+// (a Redis string holds at most 2^32 bits).
+package bloomhash
+
+import (
+	"math"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// Scheme names the hashing and position scheme of this package.
+const Scheme = "xxh64-km-v1"
+
+const seed2 = 0x9E3779B97F4A7C15
+
+// Size returns the bit count m and hash count k for capacity n and false-positive rate p.
+func Size(n uint64, p float64) (m uint64, k int) {
+	ln2 := math.Ln2
+	m = uint64(math.Ceil(-float64(n) * math.Log(p) / (ln2 * ln2)))
+	k = max(1, int(math.Round(float64(m)/float64(n)*ln2)))
+	return m, k
+}
+
+// Hashes returns the two 64-bit hashes of a URL.
+func Hashes(url string) (h1, h2 uint64) {
+	var d xxhash.Digest
+	d.ResetWithSeed(seed2)
+	_, _ = d.WriteString(url)
+	return xxhash.Sum64String(url), d.Sum64()
+}
+
+// Pos is one bit of the filter.
+type Pos struct {
+	Key    uint32 // bitmap index
+	Offset uint32 // bit offset within that bitmap
+}
+
+// Positions appends the k bit positions of url in a filter of m bits split into bitmaps
+// of keyBits bits.
+func Positions(dst []Pos, url string, m uint64, k int, keyBits uint64) []Pos {
+	h1, h2 := Hashes(url)
+	// Reducing both hashes first and adding step by step keeps the sum below 2m, so the
+	// result is exactly (h1 + i·h2) mod m instead of being skewed by 2^64 wrap-around.
+	pos, step := h1%m, h2%m
+	for range k {
+		dst = append(dst, Pos{Key: uint32(pos / keyBits), Offset: uint32(pos % keyBits)})
+		pos += step
+		if pos >= m {
+			pos -= m
+		}
+	}
+	return dst
+}
