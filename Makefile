@@ -10,7 +10,7 @@ TEST_FLAGS ?= -count=1 -timeout 25m
 # End-to-end tests run the services as separate binaries; their process only hosts the
 # embedded NATS server, whose own internals the race detector would be testing.
 E2E        := ./devstack/e2e/...
-BENCH_TIME ?= 1x
+BENCH_TIME ?= 1s
 
 export GOFLAGS ?= -buildvcs=false
 
