@@ -39,13 +39,13 @@ func TestPositionsGolden(t *testing.T) {
 			// TRAWL_BLOOM_CAPACITY=10000000, FP 0.01, key bits 2^31: m=95850584, k=7.
 			name: "defaults, one key",
 			meta: Meta{M: 95_850_584, K: 7, Keys: 1, KeyBits: 1 << 31},
-			want: []Pos{{0, 13975887}, {0, 24286022}, {0, 34596157}, {0, 44906292}, {0, 55216427}, {0, 65526562}, {0, 75836697}},
+			want: []Pos{{Key: 0, Offset: 13975887}, {Key: 0, Offset: 24286022}, {Key: 0, Offset: 34596157}, {Key: 0, Offset: 44906292}, {Key: 0, Offset: 55216427}, {Key: 0, Offset: 65526562}, {Key: 0, Offset: 75836697}},
 		},
 		{
 			// capacity 100000, FP 0.01, key bits 2^16: m=958506, 15 keys.
 			name: "15 keys of 2^16 bits",
 			meta: Meta{M: 958_506, K: 7, Keys: 15, KeyBits: 1 << 16},
-			want: []Pos{{10, 55793}, {6, 35460}, {2, 15127}, {12, 35796}, {8, 15463}, {3, 60666}, {14, 15799}},
+			want: []Pos{{Key: 10, Offset: 55793}, {Key: 6, Offset: 35460}, {Key: 2, Offset: 15127}, {Key: 12, Offset: 35796}, {Key: 8, Offset: 15463}, {Key: 3, Offset: 60666}, {Key: 14, Offset: 15799}},
 		},
 	}
 	for _, tt := range tests {
