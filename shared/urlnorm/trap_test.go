@@ -1,9 +1,8 @@
-package inspect
+package urlnorm
 
 import "testing"
 
-// The table of services/parser/internal/scope's TestIsTrap.
-func TestIsTrap(t *testing.T) {
+func TestRepeatsSegment(t *testing.T) {
 	tests := map[string]bool{
 		"http://h/":                  false,
 		"http://h/a/b/c/d/e":         false,
@@ -18,8 +17,8 @@ func TestIsTrap(t *testing.T) {
 	}
 	for in, want := range tests {
 		t.Run(in, func(t *testing.T) {
-			if got := IsTrap(in); got != want {
-				t.Errorf("IsTrap(%q) = %v, want %v", in, got, want)
+			if got := RepeatsSegment(in); got != want {
+				t.Errorf("RepeatsSegment(%q) = %v, want %v", in, got, want)
 			}
 		})
 	}
