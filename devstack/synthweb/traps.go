@@ -20,7 +20,7 @@ const (
 	growPrefix = "/grow/"
 	growSeg    = 700
 	// trapRepeats is how often one path segment may occur before the crawler refuses
-	// the URL (the parser's scope.IsTrap).
+	// the URL (urlnorm.RepeatsSegment, the parser's trap rule).
 	trapRepeats = 3
 )
 

@@ -41,9 +41,6 @@ type Meta struct {
 // Pos is one bit: bitmap index and offset within it.
 type Pos = bloomhash.Pos
 
-// Hashes returns the two 64-bit hashes of a URL.
-func Hashes(url string) (h1, h2 uint64) { return bloomhash.Hashes(url) }
-
 // Positions appends the K bit positions of url to dst.
 func (m Meta) Positions(dst []Pos, url string) []Pos {
 	return bloomhash.Positions(dst, url, m.M, m.K, m.KeyBits)

@@ -369,7 +369,7 @@ func (r *Report) scope(o Options) {
 	s := &r.Scope
 	s.Length, s.MaxURLLength, s.MaxDepth = len(r.URL), o.MaxURLLength, o.MaxDepth
 	s.TooLong = o.MaxURLLength > 0 && s.Length > o.MaxURLLength
-	s.Trap = IsTrap(r.URL)
+	s.Trap = urlnorm.RepeatsSegment(r.URL)
 	s.Excluded = o.Exclude != nil && o.Exclude.MatchString(r.URL)
 	s.NotIncluded = o.Include != nil && !o.Include.MatchString(r.URL)
 	if s.Depth != nil {

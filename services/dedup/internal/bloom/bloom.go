@@ -140,9 +140,6 @@ func (f *Filter) Bytes() uint64 { return (f.M + 7) / 8 }
 // Pos is one bit of the filter: an index into KeyNames and a bit offset within that key.
 type Pos = bloomhash.Pos
 
-// Hashes returns the two 64-bit hashes of a URL.
-func Hashes(url string) (h1, h2 uint64) { return bloomhash.Hashes(url) }
-
 // Positions appends the k bit positions of url to dst.
 func (f *Filter) Positions(dst []Pos, url string) []Pos {
 	return bloomhash.Positions(dst, url, f.M, f.K, f.KeyBits)

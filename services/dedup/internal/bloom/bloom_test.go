@@ -3,6 +3,7 @@ package bloom
 import (
 	"encoding/binary"
 	"errors"
+	"github.com/trawl/trawl/shared/bloomhash"
 	"slices"
 	"testing"
 )
@@ -50,49 +51,17 @@ func TestDefaultMemory(t *testing.T) {
 	}
 }
 
-func TestHashesStable(t *testing.T) {
-	// h1 is XXH64 with seed 0: the first two rows are the reference vectors of the XXH64
-	// specification, so they prove the algorithm, not just this implementation. Every row
-	// is a golden value: if one changes, every filter in production reads different bits.
-	// Bump HashVersion instead of editing these.
+// The golden hash and position vectors live in shared/bloomhash; here the filter must size
+// itself as documented and take its positions from that scheme.
+func TestPositionsUseSharedScheme(t *testing.T) {
 	tests := []struct {
-		url    string
-		h1, h2 uint64
+		name    string
+		p       Params
+		m       uint64
+		k, keys int
 	}{
-		{"", 0xef46db3751d8e999, 0xc4349fc93c010000},
-		{"abc", 0x44bc2cf5ad770999, 0x2ed0f59d6b43ac8b},
-		{"https://example.com/", 0xa40dbfe31cfba1cf, 0x9ce4a6f2566ed97f},
-		{"http://a.test/x?y=1", 0xc1820c0458e2a0ea, 0xceb9293c44098253},
-	}
-	for _, tt := range tests {
-		t.Run(tt.url, func(t *testing.T) {
-			h1, h2 := Hashes(tt.url)
-			if h1 != tt.h1 || h2 != tt.h2 {
-				t.Errorf("Hashes(%q) = (%#x, %#x), want (%#x, %#x)", tt.url, h1, h2, tt.h1, tt.h2)
-			}
-		})
-	}
-}
-
-func TestPositionsGolden(t *testing.T) {
-	// Positions of https://example.com/ (h1 = 0xa40dbfe31cfba1cf, h2 = 0x9ce4a6f2566ed97f),
-	// checked against (h1 + i·h2) mod m computed with arbitrary-precision integers, so the
-	// exact modular arithmetic (no 2^64 wrap) is pinned too.
-	tests := []struct {
-		name string
-		p    Params
-		want []Pos
-	}{
-		{
-			name: "defaults, one key",
-			p:    Params{Capacity: 10_000_000, FPRate: 0.01, KeyBits: 1 << 31},
-			want: []Pos{{Key: 0, Offset: 13975887}, {Key: 0, Offset: 24286022}, {Key: 0, Offset: 34596157}, {Key: 0, Offset: 44906292}, {Key: 0, Offset: 55216427}, {Key: 0, Offset: 65526562}, {Key: 0, Offset: 75836697}},
-		},
-		{
-			name: "15 keys of 2^16 bits",
-			p:    Params{Capacity: 100_000, FPRate: 0.01, KeyBits: 1 << 16},
-			want: []Pos{{Key: 10, Offset: 55793}, {Key: 6, Offset: 35460}, {Key: 2, Offset: 15127}, {Key: 12, Offset: 35796}, {Key: 8, Offset: 15463}, {Key: 3, Offset: 60666}, {Key: 14, Offset: 15799}},
-		},
+		{"defaults, one key", Params{Capacity: 10_000_000, FPRate: 0.01, KeyBits: 1 << 31}, 95_850_584, 7, 1},
+		{"15 keys of 2^16 bits", Params{Capacity: 100_000, FPRate: 0.01, KeyBits: 1 << 16}, 958_506, 7, 15},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -100,8 +69,14 @@ func TestPositionsGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := f.Positions(nil, "https://example.com/"); !slices.Equal(got, tt.want) {
-				t.Errorf("Positions = %v, want %v", got, tt.want)
+			if f.M != tt.m || f.K != tt.k || f.Keys != tt.keys {
+				t.Fatalf("m, k, keys = %d, %d, %d; want %d, %d, %d", f.M, f.K, f.Keys, tt.m, tt.k, tt.keys)
+			}
+			for _, u := range []string{"https://example.com/", "http://a.test/x?y=1"} {
+				got := f.Positions(nil, u)
+				if want := bloomhash.Positions(nil, u, tt.m, tt.k, tt.p.KeyBits); !slices.Equal(got, want) {
+					t.Errorf("Positions(%q) = %v, want %v", u, got, want)
+				}
 			}
 		})
 	}

@@ -170,7 +170,7 @@ func (f *Filter) check(l crawlmsg.Link, pageHost, pageKey string) (Reason, bool)
 	if f.cfg.Include != nil && !f.cfg.Include.MatchString(l.URL) {
 		return ReasonInclude, false
 	}
-	if IsTrap(l.URL) {
+	if urlnorm.RepeatsSegment(l.URL) {
 		return ReasonTrap, false
 	}
 	return "", true
@@ -224,7 +224,3 @@ func hostOf(u string) string {
 	}
 	return strings.ToLower(rest)
 }
-
-// IsTrap reports a URL whose path repeats one segment three or more times
-// (/a/b/a/b/a/b, /x/x/x): the signature of relative-link loops and calendar traps.
-func IsTrap(u string) bool { return urlnorm.RepeatsSegment(u) }
