@@ -164,8 +164,18 @@ func (s *stack) waitSettled() {
 		if err != nil {
 			return false, err.Error()
 		}
-		return info.NumPending == 0 && info.NumAckPending == 0,
-			fmt.Sprintf("pending %d, ack pending %d", info.NumPending, info.NumAckPending)
+		// A nak'ed message waiting out its delay is neither pending nor ack-pending, so
+		// settled also means the ack floor has reached the last page published.
+		st, err := s.js.Stream(ctx, topology.StreamPages)
+		if err != nil {
+			return false, err.Error()
+		}
+		sinfo, err := st.Info(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		return info.NumPending == 0 && info.NumAckPending == 0 && info.AckFloor.Stream >= sinfo.State.LastSeq,
+			fmt.Sprintf("pending %d, ack pending %d, ack floor %d of %d", info.NumPending, info.NumAckPending, info.AckFloor.Stream, sinfo.State.LastSeq)
 	})
 }
 
