@@ -1,5 +1,7 @@
 # Trawl: build, test, run, bench. Every target works on a fresh machine with Go installed;
-# `make run` and `make test` install redis-server with apt-get when it is missing (as root).
+# `make run` and `make test` install what they need with apt-get when it is missing (as root):
+# redis-server for both, chromium for the status page's browser test; otherwise they name the
+# packages to install.
 
 SERVICES   := scheduler fetcher parser dedup
 MODULES    := shared shared/itest devstack $(addprefix services/,$(SERVICES)) $(addsuffix /itest,$(addprefix services/,$(SERVICES))) trawlctl examples/indexer
@@ -30,7 +32,7 @@ vet:
 
 ## test: unit, integration (real NATS JetStream + redis-server) and end-to-end tests
 test: vet
-	@command -v redis-server >/dev/null || $(GO) run ./devstack/cmd/trawl-dev -install-redis
+	@$(GO) run ./devstack/cmd/trawl-deps redis-server chromium
 	$(GO) test -race $(TEST_FLAGS) $$($(GO) list $(PKGS) | grep -v /devstack/e2e)
 	$(GO) test $(TEST_FLAGS) $(E2E)
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/compose-spec/compose-go/v2/cli"
 	"github.com/compose-spec/compose-go/v2/types"
+	"go.yaml.in/yaml/v4"
 
 	"github.com/trawl/trawl/devstack/stack"
 )
@@ -27,7 +28,7 @@ func loadProfiles(t *testing.T, profiles []string, env ...string) (*types.Projec
 		t.Fatal(err)
 	}
 	opts, err := cli.NewProjectOptions([]string{filepath.Join(root, "compose.yaml")},
-		cli.WithWorkingDirectory(root), cli.WithEnv(env), cli.WithDotEnv, cli.WithName("trawl"),
+		cli.WithWorkingDirectory(root), cli.WithEnv(env), cli.WithEnvFiles(), cli.WithDotEnv,
 		cli.WithProfiles(profiles))
 	if err != nil {
 		t.Fatal(err)
@@ -47,13 +48,13 @@ func TestComposeInfrastructure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conf, ok := p.Configs["nats_conf"]
-	if !ok {
-		t.Fatal("no nats_conf config")
+	if p.Name != "trawl" {
+		t.Errorf("project name %q, want trawl (COMPOSE_PROJECT_NAME in .env)", p.Name)
 	}
+	conf := mountedFile(t, nats, "/etc/nats/nats.conf")
 	for _, want := range []string{"jetstream", "store_dir: /data", "max_payload: 8MB"} {
-		if !strings.Contains(conf.Content, want) {
-			t.Errorf("NATS config lacks %q:\n%s", want, conf.Content)
+		if !strings.Contains(conf, want) {
+			t.Errorf("NATS config lacks %q:\n%s", want, conf)
 		}
 	}
 	if !hasVolumeAt(nats, "/data") {
@@ -197,10 +198,7 @@ func TestComposePrometheusProfile(t *testing.T) {
 	if err != nil {
 		t.Fatalf("metrics profile has no prometheus: %v", err)
 	}
-	if len(prom.Configs) == 0 {
-		t.Fatal("prometheus has no scrape config")
-	}
-	conf := p.Configs[prom.Configs[0].Source].Content
+	conf := mountedFile(t, prom, "/etc/prometheus/prometheus.yml")
 	for _, want := range []string{"dns_sd_configs", "scheduler", "fetcher", "parser", "dedup", "port: 9100"} {
 		if !strings.Contains(conf, want) {
 			t.Errorf("scrape config lacks %q:\n%s", want, conf)
@@ -220,6 +218,59 @@ func TestComposePassesSettings(t *testing.T) {
 			t.Errorf("%s: TRAWL_USER_AGENT = %v", name, v)
 		}
 	}
+}
+
+// compose.yaml must load in every Compose v2 release and in docker-compose 1.29 (Debian 12's
+// package), which reject a top-level `name` and inline `configs.content`, and ignore
+// `configs` outside a swarm. The README promises that range; these are the keys that break it.
+func TestComposePortable(t *testing.T) {
+	root, err := stack.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(root, "compose.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := yaml.Unmarshal(raw, &doc); err != nil {
+		t.Fatalf("compose.yaml: %v", err)
+	}
+	for key := range doc {
+		switch {
+		case key == "services", key == "volumes", key == "networks", strings.HasPrefix(key, "x-"):
+		default:
+			t.Errorf("top-level key %q needs a newer Compose than the README promises", key)
+		}
+	}
+	svcs, _ := doc["services"].(map[string]any)
+	for name, v := range svcs {
+		svc, _ := v.(map[string]any)
+		for _, key := range []string{"configs", "secrets", "develop"} {
+			if _, ok := svc[key]; ok {
+				t.Errorf("service %s uses %q, which docker-compose 1.x rejects or ignores outside a swarm", name, key)
+			}
+		}
+	}
+}
+
+// mountedFile reads the host file bind-mounted at target in s.
+func mountedFile(t *testing.T, s types.ServiceConfig, target string) string {
+	t.Helper()
+	for _, v := range s.Volumes {
+		if v.Target == target && v.Type == types.VolumeTypeBind {
+			if !v.ReadOnly {
+				t.Errorf("%s: %s is mounted writable", s.Name, target)
+			}
+			body, err := os.ReadFile(v.Source)
+			if err != nil {
+				t.Fatalf("%s: %s: %v", s.Name, target, err)
+			}
+			return string(body)
+		}
+	}
+	t.Fatalf("%s: nothing is mounted at %s", s.Name, target)
+	return ""
 }
 
 func hasVolumeAt(s types.ServiceConfig, target string) bool {

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/trawl/trawl/devstack/sysdeps"
 )
 
 const (
@@ -383,43 +385,10 @@ func findBinary(name string) (string, error) {
 // on PATH). Installer output goes to w. Otherwise the error says exactly what
 // to install.
 func EnsureInstalled(ctx context.Context, w io.Writer) (string, error) {
-	if path, err := exec.LookPath("redis-server"); err == nil {
-		return path, nil
+	if err := sysdeps.Ensure(ctx, w, sysdeps.Known["redis-server"]); err != nil {
+		return "", fmt.Errorf("redisproc: %w: %w", ErrNotInstalled, err)
 	}
-	if w == nil {
-		w = io.Discard
-	}
-	aptGet, err := exec.LookPath("apt-get")
-	if err != nil || os.Geteuid() != 0 {
-		return "", fmt.Errorf("redisproc: redis-server not found on PATH; install it with `%s` "+
-			"(needs root and apt-get; on other systems install the Redis server package): %w", installHint, ErrNotInstalled)
-	}
-	install := func() error { return runApt(ctx, w, aptGet, "install", "-y", "redis-server") }
-	if err := install(); err != nil {
-		// A fresh machine often has no package lists yet.
-		if uerr := runApt(ctx, w, aptGet, "update"); uerr != nil {
-			return "", fmt.Errorf("redisproc: apt-get update: %w (install failed first: %w)", uerr, err)
-		}
-		if err := install(); err != nil {
-			return "", fmt.Errorf("redisproc: apt-get install -y redis-server: %w", err)
-		}
-	}
-	path, err := exec.LookPath("redis-server")
-	if err != nil {
-		return "", fmt.Errorf("redisproc: redis-server still not on PATH after apt-get install: %w", err)
-	}
-	return path, nil
-}
-
-func runApt(ctx context.Context, w io.Writer, aptGet string, args ...string) error {
-	cmd := exec.CommandContext(ctx, aptGet, args...)
-	cmd.Stdout = w
-	cmd.Stderr = w
-	cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("%s %s: %w", aptGet, strings.Join(args, " "), err)
-	}
-	return nil
+	return exec.LookPath("redis-server")
 }
 
 // tailBuffer keeps the last max bytes written, so a chatty or crashing redis

@@ -1,0 +1,100 @@
+// Package sysdeps makes sure the system programs Trawl's local stack and tests run are
+// installed: redis-server for every integration test and `make run`, chromium for the status
+// page's browser test. On a fresh Debian machine `make test` and `make run` must work alone,
+// so a missing program is installed with apt-get when this process may do so (root, apt-get
+// on PATH); otherwise the error names the package to install.
+package sysdeps
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+)
+
+// ErrNotInstalled reports a program that is missing and could not be installed here.
+var ErrNotInstalled = errors.New("not installed")
+
+// Program is a binary and the Debian package that provides it.
+type Program struct {
+	Binary  string
+	Package string
+}
+
+// Known are the programs the project needs, by binary name.
+var Known = map[string]Program{
+	"redis-server": {Binary: "redis-server", Package: "redis-server"},
+	"chromium":     {Binary: "chromium", Package: "chromium"},
+}
+
+// Lookup returns the known program for a binary name.
+func Lookup(binary string) (Program, error) {
+	p, ok := Known[binary]
+	if !ok {
+		return Program{}, fmt.Errorf("sysdeps: unknown program %q (known: redis-server, chromium)", binary)
+	}
+	return p, nil
+}
+
+// Ensure makes sure every program is on PATH, installing the missing ones with one apt-get
+// call when this process may, and writes the installer's output to w. It returns the first
+// error, which names the packages to install when it cannot install them itself.
+func Ensure(ctx context.Context, w io.Writer, progs ...Program) error {
+	var missing []string
+	for _, p := range progs {
+		if _, err := exec.LookPath(p.Binary); err != nil {
+			missing = append(missing, p.Package)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	if w == nil {
+		w = io.Discard
+	}
+	hint := "apt-get install -y " + strings.Join(missing, " ")
+	aptGet, err := exec.LookPath("apt-get")
+	if err != nil || os.Geteuid() != 0 {
+		return fmt.Errorf("sysdeps: %s %w: install with `%s` (needs root and apt-get; on other systems install the same packages): %w",
+			strings.Join(missing, ", "), ErrNotInstalled, hint, errors.Join(err, errNotRoot()))
+	}
+	install := func() error {
+		return runApt(ctx, w, aptGet, append([]string{"install", "-y"}, missing...)...)
+	}
+	if err := install(); err != nil {
+		// A fresh machine often has no package lists yet.
+		if uerr := runApt(ctx, w, aptGet, "update"); uerr != nil {
+			return fmt.Errorf("sysdeps: apt-get update: %w (install failed first: %w)", uerr, err)
+		}
+		if err := install(); err != nil {
+			return fmt.Errorf("sysdeps: %s: %w", hint, err)
+		}
+	}
+	for _, p := range progs {
+		if _, err := exec.LookPath(p.Binary); err != nil {
+			return fmt.Errorf("sysdeps: %s still not on PATH after installing %s: %w", p.Binary, p.Package, err)
+		}
+	}
+	return nil
+}
+
+func errNotRoot() error {
+	if os.Geteuid() != 0 {
+		return errors.New("not running as root")
+	}
+	return nil
+}
+
+func runApt(ctx context.Context, w io.Writer, aptGet string, args ...string) error {
+	cmd := exec.CommandContext(ctx, aptGet, args...)
+	cmd.Stdout = w
+	cmd.Stderr = w
+	cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s %s: %w", aptGet, strings.Join(args, " "), err)
+	}
+	return nil
+}
