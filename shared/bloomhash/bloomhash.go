@@ -9,6 +9,13 @@
 // release; Scheme names this and is stored with a filter so that a future change is refused
 // instead of mixing two schemes. The m bits are split over bitmaps of keyBits bits each
 // (a Redis string holds at most 2^32 bits).
+//
+// The filter is scalable (Almeida et al., "Scalable Bloom Filters", 2007): a stack of
+// layers, each a plain Bloom filter with its own m and k. Layer i is sized for
+// n_i = n·s^i URLs at p_i = p·(1−r)·r^i (growth s, tightening ratio r), so however many
+// layers there are, the compound false-positive rate 1 − Π(1 − p_i) stays below
+// Σ p_i < p. A URL is seen when all its bits are set in any layer; new URLs go to the
+// newest layer, and a layer that holds n_i URLs is closed by adding the next one.
 package bloomhash
 
 import (
@@ -30,6 +37,22 @@ func Size(n uint64, p float64) (m uint64, k int) {
 	return m, k
 }
 
+// LayerSize returns the capacity and false-positive rate of layer i (0-based) of a
+// scalable filter with base capacity n, compound rate p, growth s and tightening ratio r.
+func LayerSize(n uint64, p float64, s int, r float64, i int) (ni uint64, pi float64) {
+	ni, pi = n, p*(1-r)
+	for range i {
+		ni *= uint64(s)
+		pi *= r
+	}
+	return ni, pi
+}
+
+// StatsKey is the hash in which dedup publishes the seen filter's figures for operators
+// (the status page, trawlctl): layers, capacity, count, fill, bytes, next_bytes, updated,
+// as docs/architecture.md describes under "Seen test".
+func StatsKey(prefix string) string { return prefix + ":{dedup}:bloom:stats" }
+
 // Hashes returns the two 64-bit hashes of a URL.
 func Hashes(url string) (h1, h2 uint64) {
 	var d xxhash.Digest
@@ -48,6 +71,12 @@ type Pos struct {
 // of keyBits bits.
 func Positions(dst []Pos, url string, m uint64, k int, keyBits uint64) []Pos {
 	h1, h2 := Hashes(url)
+	return PositionsOf(dst, h1, h2, m, k, keyBits)
+}
+
+// PositionsOf is Positions for a URL whose Hashes are h1 and h2, so that a URL's
+// positions in several layers cost one hashing.
+func PositionsOf(dst []Pos, h1, h2, m uint64, k int, keyBits uint64) []Pos {
 	// Reducing both hashes first and adding step by step keeps the sum below 2m, so the
 	// result is exactly (h1 + i·h2) mod m instead of being skewed by 2^64 wrap-around.
 	pos, step := h1%m, h2%m

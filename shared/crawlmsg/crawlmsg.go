@@ -8,9 +8,15 @@
 package crawlmsg
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
+
+	// Every message of every stage is encoded and decoded here, and encoding/json was
+	// 15–22 % of the fetcher's, parser's, scheduler's and dedup's CPU. goccy/go-json reads
+	// the same struct tags with the same semantics and writes the same bytes (tested
+	// against encoding/json in wire_test.go, so taps keep decoding with the standard
+	// library), at 3–7× the decoding and 2–3× the encoding speed on these types.
+	json "github.com/goccy/go-json"
 )
 
 // Version is the schema version written by this code and the only one it reads.
@@ -95,7 +101,16 @@ const (
 	OutcomeBlocked OutcomeKind = "blocked"
 	// OutcomeExpired: the fetcher got the task after its lease deadline and dropped it.
 	OutcomeExpired OutcomeKind = "expired"
+	// OutcomeTooLarge: a response was received but its page message cannot be stored
+	// (its metadata, mostly the response headers, exceeds the largest message the stream
+	// or the server accepts). Terminal: the same response would be refused again.
+	OutcomeTooLarge OutcomeKind = "too-large"
 )
+
+// MaxBody is the largest body a page can carry (the ceiling of the fetcher's body cap).
+// Bodies that do not fit in a message travel by reference (BodyRef), so this bounds
+// memory per page in the fetcher and the parser, not the message size.
+const MaxBody = 64 << 20
 
 // Outcome is the payload on crawl.fetched.<shard>: the fetch log entry the scheduler needs
 // to release the host and set its next fetch time.
@@ -155,6 +170,17 @@ type PageMeta struct {
 	// hop is the page whose Location is this URL.
 	Hops  int    `json:"hops,omitempty"`
 	Lease string `json:"lease,omitempty"`
+	// BodyRef, when set, says the body is not the message payload (which is empty) but an
+	// object in a JetStream object store: bodies above the inline threshold travel by
+	// reference so that pages of many megabytes need no larger NATS max_payload.
+	BodyRef *BodyRef `json:"body_ref,omitempty"`
+}
+
+// BodyRef names a page body stored as a JetStream object.
+type BodyRef struct {
+	Bucket string `json:"bucket"` // object store bucket (topology.BodiesBucket)
+	Name   string `json:"name"`   // object name, "page:<lease>"
+	Size   int64  `json:"size"`   // body octets
 }
 
 // IsHTML reports whether the page should be parsed for links.
@@ -225,7 +251,7 @@ func Marshal(v any) ([]byte, error) {
 // Unmarshal decodes data into v (a pointer to a wire type) and checks its version.
 // Errors wrap ErrMalformed or ErrVersion.
 func Unmarshal(data []byte, v any) error {
-	if err := json.Unmarshal(data, v); err != nil {
+	if err := decode(data, v); err != nil {
 		return fmt.Errorf("%w: %T: %v", ErrMalformed, v, err)
 	}
 	var got int
@@ -258,4 +284,15 @@ func Unmarshal(data []byte, v any) error {
 		return fmt.Errorf("%w: %T has v=%d, want %d", ErrVersion, v, got, Version)
 	}
 	return nil
+}
+
+// decode is json.Unmarshal that turns a decoder panic into an error: a message off the
+// wire is untrusted input, and a bad one must be terminated, never crash the service.
+func decode(data []byte, v any) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("decoder panic: %v", r)
+		}
+	}()
+	return json.Unmarshal(data, v)
 }

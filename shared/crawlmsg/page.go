@@ -19,7 +19,8 @@ func PageMsg(subject string, p *Page) (*nats.Msg, error) {
 	return m, nil
 }
 
-// DecodePage reads a raw page from a message's header and payload.
+// DecodePage reads a raw page from a message's header and payload. When the page's body
+// travels by reference (Meta.BodyRef), Body is empty and the reader fetches the object.
 func DecodePage(header nats.Header, data []byte) (*Page, error) {
 	raw := header.Get(MetaHeader)
 	if raw == "" {

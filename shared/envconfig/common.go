@@ -21,7 +21,7 @@ type Common struct {
 	LogFormat   string        // TRAWL_LOG_FORMAT: text or json
 	LeaseTTL    time.Duration // TRAWL_LEASE_TTL: how long a fetch task holds its host
 	AckWait     time.Duration // TRAWL_ACK_WAIT: redelivery timeout of the fast stages
-	MaxDeliver  int           // TRAWL_MAX_DELIVER: deliveries before a failing message is terminated
+	MaxDeliver  int           // TRAWL_MAX_DELIVER: deliveries after which a message still failing is logged at error level
 	Replicas    int           // TRAWL_STREAM_REPLICAS: JetStream replicas per stream
 	MemoryStore bool          // TRAWL_STREAM_MEMORY: memory instead of file storage (benchmarks only)
 }
@@ -97,11 +97,13 @@ func (c Common) Topology() topology.Options {
 
 // Timings returns the consumers' redelivery settings. A fetch task's AckWait exceeds the
 // lease by a quarter (at least 5s, for clock skew between hosts) so that JetStream never
-// redelivers a task whose lease may still be live.
+// redelivers a task whose lease may still be live. The consumers' MaxDeliver is unlimited:
+// a temporary error must never end a message (the server would drop it silently after
+// MaxDeliver), and the consume loop terminates permanent errors itself (natsx.settle).
 func (c Common) Timings() topology.StageTimings {
 	return topology.StageTimings{
 		AckWait:      c.AckWait,
 		FetchAckWait: c.LeaseTTL + max(c.LeaseTTL/4, 5*time.Second),
-		MaxDeliver:   c.MaxDeliver,
+		MaxDeliver:   -1,
 	}
 }

@@ -100,3 +100,16 @@ func TestParseBytes(t *testing.T) {
 		})
 	}
 }
+
+// The consumers never end a message on the server's side: JetStream drops a message at
+// its consumer's MaxDeliver without telling anyone, which would lose a temporarily failing
+// message's URLs. TRAWL_MAX_DELIVER only decides when the consume loop starts to shout.
+func TestTimingsNeverDropOnTheServer(t *testing.T) {
+	for _, v := range []string{"2", "20", "1000"} {
+		t.Run(v, func(t *testing.T) {
+			if got := LoadCommon(FromMap(map[string]string{"TRAWL_MAX_DELIVER": v}), ":9100").Timings().MaxDeliver; got != -1 {
+				t.Fatalf("consumer MaxDeliver = %d with TRAWL_MAX_DELIVER=%s, want -1 (unlimited)", got, v)
+			}
+		})
+	}
+}

@@ -120,11 +120,12 @@ func TestPublishBatchDropsDuplicateIDs(t *testing.T) {
 	}
 }
 
-// ConsumeBatches acks successes, terminates poison at once, retries passing failures and
-// terminates them after MaxDeliver, so the work queue always drains.
+// ConsumeBatches acks successes, terminates poison at once and retries temporary failures
+// forever: a message still failing past MaxDeliver stays in its stream, since terminating
+// it would lose its URLs.
 func TestConsumeBatchesSettles(t *testing.T) {
 	js := connect(t)
-	cons := workStream(t, js, "CB", 50)
+	cons := workStream(t, js, "CB", -1)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	for _, body := range []string{"ok", "poison", "flaky", "hopeless", "ok"} {
@@ -156,13 +157,21 @@ func TestConsumeBatchesSettles(t *testing.T) {
 				case b == "flaky" && calls[b] < 2:
 					errs[i] = errors.New("redis timeout")
 				case b == "hopeless":
-					errs[i] = errors.New("always fails")
+					errs[i] = errors.New("OOM command not allowed when used memory > 'maxmemory'")
 				}
 			}
 			return errs
 		})
 	}()
-	waitFor(t, "the work queue to drain", func() bool { return streamMsgs(t, js, "CB") == 0 })
+	const past = 5 // deliveries of "hopeless", beyond MaxDeliver=3
+	waitFor(t, "the temporary failure to be retried past MaxDeliver", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return calls["hopeless"] >= past
+	})
+	if n := streamMsgs(t, js, "CB"); n != 1 {
+		t.Errorf("stream holds %d messages after %d failed deliveries, want the failing one kept", n, past)
+	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -175,11 +184,85 @@ func TestConsumeBatchesSettles(t *testing.T) {
 	if calls["flaky"] != 2 {
 		t.Errorf("flaky handled %d times, want 2", calls["flaky"])
 	}
-	if calls["hopeless"] != 3 {
-		t.Errorf("hopeless handled %d times, want MaxDeliver=3", calls["hopeless"])
+	if fmt.Sprint(terms) != "[permanent]" {
+		t.Errorf("terminations %v, want only the permanent one", terms)
 	}
-	if fmt.Sprint(len(terms)) != "2" {
-		t.Errorf("terminations %v, want one permanent and one max-deliver", terms)
+}
+
+// ConsumeEach (the fetcher's loop) never terminates a temporary failure either.
+func TestConsumeEachRetriesTemporaryFailures(t *testing.T) {
+	js := connect(t)
+	cons := workStream(t, js, "CT", -1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if _, err := js.Publish(ctx, "CT.x", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	var calls, terms atomic.Int32
+	done := make(chan error, 1)
+	go func() {
+		done <- natsx.ConsumeEach(ctx, cons, natsx.ConsumeOptions{
+			Batch:      2,
+			MaxDeliver: 2,
+			Backoff:    func(uint64) time.Duration { return 20 * time.Millisecond },
+			OnTerm:     func(string) { terms.Add(1) },
+		}, func(context.Context, jetstream.Msg) error {
+			calls.Add(1)
+			return errors.New("READONLY You can't write against a read only replica")
+		})
+	}()
+	waitFor(t, "the temporary failure to be retried past MaxDeliver", func() bool { return calls.Load() >= 4 })
+	cancel()
+	<-done
+	if n := streamMsgs(t, js, "CT"); n != 1 || terms.Load() != 0 {
+		t.Errorf("after %d failed deliveries: %d messages in the stream, %d terminated; want it kept", calls.Load(), n, terms.Load())
+	}
+}
+
+// MsgID differs for the first message of a stream deleted and made again, so outputs
+// derived from it are not dropped by the duplicate window as republishes of the old one's.
+func TestMsgIDUniqueAcrossStreamRecreation(t *testing.T) {
+	js := connect(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "OUT", Subjects: []string{"OUT.>"}, Duplicates: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for round := range 2 {
+		cons := workStream(t, js, "IN", -1)
+		if _, err := js.Publish(ctx, "IN.x", []byte(fmt.Sprint(round))); err != nil {
+			t.Fatal(err)
+		}
+		mb, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []jetstream.Msg
+		for m := range mb.Messages() {
+			got = append(got, m)
+		}
+		if len(got) != 1 {
+			t.Fatalf("round %d: fetched %d messages (%v)", round, len(got), mb.Error())
+		}
+		id := natsx.MsgID(got[0])
+		ids = append(ids, id)
+		// The stage's output, keyed as every stage keys its outputs.
+		if err := natsx.PublishBatch(ctx, js, []*nats.Msg{natsx.NewMsg("OUT.x", "front:"+id+":0", got[0].Data())}); err != nil {
+			t.Fatal(err)
+		}
+		if err := got[0].Ack(); err != nil {
+			t.Fatal(err)
+		}
+		if err := js.DeleteStream(ctx, "IN"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ids[0] == ids[1] {
+		t.Errorf("both streams' first message have id %q", ids[0])
+	}
+	if n := streamMsgs(t, js, "OUT"); n != 2 {
+		t.Errorf("output stream holds %d messages, want 2: the recreated stream's output was dropped as a duplicate (ids %q)", n, ids)
 	}
 }
 

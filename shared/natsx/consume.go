@@ -15,6 +15,12 @@ import (
 
 // ErrPermanent marks a handler error that redelivery cannot fix; the message is
 // terminated at once. crawlmsg.ErrMalformed and crawlmsg.ErrVersion count as permanent too.
+//
+// Every other error is temporary (Redis at maxmemory, LOADING or READONLY, a connection
+// error, a full stream, a NATS timeout) and never terminates a message: a message whose
+// URLs are already marked seen has no other way into the crawl. It is nak'ed with backoff,
+// the loop holds off pulling while its batches keep failing, and a message still failing
+// after MaxDeliver deliveries is reported at error level on every further failure.
 var ErrPermanent = errors.New("permanent failure")
 
 // Permanent wraps err so that IsPermanent reports true.
@@ -32,20 +38,21 @@ type ConsumeOptions struct {
 	Batch int
 	// Linger is how long a batch waits for more messages after its first (default 2ms).
 	Linger time.Duration
-	// MaxDeliver is the delivery count at which a failing message is terminated instead of
-	// redelivered again (default 20). Keep it at or below the consumer's MaxDeliver.
+	// MaxDeliver is the delivery count from which a message that keeps failing with a
+	// temporary error is logged at error level (default 20). It is never terminated, so the
+	// consumer's own MaxDeliver must be unlimited (-1; envconfig.Common.Timings).
 	MaxDeliver int
 	// Backoff gives the nak delay for a message delivered n times (default 250ms·2^(n-1),
 	// capped at 30s).
 	Backoff func(n uint64) time.Duration
 	// Gate, if set, is called before pulling more messages; while it fails the loop waits
-	// instead of taking messages it would only nak (e.g. Redis is down). Deliveries are
-	// then not spent on an outage.
+	// instead of taking messages it would only nak (e.g. Redis is down or refuses writes).
+	// Deliveries are then not spent on an outage.
 	Gate func(ctx context.Context) error
 	// DrainTimeout bounds how long messages already pulled are still handled after ctx
 	// ends (default 10s); what is not handled by then is redelivered after AckWait.
 	DrainTimeout time.Duration
-	// OnTerm is called for every terminated message (metrics).
+	// OnTerm is called for every terminated message (metrics); the reason is "permanent".
 	OnTerm func(reason string)
 	Log    *slog.Logger
 }
@@ -109,6 +116,7 @@ func ConsumeBatches(ctx context.Context, cons jetstream.Consumer, o ConsumeOptio
 	defer stopOnDone()
 
 	batch := make([]jetstream.Msg, 0, o.Batch)
+	var hold holdOff
 	for {
 		if err := waitGate(ctx, o); err != nil && ctx.Err() == nil {
 			return err
@@ -130,14 +138,51 @@ func ConsumeBatches(ctx context.Context, cons jetstream.Consumer, o ConsumeOptio
 			batch = append(batch, m)
 		}
 		results := h(work, batch)
+		failed := 0
 		for i, m := range batch {
 			var herr error
 			if i < len(results) {
 				herr = results[i]
 			}
-			settle(m, herr, o)
+			if settle(m, herr, o) {
+				failed++
+			}
 		}
+		// After ctx ends the loop goes on draining what was already pulled.
+		hold.after(ctx, failed == len(batch))
 	}
+}
+
+// holdOff slows a loop whose work keeps failing with temporary errors (a dependency that
+// is up but refuses work, which the gate may not see): after each wholly failed round it
+// waits 250ms doubling to 5s before pulling again; one success resets it.
+type holdOff struct {
+	mu     sync.Mutex
+	streak int
+}
+
+// after records a round's result and waits if it failed (or until ctx ends).
+func (h *holdOff) after(ctx context.Context, failed bool) {
+	h.mu.Lock()
+	if !failed {
+		h.streak = 0
+		h.mu.Unlock()
+		return
+	}
+	h.streak++
+	h.mu.Unlock()
+	h.wait(ctx)
+}
+
+// wait waits as long as the current streak asks, without changing it.
+func (h *holdOff) wait(ctx context.Context) bool {
+	h.mu.Lock()
+	n := h.streak
+	h.mu.Unlock()
+	if n == 0 {
+		return true
+	}
+	return sleepCtx(ctx, min(250*time.Millisecond<<min(n-1, 5), 5*time.Second))
 }
 
 // Handler handles one message; see BatchHandler for the meaning of the result.
@@ -165,7 +210,11 @@ func ConsumeEach(ctx context.Context, cons jetstream.Consumer, o ConsumeOptions,
 	})
 	defer stopDrain()
 
+	var hold holdOff
 	for ctx.Err() == nil {
+		if !hold.wait(ctx) {
+			break
+		}
 		if err := waitGate(ctx, o); err != nil {
 			break
 		}
@@ -207,7 +256,14 @@ func ConsumeEach(ctx context.Context, cons jetstream.Consumer, o ConsumeOptions,
 			go func() {
 				defer wg.Done()
 				defer func() { slots <- struct{}{} }()
-				settle(m, h(work, m), o)
+				failed := settle(m, h(work, m), o)
+				hold.mu.Lock()
+				if failed {
+					hold.streak++
+				} else {
+					hold.streak = 0
+				}
+				hold.mu.Unlock()
 			}()
 		}
 		for range n - got {
@@ -221,30 +277,33 @@ func ConsumeEach(ctx context.Context, cons jetstream.Consumer, o ConsumeOptions,
 	return nil
 }
 
-func settle(m jetstream.Msg, err error, o ConsumeOptions) {
+// settle acks, terminates (permanent errors only) or naks m, and reports whether it
+// failed with a temporary error.
+func settle(m jetstream.Msg, err error, o ConsumeOptions) bool {
 	if err == nil {
 		if aerr := m.Ack(); aerr != nil {
 			o.Log.Warn("ack failed; message will be redelivered", "subject", m.Subject(), "err", aerr)
 		}
-		return
+		return false
+	}
+	if IsPermanent(err) {
+		o.Log.Error("terminating poison message", "subject", m.Subject(), "err", err)
+		o.OnTerm("permanent")
+		_ = m.TermWithReason(truncate(err.Error(), 200))
+		return false
 	}
 	delivered := uint64(1)
 	if md, mderr := m.Metadata(); mderr == nil {
 		delivered = md.NumDelivered
 	}
-	switch {
-	case IsPermanent(err):
-		o.Log.Error("terminating poison message", "subject", m.Subject(), "err", err)
-		o.OnTerm("permanent")
-		_ = m.TermWithReason(truncate(err.Error(), 200))
-	case delivered >= uint64(o.MaxDeliver):
-		o.Log.Error("terminating message after bounded retries", "subject", m.Subject(), "deliveries", delivered, "err", err)
-		o.OnTerm("max-deliver")
-		_ = m.TermWithReason("max deliveries: " + truncate(err.Error(), 180))
-	default:
+	if delivered >= uint64(o.MaxDeliver) {
+		o.Log.Error("message keeps failing; retrying (a temporary error never terminates a message)",
+			"subject", m.Subject(), "id", MsgID(m), "deliveries", delivered, "err", err)
+	} else {
 		o.Log.Warn("handler failed; will retry", "subject", m.Subject(), "deliveries", delivered, "err", err)
-		_ = m.NakWithDelay(o.Backoff(delivered))
 	}
+	_ = m.NakWithDelay(o.Backoff(delivered))
+	return true
 }
 
 func waitGate(ctx context.Context, o ConsumeOptions) error {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -126,12 +127,16 @@ func NewMsg(subject, msgID string, data []byte) *nats.Msg {
 	return m
 }
 
-// MsgID returns a stable identity for a delivered message: its stream and stream sequence.
+// MsgID returns a stable identity for a delivered message: its stream, stream sequence
+// and the time the stream stored it (unix ns, base 36). The sequence alone repeats when a
+// stream is deleted and made again; the stored time does not, so outputs of the new
+// stream's messages are not taken for republishes of the old one's (duplicate window,
+// applied markers, memos). Every redelivery of a message carries the same three values.
 // Outputs derived from it use this plus a suffix as their Nats-Msg-Id.
 func MsgID(m jetstream.Msg) string {
 	md, err := m.Metadata()
 	if err != nil {
 		return ""
 	}
-	return fmt.Sprintf("%s:%d", md.Stream, md.Sequence.Stream)
+	return md.Stream + ":" + strconv.FormatUint(md.Sequence.Stream, 10) + ":" + strconv.FormatInt(md.Timestamp.UnixNano(), 36)
 }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"sort"
 	"strings"
@@ -17,6 +18,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/trawl/trawl/shared/envconfig"
 )
 
 // NewLogger returns a slog logger writing text or JSON to stderr, tagged with the service.
@@ -52,8 +55,15 @@ type Server struct {
 }
 
 // NewServer listens on addr at once so that a port clash is a start-up error, not a log
-// line later. Serve it with Run.
+// line later. Serve it with Run. With TRAWL_PPROF=true it also serves the Go profiler
+// under /debug/pprof/, off by default: a profile costs CPU while it runs and shows the
+// process's internals to anyone who can reach the metrics address.
 func NewServer(addr string, reg *prometheus.Registry, checks map[string]Check) (*Server, error) {
+	var env envconfig.Reader
+	withPprof := env.Bool("PPROF", false)
+	if err := env.Err(); err != nil {
+		return nil, fmt.Errorf("obs: %w", err)
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("obs: listen %s: %w", addr, err)
@@ -62,6 +72,13 @@ func NewServer(addr string, reg *prometheus.Registry, checks map[string]Check) (
 	s.mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	s.mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	s.mux.HandleFunc("/readyz", s.ready)
+	if withPprof {
+		s.mux.HandleFunc("/debug/pprof/", pprof.Index)
+		s.mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		s.mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		s.mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		s.mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	s.srv = &http.Server{Handler: s.mux, ReadHeaderTimeout: 5 * time.Second}
 	return s, nil
 }

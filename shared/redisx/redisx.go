@@ -44,12 +44,27 @@ func Connect(ctx context.Context, url string, log *slog.Logger) (*redis.Client, 
 	}
 }
 
-// Ping is a readiness check with a short timeout.
+// ProbeKey is the key readiness checks write (with a 10 s TTL). A Redis at maxmemory
+// under noeviction, LOADING or READONLY still answers PING but refuses every write, and
+// every stage needs writes, so readiness is a write.
+const ProbeKey = "trawl:{probe}:write"
+
+// ProbeWrite queues the readiness write on p, so that a caller can check more in the same
+// round trip.
+func ProbeWrite(ctx context.Context, p redis.Pipeliner) *redis.StatusCmd {
+	return p.Set(ctx, ProbeKey, "1", 10*time.Second)
+}
+
+// Ping is the readiness check and consume gate: Redis answers and accepts a write, within a
+// short timeout.
 func Ping(ctx context.Context, c redis.UniversalClient) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	if err := c.Ping(ctx).Err(); err != nil {
-		return fmt.Errorf("redisx: ping: %w", err)
+	pipe := c.Pipeline()
+	set := ProbeWrite(ctx, pipe)
+	_, _ = pipe.Exec(ctx)
+	if err := set.Err(); err != nil {
+		return fmt.Errorf("redisx: write probe: %w", err)
 	}
 	return nil
 }

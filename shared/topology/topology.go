@@ -21,6 +21,11 @@ const (
 	StreamDocs       = "CRAWL_DOCS"
 )
 
+// BodiesBucket is the JetStream object store holding page bodies too large to travel
+// inline on crawl.pages (its stream is OBJ_CRAWL_BODIES). A page names its object in
+// crawlmsg.PageMeta.BodyRef.
+const BodiesBucket = "CRAWL_BODIES"
+
 // Subjects. Sharded subjects end in the shard number.
 const (
 	SubjectDiscovered = "crawl.discovered"
@@ -73,11 +78,16 @@ type Options struct {
 	Storage jetstream.StorageType
 	// DuplicateWindow is how long JetStream remembers Nats-Msg-Id headers. It bounds the
 	// time in which a redelivered message's republish is recognised as a duplicate, so it
-	// must exceed the longest AckWait × MaxDeliver of any stage. Default 10m.
+	// must exceed the longest gap between a stage storing a message's outputs and that
+	// message coming back (its AckWait when the ack was lost: 30s, or the lease plus a
+	// quarter for fetch tasks). Default 10m.
 	DuplicateWindow time.Duration
-	// TapMaxAge and TapMaxBytes bound the tap streams (pages, docs), which keep messages by
-	// limits so late consumers can replay. Defaults 72h and 8 GiB (pages), 2 GiB (docs).
-	TapMaxAge        time.Duration
+	// TapMaxAge bounds the docs stream, kept by limits so late consumers can replay
+	// (default 72h). DocsMaxBytes caps it (2 GiB).
+	TapMaxAge time.Duration
+	// PagesMaxBytes caps the pages stream and, separately, the bodies object store
+	// (default 8 GiB each). Pages are kept until every consumer acked them (interest), so
+	// a full stream refuses new pages instead of dropping unparsed ones.
 	PagesMaxBytes    int64
 	DocsMaxBytes     int64
 	FetchedMaxAge    time.Duration // fetch log kept for taps; default 24h
@@ -108,8 +118,12 @@ func DefaultOptions(shards int) Options {
 // once its stage acks it. The fetched stream uses Interest retention so that it behaves as
 // a work queue for the scheduler (deleted once every consumer acked) while an operator can
 // still attach a durable tap to the fetch log; its shard consumers are created up front by
-// Ensure so no outcome is published before anyone is interested. Pages and docs are tap
-// streams kept by limits.
+// Ensure so no outcome is published before anyone is interested. The pages stream uses
+// Interest retention too: a page is kept until the parser and every durable tap acked it,
+// with no age limit, and when full it refuses new pages (DiscardNew) rather than dropping
+// unparsed ones; the fetcher retries a refused publish until its task's deadline. An
+// existing limits-kept pages stream is changed in place (JetStream allows limits ↔
+// interest). Docs form a tap stream kept by limits.
 func Streams(o Options) []jetstream.StreamConfig {
 	work := func(name string, subjects ...string) jetstream.StreamConfig {
 		return jetstream.StreamConfig{
@@ -141,14 +155,13 @@ func Streams(o Options) []jetstream.StreamConfig {
 		{
 			Name:       StreamPages,
 			Subjects:   []string{SubjectPages},
-			Retention:  jetstream.LimitsPolicy,
+			Retention:  jetstream.InterestPolicy,
 			Storage:    o.Storage,
 			Replicas:   o.Replicas,
 			Duplicates: o.DuplicateWindow,
-			MaxAge:     o.TapMaxAge,
 			MaxBytes:   o.PagesMaxBytes,
 			MaxMsgSize: o.MaxMsgSize,
-			Discard:    jetstream.DiscardOld,
+			Discard:    jetstream.DiscardNew,
 		},
 		{
 			Name:       StreamDocs,
@@ -162,6 +175,19 @@ func Streams(o Options) []jetstream.StreamConfig {
 			MaxMsgSize: o.MaxMsgSize,
 			Discard:    jetstream.DiscardOld,
 		},
+	}
+}
+
+// Bodies returns the object store configuration for page bodies sent by reference. Like
+// the pages stream it has no age limit (a body stays until its page is gone, see the
+// parser's sweeper) and refuses new objects when full.
+func Bodies(o Options) jetstream.ObjectStoreConfig {
+	return jetstream.ObjectStoreConfig{
+		Bucket:      BodiesBucket,
+		Description: "page bodies too large for one crawl.pages message",
+		MaxBytes:    o.PagesMaxBytes,
+		Storage:     o.Storage,
+		Replicas:    o.Replicas,
 	}
 }
 
@@ -179,8 +205,9 @@ type StageTimings struct {
 	// its lease expired could reach a second fetcher while the first is still talking to
 	// the host. Redelivered after expiry, the fetcher sees the deadline passed and drops it.
 	FetchAckWait time.Duration
-	// MaxDeliver bounds redelivery of a message whose handler keeps failing (invariant 5:
-	// no stuck queue). Default 8.
+	// MaxDeliver is the server-side delivery limit of every consumer: -1 (unlimited),
+	// because a temporary error must never end a message; the consume loops terminate only
+	// permanent errors (envconfig.Common.Timings).
 	MaxDeliver int
 }
 

@@ -1,0 +1,289 @@
+// Package crawlid gives a crawl an identity stored once, when the crawl starts, in Redis
+// (the hash `<prefix>:crawl`: id, created, shards) and in a JetStream key-value bucket
+// (TRAWL_CRAWL, key `<prefix>`). Every service opens a Guard at start-up and gates its
+// consumption on it, so that:
+//
+//   - a service whose TRAWL_SHARDS differs from the crawl's refuses to start, since hosts
+//     would move between shards mid-crawl (a stranded queue, two leases for one host);
+//   - a Redis that lost the crawl's state (a crash without persistence, FLUSHALL, a
+//     different server) is noticed: at start-up because NATS still knows the crawl, and
+//     while running because the key vanished. The service then says so in its log, in
+//     `trawl_crawl_state_lost` and in /readyz, and stops consuming instead of carrying on
+//     with an empty frontier.
+package crawlid
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/trawl/trawl/shared/envconfig"
+	"github.com/trawl/trawl/shared/redisx"
+)
+
+// Bucket is the JetStream key-value bucket holding one record per crawl (key: the Redis
+// prefix). NATS keeps it in its own store, so it outlives a Redis that lost its data.
+const Bucket = "TRAWL_CRAWL"
+
+// Key is the Redis hash of the crawl identity under prefix (TRAWL_REDIS_PREFIX).
+func Key(prefix string) string { return prefix + ":crawl" }
+
+// Identity is what a crawl records about itself when it starts.
+type Identity struct {
+	ID      string    `json:"id"`
+	Created time.Time `json:"created"`
+	Shards  int       `json:"shards"`
+}
+
+var (
+	// ErrLost reports a Redis without the state of the crawl NATS knows.
+	ErrLost = errors.New("redis has lost the crawl's state")
+	// ErrShards reports a TRAWL_SHARDS that differs from the crawl's.
+	ErrShards = errors.New("TRAWL_SHARDS differs from the crawl's shard count")
+)
+
+// claim creates the identity hash unless it exists and returns the stored one. It runs
+// as one script so that services starting together agree on one identity.
+var claim = redis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  redis.call('HSET', KEYS[1], 'id', ARGV[1], 'created', ARGV[2], 'shards', ARGV[3])
+end
+return redis.call('HMGET', KEYS[1], 'id', 'created', 'shards')
+`)
+
+// Guard holds the identity a service started with and checks that Redis still has it.
+type Guard struct {
+	rdb   redis.UniversalClient
+	key   string
+	id    Identity
+	log   *slog.Logger
+	gauge prometheus.Gauge
+	mu    sync.Mutex
+	lost  bool
+	// okAt is when Check last passed (unix ns); Gate trusts it for gateTrust.
+	okAt atomic.Int64
+}
+
+// gateTrust is how long a passed check lets Gate answer without Redis. A consume loop asks
+// before every pull, and a write probe each time would cost a round trip (and, with the AOF
+// fsynced on every write, an fsync) per batch; a real failure still surfaces at once as the
+// handler's own Redis error, and Invalidate makes the next Gate check again.
+const gateTrust = time.Second
+
+// Open establishes the crawl's identity for a service configured by c: it creates it
+// when neither Redis nor NATS has one, copies Redis's to NATS when only Redis has one (a
+// crawl begun before identities were recorded), and fails with ErrLost when NATS knows a
+// crawl Redis does not, or with ErrShards when c.Shards differs from the crawl's.
+func Open(ctx context.Context, js jetstream.JetStream, rdb redis.UniversalClient, c envconfig.Common, log *slog.Logger) (*Guard, error) {
+	topo := c.Topology()
+	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      Bucket,
+		Description: "identity of each crawl (key: TRAWL_REDIS_PREFIX)",
+		Storage:     topo.Storage,
+		Replicas:    topo.Replicas,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("crawlid: bucket %s: %w", Bucket, err)
+	}
+	kvKey := c.RedisPrefix
+	known, err := readKV(ctx, kv, kvKey)
+	if err != nil {
+		return nil, err
+	}
+	key := Key(c.RedisPrefix)
+	if known != nil {
+		n, err := rdb.Exists(ctx, key).Result()
+		if err != nil {
+			return nil, fmt.Errorf("crawlid: read %s: %w", key, err)
+		}
+		if n == 0 {
+			return nil, fmt.Errorf("%w: NATS knows crawl %s (started %s, %d shards) but Redis has no %s. "+
+				"Restore Redis from its AOF, or start a new crawl: delete the JetStream streams and the %s bucket (or use a new NATS store) with an empty Redis",
+				ErrLost, known.ID, known.Created.Format(time.RFC3339), known.Shards, key, Bucket)
+		}
+	}
+	fresh := Identity{ID: newID(), Created: time.Now().UTC().Truncate(time.Second), Shards: c.Shards}
+	vals, err := claim.Run(ctx, rdb, []string{key}, fresh.ID, fresh.Created.Format(time.RFC3339), fresh.Shards).StringSlice()
+	if err != nil {
+		return nil, fmt.Errorf("crawlid: claim %s: %w", key, err)
+	}
+	stored, err := parse(vals)
+	if err != nil {
+		return nil, fmt.Errorf("crawlid: %s: %w", key, err)
+	}
+	if known == nil {
+		b, _ := json.Marshal(stored)
+		if _, err := kv.Create(ctx, kvKey, b); err != nil {
+			if !errors.Is(err, jetstream.ErrKeyExists) {
+				return nil, fmt.Errorf("crawlid: record in %s: %w", Bucket, err)
+			}
+			if known, err = readKV(ctx, kv, kvKey); err != nil {
+				return nil, err
+			}
+		} else {
+			known = &stored
+		}
+	}
+	if known != nil && known.ID != stored.ID {
+		return nil, fmt.Errorf("%w: Redis holds crawl %s but NATS knows crawl %s: the two belong to different crawls", ErrLost, stored.ID, known.ID)
+	}
+	if stored.Shards != c.Shards {
+		return nil, fmt.Errorf("%w: TRAWL_SHARDS=%d but crawl %s was started with %d; run every service with TRAWL_SHARDS=%d (the shard count cannot change mid-crawl)",
+			ErrShards, c.Shards, stored.ID, stored.Shards, stored.Shards)
+	}
+	g := &Guard{
+		rdb: rdb, key: key, id: stored, log: log,
+		gauge: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "trawl_crawl_state_lost",
+			Help: "1 while Redis lacks the crawl identity this process started with (its state was lost); consumption is stopped.",
+		}),
+	}
+	log.Info("crawl identity", "crawl", stored.ID, "created", stored.Created, "shards", stored.Shards, "key", key)
+	return g, nil
+}
+
+// Identity is the crawl the service started with.
+func (g *Guard) Identity() Identity { return g.id }
+
+// Register adds trawl_crawl_state_lost to reg.
+func (g *Guard) Register(reg prometheus.Registerer) error { return reg.Register(g.gauge) }
+
+// Check is the readiness check and the consume gate of a service: Redis answers and takes
+// a write (redisx.Ping), and still holds this crawl's identity. Losing the identity is
+// logged at error level once per episode; the check keeps failing, so consumption stays
+// stopped, until the identity is back (Redis restored from its files).
+func (g *Guard) Check(ctx context.Context) error {
+	err := g.check(ctx)
+	if err == nil {
+		g.okAt.Store(time.Now().UnixNano())
+	} else {
+		g.okAt.Store(0)
+	}
+	return err
+}
+
+// Gate is Check for a consume loop: a check that passed less than a second ago stands.
+func (g *Guard) Gate(ctx context.Context) error {
+	if ok := g.okAt.Load(); ok != 0 && time.Since(time.Unix(0, ok)) < gateTrust {
+		return nil
+	}
+	return g.Check(ctx)
+}
+
+// Invalidate makes the next Gate check Redis again; a handler calls it when a Redis call
+// failed, so that an outage stops consumption at the next pull.
+func (g *Guard) Invalidate() { g.okAt.Store(0) }
+
+func (g *Guard) check(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	pipe := g.rdb.Pipeline()
+	probe := redisx.ProbeWrite(ctx, pipe)
+	get := pipe.HGet(ctx, g.key, "id")
+	_, _ = pipe.Exec(ctx)
+	if err := probe.Err(); err != nil {
+		return fmt.Errorf("redisx: write probe: %w", err)
+	}
+	id, err := get.Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return fmt.Errorf("crawlid: read %s: %w", g.key, err)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if id == g.id.ID {
+		if g.lost {
+			g.log.Warn("crawl state is back in redis; consuming again", "crawl", g.id.ID, "key", g.key)
+			g.lost = false
+			g.gauge.Set(0)
+		}
+		return nil
+	}
+	lost := fmt.Errorf("%w: crawl %s (started %s) is not in Redis (%s id=%q); consumption stopped. Restore Redis from its AOF or start a new crawl",
+		ErrLost, g.id.ID, g.id.Created.Format(time.RFC3339), g.key, id)
+	if !g.lost {
+		g.log.Error("REDIS LOST THE CRAWL STATE", "err", lost)
+		g.lost = true
+		g.gauge.Set(1)
+	}
+	return lost
+}
+
+// Read returns the identity stored in Redis under prefix, or nil when there is none.
+func Read(ctx context.Context, rdb redis.UniversalClient, prefix string) (*Identity, error) {
+	vals, err := rdb.HMGet(ctx, Key(prefix), "id", "created", "shards").Result()
+	if err != nil {
+		return nil, fmt.Errorf("crawlid: read %s: %w", Key(prefix), err)
+	}
+	if vals[0] == nil {
+		return nil, nil
+	}
+	s := make([]string, len(vals))
+	for i, v := range vals {
+		s[i], _ = v.(string)
+	}
+	id, err := parse(s)
+	if err != nil {
+		return nil, fmt.Errorf("crawlid: %s: %w", Key(prefix), err)
+	}
+	return &id, nil
+}
+
+// Known returns the identity NATS records for prefix, or nil when there is none.
+func Known(ctx context.Context, js jetstream.JetStream, prefix string) (*Identity, error) {
+	kv, err := js.KeyValue(ctx, Bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("crawlid: bucket %s: %w", Bucket, err)
+	}
+	return readKV(ctx, kv, prefix)
+}
+
+func readKV(ctx context.Context, kv jetstream.KeyValue, key string) (*Identity, error) {
+	e, err := kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("crawlid: read %s/%s: %w", Bucket, key, err)
+	}
+	var id Identity
+	if err := json.Unmarshal(e.Value(), &id); err != nil || id.ID == "" {
+		return nil, fmt.Errorf("crawlid: %s/%s holds no identity (%q)", Bucket, key, e.Value())
+	}
+	return &id, nil
+}
+
+func parse(vals []string) (Identity, error) {
+	if len(vals) != 3 || vals[0] == "" {
+		return Identity{}, fmt.Errorf("incomplete identity %q", vals)
+	}
+	created, err := time.Parse(time.RFC3339, vals[1])
+	if err != nil {
+		return Identity{}, fmt.Errorf("created %q: %w", vals[1], err)
+	}
+	shards, err := strconv.Atoi(vals[2])
+	if err != nil {
+		return Identity{}, fmt.Errorf("shards %q: %w", vals[2], err)
+	}
+	return Identity{ID: vals[0], Created: created, Shards: shards}, nil
+}
+
+func newID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return time.Now().UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(b[:])
+}
