@@ -175,8 +175,8 @@ func TestServiceCacheSkipsRedis(t *testing.T) {
 			if n := redisCalls(t, c, "eval", "evalsha"); n != tt.scripts {
 				t.Errorf("%d test-and-set scripts for the repeated URLs, want %d", n, tt.scripts)
 			}
-			if n := redisCalls(t, c, "del"); n != tt.scripts {
-				t.Errorf("%d DEL (memo Forget) calls, want %d: a message the cache answers has no memo", n, tt.scripts)
+			if n := redisCalls(t, c, "hdel"); n != tt.scripts {
+				t.Errorf("%d HDEL (memo Forget) calls, want %d: a message the cache answers has no memo", n, tt.scripts)
 			}
 			wantHits := map[string]float64{"cache on": 40, "cache off": 0}[tt.name]
 			if h := s.metric(t, "trawl_dedup_cache_hits_total"); h != wantHits {
@@ -309,12 +309,12 @@ func TestServiceBloomSpansManyKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// m = 9,585,059 bits in keys of 16,384 bits.
-	if f.Keys != 586 {
-		t.Fatalf("Keys = %d, want 586", f.Keys)
+	// The first layer: m = 11,027,754 bits (p/2) in keys of 16,384 bits.
+	if f.Keys != 674 {
+		t.Fatalf("Keys = %d, want 674", f.Keys)
 	}
-	if keys, _ := c.HGet(ctx, f.MetaKey(), "keys").Result(); keys != "586" {
-		t.Errorf("meta keys = %q, want 586", keys)
+	if layer, _ := c.HGet(ctx, f.MetaKey(), "layer:0").Result(); layer != "1000000 11027754 8 674" {
+		t.Errorf("meta layer:0 = %q, want n m k keys = 1000000 11027754 8 674", layer)
 	}
 	for j, key := range f.KeyNames() {
 		want := int64(2048)

@@ -5,7 +5,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -58,7 +57,7 @@ func TestSeenMemoIsIdempotent(t *testing.T) {
 	s := seen.New(c, f, "trawl")
 
 	// Indexes are positions in the original message: 0 and 2 were filtered out upstream.
-	m := seen.Message{ID: "CRAWL_DISCOVERED:7", URLs: []seen.URL{{Index: 1, URL: "https://m.test/1"}, {Index: 3, URL: "https://m.test/3"}, {Index: 4, URL: "https://m.test/1"}}}
+	m := seen.Message{ID: "CRAWL_DISCOVERED:7", Seq: 7, URLs: []seen.URL{{Index: 1, URL: "https://m.test/1"}, {Index: 3, URL: "https://m.test/3"}, {Index: 4, URL: "https://m.test/1"}}}
 	first, err := s.TestAndSet(ctx, []seen.Message{m})
 	if err != nil {
 		t.Fatal(err)
@@ -66,12 +65,9 @@ func TestSeenMemoIsIdempotent(t *testing.T) {
 	if want := []int{1, 3}; !slices.Equal(first[0], want) {
 		t.Fatalf("first delivery: new %v, want %v", first[0], want)
 	}
-	ttl, err := c.TTL(ctx, s.DoneKey(m.ID)).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ttl <= seen.MemoTTL-time.Minute || ttl > seen.MemoTTL {
-		t.Errorf("memo TTL %s, want about %s", ttl, seen.MemoTTL)
+	// The memo is indexed by the message's stream sequence, for Trim.
+	if score, err := c.ZScore(ctx, s.MemoSeqKey(), m.ID).Result(); err != nil || score != 7 {
+		t.Errorf("memo index score %v, %v; want 7", score, err)
 	}
 
 	// Redelivery (same id, bits now set): the same answer, so nothing is lost. It sits in
@@ -88,8 +84,11 @@ func TestSeenMemoIsIdempotent(t *testing.T) {
 	if err := s.Forget(ctx, []string{m.ID, "CRAWL_DISCOVERED:8"}); err != nil {
 		t.Fatal(err)
 	}
-	if n, _ := c.Exists(ctx, s.DoneKey(m.ID), s.DoneKey("CRAWL_DISCOVERED:8")).Result(); n != 0 {
-		t.Errorf("%d memo keys left after Forget", n)
+	if n, _ := c.HLen(ctx, s.MemoKey()).Result(); n != 0 {
+		t.Errorf("%d memos left after Forget", n)
+	}
+	if n, _ := c.ZCard(ctx, s.MemoSeqKey()).Result(); n != 0 {
+		t.Errorf("%d memo index entries left after Forget", n)
 	}
 	late, err := s.TestAndSet(ctx, []seen.Message{m})
 	if err != nil {
@@ -117,7 +116,7 @@ func TestSeenMemoOfNothingNew(t *testing.T) {
 	if len(got[0]) != 0 {
 		t.Fatalf("new %v, want none", got[0])
 	}
-	v, err := c.Get(ctx, s.DoneKey("X:2")).Result()
+	v, err := c.HGet(ctx, s.MemoKey(), "X:2").Result()
 	if err != nil || v != "" {
 		t.Errorf("memo of X:2 = %q, %v; want the empty string", v, err)
 	}
@@ -142,7 +141,7 @@ func TestSeenSpansKeys(t *testing.T) {
 			t.Fatalf("message %d: %d new, want 100", i, len(g))
 		}
 	}
-	// The same URLs under new ids: all seen, through all 15 keys.
+	// The same URLs under new ids: all seen, through all 17 keys.
 	for i := range msgs {
 		msgs[i].ID += "-again"
 	}
@@ -195,7 +194,7 @@ func TestSeenLargeBatchSplit(t *testing.T) {
 		t.Errorf("big message: %d new starting at %v, want %d starting at 10", len(got[4]), got[4][:1], seen.MaxURLsPerCall+10)
 	}
 	for _, m := range msgs {
-		if n, _ := c.Exists(ctx, s.DoneKey(m.ID)).Result(); n != 1 {
+		if ok, _ := c.HExists(ctx, s.MemoKey(), m.ID).Result(); !ok {
 			t.Errorf("no memo for %s", m.ID)
 		}
 	}

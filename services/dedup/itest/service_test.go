@@ -16,6 +16,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/trawl/trawl/devstack/natsembed"
 	"github.com/trawl/trawl/devstack/redisproc"
@@ -356,28 +357,63 @@ func TestServiceWaitsForRedis(t *testing.T) {
 	}
 }
 
+// takeAsCrashed plays an instance that pulled the next message of the dedup consumer, ran
+// its seen test (bits set, memo stored) and died before publishing or acking: the message
+// is redelivered to the service after the consumer's AckWait. The service must be stopped.
+// It returns the message's id and stream sequence.
+func (s *stack) takeAsCrashed(t *testing.T, c *redis.Client, urls []string) (string, uint64) {
+	t.Helper()
+	ctx := testCtx(t)
+	cons, err := s.js.Consumer(ctx, topology.StreamDiscovered, topology.ConsumerDedup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m jetstream.Msg
+	for msg := range batch.Messages() {
+		m = msg
+	}
+	if m == nil {
+		t.Fatal("no message to take")
+	}
+	md, err := m.Metadata()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := bloom.New(s.cfg.RedisPrefix, s.cfg.Bloom)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Init(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	msg := seen.Message{ID: natsx.MsgID(m), Seq: md.Sequence.Stream}
+	for i, u := range urls {
+		msg.URLs = append(msg.URLs, seen.URL{Index: i, URL: u})
+	}
+	if _, err := seen.New(c, f, s.cfg.RedisPrefix).TestAndSet(ctx, []seen.Message{msg}); err != nil {
+		t.Fatal(err)
+	}
+	return msg.ID, msg.Seq
+}
+
 // TestServiceRedeliveryAfterCrash replays the crash window: an earlier instance ran the
 // seen test for a message (bits set, memo stored) and died before publishing. The
 // redelivered message must still produce its URLs, although their bits are now set.
 func TestServiceRedeliveryAfterCrash(t *testing.T) {
 	s := startStack(t, redisproc.Options{}, nil)
 	c := redisClient(t, s.redis)
-	f, err := bloom.New(s.cfg.RedisPrefix, s.cfg.Bloom)
-	if err != nil {
+	if err := s.stop(); err != nil {
 		t.Fatal(err)
 	}
-	// The stream is fresh, so the message published below is CRAWL_DISCOVERED:1, and the
-	// dead instance saw it under that id. Index 1 (the duplicate) was not new.
-	crashed := seen.Message{ID: topology.StreamDiscovered + ":1", URLs: []seen.URL{
-		{Index: 0, URL: "http://a.test/lost"},
-		{Index: 1, URL: "http://a.test/lost"},
-		{Index: 2, URL: "http://b.test/lost"},
-	}}
-	if _, err := seen.New(c, f, s.cfg.RedisPrefix).TestAndSet(testCtx(t), []seen.Message{crashed}); err != nil {
-		t.Fatal(err)
-	}
-
 	s.publishDiscovered(t, link("http://a.test/lost", 1), link("http://a.test/lost", 1), link("http://b.test/lost", 1))
+	// Index 1 (the duplicate) was not new.
+	id, _ := s.takeAsCrashed(t, c, []string{"http://a.test/lost", "http://a.test/lost", "http://b.test/lost"})
+	s.start(t)
+
 	got, ids := map[int][]string{}, map[string]int{}
 	eventually(t, 20*time.Second, "the memoised URLs on the frontier", func() bool {
 		s.frontier(t, got, ids)
@@ -388,7 +424,7 @@ func TestServiceRedeliveryAfterCrash(t *testing.T) {
 	if !slices.Equal(got[0], []string{"http://a.test/lost"}) || !slices.Equal(got[1], []string{"http://b.test/lost"}) {
 		t.Errorf("frontier = %v, want each URL once", got)
 	}
-	if ids["front:CRAWL_DISCOVERED:1:0"] != 1 || ids["front:CRAWL_DISCOVERED:1:1"] != 1 {
+	if ids["front:"+id+":0"] != 1 || ids["front:"+id+":1"] != 1 {
 		t.Errorf("frontier message ids %v", ids)
 	}
 	// A second copy of the message (redelivered after the publish) adds nothing.
@@ -433,13 +469,15 @@ func TestServiceGracefulStopAndRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, err := cons.Info(testCtx(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if info.NumAckPending != 0 {
-		t.Errorf("%d messages left unacked by a graceful stop", info.NumAckPending)
-	}
+	// The server applies acks shortly after the client flushed them; a message really left
+	// unacked would stay pending for the whole AckWait (30s), far past this wait.
+	var info *jetstream.ConsumerInfo
+	eventually(t, 3*time.Second, "no message left unacked by a graceful stop", func() bool {
+		if info, err = cons.Info(testCtx(t)); err != nil {
+			t.Fatal(err)
+		}
+		return info.NumAckPending == 0
+	})
 	t.Logf("stopped with %d of %d messages still pending", info.NumPending, msgs)
 
 	s.start(t)

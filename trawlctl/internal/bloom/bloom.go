@@ -27,32 +27,46 @@ var (
 	ErrMeta = errors.New("bloom: bad meta")
 )
 
-// Meta is the filter's parameters as dedup stores them in <prefix>:{dedup}:bloom:meta.
+// Meta is the filter's parameters and layers as dedup stores them in
+// <prefix>:{dedup}:bloom:meta: the configured capacity n, rate p, growth and tightening,
+// then "layers" and one "layer:<i>" = "<n> <m> <k> <keys>" per layer, oldest first.
 type Meta struct {
 	Capacity uint64  `json:"n"`
 	FPRate   float64 `json:"p"`
-	M        uint64  `json:"m"`
-	K        int     `json:"k"`
-	Keys     int     `json:"keys"`
+	Growth   int     `json:"growth"`
+	Tighten  float64 `json:"tighten"`
 	KeyBits  uint64  `json:"key_bits"`
 	Hash     string  `json:"hash"`
+	Layers   []Layer `json:"layers"`
+}
+
+// Layer is one plain Bloom filter of the stack.
+type Layer struct {
+	Capacity uint64 `json:"n"`
+	M        uint64 `json:"m"`
+	K        int    `json:"k"`
+	Keys     int    `json:"keys"`
+	Count    uint64 `json:"count"` // URLs dedup has added to it
 }
 
 // Pos is one bit: bitmap index and offset within it.
 type Pos = bloomhash.Pos
 
-// Positions appends the K bit positions of url to dst.
-func (m Meta) Positions(dst []Pos, url string) []Pos {
-	return bloomhash.Positions(dst, url, m.M, m.K, m.KeyBits)
+// Positions appends the K bit positions of url in layer l to dst.
+func (m Meta) Positions(dst []Pos, l Layer, url string) []Pos {
+	return bloomhash.Positions(dst, url, l.M, l.K, m.KeyBits)
 }
 
 // MetaKey and BitmapKey name the filter's keys under the deployment prefix.
 func MetaKey(prefix string) string { return prefix + ":{dedup}:bloom:meta" }
 
-// BitmapKey is the name of bitmap j.
-func BitmapKey(prefix string, j uint32) string {
-	return prefix + ":{dedup}:bloom:" + strconv.FormatUint(uint64(j), 10)
+// BitmapKey is the name of bitmap j of layer i.
+func BitmapKey(prefix string, i int, j uint32) string {
+	return prefix + ":{dedup}:bloom:" + strconv.Itoa(i) + ":" + strconv.FormatUint(uint64(j), 10)
 }
+
+// MaxLayers bounds the layers read, as dedup bounds those it adds.
+const MaxLayers = 32
 
 // ParseMeta checks the fields of a meta hash.
 func ParseMeta(h map[string]string) (Meta, error) {
@@ -68,21 +82,36 @@ func ParseMeta(h map[string]string) (Meta, error) {
 		}
 		return n
 	}
-	m.Capacity, m.M, m.KeyBits = u("n"), u("m"), u("key_bits")
-	m.K, m.Keys = int(u("k")), int(u("keys"))
-	p, err := strconv.ParseFloat(h["p"], 64)
-	if err != nil {
-		errs = append(errs, fmt.Errorf("p=%q", h["p"]))
+	f := func(name string) float64 {
+		v, err := strconv.ParseFloat(h[name], 64)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q", name, h[name]))
+		}
+		return v
 	}
-	m.FPRate, m.Hash = p, h["hash"]
+	m.Capacity, m.KeyBits, m.Growth = u("n"), u("key_bits"), int(u("growth"))
+	m.FPRate, m.Tighten, m.Hash = f("p"), f("tighten"), h["hash"]
+	layers := int(u("layers"))
 	if err := errors.Join(errs...); err != nil {
 		return m, fmt.Errorf("%w: %w", ErrMeta, err)
 	}
 	if m.Hash != HashVersion {
 		return m, fmt.Errorf("%w %q (this trawlctl computes %q)", ErrScheme, m.Hash, HashVersion)
 	}
-	if m.M == 0 || m.K < 1 || m.K > 64 || m.KeyBits == 0 || uint64(m.Keys) != (m.M+m.KeyBits-1)/m.KeyBits {
-		return m, fmt.Errorf("%w: m=%d k=%d keys=%d key_bits=%d do not fit together", ErrMeta, m.M, m.K, m.Keys, m.KeyBits)
+	if layers < 1 || layers > MaxLayers || m.KeyBits == 0 {
+		return m, fmt.Errorf("%w: layers=%d key_bits=%d", ErrMeta, layers, m.KeyBits)
+	}
+	for i := range layers {
+		name := "layer:" + strconv.Itoa(i)
+		var l Layer
+		if _, err := fmt.Sscanf(h[name], "%d %d %d %d", &l.Capacity, &l.M, &l.K, &l.Keys); err != nil {
+			return m, fmt.Errorf("%w: %s=%q", ErrMeta, name, h[name])
+		}
+		if l.M == 0 || l.K < 1 || l.K > 64 || uint64(l.Keys) != (l.M+m.KeyBits-1)/m.KeyBits {
+			return m, fmt.Errorf("%w: %s: m=%d k=%d keys=%d key_bits=%d do not fit together", ErrMeta, name, l.M, l.K, l.Keys, m.KeyBits)
+		}
+		l.Count, _ = strconv.ParseUint(h["count:"+strconv.Itoa(i)], 10, 64)
+		m.Layers = append(m.Layers, l)
 	}
 	return m, nil
 }
@@ -96,25 +125,31 @@ func ReadMeta(ctx context.Context, c redis.Cmdable, prefix string) (Meta, error)
 	return ParseMeta(h)
 }
 
-// Test reports which of url's bits are set (one pipeline of K GETBITs), and whether all
-// are: the filter's "seen" answer, which may be a false positive.
-func (m Meta) Test(ctx context.Context, c redis.Cmdable, prefix, url string) (bits []bool, seen bool, err error) {
-	pos := m.Positions(nil, url)
-	cmds := make([]*redis.IntCmd, len(pos))
+// Test reports, per layer, which of url's bits are set (one pipeline of GETBITs for all
+// layers), and whether all bits of some layer are: the filter's "seen" answer, which may
+// be a false positive.
+func (m Meta) Test(ctx context.Context, c redis.Cmdable, prefix, url string) (bits [][]bool, seen bool, err error) {
+	cmds := make([][]*redis.IntCmd, len(m.Layers))
 	_, err = c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, ps := range pos {
-			cmds[i] = p.GetBit(ctx, BitmapKey(prefix, ps.Key), int64(ps.Offset))
+		for i, l := range m.Layers {
+			for _, ps := range m.Positions(nil, l, url) {
+				cmds[i] = append(cmds[i], p.GetBit(ctx, BitmapKey(prefix, i, ps.Key), int64(ps.Offset)))
+			}
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, false, fmt.Errorf("bloom: getbit: %w", err)
 	}
-	bits = make([]bool, len(pos))
-	seen = true
-	for i, cmd := range cmds {
-		bits[i] = cmd.Val() == 1
-		seen = seen && bits[i]
+	bits = make([][]bool, len(m.Layers))
+	for i, cs := range cmds {
+		all := true
+		for _, cmd := range cs {
+			b := cmd.Val() == 1
+			bits[i] = append(bits[i], b)
+			all = all && b
+		}
+		seen = seen || all
 	}
 	return bits, seen, nil
 }

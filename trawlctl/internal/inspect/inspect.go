@@ -59,7 +59,7 @@ type Report struct {
 type SeenReport struct {
 	State  string      `json:"state"` // "seen", "not seen", "unknown"
 	Detail string      `json:"detail"`
-	Bits   []bool      `json:"bits,omitempty"`
+	Bits   [][]bool    `json:"bits,omitempty"` // per layer of the filter, oldest first
 	Filter *bloom.Meta `json:"filter,omitempty"`
 }
 
@@ -281,19 +281,28 @@ func (r *Report) seen(ctx context.Context, rdb redis.UniversalClient, prefix str
 	if err != nil {
 		return fmt.Errorf("explain: %w", err)
 	}
-	set := 0
-	for _, b := range bits {
-		if b {
-			set++
+	var counts []string
+	layer := -1
+	for i, bs := range bits {
+		set := 0
+		for _, b := range bs {
+			if b {
+				set++
+			}
 		}
+		if set == len(bs) && layer < 0 {
+			layer = i
+		}
+		counts = append(counts, fmt.Sprintf("%d of %d", set, len(bs)))
 	}
 	r.Seen = SeenReport{Bits: bits, Filter: &m}
 	if seen {
 		r.Seen.State = "seen"
-		r.Seen.Detail = fmt.Sprintf("all %d bits set: dedup has passed this URL on once and drops it now (or it is a false positive, about %g at capacity %d)", m.K, m.FPRate, m.Capacity)
+		r.Seen.Detail = fmt.Sprintf("all %d bits set in layer %d of %d: dedup has passed this URL on once and drops it now (or it is a false positive, below %g overall)",
+			len(bits[layer]), layer, len(bits), m.FPRate)
 	} else {
 		r.Seen.State = "not seen"
-		r.Seen.Detail = fmt.Sprintf("%d of %d bits set: dedup would pass it on as new", set, m.K)
+		r.Seen.Detail = fmt.Sprintf("bits set per layer: %s; no layer has them all: dedup would pass it on as new", strings.Join(counts, ", "))
 	}
 	return nil
 }

@@ -1,41 +1,53 @@
-// Package bloom is the URL-seen set of the dedup service: a Bloom filter kept as Redis
-// bitmaps, tested and set for a whole batch of URLs in one Lua call.
+// Package bloom is the URL-seen set of the dedup service: a scalable Bloom filter kept as
+// Redis bitmaps, tested and set for a whole batch of URLs in one Lua call.
 //
 // # Sizing
 //
-// For a capacity of n URLs and a target false-positive rate p (at n insertions):
+// The filter is a stack of layers (Almeida et al., "Scalable Bloom Filters"). For a
+// configured capacity n, compound false-positive rate p, growth s and tightening ratio r,
+// layer i holds n_i = n·s^i URLs at p_i = p·(1−r)·r^i, each sized as a plain filter:
 //
-//	m = ⌈−n·ln p / (ln 2)²⌉   bits
-//	k = max(1, round(m/n · ln 2))   hash functions
+//	m_i = ⌈−n_i·ln p_i / (ln 2)²⌉   bits
+//	k_i = max(1, round(m_i/n_i · ln 2))   hash functions
 //
-// The defaults (TRAWL_BLOOM_CAPACITY=10,000,000, TRAWL_BLOOM_FP_RATE=0.01) give
-// m = 95,850,584 bits (≈ 12.0 MB, 11.4 MiB of Redis memory) and k = 7. Memory grows
-// linearly with n and with −ln p: 10⁹ URLs at 1 % take ≈ 1.2 GB.
+// The false-positive rate of the whole stack stays below Σ p_i < p however many layers
+// there are. The defaults (TRAWL_BLOOM_CAPACITY=10,000,000, TRAWL_BLOOM_FP_RATE=0.01,
+// TRAWL_BLOOM_GROWTH=2, TRAWL_BLOOM_TIGHTEN=0.5) give a first layer of m = 110,253,000 bits
+// (≈ 13.8 MB) and k = 8; the second layer (20 million URLs at 0.25 %) takes ≈ 30 MB, and
+// each further one a little over twice its predecessor.
+//
+// A layer is full when it has taken n_i new URLs (counted by the test-and-set script in
+// the meta hash, so every replica sees one count). The next batch call then stops at a
+// message boundary and the caller adds the next layer (Grow) — one atomic script, so of
+// several replicas racing exactly one adds it — and carries on. A layer can so take up to
+// one message's URLs beyond n_i.
 //
 // # Hashing
 //
-// Bit positions come from two 64-bit hashes of the normalised URL, h1 = XXH64(url, seed 0)
-// and h2 = XXH64(url, seed 0x9E3779B97F4A7C15), combined by Kirsch–Mitzenmacher double
-// hashing: position_i = (h1 + i·h2) mod m for i = 0..k−1 (computed exactly, without 64-bit
-// wrap-around). XXH64 is a published, seedable algorithm, so the positions are the same in
-// every process and every release; hash/maphash is randomised per process and would
-// silently empty the filter on restart. HashVersion names this scheme and is stored with
-// the filter so that a future change is refused instead of mixing two schemes.
+// Bit positions come from two 64-bit hashes of the normalised URL (shared/bloomhash:
+// XXH64 with two seeds, Kirsch–Mitzenmacher double hashing, exactly mod m_i). HashVersion
+// names this scheme and is stored with the filter so that a future change is refused
+// instead of mixing two schemes.
 //
 // # Layout
 //
-// A Redis string holds at most 2³² bits, so the m bits are split over Keys bitmaps
-// "<prefix>:{dedup}:bloom:<j>" of at most KeyBits bits each: position p lives in key
+// A Redis string holds at most 2³² bits, so layer i's m_i bits are split over bitmaps
+// "<prefix>:{dedup}:bloom:<i>:<j>" of at most KeyBits bits each: position p lives in key
 // p / KeyBits at offset p mod KeyBits. Every key shares the {dedup} hash tag, so a script
 // touching all of them stays in one Redis Cluster slot. The parameters are stored in
-// "<prefix>:{dedup}:bloom:meta"; Init refuses to run against a filter built with others.
+// "<prefix>:{dedup}:bloom:meta", with the layers (see Layer.field) and each layer's count
+// of URLs added; Init refuses to run against a filter built with other parameters.
 package bloom
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
+	"sync"
 
 	"github.com/trawl/trawl/shared/bloomhash"
 
@@ -46,14 +58,18 @@ import (
 // filter so that a filter built with another scheme is refused.
 const HashVersion = bloomhash.Scheme
 
-// Limits that keep one batch call sane. MaxKeys bounds the KEYS list sent with every call;
-// MaxK bounds the values struct.unpack returns per URL in the script.
+// Limits that keep one batch call sane. MaxKeys bounds the bitmap keys of one layer;
+// MaxK the hash functions of one layer; MaxLayers the stack (with the smallest growth,
+// 2, it is 2^32 times the configured capacity).
 const (
 	MaxKeyBits = 1 << 32 // Redis's string limit is 512 MiB = 2^32 bits
 	MaxKeys    = 1024
 	MaxK       = 64
+	MaxLayers  = 32
 	// MinCapacity keeps the sizing formula away from degenerate tiny filters.
 	MinCapacity = 1000
+	// MaxGrowth bounds the growth factor: each layer is at most this many times the last.
+	MaxGrowth = 16
 )
 
 // ErrParams marks invalid filter parameters; ErrMismatch an existing filter in Redis built
@@ -65,16 +81,38 @@ var (
 
 // Params are the configured inputs of a filter.
 type Params struct {
-	Capacity uint64  // n: URLs the filter is sized for
-	FPRate   float64 // p: false-positive rate at Capacity insertions
+	Capacity uint64  // n: URLs the first layer is sized for
+	FPRate   float64 // p: false-positive rate of the whole filter, at any size
 	KeyBits  uint64  // most bits per Redis bitmap key (≤ 2^32, multiple of 8)
+	Growth   int     // s: each layer holds s times the URLs of the one before; 0 = DefaultGrowth
+	Tighten  float64 // r: each layer's false-positive rate is r times the one before; 0 = DefaultTighten
+}
+
+// Defaults of the growth parameters (Almeida et al. suggest s = 2 for slowly growing sets
+// and r between 0.5 and 0.9; 0.5 costs the first layer 15 % more memory than a plain
+// filter of the same p, and each further layer one more hash function).
+const (
+	DefaultGrowth  = 2
+	DefaultTighten = 0.5
+)
+
+// withDefaults fills in zero growth parameters.
+func (p Params) withDefaults() Params {
+	if p.Growth == 0 {
+		p.Growth = DefaultGrowth
+	}
+	if p.Tighten == 0 {
+		p.Tighten = DefaultTighten
+	}
+	return p
 }
 
 // Size returns the bit count m and hash count k for capacity n and false-positive rate p.
 func Size(n uint64, p float64) (m uint64, k int) { return bloomhash.Size(n, p) }
 
-// Validate checks the parameters and the filter they imply.
+// Validate checks the parameters and the first layer they imply.
 func (p Params) Validate() error {
+	p = p.withDefaults()
 	var errs []error
 	if p.Capacity < MinCapacity {
 		errs = append(errs, fmt.Errorf("capacity %d: want at least %d", p.Capacity, MinCapacity))
@@ -85,13 +123,19 @@ func (p Params) Validate() error {
 	if p.KeyBits == 0 || p.KeyBits > MaxKeyBits || p.KeyBits%8 != 0 {
 		errs = append(errs, fmt.Errorf("key bits %d: want a multiple of 8 in 8..%d", p.KeyBits, uint64(MaxKeyBits)))
 	}
+	if p.Growth < 1 || p.Growth > MaxGrowth {
+		errs = append(errs, fmt.Errorf("growth %d: want 1..%d", p.Growth, MaxGrowth))
+	}
+	if !(p.Tighten > 0 && p.Tighten < 1) {
+		errs = append(errs, fmt.Errorf("tightening ratio %v: want 0 < r < 1", p.Tighten))
+	}
 	if len(errs) == 0 {
-		m, k := Size(p.Capacity, p.FPRate)
-		if keys := (m + p.KeyBits - 1) / p.KeyBits; keys > MaxKeys {
-			errs = append(errs, fmt.Errorf("%d bits in keys of %d bits need %d keys: want at most %d (raise the key bits)", m, p.KeyBits, keys, MaxKeys))
+		l := p.layer(nil, 0)
+		if l.Keys > MaxKeys {
+			errs = append(errs, fmt.Errorf("%d bits in keys of %d bits need %d keys: want at most %d (raise the key bits)", l.M, p.KeyBits, l.Keys, MaxKeys))
 		}
-		if k > MaxK {
-			errs = append(errs, fmt.Errorf("false-positive rate %v needs %d hash functions: want at most %d", p.FPRate, k, MaxK))
+		if l.K > MaxK {
+			errs = append(errs, fmt.Errorf("false-positive rate %v needs %d hash functions: want at most %d", p.FPRate, l.K, MaxK))
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -100,16 +144,62 @@ func (p Params) Validate() error {
 	return nil
 }
 
-// Filter is a sized Bloom filter bound to its Redis keys. It holds no connection: the
-// methods that talk to Redis take the client, so one Filter serves any caller.
+// Layer is one plain Bloom filter of the stack.
+type Layer struct {
+	Index int
+	N     uint64  // URLs it is sized for
+	P     float64 // its false-positive rate at N
+	M     uint64  // bits
+	K     int     // hash functions
+	Keys  int     // bitmap keys
+
+	keyBits uint64
+	keys    []string
+}
+
+// layer sizes layer i; ks names its keys (nil: no names, for validation only).
+func (p Params) layer(ks *redisx.Keyspace, i int) Layer {
+	n, pi := bloomhash.LayerSize(p.Capacity, p.FPRate, p.Growth, p.Tighten, i)
+	m, k := Size(n, pi)
+	l := Layer{Index: i, N: n, P: pi, M: m, K: k, Keys: int((m + p.KeyBits - 1) / p.KeyBits), keyBits: p.KeyBits}
+	if ks != nil {
+		l.keys = make([]string, l.Keys)
+		for j := range l.keys {
+			l.keys[j] = ks.Key("bloom", strconv.Itoa(i), strconv.Itoa(j))
+		}
+	}
+	return l
+}
+
+// KeyNames returns the layer's bitmap keys in index order. The slice must not be modified.
+func (l Layer) KeyNames() []string { return l.keys }
+
+// Bytes is the memory the layer's bitmaps take in Redis.
+func (l Layer) Bytes() uint64 { return (l.M + 7) / 8 }
+
+// field is how the layer is stored in the meta hash: "layer:<i>" = "<n> <m> <k> <keys>".
+func (l Layer) field() (name, value string) {
+	return "layer:" + strconv.Itoa(l.Index), fmt.Sprintf("%d %d %d %d", l.N, l.M, l.K, l.Keys)
+}
+
+// countField is the meta field counting the URLs added to the layer.
+func (l Layer) countField() string { return "count:" + strconv.Itoa(l.Index) }
+
+// Filter is a sized scalable Bloom filter bound to its Redis keys. It holds no
+// connection: the methods that talk to Redis take the client, so one Filter serves any
+// caller. It caches the layers it last read from Redis; a call that finds Redis holding
+// more reloads them.
 type Filter struct {
 	Params
-	M    uint64 // bits
-	K    int    // hash functions
-	Keys int    // bitmap keys
+	// Layer is the first layer (M, K, Keys, KeyNames), fixed by the parameters.
+	Layer
 
-	keys []string
-	meta string
+	prefix string
+	ks     redisx.Keyspace
+	meta   string
+
+	mu     sync.Mutex
+	layers []Layer // as read from Redis; replaced, never modified in place
 }
 
 // New sizes a filter whose keys live in the "dedup" keyspace under prefix.
@@ -117,61 +207,137 @@ func New(prefix string, p Params) (*Filter, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	m, k := Size(p.Capacity, p.FPRate)
+	p = p.withDefaults()
 	ks := redisx.NewKeyspace(prefix, "dedup")
-	f := &Filter{Params: p, M: m, K: k, Keys: int((m + p.KeyBits - 1) / p.KeyBits), meta: ks.Key("bloom", "meta")}
-	f.keys = make([]string, f.Keys)
-	for j := range f.keys {
-		f.keys[j] = ks.Key("bloom", strconv.Itoa(j))
-	}
+	f := &Filter{Params: p, prefix: prefix, ks: ks, meta: ks.Key("bloom", "meta")}
+	f.Layer = p.layer(&f.ks, 0)
+	f.layers = []Layer{f.Layer}
 	return f, nil
 }
 
-// KeyNames returns the bitmap keys in index order. Scripts expect them as the first
-// Keys entries of KEYS. The slice must not be modified.
-func (f *Filter) KeyNames() []string { return f.keys }
+// Layers returns the layers as last read from Redis, oldest first. The slice must not be
+// modified.
+func (f *Filter) Layers() []Layer {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.layers
+}
 
-// MetaKey is the hash holding the filter's parameters.
+// NextLayer sizes the layer that would follow the current ones.
+func (f *Filter) NextLayer() Layer {
+	return f.Params.layer(&f.ks, len(f.Layers()))
+}
+
+// MetaKey is the hash holding the filter's parameters and layers.
 func (f *Filter) MetaKey() string { return f.meta }
 
-// Bytes is the memory the bitmaps take in Redis.
-func (f *Filter) Bytes() uint64 { return (f.M + 7) / 8 }
+// StatsKey is the hash where the service publishes the filter's figures for operators
+// (see the seen-test section of docs/architecture.md).
+func (f *Filter) StatsKey() string { return bloomhash.StatsKey(f.prefix) }
 
-// Pos is one bit of the filter: an index into KeyNames and a bit offset within that key.
+// Bytes is the memory all current layers take in Redis.
+func (f *Filter) Bytes() uint64 {
+	var b uint64
+	for _, l := range f.Layers() {
+		b += l.Bytes()
+	}
+	return b
+}
+
+// Pos is one bit of a layer: an index into its KeyNames and a bit offset within that key.
 type Pos = bloomhash.Pos
 
-// Positions appends the k bit positions of url to dst.
+// Positions appends the k bit positions of url in the first layer to dst.
 func (f *Filter) Positions(dst []Pos, url string) []Pos {
 	return bloomhash.Positions(dst, url, f.M, f.K, f.KeyBits)
 }
 
-// RecordSize is the length of one packed record: the URL's index and its k positions.
-func (f *Filter) RecordSize() int { return 4 + 8*f.K }
+// Layout is the shape of a batch call: the layers it was built for.
+type Layout struct {
+	Layers []Layer
+	spec   []byte // ARGV describing the layers to the Lua library
+	base   []int  // index in KEYS (1-based, after fixed keys) of each layer's first bitmap
+	size   int    // bytes of one record
+	keys   []string
+}
 
-// AppendRecord appends the packed record the Lua script reads for one URL: a big-endian
-// uint32 index (returned by the script when the URL is new) followed by k (key, offset)
-// pairs of big-endian uint32. Binary packing keeps ARGV small and lets the script decode
-// a record with one struct.unpack call instead of parsing numbers.
-func (f *Filter) AppendRecord(dst []byte, index uint32, url string) []byte {
+// layout describes layers to a script whose KEYS hold fixed keys first.
+func layout(layers []Layer, fixed int) *Layout {
+	lo := &Layout{Layers: layers, size: 4}
+	lo.spec = binary.BigEndian.AppendUint32(nil, uint32(len(layers)))
+	next := fixed + 1
+	for _, l := range layers {
+		lo.spec = binary.BigEndian.AppendUint32(lo.spec, uint32(l.K))
+		// The script adds a position's key index to this base.
+		lo.spec = binary.BigEndian.AppendUint32(lo.spec, uint32(next))
+		lo.spec = binary.BigEndian.AppendUint32(lo.spec, uint32(l.Keys))
+		lo.base = append(lo.base, next)
+		lo.keys = append(lo.keys, l.keys...)
+		next += l.Keys
+		lo.size += (4 + 11) * l.K
+	}
+	return lo
+}
+
+// RecordSize is the most bytes one record takes for this layout.
+func (lo *Layout) RecordSize() int { return lo.size }
+
+// AppendRecord appends the packed record the Lua library reads for one URL: a big-endian
+// uint32 index (returned by the script when the URL is new) followed, for each layer, by
+// its k positions, grouped by key so that the script sets a layer's bits with one
+// BITFIELD per key: the key index as a big-endian uint32, the offset in decimal ended by
+// a zero byte. The script decodes a record with one struct.unpack call and hands the
+// offsets to Redis as they are: a Lua number would be formatted with sprintf on every
+// redis.call, which cost a fifth of the script's time.
+func (lo *Layout) AppendRecord(dst []byte, index uint32, url string) []byte {
 	var buf [MaxK]Pos
+	h1, h2 := bloomhash.Hashes(url)
 	dst = binary.BigEndian.AppendUint32(dst, index)
-	for _, p := range f.Positions(buf[:0], url) {
-		dst = binary.BigEndian.AppendUint32(dst, p.Key)
-		dst = binary.BigEndian.AppendUint32(dst, p.Offset)
+	for _, l := range lo.Layers {
+		ps := bloomhash.PositionsOf(buf[:0], h1, h2, l.M, l.K, l.keyBits)
+		if l.Keys > 1 {
+			slices.SortStableFunc(ps, func(a, b Pos) int { return cmp.Compare(a.Key, b.Key) })
+		}
+		for _, p := range ps {
+			dst = binary.BigEndian.AppendUint32(dst, p.Key)
+			dst = strconv.AppendUint(dst, uint64(p.Offset), 10)
+			dst = append(dst, 0)
+		}
 	}
 	return dst
 }
 
 // metaFields are stored in the meta hash and compared at start-up. Every field that changes
-// which bits a URL maps to is here.
+// which bits a URL maps to, or how layers are sized, is here.
 func (f *Filter) metaFields() []any {
 	return []any{
 		"n", strconv.FormatUint(f.Capacity, 10),
 		"p", strconv.FormatFloat(f.FPRate, 'g', -1, 64),
-		"m", strconv.FormatUint(f.M, 10),
-		"k", strconv.Itoa(f.K),
-		"keys", strconv.Itoa(f.Keys),
+		"growth", strconv.Itoa(f.Growth),
+		"tighten", strconv.FormatFloat(f.Tighten, 'g', -1, 64),
 		"key_bits", strconv.FormatUint(f.KeyBits, 10),
 		"hash", HashVersion,
 	}
 }
+
+// parseLayers reads the layers from the meta hash and checks each against the sizing the
+// parameters give, so that bits are never read with another layer's m or k.
+func (f *Filter) parseLayers(h map[string]string) ([]Layer, error) {
+	n, err := strconv.Atoi(h["layers"])
+	if err != nil || n < 1 || n > MaxLayers {
+		return nil, fmt.Errorf("%w: %s has layers=%q", ErrMismatch, f.meta, h["layers"])
+	}
+	out := make([]Layer, n)
+	for i := range out {
+		l := f.Params.layer(&f.ks, i)
+		name, want := l.field()
+		if h[name] != want {
+			return nil, fmt.Errorf("%w: %s has %s=%q, the parameters give %q", ErrMismatch, f.meta, name, h[name], want)
+		}
+		out[i] = l
+	}
+	return out, nil
+}
+
+// keyPrefix is the common prefix of the filter's keys, for messages.
+func (f *Filter) keyPrefix() string { return strings.TrimSuffix(f.meta, "meta") }

@@ -1,10 +1,12 @@
 package bloom
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"github.com/trawl/trawl/shared/bloomhash"
 	"slices"
+	"strconv"
 	"testing"
 )
 
@@ -42,9 +44,13 @@ func TestDefaultMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The package comment promises ~12 MB in one key.
-	if got := f.Bytes(); got != 11_981_323 {
-		t.Errorf("Bytes() = %d, want 11981323", got)
+	// The package comment promises ~13.8 MB in one key for the first layer (p/2), and
+	// ~31 MB for the second (twice the URLs at p/4).
+	if got := f.Bytes(); got != 13_784_692 {
+		t.Errorf("Bytes() = %d, want 13784692", got)
+	}
+	if next := f.NextLayer(); next.Bytes() != 31_176_122 || next.K != 9 || next.N != 20_000_000 {
+		t.Errorf("next layer %+v, want 20M URLs, k = 9, 31176122 bytes", next)
 	}
 	if f.Keys != 1 {
 		t.Errorf("Keys = %d, want 1", f.Keys)
@@ -60,8 +66,9 @@ func TestPositionsUseSharedScheme(t *testing.T) {
 		m       uint64
 		k, keys int
 	}{
-		{"defaults, one key", Params{Capacity: 10_000_000, FPRate: 0.01, KeyBits: 1 << 31}, 95_850_584, 7, 1},
-		{"15 keys of 2^16 bits", Params{Capacity: 100_000, FPRate: 0.01, KeyBits: 1 << 16}, 958_506, 7, 15},
+		// The first layer is sized for p·(1 − r) = p/2.
+		{"defaults, one key", Params{Capacity: 10_000_000, FPRate: 0.01, KeyBits: 1 << 31}, 110_277_535, 8, 1},
+		{"17 keys of 2^16 bits", Params{Capacity: 100_000, FPRate: 0.01, KeyBits: 1 << 16}, 1_102_776, 8, 17},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -91,7 +98,7 @@ func TestKeySplit(t *testing.T) {
 	}
 	for _, keyBits := range []uint64{1 << 16, 1 << 12, 8000, 8} {
 		if keyBits == 8 {
-			// 958506 bits in 8-bit keys would need far more than MaxKeys keys.
+			// 1102776 bits in 8-bit keys would need far more than MaxKeys keys.
 			if _, err := New("trawl", Params{Capacity: 100_000, FPRate: 0.01, KeyBits: keyBits}); !errors.Is(err, ErrParams) {
 				t.Errorf("KeyBits 8: err = %v, want ErrParams", err)
 			}
@@ -125,33 +132,73 @@ func TestKeyNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	names := f.KeyNames()
-	if len(names) != 15 || names[0] != "crawl7:{dedup}:bloom:0" || names[14] != "crawl7:{dedup}:bloom:14" {
+	if len(names) != 17 || names[0] != "crawl7:{dedup}:bloom:0:0" || names[16] != "crawl7:{dedup}:bloom:0:16" {
 		t.Errorf("KeyNames = %v", names)
+	}
+	if next := f.NextLayer().KeyNames(); next[0] != "crawl7:{dedup}:bloom:1:0" {
+		t.Errorf("next layer's keys %v", next)
 	}
 	if f.MetaKey() != "crawl7:{dedup}:bloom:meta" {
 		t.Errorf("MetaKey = %q", f.MetaKey())
 	}
+	// The stats key is the shared name the status page reads, in the filter's keyspace.
+	if f.StatsKey() != "crawl7:{dedup}:bloom:stats" {
+		t.Errorf("StatsKey = %q", f.StatsKey())
+	}
 }
 
+// A record holds the URL's index, then each layer's k positions, grouped by key within a
+// layer (the script sets one key's bits with one BITFIELD).
 func TestAppendRecord(t *testing.T) {
 	f, err := New("trawl", Params{Capacity: 100_000, FPRate: 0.01, KeyBits: 1 << 16})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := f.AppendRecord([]byte("x"), 513, "https://example.com/")
-	if len(rec) != 1+f.RecordSize() {
-		t.Fatalf("record length %d, want %d", len(rec), 1+f.RecordSize())
+	next := f.NextLayer()
+	lo := layout([]Layer{f.Layer, next}, 1)
+	if want := 4 + 15*(f.K+next.K); lo.RecordSize() != want {
+		t.Fatalf("record size %d, want %d", lo.RecordSize(), want)
+	}
+	rec := lo.AppendRecord([]byte("x"), 513, "https://example.com/")
+	if len(rec) > 1+lo.RecordSize() {
+		t.Fatalf("record length %d, want at most %d", len(rec), 1+lo.RecordSize())
 	}
 	rec = rec[1:]
 	if idx := binary.BigEndian.Uint32(rec); idx != 513 {
 		t.Errorf("index %d, want 513", idx)
 	}
-	for i, p := range f.Positions(nil, "https://example.com/") {
-		k := binary.BigEndian.Uint32(rec[4+8*i:])
-		off := binary.BigEndian.Uint32(rec[8+8*i:])
-		if k != p.Key || off != p.Offset {
-			t.Errorf("pair %d = (%d, %d), want %v", i, k, off, p)
+	at := 4
+	for _, l := range lo.Layers {
+		want := bloomhash.Positions(nil, "https://example.com/", l.M, l.K, f.KeyBits)
+		var got []Pos
+		for range l.K {
+			key := binary.BigEndian.Uint32(rec[at:])
+			end := at + 4 + bytes.IndexByte(rec[at+4:], 0)
+			off, err := strconv.ParseUint(string(rec[at+4:end]), 10, 32)
+			if err != nil {
+				t.Fatalf("offset at %d: %v", at, err)
+			}
+			got = append(got, Pos{Key: key, Offset: uint32(off)})
+			at = end + 1
 		}
+		if !slices.IsSortedFunc(got, func(a, b Pos) int { return int(a.Key) - int(b.Key) }) {
+			t.Errorf("layer %d: positions %v not grouped by key", l.Index, got)
+		}
+		slices.SortFunc(want, func(a, b Pos) int { return int(a.Key)*(1<<20) + int(a.Offset) - int(b.Key)*(1<<20) - int(b.Offset) })
+		slices.SortFunc(got, func(a, b Pos) int { return int(a.Key)*(1<<20) + int(a.Offset) - int(b.Key)*(1<<20) - int(b.Offset) })
+		if !slices.Equal(got, want) {
+			t.Errorf("layer %d: positions %v, want %v", l.Index, got, want)
+		}
+	}
+	if at != len(rec) {
+		t.Errorf("record has %d bytes after the last layer", len(rec)-at)
+	}
+	// The spec tells the script each layer's k and where its bitmaps start in KEYS.
+	if n := binary.BigEndian.Uint32(lo.spec); n != 2 {
+		t.Errorf("spec layers %d", n)
+	}
+	if k, base, keys := binary.BigEndian.Uint32(lo.spec[16:]), binary.BigEndian.Uint32(lo.spec[20:]), binary.BigEndian.Uint32(lo.spec[24:]); int(k) != next.K || int(base) != 2+f.Keys || int(keys) != next.Keys {
+		t.Errorf("second layer spec k=%d base=%d keys=%d, want %d, %d, %d", k, base, keys, next.K, 2+f.Keys, next.Keys)
 	}
 }
 
@@ -173,6 +220,13 @@ func TestValidate(t *testing.T) {
 		{"p negative", func(p *Params) { p.FPRate = -0.1 }, false},
 		{"too many keys", func(p *Params) { p.KeyBits = 8192 }, false},
 		{"too many hashes", func(p *Params) { p.FPRate = 1e-30 }, false},
+		{"growth zero is the default", func(p *Params) { p.Growth = 0 }, true},
+		{"growth one", func(p *Params) { p.Growth = 1 }, true},
+		{"growth too large", func(p *Params) { p.Growth = MaxGrowth + 1 }, false},
+		{"growth negative", func(p *Params) { p.Growth = -1 }, false},
+		{"tighten one", func(p *Params) { p.Tighten = 1 }, false},
+		{"tighten negative", func(p *Params) { p.Tighten = -0.5 }, false},
+		{"tighten 0.9", func(p *Params) { p.Tighten = 0.9 }, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

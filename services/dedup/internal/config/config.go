@@ -27,12 +27,15 @@ const maxBatch = 4096
 // Config is everything the service needs.
 type Config struct {
 	envconfig.Common
-	Bloom        bloom.Params  // TRAWL_BLOOM_CAPACITY, TRAWL_BLOOM_FP_RATE, TRAWL_BLOOM_KEY_BITS
+	Bloom        bloom.Params  // TRAWL_BLOOM_CAPACITY, _FP_RATE, _KEY_BITS, _GROWTH, _TIGHTEN
 	MaxDepth     int           // TRAWL_MAX_DEPTH: URLs deeper than this are dropped
 	Batch        int           // TRAWL_DEDUP_BATCH: input messages per Redis call
 	FillInterval time.Duration // TRAWL_BLOOM_FILL_INTERVAL: how often the fill ratio is measured; 0 = never
-	Seeds        []string      // TRAWL_SEEDS: URLs published as seeds at start-up
-	CacheSize    int           // TRAWL_DEDUP_CACHE_SIZE: entries of the in-process seen cache; 0 = off
+	// MemoTrimInterval (TRAWL_DEDUP_MEMO_TRIM_INTERVAL) is how often memos of messages
+	// below the consumer's ack floor are removed.
+	MemoTrimInterval time.Duration
+	Seeds            []string // TRAWL_SEEDS: URLs published as seeds at start-up
+	CacheSize        int      // TRAWL_DEDUP_CACHE_SIZE: entries of the in-process seen cache; 0 = off
 	// Norm is applied to every URL before the seen test; the result is also the URL sent
 	// to the frontier. TRAWL_STRIP_SESSION_IDS (default true: a crawler keeps no cookies,
 	// so without it every visit to a site that rewrites URLs with session ids mints a new
@@ -49,12 +52,15 @@ func Load(r *envconfig.Reader) (Config, error) {
 			Capacity: uint64(max(0, r.Int("BLOOM_CAPACITY", 10_000_000))),
 			FPRate:   r.Float("BLOOM_FP_RATE", 0.01),
 			KeyBits:  uint64(max(0, r.Int("BLOOM_KEY_BITS", 1<<31))),
+			Growth:   r.Int("BLOOM_GROWTH", bloom.DefaultGrowth),
+			Tighten:  r.Float("BLOOM_TIGHTEN", bloom.DefaultTighten),
 		},
-		MaxDepth:     r.Int("MAX_DEPTH", 20),
-		Batch:        r.Int("DEDUP_BATCH", 256),
-		FillInterval: r.Duration("BLOOM_FILL_INTERVAL", time.Minute),
-		Seeds:        r.List("SEEDS", nil),
-		CacheSize:    r.Int("DEDUP_CACHE_SIZE", 50_000),
+		MemoTrimInterval: r.Duration("DEDUP_MEMO_TRIM_INTERVAL", 30*time.Second),
+		MaxDepth:         r.Int("MAX_DEPTH", 20),
+		Batch:            r.Int("DEDUP_BATCH", 256),
+		FillInterval:     r.Duration("BLOOM_FILL_INTERVAL", time.Minute),
+		Seeds:            r.List("SEEDS", nil),
+		CacheSize:        r.Int("DEDUP_CACHE_SIZE", 50_000),
 		Norm: urlnorm.Options{
 			StripSessionIDs: r.Bool("STRIP_SESSION_IDS", true),
 			SortQuery:       r.Bool("SORT_QUERY", false),
@@ -76,6 +82,12 @@ func (c Config) Validate() error {
 	if p.KeyBits == 0 || p.KeyBits > bloom.MaxKeyBits || p.KeyBits%8 != 0 {
 		errs = append(errs, fmt.Errorf("TRAWL_BLOOM_KEY_BITS=%d: want a multiple of 8, at most 2^32 (%d)", p.KeyBits, uint64(bloom.MaxKeyBits)))
 	}
+	if p.Growth < 1 || p.Growth > bloom.MaxGrowth {
+		errs = append(errs, fmt.Errorf("TRAWL_BLOOM_GROWTH=%d: want 1..%d", p.Growth, bloom.MaxGrowth))
+	}
+	if !(p.Tighten > 0 && p.Tighten < 1) {
+		errs = append(errs, fmt.Errorf("TRAWL_BLOOM_TIGHTEN=%v: want 0 < r < 1", p.Tighten))
+	}
 	if errors.Join(errs[1:]...) == nil {
 		// The individual values are fine; check what they imply (number of keys, k).
 		if err := p.Validate(); err != nil {
@@ -90,6 +102,9 @@ func (c Config) Validate() error {
 	}
 	if c.FillInterval < 0 || (c.FillInterval > 0 && c.FillInterval < time.Second) {
 		errs = append(errs, fmt.Errorf("TRAWL_BLOOM_FILL_INTERVAL=%s: want 0 (off) or at least 1s", c.FillInterval))
+	}
+	if c.MemoTrimInterval < time.Second {
+		errs = append(errs, fmt.Errorf("TRAWL_DEDUP_MEMO_TRIM_INTERVAL=%s: want at least 1s", c.MemoTrimInterval))
 	}
 	if c.CacheSize < 0 || c.CacheSize > MaxCacheSize {
 		errs = append(errs, fmt.Errorf("TRAWL_DEDUP_CACHE_SIZE=%d: want 0 (off) to %d", c.CacheSize, MaxCacheSize))

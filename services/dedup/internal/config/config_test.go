@@ -16,7 +16,7 @@ func TestDefaults(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Fatalf("defaults do not validate: %v", err)
 	}
-	if c.Bloom.Capacity != 10_000_000 || c.Bloom.FPRate != 0.01 || c.Bloom.KeyBits != 1<<31 {
+	if c.Bloom.Capacity != 10_000_000 || c.Bloom.FPRate != 0.01 || c.Bloom.KeyBits != 1<<31 || c.Bloom.Growth != 2 || c.Bloom.Tighten != 0.5 || c.MemoTrimInterval != 30*time.Second {
 		t.Errorf("bloom defaults = %+v", c.Bloom)
 	}
 	if c.MaxDepth != 20 || c.Batch != 256 || c.FillInterval != time.Minute || c.HTTPAddr != ":9104" {
@@ -69,6 +69,11 @@ func TestInvalid(t *testing.T) {
 		{map[string]string{"TRAWL_DEDUP_BATCH": "0"}, "TRAWL_DEDUP_BATCH"},
 		{map[string]string{"TRAWL_DEDUP_BATCH": "5000"}, "TRAWL_DEDUP_BATCH"},
 		{map[string]string{"TRAWL_BLOOM_FILL_INTERVAL": "10ms"}, "TRAWL_BLOOM_FILL_INTERVAL"},
+		{map[string]string{"TRAWL_BLOOM_GROWTH": "0"}, "TRAWL_BLOOM_GROWTH"},
+		{map[string]string{"TRAWL_BLOOM_GROWTH": "17"}, "TRAWL_BLOOM_GROWTH"},
+		{map[string]string{"TRAWL_BLOOM_TIGHTEN": "1"}, "TRAWL_BLOOM_TIGHTEN"},
+		{map[string]string{"TRAWL_BLOOM_TIGHTEN": "0"}, "TRAWL_BLOOM_TIGHTEN"},
+		{map[string]string{"TRAWL_DEDUP_MEMO_TRIM_INTERVAL": "0"}, "TRAWL_DEDUP_MEMO_TRIM_INTERVAL"},
 		{map[string]string{"TRAWL_SHARDS": "0"}, "TRAWL_SHARDS"},
 		{map[string]string{"TRAWL_DEDUP_CACHE_SIZE": "-1"}, "TRAWL_DEDUP_CACHE_SIZE"},
 		{map[string]string{"TRAWL_DEDUP_CACHE_SIZE": "10000001"}, "TRAWL_DEDUP_CACHE_SIZE"},

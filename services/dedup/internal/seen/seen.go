@@ -8,6 +8,12 @@
 // the same URLs, and the stream's duplicate window drops the copies. Once the outputs are
 // stored the service calls Forget: a redelivery after that finds the bits set and
 // publishes nothing, which is right because the outputs already exist.
+//
+// A memo is needed only while its message can be delivered again, that is until the
+// consumer's ack floor passes the message's stream sequence. Memos are kept in one hash
+// with an index by stream sequence, and Trim removes those at or below the ack floor, so
+// memos left by a crash or a failed Forget go as soon as their messages are acked, however
+// long that takes, and never while a redelivery can still come.
 package seen
 
 import (
@@ -15,7 +21,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -23,12 +28,6 @@ import (
 	"github.com/trawl/trawl/services/dedup/internal/cache"
 	"github.com/trawl/trawl/shared/redisx"
 )
-
-// MemoTTL is how long a result is kept when Forget is never called (the service died
-// between test and publish). It must outlast every redelivery of the message: AckWait ×
-// MaxDeliver with backoff is minutes, and the duplicate window that makes the republish
-// harmless is 10 minutes.
-const MemoTTL = time.Hour
 
 // URL is one URL of a message to test.
 type URL struct {
@@ -41,7 +40,11 @@ type URL struct {
 
 // Message is one input message's share of a batch.
 type Message struct {
-	ID   string // stable id of the input message (natsx.MsgID)
+	ID string // stable id of the input message (natsx.MsgID)
+	// Seq is the message's stream sequence. Its memo is kept until the consumer's ack
+	// floor passes it (Trim): only then can no redelivery come. 0 = unknown: the memo is
+	// kept until Forget.
+	Seq  uint64
 	URLs []URL
 	// Redelivered marks a message delivered before (Cached sends it to Redis whole, for
 	// its memo). Store ignores it: it always consults the memo.
@@ -50,8 +53,7 @@ type Message struct {
 
 // Redis is the part of a Redis client the seen test needs.
 type Redis interface {
-	redis.Scripter
-	Del(ctx context.Context, keys ...string) *redis.IntCmd
+	redis.Cmdable
 }
 
 // Store is the seen test backed by Redis. It is safe for concurrent use.
@@ -59,6 +61,9 @@ type Store struct {
 	rdb    Redis
 	filter *bloom.Filter
 	ks     redisx.Keyspace
+	// OnGrow, if set, is called after this Store added a layer to the filter (another
+	// replica may add one too; only the one that did is told).
+	OnGrow func(bloom.Layer)
 }
 
 // New returns a Store over filter's keys; keys of the memo share the filter's keyspace
@@ -67,35 +72,53 @@ func New(rdb Redis, filter *bloom.Filter, prefix string) *Store {
 	return &Store{rdb: rdb, filter: filter, ks: redisx.NewKeyspace(prefix, "dedup")}
 }
 
-// DoneKey is the memo key of a message.
-func (s *Store) DoneKey(msgID string) string { return s.ks.Key("done", msgID) }
+// MemoKey is the hash of memos: message id → its new indexes, comma-separated.
+func (s *Store) MemoKey() string { return s.ks.Key("memo") }
 
-// script: KEYS = the filter's bitmaps (nb of them), then one memo key per message.
-// ARGV[1] = k, ARGV[2] = nb, ARGV[3] = memo TTL (s), ARGV[3+i] = message i's records.
-// Returns per message the new indexes as a comma-separated string, memoised or fresh.
+// MemoSeqKey is the sorted set of memoised message ids scored by stream sequence, which
+// Trim cuts below the ack floor.
+func (s *Store) MemoSeqKey() string { return s.ks.Key("memo", "seq") }
+
+// script: KEYS = meta, memo hash, memo index, then every layer's bitmaps (bloom.Call).
+// ARGV[1..3] = the call's layout arguments, then per message: id, stream sequence,
+// records. Returns {status, results...}: per message handled, its new indexes as a
+// comma-separated string, memoised or fresh. Status "full" means it stopped before the
+// next message that needs the filter because the newest layer is full; "stale" that Redis
+// has more layers than the call was built for (nothing done).
 var script = redis.NewScript(bloom.LuaLib + `
-local k, nb, ttl = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
-local out = {}
-for i = 1, #KEYS - nb do
-  local done = KEYS[nb + i]
-  local memo = redis.call('GET', done)
-  if memo then
-    out[i] = memo
-  else
-    local new = bloom_tas(ARGV[3 + i], k, 1)
-    local res = table.concat(new, ',')
-    redis.call('SET', done, res, 'EX', ttl)
-    out[i] = res
+local L, fmt = bloom_layout(ARGV[1])
+if tonumber(redis.call('HGET', KEYS[1], 'layers')) ~= #L then return {'stale'} end
+local room = tonumber(ARGV[2]) - tonumber(redis.call('HGET', KEYS[1], ARGV[3]) or '0')
+local added = 0
+local out = {'ok'}
+for i = 4, #ARGV, 3 do
+  local id = ARGV[i]
+  local memo = redis.call('HGET', KEYS[2], id)
+  if not memo then
+    if added >= room then
+      out[1] = 'full'
+      break
+    end
+    local new = bloom_tas(ARGV[i + 2], L, fmt, math.huge)
+    added = added + #new
+    memo = table.concat(new, ',')
+    redis.call('HSET', KEYS[2], id, memo)
+    redis.call('ZADD', KEYS[3], ARGV[i + 1], id)
   end
+  out[#out + 1] = memo
 end
+if added > 0 then redis.call('HINCRBY', KEYS[1], ARGV[3], added) end
 return out
 `)
 
+// maxStuck bounds the calls in a row that handle nothing because the layers changed.
+const maxStuck = 64
+
 // MaxURLsPerCall bounds the URLs of one script call. A Lua script blocks Redis while it
-// runs (about 1 µs per bit operation, so ~60 ms for 8192 URLs at k = 7); a batch of 256
-// pages with thousands of links each is split, at message boundaries, into several calls
-// so the scheduler sharing the Redis is never stalled for long. A single message larger
-// than this still goes in one call: its test and its memo must be atomic.
+// runs (about 8 µs per new URL); a batch of 256 pages with thousands of links each is
+// split, at message boundaries, into several calls so the scheduler sharing the Redis is
+// never stalled for long. A single message larger than this still goes in one call: its
+// test and its memo must be atomic.
 const MaxURLsPerCall = 8192
 
 // TestAndSet runs the seen test for a batch of messages and returns, per message, the
@@ -104,72 +127,144 @@ const MaxURLsPerCall = 8192
 // batch: messages are processed in order. Messages without URLs cost nothing.
 func (s *Store) TestAndSet(ctx context.Context, msgs []Message) ([][]int, error) {
 	out := make([][]int, len(msgs))
-	for start := 0; start < len(msgs); {
+	for start, stuck := 0, 0; start < len(msgs); {
 		end, urls := start, 0
 		for end < len(msgs) && (end == start || urls+len(msgs[end].URLs) <= MaxURLsPerCall) {
 			urls += len(msgs[end].URLs)
 			end++
 		}
-		if err := s.call(ctx, msgs[start:end], out[start:end]); err != nil {
+		done, err := s.call(ctx, msgs[start:end], out[start:end])
+		if err != nil {
 			return nil, err
 		}
-		start = end
+		if done == 0 {
+			// A layer was added, by this call or another replica: rare, so many in a row
+			// mean something is wrong.
+			if stuck++; stuck > maxStuck {
+				return nil, fmt.Errorf("seen: test-and-set: layers kept changing under %d calls", maxStuck)
+			}
+		} else {
+			stuck = 0
+		}
+		start += done
 	}
 	return out, nil
 }
 
-// call runs one script call for msgs, writing each message's result to out.
-func (s *Store) call(ctx context.Context, msgs []Message, out [][]int) error {
-	keys := append(make([]string, 0, s.filter.Keys+len(msgs)), s.filter.KeyNames()...)
-	args := make([]any, 3, 3+len(msgs))
-	args[0], args[1], args[2] = s.filter.K, s.filter.Keys, int64(MemoTTL/time.Second)
+// call runs one script call for msgs, writing each handled message's result to out, and
+// returns how many messages are handled (all, unless a layer had to be added first).
+func (s *Store) call(ctx context.Context, msgs []Message, out [][]int) (int, error) {
+	call := s.filter.NewCall(s.MemoKey(), s.MemoSeqKey())
+	args := append(make([]any, 0, len(call.Args)+3*len(msgs)), call.Args...)
 	var todo []int // indexes into msgs sent to Redis
 	for i, m := range msgs {
 		if len(m.URLs) == 0 {
 			continue
 		}
-		recs := make([]byte, 0, len(m.URLs)*s.filter.RecordSize())
+		recs := make([]byte, 0, len(m.URLs)*call.RecordSize())
 		for _, u := range m.URLs {
-			recs = s.filter.AppendRecord(recs, uint32(u.Index), u.URL)
+			recs = call.AppendRecord(recs, uint32(u.Index), u.URL)
 		}
-		keys = append(keys, s.DoneKey(m.ID))
-		args = append(args, recs)
+		var seq any = m.Seq
+		if m.Seq == 0 {
+			seq = "+inf" // unknown: kept until Forget, never trimmed
+		}
+		args = append(args, m.ID, seq, recs)
 		todo = append(todo, i)
 	}
 	if len(todo) == 0 {
-		return nil
+		return len(msgs), nil
 	}
-	res, err := script.Run(ctx, s.rdb, keys, args...).StringSlice()
+	res, err := script.Run(ctx, s.rdb, call.Keys, args...).StringSlice()
 	if err != nil {
-		return fmt.Errorf("seen: test-and-set %d messages: %w", len(todo), err)
+		return 0, fmt.Errorf("seen: test-and-set %d messages: %w", len(todo), err)
 	}
-	if len(res) != len(todo) {
-		return fmt.Errorf("seen: test-and-set returned %d results for %d messages", len(res), len(todo))
+	if len(res) == 0 || len(res)-1 > len(todo) || (res[0] == "ok" && len(res)-1 != len(todo)) {
+		return 0, fmt.Errorf("seen: test-and-set returned %d results for %d messages", len(res)-1, len(todo))
 	}
-	for j, i := range todo {
-		idx, err := parseIndexes(res[j])
+	for j, r := range res[1:] {
+		i := todo[j]
+		idx, err := parseIndexes(r)
 		if err != nil {
-			return fmt.Errorf("seen: result of %s: %w", msgs[i].ID, err)
+			return 0, fmt.Errorf("seen: result of %s: %w", msgs[i].ID, err)
 		}
 		out[i] = idx
 	}
-	return nil
+	switch res[0] {
+	case "ok":
+		return len(msgs), nil
+	case "stale":
+		return 0, s.filter.Load(ctx, s.rdb)
+	case "full":
+		added, err := s.filter.Grow(ctx, s.rdb, len(call.Layers))
+		if err != nil {
+			return 0, fmt.Errorf("seen: %w", err)
+		}
+		if added && s.OnGrow != nil {
+			ls := s.filter.Layers()
+			s.OnGrow(ls[len(ls)-1])
+		}
+		// Messages up to the first one not handled are done (empty ones included).
+		return todo[len(res)-1], nil
+	default:
+		return 0, fmt.Errorf("seen: test-and-set status %q", res[0])
+	}
 }
 
-// Forget deletes the memos of messages whose outputs are stored, in one command (all memo
-// keys share a slot). A failure is harmless — the memos expire — so callers may just log it.
+// Forget deletes the memos of messages whose outputs are stored, in one round trip. A
+// failure is harmless — Trim removes the memos once the messages are acked — so callers
+// may just log it.
 func (s *Store) Forget(ctx context.Context, msgIDs []string) error {
 	if len(msgIDs) == 0 {
 		return nil
 	}
-	keys := make([]string, len(msgIDs))
+	members := make([]any, len(msgIDs))
 	for i, id := range msgIDs {
-		keys[i] = s.DoneKey(id)
+		members[i] = id
 	}
-	if err := s.rdb.Del(ctx, keys...).Err(); err != nil {
-		return fmt.Errorf("seen: forget %d memos: %w", len(keys), err)
+	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.HDel(ctx, s.MemoKey(), msgIDs...)
+		p.ZRem(ctx, s.MemoSeqKey(), members...)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("seen: forget %d memos: %w", len(msgIDs), err)
 	}
 	return nil
+}
+
+// trimSlice bounds the memos one Trim round trip removes, so Redis is never blocked long.
+const trimSlice = 4096
+
+// Trim removes the memos of messages at or below the consumer's ack floor (the stream
+// sequence below which every message is acked or terminated): none of them can be
+// delivered again, so their memos can never be read. It returns how many it removed and
+// how many are left.
+func (s *Store) Trim(ctx context.Context, ackFloor uint64) (removed int, left int64, err error) {
+	upTo := strconv.FormatUint(ackFloor, 10)
+	for {
+		ids, err := s.rdb.ZRangeByScore(ctx, s.MemoSeqKey(), &redis.ZRangeBy{Min: "-inf", Max: upTo, Count: trimSlice}).Result()
+		if err != nil {
+			return removed, 0, fmt.Errorf("seen: trim memos to %d: %w", ackFloor, err)
+		}
+		if len(ids) == 0 {
+			break
+		}
+		// Below the floor no memo is written again, so reading and deleting need not be
+		// atomic.
+		if err := s.Forget(ctx, ids); err != nil {
+			return removed, 0, fmt.Errorf("seen: trim memos to %d: %w", ackFloor, err)
+		}
+		removed += len(ids)
+		if len(ids) < trimSlice {
+			break
+		}
+	}
+	left, err = s.rdb.ZCard(ctx, s.MemoSeqKey()).Result()
+	if err != nil {
+		return removed, 0, fmt.Errorf("seen: count memos: %w", err)
+	}
+	return removed, left, nil
 }
 
 func parseIndexes(s string) ([]int, error) {

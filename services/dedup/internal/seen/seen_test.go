@@ -29,17 +29,20 @@ func TestParseIndexes(t *testing.T) {
 	}
 }
 
-func TestDoneKeySharesTheFilterSlot(t *testing.T) {
+func TestMemoKeysShareTheFilterSlot(t *testing.T) {
 	f, err := bloom.New("crawl7", bloom.Params{Capacity: 1000, FPRate: 0.01, KeyBits: 1 << 16})
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := New(nil, f, "crawl7")
 	// Same prefix and {dedup} hash tag as the bitmaps: one Redis Cluster slot per script.
-	if got := s.DoneKey("CRAWL_DISCOVERED:42"); got != "crawl7:{dedup}:done:CRAWL_DISCOVERED:42" {
-		t.Errorf("DoneKey = %q", got)
+	if got := s.MemoKey(); got != "crawl7:{dedup}:memo" {
+		t.Errorf("MemoKey = %q", got)
 	}
-	if f.KeyNames()[0] != "crawl7:{dedup}:bloom:0" {
+	if got := s.MemoSeqKey(); got != "crawl7:{dedup}:memo:seq" {
+		t.Errorf("MemoSeqKey = %q", got)
+	}
+	if f.KeyNames()[0] != "crawl7:{dedup}:bloom:0:0" {
 		t.Errorf("bitmap key %q", f.KeyNames()[0])
 	}
 }

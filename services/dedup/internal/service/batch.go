@@ -42,7 +42,8 @@ type handler struct {
 
 // input is what the handler needs of a delivered message.
 type input struct {
-	id   string // natsx.MsgID: "<stream>:<seq>"
+	id   string // natsx.MsgID
+	seq  uint64 // stream sequence (0 = unknown)
 	data []byte
 	// redelivered is set when the message was delivered before, or its delivery count is
 	// unknown: its URLs bypass the cache for its memo (see seen.Cached).
@@ -135,6 +136,9 @@ func (h *handler) handle(ctx context.Context, msgs []jetstream.Msg) []error {
 	for i, m := range msgs {
 		md, err := m.Metadata()
 		in[i] = input{id: natsx.MsgID(m), data: m.Data(), redelivered: err != nil || md.NumDelivered > 1}
+		if err == nil {
+			in[i].seq = md.Sequence.Stream
+		}
 	}
 	return h.process(ctx, in)
 }
@@ -165,7 +169,7 @@ func (h *handler) process(ctx context.Context, in []input) []error {
 		for j, c := range p.cands {
 			urls[j] = seen.URL{Index: c.index, URL: c.d.URL}
 		}
-		tests = append(tests, seen.Message{ID: msg.id, URLs: urls, Redelivered: msg.redelivered})
+		tests = append(tests, seen.Message{ID: msg.id, Seq: msg.seq, URLs: urls, Redelivered: msg.redelivered})
 		tested = append(tested, i)
 	}
 
@@ -228,7 +232,7 @@ func (h *handler) process(ctx context.Context, in []input) []error {
 		}
 	}
 	if err := h.seen.Forget(ctx, done); err != nil {
-		// Harmless: the memos expire on their own.
+		// Harmless: the memos are trimmed once the ack floor passes them.
 		h.m.failures.WithLabelValues(stageForget).Inc()
 		h.log.Warn("forgetting memos failed", "err", err)
 	}

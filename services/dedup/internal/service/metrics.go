@@ -17,6 +17,7 @@ const (
 	stagePublish   = "publish"
 	stageForget    = "forget"
 	stageFillRatio = "fill_ratio"
+	stageTrim      = "trim"
 )
 
 type metrics struct {
@@ -28,6 +29,10 @@ type metrics struct {
 	failures   *prometheus.CounterVec
 	fillRatio  prometheus.Gauge
 	filterBits prometheus.Gauge
+	layers     prometheus.Gauge
+	bloomBytes prometheus.Gauge
+	nextBytes  prometheus.Gauge
+	memos      prometheus.Gauge
 
 	cacheLookups prometheus.Counter
 	cacheHits    prometheus.Counter
@@ -78,7 +83,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 		terminated: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "trawl_dedup_messages_terminated_total",
-			Help: "Input messages terminated: permanent (malformed, unknown version) or max-deliver (kept failing).",
+			Help: "Input messages terminated: permanent (malformed, unknown version); temporary failures are retried, never terminated.",
 		}, []string{"reason"}),
 		published: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "trawl_dedup_frontier_messages_total",
@@ -86,15 +91,31 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "trawl_dedup_failures_total",
-			Help: "Failed batch steps by stage: redis (test-and-set; batch retried), publish (batch retried), forget (memo left to expire), fill_ratio.",
+			Help: "Failed steps by stage: redis (test-and-set; batch retried), publish (batch retried), forget (memo left for the trim), fill_ratio, trim (memo trim to the ack floor).",
 		}, []string{"stage"}),
 		fillRatio: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "trawl_dedup_bloom_fill_ratio",
-			Help: "Fraction of the Bloom filter's bits set, measured every TRAWL_BLOOM_FILL_INTERVAL; the current false-positive rate is about fill^k.",
+			Help: "Fraction of the newest Bloom filter layer's bits set, measured every TRAWL_BLOOM_FILL_INTERVAL; the layer's false-positive rate is about fill^k.",
 		}),
 		filterBits: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "trawl_dedup_bloom_size_bits",
-			Help: "Size m of the Bloom filter in bits.",
+			Help: "Bits of all Bloom filter layers.",
+		}),
+		layers: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "trawl_dedup_bloom_layers",
+			Help: "Layers of the scalable Bloom filter; one is added each time the newest holds its capacity.",
+		}),
+		bloomBytes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "trawl_dedup_bloom_bytes",
+			Help: "Redis memory of all Bloom filter layers.",
+		}),
+		nextBytes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "trawl_dedup_bloom_next_layer_bytes",
+			Help: "Redis memory the next Bloom filter layer will take when the newest is full.",
+		}),
+		memos: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "trawl_dedup_memos",
+			Help: "Per-message seen-test memos in Redis after the last trim to the consumer's ack floor.",
 		}),
 		cacheLookups: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "trawl_dedup_cache_lookups_total",
@@ -113,16 +134,16 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "URLs in the in-process seen cache (at most TRAWL_DEDUP_CACHE_SIZE).",
 		}),
 	}
-	reg.MustRegister(m.urls, m.batchSize, m.redisDur, m.terminated, m.published, m.failures, m.fillRatio, m.filterBits,
+	reg.MustRegister(m.urls, m.batchSize, m.redisDur, m.terminated, m.published, m.failures, m.fillRatio, m.filterBits, m.layers, m.bloomBytes, m.nextBytes, m.memos,
 		m.cacheLookups, m.cacheHits, m.cacheRatio, m.cacheEntries)
 	// Zero series exist from the start, so rate() and alerts work before the first event.
 	for _, r := range []string{resultNew, resultSeen, resultInvalid, resultTooDeep} {
 		m.urls.WithLabelValues(r)
 	}
-	for _, r := range []string{"permanent", "max-deliver"} {
+	for _, r := range []string{"permanent"} {
 		m.terminated.WithLabelValues(r)
 	}
-	for _, s := range []string{stageRedis, stagePublish, stageForget, stageFillRatio} {
+	for _, s := range []string{stageRedis, stagePublish, stageForget, stageFillRatio, stageTrim} {
 		m.failures.WithLabelValues(s)
 	}
 	return m

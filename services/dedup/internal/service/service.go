@@ -14,11 +14,13 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/trawl/trawl/services/dedup/internal/bloom"
 	"github.com/trawl/trawl/services/dedup/internal/cache"
 	"github.com/trawl/trawl/services/dedup/internal/config"
 	"github.com/trawl/trawl/services/dedup/internal/seen"
+	"github.com/trawl/trawl/shared/crawlid"
 	"github.com/trawl/trawl/shared/natsx"
 	"github.com/trawl/trawl/shared/obs"
 	"github.com/trawl/trawl/shared/redisx"
@@ -52,15 +54,23 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		return fmt.Errorf("dedup: %w", err)
 	}
 	defer rdb.Close()
+	crawl, err := crawlid.Open(ctx, js, rdb, cfg.Common, log)
+	if err != nil {
+		return fmt.Errorf("dedup: %w", err)
+	}
 	if err := filter.Init(ctx, rdb); err != nil {
 		return fmt.Errorf("dedup: %w", err)
 	}
-	log.Info("bloom filter ready", "capacity", filter.Capacity, "fp_rate", filter.FPRate,
-		"bits", filter.M, "hashes", filter.K, "keys", filter.Keys, "bytes", filter.Bytes(), "meta", filter.MetaKey())
+	layers := filter.Layers()
+	newest := layers[len(layers)-1]
+	log.Info("bloom filter ready", "capacity", filter.Capacity, "fp_rate", filter.FPRate, "growth", filter.Growth,
+		"tighten", filter.Tighten, "layers", len(layers), "newest_bits", newest.M, "newest_hashes", newest.K,
+		"bytes", filter.Bytes(), "next_layer_bytes", filter.NextLayer().Bytes(), "meta", filter.MetaKey())
 
 	reg := obs.NewRegistry()
 	m := newMetrics(reg)
-	m.filterBits.Set(float64(filter.M))
+	_ = crawl.Register(reg)
+	m.setLayers(filter)
 	srv, err := obs.NewServer(cfg.HTTPAddr, reg, map[string]obs.Check{
 		"nats": func(context.Context) error {
 			if s := nc.Status(); s != nats.CONNECTED {
@@ -68,7 +78,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 			}
 			return nil
 		},
-		"redis": func(ctx context.Context) error { return redisx.Ping(ctx, rdb) },
+		"redis": crawl.Check,
 	})
 	if err != nil {
 		return fmt.Errorf("dedup: %w", err)
@@ -87,7 +97,14 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		return fmt.Errorf("dedup: consumer %s/%s: %w", topology.StreamDiscovered, topology.ConsumerDedup, err)
 	}
 
-	checker := &seen.Cached{Store: seen.New(rdb, filter, cfg.RedisPrefix)}
+	store := seen.New(rdb, filter, cfg.RedisPrefix)
+	store.OnGrow = func(l bloom.Layer) {
+		log.Warn("bloom filter full: added a layer", "layer", l.Index, "layers", l.Index+1, "capacity", l.N,
+			"fp_rate", l.P, "bits", l.M, "hashes", l.K, "bytes", l.Bytes(), "total_bytes", filter.Bytes(),
+			"next_layer_bytes", filter.NextLayer().Bytes())
+		m.setLayers(filter)
+	}
+	checker := &seen.Cached{Store: store}
 	h := &handler{
 		seen:     checker,
 		publish:  func(ctx context.Context, msgs []*nats.Msg) error { return natsx.PublishBatch(ctx, js, msgs) },
@@ -106,7 +123,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	opts := natsx.ConsumeOptions{
 		Batch:      cfg.Batch,
 		MaxDeliver: cfg.MaxDeliver,
-		Gate:       func(ctx context.Context) error { return redisx.Ping(ctx, rdb) },
+		Gate:       crawl.Gate,
 		OnTerm:     func(reason string) { m.terminated.WithLabelValues(reason).Inc() },
 		Log:        log,
 	}
@@ -144,6 +161,16 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 			return nil
 		})
 	}
+	goRun("memo trim", func(ctx context.Context) error {
+		trimMemos(ctx, store, func(ctx context.Context) (uint64, error) {
+			info, err := cons.Info(ctx)
+			if err != nil {
+				return 0, err
+			}
+			return info.AckFloor.Stream, nil
+		}, cfg.MemoTrimInterval, m, log)
+		return nil
+	})
 	log.Info("dedup running", "http", srv.Addr(), "batch", cfg.Batch, "max_depth", cfg.MaxDepth, "shards", cfg.Shards,
 		"cache_size", cfg.CacheSize, "strip_session_ids", cfg.Norm.StripSessionIDs, "sort_query", cfg.Norm.SortQuery)
 	wg.Wait()
@@ -151,20 +178,70 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	return errors.Join(errs...)
 }
 
-// measureFill updates the fill-ratio gauge now and every interval. BITCOUNT reads the
-// whole filter, which is why this is periodic and not per batch.
-func measureFill(ctx context.Context, f *bloom.Filter, rdb bloom.Pipeliner, every time.Duration, m *metrics, log *slog.Logger) {
+// setLayers updates the gauges that follow the filter's layers.
+func (m *metrics) setLayers(f *bloom.Filter) {
+	layers := f.Layers()
+	var bits uint64
+	for _, l := range layers {
+		bits += l.M
+	}
+	m.layers.Set(float64(len(layers)))
+	m.filterBits.Set(float64(bits))
+	m.bloomBytes.Set(float64(f.Bytes()))
+	m.nextBytes.Set(float64(f.NextLayer().Bytes()))
+}
+
+// measureFill updates the fill-ratio gauge and the filter's figures in Redis now and
+// every interval. BITCOUNT reads the whole newest layer, which is why this is periodic
+// and not per batch.
+func measureFill(ctx context.Context, f *bloom.Filter, rdb *redis.Client, every time.Duration, m *metrics, log *slog.Logger) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
-		if r, err := f.FillRatio(ctx, rdb); err != nil {
+		// Another replica may have added a layer.
+		err := f.Load(ctx, rdb)
+		if err == nil {
+			m.setLayers(f)
+			var st bloom.Stats
+			if st, err = f.ReadStats(ctx, rdb); err == nil {
+				m.fillRatio.Set(st.Fill)
+				err = f.WriteStats(ctx, rdb, st)
+			}
+		}
+		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
 			m.failures.WithLabelValues(stageFillRatio).Inc()
 			log.Warn("measuring bloom fill ratio", "err", err)
-		} else {
-			m.fillRatio.Set(r)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// trimMemos removes, now and every interval, the memos of messages at or below the
+// consumer's ack floor: those messages are acked or terminated and never come again.
+func trimMemos(ctx context.Context, s *seen.Store, ackFloor func(context.Context) (uint64, error), every time.Duration, m *metrics, log *slog.Logger) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		floor, err := ackFloor(ctx)
+		if err == nil {
+			var left int64
+			if _, left, err = s.Trim(ctx, floor); err == nil {
+				m.memos.Set(float64(left))
+			}
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			m.failures.WithLabelValues(stageTrim).Inc()
+			log.Warn("trimming seen-test memos", "err", err)
 		}
 		select {
 		case <-ctx.Done():

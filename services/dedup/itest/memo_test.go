@@ -1,0 +1,121 @@
+package itest
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/trawl/trawl/devstack/redisproc"
+	"github.com/trawl/trawl/services/dedup/internal/seen"
+)
+
+// TestSeenTrimToAckFloor: memos at or below the ack floor go, the others stay and still
+// give a redelivery its first answer.
+func TestSeenTrimToAckFloor(t *testing.T) {
+	_, c := startRedis(t)
+	ctx := testCtx(t)
+	f := newFilter(t, c, "trawl", smallParams)
+	s := seen.New(c, f, "trawl")
+
+	var msgs []seen.Message
+	for i := 1; i <= 5000; i++ {
+		m := msg(fmt.Sprintf("S:%d", i), fmt.Sprintf("https://t.test/%d", i))
+		m.Seq = uint64(i)
+		msgs = append(msgs, m)
+	}
+	if _, err := s.TestAndSet(ctx, msgs); err != nil {
+		t.Fatal(err)
+	}
+	// More than one trim slice below the floor.
+	removed, left, err := s.Trim(ctx, 4990)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if removed != 4990 || left != 10 {
+		t.Fatalf("Trim(4990) removed %d, left %d; want 4990, 10", removed, left)
+	}
+	if n, _ := c.HLen(ctx, s.MemoKey()).Result(); n != 10 {
+		t.Errorf("%d memos in the hash, want 10", n)
+	}
+	got, err := s.TestAndSet(ctx, []seen.Message{msgs[4994], msgs[0]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got[0], []int{0}) {
+		t.Errorf("message 4995 above the floor: new %v, want its memo [0]", got[0])
+	}
+	if len(got[1]) != 0 {
+		t.Errorf("message 1, trimmed: new %v, want none (its URL is seen)", got[1])
+	}
+}
+
+// TestServiceMemosTrimmedToAckFloor: memos left behind (an instance died, or forgetting
+// them failed) are removed as soon as the consumer's ack floor passes their messages,
+// while the memo of a message still unacked stays until its redelivery has used it.
+func TestServiceMemosTrimmedToAckFloor(t *testing.T) {
+	s := startStack(t, redisproc.Options{}, map[string]string{
+		"TRAWL_DEDUP_MEMO_TRIM_INTERVAL": "1s",
+		"TRAWL_ACK_WAIT":                 "8s",
+	})
+	c := redisClient(t, s.redis)
+	ctx := testCtx(t)
+	const acked = 300
+	for i := range acked {
+		s.publishDiscovered(t, link(fmt.Sprintf("http://a.test/%d", i), 1))
+	}
+	got, ids := map[int][]string{}, map[string]int{}
+	eventually(t, 20*time.Second, "the acked messages' URLs on the frontier", func() bool {
+		s.frontier(t, got, ids)
+		return len(got[0])+len(got[1]) == acked
+	})
+	eventually(t, 20*time.Second, "dedup consumer idle", func() bool { return s.idle(t) })
+	if err := s.stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	// One more message, taken by an instance that dies after its seen test.
+	s.publishDiscovered(t, link("http://b.test/kept", 1), link("http://c.test/kept", 1))
+	id, seq := s.takeAsCrashed(t, c, []string{"http://b.test/kept", "http://c.test/kept"})
+	if seq != acked+1 {
+		t.Fatalf("taken message has sequence %d, want %d", seq, acked+1)
+	}
+	// Memos left behind for messages long acked, which nothing will forget.
+	store := seen.New(c, nil, s.cfg.RedisPrefix)
+	for i := 1; i <= acked; i++ {
+		if err := c.HSet(ctx, store.MemoKey(), fmt.Sprintf("left:%d", i), "0").Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.ZAdd(ctx, store.MemoSeqKey(), redis.Z{Score: float64(i), Member: fmt.Sprintf("left:%d", i)}).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	s.start(t)
+	// Before the taken message comes back (AckWait 8 s), the trim has removed every memo
+	// below the ack floor and kept the one above it.
+	eventually(t, 5*time.Second, "memos trimmed to the unacked message's", func() bool {
+		ms, err := c.ZRange(ctx, store.MemoSeqKey(), 0, -1).Result()
+		return err == nil && slices.Equal(ms, []string{id})
+	})
+	if n, _ := c.HLen(ctx, store.MemoKey()).Result(); n != 1 {
+		t.Errorf("%d memos in the hash, want 1", n)
+	}
+	if m := s.metric(t, "trawl_dedup_memos"); m != 1 {
+		t.Errorf("trawl_dedup_memos = %v, want 1", m)
+	}
+
+	// The redelivery republishes the URLs its first delivery found new.
+	eventually(t, 20*time.Second, "the unacked message's URLs on the frontier", func() bool {
+		s.frontier(t, got, ids)
+		return slices.Contains(got[0], "http://c.test/kept") && slices.Contains(got[1], "http://b.test/kept")
+	})
+	eventually(t, 20*time.Second, "dedup consumer idle", func() bool { return s.idle(t) })
+	eventually(t, 5*time.Second, "no memo left", func() bool {
+		n, err := c.ZCard(ctx, store.MemoSeqKey()).Result()
+		h, err2 := c.HLen(ctx, store.MemoKey()).Result()
+		return err == nil && err2 == nil && n == 0 && h == 0
+	})
+}
