@@ -16,8 +16,8 @@ import (
 	"github.com/trawl/trawl/shared/crawlmsg"
 )
 
-// t0 is a fixed clock origin: the frontier takes "now" from its caller, so tests drive
-// time explicitly.
+// t0 is a fixed clock origin: tests of the frontier's rules drive its clock step by step
+// (frontier.Options.Clock) instead of waiting on the Redis server's.
 var t0 = time.UnixMilli(1_700_000_000_000)
 
 func at(d time.Duration) time.Time { return t0.Add(d) }
@@ -49,6 +49,8 @@ type tf struct {
 	*frontier.Frontier
 	rdb *redis.Client
 	t   testing.TB
+	// now is the frontier's clock: the time of the step being run.
+	now *time.Time
 }
 
 func newTF(t testing.TB, rdb *redis.Client, o frontier.Options) *tf {
@@ -58,7 +60,9 @@ func newTF(t testing.TB, rdb *redis.Client, o frontier.Options) *tf {
 
 func newTFWith(t testing.TB, rdb *redis.Client, o frontier.Options, p frontier.Prioritizer) *tf {
 	t.Helper()
-	return &tf{Frontier: frontier.New(rdb, o, p), rdb: rdb, t: t}
+	now := t0
+	o.Clock = func() time.Time { return now }
+	return &tf{Frontier: frontier.New(rdb, o, p), rdb: rdb, t: t, now: &now}
 }
 
 // addBatch adds one batch with a source page and returns its queued count.
@@ -102,7 +106,8 @@ func (f *tf) add(id string, us ...crawlmsg.Discovered) int {
 
 func (f *tf) dispatch(now time.Time, max int) []crawlmsg.FetchTask {
 	f.t.Helper()
-	tasks, err := f.Dispatch(testCtx(f.t), now, max)
+	*f.now = now
+	tasks, err := f.Dispatch(testCtx(f.t), max)
 	if err != nil {
 		f.t.Fatalf("Dispatch: %v", err)
 	}
@@ -112,7 +117,8 @@ func (f *tf) dispatch(now time.Time, max int) []crawlmsg.FetchTask {
 
 func (f *tf) complete(now time.Time, outs ...crawlmsg.Outcome) []frontier.Applied {
 	f.t.Helper()
-	got, err := f.Complete(testCtx(f.t), now, outs)
+	*f.now = now
+	got, err := f.Complete(testCtx(f.t), outs)
 	if err != nil {
 		f.t.Fatalf("Complete: %v", err)
 	}
@@ -122,6 +128,7 @@ func (f *tf) complete(now time.Time, outs ...crawlmsg.Outcome) []frontier.Applie
 
 func (f *tf) reap(now time.Time) int {
 	f.t.Helper()
+	*f.now = now
 	n, err := f.Reap(testCtx(f.t), now)
 	if err != nil {
 		f.t.Fatalf("Reap: %v", err)

@@ -197,6 +197,60 @@ func TestOutcomes(t *testing.T) {
 			},
 		},
 		{
+			name: "reap waits for the cutoff and re-arms after k x the last response time",
+			opts: func(o *frontier.Options) { o.LeaseTTL = time.Minute; o.DelayFactor = 4 },
+			run: func(t *testing.T, f *tf) {
+				tk := f.dispatch(t0, 10)[0]
+				out := ok200(tk)
+				out.DurationMs = 3000
+				f.complete(t0.Add(time.Second), out)
+				f.dispatch(t0.Add(13*time.Second), 10)
+				// The caller's cutoff, not the clock, decides: a grace after the deadline.
+				*f.now = t0.Add(2 * time.Minute)
+				n, err := f.Reap(testCtx(t), t0.Add(72*time.Second))
+				if err != nil || n != 0 {
+					t.Fatalf("reaped %d (%v) with the cutoff before the deadline", n, err)
+				}
+				if n := f.reap(t0.Add(73 * time.Second)); n != 1 {
+					t.Fatalf("reaped %d, want 1", n)
+				}
+				// k x 3 s beats the 1 s minimum delay.
+				f.wantHeap("a.example", t0.Add(73*time.Second+12*time.Second))
+			},
+		},
+		{
+			name: "expired outcome after its deadline is settled as a reap",
+			opts: func(o *frontier.Options) { o.LeaseTTL = time.Minute; o.MaxRetries = 1 },
+			run: func(t *testing.T, f *tf) {
+				tk := f.dispatch(t0, 10)[0]
+				// Before the deadline: requeued as it was, no attempt counted.
+				if ap := f.complete(t0.Add(30*time.Second), outcome(tk, crawlmsg.OutcomeExpired, 0))[0]; ap.Result != frontier.ResultRequeued {
+					t.Fatalf("expired before the deadline: %s, want requeued", ap.Result)
+				}
+				tk = f.dispatch(t0.Add(31*time.Second), 10)[0]
+				if tk.Attempt != 0 {
+					t.Fatalf("attempt %d after an early expiry, want 0", tk.Attempt)
+				}
+				// After it (a redelivered task whose fetcher died): an attempt, the full delay.
+				ap := f.complete(t0.Add(92*time.Second), outcome(tk, crawlmsg.OutcomeExpired, 0))[0]
+				if ap.Result != frontier.ResultRetry {
+					t.Fatalf("expired after the deadline: %s, want retry", ap.Result)
+				}
+				if q := f.backQueue("a.example"); len(q) != 2 || q[0] != "0 0 1 http://a.example/1" {
+					t.Fatalf("back queue %q, want /1 at the head with attempt 1", q)
+				}
+				f.wantHeap("a.example", t0.Add(93*time.Second))
+				tk = f.dispatch(t0.Add(93*time.Second), 10)[0]
+				// Past MaxRetries the URL ends: one that kills every fetcher does not loop.
+				if ap := f.complete(t0.Add(200*time.Second), outcome(tk, crawlmsg.OutcomeExpired, 0))[0]; ap.Result != frontier.ResultFailed {
+					t.Fatalf("second late expiry: %s, want failed", ap.Result)
+				}
+				if s := f.stats(); s.Failed != 1 || s.Queued != 1 || s.Expired != 2 {
+					t.Fatalf("stats %+v, want 1 failed, 1 queued, 2 leases expired", s)
+				}
+			},
+		},
+		{
 			name: "stored next time survives the back queue being freed",
 			run: func(t *testing.T, f *tf) {
 				tasks := f.dispatch(t0, 10)

@@ -109,12 +109,11 @@ func TestBacklinkCounting(t *testing.T) {
 	f := newTFWith(t, rdb, o, pref)
 	inlinks := func(host string) int64 {
 		t.Helper()
-		v, err := rdb.HGet(testCtx(t), f.Keyspace().Key("inlinks"), host).Result()
+		v, err := rdb.ZScore(testCtx(t), f.Keyspace().Key("backlinks"), host).Result()
 		if err != nil {
 			return 0
 		}
-		n, _ := strconv.ParseInt(v, 10, 64)
-		return n
+		return int64(v)
 	}
 	batch := func(id, source string, us ...string) frontier.Batch {
 		return frontier.Batch{ID: id, Source: source, URLs: urls(1, us...)}
@@ -174,7 +173,7 @@ func TestBreadthFirstKeepsNoInlinks(t *testing.T) {
 	rdb := startRedis(t)
 	f := newTF(t, rdb, testOptions(0))
 	f.addBatch(frontier.Batch{ID: "1", Source: "http://hub.example/", URLs: urls(1, "http://a.example/")})
-	if n := rdb.Exists(testCtx(t), f.Keyspace().Key("inlinks")).Val(); n != 0 {
+	if n := rdb.Exists(testCtx(t), f.Keyspace().Key("backlinks")).Val(); n != 0 {
 		t.Fatal("inlinks written by the breadth-first prioritiser")
 	}
 	if s := f.stats(); s.Waiting[1] != 1 {

@@ -39,6 +39,8 @@ type stack struct {
 	stop  context.CancelFunc
 	done  chan error
 	logs  *logLines
+	// env are the settings every scheduler process of the stack starts with.
+	env map[string]string
 }
 
 // logLines keeps the service's log lines for assertions.
@@ -74,14 +76,13 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-func startStack(t *testing.T, redisOpts redisproc.Options, env map[string]string) *stack {
+func startStack(t *testing.T, redisOpts redisproc.Options, env map[string]string, opts ...service.Option) *stack {
 	t.Helper()
 	ns := natsembed.StartT(t)
 	rs := redisproc.StartT(t, redisOpts)
 	vars := map[string]string{
 		"TRAWL_NATS_URL":      ns.URL(),
 		"TRAWL_REDIS_URL":     rs.URL(),
-		"TRAWL_HTTP_ADDR":     freeAddr(t),
 		"TRAWL_MIN_DELAY":     "20ms",
 		"TRAWL_DELAY_FACTOR":  "0",
 		"TRAWL_STREAM_MEMORY": "true",
@@ -90,26 +91,8 @@ func startStack(t *testing.T, redisOpts redisproc.Options, env map[string]string
 	for k, v := range env {
 		vars[k] = v
 	}
-	cfg, err := config.Load(envconfig.FromMap(vars))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	logs := &logLines{}
-	log := slog.New(slog.NewTextHandler(testWriter{t, logs}, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	ctx, cancel := context.WithCancel(context.Background())
-	s := &stack{t: t, cfg: cfg, redis: rs, stop: cancel, done: make(chan error, 1), logs: logs}
-	go func() { s.done <- service.Run(ctx, cfg, log) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-s.done:
-		case <-time.After(30 * time.Second):
-			t.Error("service did not stop")
-		}
-	})
+	s := &stack{t: t, redis: rs, logs: &logLines{}, env: vars}
+	s.cfg, s.stop, s.done = s.startService(nil, opts...)
 
 	nc, err := nats.Connect(ns.URL())
 	if err != nil {
@@ -121,7 +104,43 @@ func startStack(t *testing.T, redisOpts redisproc.Options, env map[string]string
 	}
 	s.rdb = redis.NewClient(&redis.Options{Addr: rs.Addr()})
 	t.Cleanup(func() { _ = s.rdb.Close() })
-	s.f = frontier.New(s.rdb, service.FrontierOptions(cfg, 0), service.Prioritizer(cfg))
+	s.f = frontier.New(s.rdb, service.FrontierOptions(s.cfg, 0), service.Prioritizer(s.cfg))
+	return s
+}
+
+// startService runs one more scheduler process against the stack's servers, with env on
+// top of the stack's settings and its own HTTP address, and waits until it is ready. The
+// returned stop ends it; done reports Run's result once.
+func (s *stack) startService(env map[string]string, opts ...service.Option) (config.Config, context.CancelFunc, chan error) {
+	t := s.t
+	t.Helper()
+	vars := map[string]string{"TRAWL_HTTP_ADDR": freeAddr(t)}
+	for k, v := range s.env {
+		vars[k] = v
+	}
+	for k, v := range env {
+		vars[k] = v
+	}
+	cfg, err := config.Load(envconfig.FromMap(vars))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(testWriter{t, s.logs}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- service.Run(ctx, cfg, log, opts...) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			done <- err
+		case <-time.After(30 * time.Second):
+			t.Error("service did not stop")
+		}
+	})
 	// Ready once /readyz answers: NATS topology ensured, Redis up, loops running.
 	eventually(t, 30*time.Second, "service ready", func() bool {
 		resp, err := http.Get("http://" + cfg.HTTPAddr + "/readyz")
@@ -131,7 +150,7 @@ func startStack(t *testing.T, redisOpts redisproc.Options, env map[string]string
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	})
-	return s
+	return cfg, cancel, done
 }
 
 type testWriter struct {

@@ -35,6 +35,7 @@ func frontierFixture(t *testing.T, rdb *redis.Client, prefix string) {
 		p.HSet(ctx, s0+"stats", "accepted", 20, "queued", 8, "dispatched", 12, "fetched", 7, "failed", 2, "disallowed", 1, "out_of_scope", 1, "over_budget", 0, "retired", 1)
 		p.HSet(ctx, s1+"stats", "accepted", 5, "queued", 3, "dispatched", 2, "fetched", 1, "failed", 1)
 		p.Set(ctx, s1+"paused", "1", 0)
+		p.HSet(ctx, prefix+":dispatch", "held", "parser", "holds", 2, "fetch_queued", 5, "fetch_busy", 3, "fetch_limit", 8)
 		return nil
 	})
 	if err != nil {
@@ -99,6 +100,9 @@ func TestStatus(t *testing.T) {
 		if snap.Backlog["dedup"] != 2 || snap.Backlog["parser"] != 1 || snap.Backlog["fetch"] != 0 || snap.Backlog["outcomes"] != 0 {
 			t.Errorf("backlog %v", snap.Backlog)
 		}
+		if d := snap.Dispatch; d == nil || *d != (progress.Dispatch{Held: "parser", Holds: 2, FetchQueued: 5, FetchBusy: 3, FetchQueuedLimit: 8}) {
+			t.Errorf("dispatch %+v", d)
+		}
 		if snap.Streams[topology.StreamPages].Msgs != 1 || snap.PagesPerSec != nil {
 			t.Errorf("streams %v, rate %v", snap.Streams, snap.PagesPerSec)
 		}
@@ -124,6 +128,7 @@ func TestStatus(t *testing.T) {
 			"accepted=25 queued=11 dispatched=14 | fetched=8 failed=3 disallowed=1 out-of-scope=1 over-budget=0",
 			"errors=3",
 			"dedup=2 scheduler=0 fetch=0 outcomes=0 parser=1",
+			"dispatch   backpressure=HELD by parser holds=2  fetch: waiting=5/8 being-fetched=3",
 		} {
 			if !strings.Contains(r.stdout, want) {
 				t.Errorf("status lacks %q:\n%s", want, r.stdout)

@@ -95,8 +95,24 @@ type Snapshot struct {
 	// (work-queue stream sizes), outcomes, parser (consumer pending + unacked).
 	Backlog map[string]uint64 `json:"backlog"`
 	Streams map[string]Stream `json:"streams"`
+	// Dispatch is what holds the schedulers' dispatch back, as they last published it;
+	// nil when no scheduler ran lately.
+	Dispatch *Dispatch `json:"dispatch,omitempty"`
 	// Warnings name what could not be read (e.g. a stream that does not exist yet).
 	Warnings []string `json:"warnings,omitempty"`
+}
+
+// Dispatch is the schedulers' dispatch gate (hash <prefix>:dispatch, docs/architecture.md
+// "Leases and recovery"): backpressure from later stages and the fetchers' capacity.
+type Dispatch struct {
+	// Held names the stages over their threshold ("" = dispatching); Holds counts holds.
+	Held  string `json:"held"`
+	Holds int64  `json:"holds"`
+	// FetchQueued tasks wait for a fetcher, at most FetchQueuedLimit; FetchBusy are held
+	// by fetchers.
+	FetchQueued      int64 `json:"fetch_queued"`
+	FetchBusy        int64 `json:"fetch_busy"`
+	FetchQueuedLimit int64 `json:"fetch_queued_limit"`
 }
 
 // Options say what to read.
@@ -148,8 +164,10 @@ func (r *Reader) readRedis(ctx context.Context, s *Snapshot) error {
 	}
 	cmds := make([]shardCmds, r.O.Shards)
 	nowMs := strconv.FormatInt(s.At.UnixMilli(), 10)
+	var gate *redis.MapStringStringCmd
 	// One round trip for every shard: the status of a 1024-shard crawl is still one call.
 	_, err := r.RDB.Pipelined(ctx, func(p redis.Pipeliner) error {
+		gate = p.HGetAll(ctx, r.O.Prefix+":dispatch")
 		for k := range cmds {
 			ks := fmt.Sprintf("%s:{s%d}:", r.O.Prefix, k)
 			c := &cmds[k]
@@ -202,6 +220,11 @@ func (r *Reader) readRedis(ctx context.Context, s *Snapshot) error {
 		s.Counters.add(c.stats.Val())
 	}
 	s.Errors = s.Counters.Failed
+	if g := gate.Val(); len(g) > 0 {
+		get := func(k string) int64 { n, _ := strconv.ParseInt(g[k], 10, 64); return n }
+		s.Dispatch = &Dispatch{Held: g["held"], Holds: get("holds"), FetchQueued: get("fetch_queued"),
+			FetchBusy: get("fetch_busy"), FetchQueuedLimit: get("fetch_limit")}
+	}
 	return nil
 }
 

@@ -40,6 +40,14 @@ func WriteText(w io.Writer, s *Snapshot) error {
 		rate = fmt.Sprintf("%.1f pages/s", *s.PagesPerSec)
 	}
 	fmt.Fprintf(&b, "rate       %s  errors=%d\n", rate, s.Errors)
+	if d := s.Dispatch; d != nil {
+		held := "no"
+		if d.Held != "" {
+			held = "HELD by " + d.Held
+		}
+		fmt.Fprintf(&b, "dispatch   backpressure=%s holds=%d  fetch: waiting=%d/%d being-fetched=%d\n",
+			held, d.Holds, d.FetchQueued, d.FetchQueuedLimit, d.FetchBusy)
+	}
 	if len(s.Streams) > 0 {
 		var bl []string
 		for _, k := range []string{"dedup", "scheduler", "fetch", "outcomes", "parser"} {

@@ -41,9 +41,28 @@ type Config struct {
 	PriorityY    float64       // TRAWL_PRIORITY_Y: weight of the URL-string score IL
 	RetireAfter  int           // TRAWL_RETIRE_AFTER: consecutive failures that retire a host (0 = never)
 	HostStateTTL time.Duration // TRAWL_HOST_STATE_TTL: idle host state kept this long (0 = forever)
+	// BacklinkHosts bounds the hosts per shard whose backlinks the preference prioritiser
+	// counts (TRAWL_BACKLINK_HOSTS).
+	BacklinkHosts int
+	// DispatchAhead is how many tasks are kept out per task being fetched
+	// (TRAWL_DISPATCH_AHEAD): tasks waiting for a fetcher stay at most
+	// (DispatchAhead−1) × max(tasks being fetched, 4).
+	DispatchAhead int
+	// Hold are the backpressure thresholds.
+	Hold Hold
 
 	// shardsErr keeps a TRAWL_SCHEDULER_SHARDS syntax error for Validate.
 	shardsErr error
+}
+
+// Hold are the stage backlogs at which dispatch is held (0 = not watched). Dispatch
+// resumes once every watched backlog is below Resume times its threshold.
+type Hold struct {
+	ParserBacklog   int     // TRAWL_HOLD_PARSER_BACKLOG: pages not yet parsed
+	PagesFill       float64 // TRAWL_HOLD_PAGES_FILL: fraction of CRAWL_PAGES's byte limit
+	DedupBacklog    int     // TRAWL_HOLD_DEDUP_BACKLOG: discovered batches not yet deduplicated
+	FrontierBacklog int     // TRAWL_HOLD_FRONTIER_BACKLOG: frontier messages not yet added
+	Resume          float64 // TRAWL_HOLD_RESUME
 }
 
 // Load reads the configuration. It returns the Reader's parse errors (bad numbers,
@@ -69,6 +88,15 @@ func Load(r *envconfig.Reader) (Config, error) {
 		PriorityY:       r.Float("PRIORITY_Y", 1),
 		RetireAfter:     r.Int("RETIRE_AFTER", 8),
 		HostStateTTL:    r.Duration("HOST_STATE_TTL", 7*24*time.Hour),
+		BacklinkHosts:   r.Int("BACKLINK_HOSTS", 100_000),
+		DispatchAhead:   r.Int("DISPATCH_AHEAD", 3),
+		Hold: Hold{
+			ParserBacklog:   r.Int("HOLD_PARSER_BACKLOG", 20_000),
+			PagesFill:       r.Float("HOLD_PAGES_FILL", 0.5),
+			DedupBacklog:    r.Int("HOLD_DEDUP_BACKLOG", 20_000),
+			FrontierBacklog: r.Int("HOLD_FRONTIER_BACKLOG", 50_000),
+			Resume:          r.Float("HOLD_RESUME", 0.5),
+		},
 	}
 	spec := r.String("SCHEDULER_SHARDS", "")
 	if spec == "" {
@@ -174,6 +202,24 @@ func (c Config) Validate() error {
 	}
 	if c.HostStateTTL != 0 && (c.HostStateTTL < time.Minute || c.HostStateTTL > 365*24*time.Hour) {
 		bad("TRAWL_HOST_STATE_TTL=%s: want 0 (kept forever) or 1m..8760h", c.HostStateTTL)
+	}
+	if c.BacklinkHosts < 1 || c.BacklinkHosts > 100_000_000 {
+		bad("TRAWL_BACKLINK_HOSTS=%d: want 1..100000000", c.BacklinkHosts)
+	}
+	if c.DispatchAhead < 2 || c.DispatchAhead > 1000 {
+		bad("TRAWL_DISPATCH_AHEAD=%d: want 2..1000 (tasks out per task being fetched)", c.DispatchAhead)
+	}
+	for name, v := range map[string]int{"TRAWL_HOLD_PARSER_BACKLOG": c.Hold.ParserBacklog,
+		"TRAWL_HOLD_DEDUP_BACKLOG": c.Hold.DedupBacklog, "TRAWL_HOLD_FRONTIER_BACKLOG": c.Hold.FrontierBacklog} {
+		if v < 0 {
+			bad("%s=%d: want 0 (not watched) or more", name, v)
+		}
+	}
+	if !(c.Hold.PagesFill >= 0 && c.Hold.PagesFill < 1) {
+		bad("TRAWL_HOLD_PAGES_FILL=%g: want 0 (not watched) or a fraction below 1 of CRAWL_PAGES's byte limit", c.Hold.PagesFill)
+	}
+	if !(c.Hold.Resume > 0 && c.Hold.Resume <= 1) {
+		bad("TRAWL_HOLD_RESUME=%g: want 0 < resume <= 1 (fraction of each threshold)", c.Hold.Resume)
 	}
 	if c.shardsErr != nil {
 		bad("TRAWL_SCHEDULER_SHARDS: %w", c.shardsErr)

@@ -41,6 +41,9 @@ func TestDefaults(t *testing.T) {
 		PriorityY:       1,
 		RetireAfter:     8,
 		HostStateTTL:    7 * 24 * time.Hour,
+		BacklinkHosts:   100_000,
+		DispatchAhead:   3,
+		Hold:            Hold{ParserBacklog: 20_000, PagesFill: 0.5, DedupBacklog: 20_000, FrontierBacklog: 50_000, Resume: 0.5},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("defaults:\n got %+v\nwant %+v", c, want)
@@ -124,6 +127,11 @@ func TestInvalid(t *testing.T) {
 		{"shard twice", map[string]string{"TRAWL_SHARDS": "4", "TRAWL_SCHEDULER_SHARDS": "1,0-2"}, "twice"},
 		{"shard syntax", map[string]string{"TRAWL_SCHEDULER_SHARDS": "x"}, "TRAWL_SCHEDULER_SHARDS"},
 		{"backwards range", map[string]string{"TRAWL_SHARDS": "4", "TRAWL_SCHEDULER_SHARDS": "3-1"}, "backwards"},
+		{"backlink hosts zero", map[string]string{"TRAWL_BACKLINK_HOSTS": "0"}, "TRAWL_BACKLINK_HOSTS"},
+		{"dispatch ahead one", map[string]string{"TRAWL_DISPATCH_AHEAD": "1"}, "TRAWL_DISPATCH_AHEAD"},
+		{"negative parser hold", map[string]string{"TRAWL_HOLD_PARSER_BACKLOG": "-1"}, "TRAWL_HOLD_PARSER_BACKLOG"},
+		{"pages fill whole", map[string]string{"TRAWL_HOLD_PAGES_FILL": "1"}, "TRAWL_HOLD_PAGES_FILL"},
+		{"resume zero", map[string]string{"TRAWL_HOLD_RESUME": "0"}, "TRAWL_HOLD_RESUME"},
 		{"common setting", map[string]string{"TRAWL_LOG_FORMAT": "xml"}, "TRAWL_LOG_FORMAT"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -92,6 +92,14 @@ type Options struct {
 	// (key errors).
 	TopHosts     int
 	RecentErrors int
+	// BacklinkHosts bounds the hosts whose backlinks are counted (key backlinks). Past it
+	// the host with the fewest is forgotten and the new one takes over its count plus one
+	// (Space-Saving: counts are upper bounds, exact for hosts linked more often than the
+	// forgotten ones).
+	BacklinkHosts int
+	// Clock, when set, replaces the Redis server's clock in every script. Only tests that
+	// drive time step by step set it; a scheduler uses the one clock its processes share.
+	Clock func() time.Time
 }
 
 // DefaultOptions returns the documented defaults for shard.
@@ -116,6 +124,7 @@ func DefaultOptions(shard int) Options {
 		HostStateTTL:  7 * 24 * time.Hour,
 		TopHosts:      1000,
 		RecentErrors:  100,
+		BacklinkHosts: 100_000,
 	}
 }
 
@@ -127,7 +136,7 @@ type Prioritizer interface {
 // BacklinkScorer is a Prioritizer whose score also counts the backlinks of the URL's host,
 // which only Redis knows: the score is X·IB(host) + LinkScore(u) with
 // IB = log2(1 + backlinks), and the add script maps it to queue F-1-⌊score⌋, clamped.
-// With a BacklinkScorer the frontier keeps the backlink counts (key inlinks).
+// With a BacklinkScorer the frontier keeps the backlink counts (key backlinks).
 type BacklinkScorer interface {
 	Prioritizer
 	// BacklinkWeight is X.
@@ -137,11 +146,14 @@ type BacklinkScorer interface {
 }
 
 // Batch is the URLs of one frontier message. ID (natsx.MsgID of the message) makes the
-// batch idempotent: a batch whose ID was applied in the last 24 h is not queued again.
-// Source is the page the URLs were found on (empty for seeds); a BacklinkScorer counts
-// it as a backlink of every other host in the batch.
+// batch idempotent: a batch whose ID has a marker is not queued again. The marker is kept
+// under Seq, the message's stream sequence, until TrimApplied passes it: a message the
+// frontier consumer has acknowledged is never delivered again. Source is the page the URLs
+// were found on (empty for seeds); a BacklinkScorer counts it as a backlink of every other
+// host in the batch.
 type Batch struct {
 	ID     string
+	Seq    uint64
 	Source string
 	URLs   []crawlmsg.Discovered
 }
@@ -164,8 +176,8 @@ type Frontier struct {
 // Positions shared with lua/common.lua: the front queues follow the fixed KEYS, and script
 // arguments follow the common ARGV.
 const (
-	fixedKeys = 11
-	argStart  = 22
+	fixedKeys = 12
+	argStart  = 23
 )
 
 // New returns the frontier of o.Shard. Out-of-range options are clamped to sane values;
@@ -202,6 +214,9 @@ func New(rdb redis.UniversalClient, o Options, p Prioritizer) *Frontier {
 	if o.RecentErrors <= 0 {
 		o.RecentErrors = def.RecentErrors
 	}
+	if o.BacklinkHosts <= 0 {
+		o.BacklinkHosts = def.BacklinkHosts
+	}
 	o.MinDelay = max(o.MinDelay, 0)
 	o.MaxCrawlDelay = max(o.MaxCrawlDelay, 0)
 	o.DelayFactor = max(o.DelayFactor, 0)
@@ -214,8 +229,8 @@ func New(rdb redis.UniversalClient, o Options, p Prioritizer) *Frontier {
 
 	ks := redisx.NewKeyspace(o.KeyPrefix, fmt.Sprintf("s%d", o.Shard))
 	keys := []string{ks.Key("stats"), ks.Key("heap"), ks.Key("hosts"), ks.Key("inflight"),
-		ks.Key("lease"), ks.Key("paused"), ks.Key("seq"), ks.Key("inlinks"),
-		ks.Key("busiest"), ks.Key("slowest"), ks.Key("errors")}
+		ks.Key("lease"), ks.Key("paused"), ks.Key("seq"), ks.Key("backlinks"),
+		ks.Key("busiest"), ks.Key("slowest"), ks.Key("errors"), ks.Key("applied")}
 	for q := range o.FrontQueues {
 		keys = append(keys, ks.Key("fq", strconv.Itoa(q)))
 	}
@@ -239,6 +254,7 @@ func New(rdb redis.UniversalClient, o Options, p Prioritizer) *Frontier {
 		ms(o.HostStateTTL),
 		strconv.Itoa(o.TopHosts),
 		strconv.Itoa(o.RecentErrors),
+		strconv.Itoa(o.BacklinkHosts),
 	}
 	if len(keys) != fixedKeys+o.FrontQueues || 3+len(conf) != argStart-1 {
 		panic("frontier: KEYS/ARGV layout out of step with lua/common.lua")
@@ -254,10 +270,28 @@ func (f *Frontier) Options() Options { return f.o }
 func (f *Frontier) Keyspace() redisx.Keyspace { return f.ks }
 
 // args builds the common ARGV prefix followed by extra capacity for n script arguments.
-func (f *Frontier) args(now time.Time, n int) []any {
+// The clock argument is empty: the script reads the Redis server's TIME, so every process
+// serving a shard decides by the same clock whatever its own says.
+func (f *Frontier) args(n int) []any {
 	a := make([]any, 0, argStart-1+n)
-	a = append(a, f.ks.Prefix(), strconv.FormatInt(now.UnixMilli(), 10), strconv.FormatInt(int64(rand.Int32N(2147483646)+1), 10))
+	now := ""
+	if f.o.Clock != nil {
+		now = strconv.FormatInt(f.o.Clock().UnixMilli(), 10)
+	}
+	a = append(a, f.ks.Prefix(), now, strconv.FormatInt(int64(rand.Int32N(2147483646)+1), 10))
 	return append(a, f.conf...)
+}
+
+// Now is the frontier's clock: the Redis server's TIME (or Options.Clock in tests).
+func (f *Frontier) Now(ctx context.Context) (time.Time, error) {
+	if f.o.Clock != nil {
+		return f.o.Clock(), nil
+	}
+	t, err := f.rdb.Time(ctx).Result()
+	if err != nil {
+		return time.Time{}, fmt.Errorf("frontier: shard %d: time: %w", f.o.Shard, err)
+	}
+	return t, nil
 }
 
 func (f *Frontier) run(ctx context.Context, s *redis.Script, args []any) (any, error) {
@@ -280,9 +314,9 @@ func (f *Frontier) AddBatches(ctx context.Context, batches []Batch) ([]int, erro
 	}
 	n := 2
 	for _, b := range batches {
-		n += 4 + 3*len(b.URLs)
+		n += 5 + 3*len(b.URLs)
 	}
-	args := f.args(time.Now(), n)
+	args := f.args(n)
 	args = append(args, strconv.Itoa(len(batches)), "")
 	if f.bs != nil {
 		args[len(args)-1] = strconv.FormatFloat(max(f.bs.BacklinkWeight(), 0), 'g', -1, 64)
@@ -290,7 +324,7 @@ func (f *Frontier) AddBatches(ctx context.Context, batches []Batch) ([]int, erro
 	var sb strings.Builder
 	for _, b := range batches {
 		hdr := len(args)
-		args = append(args, b.ID, f.sourceHost(b.Source), "0", "0")
+		args = append(args, b.ID, strconv.FormatUint(b.Seq, 10), f.sourceHost(b.Source), "0", "0")
 		oos, ok := 0, 0
 		for _, u := range b.URLs {
 			host, valid := f.admissible(u)
@@ -308,8 +342,8 @@ func (f *Frontier) AddBatches(ctx context.Context, batches []Batch) ([]int, erro
 			args = append(args, f.priority(u), host, sb.String())
 			ok++
 		}
-		args[hdr+2] = strconv.Itoa(oos)
-		args[hdr+3] = strconv.Itoa(ok)
+		args[hdr+3] = strconv.Itoa(oos)
+		args[hdr+4] = strconv.Itoa(ok)
 	}
 	v, err := f.run(ctx, scriptAdd, args)
 	if err != nil {
@@ -397,14 +431,14 @@ func luaHost(u string) string {
 	return strings.ToLower(auth)
 }
 
-// Dispatch hands out up to max tasks, one per host whose next fetch time has come, each
-// holding its host's lease until now+LeaseTTL. It first lets the router fill free back
-// queues. Nothing is dispatched while the shard is paused.
-func (f *Frontier) Dispatch(ctx context.Context, now time.Time, max int) ([]crawlmsg.FetchTask, error) {
+// Dispatch hands out up to max tasks, one per host whose next fetch time has come by the
+// Redis clock, each holding its host's lease until that clock's now+LeaseTTL. It first
+// lets the router fill free back queues. Nothing is dispatched while the shard is paused.
+func (f *Frontier) Dispatch(ctx context.Context, max int) ([]crawlmsg.FetchTask, error) {
 	if max <= 0 {
 		return nil, nil
 	}
-	args := append(f.args(now, 1), strconv.Itoa(max))
+	args := append(f.args(1), strconv.Itoa(max))
 	v, err := f.run(ctx, scriptDispatch, args)
 	if err != nil {
 		return nil, err
@@ -469,13 +503,15 @@ func parseEntry(s string) (Entry, error) {
 // ParseEntry decodes a queue entry (tests and tools reading Redis directly).
 func ParseEntry(s string) (Entry, error) { return parseEntry(s) }
 
-// Reap returns the URLs of leases whose deadline passed to the head of their host queues
-// (counting an attempt) and re-arms each host after its delay. It returns how many leases
-// expired.
-func (f *Frontier) Reap(ctx context.Context, now time.Time) (int, error) {
+// Reap returns the URLs of leases whose deadline is at or before cutoff to the head of
+// their host queues (counting an attempt) and re-arms each host after its delay. It
+// returns how many leases expired. The caller picks cutoff on the frontier's clock (Now)
+// a grace period back, after the outcomes that could still release those leases were
+// applied: a lease with an outcome waiting must not be reaped.
+func (f *Frontier) Reap(ctx context.Context, cutoff time.Time) (int, error) {
 	total := 0
 	for {
-		args := append(f.args(now, 1), strconv.Itoa(f.o.ReapLimit))
+		args := append(f.args(2), strconv.Itoa(f.o.ReapLimit), strconv.FormatInt(cutoff.UnixMilli(), 10))
 		v, err := f.run(ctx, scriptReap, args)
 		if err != nil {
 			return total, err
@@ -489,6 +525,15 @@ func (f *Frontier) Reap(ctx context.Context, now time.Time) (int, error) {
 			return total, nil
 		}
 	}
+}
+
+// Overdue counts the leases whose deadline is at or before cutoff.
+func (f *Frontier) Overdue(ctx context.Context, cutoff time.Time) (int64, error) {
+	n, err := f.rdb.ZCount(ctx, f.ks.Key("inflight"), "-inf", strconv.FormatInt(cutoff.UnixMilli(), 10)).Result()
+	if err != nil {
+		return 0, fmt.Errorf("frontier: shard %d: overdue leases: %w", f.o.Shard, err)
+	}
+	return n, nil
 }
 
 // Pause stops dispatching on this shard (for every scheduler process) until Resume.
@@ -507,23 +552,44 @@ func (f *Frontier) Resume(ctx context.Context) error {
 	return nil
 }
 
-// NextWake returns the earliest next fetch time in the heap. ok is false when the heap is
-// empty or the shard is paused: no host will become due by itself.
-func (f *Frontier) NextWake(ctx context.Context) (t time.Time, ok bool, err error) {
+// NextWake returns how long until the earliest next fetch time in the heap, by the Redis
+// clock. ok is false when the heap is empty or the shard is paused: no host will become
+// due by itself.
+func (f *Frontier) NextWake(ctx context.Context) (wait time.Duration, ok bool, err error) {
 	var paused *redis.IntCmd
 	var first *redis.ZSliceCmd
+	var now *redis.TimeCmd
 	_, err = f.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		paused = p.Exists(ctx, f.ks.Key("paused"))
 		first = p.ZRangeWithScores(ctx, f.ks.Key("heap"), 0, 0)
+		now = p.Time(ctx)
 		return nil
 	})
 	if err != nil {
-		return time.Time{}, false, fmt.Errorf("frontier: next wake: %w", err)
+		return 0, false, fmt.Errorf("frontier: next wake: %w", err)
 	}
 	if paused.Val() > 0 || len(first.Val()) == 0 {
-		return time.Time{}, false, nil
+		return 0, false, nil
 	}
-	return time.UnixMilli(int64(first.Val()[0].Score)), true, nil
+	t := now.Val()
+	if f.o.Clock != nil {
+		t = f.o.Clock()
+	}
+	return time.UnixMilli(int64(first.Val()[0].Score)).Sub(t), true, nil
+}
+
+// TrimApplied drops the markers of frontier messages at or below stream sequence floor
+// and returns how many went. Pass the frontier consumer's ack floor: a message at or
+// below it was acknowledged and will not be delivered again.
+func (f *Frontier) TrimApplied(ctx context.Context, floor uint64) (int64, error) {
+	if floor == 0 {
+		return 0, nil
+	}
+	n, err := f.rdb.ZRemRangeByScore(ctx, f.ks.Key("applied"), "-inf", strconv.FormatUint(floor, 10)).Result()
+	if err != nil {
+		return 0, fmt.Errorf("frontier: shard %d: trim applied markers: %w", f.o.Shard, err)
+	}
+	return n, nil
 }
 
 // Stats is a snapshot of one shard's accounting. Accepted = Queued + Inflight + Terminal().

@@ -116,6 +116,10 @@ func classify(o crawlmsg.Outcome) (p plan, ok bool) {
 		return plan{act: actRetry, refund: true, health: healthFailed}, true
 	case crawlmsg.OutcomeBlocked:
 		return plan{act: actFailed, refund: true}, true
+	case crawlmsg.OutcomeTooLarge:
+		// The host answered, but the page cannot be stored: the same answer would be
+		// refused again, so the URL fails at once.
+		return plan{act: actFailed, resetStreak: true, health: healthAnswered}, true
 	case crawlmsg.OutcomeDisallowed:
 		return plan{act: actDisallowed, refund: true}, true
 	case crawlmsg.OutcomeRobots:
@@ -143,10 +147,10 @@ func secondsToMs(s float64) int64 {
 // whose queue is empty gives up its back queue and the router admits a waiting host. A
 // failure that makes the host's failure streak reach RetireAfter retires the host: its
 // queued URLs end as failed (Applied.Retired) and later ones fail on admission.
-func (f *Frontier) Complete(ctx context.Context, now time.Time, outs []crawlmsg.Outcome) ([]Applied, error) {
+func (f *Frontier) Complete(ctx context.Context, outs []crawlmsg.Outcome) ([]Applied, error) {
 	applied := make([]Applied, len(outs))
 	idx := make([]int, 0, len(outs))
-	args := f.args(now, 1+11*len(outs))
+	args := f.args(1 + 11*len(outs))
 	nArg := len(args)
 	args = append(args, "0")
 	for i, o := range outs {

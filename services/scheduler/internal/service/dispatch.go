@@ -18,7 +18,8 @@ import (
 //
 // Nothing is leased while JetStream cannot take the tasks: a leased task that is not
 // published holds its host for a lease TTL and then costs its URL an attempt, so a NATS
-// outage longer than a few lease TTLs would otherwise end URLs as failed.
+// outage longer than a few lease TTLs would otherwise end URLs as failed. Nor beyond what
+// the gate allows: the fetchers' capacity and the later stages' backlogs.
 func (s *shard) dispatchLoop(ctx context.Context) {
 	batch := s.cfg.DispatchBatch
 	failures, held := 0, 0
@@ -38,8 +39,21 @@ func (s *shard) dispatchLoop(ctx context.Context) {
 			held = 0
 		}
 		jsDown = false
-		start := time.Now()
-		tasks, err := s.f.Dispatch(ctx, start, batch)
+		n := s.gate.take(ctx, batch)
+		if n == 0 {
+			// Out of credit, the gate reads the fetchers again soon; held, it waits for
+			// its next reading of the backlogs.
+			wait := gateMinPoll
+			if s.gate.holding() {
+				wait = maxIdle
+			}
+			if !s.sleep(ctx, wait) {
+				return
+			}
+			continue
+		}
+		start := s.now()
+		tasks, err := s.f.Dispatch(ctx, n)
 		s.observe("dispatch", start, err)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -52,6 +66,7 @@ func (s *shard) dispatchLoop(ctx context.Context) {
 			failures++
 			// Tasks already leased in a failed step are recovered by the reaper.
 			jsDown = !s.publish(ctx, tasks)
+			s.gate.published(n, len(tasks))
 			s.sleep(ctx, errorPause)
 			continue
 		}
@@ -59,19 +74,21 @@ func (s *shard) dispatchLoop(ctx context.Context) {
 			s.log.Info("dispatch recovered", "after_failures", failures)
 			failures = 0
 		}
-		if !s.publish(ctx, tasks) {
+		ok := s.publish(ctx, tasks)
+		s.gate.published(n, len(tasks))
+		if !ok {
 			jsDown = true
 			s.sleep(ctx, errorPause)
 			continue
 		}
-		if len(tasks) >= batch {
+		if len(tasks) >= n {
 			continue
 		}
 		wait := maxIdle
 		if next, ok, err := s.f.NextWake(ctx); err == nil && ok {
 			// At least 1ms: a host due now but not dispatched means another process
 			// took it or a step is racing; the wake-up channel covers the rest.
-			wait = min(wait, max(time.Until(next), time.Millisecond))
+			wait = min(wait, max(next, time.Millisecond))
 		}
 		if !s.sleep(ctx, wait) {
 			return

@@ -15,7 +15,8 @@ import (
 // handleFrontier applies a batch of frontier messages in one frontier step. A message that
 // does not decode is a permanent error (terminated); a Redis failure fails every decoded
 // message so that they are redelivered, which is harmless because each message id is
-// applied at most once.
+// applied at most once (its marker is kept under its stream sequence until the consumer's
+// ack floor passes it; see trimMarkers).
 func (s *shard) handleFrontier(ctx context.Context, msgs []jetstream.Msg) []error {
 	errs := make([]error, len(msgs))
 	batches := make([]frontier.Batch, 0, len(msgs))
@@ -26,13 +27,17 @@ func (s *shard) handleFrontier(ctx context.Context, msgs []jetstream.Msg) []erro
 			errs[i] = fmt.Errorf("frontier message %s: %w", natsx.MsgID(m), err)
 			continue
 		}
-		batches = append(batches, frontier.Batch{ID: natsx.MsgID(m), Source: fb.Source, URLs: fb.URLs})
+		var seq uint64
+		if md, err := m.Metadata(); err == nil {
+			seq = md.Sequence.Stream
+		}
+		batches = append(batches, frontier.Batch{ID: natsx.MsgID(m), Seq: seq, Source: fb.Source, URLs: fb.URLs})
 		idx = append(idx, i)
 	}
 	if len(batches) == 0 {
 		return errs
 	}
-	start := time.Now()
+	start := s.now()
 	counts, err := s.f.AddBatches(ctx, batches)
 	s.observe("add", start, err)
 	if err != nil {
@@ -74,8 +79,8 @@ func (s *shard) handleOutcomes(ctx context.Context, msgs []jetstream.Msg) []erro
 	if len(outs) == 0 {
 		return errs
 	}
-	start := time.Now()
-	applied, err := s.f.Complete(ctx, time.Now(), outs)
+	start := s.now()
+	applied, err := s.f.Complete(ctx, outs)
 	s.observe("complete", start, err)
 	if err != nil {
 		for _, i := range idx {

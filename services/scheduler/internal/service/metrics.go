@@ -18,6 +18,8 @@ type metrics struct {
 	cappedDelays    *prometheus.CounterVec
 	hostsRetired    *prometheus.CounterVec
 	dispatchHeld    *prometheus.CounterVec
+	backpressure    *prometheus.CounterVec
+	markersTrimmed  *prometheus.CounterVec
 	redisErrors     *prometheus.CounterVec
 	stepSeconds     *prometheus.HistogramVec
 
@@ -27,6 +29,10 @@ type metrics struct {
 	readyHosts  *prometheus.GaugeVec
 	inflight    *prometheus.GaugeVec
 	paused      *prometheus.GaugeVec
+	holding     *prometheus.GaugeVec
+	fetchQueued prometheus.Gauge
+	fetchBusy   prometheus.Gauge
+	fetchLimit  prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -52,6 +58,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		cappedDelays:    counter("crawl_delay_capped_total", "Outcomes whose host Crawl-delay exceeded TRAWL_MAX_CRAWL_DELAY and was capped.", "shard"),
 		hostsRetired:    counter("hosts_retired_total", "Hosts retired after TRAWL_RETIRE_AFTER consecutive failures; their URLs end as failed.", "shard"),
 		dispatchHeld:    counter("dispatch_held_total", "Dispatch steps skipped because NATS JetStream could not take fetch tasks (nothing is leased then).", "shard"),
+		backpressure:    counter("dispatch_backpressure_total", "Times dispatch was held because a later stage fell behind, by stage: parser, pages-bytes, dedup, frontier.", "stage"),
+		markersTrimmed:  counter("applied_markers_trimmed_total", "Frontier message markers dropped once the frontier consumer's ack floor passed them.", "shard"),
 		redisErrors:     counter("redis_errors_total", "Failed Redis steps: add, dispatch, complete, reap, stats (the gauges' refresh), status (the status page's reads).", "shard", "step"),
 		stepSeconds: func() *prometheus.HistogramVec {
 			h := prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -68,6 +76,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		readyHosts:  gauge("ready_hosts", "Active hosts idle in the heap (not in flight).", "shard"),
 		inflight:    gauge("inflight_tasks", "Tasks out on lease.", "shard"),
 		paused:      gauge("paused", "1 while the shard is paused.", "shard"),
+		holding:     gauge("dispatch_backpressure", "1 while dispatch is held because the stage is behind.", "stage"),
+		fetchQueued: gauge("fetch_tasks_queued", "Fetch tasks no fetcher has taken yet (fetch consumer's pending count).").WithLabelValues(),
+		fetchBusy:   gauge("fetch_tasks_busy", "Fetch tasks fetchers hold (fetch consumer's ack-pending count).").WithLabelValues(),
+		fetchLimit:  gauge("fetch_tasks_queued_limit", "Most fetch tasks kept waiting for a fetcher: (TRAWL_DISPATCH_AHEAD-1) x max(busy, 4).").WithLabelValues(),
 	}
 	return m
 }

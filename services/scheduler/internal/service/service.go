@@ -20,6 +20,8 @@ import (
 	"github.com/trawl/trawl/services/scheduler/internal/frontier"
 	"github.com/trawl/trawl/services/scheduler/internal/prioritize"
 	"github.com/trawl/trawl/services/scheduler/internal/statuspage"
+	"github.com/trawl/trawl/shared/bloomhash"
+	"github.com/trawl/trawl/shared/crawlid"
 	"github.com/trawl/trawl/shared/natsx"
 	"github.com/trawl/trawl/shared/obs"
 	"github.com/trawl/trawl/shared/redisx"
@@ -29,18 +31,38 @@ import (
 const (
 	// maxIdle bounds the dispatcher's sleep: other processes serving the shard, or a
 	// Resume, can make hosts due without waking this one.
-	maxIdle        = 50 * time.Millisecond
-	reapEvery      = time.Second
+	maxIdle   = 50 * time.Millisecond
+	reapEvery = time.Second
+	// trimEvery is how often applied markers are trimmed, to the frontier consumer's ack
+	// floor as read one round earlier: an acknowledgement JetStream had not yet made
+	// durable when it was read gets one more round.
+	trimEvery      = 5 * time.Second
 	statsEvery     = 2 * time.Second
 	errorPause     = 250 * time.Millisecond
 	publishTimeout = 10 * time.Second
 	probeTimeout   = 2 * time.Second
 )
 
+// Option changes how Run works, for tests.
+type Option func(*options)
+
+type options struct {
+	now func() time.Time
+}
+
+// WithClock sets the process's own clock. It times steps, throttles log lines and samples
+// rates; no decision about a host's time uses it (they all take the Redis server's clock),
+// so schedulers whose clocks disagree still dispatch no host early.
+func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
+
 // Run serves cfg.SchedulerShards until ctx ends, then stops taking work, finishes what it
 // holds and returns. It returns an error only if start-up fails or a loop cannot go on.
-func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
-	err := run(ctx, cfg, log)
+func Run(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Option) error {
+	o := options{now: time.Now}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	err := run(ctx, cfg, log, o)
 	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 		// Stopped during start-up: not a failure.
 		return nil
@@ -48,7 +70,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	return err
 }
 
-func run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
+func run(ctx context.Context, cfg config.Config, log *slog.Logger, o options) error {
 	log.Info("scheduler starting; connecting to NATS and Redis", "shards", cfg.SchedulerShards)
 	nc, js, err := natsx.Connect(ctx, cfg.NATSURL, "trawl-scheduler", log)
 	if err != nil {
@@ -63,9 +85,14 @@ func run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		return err
 	}
 	defer rdb.Close()
+	crawl, err := crawlid.Open(ctx, js, rdb, cfg.Common, log)
+	if err != nil {
+		return err
+	}
 
 	reg := obs.NewRegistry()
 	m := newMetrics(reg)
+	_ = crawl.Register(reg)
 	srv, err := obs.NewServer(cfg.HTTPAddr, reg, map[string]obs.Check{
 		"nats": func(context.Context) error {
 			if !nc.IsConnected() {
@@ -73,20 +100,22 @@ func run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 			}
 			return nil
 		},
-		"redis": func(ctx context.Context) error { return redisx.Ping(ctx, rdb) },
+		"redis": crawl.Check,
 	})
 	if err != nil {
 		return err
 	}
 
-	page := newStatusPage(cfg, rdb, m, log)
+	page := newStatusPage(cfg, rdb, m, log, o.now)
 	page.Register(srv)
+	gt := newGate(cfg, js, rdb, m, log)
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	g := &group{cancel: cancel}
 	g.Go("http", func() error { return srv.Run(ctx) })
 	g.Go("status page sampler", func() error { page.Run(ctx); return nil })
+	g.Go("dispatch gate", func() error { gt.run(ctx); return nil })
 	for _, shard := range cfg.SchedulerShards {
 		s, err := newShard(ctx, cfg, shard, js, rdb, m, log)
 		if err != nil {
@@ -94,6 +123,8 @@ func run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 			g.Wait()
 			return err
 		}
+		s.gate, s.now = gt, o.now
+		s.crawl = crawl
 		s.start(ctx, g)
 	}
 	log.Info("scheduler running", "shards", cfg.SchedulerShards, "http", srv.Addr())
@@ -105,7 +136,7 @@ func run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 
 // newStatusPage shows every shard of the crawl, not only those this process serves: the
 // state is all in Redis, so any scheduler can show the whole crawl.
-func newStatusPage(cfg config.Config, rdb redis.UniversalClient, m *metrics, log *slog.Logger) *statuspage.Page {
+func newStatusPage(cfg config.Config, rdb redis.UniversalClient, m *metrics, log *slog.Logger, now func() time.Time) *statuspage.Page {
 	served := map[int]bool{}
 	for _, s := range cfg.SchedulerShards {
 		served[s] = true
@@ -118,15 +149,29 @@ func newStatusPage(cfg config.Config, rdb redis.UniversalClient, m *metrics, log
 	var mu sync.Mutex
 	var lastLog time.Time
 	return statuspage.New(shards, statuspage.Options{
+		Now: now,
 		OnError: func(shard int, err error) {
 			m.redisErrors.WithLabelValues(strconv.Itoa(shard), "status").Inc()
 			// Sampled every second: during an outage once a minute is enough.
 			mu.Lock()
 			defer mu.Unlock()
-			if time.Since(lastLog) >= time.Minute {
-				lastLog = time.Now()
+			if now().Sub(lastLog) >= time.Minute {
+				lastLog = now()
 				log.Warn("status page: shard unreadable", "shard", shard, "err", err)
 			}
+		},
+		Dispatch: func(ctx context.Context) (statuspage.Dispatch, bool, error) {
+			st, ok, err := ReadDispatchState(ctx, rdb, cfg.RedisPrefix)
+			if !ok || err != nil {
+				return statuspage.Dispatch{}, ok, err
+			}
+			return statuspage.Dispatch{Held: st.Held, Holds: st.Holds,
+				FetchQueued: st.FetchQueued, FetchBusy: st.FetchBusy, FetchQueuedLimit: st.FetchLimit,
+				Parser: st.Parser, Dedup: st.Dedup, Frontier: st.Frontier,
+				PagesBytes: st.PagesBytes, PagesMaxBytes: st.PagesMaxBytes}, true, nil
+		},
+		SeenFilter: func(ctx context.Context) (map[string]string, error) {
+			return rdb.HGetAll(ctx, bloomhash.StatsKey(cfg.RedisPrefix)).Result()
 		},
 	})
 }
@@ -170,6 +215,14 @@ type shard struct {
 	outcomeC jetstream.Consumer
 	// wake tells the dispatcher that URLs were added or hosts released.
 	wake chan struct{}
+	gate *gate
+	now  func() time.Time
+	// crawl gates consumption: Redis takes writes and still holds the crawl's state.
+	crawl *crawlid.Guard
+	// reapAt is the reaper's pending round (nil: none); trimFloor the frontier consumer's
+	// ack floor read at the previous trim.
+	reapAt    *reapRound
+	trimFloor uint64
 }
 
 func newShard(ctx context.Context, cfg config.Config, id int, js jetstream.JetStream, rdb redis.UniversalClient, m *metrics, log *slog.Logger) (*shard, error) {
@@ -186,7 +239,7 @@ func newShard(ctx context.Context, cfg config.Config, id int, js jetstream.JetSt
 		f:  frontier.New(rdb, FrontierOptions(cfg, id), Prioritizer(cfg)),
 		js: js, rdb: rdb, m: m, log: log.With("shard", id),
 		subject: topology.FetchSubject(id), frontC: fc, outcomeC: oc,
-		wake: make(chan struct{}, 1),
+		wake: make(chan struct{}, 1), now: time.Now,
 	}, nil
 }
 
@@ -209,6 +262,7 @@ func FrontierOptions(cfg config.Config, shard int) frontier.Options {
 	o.MaxPages = cfg.MaxPages
 	o.RetireAfter = cfg.RetireAfter
 	o.HostStateTTL = cfg.HostStateTTL
+	o.BacklinkHosts = cfg.BacklinkHosts
 	return o
 }
 
@@ -221,7 +275,7 @@ func Prioritizer(cfg config.Config) frontier.Prioritizer {
 }
 
 func (s *shard) start(ctx context.Context, g *group) {
-	gate := func(ctx context.Context) error { return redisx.Ping(ctx, s.rdb) }
+	gate := s.crawl.Gate
 	consume := func(name string, c jetstream.Consumer, h natsx.BatchHandler) func() error {
 		return func() error {
 			return natsx.ConsumeBatches(ctx, c, natsx.ConsumeOptions{
@@ -236,6 +290,7 @@ func (s *shard) start(ctx context.Context, g *group) {
 	g.Go(fmt.Sprintf("shard %d outcome consumer", s.id), consume("outcomes", s.outcomeC, s.handleOutcomes))
 	g.Go(fmt.Sprintf("shard %d dispatcher", s.id), func() error { s.dispatchLoop(ctx); return nil })
 	g.Go(fmt.Sprintf("shard %d reaper", s.id), func() error { s.every(ctx, reapEvery, s.reap); return nil })
+	g.Go(fmt.Sprintf("shard %d marker trim", s.id), func() error { s.every(ctx, trimEvery, s.trimMarkers); return nil })
 	g.Go(fmt.Sprintf("shard %d stats", s.id), func() error { s.every(ctx, statsEvery, s.refreshStats); return nil })
 }
 
@@ -261,15 +316,32 @@ func (s *shard) every(ctx context.Context, d time.Duration, fn func(ctx context.
 }
 
 func (s *shard) observe(step string, start time.Time, err error) {
-	s.m.stepSeconds.WithLabelValues(step).Observe(time.Since(start).Seconds())
+	s.m.stepSeconds.WithLabelValues(step).Observe(s.now().Sub(start).Seconds())
 	if err != nil {
 		s.m.redisErrors.WithLabelValues(s.label, step).Inc()
 	}
 }
 
+// reapRound is a reaping decision waiting for the outcomes that could still release its
+// leases: those in the fetched stream up to seq, which was its last sequence when cutoff
+// was read.
+type reapRound struct {
+	cutoff time.Time
+	seq    uint64
+}
+
+// reapGrace is how long past its deadline a lease is kept for its outcome: at least the
+// outcome consumer's AckWait, so an outcome held by a scheduler that died comes back
+// (and is applied normally) before its lease is reaped.
+func (s *shard) reapGrace() time.Duration { return s.cfg.AckWait }
+
+// reap returns the URLs of leases expired more than the grace ago to their queues, but only
+// once every outcome that was waiting when that cutoff was taken has been applied: after a
+// scheduler outage the outcomes of finished fetches are waiting, and reaping their leases
+// first would fetch those URLs again.
 func (s *shard) reap(ctx context.Context) {
-	start := time.Now()
-	n, err := s.f.Reap(ctx, time.Now())
+	start := s.now()
+	n, err := s.reapStep(ctx)
 	s.observe("reap", start, err)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -282,6 +354,71 @@ func (s *shard) reap(ctx context.Context) {
 		s.log.Info("leases expired; URLs requeued", "count", n)
 		s.poke()
 	}
+}
+
+func (s *shard) reapStep(ctx context.Context) (int, error) {
+	if s.reapAt == nil {
+		now, err := s.f.Now(ctx)
+		if err != nil {
+			return 0, err
+		}
+		cutoff := now.Add(-s.reapGrace())
+		if n, err := s.f.Overdue(ctx, cutoff); err != nil || n == 0 {
+			return 0, err
+		}
+		str, err := s.js.Stream(ctx, topology.StreamFetched)
+		if err != nil {
+			return 0, fmt.Errorf("reap: stream %s: %w", topology.StreamFetched, err)
+		}
+		s.reapAt = &reapRound{cutoff: cutoff, seq: str.CachedInfo().State.LastSeq}
+	}
+	ci, err := s.outcomeC.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("reap: outcome consumer: %w", err)
+	}
+	if !outcomesApplied(ci, s.reapAt.seq) {
+		// The outcome consumer is behind or holds unacknowledged outcomes; the next round
+		// checks again with the same cutoff.
+		return 0, nil
+	}
+	n, err := s.f.Reap(ctx, s.reapAt.cutoff)
+	if err == nil {
+		s.reapAt = nil
+	}
+	return n, err
+}
+
+// outcomesApplied reports whether every outcome of the consumer's subject up to stream
+// sequence seq has been delivered and acknowledged.
+func outcomesApplied(ci *jetstream.ConsumerInfo, seq uint64) bool {
+	return ci.AckFloor.Stream >= seq || (ci.NumPending == 0 && ci.NumAckPending == 0)
+}
+
+// trimMarkers drops applied markers of frontier messages the consumer acknowledged: at or
+// below its ack floor as read one round ago.
+func (s *shard) trimMarkers(ctx context.Context) {
+	floor := s.trimFloor
+	ci, err := s.frontC.Info(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Debug("marker trim: frontier consumer info", "err", err)
+		}
+		return
+	}
+	s.trimFloor = ci.AckFloor.Stream
+	if floor == 0 || floor > s.trimFloor {
+		// First round, or the stream was made again (its sequence started over).
+		return
+	}
+	n, err := s.f.TrimApplied(ctx, floor)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.m.redisErrors.WithLabelValues(s.label, "trim").Inc()
+			s.log.Warn("marker trim failed", "err", err)
+		}
+		return
+	}
+	s.m.markersTrimmed.WithLabelValues(s.label).Add(float64(n))
 }
 
 func (s *shard) refreshStats(ctx context.Context) {

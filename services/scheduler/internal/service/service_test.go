@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/trawl/trawl/services/scheduler/internal/config"
 	"github.com/trawl/trawl/services/scheduler/internal/frontier"
 	"github.com/trawl/trawl/services/scheduler/internal/prioritize"
@@ -29,6 +31,7 @@ func TestFrontierOptionsCarryEverySetting(t *testing.T) {
 		"TRAWL_MAX_PAGES":          "23",
 		"TRAWL_RETIRE_AFTER":       "4",
 		"TRAWL_HOST_STATE_TTL":     "36h",
+		"TRAWL_BACKLINK_HOSTS":     "29",
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -55,6 +58,7 @@ func TestFrontierOptionsCarryEverySetting(t *testing.T) {
 		{"MaxPages", o.MaxPages, int64(23)},
 		{"RetireAfter", o.RetireAfter, 4},
 		{"HostStateTTL", o.HostStateTTL, 36 * time.Hour},
+		{"BacklinkHosts", o.BacklinkHosts, 29},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if c.got != c.want {
@@ -87,6 +91,31 @@ func TestPrioritizerSelection(t *testing.T) {
 			_, scoresBacklinks := got.(frontier.BacklinkScorer)
 			if want := cfg.Prioritizer == prioritize.NamePreference; scoresBacklinks != want {
 				t.Fatalf("BacklinkScorer = %v, want %v", scoresBacklinks, want)
+			}
+		})
+	}
+}
+
+// The reaper may reap up to a cutoff only once every outcome stored by then is applied.
+func TestOutcomesApplied(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		floor, pending uint64
+		ackPending     int
+		seq            uint64
+		want           bool
+	}{
+		{"ack floor at the cutoff's sequence", 10, 3, 2, 10, true},
+		{"ack floor past it", 12, 0, 1, 10, true},
+		{"ack floor behind, outcomes pending", 9, 1, 0, 10, false},
+		{"ack floor behind, outcomes unacknowledged", 9, 0, 1, 10, false},
+		{"nothing pending or unacknowledged (last messages were other shards')", 4, 0, 0, 10, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ci := &jetstream.ConsumerInfo{NumPending: tc.pending, NumAckPending: tc.ackPending,
+				AckFloor: jetstream.SequenceInfo{Stream: tc.floor}}
+			if got := outcomesApplied(ci, tc.seq); got != tc.want {
+				t.Fatalf("outcomesApplied = %v, want %v", got, tc.want)
 			}
 		})
 	}

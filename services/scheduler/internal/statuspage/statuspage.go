@@ -50,6 +50,29 @@ type Options struct {
 	OnError func(shard int, err error)
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Dispatch reads the dispatch gate's figures (nil: not shown); ok is false when no
+	// scheduler published any lately.
+	Dispatch func(ctx context.Context) (d Dispatch, ok bool, err error)
+	// SeenFilter reads the dedup filter's figures as dedup publishes them (nil: not shown).
+	SeenFilter func(ctx context.Context) (map[string]string, error)
+}
+
+// Dispatch is what holds dispatch back: the fetchers' capacity and the later stages'
+// backlogs, as the schedulers last read them.
+type Dispatch struct {
+	// Held names the stages over their threshold ("" = dispatching); Holds counts holds.
+	Held  string `json:"held"`
+	Holds int64  `json:"holds"`
+	// FetchQueued tasks wait for a fetcher (at most FetchQueuedLimit), FetchBusy are held
+	// by fetchers.
+	FetchQueued      uint64 `json:"fetch_queued"`
+	FetchBusy        uint64 `json:"fetch_busy"`
+	FetchQueuedLimit uint64 `json:"fetch_queued_limit"`
+	Parser           uint64 `json:"parser_backlog"`
+	Dedup            uint64 `json:"dedup_backlog"`
+	Frontier         uint64 `json:"frontier_backlog"`
+	PagesBytes       int64  `json:"pages_bytes"`
+	PagesMaxBytes    int64  `json:"pages_max_bytes"`
 }
 
 // Limits on what one request may ask for.
@@ -248,6 +271,11 @@ type Report struct {
 	// History is the crawl's pages/s over each sampling interval, oldest first.
 	History     []Point       `json:"history"`
 	Unavailable []Unavailable `json:"unavailable"`
+	// Dispatch is absent when no scheduler published its gate's figures lately.
+	Dispatch *Dispatch `json:"dispatch,omitempty"`
+	// SeenFilter is the dedup filter's growth (layers, fill, memory and the next layer's),
+	// absent until dedup has published it.
+	SeenFilter map[string]string `json:"seen_filter,omitempty"`
 }
 
 func intParam(r *http.Request, name string, def, hi int) int {
@@ -306,6 +334,16 @@ func (p *Page) Report(ctx context.Context, top, nErrors int) Report {
 		for _, e := range st.Errors {
 			rep.Errors = append(rep.Errors, ErrorRow{AtMs: e.At.UnixMilli(), Shard: sh.ID, Result: e.Result,
 				Kind: e.Kind, Status: e.Status, Host: e.Host, URL: e.URL, Error: e.Error})
+		}
+	}
+	if p.o.Dispatch != nil {
+		if d, ok, err := p.o.Dispatch(ctx); err == nil && ok {
+			rep.Dispatch = &d
+		}
+	}
+	if p.o.SeenFilter != nil {
+		if f, err := p.o.SeenFilter(ctx); err == nil && len(f) > 0 {
+			rep.SeenFilter = f
 		}
 	}
 	if rep.Total.Frontier == nil {

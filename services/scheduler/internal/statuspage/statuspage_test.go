@@ -344,3 +344,37 @@ func TestStaticFiles(t *testing.T) {
 		}
 	})
 }
+
+// The dispatch gate's figures are part of the report when a scheduler published them
+// lately, and absent (not zero) otherwise.
+func TestReportDispatch(t *testing.T) {
+	a, _ := twoShards()
+	held := Dispatch{Held: "parser", Holds: 2, FetchQueued: 3, FetchBusy: 4, FetchQueuedLimit: 8, Parser: 25}
+	for _, tc := range []struct {
+		name string
+		read func(context.Context) (Dispatch, bool, error)
+		want string
+	}{
+		{"published", func(context.Context) (Dispatch, bool, error) { return held, true, nil },
+			`"dispatch":{"held":"parser","holds":2,"fetch_queued":3,"fetch_busy":4,"fetch_queued_limit":8,"parser_backlog":25,`},
+		{"none published", func(context.Context) (Dispatch, bool, error) { return Dispatch{}, false, nil }, ""},
+		{"unreadable", func(context.Context) (Dispatch, bool, error) { return held, true, errors.New("down") }, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := New([]Shard{{ID: 0, Source: a}}, Options{Dispatch: tc.read})
+			body, err := json.Marshal(p.Report(context.Background(), 1, 1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.want == "" {
+				if strings.Contains(string(body), `"dispatch"`) {
+					t.Fatalf("report %s has dispatch figures, want none", body)
+				}
+				return
+			}
+			if !strings.Contains(string(body), tc.want) {
+				t.Fatalf("report %s\nwant it to contain %s", body, tc.want)
+			}
+		})
+	}
+}

@@ -1,17 +1,23 @@
 -- AddBatches. ARGV[A]: number of batches; ARGV[A+1]: X, the backlink weight of the
 -- preference prioritiser, or '' when every URL comes with its front queue. Then per batch:
--- message id ('' = not idempotent), source host ('' = seeds or unknown), out-of-scope
--- count, URL count, then per URL: priority, host, entry.
+-- message id ('' = not idempotent), its stream sequence, source host ('' = seeds or
+-- unknown), out-of-scope count, URL count, then per URL: priority, host, entry.
 --
 -- Without X the priority is the URL's front queue. With X it is the URL's link score Y·IL
 -- (computed in Go); the script adds X·IB(host), IB = log2(1 + inlinks[host]), and maps the
--- score to queue F-1-floor(score), clamped (prioritize.QueueFor). inlinks counts, per host,
--- the distinct linking pages on other hosts: each batch (the URLs of one source page for
--- this shard) adds one to every host of it other than the source's own, with one HINCRBY
--- per host, and reads the others' counts with one HMGET. Counting happens only with X.
+-- score to queue F-1-floor(score), clamped (prioritize.QueueFor). backlinks counts, per
+-- host, the distinct linking pages on other hosts: each batch (the URLs of one source page
+-- for this shard) adds one to every host of it other than the source's own, and reads the
+-- others' counts with one ZMSCORE. Counting happens only with X. The zset holds at most
+-- BLKEEP hosts: a new host beyond that replaces the one with the fewest backlinks and
+-- starts from its count plus one (Metwally et al.'s Space-Saving), so the memory is fixed,
+-- a count is never below the truth and overstates it by at most the smallest kept count,
+-- and a host linked from many pages is never the one forgotten.
 --
--- Each batch is applied at most once: its id is recorded with SET NX in this same script,
--- which keeps the queues and the backlink counts exact under redelivery.
+-- Each batch is applied at most once: its id is added to the applied zset (scored by its
+-- stream sequence) with ZADD NX in this same script, which keeps the queues and the
+-- backlink counts exact under redelivery. The markers are trimmed below the frontier
+-- consumer's ack floor (Go, TrimApplied): nothing acknowledged is delivered again.
 -- A URL of a retired host ends as failed; one beyond a page budget as over budget.
 -- Returns per batch the number of URLs queued, or -1 for an already applied batch.
 local nb = tonumber(ARGV[A])
@@ -24,13 +30,25 @@ for p = 0, F - 1 do perq[p] = {} end
 local hostState = {}
 local LOG2 = math.log(2)
 local function ib(n) return X * (math.log(1 + n) / LOG2) end
+local function backlink(h)
+  local c = redis.call('ZADD', K_BACKLINKS, 'XX', 'INCR', 1, h)
+  if c then return tonumber(c) end
+  c = 1
+  if redis.call('ZCARD', K_BACKLINKS) >= BLKEEP then
+    local m = redis.call('ZPOPMIN', K_BACKLINKS)
+    c = tonumber(m[2]) + 1
+  end
+  redis.call('ZADD', K_BACKLINKS, c, h)
+  return c
+end
 local out = {}
 for b = 1, nb do
-  local id, src, noos, nu = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
-  i = i + 4
+  local id, seq, src = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  local noos, nu = tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4])
+  i = i + 5
   local fresh = true
   if id ~= '' then
-    fresh = redis.call('SET', PFX .. 'applied:' .. id, '1', 'NX', 'EX', 86400)
+    fresh = redis.call('ZADD', K_APPLIED, 'NX', seq, id) == 1
   end
   if not fresh then
     out[b] = -1
@@ -45,7 +63,7 @@ for b = 1, nb do
         local h = ARGV[i + 3 * k + 1]
         if score[h] == nil then
           if src ~= '' and h ~= src then
-            score[h] = ib(redis.call('HINCRBY', K_INLINKS, h, 1))
+            score[h] = ib(backlink(h))
           else
             score[h] = 0
             ask[#ask + 1] = h
@@ -53,8 +71,8 @@ for b = 1, nb do
         end
       end
       for c = 1, #ask, 1000 do
-        local r = redis.call('HMGET', K_INLINKS, unpack(ask, c, math.min(c + 999, #ask)))
-        for j = 1, #r do score[ask[c + j - 1]] = ib(tonumber(r[j] or '0') or 0) end
+        local r = redis.call('ZMSCORE', K_BACKLINKS, unpack(ask, c, math.min(c + 999, #ask)))
+        for j = 1, #r do score[ask[c + j - 1]] = ib(tonumber(r[j] or 0) or 0) end
       end
     end
     local added = 0

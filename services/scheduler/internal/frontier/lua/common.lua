@@ -1,23 +1,34 @@
 -- Prelude shared by every frontier script (prepended in Go before loading).
 --
--- KEYS: 1 stats, 2 heap, 3 hosts, 4 inflight, 5 lease, 6 paused, 7 seq, 8 inlinks,
---       9 busiest, 10 slowest, 11 errors, 12.. fq:0..fq:F-1
--- ARGV: 1 key prefix "trawl:{s<n>}:", 2 now (unix ms), 3 random seed, 4 F, 5 B, 6 bias,
+-- KEYS: 1 stats, 2 heap, 3 hosts, 4 inflight, 5 lease, 6 paused, 7 seq, 8 backlinks,
+--       9 busiest, 10 slowest, 11 errors, 12 applied, 13.. fq:0..fq:F-1
+-- ARGV: 1 key prefix "trawl:{s<n>}:", 2 now (unix ms; '' = the server's TIME, which is
+--       what a scheduler passes), 3 random seed, 4 F, 5 B, 6 bias,
 --       7 min delay ms, 8 delay factor k, 9 max crawl-delay ms, 10 max backoff ms,
 --       11 retry backoff base ms, 12 max retries, 13 lease TTL ms, 14 max pages per host,
 --       15 max pages, 16 router limit, 17 shard, 18 retire after (0 = never),
 --       19 host state TTL ms (0 = never expires), 20 hosts kept in each of busiest and
---       slowest, 21 entries kept in errors; script arguments start at ARGV[22].
+--       slowest, 21 entries kept in errors, 22 hosts whose backlinks are counted; script
+--       arguments start at ARGV[23].
 --
--- Per-host keys (bq:<host>, host:<host>, applied:<id>) cannot be listed in KEYS because the
+-- Per-host keys (bq:<host>, host:<host>) cannot be listed in KEYS because the
 -- hosts a step touches are only known inside the script; they are built from the prefix,
 -- whose hash tag puts them in the same cluster slot as the declared keys.
 
 local K_STATS, K_HEAP, K_HOSTS, K_INFLIGHT = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local K_LEASE, K_PAUSED, K_SEQ, K_INLINKS = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
-local K_BUSIEST, K_SLOWEST, K_ERRORS = KEYS[9], KEYS[10], KEYS[11]
+local K_LEASE, K_PAUSED, K_SEQ, K_BACKLINKS = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local K_BUSIEST, K_SLOWEST, K_ERRORS, K_APPLIED = KEYS[9], KEYS[10], KEYS[11], KEYS[12]
 local PFX = ARGV[1]
+-- One clock for every decision about time (due hosts, lease deadlines, next fetch times,
+-- backoff, expiry): the Redis server's, never the calling process's. Reading TIME before
+-- writing needs effects replication, the only mode since Redis 7 (the default since 5);
+-- replicate_commands turns it on in older servers and is a no-op in newer ones.
+if redis.replicate_commands then redis.replicate_commands() end
 local NOW = tonumber(ARGV[2])
+if not NOW then
+  local t = redis.call('TIME')
+  NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
 local rng = tonumber(ARGV[3])
 local F = tonumber(ARGV[4])
 local B = tonumber(ARGV[5])
@@ -37,9 +48,10 @@ local RETIRE = tonumber(ARGV[18])
 local HOSTTTL = tonumber(ARGV[19])
 local TOPKEEP = tonumber(ARGV[20])
 local ERRKEEP = tonumber(ARGV[21])
-local A = 22
+local BLKEEP = tonumber(ARGV[22])
+local A = 23
 
-local function fq(p) return KEYS[12 + p] end
+local function fq(p) return KEYS[13 + p] end
 local function bq(h) return PFX .. 'bq:' .. h end
 local function hk(h) return PFX .. 'host:' .. h end
 

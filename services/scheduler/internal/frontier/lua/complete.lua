@@ -10,6 +10,12 @@
 -- retired is -1, or the number of queued URLs that ended as failed because this outcome
 -- retired the host.
 --
+-- An outcome that made no request arriving after its lease's deadline (a task that reached a
+-- fetcher too late, or JetStream's redelivery of a task whose fetcher died) is settled as
+-- the reaper would: the lease counts as expired, the URL counts an attempt, so one that
+-- kills every fetcher that takes it still ends, and the host waits its full delay, because
+-- a request of an earlier delivery may have ended just before the deadline.
+--
 -- Host retirement: host:<host> field fails counts consecutive failures (health 1; reset by
 -- health 2). When it reaches RETIRE the host is retired: the outcome's URL and every URL in
 -- its back queue end as failed, the back queue is freed, and host:<host> gets
@@ -31,10 +37,15 @@ local out = {}
 -- All leases of the batch in one call.
 local leaseHosts = {}
 for j = 1, n do leaseHosts[j] = ARGV[A + 1 + 11 * (j - 1)] end
-local leases = {}
+local leases, deadlines = {}, {}
 for c = 1, n, 1000 do
-  local r = redis.call('HMGET', K_LEASE, unpack(leaseHosts, c, math.min(c + 999, n)))
-  for j = 1, #r do leases[c + j - 1] = r[j] end
+  local hs = {unpack(leaseHosts, c, math.min(c + 999, n))}
+  local r = redis.call('HMGET', K_LEASE, unpack(hs))
+  local d = redis.call('ZMSCORE', K_INFLIGHT, unpack(hs))
+  for j = 1, #r do
+    leases[c + j - 1] = r[j]
+    deadlines[c + j - 1] = tonumber(d[j] or 0) or 0
+  end
 end
 local leaseDel, heapArgs, freed = {}, {}, {}
 local busyArgs, slowArgs, slowDel, errLines = {}, {}, {}, {}
@@ -63,7 +74,7 @@ for o = 1, n do
     leaseDel[#leaseDel + 1] = h
     consumed[h] = true
     local e = string.sub(v, sp + 1)
-    local st = redis.call('HMGET', hk(h), 'next', 'cd', 'err', 'fails', 'fetched', 'rtavg')
+    local st = redis.call('HMGET', hk(h), 'next', 'cd', 'err', 'fails', 'fetched', 'rtavg', 'rt')
     local stNext = tonumber(st[1] or '0') or 0
     local cd = tonumber(st[2] or '0') or 0
     local stErr = tonumber(st[3] or '0') or 0
@@ -100,6 +111,15 @@ for o = 1, n do
       te = NOW
       if stNext > te then te = stNext end
     end
+    local late = not requested and deadlines[o] <= NOW
+    if late then
+      local dl = cd
+      if dl > MAXCD then dl = MAXCD end
+      if dl < MIND then dl = MIND end
+      local rt = KF * (tonumber(st[7] or '0') or 0)
+      if rt > dl then dl = rt end
+      if NOW + dl > te then te = NOW + dl end
+    end
     local res = act
     local back = 0
     if act == 1 then
@@ -109,6 +129,19 @@ for o = 1, n do
       bump('failed', 1)
     elseif act == 4 then
       bump('disallowed', 1)
+    elseif act == 5 and late then
+      -- Counted as an expired lease, as the reaper would have.
+      bump('expired', 1)
+      local d, hp, att, u = parse(e)
+      if d and att + 1 <= MAXR then
+        redis.call('LPUSH', bq(h), d .. ' ' .. hp .. ' ' .. n2s(att + 1) .. ' ' .. u)
+        bump('queued', 1)
+        back = 1
+        res = 2
+      else
+        res = 3
+        bump('failed', 1)
+      end
     elseif act == 5 then
       redis.call('LPUSH', bq(h), e)
       bump('queued', 1)

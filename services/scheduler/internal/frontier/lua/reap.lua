@@ -1,11 +1,14 @@
--- Reap. ARGV[A]: most leases to reap. Each expired lease's URL goes back to the head of
+-- Reap. ARGV[A]: most leases to reap; ARGV[A+1]: cutoff (ms, the Redis clock): leases whose
+-- deadline is at or before it are reaped. Each expired lease's URL goes back to the head of
 -- its host queue with attempt+1 (failed past the retry limit, so a URL that kills
--- fetchers ends), and the host is re-armed at now + max(min delay, capped crawl-delay):
--- the fetcher may have reached the host just before the deadline.
+-- fetchers ends), and the host is re-armed at
+-- now + max(min delay, capped crawl-delay, k x its last response time): the fetcher may
+-- have reached the host just before the deadline.
 -- Each expiry is logged in errors with kind lease-expired, like a failed outcome.
 -- Returns {reaped, requeued, failed}.
 local limit = tonumber(ARGV[A])
-local hs = redis.call('ZRANGEBYSCORE', K_INFLIGHT, '-inf', n2s(NOW), 'LIMIT', 0, limit)
+local cutoff = tonumber(ARGV[A + 1])
+local hs = redis.call('ZRANGEBYSCORE', K_INFLIGHT, '-inf', n2s(cutoff), 'LIMIT', 0, limit)
 if #hs == 0 then return {0, 0, 0} end
 local heapArgs, freed = {}, {}
 local requeued, failed = 0, 0
@@ -31,9 +34,12 @@ for _, h in ipairs(hs) do
     errLines[#errLines + 1] = n2s(NOW) .. '\t' .. r .. '\tlease-expired\t0\t' .. h .. '\t' ..
       string.sub(u or '', 1, 512) .. '\tno outcome before the lease deadline'
   end
-  local cd = tonumber(redis.call('HGET', hk(h), 'cd') or '0') or 0
+  local st = redis.call('HMGET', hk(h), 'cd', 'rt')
+  local cd = tonumber(st[1] or '0') or 0
   if cd > MAXCD then cd = MAXCD end
   if cd < MIND then cd = MIND end
+  local rt = KF * (tonumber(st[2] or '0') or 0)
+  if rt > cd then cd = rt end
   local te = NOW + cd
   redis.call('HSET', hk(h), 'next', n2s(te))
   if back or redis.call('EXISTS', bq(h)) == 1 then

@@ -65,6 +65,13 @@
     text('expired', int(t.expired));
     const paused = d.shards.filter(function (s) { return s.paused; }).length;
     text('paused', paused === 0 ? 'no' : paused + ' of ' + d.shards.length);
+    // What holds dispatch back: backpressure from a later stage, and the fetchers' capacity.
+    const g = d.dispatch;
+    text('held', g ? (g.held === '' ? 'nothing' : g.held) : '–');
+    text('holds', g ? int(g.holds) : '–');
+    text('fetch-queued', g ? int(g.fetch_queued) + ' / ' + int(g.fetch_queued_limit) : '–');
+    text('fetch-busy', g ? int(g.fetch_busy) : '–');
+    text('parser-backlog', g ? int(g.parser_backlog) : '–');
 
     const most = Math.max.apply(null, [1].concat(t.frontier));
     fill('priorities', t.frontier.map(function (n, p) { return { p: p, n: n }; }), 3, function (tr, r) {

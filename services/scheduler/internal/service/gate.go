@@ -1,0 +1,302 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/trawl/trawl/services/scheduler/internal/config"
+	"github.com/trawl/trawl/shared/topology"
+)
+
+const (
+	// gatePoll is how often the gate reads the fetch consumer and the stage backlogs. A
+	// dispatcher out of credit asks for a fresh reading of the fetch consumer at most every
+	// gateMinPoll, so fast fetches are not held to one credit per poll.
+	gatePoll    = 250 * time.Millisecond
+	gateMinPoll = 10 * time.Millisecond
+	// gateMinBusy is the fetch concurrency assumed while fewer tasks are being fetched:
+	// fetches shorter than a poll show few tasks at once whatever the rate.
+	gateMinBusy = 4
+	// dispatchStateTTL bounds how long a stopped scheduler's figures stay visible.
+	dispatchStateTTL = 10 * time.Second
+)
+
+// Figures are what the gate last read: the fetchers' capacity and each stage's backlog.
+type Figures struct {
+	// FetchQueued are tasks in the fetch stream no fetcher has taken (consumer NumPending),
+	// FetchBusy the tasks fetchers hold (NumAckPending), FetchLimit the most FetchQueued may
+	// reach: (TRAWL_DISPATCH_AHEAD−1) × max(FetchBusy, 4).
+	FetchQueued, FetchBusy, FetchLimit uint64
+	// Backlogs: pages not yet parsed, discovered batches not yet deduplicated, frontier
+	// messages not yet added; PagesBytes of PagesMaxBytes (0 = unlimited) in CRAWL_PAGES.
+	Parser, Dedup, Frontier   uint64
+	PagesBytes, PagesMaxBytes int64
+	// Held names the stages over their threshold while dispatch is held ("" = running).
+	Held string
+}
+
+// gate decides how many fetch tasks the dispatchers of this process may lease. It keeps the
+// tasks waiting for a fetcher at a small multiple of the tasks being fetched (so a task
+// starts soon after its lease begins) and holds dispatch while a later stage falls behind
+// (backpressure), before any stream limit is reached; it resumes when every backlog is
+// below the resume fraction of its threshold.
+type gate struct {
+	js  jetstream.JetStream
+	rdb redis.UniversalClient
+	key string
+	cfg config.Config
+	m   *metrics
+	log *slog.Logger
+
+	mu sync.Mutex
+	// fig is the last reading; polled when it was taken; sincePoll counts tasks published
+	// since, outstanding those taken and not yet published.
+	fig                    Figures
+	polled                 time.Time
+	sincePoll, outstanding int
+	read, polling          bool
+	held                   map[string]bool
+}
+
+func newGate(cfg config.Config, js jetstream.JetStream, rdb redis.UniversalClient, m *metrics, log *slog.Logger) *gate {
+	return &gate{js: js, rdb: rdb, key: DispatchStateKey(cfg.RedisPrefix), cfg: cfg, m: m, log: log.With("loop", "dispatch gate"), held: map[string]bool{}}
+}
+
+// DispatchStateKey is the hash where the schedulers publish the gate's figures for the
+// status page and trawlctl status (last writer wins; it expires when none runs).
+func DispatchStateKey(prefix string) string {
+	if prefix == "" {
+		prefix = "trawl"
+	}
+	return prefix + ":dispatch"
+}
+
+// run polls until ctx ends.
+func (g *gate) run(ctx context.Context) {
+	t := time.NewTicker(gatePoll)
+	defer t.Stop()
+	for {
+		if err := g.poll(ctx); err != nil && ctx.Err() == nil {
+			g.log.Debug("dispatch gate: reading JetStream failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// take returns how many of want tasks may be leased now (0 while held or out of credit).
+// Every task taken must be given back with published.
+func (g *gate) take(ctx context.Context, want int) int {
+	g.mu.Lock()
+	stale := g.credit() <= 0 && time.Since(g.polled) >= gateMinPoll
+	g.mu.Unlock()
+	if stale {
+		_ = g.pollFetch(ctx)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n := min(want, max(g.credit(), 0))
+	g.outstanding += n
+	return n
+}
+
+// published gives back taken tasks: n were taken, sent of them were published.
+func (g *gate) published(n, sent int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.outstanding -= n
+	g.sincePoll += sent
+}
+
+// credit is what may still be leased; called with mu held.
+func (g *gate) credit() int {
+	if !g.read || g.fig.Held != "" {
+		return 0
+	}
+	return int(g.fig.FetchLimit) - int(g.fig.FetchQueued) - g.sincePoll - g.outstanding
+}
+
+func (g *gate) poll(ctx context.Context) error {
+	return errors.Join(g.pollFetch(ctx), g.pollBacklogs(ctx))
+}
+
+// holding reports whether dispatch is held for backpressure.
+func (g *gate) holding() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.fig.Held != ""
+}
+
+// pollFetch reads the fetch consumer: the capacity figures. One reading at a time: the
+// tasks counted since the last one are settled against it.
+func (g *gate) pollFetch(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	g.mu.Lock()
+	if g.polling {
+		g.mu.Unlock()
+		return nil
+	}
+	g.polling = true
+	base := g.sincePoll
+	g.mu.Unlock()
+	defer func() {
+		g.mu.Lock()
+		g.polling = false
+		g.mu.Unlock()
+	}()
+	start := time.Now()
+	c, err := g.js.Consumer(ctx, topology.StreamFetch, topology.ConsumerFetcher)
+	if err != nil {
+		return fmt.Errorf("consumer %s/%s: %w", topology.StreamFetch, topology.ConsumerFetcher, err)
+	}
+	info := c.CachedInfo()
+	busy := uint64(max(info.NumAckPending, 0))
+	limit := uint64(max(g.cfg.DispatchAhead-1, 1)) * max(busy, gateMinBusy)
+	g.mu.Lock()
+	g.fig.FetchQueued, g.fig.FetchBusy, g.fig.FetchLimit = info.NumPending, busy, limit
+	// Tasks published while the request was out may or may not be in the reading; counting
+	// them again errs on the side of fewer tasks out.
+	g.sincePoll -= base
+	g.polled = start
+	g.read = true
+	g.mu.Unlock()
+	g.m.fetchQueued.Set(float64(info.NumPending))
+	g.m.fetchBusy.Set(float64(busy))
+	g.m.fetchLimit.Set(float64(limit))
+	return nil
+}
+
+// pollBacklogs reads the later stages' backlogs, holds or resumes dispatch, and publishes
+// the figures in Redis.
+func (g *gate) pollBacklogs(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	var errs []error
+	pending := func(stream, consumer string) (uint64, bool) {
+		c, err := g.js.Consumer(ctx, stream, consumer)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("consumer %s/%s: %w", stream, consumer, err))
+			return 0, false
+		}
+		info := c.CachedInfo()
+		return info.NumPending + uint64(max(info.NumAckPending, 0)), true
+	}
+	g.mu.Lock()
+	f := g.fig
+	g.mu.Unlock()
+	if n, ok := pending(topology.StreamPages, topology.ConsumerParser); ok {
+		f.Parser = n
+	}
+	if n, ok := pending(topology.StreamDiscovered, topology.ConsumerDedup); ok {
+		f.Dedup = n
+	}
+	if s, err := g.js.Stream(ctx, topology.StreamFrontier); err != nil {
+		errs = append(errs, fmt.Errorf("stream %s: %w", topology.StreamFrontier, err))
+	} else {
+		f.Frontier = s.CachedInfo().State.Msgs
+	}
+	if s, err := g.js.Stream(ctx, topology.StreamPages); err != nil {
+		errs = append(errs, fmt.Errorf("stream %s: %w", topology.StreamPages, err))
+	} else {
+		info := s.CachedInfo()
+		f.PagesBytes, f.PagesMaxBytes = int64(info.State.Bytes), info.Config.MaxBytes
+	}
+
+	h := g.cfg.Hold
+	pagesHigh := 0.0
+	if f.PagesMaxBytes > 0 {
+		pagesHigh = h.PagesFill * float64(f.PagesMaxBytes)
+	}
+	stages := []struct {
+		name      string
+		v, thresh float64
+	}{
+		{"parser", float64(f.Parser), float64(h.ParserBacklog)},
+		{"pages-bytes", float64(f.PagesBytes), pagesHigh},
+		{"dedup", float64(f.Dedup), float64(h.DedupBacklog)},
+		{"frontier", float64(f.Frontier), float64(h.FrontierBacklog)},
+	}
+	g.mu.Lock()
+	var reasons []string
+	for _, st := range stages {
+		was := g.held[st.name]
+		now := st.thresh > 0 && (st.v >= st.thresh || (was && st.v >= h.Resume*st.thresh))
+		if now && !was {
+			g.m.backpressure.WithLabelValues(st.name).Inc()
+			g.log.Warn("dispatch held: a later stage is behind", "stage", st.name, "backlog", int64(st.v), "threshold", int64(st.thresh))
+		} else if was && !now {
+			g.log.Info("dispatch resumed: stage caught up", "stage", st.name, "backlog", int64(st.v))
+		}
+		g.held[st.name] = now
+		g.m.holding.WithLabelValues(st.name).Set(b2f(now))
+		if now {
+			reasons = append(reasons, st.name)
+		}
+	}
+	newHold := f.Held == "" && len(reasons) > 0
+	f.Held = strings.Join(reasons, ",")
+	f.FetchQueued, f.FetchBusy, f.FetchLimit = g.fig.FetchQueued, g.fig.FetchBusy, g.fig.FetchLimit
+	g.fig = f
+	g.mu.Unlock()
+
+	_, err := g.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.HSet(ctx, g.key, "held", f.Held,
+			"fetch_queued", f.FetchQueued, "fetch_busy", f.FetchBusy, "fetch_limit", f.FetchLimit,
+			"parser", f.Parser, "dedup", f.Dedup, "frontier", f.Frontier,
+			"pages_bytes", f.PagesBytes, "pages_max_bytes", f.PagesMaxBytes)
+		if newHold {
+			p.HIncrBy(ctx, g.key, "holds", 1)
+		}
+		p.PExpire(ctx, g.key, dispatchStateTTL)
+		return nil
+	})
+	if err != nil {
+		errs = append(errs, fmt.Errorf("redis %s: %w", g.key, err))
+	}
+	return errors.Join(errs...)
+}
+
+// DispatchState is the dispatch figures as published in Redis (DispatchStateKey).
+type DispatchState struct {
+	Figures
+	// Holds counts the times dispatch was held for backpressure.
+	Holds int64
+}
+
+// ReadDispatchState reads the figures; ok is false when no scheduler published any lately.
+func ReadDispatchState(ctx context.Context, rdb redis.UniversalClient, prefix string) (DispatchState, bool, error) {
+	h, err := rdb.HGetAll(ctx, DispatchStateKey(prefix)).Result()
+	if err != nil {
+		return DispatchState{}, false, fmt.Errorf("read %s: %w", DispatchStateKey(prefix), err)
+	}
+	if len(h) == 0 {
+		return DispatchState{}, false, nil
+	}
+	u := func(k string) uint64 { n, _ := strconv.ParseUint(h[k], 10, 64); return n }
+	i := func(k string) int64 { n, _ := strconv.ParseInt(h[k], 10, 64); return n }
+	return DispatchState{Holds: i("holds"), Figures: Figures{
+		FetchQueued: u("fetch_queued"), FetchBusy: u("fetch_busy"), FetchLimit: u("fetch_limit"),
+		Parser: u("parser"), Dedup: u("dedup"), Frontier: u("frontier"),
+		PagesBytes: i("pages_bytes"), PagesMaxBytes: i("pages_max_bytes"), Held: h["held"],
+	}}, true, nil
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
