@@ -21,24 +21,35 @@ import (
 	"github.com/trawl/trawl/shared/topology"
 )
 
-const (
-	benchHosts = 200
-	benchPages = 20 // pages per host, so one wave is 4000 tasks
+// Both webs make waves of 4000 tasks: the plain one few hosts with many pages, the wide
+// one many hosts with few pages, so more hosts are in rotation than a small idle
+// connection pool keeps.
+var (
+	plainWeb = benchWeb{hosts: 200, pages: 20}
+	wideWeb  = benchWeb{hosts: 1000, pages: 4}
 )
+
+type benchWeb struct{ hosts, pages int }
 
 // BenchmarkFetcherThroughput measures the fetcher alone: N in-process fetchers share the
 // `fetcher` durable, the benchmark plays the scheduler (publishes FetchTasks, reads the
-// outcomes through the scheduler-0-outcomes durable), and the synthetic web serves 200
-// hosts. robots.txt is pre-warmed in Redis, so every task is one page request plus its
+// outcomes through the scheduler-0-outcomes durable), and the synthetic web serves
+// plainWeb. robots.txt is pre-warmed in Redis, so every task is one page request plus its
 // page and outcome messages. Tasks go out host-interleaved (page 0 of every host, then
 // page 1 …), so a host has at most a task or two in flight, as under the scheduler.
-// One iteration is one wave of benchHosts × benchPages tasks; the figure is pages/s.
-func BenchmarkFetcherThroughput(b *testing.B) {
+// One iteration is one wave of hosts × pages tasks; the figure is pages/s.
+func BenchmarkFetcherThroughput(b *testing.B) { benchFetcher(b, plainWeb, []int{1, 2, 3}) }
+
+// BenchmarkFetcherThroughputWide is the same on the wide web with one fetcher: each host
+// is asked again only after every other host had a request.
+func BenchmarkFetcherThroughputWide(b *testing.B) { benchFetcher(b, wideWeb, []int{1}) }
+
+func benchFetcher(b *testing.B, bw benchWeb, fetchers []int) {
 	st := newStack(b)
 	st.env["TRAWL_LOG_LEVEL"] = "warn"
 	st.env["TRAWL_FETCH_TIMEOUT"] = "10s"
 	st.env["TRAWL_FETCH_CONCURRENCY"] = "64" // the default, not the small value of the tests
-	web, err := synthweb.Start(context.Background(), synthweb.Config{Hosts: benchHosts, PagesPerHost: benchPages, Seed: 1})
+	web, err := synthweb.Start(context.Background(), synthweb.Config{Hosts: bw.hosts, PagesPerHost: bw.pages, Seed: 1})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -60,7 +71,7 @@ func BenchmarkFetcherThroughput(b *testing.B) {
 	}
 	b.Cleanup(cc.Stop)
 
-	for _, n := range []int{1, 2, 3} {
+	for _, n := range fetchers {
 		b.Run(fmt.Sprintf("fetchers=%d", n), func(b *testing.B) {
 			quiet := slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelWarn}))
 			var ins []*instance
@@ -71,7 +82,7 @@ func BenchmarkFetcherThroughput(b *testing.B) {
 			b.ResetTimer()
 			start := time.Now()
 			for range b.N {
-				total += runWave(b, st, hosts, outs)
+				total += runWave(b, st, hosts, bw.pages, outs)
 			}
 			elapsed := time.Since(start)
 			b.StopTimer()
@@ -111,13 +122,13 @@ func warmRobots(b *testing.B, st *stack, hosts []synthweb.HostInfo) {
 
 // runWave publishes one task per (page, host) and waits for every outcome, which must be
 // a fetched 200.
-func runWave(b *testing.B, st *stack, hosts []synthweb.HostInfo, outs <-chan crawlmsg.Outcome) int {
+func runWave(b *testing.B, st *stack, hosts []synthweb.HostInfo, pages int, outs <-chan crawlmsg.Outcome) int {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	want := map[string]bool{}
 	var msgs []*nats.Msg
-	for p := range benchPages {
+	for p := range pages {
 		for _, h := range hosts {
 			tk := task(fmt.Sprintf("%s/p/%d", h.Origin, p))
 			tk.Deadline = time.Now().Add(time.Minute).UnixMilli()

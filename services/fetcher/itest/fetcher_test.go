@@ -199,7 +199,9 @@ func TestRobotsUnavailable(t *testing.T) {
 // rules found there apply to the original origin.
 func TestRobotsRedirectAcrossHosts(t *testing.T) {
 	st := newStack(t)
-	other := newSite(t, map[string]http.HandlerFunc{"/rules.txt": text("User-agent: trawl\nDisallow: /nope\n")})
+	// Another host: the politeness key is the host name without port, so another port of
+	// 127.0.0.1 would be the same host.
+	other := newSiteOn(t, "127.0.0.2", map[string]http.HandlerFunc{"/rules.txt": text("User-agent: trawl\nDisallow: /nope\n")})
 	s := newSite(t, map[string]http.HandlerFunc{
 		"/robots.txt": func(w http.ResponseWriter, r *http.Request) {
 			http.Redirect(w, r, other.URL+"/rules.txt", http.StatusFound)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -55,9 +56,24 @@ type received[T any] struct {
 
 func newStack(t testing.TB) *stack {
 	t.Helper()
+	return newStackWith(t, natsembed.Options{})
+}
+
+// newStackWith runs the stack on a NATS server started with nopts (e.g. a small
+// max_payload).
+func newStackWith(t testing.TB, nopts natsembed.Options) *stack {
+	t.Helper()
+	if nopts.StoreDir == "" {
+		nopts.StoreDir = t.TempDir()
+	}
+	ns, err := natsembed.Start(nopts)
+	if err != nil {
+		t.Fatalf("natsembed: start embedded NATS server: %v", err)
+	}
+	t.Cleanup(ns.Shutdown)
 	st := &stack{
 		t:          t,
-		nats:       natsembed.StartT(t),
+		nats:       ns,
 		redis:      redisproc.StartT(t, redisproc.Options{}),
 		outcomes:   map[string]received[crawlmsg.Outcome]{},
 		pages:      map[string]received[*crawlmsg.Page]{},
@@ -77,7 +93,6 @@ func newStack(t testing.TB) *stack {
 	}
 	st.common = st.config(nil).Common
 	ctx := context.Background()
-	var err error
 	st.nc, err = nats.Connect(st.nats.URL())
 	if err != nil {
 		t.Fatal(err)
@@ -350,8 +365,14 @@ type site struct {
 
 func newSite(t *testing.T, routes map[string]http.HandlerFunc) *site {
 	t.Helper()
+	return newSiteOn(t, "127.0.0.1", routes)
+}
+
+// newSiteOn serves the site on ip (any of 127/8), so two sites can be two hosts.
+func newSiteOn(t *testing.T, ip string, routes map[string]http.HandlerFunc) *site {
+	t.Helper()
 	s := &site{}
-	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		s.log = append(s.log, r.URL.RequestURI())
 		s.mu.Unlock()
@@ -361,6 +382,13 @@ func newSite(t *testing.T, routes map[string]http.HandlerFunc) *site {
 		}
 		http.NotFound(w, r)
 	}))
+	l, err := net.Listen("tcp", ip+":0")
+	if err != nil {
+		t.Fatalf("listen on %s: %v", ip, err)
+	}
+	s.Listener.Close()
+	s.Listener = l
+	s.Start()
 	t.Cleanup(s.Close)
 	return s
 }

@@ -160,7 +160,7 @@ func TestRedisOutagePausesConsumption(t *testing.T) {
 	if o := st.outcome(tk.Lease); o.Kind != crawlmsg.OutcomeRobots {
 		t.Errorf("outcome after the outage %+v", o)
 	}
-	if v := in.metric(t, `trawl_fetcher_messages_terminated_total{reason="max-deliver"}`); v != 0 {
+	if v := in.metric(t, `trawl_fetcher_messages_terminated_total{reason="permanent"}`); v != 0 {
 		t.Errorf("%v tasks terminated during the outage", v)
 	}
 }

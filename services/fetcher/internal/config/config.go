@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/trawl/trawl/services/fetcher/internal/safedial"
+	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/envconfig"
 	"github.com/trawl/trawl/shared/robots"
 )
@@ -30,6 +31,7 @@ type Config struct {
 	DialTimeout     time.Duration // TRAWL_DIAL_TIMEOUT
 	HeaderTimeout   time.Duration // TRAWL_HEADER_TIMEOUT
 	MaxBody         int64         // TRAWL_MAX_BODY
+	BodyInlineMax   int64         // TRAWL_BODY_INLINE_MAX: larger bodies go by reference (object store)
 	MaxHeaderBytes  int64         // TRAWL_MAX_HEADER_BYTES
 	MaxRedirects    int           // TRAWL_MAX_REDIRECTS: redirect hops a crawl follows
 	AllowCIDRs      []netip.Prefix
@@ -37,6 +39,7 @@ type Config struct {
 	RobotsErrorTTL  time.Duration // TRAWL_ROBOTS_ERROR_TTL
 	RobotsMaxBytes  int64         // TRAWL_ROBOTS_MAX_BYTES
 	MaxConnsPerHost int           // TRAWL_MAX_CONNS_PER_HOST
+	MaxIdleConns    int           // TRAWL_MAX_IDLE_CONNS: kept-alive connections over all hosts
 	DNSTTL          time.Duration // TRAWL_DNS_TTL: reuse of a resolved name; 0 disables the cache
 	DNSNegativeTTL  time.Duration // TRAWL_DNS_NEGATIVE_TTL: reuse of a failed lookup
 	DNSCacheSize    int           // TRAWL_DNS_CACHE_SIZE: most names cached
@@ -59,7 +62,8 @@ func Load(r *envconfig.Reader) (Config, error) {
 		FetchTimeout:    r.Duration("FETCH_TIMEOUT", 30*time.Second),
 		DialTimeout:     r.Duration("DIAL_TIMEOUT", 10*time.Second),
 		HeaderTimeout:   r.Duration("HEADER_TIMEOUT", 15*time.Second),
-		MaxBody:         r.Bytes("MAX_BODY", 2<<20),
+		MaxBody:         r.Bytes("MAX_BODY", 16<<20),
+		BodyInlineMax:   r.Bytes("BODY_INLINE_MAX", 1<<20),
 		MaxHeaderBytes:  r.Bytes("MAX_HEADER_BYTES", 64<<10),
 		MaxRedirects:    r.Int("MAX_REDIRECTS", 5),
 		allowRaw:        r.List("ALLOW_CIDRS", nil),
@@ -67,17 +71,26 @@ func Load(r *envconfig.Reader) (Config, error) {
 		RobotsErrorTTL:  r.Duration("ROBOTS_ERROR_TTL", time.Minute),
 		RobotsMaxBytes:  r.Bytes("ROBOTS_MAX_BYTES", robots.DefaultMaxBytes),
 		MaxConnsPerHost: r.Int("MAX_CONNS_PER_HOST", 2),
-		DNSTTL:          r.Duration("DNS_TTL", 5*time.Minute),
-		DNSNegativeTTL:  r.Duration("DNS_NEGATIVE_TTL", 30*time.Second),
-		DNSCacheSize:    r.Int("DNS_CACHE_SIZE", 10000),
+		// As many as the scheduler's default TRAWL_BACK_QUEUES hosts in rotation: with
+		// fewer, a host's connection is closed before its next turn and every request
+		// dials again.
+		MaxIdleConns:   r.Int("MAX_IDLE_CONNS", 1024),
+		DNSTTL:         r.Duration("DNS_TTL", 5*time.Minute),
+		DNSNegativeTTL: r.Duration("DNS_NEGATIVE_TTL", 30*time.Second),
+		DNSCacheSize:   r.Int("DNS_CACHE_SIZE", 10000),
 	}
 	c.AllowCIDRs, c.cidrErr = safedial.ParseCIDRs(c.allowRaw)
 	return c, r.Err()
 }
 
-// MaxBodyLimit keeps a page, its headers and its metadata inside one NATS message
-// (topology's MaxMsgSize is 8 MiB).
-const MaxBodyLimit = 6 << 20
+// MaxBodyLimit is the ceiling of TRAWL_MAX_BODY: bodies above the inline threshold go
+// by reference, so the cap bounds memory per task, not the message size.
+const MaxBodyLimit = crawlmsg.MaxBody
+
+// MaxInlineLimit is the ceiling of TRAWL_BODY_INLINE_MAX: an inline body, the page's
+// metadata and JetStream's headers must fit in one message (topology's MaxMsgSize is
+// 8 MiB; a server's max_payload may be lower, which the fetcher also respects).
+const MaxInlineLimit = 4 << 20
 
 // Validate reports every invalid setting at once.
 func (c Config) Validate() error {
@@ -114,6 +127,9 @@ func (c Config) Validate() error {
 	if c.MaxBody < 1<<10 || c.MaxBody > MaxBodyLimit {
 		bad("TRAWL_MAX_BODY=%d: want 1KiB..%d", c.MaxBody, MaxBodyLimit)
 	}
+	if c.BodyInlineMax < 0 || c.BodyInlineMax > MaxInlineLimit {
+		bad("TRAWL_BODY_INLINE_MAX=%d: want 0 (every body by reference)..%d", c.BodyInlineMax, MaxInlineLimit)
+	}
 	if c.MaxHeaderBytes < 4<<10 || c.MaxHeaderBytes > 1<<20 {
 		bad("TRAWL_MAX_HEADER_BYTES=%d: want 4KiB..1MiB", c.MaxHeaderBytes)
 	}
@@ -131,6 +147,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxConnsPerHost < 1 || c.MaxConnsPerHost > 64 {
 		bad("TRAWL_MAX_CONNS_PER_HOST=%d: want 1..64", c.MaxConnsPerHost)
+	}
+	if c.MaxIdleConns < 1 || c.MaxIdleConns > 65536 {
+		bad("TRAWL_MAX_IDLE_CONNS=%d: want 1..65536", c.MaxIdleConns)
 	}
 	// A cached name is re-resolved after DNS_TTL at the latest; beyond a day an operator
 	// would not notice a site moving.

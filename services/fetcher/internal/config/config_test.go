@@ -17,7 +17,7 @@ func TestDefaults(t *testing.T) {
 		t.Fatalf("defaults invalid: %v", err)
 	}
 	if c.Common.HTTPAddr != ":9101" || c.RobotsAgent != "trawl" || c.Concurrency != 64 || c.FetchTimeout != 30*time.Second ||
-		c.MaxBody != 2<<20 || c.MaxHeaderBytes != 64<<10 || c.MaxRedirects != 5 || len(c.AllowCIDRs) != 0 ||
+		c.MaxBody != 16<<20 || c.BodyInlineMax != 1<<20 || c.MaxHeaderBytes != 64<<10 || c.MaxRedirects != 5 || len(c.AllowCIDRs) != 0 ||
 		c.RobotsTTL != 24*time.Hour || c.RobotsErrorTTL != time.Minute || c.RobotsMaxBytes != 500<<10 || c.UserAgent != DefaultUserAgent ||
 		c.DNSTTL != 5*time.Minute || c.DNSNegativeTTL != 30*time.Second || c.DNSCacheSize != 10000 {
 		t.Errorf("unexpected defaults: %+v", c)
@@ -44,13 +44,17 @@ func TestValidate(t *testing.T) {
 		{"dial timeout zero", map[string]string{"TRAWL_DIAL_TIMEOUT": "0s"}, "TRAWL_DIAL_TIMEOUT"},
 		{"short fetch timeout alone stays valid", map[string]string{"TRAWL_FETCH_TIMEOUT": "5s"}, ""},
 		{"header timeout zero", map[string]string{"TRAWL_HEADER_TIMEOUT": "0"}, "TRAWL_HEADER_TIMEOUT"},
-		{"body too big for a message", map[string]string{"TRAWL_MAX_BODY": "16MiB"}, "TRAWL_MAX_BODY"},
+		{"body above the ceiling", map[string]string{"TRAWL_MAX_BODY": "65MiB"}, "TRAWL_MAX_BODY"},
+		{"inline body too big for a message", map[string]string{"TRAWL_BODY_INLINE_MAX": "8MiB"}, "TRAWL_BODY_INLINE_MAX"},
+		{"every body by reference", map[string]string{"TRAWL_BODY_INLINE_MAX": "0"}, ""},
 		{"header cap tiny", map[string]string{"TRAWL_MAX_HEADER_BYTES": "100"}, "TRAWL_MAX_HEADER_BYTES"},
 		{"redirects negative", map[string]string{"TRAWL_MAX_REDIRECTS": "-1"}, "TRAWL_MAX_REDIRECTS"},
 		{"robots ttl short", map[string]string{"TRAWL_ROBOTS_TTL": "10s"}, "TRAWL_ROBOTS_TTL"},
 		{"error ttl over ttl", map[string]string{"TRAWL_ROBOTS_ERROR_TTL": "48h"}, "TRAWL_ROBOTS_ERROR_TTL"},
 		{"robots under RFC minimum", map[string]string{"TRAWL_ROBOTS_MAX_BYTES": "100KiB"}, "TRAWL_ROBOTS_MAX_BYTES"},
 		{"conns per host zero", map[string]string{"TRAWL_MAX_CONNS_PER_HOST": "0"}, "TRAWL_MAX_CONNS_PER_HOST"},
+		{"idle conns zero", map[string]string{"TRAWL_MAX_IDLE_CONNS": "0"}, "TRAWL_MAX_IDLE_CONNS"},
+		{"idle conns above the ceiling", map[string]string{"TRAWL_MAX_IDLE_CONNS": "100000"}, "TRAWL_MAX_IDLE_CONNS"},
 		{"user agent with newline", map[string]string{"TRAWL_USER_AGENT": "a\nb"}, "TRAWL_USER_AGENT"},
 		{"dns cache off", map[string]string{"TRAWL_DNS_TTL": "0"}, ""},
 		{"dns cache off ignores negative ttl", map[string]string{"TRAWL_DNS_TTL": "0", "TRAWL_DNS_NEGATIVE_TTL": "0"}, ""},

@@ -17,6 +17,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/trawl/trawl/services/fetcher/internal/safedial"
@@ -41,6 +42,7 @@ type Config struct {
 	MaxBody         int64         // body octets kept, after decoding; more sets Truncated
 	MaxHeaderBytes  int64         // response header block
 	MaxConnsPerHost int
+	MaxIdleConns    int // kept-alive connections over all hosts (0: no limit)
 	Dial            func(ctx context.Context, network, addr string) (net.Conn, error)
 	// Proxy picks a proxy per request (http.ProxyFromEnvironment in production; nil for
 	// none). With a proxy, Dial connects to the proxy, so the address policy judges the
@@ -66,7 +68,7 @@ func New(cfg Config) *Client {
 		ResponseHeaderTimeout:  cfg.HeaderTimeout,
 		MaxResponseHeaderBytes: cfg.MaxHeaderBytes,
 		MaxConnsPerHost:        cfg.MaxConnsPerHost,
-		MaxIdleConns:           512,
+		MaxIdleConns:           cfg.MaxIdleConns,
 		MaxIdleConnsPerHost:    max(1, cfg.MaxConnsPerHost),
 		IdleConnTimeout:        30 * time.Second,
 		ExpectContinueTimeout:  time.Second,
@@ -100,6 +102,34 @@ type Response struct {
 	Duration  time.Duration // from the request's start to the last body byte read
 	Redirects []string      // GetFollow: the hops before URL, oldest first
 	Proto     string        // "HTTP/1.1", "HTTP/2.0"
+
+	buf *[]byte // Body's pooled backing array, until Release
+}
+
+// Body buffers are reused across responses: a page's body is read into a buffer grown for
+// an earlier one instead of growing a new one from nothing. A buffer larger than
+// maxPooledBody is left to the collector, so one huge page does not stay pinned.
+const (
+	maxPooledBody = 256 << 10
+	// maxPresize bounds the buffer sized up front from Content-Length: a server cannot make
+	// the fetcher allocate more than this before it has sent the octets.
+	maxPresize = 1 << 20
+)
+
+var bodyBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// Release returns Body's buffer for reuse by a later response. Call it only once nothing
+// refers to Body any more (it has been copied or published and acknowledged); Body is
+// then nil. Never calling it is harmless.
+func (r *Response) Release() {
+	if r.buf == nil {
+		return
+	}
+	if cap(r.Body) <= maxPooledBody {
+		*r.buf = r.Body[:0]
+		bodyBufs.Put(r.buf)
+	}
+	r.buf, r.Body = nil, nil
 }
 
 // Get fetches rawURL once, with the page Accept header and the body cap.
@@ -108,9 +138,19 @@ func (c *Client) Get(ctx context.Context, rawURL string) (*Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
 	return c.do(ctx, u, AcceptPage, c.cfg.MaxBody)
+}
+
+// withTimeout bounds ctx by Timeout from now. A caller whose deadline is already that
+// close keeps its context: a second timer would change nothing but cost one per request.
+func (c *Client) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	d := time.Now().Add(c.cfg.Timeout)
+	if cur, ok := ctx.Deadline(); ok && !cur.After(d) {
+		return ctx, func() {}
+	}
+	return context.WithDeadline(ctx, d)
 }
 
 // RedirectError is a failure on a hop after the first of GetFollow: the origin itself
@@ -135,7 +175,7 @@ func (c *Client) GetFollow(ctx context.Context, rawURL string, maxHops int, maxB
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
 	var hops []string
 	for hop := 0; ; hop++ {
@@ -194,10 +234,12 @@ func (c *Client) do(ctx context.Context, u *url.URL, accept string, maxBody int6
 	}
 	defer resp.Body.Close()
 
+	// The response's header map is the caller's to keep: nothing else holds it once the
+	// body is closed, so it is not copied.
 	out := &Response{
 		URL:       u.String(),
 		Status:    resp.StatusCode,
-		Header:    resp.Header.Clone(),
+		Header:    resp.Header,
 		StartedAt: started,
 		Proto:     resp.Proto,
 	}
@@ -222,7 +264,13 @@ func (c *Client) do(ctx context.Context, u *url.URL, accept string, maxBody int6
 		out.Header.Del("Content-Encoding")
 		out.Header.Del("Content-Length")
 	}
-	buf, err := io.ReadAll(io.LimitReader(body, maxBody+1))
+	hint := int64(0)
+	if !gzipped && resp.ContentLength > 0 {
+		// One octet more than the body, so the read that meets its end needs no growth.
+		hint = min(resp.ContentLength, maxBody, maxPresize) + 1
+	}
+	out.buf = bodyBufs.Get().(*[]byte)
+	buf, err := readAll(io.LimitReader(body, maxBody+1), (*out.buf)[:0], hint)
 	out.WireBytes = wire.n
 	if int64(len(buf)) > maxBody {
 		buf, out.Truncated = buf[:maxBody], true
@@ -246,6 +294,26 @@ func (c *Client) do(ctx context.Context, u *url.URL, accept string, maxBody int6
 		}
 	}
 	return out, nil
+}
+
+// readAll is io.ReadAll appending to buf, first grown to hold hint octets.
+func readAll(r io.Reader, buf []byte, hint int64) ([]byte, error) {
+	if int64(cap(buf)) < hint {
+		buf = make([]byte, 0, hint)
+	}
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = nil
+			}
+			return buf, err
+		}
+	}
 }
 
 type countingReader struct {

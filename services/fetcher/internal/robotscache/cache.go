@@ -9,6 +9,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -21,6 +23,7 @@ import (
 type KV interface {
 	Get(ctx context.Context, key string) *redis.StringCmd
 	Set(ctx context.Context, key string, value any, expiration time.Duration) *redis.StatusCmd
+	Del(ctx context.Context, keys ...string) *redis.IntCmd
 }
 
 // StoreOptions configure a Store. Zero durations and sizes take the defaults noted.
@@ -116,6 +119,56 @@ func (s *Store) Put(ctx context.Context, origin string, e *robots.Entry) error {
 		return fmt.Errorf("robots cache: set %s: %w", key, err)
 	}
 	s.remember(origin, e, s.o.Now())
+	return nil
+}
+
+// Hop is a robots.txt redirect step still to be requested: robots.txt of an origin
+// answered a redirect to URL on the same host, the N-th of its chain. The next task of
+// the host requests it, so each hop waits the host's delay like any request.
+type Hop struct {
+	URL string
+	N   int
+}
+
+// hopTTL bounds how long a pending hop is kept; past it the chain starts over.
+const hopTTL = time.Hour
+
+// HopKey is the Redis key of origin's pending hop.
+func (s *Store) HopKey(origin string) string { return s.o.Prefix + ":robots-hop:" + origin }
+
+// GetHop returns origin's pending robots.txt hop, or nil.
+func (s *Store) GetHop(ctx context.Context, origin string) (*Hop, error) {
+	key := s.HopKey(origin)
+	raw, err := s.kv.Get(ctx, key).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("robots cache: get %s: %w", key, err)
+	}
+	n, u, ok := strings.Cut(raw, " ")
+	h := &Hop{URL: u}
+	if h.N, err = strconv.Atoi(n); !ok || err != nil || u == "" {
+		return nil, nil // unreadable: start the chain over
+	}
+	return h, nil
+}
+
+// PutHop records origin's next robots.txt hop.
+func (s *Store) PutHop(ctx context.Context, origin string, h Hop) error {
+	key := s.HopKey(origin)
+	if err := s.kv.Set(ctx, key, strconv.Itoa(h.N)+" "+h.URL, hopTTL).Err(); err != nil {
+		return fmt.Errorf("robots cache: set %s: %w", key, err)
+	}
+	return nil
+}
+
+// ClearHop forgets origin's pending hop once its chain has ended.
+func (s *Store) ClearHop(ctx context.Context, origin string) error {
+	key := s.HopKey(origin)
+	if err := s.kv.Del(ctx, key).Err(); err != nil {
+		return fmt.Errorf("robots cache: del %s: %w", key, err)
+	}
 	return nil
 }
 

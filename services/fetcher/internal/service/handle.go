@@ -1,6 +1,7 @@
 package service
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,16 +13,23 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/trawl/trawl/services/fetcher/internal/fetch"
+	"github.com/trawl/trawl/services/fetcher/internal/robotscache"
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/natsx"
 	"github.com/trawl/trawl/shared/robots"
 	"github.com/trawl/trawl/shared/topology"
+	"github.com/trawl/trawl/shared/urlnorm"
 )
 
 const (
 	// deadlineSlack is added to the fetch timeout when deciding whether a task can still be
 	// served: the request must end, and its outcome be published, before the lease does.
+	// It is also the margin by which every request's context deadline precedes the lease
+	// deadline, whatever time the robots lookup took: the slack is left for publishing.
 	deadlineSlack = 2 * time.Second
+	// minRequestTime: a request that would have less than this before its cut-off is not
+	// started (the task is reported expired, no attempt counted).
+	minRequestTime = time.Second
 	// publishTimeout bounds waiting for JetStream to store a task's messages.
 	publishTimeout = 5 * time.Second
 	// robotsMaxHops is RFC 9309 §2.3.1.2's "at least five consecutive redirects".
@@ -44,16 +52,11 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.taskBudget())
 	defer cancel()
 
-	out, extra, err := s.process(ctx, &task)
+	out, page, err := s.process(ctx, &task)
 	if err != nil {
 		return err
 	}
-	data, err := crawlmsg.Marshal(out)
-	if err != nil {
-		return natsx.Permanent(fmt.Errorf("encode outcome: %w", err))
-	}
-	msgs := append(extra, natsx.NewMsg(topology.FetchedSubject(task.Shard), "out:"+task.Lease, data))
-	if err := s.publishResults(&task, msgs); err != nil {
+	if err := s.deliver(&task, out, page); err != nil {
 		// Never nak a task whose request was made: a redelivery would request the page
 		// again at once, inside the host's delay. Drop it instead; its lease expires and
 		// the scheduler re-queues the URL after the host's delay (a duplicate fetch the
@@ -62,36 +65,162 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg) error {
 		s.log.Error("results not published before the lease deadline; the lease will expire and the URL be retried", "url", task.URL, "err", err)
 		return nil
 	}
+	if page != nil && page.reusable {
+		page.resp.Release()
+	}
 	s.m.outcomes.WithLabelValues(string(out.Kind)).Inc()
 	s.log.Debug("task done", "url", task.URL, "kind", out.Kind, "status", out.Status, "ms", out.DurationMs)
 	return nil
 }
 
-// publishResults stores a task's messages, retrying through a NATS outage until the
-// task's lease deadline: the Nats-Msg-Ids make every retry harmless.
-func (s *Service) publishResults(task *crawlmsg.FetchTask, msgs []*nats.Msg) error {
+// pageResult is what a page request produced besides its outcome: the page and, for a
+// redirect, the target to discover.
+type pageResult struct {
+	page     *crawlmsg.Page
+	redirect *nats.Msg
+	resp     *fetch.Response // holds the body's buffer
+	// reusable: the body went inline and its page message was acknowledged on the first
+	// attempt, so no earlier attempt is left that the client could still resend, and the
+	// body's buffer may serve another response.
+	reusable bool
+}
+
+// deliver stores a task's results in order: the page (its body first, when it goes by
+// reference) and any redirect target, then the outcome. The outcome is what makes the
+// scheduler count the URL fetched, so it is published only once the page is stored: a
+// crash or a refused page in between leaves no outcome, and the lease brings the URL back.
+// A page that can never be stored (too large for a message) turns the outcome into
+// too-large. Every step retries through a NATS outage until the task's lease deadline;
+// the Nats-Msg-Ids make each retry harmless.
+func (s *Service) deliver(task *crawlmsg.FetchTask, out *crawlmsg.Outcome, res *pageResult) error {
 	deadline := time.UnixMilli(task.Deadline)
 	if floor := s.now().Add(publishTimeout); deadline.Before(floor) {
 		deadline = floor
 	}
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
-	defer cancel()
+	if res != nil {
+		if err := s.storePage(deadline, task, res); err != nil {
+			if !isTooLarge(err) {
+				return err
+			}
+			s.m.tooLarge.Inc()
+			s.log.Warn("page too large to store; the URL ends too-large", "url", task.URL, "status", out.Status, "err", err)
+			out.Kind, out.Permanent, out.Error = crawlmsg.OutcomeTooLarge, true, err.Error()
+		}
+	}
+	data, err := crawlmsg.Marshal(out)
+	if err != nil {
+		return fmt.Errorf("encode outcome: %w", err)
+	}
+	om := natsx.NewMsg(topology.FetchedSubject(task.Shard), "out:"+task.Lease, data)
+	return s.retry(deadline, task, "outcome", publishTimeout, func(ctx context.Context) error {
+		return natsx.PublishBatch(ctx, s.js, []*nats.Msg{om})
+	})
+}
+
+// storePage publishes the page and its redirect target. A body above the inline threshold
+// is put in the bodies object store first and the page names it; small bodies (the common
+// case) travel inline with no extra round trip.
+func (s *Service) storePage(deadline time.Time, task *crawlmsg.FetchTask, res *pageResult) error {
+	page := res.page
+	tries := 0 // attempts at publishing the page; a body put by reference counts one more
+	pm, err := crawlmsg.PageMsg(topology.SubjectPages, page)
+	if err != nil {
+		return fmt.Errorf("encode page %s: %w", task.URL, err)
+	}
+	if int64(len(page.Body)) > s.inlineMax(len(pm.Header.Get(crawlmsg.MetaHeader))) {
+		ref := &crawlmsg.BodyRef{Bucket: topology.BodiesBucket, Name: "page:" + task.Lease, Size: int64(len(page.Body))}
+		tries++
+		// A body of many megabytes gets a second per 8 MiB on top of the usual wait.
+		wait := publishTimeout + time.Duration(ref.Size/(8<<20))*time.Second
+		if err := s.retry(deadline, task, "body", wait, func(ctx context.Context) error {
+			_, err := s.bodies.Put(ctx, jetstream.ObjectMeta{Name: ref.Name, Opts: &jetstream.ObjectMetaOptions{ChunkSize: s.chunkSize()}}, bytes.NewReader(page.Body))
+			return err
+		}); err != nil {
+			return fmt.Errorf("store body of %s: %w", task.URL, err)
+		}
+		s.m.bodiesByRef.Inc()
+		page = &crawlmsg.Page{Meta: page.Meta, Body: nil}
+		page.Meta.BodyRef = ref
+		if pm, err = crawlmsg.PageMsg(topology.SubjectPages, page); err != nil {
+			return fmt.Errorf("encode page %s: %w", task.URL, err)
+		}
+	}
+	pm.Header.Set(nats.MsgIdHdr, "page:"+task.Lease)
+	msgs := []*nats.Msg{pm}
+	if res.redirect != nil {
+		msgs = append(msgs, res.redirect)
+	}
+	err = s.retry(deadline, task, "page", publishTimeout, func(ctx context.Context) error {
+		tries++
+		return natsx.PublishBatch(ctx, s.js, msgs)
+	})
+	res.reusable = err == nil && tries == 1
+	if err != nil && isTooLarge(err) && page.Meta.BodyRef != nil {
+		// The body will never be referenced; the sweeper would remove it too, later.
+		dctx, cancel := context.WithTimeout(context.Background(), publishTimeout)
+		defer cancel()
+		if derr := s.bodies.Delete(dctx, page.Meta.BodyRef.Name); derr != nil {
+			s.log.Warn("delete unreferenced body", "name", page.Meta.BodyRef.Name, "err", derr)
+		}
+	}
+	return err
+}
+
+// messageRoom is left in a message for the Nats-Msg-Id and JetStream's own headers.
+const messageRoom = 4 << 10
+
+// inlineMax is the largest body that travels inline with metaLen octets of metadata:
+// TRAWL_BODY_INLINE_MAX, lowered if the server's max_payload or the stream's message
+// size would not hold it.
+func (s *Service) inlineMax(metaLen int) int64 {
+	limit := min(s.nc.MaxPayload(), int64(s.maxMsg)) - int64(metaLen) - messageRoom
+	return max(0, min(s.cfg.BodyInlineMax, limit))
+}
+
+// chunkSize is the object store chunk: large enough to keep the message count low, small
+// enough for any server's max_payload.
+func (s *Service) chunkSize() uint32 {
+	return uint32(max(32<<10, min(1<<20, s.nc.MaxPayload()-messageRoom)))
+}
+
+// isTooLarge reports a message that can never be stored: over the server's max_payload
+// (refused by the client) or the stream's maximum message size (refused by JetStream).
+func isTooLarge(err error) bool {
+	return errors.Is(err, nats.ErrMaxPayload) || errors.Is(err, jetstream.ErrStreamMessageExceedsMaximum)
+}
+
+// retry runs op, each attempt bounded by wait, until it succeeds, fails for good (too
+// large) or the deadline passes. Each attempt's context is the only one made for it (no
+// parent to cancel it): one timer per publish.
+func (s *Service) retry(deadline time.Time, task *crawlmsg.FetchTask, what string, wait time.Duration, op func(ctx context.Context) error) error {
 	backoff := 100 * time.Millisecond
 	for {
-		pctx, pcancel := context.WithTimeout(ctx, publishTimeout)
-		err := natsx.PublishBatch(pctx, s.js, msgs)
+		pctx, pcancel := context.WithDeadline(context.Background(), earliest(deadline, time.Now().Add(wait)))
+		err := op(pctx)
 		pcancel()
-		if err == nil {
-			return nil
-		}
-		s.log.Warn("publish failed; retrying", "url", task.URL, "err", err)
-		select {
-		case <-ctx.Done():
+		if err == nil || isTooLarge(err) {
 			return err
-		case <-time.After(backoff):
+		}
+		s.m.publishRetries.WithLabelValues(what).Inc()
+		s.log.Warn("publish failed; retrying", "what", what, "url", task.URL, "err", err)
+		left := time.Until(deadline)
+		if left <= 0 {
+			return err
+		}
+		t := time.NewTimer(min(backoff, left))
+		<-t.C
+		if backoff >= left {
+			return err
 		}
 		backoff = min(2*backoff, 2*time.Second)
 	}
+}
+
+func earliest(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 // taskBudget bounds one task: a robots lookup, one request and publishing.
@@ -100,16 +229,14 @@ func (s *Service) taskBudget() time.Duration {
 }
 
 // process decides the task and makes its request, if any. It returns the outcome and the
-// messages to publish before it; an error means the task must be retried.
-func (s *Service) process(ctx context.Context, task *crawlmsg.FetchTask) (*crawlmsg.Outcome, []*nats.Msg, error) {
+// page to store before it; an error means the task must be retried.
+func (s *Service) process(ctx context.Context, task *crawlmsg.FetchTask) (*crawlmsg.Outcome, *pageResult, error) {
 	out := &crawlmsg.Outcome{Shard: task.Shard, Host: task.Host, URL: task.URL, Lease: task.Lease, Attempt: task.Attempt}
 
 	// After the deadline the scheduler may give the host to another fetcher, so a request
 	// that could still be running then must not start.
 	if s.now().Add(s.cfg.FetchTimeout + deadlineSlack).After(time.UnixMilli(task.Deadline)) {
-		s.m.expired.Inc()
-		out.Kind = crawlmsg.OutcomeExpired
-		return out, nil, nil
+		return s.expired(out), nil, nil
 	}
 	u, err := url.Parse(task.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -120,16 +247,35 @@ func (s *Service) process(ctx context.Context, task *crawlmsg.FetchTask) (*crawl
 	}
 	origin := u.Scheme + "://" + u.Host
 
-	entry, err := s.robots.Get(ctx, origin)
+	// Whatever the robots lookup below costs, the request ends deadlineSlack before the
+	// lease: its context carries that cut-off, on top of the fetch timeout.
+	cutoff := time.UnixMilli(task.Deadline).Add(-deadlineSlack)
+	reqCtx := ctx
+	if d, ok := ctx.Deadline(); !ok || cutoff.Before(d) {
+		// Only when the cut-off is the tighter bound: otherwise ctx already ends first and
+		// another timer would change nothing.
+		var cancel context.CancelFunc
+		reqCtx, cancel = context.WithDeadline(ctx, cutoff)
+		defer cancel()
+	}
+
+	entry, err := s.robots.Get(reqCtx, origin)
 	if err != nil {
+		if ctx.Err() == nil && reqCtx.Err() != nil {
+			return s.expired(out), nil, nil
+		}
 		// Redis failed: make the gate ping again before the next pull, so an outage pauses
 		// consumption at once instead of spending deliveries on naks.
-		s.gateOK.Store(0)
+		s.crawl.Invalidate()
 		return nil, nil, err
+	}
+	if s.now().Add(minRequestTime).After(cutoff) {
+		// The lookup took the time the request needed.
+		return s.expired(out), nil, nil
 	}
 	if entry == nil {
 		s.m.robotsDecisions.WithLabelValues("miss").Inc()
-		out, err := s.fetchRobots(ctx, out, origin)
+		out, err := s.fetchRobots(ctx, reqCtx, out, origin, task.Host)
 		return out, nil, err
 	}
 	// The same decision trawlctl's "robots check" shows an operator. An unreachable
@@ -148,17 +294,51 @@ func (s *Service) process(ctx context.Context, task *crawlmsg.FetchTask) (*crawl
 	}
 	s.m.robotsDecisions.WithLabelValues("allowed").Inc()
 	out.CrawlDelay = d.CrawlDelay.Seconds()
-	return s.fetchPage(ctx, task, out)
+	return s.fetchPage(ctx, reqCtx, task, out)
+}
+
+// expired reports a task that cannot make its request before its lease ends.
+func (s *Service) expired(out *crawlmsg.Outcome) *crawlmsg.Outcome {
+	s.m.expired.Inc()
+	out.Kind = crawlmsg.OutcomeExpired
+	return out
 }
 
 // fetchRobots makes the task's one request robots.txt: the result is cached for every
 // fetcher, and the outcome sends the URL back to wait the host's delay, so robots.txt is
-// fetched under the same politeness as a page.
-func (s *Service) fetchRobots(ctx context.Context, out *crawlmsg.Outcome, origin string) (*crawlmsg.Outcome, error) {
+// fetched under the same politeness as a page. ctx is the task's; the request runs under
+// reqCtx, which ends before the lease.
+//
+// A task makes one request to its host: when robots.txt redirects to the same host
+// (http→https included), the next hop is recorded in the cache and the outcome is
+// `robots`, so the hop is the host's next task, after its delay. A hop to another host is
+// followed inline, to the end of the chain.
+func (s *Service) fetchRobots(ctx, reqCtx context.Context, out *crawlmsg.Outcome, origin, host string) (*crawlmsg.Outcome, error) {
+	hop, err := s.robots.GetHop(reqCtx, origin)
+	if err != nil {
+		s.crawl.Invalidate()
+		return nil, err
+	}
+	target, n := origin+"/robots.txt", 0
+	if hop != nil {
+		target, n = hop.URL, hop.N
+	}
 	started := s.now()
 	limit := s.cfg.RobotsMaxBytes
 	// One octet over the limit tells robots.Parse the file went on, so it drops a cut line.
-	resp, err := s.client.GetFollow(ctx, origin+"/robots.txt", robotsMaxHops, limit+1)
+	resp, err := s.client.GetFollow(reqCtx, target, 0, limit+1)
+	if err == nil && resp.Location != "" && n < robotsMaxHops {
+		if to, herr := urlnorm.Host(resp.Location); herr == nil && to == host {
+			return s.robotsHop(ctx, out, origin, resp, n+1, started)
+		}
+		loc := resp.Location
+		resp, err = s.client.GetFollow(reqCtx, loc, robotsMaxHops-n-1, limit+1)
+		if err != nil {
+			err = &fetch.RedirectError{Hop: n + 1, URL: loc, Err: err}
+		}
+	} else if err != nil && n > 0 {
+		err = &fetch.RedirectError{Hop: n, URL: target, Err: err}
+	}
 	elapsed := s.now().Sub(started)
 
 	var entry *robots.Entry
@@ -194,7 +374,30 @@ func (s *Service) fetchRobots(ctx context.Context, out *crawlmsg.Outcome, origin
 	if entry.Class == robots.Unreachable {
 		out.Kind = crawlmsg.OutcomeRobotsUnavailable
 	}
+	if hop != nil {
+		if err := s.robots.ClearHop(ctx, origin); err != nil {
+			s.log.Warn("robots cache hop not cleared", "origin", origin, "err", err)
+		}
+	}
 	s.log.Debug("robots.txt fetched", "origin", origin, "class", entry.Class, "status", out.Status, "err", out.Error)
+	return out, nil
+}
+
+// robotsHop records a same-host robots.txt redirect as the origin's pending hop n and
+// reports the request: the URL goes back to its host queue, and its next task requests
+// the hop after the host's delay.
+func (s *Service) robotsHop(ctx context.Context, out *crawlmsg.Outcome, origin string, resp *fetch.Response, n int, started time.Time) (*crawlmsg.Outcome, error) {
+	s.m.bytes.Add(float64(resp.WireBytes))
+	s.m.robotsFetches.WithLabelValues("redirect").Inc()
+	if err := s.robots.PutHop(ctx, origin, robotscache.Hop{URL: resp.Location, N: n}); err != nil {
+		// The request was made, so its outcome is owed; the chain starts over next time.
+		s.log.Warn("robots cache hop write failed", "origin", origin, "err", err)
+	}
+	out.Kind, out.Requested = crawlmsg.OutcomeRobots, true
+	out.Status = resp.Status
+	out.StartedAt = started.UnixMilli()
+	out.DurationMs = s.now().Sub(started).Milliseconds()
+	s.log.Debug("robots.txt redirect; next hop is the host's next task", "origin", origin, "hop", n, "to", resp.Location)
 	return out, nil
 }
 
@@ -203,11 +406,11 @@ func isRedirectErr(err error) bool {
 	return errors.As(err, &re)
 }
 
-// fetchPage requests the page and builds the page message and, for a redirect, the
+// fetchPage requests the page under reqCtx and builds the page and, for a redirect, the
 // discovered target.
-func (s *Service) fetchPage(ctx context.Context, task *crawlmsg.FetchTask, out *crawlmsg.Outcome) (*crawlmsg.Outcome, []*nats.Msg, error) {
+func (s *Service) fetchPage(ctx, reqCtx context.Context, task *crawlmsg.FetchTask, out *crawlmsg.Outcome) (*crawlmsg.Outcome, *pageResult, error) {
 	started := s.now()
-	resp, err := s.client.Get(ctx, task.URL)
+	resp, err := s.client.Get(reqCtx, task.URL)
 	if err != nil {
 		switch {
 		case ctx.Err() != nil:
@@ -246,12 +449,7 @@ func (s *Service) fetchPage(ctx context.Context, task *crawlmsg.FetchTask, out *
 		},
 		Body: resp.Body,
 	}
-	pm, err := crawlmsg.PageMsg(topology.SubjectPages, page)
-	if err != nil {
-		return nil, nil, natsx.Permanent(fmt.Errorf("encode page %s: %w", task.URL, err))
-	}
-	pm.Header.Set(nats.MsgIdHdr, "page:"+task.Lease)
-	msgs := []*nats.Msg{pm}
+	res := &pageResult{page: page, resp: resp}
 
 	if resp.Location != "" {
 		out.Location = resp.Location
@@ -265,7 +463,7 @@ func (s *Service) fetchPage(ctx context.Context, task *crawlmsg.FetchTask, out *
 			if err != nil {
 				return nil, nil, natsx.Permanent(fmt.Errorf("encode redirect of %s: %w", task.URL, err))
 			}
-			msgs = append(msgs, natsx.NewMsg(topology.SubjectDiscovered, "redir:"+task.Lease, data))
+			res.redirect = natsx.NewMsg(topology.SubjectDiscovered, "redir:"+task.Lease, data)
 		}
 	}
 	out.Kind, out.Requested = crawlmsg.OutcomeFetched, true
@@ -274,7 +472,7 @@ func (s *Service) fetchPage(ctx context.Context, task *crawlmsg.FetchTask, out *
 	out.DurationMs = resp.Duration.Milliseconds()
 	out.Bytes = int64(len(resp.Body))
 	out.RetryAfter = retryAfter(resp, started)
-	return out, msgs, nil
+	return out, res, nil
 }
 
 // retryAfter is the Retry-After of a 429 or 503 in seconds, or 0.

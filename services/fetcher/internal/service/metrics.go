@@ -13,9 +13,12 @@ type metrics struct {
 	inflight        prometheus.Gauge
 	blocked         prometheus.Counter
 	expired         prometheus.Counter
-	terminated      *prometheus.CounterVec // reason: permanent, max-deliver
+	terminated      *prometheus.CounterVec // reason: permanent
 	outcomes        *prometheus.CounterVec // kind: crawlmsg.OutcomeKind
 	publishFailures prometheus.Counter
+	publishRetries  *prometheus.CounterVec // what: body, page, outcome
+	tooLarge        prometheus.Counter
+	bodiesByRef     prometheus.Counter
 	paused          prometheus.Gauge
 	dnsLookups      *prometheus.CounterVec // result: hit, negative, miss, shared
 }
@@ -36,7 +39,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "trawl_fetcher_robots_decisions_total", Help: "robots.txt verdicts on tasks: allowed, disallowed, unavailable (cached 5xx/unreachable), miss (robots.txt fetched instead).",
 		}, []string{"decision"}),
 		robotsFetches: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "trawl_fetcher_robots_fetches_total", Help: "robots.txt fetches by result: parsed (2xx), unavailable (4xx, allow all), unreachable (5xx/429/network, disallow all), blocked.",
+			Name: "trawl_fetcher_robots_fetches_total", Help: "robots.txt fetches by result: parsed (2xx), unavailable (4xx, allow all), unreachable (5xx/429/network, disallow all), blocked, redirect (a same-host hop left to the host's next task).",
 		}, []string{"result"}),
 		inflight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "trawl_fetcher_inflight", Help: "Tasks being handled.",
@@ -48,13 +51,22 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "trawl_fetcher_tasks_expired_total", Help: "Tasks received too close to their lease deadline to start a request.",
 		}),
 		terminated: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "trawl_fetcher_messages_terminated_total", Help: "Fetch tasks terminated: permanent (malformed, unknown version) or max-deliver.",
+			Name: "trawl_fetcher_messages_terminated_total", Help: "Fetch tasks terminated: permanent (malformed, unknown version); temporary failures are retried, never terminated.",
 		}, []string{"reason"}),
 		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "trawl_fetcher_outcomes_total", Help: "Outcomes published, by kind.",
 		}, []string{"kind"}),
 		publishFailures: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "trawl_fetcher_publish_failures_total", Help: "Tasks whose results could not be published; the task is retried.",
+			Name: "trawl_fetcher_publish_failures_total", Help: "Tasks whose results could not be stored before the lease deadline; the lease expires and the URL is retried.",
+		}),
+		publishRetries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "trawl_fetcher_publish_retries_total", Help: "Failed attempts to store a task's body, page or outcome, each retried until the lease deadline.",
+		}, []string{"what"}),
+		tooLarge: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "trawl_fetcher_too_large_total", Help: "Pages refused as larger than the largest message; their URLs end too-large.",
+		}),
+		bodiesByRef: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "trawl_fetcher_bodies_by_reference_total", Help: "Page bodies above the inline threshold stored in the CRAWL_BODIES object store.",
 		}),
 		paused: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "trawl_fetcher_paused", Help: "1 while consumption is paused because Redis does not answer.",
@@ -64,7 +76,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"result"}),
 	}
 	reg.MustRegister(m.dnsLookups, m.pages, m.bytes, m.duration, m.robotsDecisions, m.robotsFetches, m.inflight,
-		m.blocked, m.expired, m.terminated, m.outcomes, m.publishFailures, m.paused)
+		m.blocked, m.expired, m.terminated, m.outcomes, m.publishFailures, m.publishRetries, m.tooLarge, m.bodiesByRef, m.paused)
 	return m
 }
 

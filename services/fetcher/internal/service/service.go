@@ -1,7 +1,8 @@
 // Package service wires the fetcher: it consumes fetch tasks from the shared `fetcher`
 // durable, checks each task's deadline and its origin's robots.txt (shared Redis cache),
-// makes the task's one request (the page, or robots.txt on a cache miss), and publishes
-// the page, any redirect target and the outcome before acking the task.
+// makes the task's one request (the page, or robots.txt on a cache miss) under a deadline
+// that ends before the task's lease, stores the page (a large body by reference) and any
+// redirect target, then publishes the outcome, and acks the task.
 package service
 
 import (
@@ -10,7 +11,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -21,6 +21,7 @@ import (
 	"github.com/trawl/trawl/services/fetcher/internal/fetch"
 	"github.com/trawl/trawl/services/fetcher/internal/robotscache"
 	"github.com/trawl/trawl/services/fetcher/internal/safedial"
+	"github.com/trawl/trawl/shared/crawlid"
 	"github.com/trawl/trawl/shared/natsx"
 	"github.com/trawl/trawl/shared/obs"
 	"github.com/trawl/trawl/shared/redisx"
@@ -39,8 +40,10 @@ type Service struct {
 	client *fetch.Client
 	m      *metrics
 	now    func() time.Time
+	bodies jetstream.ObjectStore // page bodies too large to travel inline
+	maxMsg int32                 // the pages stream's largest message
 
-	gateOK atomic.Int64 // unix ms of the last successful Redis ping
+	crawl *crawlid.Guard
 }
 
 // Run builds the service and runs it until ctx ends.
@@ -60,16 +63,29 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Service, er
 	if err != nil {
 		return nil, err
 	}
-	if err := natsx.Ensure(ctx, js, cfg.Common.Topology(), cfg.Common.Timings(), log); err != nil {
+	topo := cfg.Common.Topology()
+	if err := natsx.Ensure(ctx, js, topo, cfg.Common.Timings(), log); err != nil {
 		nc.Close()
 		return nil, err
+	}
+	bodies, err := js.CreateOrUpdateObjectStore(ctx, topology.Bodies(topo))
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("fetcher: object store %s: %w", topology.BodiesBucket, err)
 	}
 	rdb, err := redisx.Connect(ctx, cfg.Common.RedisURL, log)
 	if err != nil {
 		nc.Close()
 		return nil, err
 	}
+	crawl, err := crawlid.Open(ctx, js, rdb, cfg.Common, log)
+	if err != nil {
+		rdb.Close()
+		nc.Close()
+		return nil, err
+	}
 	reg := obs.NewRegistry()
+	_ = crawl.Register(reg)
 	srv, err := obs.NewServer(cfg.Common.HTTPAddr, reg, map[string]obs.Check{
 		"nats": func(context.Context) error {
 			if !nc.IsConnected() {
@@ -77,7 +93,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Service, er
 			}
 			return nil
 		},
-		"redis": func(ctx context.Context) error { return redisx.Ping(ctx, rdb) },
+		"redis": crawl.Check,
 	})
 	if err != nil {
 		rdb.Close()
@@ -86,12 +102,13 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Service, er
 	}
 	m := newMetrics(reg)
 	return &Service{
-		cfg: cfg,
-		log: log,
-		nc:  nc,
-		js:  js,
-		rdb: rdb,
-		obs: srv,
+		cfg:   cfg,
+		log:   log,
+		nc:    nc,
+		js:    js,
+		rdb:   rdb,
+		obs:   srv,
+		crawl: crawl,
 		robots: robotscache.NewStore(rdb, robotscache.StoreOptions{
 			Prefix:   cfg.Common.RedisPrefix,
 			Agent:    cfg.RobotsAgent,
@@ -101,6 +118,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Service, er
 		client: newClient(cfg, func(result string) { m.dnsLookups.WithLabelValues(result).Inc() }),
 		m:      m,
 		now:    time.Now,
+		bodies: bodies,
+		maxMsg: topo.MaxMsgSize,
 	}, nil
 }
 
@@ -128,6 +147,7 @@ func newClient(cfg config.Config, onDNS func(result string)) *fetch.Client {
 		MaxBody:         cfg.MaxBody,
 		MaxHeaderBytes:  cfg.MaxHeaderBytes,
 		MaxConnsPerHost: cfg.MaxConnsPerHost,
+		MaxIdleConns:    cfg.MaxIdleConns,
 		Dial:            dialer.DialContext,
 		Proxy:           http.ProxyFromEnvironment,
 	})
@@ -155,6 +175,7 @@ func (s *Service) Run(ctx context.Context) error {
 		obsDone <- err
 	}()
 	s.log.Info("fetcher consuming", "concurrency", s.cfg.Concurrency, "metrics", s.Addr(), "allow_cidrs", s.cfg.AllowCIDRs)
+	w := startWorkers(s.cfg.Concurrency, s.handle)
 	err = natsx.ConsumeEach(ctx, cons, natsx.ConsumeOptions{
 		Batch:        s.cfg.Concurrency,
 		MaxDeliver:   s.cfg.Common.MaxDeliver,
@@ -162,7 +183,8 @@ func (s *Service) Run(ctx context.Context) error {
 		DrainTimeout: s.taskBudget(),
 		OnTerm:       func(reason string) { s.m.terminated.WithLabelValues(reason).Inc() },
 		Log:          s.log,
-	}, s.handle)
+	}, w.handle)
+	w.stop()
 	cancel()
 	return errors.Join(err, <-obsDone)
 }
@@ -177,18 +199,13 @@ func (s *Service) Close() {
 	s.rdb.Close()
 }
 
-// gate pauses consumption while Redis is down, so an outage does not spend deliveries. A
-// success is trusted for a second to keep the ping off the path of every pull.
+// gate pauses consumption while Redis is down or lost the crawl, so an outage does not
+// spend deliveries; crawl.Gate keeps the check off the path of every pull.
 func (s *Service) gate(ctx context.Context) error {
-	now := time.Now().UnixMilli()
-	if now-s.gateOK.Load() < 1000 {
-		return nil
-	}
-	if err := redisx.Ping(ctx, s.rdb); err != nil {
+	if err := s.crawl.Gate(ctx); err != nil {
 		s.m.paused.Set(1)
 		return err
 	}
 	s.m.paused.Set(0)
-	s.gateOK.Store(now)
 	return nil
 }

@@ -1,0 +1,64 @@
+package service
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"testing"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+type taskKey struct{}
+
+// TestWorkersRunTasksOnLongLivedGoroutines: tasks handed over from many short-lived
+// goroutines (as the consume loop starts them) all run on the n workers, and each caller
+// gets its own task's result.
+func TestWorkersRunTasksOnLongLivedGoroutines(t *testing.T) {
+	const n, tasks = 3, 60
+	var mu sync.Mutex
+	ran := map[string]bool{} // goroutine ids the handler ran on
+	w := startWorkers(n, func(ctx context.Context, _ jetstream.Msg) error {
+		mu.Lock()
+		ran[goroutineID()] = true
+		mu.Unlock()
+		return fmt.Errorf("task %d", ctx.Value(taskKey{}))
+	})
+	// The consume loop never has more handlers running than workers: n slots.
+	slots := make(chan struct{}, n)
+	var wg sync.WaitGroup
+	for i := range tasks {
+		slots <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-slots }()
+			err := w.handle(context.WithValue(context.Background(), taskKey{}, i), nil)
+			if want := fmt.Sprintf("task %d", i); err == nil || err.Error() != want {
+				t.Errorf("caller of task %d got %v", i, err)
+			}
+		}()
+	}
+	wg.Wait()
+	w.stop()
+	if len(ran) > n {
+		t.Errorf("tasks ran on %d goroutines, want at most the %d workers", len(ran), n)
+	}
+	if len(ran) == 0 {
+		t.Error("no task ran")
+	}
+}
+
+// goroutineID reads the current goroutine's number from its stack header.
+func goroutineID() string {
+	buf := make([]byte, 64)
+	buf = buf[:runtime.Stack(buf, false)]
+	id, _, _ := bytes.Cut(bytes.TrimPrefix(buf, []byte("goroutine ")), []byte(" "))
+	if len(id) == 0 {
+		panic(errors.New("no goroutine id in stack header"))
+	}
+	return string(id)
+}
