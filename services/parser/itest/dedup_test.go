@@ -168,7 +168,7 @@ func TestContentDedupSurvivesRedisOutage(t *testing.T) {
 	if d := docs[1].doc; d.URL != "http://mirror.test/lighthouses" || d.DuplicateOf != "http://lights.test/history" {
 		t.Errorf("copy after the outage: %s duplicate_of %q", d.URL, d.DuplicateOf)
 	}
-	if got := s.metric(`trawl_parser_messages_terminated_total{reason="max-deliver"}`); got != 0 {
+	if got := s.metric(`trawl_parser_messages_terminated_total{reason="permanent"}`); got != 0 {
 		t.Errorf("%v pages terminated during the outage", got)
 	}
 }

@@ -24,6 +24,7 @@ type metrics struct {
 	dedupDuration   prometheus.Histogram
 	dedupFailures   prometheus.Counter
 	bucketsFull     prometheus.Counter
+	bodies          *prometheus.CounterVec // result: read, missing, deleted
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -59,7 +60,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 		terminated: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "trawl_parser_messages_terminated_total",
-			Help: "crawl.pages messages terminated: permanent (malformed, unknown version) or max-deliver.",
+			Help: "crawl.pages messages terminated: permanent (malformed, unknown version); temporary failures are retried, never terminated.",
 		}, []string{"reason"}),
 		limited: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "trawl_parser_extract_limited_total",
@@ -94,8 +95,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "trawl_parser_dedup_buckets_full_total",
 			Help: "SimHash band insertions refused because the bucket held TRAWL_NEAR_DUP_BUCKET_CAP originals; the page is still found through its other bands.",
 		}),
+		bodies: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "trawl_parser_bodies_total",
+			Help: "Page bodies sent by reference (CRAWL_BODIES object store): read, missing (gone before parsing; the page is terminated), deleted (once no consumer of crawl.pages can ask for it).",
+		}, []string{"result"}),
 	}
-	reg.MustRegister(m.pages, m.links, m.emitted, m.rejected, m.dropped, m.parseErrors,
+	reg.MustRegister(m.bodies, m.pages, m.links, m.emitted, m.rejected, m.dropped, m.parseErrors,
 		m.parseDuration, m.terminated, m.limited, m.trimmed, m.publishFailures,
 		m.duplicates, m.nearDupSkipped, m.dedupDuration, m.dedupFailures, m.bucketsFull)
 	// Series exist from the start so rate() and alerts see zeros, not gaps.
@@ -108,7 +113,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	for _, r := range []string{"scheme", "invalid", "fragment", "limit"} {
 		m.dropped.WithLabelValues(r)
 	}
-	for _, r := range []string{"permanent", "max-deliver"} {
+	for _, r := range []string{"read", "missing", "deleted"} {
+		m.bodies.WithLabelValues(r)
+	}
+	for _, r := range []string{"permanent"} {
 		m.terminated.WithLabelValues(r)
 	}
 	for _, r := range []string{"bytes", "tokens", "links", "text"} {

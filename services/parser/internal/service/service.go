@@ -23,6 +23,7 @@ import (
 	"github.com/trawl/trawl/services/parser/internal/contentdup"
 	"github.com/trawl/trawl/services/parser/internal/extract"
 	"github.com/trawl/trawl/services/parser/internal/scope"
+	"github.com/trawl/trawl/shared/crawlid"
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/natsx"
 	"github.com/trawl/trawl/shared/obs"
@@ -45,6 +46,10 @@ type Service struct {
 	m    *metrics
 	http *obs.Server
 	proc *processor
+	// bodies holds page bodies sent by reference (crawlmsg.BodyRef).
+	bodies jetstream.ObjectStore
+	// crawl gates consumption on Redis holding the crawl's state; nil without Redis.
+	crawl *crawlid.Guard
 }
 
 // Run runs the parser until ctx ends.
@@ -97,6 +102,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Service, 
 	if err = natsx.Ensure(ctx, s.js, topo, cfg.Common.Timings(), log); err != nil {
 		return nil, err
 	}
+	if s.bodies, err = s.js.CreateOrUpdateObjectStore(ctx, topology.Bodies(topo)); err != nil {
+		return nil, fmt.Errorf("parser: object store %s: %w", topology.BodiesBucket, err)
+	}
 	checks := map[string]obs.Check{
 		"nats": func(context.Context) error {
 			if st := s.nc.Status(); st != nats.CONNECTED {
@@ -109,6 +117,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Service, 
 		if s.rdb, err = redisx.Connect(ctx, cfg.Common.RedisURL, log); err != nil {
 			return nil, err
 		}
+		if s.crawl, err = crawlid.Open(ctx, s.js, s.rdb, cfg.Common, log); err != nil {
+			return nil, err
+		}
 		var idx *contentdup.Index
 		if idx, err = contentdup.New(s.rdb, cfg.Common.RedisPrefix, cfg.ContentDedupOptions()); err != nil {
 			return nil, err
@@ -117,10 +128,13 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Service, 
 			return nil, err
 		}
 		s.dups = idx
-		checks["redis"] = func(ctx context.Context) error { return redisx.Ping(ctx, s.rdb) }
+		checks["redis"] = s.crawl.Check
 	}
 	reg := obs.NewRegistry()
 	s.m = newMetrics(reg)
+	if s.crawl != nil {
+		_ = s.crawl.Register(reg)
+	}
 	if s.http, err = obs.NewServer(cfg.Common.HTTPAddr, reg, checks); err != nil {
 		return nil, err
 	}
@@ -130,6 +144,12 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Service, 
 // extractOptions maps the configuration onto extraction limits.
 func extractOptions(cfg config.Config) extract.Options {
 	limits := extract.DefaultLimits()
+	// The fetcher already capped the body; the parser reads all of it, so a link in the
+	// last kilobyte of a page of many megabytes is found.
+	limits.MaxBytes = crawlmsg.MaxBody
+	// The token cap guards against pathological markup, not size; keep it from cutting a
+	// large ordinary page (about one token per 16 octets at the body ceiling).
+	limits.MaxTokens = max(limits.MaxTokens, crawlmsg.MaxBody/16)
 	limits.MaxTextBytes = int(cfg.MaxTextBytes)
 	if limits.MaxTextBytes == 0 {
 		limits.MaxTextBytes = -1 // TRAWL_MAX_TEXT_BYTES=0 keeps no text; extract reads 0 as "default"
@@ -150,10 +170,16 @@ func (s *Service) Run(ctx context.Context) error {
 	defer cancel()
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- s.http.Run(ctx) }()
+	sweepDone := make(chan struct{})
+	go func() {
+		defer close(sweepDone)
+		s.sweepLoop(ctx)
+	}()
 
 	err := s.consume(ctx)
 	cancel()
 	herr := <-httpDone
+	<-sweepDone
 	s.Close()
 	s.log.Info("parser stopped")
 	return errors.Join(err, herr)
@@ -179,7 +205,7 @@ func (s *Service) consume(ctx context.Context) error {
 	if s.rdb != nil {
 		// While Redis is away every batch would fail its duplicate check: wait instead of
 		// spending deliveries.
-		opts.Gate = func(ctx context.Context) error { return redisx.Ping(ctx, s.rdb) }
+		opts.Gate = s.crawl.Gate
 	}
 	return natsx.ConsumeBatches(ctx, cons, opts, s.HandleBatch)
 }
@@ -205,11 +231,19 @@ func (s *Service) Close() {
 func (s *Service) HandleBatch(ctx context.Context, msgs []jetstream.Msg) []error {
 	errs := make([]error, len(msgs))
 	outs := make([]*outcome, len(msgs))
+	byRef := make([]*crawlmsg.BodyRef, len(msgs))
 	parallel(len(msgs), s.cfg.ParseConcurrency, func(i int) {
 		page, err := crawlmsg.DecodePage(msgs[i].Headers(), msgs[i].Data())
 		if err != nil {
 			errs[i] = fmt.Errorf("parser: decode page: %w", err)
 			return
+		}
+		if ref := page.Meta.BodyRef; ref != nil {
+			if page.Body, err = s.resolveBody(ctx, page.Meta.URL, ref); err != nil {
+				errs[i] = err
+				return
+			}
+			byRef[i] = ref
 		}
 		o, err := s.proc.process(page)
 		if err != nil {
@@ -277,6 +311,7 @@ func (s *Service) HandleBatch(ctx context.Context, msgs []jetstream.Msg) []error
 			s.m.record(o, s.dups != nil)
 		}
 	}
+	s.releaseBodies(ctx, byRef, errs)
 	return errs
 }
 

@@ -1,0 +1,105 @@
+package itest
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/topology"
+)
+
+// publishByRef stores body as an object and publishes a page naming it, as the fetcher
+// does for a body above its inline threshold. store=false names an object that is not
+// there.
+func (s *stack) publishByRef(url, body string, store bool) {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	name := "page:" + url
+	if store {
+		obs, err := s.js.ObjectStore(ctx, topology.BodiesBucket)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		if _, err := obs.PutString(ctx, name, body); err != nil {
+			s.t.Fatal(err)
+		}
+	}
+	meta := htmlMeta(url, 0)
+	meta.BodyRef = &crawlmsg.BodyRef{Bucket: topology.BodiesBucket, Name: name, Size: int64(len(body))}
+	m, err := crawlmsg.PageMsg(topology.SubjectPages, &crawlmsg.Page{Meta: meta})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	m.Header.Set(nats.MsgIdHdr, name)
+	s.publish(m)
+}
+
+func (s *stack) bodyStored(name string) bool {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	obs, err := s.js.ObjectStore(ctx, topology.BodiesBucket)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	_, err = obs.GetInfo(ctx, name)
+	if err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
+		s.t.Fatal(err)
+	}
+	return err == nil
+}
+
+// TestBodiesByReference: the parser reads a body sent by reference; it deletes it once
+// parsed only when no tap could still ask for it; a body that is gone terminates its page,
+// counted, instead of being retried.
+func TestBodiesByReference(t *testing.T) {
+	s := newStack(t, map[string]string{"TRAWL_CONTENT_DEDUP": "false"})
+	s.run()
+	tail := strings.Repeat("<p>padding</p>", 1000) + `<a href="/found">found</a>`
+
+	s.publishByRef("http://site.test/alone", "<title>Alone</title>"+tail, true)
+	s.waitSettled()
+	eventually(t, "the parsed body to be deleted", func() (bool, string) {
+		return !s.bodyStored("page:http://site.test/alone"), "still stored"
+	})
+
+	// A durable tap on crawl.pages: the body must outlive the parser's ack.
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	if _, err := s.js.CreateConsumer(ctx, topology.StreamPages, jetstream.ConsumerConfig{Durable: "archiver", AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
+		t.Fatal(err)
+	}
+	s.publishByRef("http://site.test/tapped", "<title>Tapped</title>"+tail, true)
+	s.waitSettled()
+	if !s.bodyStored("page:http://site.test/tapped") {
+		t.Error("a body was deleted while a tap had not read its page")
+	}
+
+	s.publishByRef("http://site.test/gone", "<title>Gone</title>", false)
+	s.waitSettled()
+	if n := s.metric(`trawl_parser_bodies_total{result="missing"}`); n != 1 {
+		t.Errorf("missing bodies counted %v, want 1", n)
+	}
+	if n := s.metric(`trawl_parser_messages_terminated_total{reason="permanent"}`); n != 1 {
+		t.Errorf("terminated %v, want the page whose body is gone", n)
+	}
+	docs := map[string]crawlmsg.Document{}
+	for _, d := range s.docs() {
+		docs[d.doc.URL] = d.doc
+	}
+	for _, url := range []string{"http://site.test/alone", "http://site.test/tapped"} {
+		d, ok := docs[url]
+		if !ok || len(d.Links) != 1 || d.Links[0].URL != "http://site.test/found" {
+			t.Errorf("%s: document %+v, want the link at the end of the referenced body", url, d)
+		}
+	}
+	if _, ok := docs["http://site.test/gone"]; ok {
+		t.Error("a document was published for a page whose body is gone")
+	}
+}
