@@ -182,6 +182,22 @@ func (g *Guard) Gate(ctx context.Context) error {
 	return g.Check(ctx)
 }
 
+// Watch checks every second until ctx ends, so a service notices a Redis that lost the
+// crawl's state — log, metric and readiness — even while no message arrives and its consume
+// loops sit waiting; it also keeps Gate's answer fresh.
+func (g *Guard) Watch(ctx context.Context) {
+	t := time.NewTicker(gateTrust)
+	defer t.Stop()
+	for {
+		_ = g.Check(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
 // Invalidate makes the next Gate check Redis again; a handler calls it when a Redis call
 // failed, so that an outage stops consumption at the next pull.
 func (g *Guard) Invalidate() { g.okAt.Store(0) }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -351,5 +352,64 @@ func TestConsumeEachBoundsInFlight(t *testing.T) {
 	<-done
 	if peak.Load() > 4 || peak.Load() < 2 {
 		t.Fatalf("peak concurrency %d, want 2..4", peak.Load())
+	}
+}
+
+// With InFlight > 1 the next batch is handled while an earlier one still waits (on Redis,
+// on JetStream storing its outputs), never more than InFlight at once, and every message
+// is still settled before the loop returns.
+func TestConsumeBatchesInFlight(t *testing.T) {
+	for _, inFlight := range []int{1, 3} {
+		t.Run(fmt.Sprintf("inflight=%d", inFlight), func(t *testing.T) {
+			js := connect(t)
+			name := fmt.Sprintf("CIF%d", inFlight)
+			cons := workStream(t, js, name, -1)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			const msgs = 12
+			for i := range msgs {
+				if _, err := js.Publish(ctx, fmt.Sprintf("%s.m", name), []byte(strconv.Itoa(i))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var (
+				mu            sync.Mutex
+				now, peak, n  int
+				release       = make(chan struct{})
+				releaseClosed bool
+			)
+			done := make(chan error, 1)
+			go func() {
+				done <- natsx.ConsumeBatches(ctx, cons, natsx.ConsumeOptions{Batch: 2, InFlight: inFlight},
+					func(_ context.Context, batch []jetstream.Msg) []error {
+						mu.Lock()
+						now++
+						peak = max(peak, now)
+						n += len(batch)
+						if now == inFlight && !releaseClosed {
+							close(release) // as many batches as allowed are waiting at once
+							releaseClosed = true
+						}
+						mu.Unlock()
+						<-release
+						mu.Lock()
+						now--
+						mu.Unlock()
+						return nil
+					})
+			}()
+			waitFor(t, "every message handled and acked", func() bool {
+				mu.Lock()
+				defer mu.Unlock()
+				return n == msgs && streamMsgs(t, js, name) == 0
+			})
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			if peak != inFlight {
+				t.Errorf("at most %d batches were handled at once, want %d", peak, inFlight)
+			}
+		})
 	}
 }

@@ -38,6 +38,12 @@ type ConsumeOptions struct {
 	Batch int
 	// Linger is how long a batch waits for more messages after its first (default 2ms).
 	Linger time.Duration
+	// InFlight is how many batches ConsumeBatches hands to the handler at once (default 1:
+	// one after the other). A stage whose handler mostly waits — on Redis, on JetStream
+	// storing its outputs — takes the next batch while the last one waits; messages of
+	// different batches are then settled in any order, so only a stage that does not need
+	// its input's order may set it. Up to Batch × InFlight messages are in hand at once.
+	InFlight int
 	// MaxDeliver is the delivery count from which a message that keeps failing with a
 	// temporary error is logged at error level (default 20). It is never terminated, so the
 	// consumer's own MaxDeliver must be unlimited (-1; envconfig.Common.Timings).
@@ -63,6 +69,9 @@ func (o *ConsumeOptions) defaults(batch int) {
 	}
 	if o.Linger <= 0 {
 		o.Linger = 2 * time.Millisecond
+	}
+	if o.InFlight <= 0 {
+		o.InFlight = 1
 	}
 	if o.MaxDeliver <= 0 {
 		o.MaxDeliver = 20
@@ -100,7 +109,8 @@ type BatchHandler func(ctx context.Context, msgs []jetstream.Msg) []error
 // DrainTimeout), or on an error it cannot recover from.
 func ConsumeBatches(ctx context.Context, cons jetstream.Consumer, o ConsumeOptions, h BatchHandler) error {
 	o.defaults(256)
-	it, err := cons.Messages(jetstream.PullMaxMessages(o.Batch * 2))
+	// The client buffers what the batches in flight and the next one can take.
+	it, err := cons.Messages(jetstream.PullMaxMessages(o.Batch * (o.InFlight + 1)))
 	if err != nil {
 		return fmt.Errorf("natsx: consume: %w", err)
 	}
@@ -115,28 +125,15 @@ func ConsumeBatches(ctx context.Context, cons jetstream.Consumer, o ConsumeOptio
 	})
 	defer stopOnDone()
 
-	batch := make([]jetstream.Msg, 0, o.Batch)
-	var hold holdOff
-	for {
-		if err := waitGate(ctx, o); err != nil && ctx.Err() == nil {
-			return err
-		}
-		first, err := it.Next()
-		if err != nil {
-			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-				return nil
-			}
-			o.Log.Warn("consume: next", "err", err)
-			continue
-		}
-		batch = append(batch[:0], first)
-		for len(batch) < o.Batch {
-			m, err := it.Next(jetstream.NextMaxWait(o.Linger))
-			if err != nil {
-				break
-			}
-			batch = append(batch, m)
-		}
+	var (
+		hold  holdOff
+		wg    sync.WaitGroup
+		slots = make(chan struct{}, o.InFlight)
+	)
+	// Batches still in flight are finished before the iterator stops (defers run last
+	// first), so their messages are settled on a live subscription.
+	defer wg.Wait()
+	run := func(batch []jetstream.Msg) {
 		results := h(work, batch)
 		failed := 0
 		for i, m := range batch {
@@ -148,8 +145,40 @@ func ConsumeBatches(ctx context.Context, cons jetstream.Consumer, o ConsumeOptio
 				failed++
 			}
 		}
+		hold.record(failed == len(batch))
+	}
+	for {
 		// After ctx ends the loop goes on draining what was already pulled.
-		hold.after(ctx, failed == len(batch))
+		hold.wait(ctx)
+		if err := waitGate(ctx, o); err != nil && ctx.Err() == nil {
+			return err
+		}
+		first, err := it.Next()
+		if err != nil {
+			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				return nil
+			}
+			o.Log.Warn("consume: next", "err", err)
+			continue
+		}
+		batch := make([]jetstream.Msg, 1, o.Batch)
+		batch[0] = first
+		for len(batch) < o.Batch {
+			m, err := it.Next(jetstream.NextMaxWait(o.Linger))
+			if err != nil {
+				break
+			}
+			batch = append(batch, m)
+		}
+		if o.InFlight == 1 {
+			run(batch)
+			continue
+		}
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			run(batch)
+		})
 	}
 }
 
@@ -161,17 +190,15 @@ type holdOff struct {
 	streak int
 }
 
-// after records a round's result and waits if it failed (or until ctx ends).
-func (h *holdOff) after(ctx context.Context, failed bool) {
+// record counts a round that failed wholly, or resets the streak on any success.
+func (h *holdOff) record(failed bool) {
 	h.mu.Lock()
-	if !failed {
+	defer h.mu.Unlock()
+	if failed {
+		h.streak++
+	} else {
 		h.streak = 0
-		h.mu.Unlock()
-		return
 	}
-	h.streak++
-	h.mu.Unlock()
-	h.wait(ctx)
 }
 
 // wait waits as long as the current streak asks, without changing it.
@@ -256,14 +283,7 @@ func ConsumeEach(ctx context.Context, cons jetstream.Consumer, o ConsumeOptions,
 			go func() {
 				defer wg.Done()
 				defer func() { slots <- struct{}{} }()
-				failed := settle(m, h(work, m), o)
-				hold.mu.Lock()
-				if failed {
-					hold.streak++
-				} else {
-					hold.streak = 0
-				}
-				hold.mu.Unlock()
+				hold.record(settle(m, h(work, m), o))
 			}()
 		}
 		for range n - got {

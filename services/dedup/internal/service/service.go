@@ -148,6 +148,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		})
 	}
 	goRun("http", srv.Run)
+	goRun("crawl watch", func(ctx context.Context) error { crawl.Watch(ctx); return nil })
 	goRun("consume", func(ctx context.Context) error {
 		err := natsx.ConsumeBatches(ctx, cons, opts, h.handle)
 		if err == nil && ctx.Err() == nil {

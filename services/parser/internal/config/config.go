@@ -29,6 +29,7 @@ type Config struct {
 	Exclude          string // TRAWL_EXCLUDE: regexp of URLs never emitted ("" = none)
 	ParseConcurrency int    // TRAWL_PARSE_CONCURRENCY: pages parsed in parallel
 	ParseBatch       int    // TRAWL_PARSE_BATCH: messages taken per batch
+	ParseInFlight    int    // TRAWL_PARSE_INFLIGHT: batches handled at once
 	RobotsAgent      string // TRAWL_ROBOTS_AGENT: token of <meta name=…> robots directives
 
 	ContentDedup     bool // TRAWL_CONTENT_DEDUP: flag exact and near-duplicate documents (needs Redis)
@@ -50,6 +51,9 @@ func Load(r *envconfig.Reader) (Config, error) {
 		Exclude:          r.String("EXCLUDE", ""),
 		ParseConcurrency: r.Int("PARSE_CONCURRENCY", runtime.GOMAXPROCS(0)),
 		ParseBatch:       r.Int("PARSE_BATCH", 32),
+		// A batch spends most of its time waiting for Redis and for JetStream to store its
+		// documents and links; with one batch at a time the parser was the crawl's bound.
+		ParseInFlight:    r.Int("PARSE_INFLIGHT", 4),
 		RobotsAgent:      r.String("ROBOTS_AGENT", "trawl"),
 		ContentDedup:     r.Bool("CONTENT_DEDUP", true),
 		NearDupDistance:  r.Int("NEAR_DUP_DISTANCE", simhash.MaxDistance),
@@ -92,6 +96,9 @@ func (c Config) Validate() error {
 	}
 	if c.ParseBatch < 1 || c.ParseBatch > 1024 {
 		bad("TRAWL_PARSE_BATCH=%d: want 1..1024", c.ParseBatch)
+	}
+	if c.ParseInFlight < 1 || c.ParseInFlight > 64 {
+		bad("TRAWL_PARSE_INFLIGHT=%d: want 1..64", c.ParseInFlight)
 	}
 	if !tokenRE.MatchString(c.RobotsAgent) {
 		bad("TRAWL_ROBOTS_AGENT=%q: want a product token (letters, digits, _ and -)", c.RobotsAgent)

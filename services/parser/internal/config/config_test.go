@@ -19,7 +19,8 @@ func TestDefaults(t *testing.T) {
 	}
 	want := Config{
 		Common: c.Common, MaxDepth: 20, Scope: "any", MaxURLLength: 2048, MaxOutlinks: 1000,
-		MaxTextBytes: 256 << 10, ParseConcurrency: runtime.GOMAXPROCS(0), ParseBatch: 32, RobotsAgent: "trawl",
+		MaxTextBytes: 256 << 10, ParseConcurrency: runtime.GOMAXPROCS(0), ParseBatch: 32,
+		ParseInFlight: 4, RobotsAgent: "trawl",
 		ContentDedup: true, NearDupDistance: 3, NearDupMinWords: 20, NearDupBucketCap: 64,
 	}
 	if c != want {
@@ -51,8 +52,8 @@ func TestLoadAndValidate(t *testing.T) {
 		{name: "unreadable numbers", env: map[string]string{"TRAWL_MAX_DEPTH": "deep", "TRAWL_MAX_TEXT_BYTES": "lots"}, loadErr: "TRAWL_MAX_DEPTH"},
 		{name: "out of range", env: map[string]string{
 			"TRAWL_MAX_DEPTH": "-1", "TRAWL_MAX_URL_LENGTH": "10", "TRAWL_MAX_OUTLINKS": "0", "TRAWL_MAX_TEXT_BYTES": "64MiB",
-			"TRAWL_PARSE_CONCURRENCY": "0", "TRAWL_PARSE_BATCH": "5000",
-		}, badVars: []string{"TRAWL_MAX_DEPTH", "TRAWL_MAX_URL_LENGTH", "TRAWL_MAX_OUTLINKS", "TRAWL_MAX_TEXT_BYTES", "TRAWL_PARSE_CONCURRENCY", "TRAWL_PARSE_BATCH"}},
+			"TRAWL_PARSE_CONCURRENCY": "0", "TRAWL_PARSE_BATCH": "5000", "TRAWL_PARSE_INFLIGHT": "0",
+		}, badVars: []string{"TRAWL_MAX_DEPTH", "TRAWL_MAX_URL_LENGTH", "TRAWL_MAX_OUTLINKS", "TRAWL_MAX_TEXT_BYTES", "TRAWL_PARSE_CONCURRENCY", "TRAWL_PARSE_BATCH", "TRAWL_PARSE_INFLIGHT"}},
 		{name: "bad scope", env: map[string]string{"TRAWL_SCOPE": "planet"}, badVars: []string{"TRAWL_SCOPE"}},
 		{name: "bad regexps", env: map[string]string{"TRAWL_INCLUDE": "(", "TRAWL_EXCLUDE": "[a-"}, badVars: []string{"TRAWL_INCLUDE", "TRAWL_EXCLUDE"}},
 		{name: "bad agent", env: map[string]string{"TRAWL_ROBOTS_AGENT": "my bot/1.0"}, badVars: []string{"TRAWL_ROBOTS_AGENT"}},

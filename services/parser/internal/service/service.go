@@ -175,11 +175,19 @@ func (s *Service) Run(ctx context.Context) error {
 		defer close(sweepDone)
 		s.sweepLoop(ctx)
 	}()
+	watchDone := make(chan struct{})
+	go func() {
+		defer close(watchDone)
+		if s.crawl != nil {
+			s.crawl.Watch(ctx)
+		}
+	}()
 
 	err := s.consume(ctx)
 	cancel()
 	herr := <-httpDone
 	<-sweepDone
+	<-watchDone
 	s.Close()
 	s.log.Info("parser stopped")
 	return errors.Join(err, herr)
@@ -194,10 +202,11 @@ func (s *Service) consume(ctx context.Context) error {
 		return fmt.Errorf("parser: consumer %s/%s: %w", topology.StreamPages, topology.ConsumerParser, err)
 	}
 	s.log.Info("parser consuming", "stream", topology.StreamPages, "consumer", topology.ConsumerParser,
-		"concurrency", s.cfg.ParseConcurrency, "batch", s.cfg.ParseBatch, "http", s.Addr(),
+		"concurrency", s.cfg.ParseConcurrency, "batch", s.cfg.ParseBatch, "inflight", s.cfg.ParseInFlight, "http", s.Addr(),
 		"content_dedup", s.cfg.ContentDedup, "near_dup_distance", s.cfg.NearDupDistance)
 	opts := natsx.ConsumeOptions{
 		Batch:      s.cfg.ParseBatch,
+		InFlight:   s.cfg.ParseInFlight,
 		MaxDeliver: s.cfg.Common.MaxDeliver,
 		OnTerm:     func(reason string) { s.m.terminated.WithLabelValues(reason).Inc() },
 		Log:        s.log,
