@@ -40,7 +40,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/bits"
 	"strconv"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 
@@ -197,21 +199,14 @@ func (ix *Index) MetaKey() string { return ix.meta }
 //
 // Lua 5.1 numbers are doubles and the bit library works on 32 bits, so a SimHash is
 // handled as four 16-bit parts, compared part by part with bit.bxor and a byte popcount
-// table. A bucket's candidates already equal the page in that band; only the other three
+// table, written into the script as a constant: computing it in Lua cost more than the
+// lookups of a typical batch. A bucket's candidates already equal the page in that band; only the other three
 // parts are compared, and the comparison stops once it exceeds the best distance so far.
 var checkScript = redis.NewScript(`
 local prefix, maxd, cap = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local seq0 = tonumber(redis.call('GET', KEYS[1]) or '0')
 local seq = seq0
-local pop = {}
-for i = 0, 255 do
-  local c, x = 0, i
-  while x > 0 do
-    c = c + x % 2
-    x = (x - x % 2) / 2
-  end
-  pop[i] = c
-end
+local pop = {` + popTable() + `}
 local band, rshift, bxor = bit.band, bit.rshift, bit.bxor
 local out, full = {}, 0
 for a = 4, #ARGV, 4 do
@@ -335,4 +330,15 @@ func parseReply(v []any, n int) (Result, error) {
 	}
 	res.FullBuckets = int(full)
 	return res, nil
+}
+
+// popTable is the Lua table constructor body of the byte popcounts: "[0]=0,1,1,2,…".
+func popTable() string {
+	var b strings.Builder
+	b.WriteString("[0]=0")
+	for i := 1; i < 256; i++ {
+		b.WriteByte(',')
+		b.WriteString(strconv.Itoa(bits.OnesCount8(uint8(i))))
+	}
+	return b.String()
 }

@@ -3,6 +3,7 @@ package extract
 import (
 	"unicode"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // collapser accumulates text with every run of white space folded into one space and a
@@ -101,6 +102,15 @@ func (c *collapser) put(r rune, size int) {
 }
 
 func (c *collapser) String() string { return string(c.buf) }
+
+// take returns the text and gives up the buffer to it, sparing String's copy: the
+// collapser must not be written again.
+func (c *collapser) take() string {
+	s := unsafe.String(unsafe.SliceData(c.buf), len(c.buf))
+	c.buf = nil
+	c.full = true
+	return s
+}
 
 func (c *collapser) reset() {
 	c.buf = c.buf[:0]

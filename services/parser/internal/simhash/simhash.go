@@ -119,7 +119,7 @@ func isCollapsed(s string) bool {
 				prevSpace = true
 				continue
 			}
-			if asciiSpace(b) {
+			if '\t' <= b && b <= '\r' { // the other ASCII white space
 				return false
 			}
 			prevSpace = false
@@ -139,47 +139,91 @@ func asciiSpace(b byte) bool {
 	return b == ' ' || b == '\t' || b == '\n' || b == '\r' || b == '\f' || b == '\v'
 }
 
-// simHash computes the SimHash of text and counts its tokens. Each token is lowercased
-// once, into the window of the last ShingleSize tokens, which spares a lowered copy of
-// the whole text.
+// simHash computes the SimHash of text and counts its tokens. A feature is its tokens,
+// lowered, joined by single spaces. In the parser's collapsed text that is most often a
+// stretch of s itself (lowercase ASCII words one space apart), which is hashed in place;
+// only other shingles are assembled in a buffer, from lowered copies of the tokens that
+// lowering changes.
 func simHash(s string) (uint64, int) {
 	var (
-		v      voter
-		window [ShingleSize][]byte // the last tokens, lowered, oldest first
-		n      int                 // tokens seen
-		buf    = make([]byte, 0, 64)
+		v    voter
+		ring [ShingleSize]shingleTok // the last tokens; ring[(n-1)%ShingleSize] is the newest
+		n    int                     // tokens seen
+		buf  = make([]byte, 0, 64)
 	)
-	add := func(toks [][]byte) {
-		buf = buf[:0]
-		for i, t := range toks {
-			if i > 0 {
-				buf = append(buf, ' ')
-			}
-			buf = append(buf, t...)
-		}
-		v.add(xxhash.Sum64(buf))
-	}
 	for z := (tokenizer{s: s}); ; {
 		tok, ok := z.next()
 		if !ok {
 			break
 		}
-		// Rotate the window, reusing the oldest token's buffer for the new one.
-		old := window[0]
-		copy(window[:], window[1:])
-		window[ShingleSize-1] = appendLower(old[:0], s[tok.start:tok.end])
+		t := &ring[n%ShingleSize]
+		t.span = tok
+		t.same = isLowerASCII(s[tok.start:tok.end])
+		if !t.same {
+			t.low = appendLower(t.low[:0], s[tok.start:tok.end])
+		}
+		prevEnd := -2
+		if n > 0 {
+			prevEnd = ring[(n-1)%ShingleSize].end
+		}
+		t.joined = t.same && tok.start == prevEnd+1 && s[prevEnd] == ' '
 		n++
 		if n >= ShingleSize {
-			add(window[:])
+			v.add(featureHash(s, &ring, n, ShingleSize, &buf))
 		}
 	}
 	if n == 0 {
 		return 0, 0
 	}
 	if n < ShingleSize {
-		add(window[ShingleSize-n:])
+		v.add(featureHash(s, &ring, n, n, &buf))
 	}
 	return v.sum(), n
+}
+
+// shingleTok is a token of a shingle: its place in the text and, unless lowering leaves
+// it as it is (same), its lowered form.
+type shingleTok struct {
+	span
+	same   bool
+	joined bool // same, and one space after the previous token in s
+	low    []byte
+}
+
+// featureHash hashes the shingle of the k newest of n tokens.
+func featureHash(s string, ring *[ShingleSize]shingleTok, n, k int, buf *[]byte) uint64 {
+	first := n - k
+	contiguous := ring[first%ShingleSize].same
+	for i := first + 1; i < n; i++ {
+		contiguous = contiguous && ring[i%ShingleSize].joined
+	}
+	if contiguous {
+		return xxhash.Sum64String(s[ring[first%ShingleSize].start:ring[(n-1)%ShingleSize].end])
+	}
+	b := (*buf)[:0]
+	for i := first; i < n; i++ {
+		if i > first {
+			b = append(b, ' ')
+		}
+		if t := &ring[i%ShingleSize]; t.same {
+			b = append(b, s[t.start:t.end]...)
+		} else {
+			b = append(b, t.low...)
+		}
+	}
+	*buf = b
+	return xxhash.Sum64(b)
+}
+
+// isLowerASCII reports whether lowering tok leaves it unchanged because it is ASCII with
+// no capital letter.
+func isLowerASCII(tok string) bool {
+	for i := 0; i < len(tok); i++ {
+		if b := tok[i]; b >= utf8.RuneSelf || 'A' <= b && b <= 'Z' {
+			return false
+		}
+	}
+	return true
 }
 
 // appendLower appends tok lowercased, as strings.ToLower would.
