@@ -72,7 +72,7 @@ func TestReadWaits(t *testing.T) {
 			if w.Due != 1 || w.Waiting != 3 || w.InFlight != 1 || w.Retired != 1 {
 				t.Fatalf("due %d waiting %d in flight %d retired %d", w.Due, w.Waiting, w.InFlight, w.Retired)
 			}
-			if got := w.Earliest.UnixMilli(); got != int64(ms(3*time.Second)) && len(tc.hosts) == 3 {
+			if got := w.Earliest.UnixMilli(); got != int64(ms(3*time.Second)) {
 				t.Fatalf("earliest = %v", w.Earliest)
 			}
 			var hosts, reasons []string

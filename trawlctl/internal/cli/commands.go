@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/trawl/trawl/shared/frontierkeys"
 	"github.com/trawl/trawl/shared/robots"
 	"github.com/trawl/trawl/shared/seed"
 	"github.com/trawl/trawl/shared/topology"
@@ -279,7 +280,7 @@ func runPause(ctx context.Context, e *env, c *command, args []string, pause bool
 		return err
 	}
 	defer rdb.Close()
-	key := func(k int) string { return fmt.Sprintf("%s:{s%d}:paused", e.cfg.RedisPrefix, k) }
+	key := func(k int) string { return frontierkeys.ForShard(e.cfg.RedisPrefix, k).Paused() }
 	states := make([]*redis.IntCmd, len(shards))
 	// One round trip: the change, then each shard's resulting state as Redis has it.
 	_, err = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {

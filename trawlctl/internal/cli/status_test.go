@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,10 +18,13 @@ import (
 )
 
 // frontierFixture writes two shards' frontier keys as the scheduler's scripts would.
+// fixtureNow is the clock of the frontier fixture, so that tests can name its times.
+var fixtureNow = time.Now().UnixMilli()
+
 func frontierFixture(t *testing.T, rdb *redis.Client, prefix string) {
 	t.Helper()
 	ctx := testCtx(t)
-	now := time.Now().UnixMilli()
+	now := fixtureNow
 	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		s0, s1 := prefix+":{s0}:", prefix+":{s1}:"
 		p.RPush(ctx, s0+"fq:0", "0 0 0 http://a.test/", "0 0 0 http://b.test/")
@@ -35,6 +39,9 @@ func frontierFixture(t *testing.T, rdb *redis.Client, prefix string) {
 		p.HSet(ctx, s0+"stats", "accepted", 20, "queued", 8, "dispatched", 12, "fetched", 7, "failed", 2, "disallowed", 1, "out_of_scope", 1, "over_budget", 0, "retired", 1)
 		p.HSet(ctx, s1+"stats", "accepted", 5, "queued", 3, "dispatched", 2, "fetched", 1, "failed", 1)
 		p.Set(ctx, s1+"paused", "1", 0)
+		// h2.test backs off after a robots.txt 503; h4.test waits out its politeness delay.
+		p.HSet(ctx, s0+"host:h2.test", "err", 1, "next", now+60000)
+		p.LPush(ctx, s0+"errors", strconv.FormatInt(now, 10)+"\tretry\trobots-unavailable\t503\th2.test\thttp://h2.test/\t")
 		p.HSet(ctx, prefix+":dispatch", "held", "parser", "holds", 2, "fetch_queued", 5, "fetch_busy", 3, "fetch_limit", 8)
 		return nil
 	})
@@ -103,6 +110,10 @@ func TestStatus(t *testing.T) {
 		if d := snap.Dispatch; d == nil || *d != (progress.Dispatch{Held: "parser", Holds: 2, FetchQueued: 5, FetchBusy: 3, FetchQueuedLimit: 8}) {
 			t.Errorf("dispatch %+v", d)
 		}
+		if w := snap.Waits; w.Due != 1 || w.Waiting != 2 || w.Backoff != 1 || w.Delay != 1 || w.Retired != 1 ||
+			w.Latest() == nil || w.Hosts[0].Host != "h2.test" || w.Hosts[0].LastError != "robots-unavailable 503" {
+			t.Errorf("waits %+v", w)
+		}
 		if snap.Streams[topology.StreamPages].Msgs != 1 || snap.PagesPerSec != nil {
 			t.Errorf("streams %v, rate %v", snap.Streams, snap.PagesPerSec)
 		}
@@ -129,6 +140,8 @@ func TestStatus(t *testing.T) {
 			"errors=3",
 			"dedup=2 scheduler=0 fetch=0 outcomes=0 parser=1",
 			"dispatch   backpressure=HELD by parser holds=2  fetch: waiting=5/8 being-fetched=3",
+			"waits      hosts waiting: 1 backing off until " + time.UnixMilli(fixtureNow+60000).Format("15:04:05") +
+				" (last error h2.test: robots-unavailable 503), 1 in politeness delay, 1 retired, slowest ",
 		} {
 			if !strings.Contains(r.stdout, want) {
 				t.Errorf("status lacks %q:\n%s", want, r.stdout)

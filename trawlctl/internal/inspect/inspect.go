@@ -18,6 +18,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/trawl/trawl/shared/frontierkeys"
 	"github.com/trawl/trawl/shared/robots"
 	"github.com/trawl/trawl/shared/topology"
 	"github.com/trawl/trawl/shared/urlnorm"
@@ -138,9 +139,6 @@ type HostReport struct {
 	Other      map[string]string `json:"other,omitempty"`         // fields this trawlctl does not know
 }
 
-// maxFrontQueues is the most front queues a scheduler may have (TRAWL_FRONT_QUEUES ≤ 64).
-const maxFrontQueues = 64
-
 // ErrURL marks an input that is not a crawlable URL.
 var ErrURL = errors.New("invalid URL")
 
@@ -151,7 +149,7 @@ func Explain(ctx context.Context, rdb redis.UniversalClient, o Options, rawURL s
 	}
 	probe := o.FrontQueues <= 0
 	if probe {
-		o.FrontQueues = maxFrontQueues
+		o.FrontQueues = frontierkeys.MaxFrontQueues
 	}
 	now := time.Now
 	if o.Now != nil {
@@ -167,7 +165,7 @@ func Explain(ctx context.Context, rdb redis.UniversalClient, o Options, rawURL s
 	}
 	r := &Report{Input: rawURL, URL: norm, Host: strings.ToLower(u.Hostname()), Origin: u.Scheme + "://" + u.Host}
 	r.Shard = topology.ShardOf(r.Host, o.Shards)
-	ks := fmt.Sprintf("%s:{s%d}:", o.Prefix, r.Shard)
+	ks := frontierkeys.ForShard(o.Prefix, r.Shard)
 	robotsKey := o.Prefix + ":robots:" + r.Origin
 
 	// Everything but the Bloom bits and the queue scans in one round trip.
@@ -184,16 +182,16 @@ func Explain(ctx context.Context, rdb redis.UniversalClient, o Options, rawURL s
 		meta = p.HGetAll(ctx, bloom.MetaKey(o.Prefix))
 		robotsRaw = p.Get(ctx, robotsKey)
 		robotsTTL = p.PTTL(ctx, robotsKey)
-		active = p.HExists(ctx, ks+"hosts", r.Host)
-		heapScore = p.ZScore(ctx, ks+"heap", r.Host)
-		inflightScore = p.ZScore(ctx, ks+"inflight", r.Host)
-		lease = p.HGet(ctx, ks+"lease", r.Host)
-		hostHash = p.HGetAll(ctx, ks+"host:"+r.Host)
-		hostTTL = p.PTTL(ctx, ks+"host:"+r.Host)
-		paused = p.Exists(ctx, ks+"paused")
-		bqLen = p.LLen(ctx, ks+"bq:"+r.Host)
+		active = p.HExists(ctx, ks.Hosts(), r.Host)
+		heapScore = p.ZScore(ctx, ks.Heap(), r.Host)
+		inflightScore = p.ZScore(ctx, ks.Inflight(), r.Host)
+		lease = p.HGet(ctx, ks.Lease(), r.Host)
+		hostHash = p.HGetAll(ctx, ks.Host(r.Host))
+		hostTTL = p.PTTL(ctx, ks.Host(r.Host))
+		paused = p.Exists(ctx, ks.Paused())
+		bqLen = p.LLen(ctx, ks.BackQueue(r.Host))
 		for q := range fqLen {
-			fqLen[q] = p.LLen(ctx, ks+"fq:"+strconv.Itoa(q))
+			fqLen[q] = p.LLen(ctx, ks.FrontQueue(q))
 		}
 		return nil
 	})
@@ -220,17 +218,17 @@ func Explain(ctx context.Context, rdb redis.UniversalClient, o Options, rawURL s
 		f.LeaseDeadline = &t
 	}
 	if v, err := lease.Result(); err == nil {
-		tok, entry, _ := strings.Cut(v, " ")
+		tok, e, err := frontierkeys.ParseLease(v)
 		f.LeaseToken = tok
-		if d, _, _, eu, ok := parseEntry(entry); ok {
-			f.LeaseURL = eu
-			if eu == norm {
+		if err == nil {
+			f.LeaseURL = e.URL
+			if e.URL == norm {
 				f.InFlight = true
-				r.Scope.Depth = &d
+				r.Scope.Depth = &e.Depth
 			}
 		}
 	}
-	f.BackQueue, err = scan(ctx, rdb, ks+"bq:"+r.Host, "bq:"+r.Host, bqLen.Val(), norm, o.ScanLimit)
+	f.BackQueue, err = scan(ctx, rdb, ks.BackQueue(r.Host), frontierkeys.BackQueueName(r.Host), bqLen.Val(), norm, o.ScanLimit)
 	if err != nil {
 		return nil, err
 	}
@@ -249,7 +247,7 @@ func Explain(ctx context.Context, rdb redis.UniversalClient, o Options, rawURL s
 		}
 	}
 	for q, c := range fqLen[:shown] {
-		hit, err := scan(ctx, rdb, ks+"fq:"+strconv.Itoa(q), "fq:"+strconv.Itoa(q), c.Val(), norm, o.ScanLimit)
+		hit, err := scan(ctx, rdb, ks.FrontQueue(q), frontierkeys.FrontQueueName(q), c.Val(), norm, o.ScanLimit)
 		if err != nil {
 			return nil, err
 		}
@@ -351,19 +349,19 @@ func (r *Report) host(h map[string]string, ttl *redis.DurationCmd) {
 	for k, v := range h {
 		n, err := strconv.ParseInt(v, 10, 64)
 		switch {
-		case k == "next" && err == nil:
+		case k == frontierkeys.HostNext && err == nil:
 			t := time.UnixMilli(n)
 			hr.Next = &t
-		case k == "cd" && err == nil:
+		case k == frontierkeys.HostCD && err == nil:
 			hr.CrawlDelay = time.Duration(n) * time.Millisecond
-		case k == "err" && err == nil:
+		case k == frontierkeys.HostErr && err == nil:
 			hr.ErrStreak = n
-		case k == "fails" && err == nil:
+		case k == frontierkeys.HostFails && err == nil:
 			hr.Fails = n
-		case k == "retired" && err == nil:
+		case k == frontierkeys.HostRetired && err == nil:
 			t := time.UnixMilli(n)
 			hr.Retired = &t
-		case k == "pages" && err == nil:
+		case k == frontierkeys.HostPages && err == nil:
 			hr.Pages = &n
 		default:
 			if hr.Other == nil {
@@ -439,22 +437,6 @@ func (f *FrontierReport) summary(limit int) string {
 	return "not queued in this shard's frontier (never accepted, already done, or still upstream in crawl.discovered / crawl.frontier)"
 }
 
-// parseEntry reads a queue entry "<depth> <hops> <attempt> <url>".
-func parseEntry(e string) (depth, hops, attempt int, u string, ok bool) {
-	f := strings.SplitN(e, " ", 4)
-	if len(f) != 4 {
-		return 0, 0, 0, "", false
-	}
-	var err1, err2, err3 error
-	depth, err1 = strconv.Atoi(f[0])
-	hops, err2 = strconv.Atoi(f[1])
-	attempt, err3 = strconv.Atoi(f[2])
-	if err1 != nil || err2 != nil || err3 != nil {
-		return 0, 0, 0, "", false
-	}
-	return depth, hops, attempt, f[3], true
-}
-
 // scanChunk is how many entries one LRANGE returns.
 const scanChunk = 1000
 
@@ -469,9 +451,9 @@ func scan(ctx context.Context, rdb redis.UniversalClient, key, name string, leng
 			return hit, fmt.Errorf("explain: scan %s: %w", key, err)
 		}
 		for i, e := range es {
-			d, h, a, eu, ok := parseEntry(e)
-			if ok && eu == u {
-				hit.Found, hit.Index, hit.Depth, hit.Hops, hit.Attempt = true, start+int64(i), d, h, a
+			en, err := frontierkeys.ParseEntry(e)
+			if err == nil && en.URL == u {
+				hit.Found, hit.Index, hit.Depth, hit.Hops, hit.Attempt = true, start+int64(i), en.Depth, en.Hops, en.Attempt
 				hit.Scanned = start + int64(i) + 1
 				return hit, nil
 			}

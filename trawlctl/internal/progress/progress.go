@@ -1,9 +1,6 @@
 // Package progress reads a snapshot of a running crawl for `trawlctl status`: the
-// frontier's queues and counters from Redis (the keys documented in docs/architecture.md,
-// "The frontier") and each pipeline stage's backlog from JetStream.
-//
-// The JetStream part follows devstack/stack.ReadProgress (copied, not imported: devstack
-// pulls in nats-server and is no dependency of a tool).
+// frontier's queues and counters from Redis (the keys of shared/frontierkeys, documented in
+// docs/architecture.md, "The frontier") and each pipeline stage's backlog from JetStream.
 package progress
 
 import (
@@ -16,11 +13,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/trawl/trawl/shared/frontierkeys"
 	"github.com/trawl/trawl/shared/topology"
 )
-
-// MaxFrontQueues is the most front queues a scheduler may have (TRAWL_FRONT_QUEUES ≤ 64).
-const MaxFrontQueues = 64
 
 // Counters are the frontier's `stats` hash (summed over shards).
 type Counters struct {
@@ -37,18 +32,17 @@ type Counters struct {
 	RetiredHosts int64 `json:"retired_hosts"`
 }
 
-func (c *Counters) add(h map[string]string) {
-	get := func(k string) int64 { n, _ := strconv.ParseInt(h[k], 10, 64); return n }
-	c.Accepted += get("accepted")
-	c.Queued += get("queued")
-	c.Dispatched += get("dispatched")
-	c.Fetched += get("fetched")
-	c.Failed += get("failed")
-	c.Disallowed += get("disallowed")
-	c.OutOfScope += get("out_of_scope")
-	c.OverBudget += get("over_budget")
-	c.Expired += get("expired")
-	c.RetiredHosts += get("retired")
+func (c *Counters) add(h frontierkeys.Counters) {
+	c.Accepted += h.Accepted
+	c.Queued += h.Queued
+	c.Dispatched += h.Dispatched
+	c.Fetched += h.Fetched
+	c.Failed += h.Failed
+	c.Disallowed += h.Disallowed
+	c.OutOfScope += h.OutOfScope
+	c.OverBudget += h.OverBudget
+	c.Expired += h.Expired
+	c.RetiredHosts += h.Retired
 }
 
 // Hosts describes the back-queue side of the frontier.
@@ -98,6 +92,9 @@ type Snapshot struct {
 	// Dispatch is what holds the schedulers' dispatch back, as they last published it;
 	// nil when no scheduler ran lately.
 	Dispatch *Dispatch `json:"dispatch,omitempty"`
+	// Waits is what the frontier waits on: hosts backing off (with their last error), in
+	// Crawl-delay or in the politeness delay, retired hosts, the slowest host's next time.
+	Waits frontierkeys.Waits `json:"waits"`
 	// Warnings name what could not be read (e.g. a stream that does not exist yet).
 	Warnings []string `json:"warnings,omitempty"`
 }
@@ -114,6 +111,9 @@ type Dispatch struct {
 	FetchBusy        int64 `json:"fetch_busy"`
 	FetchQueuedLimit int64 `json:"fetch_queued_limit"`
 }
+
+// waitSample bounds the waiting hosts a snapshot classifies.
+const waitSample = 32
 
 // Options say what to read.
 type Options struct {
@@ -143,6 +143,11 @@ func (r *Reader) Read(ctx context.Context) (*Snapshot, error) {
 	if err := r.readRedis(ctx, s); err != nil {
 		return nil, err
 	}
+	w, err := frontierkeys.ReadWaits(ctx, r.RDB, r.O.Prefix, r.O.Shards, waitSample)
+	if err != nil {
+		return nil, fmt.Errorf("progress: %w", err)
+	}
+	s.Waits = w
 	if r.JS != nil {
 		if err := r.readJetStream(ctx, s); err != nil {
 			return nil, err
@@ -154,7 +159,7 @@ func (r *Reader) Read(ctx context.Context) (*Snapshot, error) {
 func (r *Reader) readRedis(ctx context.Context, s *Snapshot) error {
 	nq := r.O.FrontQueues
 	if nq <= 0 {
-		nq = MaxFrontQueues
+		nq = frontierkeys.MaxFrontQueues
 	}
 	type shardCmds struct {
 		stats                   *redis.MapStringStringCmd
@@ -167,19 +172,19 @@ func (r *Reader) readRedis(ctx context.Context, s *Snapshot) error {
 	var gate *redis.MapStringStringCmd
 	// One round trip for every shard: the status of a 1024-shard crawl is still one call.
 	_, err := r.RDB.Pipelined(ctx, func(p redis.Pipeliner) error {
-		gate = p.HGetAll(ctx, r.O.Prefix+":dispatch")
+		gate = p.HGetAll(ctx, frontierkeys.Dispatch(r.O.Prefix))
 		for k := range cmds {
-			ks := fmt.Sprintf("%s:{s%d}:", r.O.Prefix, k)
+			ks := frontierkeys.ForShard(r.O.Prefix, k)
 			c := &cmds[k]
-			c.stats = p.HGetAll(ctx, ks+"stats")
-			c.hosts = p.HLen(ctx, ks+"hosts")
-			c.heap = p.ZCard(ctx, ks+"heap")
-			c.ready = p.ZCount(ctx, ks+"heap", "-inf", nowMs)
-			c.inf = p.ZCard(ctx, ks+"inflight")
-			c.paused = p.Exists(ctx, ks+"paused")
+			c.stats = p.HGetAll(ctx, ks.Stats())
+			c.hosts = p.HLen(ctx, ks.Hosts())
+			c.heap = p.ZCard(ctx, ks.Heap())
+			c.ready = p.ZCount(ctx, ks.Heap(), "-inf", nowMs)
+			c.inf = p.ZCard(ctx, ks.Inflight())
+			c.paused = p.Exists(ctx, ks.Paused())
 			c.fq = make([]*redis.IntCmd, nq)
 			for q := range nq {
-				c.fq[q] = p.LLen(ctx, ks+"fq:"+strconv.Itoa(q))
+				c.fq[q] = p.LLen(ctx, ks.FrontQueue(q))
 			}
 		}
 		return nil
@@ -209,7 +214,8 @@ func (r *Reader) readRedis(ctx context.Context, s *Snapshot) error {
 		}
 		sh.Hosts = Hosts{Active: c.hosts.Val(), InHeap: c.heap.Val(), Ready: c.ready.Val(), InFlight: c.inf.Val()}
 		sh.Hosts.Waiting = sh.Hosts.InHeap - sh.Hosts.Ready
-		sh.Counters.add(c.stats.Val())
+		counters := frontierkeys.ParseStats(c.stats.Val())
+		sh.Counters.add(counters)
 		s.Shards = append(s.Shards, sh)
 		s.Paused = s.Paused || sh.Paused
 		s.Hosts.Active += sh.Hosts.Active
@@ -217,13 +223,14 @@ func (r *Reader) readRedis(ctx context.Context, s *Snapshot) error {
 		s.Hosts.Ready += sh.Hosts.Ready
 		s.Hosts.Waiting += sh.Hosts.Waiting
 		s.Hosts.InFlight += sh.Hosts.InFlight
-		s.Counters.add(c.stats.Val())
+		s.Counters.add(counters)
 	}
 	s.Errors = s.Counters.Failed
 	if g := gate.Val(); len(g) > 0 {
 		get := func(k string) int64 { n, _ := strconv.ParseInt(g[k], 10, 64); return n }
-		s.Dispatch = &Dispatch{Held: g["held"], Holds: get("holds"), FetchQueued: get("fetch_queued"),
-			FetchBusy: get("fetch_busy"), FetchQueuedLimit: get("fetch_limit")}
+		s.Dispatch = &Dispatch{Held: g[frontierkeys.DispatchHeld], Holds: get(frontierkeys.DispatchHolds),
+			FetchQueued: get(frontierkeys.DispatchFetchQueued), FetchBusy: get(frontierkeys.DispatchFetchBusy),
+			FetchQueuedLimit: get(frontierkeys.DispatchFetchLimit)}
 	}
 	return nil
 }

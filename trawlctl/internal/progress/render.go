@@ -33,6 +33,9 @@ func WriteText(w io.Writer, s *Snapshot) error {
 	fmt.Fprintf(&b, "frontier   %d URLs in front queues: %s\n", s.Queued, strings.Join(qs, " "))
 	fmt.Fprintf(&b, "hosts      active=%d  ready=%d  waiting=%d  in-flight=%d  retired=%d\n", s.Hosts.Active, s.Hosts.Ready, s.Hosts.Waiting, s.Hosts.InFlight, s.Counters.RetiredHosts)
 	c := s.Counters
+	if ws := s.Waits.String(); ws != "" {
+		fmt.Fprintf(&b, "waits      %s\n", ws)
+	}
 	fmt.Fprintf(&b, "urls       accepted=%d queued=%d dispatched=%d | fetched=%d failed=%d disallowed=%d out-of-scope=%d over-budget=%d\n",
 		c.Accepted, c.Queued, c.Dispatched, c.Fetched, c.Failed, c.Disallowed, c.OutOfScope, c.OverBudget)
 	rate := "n/a (one sample)"

@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/frontierkeys"
 	"github.com/trawl/trawl/shared/redisx"
 	"github.com/trawl/trawl/shared/urlnorm"
 )
@@ -168,7 +169,7 @@ type Frontier struct {
 	o    Options
 	p    Prioritizer
 	bs   BacklinkScorer // p, when it scores backlinks
-	ks   redisx.Keyspace
+	k    frontierkeys.Shard
 	keys []string
 	conf []any // ARGV[4..argStart-1]
 }
@@ -227,12 +228,12 @@ func New(rdb redis.UniversalClient, o Options, p Prioritizer) *Frontier {
 	o.RetireAfter = max(o.RetireAfter, 0)
 	o.HostStateTTL = max(o.HostStateTTL, 0)
 
-	ks := redisx.NewKeyspace(o.KeyPrefix, fmt.Sprintf("s%d", o.Shard))
-	keys := []string{ks.Key("stats"), ks.Key("heap"), ks.Key("hosts"), ks.Key("inflight"),
-		ks.Key("lease"), ks.Key("paused"), ks.Key("seq"), ks.Key("backlinks"),
-		ks.Key("busiest"), ks.Key("slowest"), ks.Key("errors"), ks.Key("applied")}
+	k := frontierkeys.ForShard(o.KeyPrefix, o.Shard)
+	keys := []string{k.Stats(), k.Heap(), k.Hosts(), k.Inflight(),
+		k.Lease(), k.Paused(), k.Seq(), k.Backlinks(),
+		k.Busiest(), k.Slowest(), k.Errors(), k.Applied()}
 	for q := range o.FrontQueues {
-		keys = append(keys, ks.Key("fq", strconv.Itoa(q)))
+		keys = append(keys, k.FrontQueue(q))
 	}
 	ms := func(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
 	conf := []any{
@@ -260,14 +261,14 @@ func New(rdb redis.UniversalClient, o Options, p Prioritizer) *Frontier {
 		panic("frontier: KEYS/ARGV layout out of step with lua/common.lua")
 	}
 	bs, _ := p.(BacklinkScorer)
-	return &Frontier{rdb: rdb, o: o, p: p, bs: bs, ks: ks, keys: keys, conf: conf}
+	return &Frontier{rdb: rdb, o: o, p: p, bs: bs, k: k, keys: keys, conf: conf}
 }
 
 // Options returns the effective options.
 func (f *Frontier) Options() Options { return f.o }
 
 // Keyspace returns the shard's key names (tests, operators).
-func (f *Frontier) Keyspace() redisx.Keyspace { return f.ks }
+func (f *Frontier) Keyspace() redisx.Keyspace { return f.k.Keyspace() }
 
 // args builds the common ARGV prefix followed by extra capacity for n script arguments.
 // The clock argument is empty: the script reads the Redis server's TIME, so every process
@@ -278,7 +279,7 @@ func (f *Frontier) args(n int) []any {
 	if f.o.Clock != nil {
 		now = strconv.FormatInt(f.o.Clock().UnixMilli(), 10)
 	}
-	a = append(a, f.ks.Prefix(), now, strconv.FormatInt(int64(rand.Int32N(2147483646)+1), 10))
+	a = append(a, f.k.Prefix(), now, strconv.FormatInt(int64(rand.Int32N(2147483646)+1), 10))
 	return append(a, f.conf...)
 }
 
@@ -321,7 +322,7 @@ func (f *Frontier) AddBatches(ctx context.Context, batches []Batch) ([]int, erro
 	if f.bs != nil {
 		args[len(args)-1] = strconv.FormatFloat(max(f.bs.BacklinkWeight(), 0), 'g', -1, 64)
 	}
-	var sb strings.Builder
+	var buf []byte
 	for _, b := range batches {
 		hdr := len(args)
 		args = append(args, b.ID, strconv.FormatUint(b.Seq, 10), f.sourceHost(b.Source), "0", "0")
@@ -332,14 +333,8 @@ func (f *Frontier) AddBatches(ctx context.Context, batches []Batch) ([]int, erro
 				oos++
 				continue
 			}
-			sb.Reset()
-			sb.Grow(len(u.URL) + 16)
-			sb.WriteString(strconv.Itoa(u.Depth))
-			sb.WriteByte(' ')
-			sb.WriteString(strconv.Itoa(u.Hops))
-			sb.WriteString(" 0 ")
-			sb.WriteString(u.URL)
-			args = append(args, f.priority(u), host, sb.String())
+			buf = frontierkeys.Entry{Depth: u.Depth, Hops: u.Hops, URL: u.URL}.Append(buf[:0])
+			args = append(args, f.priority(u), host, string(buf))
 			ok++
 		}
 		args[hdr+3] = strconv.Itoa(oos)
@@ -457,7 +452,7 @@ func (f *Frontier) Dispatch(ctx context.Context, max int) ([]crawlmsg.FetchTask,
 		host, _ := rest[i].(string)
 		tok, _ := rest[i+1].(string)
 		entry, _ := rest[i+2].(string)
-		e, err := parseEntry(entry)
+		e, err := frontierkeys.ParseEntry(entry)
 		if err != nil {
 			// The lease is recorded; expiry will account for the task.
 			return tasks, fmt.Errorf("frontier: dispatch: host %s: %w", host, err)
@@ -471,37 +466,13 @@ func (f *Frontier) Dispatch(ctx context.Context, max int) ([]crawlmsg.FetchTask,
 }
 
 // Entry is a decoded queue entry "<depth> <hops> <attempt> <url>".
-type Entry struct {
-	Depth, Hops, Attempt int
-	URL                  string
-}
+type Entry = frontierkeys.Entry
 
 // ErrBadEntry marks a queue entry that is not "<depth> <hops> <attempt> <url>".
-var ErrBadEntry = errors.New("frontier: malformed queue entry")
-
-// ParseEntry decodes a queue entry.
-func parseEntry(s string) (Entry, error) {
-	var e Entry
-	var nums [3]int
-	for i := range nums {
-		field, rest, ok := strings.Cut(s, " ")
-		if !ok {
-			return e, fmt.Errorf("%w: %q", ErrBadEntry, s)
-		}
-		n, err := strconv.Atoi(field)
-		if err != nil {
-			return e, fmt.Errorf("%w: %q", ErrBadEntry, s)
-		}
-		nums[i], s = n, rest
-	}
-	if s == "" {
-		return e, fmt.Errorf("%w: no url", ErrBadEntry)
-	}
-	return Entry{Depth: nums[0], Hops: nums[1], Attempt: nums[2], URL: s}, nil
-}
+var ErrBadEntry = frontierkeys.ErrBadEntry
 
 // ParseEntry decodes a queue entry (tests and tools reading Redis directly).
-func ParseEntry(s string) (Entry, error) { return parseEntry(s) }
+func ParseEntry(s string) (Entry, error) { return frontierkeys.ParseEntry(s) }
 
 // Reap returns the URLs of leases whose deadline is at or before cutoff to the head of
 // their host queues (counting an attempt) and re-arms each host after its delay. It
@@ -529,7 +500,7 @@ func (f *Frontier) Reap(ctx context.Context, cutoff time.Time) (int, error) {
 
 // Overdue counts the leases whose deadline is at or before cutoff.
 func (f *Frontier) Overdue(ctx context.Context, cutoff time.Time) (int64, error) {
-	n, err := f.rdb.ZCount(ctx, f.ks.Key("inflight"), "-inf", strconv.FormatInt(cutoff.UnixMilli(), 10)).Result()
+	n, err := f.rdb.ZCount(ctx, f.k.Inflight(), "-inf", strconv.FormatInt(cutoff.UnixMilli(), 10)).Result()
 	if err != nil {
 		return 0, fmt.Errorf("frontier: shard %d: overdue leases: %w", f.o.Shard, err)
 	}
@@ -538,7 +509,7 @@ func (f *Frontier) Overdue(ctx context.Context, cutoff time.Time) (int64, error)
 
 // Pause stops dispatching on this shard (for every scheduler process) until Resume.
 func (f *Frontier) Pause(ctx context.Context) error {
-	if err := f.rdb.Set(ctx, f.ks.Key("paused"), "1", 0).Err(); err != nil {
+	if err := f.rdb.Set(ctx, f.k.Paused(), "1", 0).Err(); err != nil {
 		return fmt.Errorf("frontier: pause: %w", err)
 	}
 	return nil
@@ -546,7 +517,7 @@ func (f *Frontier) Pause(ctx context.Context) error {
 
 // Resume undoes Pause.
 func (f *Frontier) Resume(ctx context.Context) error {
-	if err := f.rdb.Del(ctx, f.ks.Key("paused")).Err(); err != nil {
+	if err := f.rdb.Del(ctx, f.k.Paused()).Err(); err != nil {
 		return fmt.Errorf("frontier: resume: %w", err)
 	}
 	return nil
@@ -560,8 +531,8 @@ func (f *Frontier) NextWake(ctx context.Context) (wait time.Duration, ok bool, e
 	var first *redis.ZSliceCmd
 	var now *redis.TimeCmd
 	_, err = f.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		paused = p.Exists(ctx, f.ks.Key("paused"))
-		first = p.ZRangeWithScores(ctx, f.ks.Key("heap"), 0, 0)
+		paused = p.Exists(ctx, f.k.Paused())
+		first = p.ZRangeWithScores(ctx, f.k.Heap(), 0, 0)
 		now = p.Time(ctx)
 		return nil
 	})
@@ -585,7 +556,7 @@ func (f *Frontier) TrimApplied(ctx context.Context, floor uint64) (int64, error)
 	if floor == 0 {
 		return 0, nil
 	}
-	n, err := f.rdb.ZRemRangeByScore(ctx, f.ks.Key("applied"), "-inf", strconv.FormatUint(floor, 10)).Result()
+	n, err := f.rdb.ZRemRangeByScore(ctx, f.k.Applied(), "-inf", strconv.FormatUint(floor, 10)).Result()
 	if err != nil {
 		return 0, fmt.Errorf("frontier: shard %d: trim applied markers: %w", f.o.Shard, err)
 	}

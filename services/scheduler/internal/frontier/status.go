@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/frontierkeys"
 )
 
 // Bounds of the text an error log line keeps: enough to recognise the URL and the cause,
@@ -60,34 +61,11 @@ func logField(s string, n int) string {
 	}, s)
 }
 
-// ErrorRecord is one line of a shard's error log: an outcome that was retried or failed,
-// or a lease that expired (Kind "lease-expired").
-type ErrorRecord struct {
-	At time.Time
-	// Result is what became of the URL: "retry", "failed", or "retired" (the outcome
-	// retired its host).
-	Result string
-	Kind   string
-	Status int
-	Host   string
-	URL    string
-	Error  string
-}
+// ErrorRecord is one line of a shard's error log.
+type ErrorRecord = frontierkeys.ErrorRecord
 
 // ParseErrorRecord decodes an error log line; ok is false for a line it cannot read.
-func ParseErrorRecord(line string) (ErrorRecord, bool) {
-	f := strings.SplitN(line, "\t", 7)
-	if len(f) != 7 {
-		return ErrorRecord{}, false
-	}
-	ms, err1 := strconv.ParseInt(f[0], 10, 64)
-	status, err2 := strconv.Atoi(f[3])
-	if err1 != nil || err2 != nil {
-		return ErrorRecord{}, false
-	}
-	return ErrorRecord{At: time.UnixMilli(ms), Result: f[1], Kind: f[2], Status: status,
-		Host: f[4], URL: f[5], Error: f[6]}, true
-}
+func ParseErrorRecord(line string) (ErrorRecord, bool) { return frontierkeys.ParseErrorRecord(line) }
 
 // HostActivity is what the frontier keeps of a host for the status page.
 type HostActivity struct {
@@ -120,11 +98,11 @@ type statsCmds struct {
 
 func (f *Frontier) queueStats(ctx context.Context, p redis.Pipeliner) *statsCmds {
 	c := &statsCmds{
-		hash:     p.HGetAll(ctx, f.ks.Key("stats")),
-		inflight: p.ZCard(ctx, f.ks.Key("inflight")),
-		ready:    p.ZCard(ctx, f.ks.Key("heap")),
-		hosts:    p.HLen(ctx, f.ks.Key("hosts")),
-		paused:   p.Exists(ctx, f.ks.Key("paused")),
+		hash:     p.HGetAll(ctx, f.k.Stats()),
+		inflight: p.ZCard(ctx, f.k.Inflight()),
+		ready:    p.ZCard(ctx, f.k.Heap()),
+		hosts:    p.HLen(ctx, f.k.Hosts()),
+		paused:   p.Exists(ctx, f.k.Paused()),
 		fqs:      make([]*redis.IntCmd, f.o.FrontQueues),
 	}
 	for q := range c.fqs {
@@ -134,13 +112,12 @@ func (f *Frontier) queueStats(ctx context.Context, p redis.Pipeliner) *statsCmds
 }
 
 func (c *statsCmds) stats() Stats {
-	h := c.hash.Val()
-	get := func(k string) int64 { n, _ := strconv.ParseInt(h[k], 10, 64); return n }
+	h := frontierkeys.ParseStats(c.hash.Val())
 	s := Stats{
-		Accepted: get("accepted"), Queued: get("queued"), Inflight: c.inflight.Val(),
-		Fetched: get("fetched"), Failed: get("failed"), Disallowed: get("disallowed"),
-		OutOfScope: get("out_of_scope"), OverBudget: get("over_budget"),
-		Dispatched: get("dispatched"), Pages: get("pages"), Expired: get("expired"), RetiredHosts: get("retired"),
+		Accepted: h.Accepted, Queued: h.Queued, Inflight: c.inflight.Val(),
+		Fetched: h.Fetched, Failed: h.Failed, Disallowed: h.Disallowed,
+		OutOfScope: h.OutOfScope, OverBudget: h.OverBudget,
+		Dispatched: h.Dispatched, Pages: h.Pages, Expired: h.Expired, RetiredHosts: h.Retired,
 		ActiveHosts: c.hosts.Val(), ReadyHosts: c.ready.Val(), Paused: c.paused.Val() > 0,
 		Waiting: make([]int64, len(c.fqs)),
 	}
@@ -166,13 +143,13 @@ func (f *Frontier) Status(ctx context.Context, now time.Time, top, nErrors int) 
 	)
 	_, err := f.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		sc = f.queueStats(ctx, p)
-		due = p.ZCount(ctx, f.ks.Key("heap"), "-inf", nowMs)
+		due = p.ZCount(ctx, f.k.Heap(), "-inf", nowMs)
 		if top > 0 {
-			busy = p.ZRevRangeWithScores(ctx, f.ks.Key("busiest"), 0, int64(top-1))
-			slow = p.ZRevRangeWithScores(ctx, f.ks.Key("slowest"), 0, int64(top-1))
+			busy = p.ZRevRangeWithScores(ctx, f.k.Busiest(), 0, int64(top-1))
+			slow = p.ZRevRangeWithScores(ctx, f.k.Slowest(), 0, int64(top-1))
 		}
 		if nErrors > 0 {
-			errs = p.LRange(ctx, f.ks.Key("errors"), 0, int64(nErrors-1))
+			errs = p.LRange(ctx, f.k.Errors(), 0, int64(nErrors-1))
 		}
 		return nil
 	})
@@ -213,7 +190,7 @@ func (f *Frontier) fillHosts(ctx context.Context, lists ...[]HostActivity) error
 		for _, l := range lists {
 			for _, a := range l {
 				if cmds[a.Host] == nil {
-					cmds[a.Host] = p.HMGet(ctx, f.ks.Key("host", a.Host), "fetched", "rt", "rtavg")
+					cmds[a.Host] = p.HMGet(ctx, f.k.Host(a.Host), frontierkeys.HostFetched, frontierkeys.HostRT, frontierkeys.HostRTAvg)
 				}
 			}
 		}

@@ -1,0 +1,238 @@
+// Package frontierkeys is the Redis layout of Trawl's URL frontier, shared by the scheduler
+// (which owns it and whose Lua scripts write it), trawlctl (status, explain, pause) and
+// devstack (the progress line of `make run`), which only read it.
+//
+// Every key of shard s lives under one hash tag, "<prefix>:{s<s>}:", so that a script's
+// keys fall in one Redis Cluster slot; Shard names them. Queue entries are
+// "<depth> <hops> <attempt> <url>" (Entry), a lease is "<token> <entry>", and the `stats`
+// hash holds the shard's counters (Counters). docs/architecture.md ("The frontier") is the
+// key table; the scripts in services/scheduler/internal/frontier/lua build the per-host keys
+// (bq:, host:) from the same prefix.
+package frontierkeys
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/trawl/trawl/shared/redisx"
+)
+
+// MaxFrontQueues is the most front queues a scheduler may have (TRAWL_FRONT_QUEUES ≤ 64):
+// a reader that does not know F probes this many.
+const MaxFrontQueues = 64
+
+// Shard names the keys of one scheduler shard.
+type Shard struct {
+	ks redisx.Keyspace
+}
+
+// ForShard returns the key names of shard under the deployment prefix (TRAWL_REDIS_PREFIX;
+// "" means "trawl").
+func ForShard(prefix string, shard int) Shard {
+	return Shard{ks: redisx.NewKeyspace(prefix, "s"+strconv.Itoa(shard))}
+}
+
+// Prefix is "<prefix>:{s<shard>}:", the start of every key of the shard; the scripts get
+// it as an argument to build per-host keys.
+func (s Shard) Prefix() string { return s.ks.Prefix() }
+
+// Keyspace is the shard's redisx.Keyspace.
+func (s Shard) Keyspace() redisx.Keyspace { return s.ks }
+
+// Stats is the hash of the shard's counters (see Counters).
+func (s Shard) Stats() string { return s.ks.Key("stats") }
+
+// Heap is the zset of active, idle hosts scored by next fetch time (unix ms).
+func (s Shard) Heap() string { return s.ks.Key("heap") }
+
+// Hosts is the host table: active host → 1.
+func (s Shard) Hosts() string { return s.ks.Key("hosts") }
+
+// Inflight is the zset of hosts with a task out, scored by lease deadline (unix ms).
+func (s Shard) Inflight() string { return s.ks.Key("inflight") }
+
+// Lease is the hash host → "<token> <entry>" of the task out.
+func (s Shard) Lease() string { return s.ks.Key("lease") }
+
+// Paused is set while the shard dispatches nothing.
+func (s Shard) Paused() string { return s.ks.Key("paused") }
+
+// Seq is the counter behind lease tokens.
+func (s Shard) Seq() string { return s.ks.Key("seq") }
+
+// Backlinks is the zset host → linking pages on other hosts.
+func (s Shard) Backlinks() string { return s.ks.Key("backlinks") }
+
+// Busiest is the zset host → pages fetched (the top hosts).
+func (s Shard) Busiest() string { return s.ks.Key("busiest") }
+
+// Slowest is the zset host → moving-average response time in ms (the top hosts).
+func (s Shard) Slowest() string { return s.ks.Key("slowest") }
+
+// Errors is the list of the last retried or failed outcomes, newest first.
+func (s Shard) Errors() string { return s.ks.Key("errors") }
+
+// Applied is the zset message id → stream sequence of applied frontier messages.
+func (s Shard) Applied() string { return s.ks.Key("applied") }
+
+// FrontQueue is front queue q (0 = highest priority).
+func (s Shard) FrontQueue(q int) string { return s.ks.Key("fq", strconv.Itoa(q)) }
+
+// FrontQueueName is the name of front queue q within the shard, "fq:<q>".
+func FrontQueueName(q int) string { return "fq:" + strconv.Itoa(q) }
+
+// BackQueue is the back queue of an active host.
+func (s Shard) BackQueue(host string) string { return s.ks.Key("bq", host) }
+
+// BackQueueName is the name of host's back queue within the shard, "bq:<host>".
+func BackQueueName(host string) string { return "bq:" + host }
+
+// Host is the hash of a host's politeness state (the Host* fields).
+func (s Shard) Host(host string) string { return s.ks.Key("host", host) }
+
+// Fields of a host's state hash (Shard.Host).
+const (
+	HostNext    = "next"    // next fetch time, unix ms
+	HostCD      = "cd"      // robots.txt Crawl-delay, ms
+	HostErr     = "err"     // backoff streak
+	HostFails   = "fails"   // consecutive failed requests toward retirement
+	HostRetired = "retired" // when the host was retired, unix ms
+	HostPages   = "pages"   // pages charged to a per-host budget
+	HostFetched = "fetched" // URLs ended fetched
+	HostRT      = "rt"      // last response time, ms
+	HostRTAvg   = "rtavg"   // moving-average response time, ms
+)
+
+// Dispatch is the one per-deployment key: the hash where the schedulers publish the
+// dispatch gate's figures (DispatchHeld … DispatchFetchLimit).
+func Dispatch(prefix string) string {
+	if prefix == "" {
+		prefix = "trawl"
+	}
+	return prefix + ":dispatch"
+}
+
+// Fields of the dispatch hash.
+const (
+	DispatchHeld        = "held"
+	DispatchHolds       = "holds"
+	DispatchFetchQueued = "fetch_queued"
+	DispatchFetchBusy   = "fetch_busy"
+	DispatchFetchLimit  = "fetch_limit"
+)
+
+// Entry is a queue entry "<depth> <hops> <attempt> <url>".
+type Entry struct {
+	Depth, Hops, Attempt int
+	URL                  string
+}
+
+// ErrBadEntry marks a queue entry that is not "<depth> <hops> <attempt> <url>".
+var ErrBadEntry = errors.New("frontier: malformed queue entry")
+
+// String is the entry as queued.
+func (e Entry) String() string { return string(e.Append(make([]byte, 0, len(e.URL)+16))) }
+
+// Append appends the entry as queued to dst.
+func (e Entry) Append(dst []byte) []byte {
+	dst = strconv.AppendInt(dst, int64(e.Depth), 10)
+	dst = append(dst, ' ')
+	dst = strconv.AppendInt(dst, int64(e.Hops), 10)
+	dst = append(dst, ' ')
+	dst = strconv.AppendInt(dst, int64(e.Attempt), 10)
+	dst = append(dst, ' ')
+	return append(dst, e.URL...)
+}
+
+// ParseEntry decodes a queue entry.
+func ParseEntry(s string) (Entry, error) {
+	var nums [3]int
+	for i := range nums {
+		field, rest, ok := strings.Cut(s, " ")
+		if !ok {
+			return Entry{}, fmt.Errorf("%w: %q", ErrBadEntry, s)
+		}
+		n, err := strconv.Atoi(field)
+		if err != nil {
+			return Entry{}, fmt.Errorf("%w: %q", ErrBadEntry, s)
+		}
+		nums[i], s = n, rest
+	}
+	if s == "" {
+		return Entry{}, fmt.Errorf("%w: no url", ErrBadEntry)
+	}
+	return Entry{Depth: nums[0], Hops: nums[1], Attempt: nums[2], URL: s}, nil
+}
+
+// ParseLease decodes a lease value "<token> <entry>". The token is returned even when the
+// entry is malformed, so that a reader can still name the lease.
+func ParseLease(v string) (token string, e Entry, err error) {
+	token, entry, _ := strings.Cut(v, " ")
+	e, err = ParseEntry(entry)
+	return token, e, err
+}
+
+// Counters are the fields of a shard's `stats` hash. Fetched, Failed, Disallowed,
+// OutOfScope and OverBudget are terminal: Accepted = Queued + in flight + Terminal().
+type Counters struct {
+	Accepted   int64
+	Queued     int64 // in front or back queues, retries not yet due included
+	Dispatched int64
+	Fetched    int64
+	Failed     int64
+	Disallowed int64
+	OutOfScope int64
+	OverBudget int64
+	Pages      int64 // the crawl-wide budget's charge
+	Expired    int64 // leases that expired
+	Retired    int64 // hosts retired after a failure streak
+}
+
+// ParseStats decodes a `stats` hash; absent or unreadable fields count 0.
+func ParseStats(h map[string]string) Counters {
+	get := func(k string) int64 { n, _ := strconv.ParseInt(h[k], 10, 64); return n }
+	return Counters{
+		Accepted: get("accepted"), Queued: get("queued"), Dispatched: get("dispatched"),
+		Fetched: get("fetched"), Failed: get("failed"), Disallowed: get("disallowed"),
+		OutOfScope: get("out_of_scope"), OverBudget: get("over_budget"),
+		Pages: get("pages"), Expired: get("expired"), Retired: get("retired"),
+	}
+}
+
+// Terminal is the number of URLs in a terminal state.
+func (c Counters) Terminal() int64 {
+	return c.Fetched + c.Failed + c.Disallowed + c.OutOfScope + c.OverBudget
+}
+
+// ErrorRecord is one line of a shard's error log (Shard.Errors): an outcome that was
+// retried or failed, or a lease that expired (Kind "lease-expired"). A line is
+// "<unix ms>\t<result>\t<kind>\t<status>\t<host>\t<url>\t<error>".
+type ErrorRecord struct {
+	At time.Time
+	// Result is what became of the URL: "retry", "failed", or "retired" (the outcome
+	// retired its host).
+	Result string
+	Kind   string
+	Status int
+	Host   string
+	URL    string
+	Error  string
+}
+
+// ParseErrorRecord decodes an error log line; ok is false for a line it cannot read.
+func ParseErrorRecord(line string) (ErrorRecord, bool) {
+	f := strings.SplitN(line, "\t", 7)
+	if len(f) != 7 {
+		return ErrorRecord{}, false
+	}
+	ms, err1 := strconv.ParseInt(f[0], 10, 64)
+	status, err2 := strconv.Atoi(f[3])
+	if err1 != nil || err2 != nil {
+		return ErrorRecord{}, false
+	}
+	return ErrorRecord{At: time.UnixMilli(ms), Result: f[1], Kind: f[2], Status: status,
+		Host: f[4], URL: f[5], Error: f[6]}, true
+}

@@ -1,0 +1,153 @@
+package frontierkeys
+
+import (
+	"errors"
+	"testing"
+	"time"
+)
+
+// The names are what the scheduler's Lua scripts and every earlier release wrote: a change
+// here strands a running crawl's state under keys nobody reads.
+func TestKeyNames(t *testing.T) {
+	s := ForShard("trawl", 3)
+	for _, tc := range []struct{ name, got, want string }{
+		{"prefix", s.Prefix(), "trawl:{s3}:"},
+		{"stats", s.Stats(), "trawl:{s3}:stats"},
+		{"heap", s.Heap(), "trawl:{s3}:heap"},
+		{"hosts", s.Hosts(), "trawl:{s3}:hosts"},
+		{"inflight", s.Inflight(), "trawl:{s3}:inflight"},
+		{"lease", s.Lease(), "trawl:{s3}:lease"},
+		{"paused", s.Paused(), "trawl:{s3}:paused"},
+		{"seq", s.Seq(), "trawl:{s3}:seq"},
+		{"backlinks", s.Backlinks(), "trawl:{s3}:backlinks"},
+		{"busiest", s.Busiest(), "trawl:{s3}:busiest"},
+		{"slowest", s.Slowest(), "trawl:{s3}:slowest"},
+		{"errors", s.Errors(), "trawl:{s3}:errors"},
+		{"applied", s.Applied(), "trawl:{s3}:applied"},
+		{"front queue", s.FrontQueue(7), "trawl:{s3}:fq:7"},
+		{"front queue name", FrontQueueName(7), "fq:7"},
+		{"back queue", s.BackQueue("a.example"), "trawl:{s3}:bq:a.example"},
+		{"back queue name", BackQueueName("a.example"), "bq:a.example"},
+		{"host state", s.Host("a.example"), "trawl:{s3}:host:a.example"},
+		{"keyspace", s.Keyspace().Key("x"), "trawl:{s3}:x"},
+		{"empty prefix", ForShard("", 0).Stats(), "trawl:{s0}:stats"},
+		{"other prefix", ForShard("crawl2", 12).Heap(), "crawl2:{s12}:heap"},
+		{"dispatch", Dispatch("crawl2"), "crawl2:dispatch"},
+		{"dispatch default", Dispatch(""), "trawl:dispatch"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.got != tc.want {
+				t.Fatalf("got %q, want %q", tc.got, tc.want)
+			}
+		})
+	}
+}
+
+func TestEntry(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   string
+		want Entry
+		bad  bool
+	}{
+		{name: "seed", in: "0 0 0 http://a.example/", want: Entry{URL: "http://a.example/"}},
+		{name: "spaces in url", in: "12 3 2 https://b.example/x?q=a b", want: Entry{Depth: 12, Hops: 3, Attempt: 2, URL: "https://b.example/x?q=a b"}},
+		{name: "negative", in: "-1 0 0 http://a.example/", want: Entry{Depth: -1, URL: "http://a.example/"}},
+		{name: "empty", in: "", bad: true},
+		{name: "no url", in: "1 2 3 ", bad: true},
+		{name: "three fields", in: "1 2 http://a.example/", bad: true},
+		{name: "not a number", in: "x 0 0 http://a.example/", bad: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ParseEntry(tc.in)
+			if tc.bad {
+				if !errors.Is(err, ErrBadEntry) {
+					t.Fatalf("ParseEntry(%q) = %+v, %v; want ErrBadEntry", tc.in, got, err)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("ParseEntry(%q) = %+v, %v; want %+v", tc.in, got, err, tc.want)
+			}
+			// Round trip: what the Go side queues is what the scripts and readers parse.
+			if s := got.String(); s != tc.in {
+				t.Fatalf("String() = %q, want %q", s, tc.in)
+			}
+			if b := got.Append([]byte("x")); string(b) != "x"+tc.in {
+				t.Fatalf("Append = %q", b)
+			}
+		})
+	}
+}
+
+func TestParseLease(t *testing.T) {
+	for _, tc := range []struct {
+		name, in, token string
+		entry           Entry
+		bad             bool
+	}{
+		{name: "lease", in: "0-17-99 2 1 0 http://a.example/x", token: "0-17-99", entry: Entry{Depth: 2, Hops: 1, URL: "http://a.example/x"}},
+		{name: "token only", in: "0-17-99", token: "0-17-99", bad: true},
+		{name: "bad entry", in: "0-17-99 x", token: "0-17-99", bad: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tok, e, err := ParseLease(tc.in)
+			if tok != tc.token || (err != nil) != tc.bad || (!tc.bad && e != tc.entry) {
+				t.Fatalf("ParseLease(%q) = %q, %+v, %v", tc.in, tok, e, err)
+			}
+		})
+	}
+}
+
+func TestParseStats(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   map[string]string
+		want Counters
+	}{
+		{name: "empty", in: nil, want: Counters{}},
+		{name: "every field", in: map[string]string{
+			"accepted": "20", "queued": "3", "dispatched": "19", "fetched": "10", "failed": "2",
+			"disallowed": "1", "out_of_scope": "3", "over_budget": "1", "pages": "12", "expired": "4",
+			"retired": "1",
+		}, want: Counters{Accepted: 20, Queued: 3, Dispatched: 19, Fetched: 10, Failed: 2, Disallowed: 1,
+			OutOfScope: 3, OverBudget: 1, Pages: 12, Expired: 4, Retired: 1}},
+		// A newer scheduler may add fields, and a counter read mid-upgrade may be junk:
+		// neither stops a reader.
+		{name: "unknown and unreadable", in: map[string]string{"fetched": "x", "future": "9", "queued": "-2"},
+			want: Counters{Queued: -2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := ParseStats(tc.in)
+			if got != tc.want {
+				t.Fatalf("ParseStats = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+	if c := (Counters{Fetched: 1, Failed: 2, Disallowed: 3, OutOfScope: 4, OverBudget: 5, Queued: 6}); c.Terminal() != 15 {
+		t.Fatalf("Terminal() = %d, want 15", c.Terminal())
+	}
+}
+
+func TestParseErrorRecord(t *testing.T) {
+	for _, tc := range []struct {
+		name, in string
+		want     ErrorRecord
+		ok       bool
+	}{
+		{name: "retry", in: "1700000000000\tretry\terror\t503\ta.example\thttp://a.example/\tconnection reset", ok: true,
+			want: ErrorRecord{At: time.UnixMilli(1700000000000), Result: "retry", Kind: "error", Status: 503,
+				Host: "a.example", URL: "http://a.example/", Error: "connection reset"}},
+		{name: "tab in error", in: "1\tfailed\terror\t0\th\tu\ta\tb", ok: true,
+			want: ErrorRecord{At: time.UnixMilli(1), Result: "failed", Kind: "error", Host: "h", URL: "u", Error: "a\tb"}},
+		{name: "short", in: "1\tretry\terror", ok: false},
+		{name: "bad time", in: "x\tretry\terror\t0\th\tu\te", ok: false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := ParseErrorRecord(tc.in)
+			if ok != tc.ok || (ok && got != tc.want) {
+				t.Fatalf("ParseErrorRecord(%q) = %+v, %v", tc.in, got, ok)
+			}
+		})
+	}
+}
