@@ -36,11 +36,13 @@ test: vet
 	$(GO) test -race $(TEST_FLAGS) $$($(GO) list $(PKGS) | grep -v /devstack/e2e)
 	$(GO) test $(TEST_FLAGS) $(E2E)
 
-## run: crawl SEEDS (space- or comma-separated) or the built-in demo web, then print a summary
+## run: crawl SEEDS (space- or comma-separated) or the built-in demo web, then print a summary; DIR=path keeps the crawl there and resumes it;
+## PARK_AFTER=2m ends once only hosts due later than that remain, listing them and leaving them queued for a later run with the same DIR
 run: build
-	$(BIN)/trawl-dev -bin $(BIN) $(if $(SEEDS),-seeds "$(SEEDS)") $(if $(FETCHERS),-fetchers $(FETCHERS))
+	$(BIN)/trawl-dev -bin $(BIN) $(if $(SEEDS),-seeds "$(SEEDS)") $(if $(FETCHERS),-fetchers $(FETCHERS)) $(if $(DIR),-dir "$(DIR)") $(if $(PARK_AFTER),-park-after $(PARK_AFTER))
 
-## bench: end-to-end pages/s on the synthetic web plus per-stage benchmarks
+## bench: whole-pipeline pages/s and CPU-ms per page per process on a plain synthetic web, beside a
+## bare reference crawler (devstack/e2e BenchmarkPipeline), plus per-stage benchmarks
 bench: build
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCH_TIME) -timeout 30m \
 		$(PKGS)
@@ -50,6 +52,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzNormalize -fuzztime 30s ./shared/urlnorm
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 30s ./shared/robots
 	$(GO) test -run '^$$' -fuzz FuzzExtract -fuzztime 30s ./services/parser/internal/extract
+	$(GO) test -run '^$$' -fuzz FuzzUnmarshal -fuzztime 30s ./shared/crawlmsg
 
 tidy:
 	@for m in $(MODULES); do (cd $$m && $(GO) mod tidy) || exit 1; done

@@ -3,77 +3,631 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
 	"testing"
+	"text/tabwriter"
 	"time"
 
 	"github.com/trawl/trawl/devstack/stack"
 	"github.com/trawl/trawl/devstack/synthweb"
+	"github.com/trawl/trawl/shared/robots"
 )
 
-// BenchmarkCrawl measures whole-pipeline throughput: the four real services crawl a
-// synthetic web of many ordinary hosts from their home pages until the crawl is idle.
-// Politeness stays on (one request per host at a time, a small per-host delay), so the
-// figure is what a polite crawl of a wide web achieves on this machine.
-func BenchmarkCrawl(b *testing.B) {
-	for _, fetchers := range []int{1, 2} {
-		b.Run(fmt.Sprintf("fetchers=%d", fetchers), func(b *testing.B) {
-			var pages int64
-			var took time.Duration
+// Environment knobs of BenchmarkPipeline, for measuring and profiling by hand:
+//
+//	TRAWL_BENCH_BIN      directory of service binaries to measure instead of the ones built
+//	                     from this tree (e.g. those of another commit's worktree)
+//	TRAWL_BENCH_PROFILE  directory: also take a CPU profile (TRAWL_BENCH_PROFILE_SECONDS,
+//	                     default 20) and an allocation profile of every service and of NATS,
+//	                     Redis's per-command times, and per-subject NATS traffic; the
+//	                     binaries must serve TRAWL_PPROF. Profiling and the traffic tap cost
+//	                     CPU, so CPU per page in such a run is not comparable.
+//	TRAWL_BENCH_ONLY     run only the scenarios whose name contains this
+const (
+	envBenchBin     = "TRAWL_BENCH_BIN"
+	envBenchProfile = "TRAWL_BENCH_PROFILE"
+	envBenchSeconds = "TRAWL_BENCH_PROFILE_SECONDS"
+	envBenchOnly    = "TRAWL_BENCH_ONLY"
+)
+
+// benchScenario is one crawl of BenchmarkPipeline.
+type benchScenario struct {
+	name     string
+	hosts    int
+	pages    int // per host
+	replicas int // fetchers and parsers each
+	// pinned runs the pipeline (services, NATS, Redis) on CPU 1 and the web on CPU 0, so
+	// that the web's own cost does not compete with the crawler's.
+	pinned bool
+	bare   bool // also crawl the web with the bare reference loop
+}
+
+var benchScenarios = []benchScenario{
+	{name: "plain", hosts: 250, pages: 80, replicas: 1, bare: true},
+	{name: "wide", hosts: 2000, pages: 12, replicas: 1, bare: true},
+	{name: "plain-pinned/replicas=1", hosts: 250, pages: 80, replicas: 1, pinned: true},
+	{name: "plain-pinned/replicas=2", hosts: 250, pages: 80, replicas: 2, pinned: true},
+}
+
+// BenchmarkPipeline measures whole-pipeline throughput and cost on a plain synthetic web
+// with no politeness delay (one request per host at a time still holds): the four real
+// services, NATS JetStream in a process of its own and redis-server crawl it from its home
+// pages until idle. Against the same web it runs a bare in-process reference crawler
+// (net/http + the x/net/html tokenizer, 64 workers) as the machine's ceiling. Rates come
+// from the web server's own request log, first request to last; CPU time per page per
+// process from /proc/<pid>/stat over the crawl.
+func BenchmarkPipeline(b *testing.B) {
+	natsBin := buildNATS(b)
+	only := os.Getenv(envBenchOnly)
+	for _, sc := range benchScenarios {
+		if only != "" && !strings.Contains(sc.name, only) {
+			continue
+		}
+		b.Run(sc.name, func(b *testing.B) {
 			for range b.N {
-				p, d := benchCrawl(b, fetchers)
-				pages += p
-				took += d
+				r := runPipelineBench(b, sc, natsBin)
+				r.report(b)
 			}
-			b.ReportMetric(float64(pages)/took.Seconds(), "pages/s")
-			b.ReportMetric(float64(pages)/float64(b.N), "pages/crawl")
 		})
 	}
 }
 
-func benchCrawl(b *testing.B, fetchers int) (int64, time.Duration) {
+func buildNATS(b testing.TB) string {
 	b.Helper()
-	b.StopTimer()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	wcfg := synthweb.DefaultConfig()
-	wcfg.Special = false
-	wcfg.Hosts = 200
-	wcfg.PagesPerHost = 40
-	web, err := synthweb.Start(ctx, wcfg)
+	root, err := stack.RepoRoot()
 	if err != nil {
 		b.Fatal(err)
 	}
+	dir := b.TempDir()
+	cmd := exec.Command("go", "build", "-o", dir+string(os.PathSeparator), "./devstack/cmd/trawl-nats")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("build trawl-nats: %v\n%s", err, out)
+	}
+	return filepath.Join(dir, "trawl-nats")
+}
+
+// benchResult is one scenario's figures.
+type benchResult struct {
+	scenario     benchScenario
+	load         string // load averages when the crawl started
+	trawl        crawlRate
+	bare         crawlRate
+	bareCPU      time.Duration // the bench process (web + bare loop) over the bare crawl
+	cpu          map[string]time.Duration
+	backlog      map[string]uint64 // largest backlog seen per stage
+	connects     int64             // TCP connections opened on the machine during the crawl
+	trafficNotes string
+}
+
+// crawlRate is what the web server's log says of one crawl.
+type crawlRate struct {
+	pages    int // requests other than robots.txt
+	requests int
+	span     time.Duration // first request's start to last request's end
+	// Median and 90th percentile of the gap between the end of one request to a host and
+	// the start of the next: with no politeness delay, the time a host's next URL takes to
+	// come round the crawler, which bounds pages/s at active hosts / gap.
+	gapP50, gapP90 time.Duration
+}
+
+func (c crawlRate) pagesPerSec() float64 {
+	if c.span <= 0 {
+		return 0
+	}
+	return float64(c.pages) / c.span.Seconds()
+}
+
+func rateOf(reqs []synthweb.Request) crawlRate {
+	var c crawlRate
+	if len(reqs) == 0 {
+		return c
+	}
+	first, last := reqs[0].Start, reqs[0].End
+	for _, r := range reqs {
+		c.requests++
+		if r.Path != "/robots.txt" {
+			c.pages++
+		}
+		if r.Start.Before(first) {
+			first = r.Start
+		}
+		if r.End.After(last) {
+			last = r.End
+		}
+	}
+	c.span = last.Sub(first)
+	// Requests are ordered by start, so each host's are too.
+	lastEnd := map[string]time.Time{}
+	var gaps []time.Duration
+	for _, r := range reqs {
+		if e, ok := lastEnd[r.Host]; ok {
+			gaps = append(gaps, r.Start.Sub(e))
+		}
+		lastEnd[r.Host] = r.End
+	}
+	if len(gaps) > 0 {
+		slices.Sort(gaps)
+		c.gapP50, c.gapP90 = gaps[len(gaps)/2], gaps[len(gaps)*9/10]
+	}
+	return c
+}
+
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+const benchMaxDepth = 20
+
+func benchWeb(ctx context.Context, b *testing.B, sc benchScenario) (*synthweb.Web, int) {
+	b.Helper()
+	cfg := synthweb.DefaultConfig()
+	cfg.Special = false
+	cfg.Hosts = sc.hosts
+	cfg.PagesPerHost = sc.pages
+	web, err := synthweb.Start(ctx, cfg)
+	if err != nil {
+		b.Fatalf("start synthetic web: %v", err)
+	}
+	return web, len(web.Expected(benchMaxDepth).Fetch)
+}
+
+func runPipelineBench(b *testing.B, sc benchScenario, natsBin string) benchResult {
+	b.StopTimer()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	res := benchResult{scenario: sc}
+
+	bins := binDir
+	if d := os.Getenv(envBenchBin); d != "" {
+		bins = d
+	}
+	profDir := os.Getenv(envBenchProfile)
+	var cpus []int
+	if sc.pinned {
+		if runtime.NumCPU() < 2 {
+			b.Logf("%s: one CPU only, so the web cannot have its own; running unpinned", sc.name)
+		} else {
+			// The bench process serves the web; CPU 0 is its budget, the rest the pipeline's.
+			if err := stack.Pin(os.Getpid(), []int{0}); err != nil {
+				b.Fatal(err)
+			}
+			all := make([]int, runtime.NumCPU())
+			for i := range all {
+				all[i] = i
+			}
+			defer stack.Pin(os.Getpid(), all)
+			cpus = all[1:]
+		}
+	}
+
+	web, want := benchWeb(ctx, b, sc)
 	defer web.Close()
+	env := map[string]string{
+		"TRAWL_ALLOW_CIDRS":  "127.0.0.0/8",
+		"TRAWL_MIN_DELAY":    "0",
+		"TRAWL_DELAY_FACTOR": "0",
+		"TRAWL_MAX_DEPTH":    strconv.Itoa(benchMaxDepth),
+		"TRAWL_ROBOTS_AGENT": synthweb.ProductToken,
+		"TRAWL_LOG_LEVEL":    "warn",
+	}
+	var natsArgs []string
+	natsPprof := ""
+	if profDir != "" {
+		env["TRAWL_PPROF"] = "true"
+		a, err := freeTCPAddr()
+		if err != nil {
+			b.Fatal(err)
+		}
+		natsPprof = a
+		natsArgs = []string{"-pprof", a}
+	}
 	st, err := stack.Start(ctx, stack.Options{
-		BinDir:   binDir,
+		BinDir:   bins,
 		Dir:      b.TempDir(),
-		Replicas: map[string]int{"fetcher": fetchers},
-		Env: map[string]string{
-			"TRAWL_ALLOW_CIDRS":  "127.0.0.0/8",
-			"TRAWL_MIN_DELAY":    "20ms",
-			"TRAWL_DELAY_FACTOR": "2",
-			"TRAWL_MAX_DEPTH":    "10",
-			"TRAWL_LOG_LEVEL":    "warn",
-		},
+		Replicas: map[string]int{"fetcher": sc.replicas, "parser": sc.replicas},
+		Env:      env,
+		NATSBin:  natsBin,
+		NATSArgs: natsArgs,
+		CPUs:     cpus,
 	})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer st.Close(context.WithoutCancel(ctx))
-	b.StartTimer()
-	start := time.Now()
-	if err := st.Seed(ctx, web.Seeds()); err != nil {
-		b.Fatal(err)
-	}
-	p, err := st.WaitIdle(ctx, 100*time.Millisecond, nil)
+	pids, err := st.PIDs()
 	if err != nil {
 		b.Fatal(err)
 	}
-	// The idle check needs two quiet snapshots; take the time of the first.
-	took := time.Since(start) - 100*time.Millisecond
-	b.StopTimer()
-	if p.Fetched < int64(wcfg.Hosts*wcfg.PagesPerHost)/2 {
-		b.Fatalf("crawl fetched only %d pages", p.Fetched)
+	pids["bench"] = os.Getpid()
+
+	var tap *trafficTap
+	var profWait func()
+	var seqs0 map[string]uint64
+	if profDir != "" {
+		if tap, err = startTap(st); err != nil {
+			b.Fatal(err)
+		}
+		defer tap.stop()
+		p0, err := st.Progress(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		seqs0 = p0.Seqs
+		if err := st.RedisClient().ConfigResetStat(ctx).Err(); err != nil {
+			b.Fatal(err)
+		}
+		profWait = startProfiles(ctx, b, st, natsPprof, filepath.Join(profDir, sanitize(sc.name)))
 	}
-	return p.Fetched, took
+
+	res.load = loadAvg()
+	opens0 := tcpActiveOpens()
+	cpu0 := cpuTimes(b, pids)
+	b.StartTimer()
+	if err := st.Seed(ctx, web.Seeds()); err != nil {
+		b.Fatal(err)
+	}
+	// The largest backlog each stage had: a stage that falls behind holds the URLs that
+	// would keep hosts busy.
+	res.backlog = map[string]uint64{}
+	p, err := st.WaitIdle(ctx, 200*time.Millisecond, func(p stack.Progress) {
+		for k, n := range p.Backlog {
+			res.backlog[k] = max(res.backlog[k], n)
+		}
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.StopTimer()
+	cpu1 := cpuTimes(b, pids)
+	res.connects = tcpActiveOpens() - opens0
+	res.cpu = map[string]time.Duration{}
+	for id, t := range cpu1 {
+		res.cpu[id] = t - cpu0[id]
+	}
+	res.trawl = rateOf(web.Requests())
+	if res.trawl.pages < want {
+		b.Fatalf("%s: Trawl fetched %d pages of %d (%d in the frontier's count)", sc.name, res.trawl.pages, want, p.Fetched)
+	}
+	if profDir != "" {
+		profWait()
+		res.trafficNotes = trafficReport(ctx, b, st, tap, seqs0, web, res.trawl.pages, filepath.Join(profDir, sanitize(sc.name)))
+	}
+	if err := st.Close(ctx); err != nil {
+		b.Logf("stack close: %v", err)
+	}
+	web.Close()
+
+	if sc.bare {
+		web, want := benchWeb(ctx, b, sc)
+		defer web.Close()
+		self0, err := stack.CPUTime(os.Getpid())
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := bareCrawl(ctx, web.Seeds(), benchMaxDepth); err != nil {
+			b.Fatal(err)
+		}
+		self1, _ := stack.CPUTime(os.Getpid())
+		res.bareCPU = self1 - self0
+		res.bare = rateOf(web.Requests())
+		if res.bare.pages < want {
+			b.Fatalf("%s: the bare loop fetched %d pages of %d", sc.name, res.bare.pages, want)
+		}
+	}
+	return res
+}
+
+func freeTCPAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+func sanitize(name string) string { return strings.NewReplacer("/", "_", "=", "").Replace(name) }
+
+func cpuTimes(b *testing.B, pids map[string]int) map[string]time.Duration {
+	b.Helper()
+	m := make(map[string]time.Duration, len(pids))
+	for id, pid := range pids {
+		t, err := stack.CPUTime(pid)
+		if err != nil {
+			b.Fatalf("cpu time of %s: %v", id, err)
+		}
+		m[id] = t
+	}
+	return m
+}
+
+// benchRoles are the table's columns: every replica of a service sums into its role.
+var benchRoles = []string{"scheduler", "fetcher", "parser", "dedup", "nats", "redis"}
+
+func roleOf(id string) string {
+	if i := strings.LastIndexByte(id, '-'); i > 0 {
+		return id[:i]
+	}
+	return id
+}
+
+func (r benchResult) report(b *testing.B) {
+	pages := float64(r.trawl.pages)
+	perPage := map[string]float64{}
+	var total float64
+	for id, d := range r.cpu {
+		ms := float64(d) / float64(time.Millisecond) / pages
+		perPage[roleOf(id)] += ms
+		if id != "bench" {
+			total += ms
+		}
+	}
+	trawl := r.trawl.pagesPerSec()
+	b.ReportMetric(trawl, "pages/s")
+	b.ReportMetric(float64(r.trawl.gapP50)/float64(time.Millisecond), "host-gap-p50-ms")
+	b.ReportMetric(total, "cpu-ms/page")
+	for _, role := range benchRoles {
+		b.ReportMetric(perPage[role], role+"-cpu-ms/page")
+	}
+	var sb strings.Builder
+	tw := tabwriter.NewWriter(&sb, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(&sb, "\n%s: %d hosts × %d pages, %d fetcher(s) + %d parser(s)%s; load avg at start %s\n",
+		r.scenario.name, r.scenario.hosts, r.scenario.pages, r.scenario.replicas, r.scenario.replicas,
+		map[bool]string{true: ", pipeline pinned to CPUs 1.., web to CPU 0", false: ""}[r.scenario.pinned], r.load)
+	fmt.Fprintf(tw, "crawler\tpages\trequests\tseconds\tpages/s\thost gap p50\tp90\t\n")
+	fmt.Fprintf(tw, "Trawl\t%d\t%d\t%.2f\t%.0f\t%s\t%s\t\n", r.trawl.pages, r.trawl.requests, r.trawl.span.Seconds(), trawl, ms(r.trawl.gapP50), ms(r.trawl.gapP90))
+	if r.scenario.bare {
+		bare := r.bare.pagesPerSec()
+		b.ReportMetric(bare, "bare-pages/s")
+		b.ReportMetric(trawl/bare, "trawl/bare")
+		fmt.Fprintf(tw, "bare loop\t%d\t%d\t%.2f\t%.0f\t%s\t%s\t\n", r.bare.pages, r.bare.requests, r.bare.span.Seconds(), bare, ms(r.bare.gapP50), ms(r.bare.gapP90))
+		tw.Flush()
+		fmt.Fprintf(&sb, "Trawl / bare = %.1f%%; bare loop + web in this process: %.3f CPU-ms/page\n",
+			100*trawl/bare, float64(r.bareCPU)/float64(time.Millisecond)/float64(r.bare.pages))
+	} else {
+		tw.Flush()
+	}
+	tw = tabwriter.NewWriter(&sb, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "CPU-ms/page\t")
+	for _, role := range benchRoles {
+		fmt.Fprintf(tw, "%s\t", role)
+	}
+	fmt.Fprintf(tw, "total\tweb+bench\t\n\t")
+	for _, role := range benchRoles {
+		fmt.Fprintf(tw, "%.3f\t", perPage[role])
+	}
+	fmt.Fprintf(tw, "%.3f\t%.3f\t\n", total, perPage["bench"])
+	tw.Flush()
+	// Machine-wide, so other processes' connections count too; the crawler's dials
+	// dominate when keep-alive fails.
+	fmt.Fprintf(&sb, "TCP connections opened during the crawl (machine-wide): %d, %.2f per request\n",
+		r.connects, float64(r.connects)/float64(max(r.trawl.requests, 1)))
+	sb.WriteString("largest backlog (messages):")
+	for _, k := range []string{"dedup", "scheduler", "fetch", "outcomes", "parser"} {
+		fmt.Fprintf(&sb, " %s=%d", k, r.backlog[k])
+	}
+	sb.WriteString("\n")
+	sb.WriteString(r.trafficNotes)
+	fmt.Print(sb.String())
+}
+
+// bareCrawl is the reference: the least a crawler must do on this web, in one process
+// with no durability. One request per host at a time, robots.txt read once per host
+// before its pages and obeyed, an in-memory seen set, breadth of 64 workers.
+func bareCrawl(ctx context.Context, seeds []string, maxDepth int) error {
+	c := &bareCrawler{
+		client: &http.Client{
+			Timeout:       10 * time.Second,
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+			Transport: &http.Transport{
+				MaxIdleConns:        0, // no overall cap: one kept-alive connection per host
+				MaxIdleConnsPerHost: 1,
+				IdleConnTimeout:     30 * time.Second,
+			},
+		},
+		hosts: map[string]*bareHost{},
+		seen:  map[string]struct{}{},
+	}
+	c.cond = sync.NewCond(&c.mu)
+	c.mu.Lock()
+	for _, s := range seeds {
+		c.addLocked(s, 0)
+	}
+	c.mu.Unlock()
+	var wg sync.WaitGroup
+	errc := make(chan error, 64)
+	for range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := c.work(ctx, maxDepth); err != nil {
+				errc <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errc)
+	return <-errc
+}
+
+type bareCrawler struct {
+	client *http.Client
+	mu     sync.Mutex
+	cond   *sync.Cond
+	hosts  map[string]*bareHost
+	ready  []*bareHost // hosts with queued work and no request out
+	busy   int         // hosts with a request out
+	seen   map[string]struct{}
+}
+
+type bareHost struct {
+	origin     string
+	queue      []bareItem
+	busy       bool
+	robotsRead bool
+	rules      *robots.Rules
+}
+
+type bareItem struct {
+	url   string
+	depth int
+}
+
+// addLocked queues a URL not seen before on its host.
+func (c *bareCrawler) addLocked(raw string, depth int) {
+	if _, ok := c.seen[raw]; ok {
+		return
+	}
+	c.seen[raw] = struct{}{}
+	// scheme://host:port is everything before the third slash.
+	origin := raw
+	if i := strings.Index(raw, "://"); i >= 0 {
+		if j := strings.IndexByte(raw[i+3:], '/'); j >= 0 {
+			origin = raw[:i+3+j]
+		}
+	}
+	h := c.hosts[origin]
+	if h == nil {
+		h = &bareHost{origin: origin}
+		c.hosts[origin] = h
+	}
+	h.queue = append(h.queue, bareItem{raw, depth})
+	if !h.busy && len(h.queue) == 1 {
+		c.ready = append(c.ready, h)
+		c.cond.Signal()
+	}
+}
+
+func (c *bareCrawler) work(ctx context.Context, maxDepth int) error {
+	for {
+		c.mu.Lock()
+		for len(c.ready) == 0 && c.busy > 0 {
+			c.cond.Wait()
+		}
+		if len(c.ready) == 0 {
+			c.mu.Unlock()
+			return nil
+		}
+		h := c.ready[0]
+		c.ready = c.ready[1:]
+		h.busy = true
+		c.busy++
+		readRobots := !h.robotsRead
+		var it bareItem
+		if !readRobots {
+			it = h.queue[0]
+			h.queue = h.queue[1:]
+		}
+		c.mu.Unlock()
+
+		var links []string
+		var rules *robots.Rules
+		var err error
+		switch {
+		case readRobots:
+			rules = robots.AllowAll()
+			err = c.get(ctx, h.origin+"/robots.txt", func(r io.Reader, resp *http.Response) {
+				body, _ := io.ReadAll(io.LimitReader(r, 500<<10))
+				rules = robots.ForResponse(resp.StatusCode, body, 500<<10)
+			})
+		case h.rules.Allowed(synthweb.ProductToken, it.url[len(h.origin):]):
+			links, err = c.page(ctx, it.url, it.depth < maxDepth)
+		}
+		if err != nil && ctx.Err() != nil {
+			return err
+		}
+
+		c.mu.Lock()
+		if readRobots {
+			h.robotsRead, h.rules = true, rules
+		}
+		for _, l := range links {
+			c.addLocked(l, it.depth+1)
+		}
+		h.busy = false
+		c.busy--
+		if len(h.queue) > 0 {
+			c.ready = append(c.ready, h)
+		}
+		c.cond.Broadcast()
+		c.mu.Unlock()
+	}
+}
+
+func (c *bareCrawler) get(ctx context.Context, u string, body func(io.Reader, *http.Response)) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if body != nil {
+		body(resp.Body, resp)
+	}
+	_, err = io.Copy(io.Discard, resp.Body)
+	return err
+}
+
+// page fetches an HTML page and, when follow, returns its followable links resolved
+// and without fragments.
+func (c *bareCrawler) page(ctx context.Context, u string, follow bool) ([]string, error) {
+	var links []string
+	err := c.get(ctx, u, func(r io.Reader, resp *http.Response) {
+		if !follow || resp.StatusCode != http.StatusOK || !strings.Contains(resp.Header.Get("Content-Type"), "html") {
+			return
+		}
+		links = extractLinks(r, resp.Request.URL)
+	})
+	return links, err
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond)) }
+
+// tcpActiveOpens is the kernel's count of TCP connect()s so far (/proc/net/snmp), or 0.
+func tcpActiveOpens() int64 {
+	b, err := os.ReadFile("/proc/net/snmp")
+	if err != nil {
+		return 0
+	}
+	var names []string
+	for _, line := range strings.Split(string(b), "\n") {
+		rest, ok := strings.CutPrefix(line, "Tcp: ")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(rest)
+		if names == nil {
+			names = f
+			continue
+		}
+		for i, n := range names {
+			if n == "ActiveOpens" && i < len(f) {
+				v, _ := strconv.ParseInt(f[i], 10, 64)
+				return v
+			}
+		}
+	}
+	return 0
 }

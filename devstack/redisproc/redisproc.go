@@ -39,12 +39,17 @@ var ErrNotInstalled = errors.New("redis-server not installed (install it with `"
 
 // Options configure a redis-server child. The zero value is usable.
 type Options struct {
-	Dir        string // working dir for AOF/RDB; "" = temp dir removed by Stop
-	Port       int    // 0 = free port
-	AppendOnly bool   // AOF on (appendfsync everysec) — used by crash tests
-	// FsyncAlways switches AOF to appendfsync always so a write acknowledged
-	// before Kill is guaranteed to survive; everysec would make crash tests
-	// racy. Only meaningful with AppendOnly.
+	Dir  string // working dir for AOF/RDB; "" = temp dir removed by Stop
+	Port int    // 0 = free port
+	// The AOF is on by default (appendfsync everysec): a Redis that forgets its data on a
+	// restart is a lost crawl, and the services refuse to go on with one (shared/crawlid).
+	// Ephemeral turns persistence off, for a test that wants exactly that loss.
+	Ephemeral bool
+	// AppendOnly states the default (AOF, everysec) explicitly.
+	AppendOnly bool
+	// FsyncAlways switches AOF to appendfsync always, as compose.yaml runs Redis, so a
+	// write acknowledged before Kill is guaranteed to survive; everysec may hold back a
+	// write while an fsync is slow, which would make crash tests racy.
 	FsyncAlways bool
 	Binary      string // default: "redis-server" from PATH
 }
@@ -220,9 +225,9 @@ func (s *Server) Restart(ctx context.Context) error {
 var errPortInUse = errors.New("port already in use")
 
 func (s *Server) args() []string {
-	appendOnly, fsync := "no", "everysec"
-	if s.opts.AppendOnly {
-		appendOnly = "yes"
+	appendOnly, fsync := "yes", "everysec"
+	if s.opts.Ephemeral {
+		appendOnly = "no"
 	}
 	if s.opts.FsyncAlways {
 		fsync = "always"

@@ -62,8 +62,10 @@ func TestPersistenceAcrossRestart(t *testing.T) {
 	}{
 		{name: "aof fsync always survives kill", opts: Options{AppendOnly: true, FsyncAlways: true}, crash: true, wantSurvive: true},
 		{name: "aof everysec survives graceful stop", opts: Options{AppendOnly: true}, crash: false, wantSurvive: true},
-		{name: "no persistence loses data on kill", opts: Options{}, crash: true, wantSurvive: false},
-		{name: "no persistence loses data on stop", opts: Options{}, crash: false, wantSurvive: false},
+		{name: "default (aof everysec) survives kill", opts: Options{}, crash: true, wantSurvive: true},
+		{name: "default (aof everysec) survives graceful stop", opts: Options{}, crash: false, wantSurvive: true},
+		{name: "ephemeral loses data on kill", opts: Options{Ephemeral: true}, crash: true, wantSurvive: false},
+		{name: "ephemeral loses data on stop", opts: Options{Ephemeral: true}, crash: false, wantSurvive: false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

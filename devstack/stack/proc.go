@@ -24,6 +24,7 @@ type Proc struct {
 	HTTPAddr string // its /metrics and /healthz address
 
 	bin    string
+	args   []string
 	env    []string
 	logOut io.Writer
 
@@ -48,7 +49,7 @@ func (p *Proc) Start() error {
 			return fmt.Errorf("stack: %s already running", p.ID())
 		}
 	}
-	cmd := exec.Command(p.bin)
+	cmd := exec.Command(p.bin, p.args...)
 	cmd.Env = p.env
 	cmd.Stdout = p.logOut
 	cmd.Stderr = p.logOut
@@ -66,6 +67,16 @@ func (p *Proc) Start() error {
 		close(done)
 	}()
 	return nil
+}
+
+// PID is the process id of the last start, or 0 if it never started.
+func (p *Proc) PID() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.cmd.Process == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
 }
 
 // Running reports whether the process has not exited.

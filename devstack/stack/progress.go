@@ -2,15 +2,17 @@ package stack
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/trawl/trawl/shared/crawlid"
+	"github.com/trawl/trawl/shared/frontierkeys"
 	"github.com/trawl/trawl/shared/topology"
 )
 
@@ -36,7 +38,13 @@ type Progress struct {
 	Seqs  map[string]uint64
 	Pages uint64 // responses published to crawl.pages
 	Docs  uint64 // documents published to crawl.docs
+	// Waits is what the frontier waits on: hosts backing off, in Crawl-delay or in the
+	// politeness delay, retired hosts, and the slowest host's next time.
+	Waits frontierkeys.Waits
 }
+
+// waitSample bounds the waiting hosts a progress snapshot classifies.
+const waitSample = 32
 
 // Terminal is the number of URLs that reached a terminal state.
 func (p Progress) Terminal() int64 {
@@ -80,8 +88,27 @@ func (p Progress) String() string {
 	if len(backlog) > 0 {
 		bl = strings.Join(backlog, " ")
 	}
-	return fmt.Sprintf("fetched=%d failed=%d disallowed=%d over-budget=%d | queued=%d in-flight=%d active-hosts=%d | docs=%d | backlog: %s",
+	line := fmt.Sprintf("fetched=%d failed=%d disallowed=%d over-budget=%d | queued=%d in-flight=%d active-hosts=%d | docs=%d | backlog: %s",
 		p.Fetched, p.Failed, p.Disallowed, p.OverBudget, p.Queued, p.InFlight, p.Hosts, p.Docs, bl)
+	if w := p.Waits.String(); w != "" {
+		line += " | " + w
+	}
+	return line
+}
+
+// Parked reports that the crawl can only go on once hosts that wait longer than bound are
+// due: nothing is due, in flight or in any stage's backlog, and the earliest waiting host's
+// next fetch time is more than bound away on the frontier's clock.
+func (p Progress) Parked(bound time.Duration) bool {
+	if p.Queued == 0 || p.InFlight != 0 || p.Waits.Due != 0 || p.Waits.InFlight != 0 || p.Waits.Waiting == 0 {
+		return false
+	}
+	for _, n := range p.Backlog {
+		if n != 0 {
+			return false
+		}
+	}
+	return p.Waits.Earliest.Sub(p.Waits.Now) > bound
 }
 
 // Progress reads a snapshot.
@@ -91,31 +118,49 @@ func (s *Stack) Progress(ctx context.Context) (Progress, error) {
 
 // ReadProgress reads a snapshot of any deployment: prefix is TRAWL_REDIS_PREFIX and
 // shards TRAWL_SHARDS. It relies only on the documented Redis keys of the scheduler
-// (docs/architecture.md) and the stream and consumer names in shared/topology.
+// (docs/architecture.md) and the stream and consumer names in shared/topology. An error
+// wrapping crawlid.ErrLost means Redis no longer holds the crawl NATS knows: the counters
+// would read zero and the crawl can never finish.
 func ReadProgress(ctx context.Context, js jetstream.JetStream, rdb redis.UniversalClient, prefix string, shards int) (Progress, error) {
 	p := Progress{At: time.Now(), Backlog: map[string]uint64{}, Seqs: map[string]uint64{}}
+	known, err := crawlid.Known(ctx, js, prefix)
+	if err != nil {
+		return p, fmt.Errorf("stack: progress: %w", err)
+	}
+	if known != nil {
+		stored, err := crawlid.Read(ctx, rdb, prefix)
+		if err != nil {
+			return p, fmt.Errorf("stack: progress: %w", err)
+		}
+		if stored == nil || stored.ID != known.ID {
+			return p, fmt.Errorf("stack: progress: %w: crawl %s (started %s) is missing from Redis (%s); the services have stopped consuming",
+				crawlid.ErrLost, known.ID, known.Created.Format(time.RFC3339), crawlid.Key(prefix))
+		}
+	}
 	for shard := range shards {
-		ks := fmt.Sprintf("%s:{s%d}:", prefix, shard)
+		ks := frontierkeys.ForShard(prefix, shard)
 		pipe := rdb.Pipeline()
-		stats := pipe.HGetAll(ctx, ks+"stats")
-		inflight := pipe.ZCard(ctx, ks+"inflight")
-		hosts := pipe.HLen(ctx, ks+"hosts")
+		stats := pipe.HGetAll(ctx, ks.Stats())
+		inflight := pipe.ZCard(ctx, ks.Inflight())
+		hosts := pipe.HLen(ctx, ks.Hosts())
 		if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
 			return p, fmt.Errorf("stack: progress: redis: %w", err)
 		}
-		m := stats.Val()
-		get := func(k string) int64 { n, _ := strconv.ParseInt(m[k], 10, 64); return n }
-		p.Accepted += get("accepted")
-		p.Queued += get("queued")
-		p.Dispatched += get("dispatched")
-		p.Expired += get("expired")
-		p.Fetched += get("fetched")
-		p.Failed += get("failed")
-		p.Disallowed += get("disallowed")
-		p.OutOfScope += get("out_of_scope")
-		p.OverBudget += get("over_budget")
+		c := frontierkeys.ParseStats(stats.Val())
+		p.Accepted += c.Accepted
+		p.Queued += c.Queued
+		p.Dispatched += c.Dispatched
+		p.Expired += c.Expired
+		p.Fetched += c.Fetched
+		p.Failed += c.Failed
+		p.Disallowed += c.Disallowed
+		p.OutOfScope += c.OutOfScope
+		p.OverBudget += c.OverBudget
 		p.InFlight += inflight.Val()
 		p.Hosts += hosts.Val()
+	}
+	if p.Waits, err = frontierkeys.ReadWaits(ctx, rdb, prefix, shards, waitSample); err != nil {
+		return p, fmt.Errorf("stack: progress: %w", err)
 	}
 	for _, name := range []string{topology.StreamDiscovered, topology.StreamFrontier, topology.StreamFetch, topology.StreamFetched, topology.StreamPages, topology.StreamDocs} {
 		st, err := js.Stream(ctx, name)
@@ -173,29 +218,92 @@ func (s *Stack) WaitIdle(ctx context.Context, every time.Duration, report func(P
 	return WaitIdle(ctx, every, func(ctx context.Context) (Progress, error) { return s.Progress(ctx) }, report)
 }
 
-// WaitIdle is the polling loop behind Stack.WaitIdle, for any source of snapshots.
+// WaitIdleOrParked is WaitIdle that also stops once the crawl is parked (see the function
+// WaitIdleOrParked).
+func (s *Stack) WaitIdleOrParked(ctx context.Context, every, parkAfter time.Duration, report func(Progress)) (Progress, bool, error) {
+	return WaitIdleOrParked(ctx, every, parkAfter, func(ctx context.Context) (Progress, error) { return s.Progress(ctx) }, report)
+}
+
+// ParkedHost is a host left in the frontier when a crawl is parked, with the head of its
+// back queue.
+type ParkedHost struct {
+	frontierkeys.HostWait
+	Queued int64                // URLs in its back queue
+	URLs   []frontierkeys.Entry // the first of them, next to go first
+}
+
+// Parked lists up to maxHosts waiting hosts (latest due first) with up to maxURLs of each
+// one's queued URLs. The frontier is only read: a later crawl of the same state resumes
+// them.
+func (s *Stack) Parked(ctx context.Context, maxHosts, maxURLs int) ([]ParkedHost, error) {
+	w, err := frontierkeys.ReadWaits(ctx, s.rdb, s.prefix, s.shards, maxHosts)
+	if err != nil {
+		return nil, fmt.Errorf("stack: parked hosts: %w", err)
+	}
+	hosts := make([]ParkedHost, len(w.Hosts))
+	lens := make([]*redis.IntCmd, len(w.Hosts))
+	heads := make([]*redis.StringSliceCmd, len(w.Hosts))
+	maxURLs = max(maxURLs, 1) // LRANGE 0 -1 would read a whole queue
+	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, h := range w.Hosts {
+			bq := frontierkeys.ForShard(s.prefix, h.Shard).BackQueue(h.Host)
+			lens[i] = p.LLen(ctx, bq)
+			heads[i] = p.LRange(ctx, bq, 0, int64(maxURLs-1))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("stack: parked hosts: %w", err)
+	}
+	for i, h := range w.Hosts {
+		hosts[i] = ParkedHost{HostWait: h, Queued: lens[i].Val()}
+		for _, v := range heads[i].Val() {
+			if e, err := frontierkeys.ParseEntry(v); err == nil {
+				hosts[i].URLs = append(hosts[i].URLs, e)
+			}
+		}
+	}
+	return hosts, nil
+}
+
+// WaitIdle is the polling loop behind Stack.WaitIdle, for any source of snapshots. It
+// returns at once with an error wrapping crawlid.ErrLost when Redis has lost the crawl.
 func WaitIdle(ctx context.Context, every time.Duration, read func(context.Context) (Progress, error), report func(Progress)) (Progress, error) {
+	p, _, err := WaitIdleOrParked(ctx, every, 0, read, report)
+	return p, err
+}
+
+// WaitIdleOrParked is WaitIdle that also returns, with parked true, once the crawl is
+// Parked(parkAfter) in two consecutive snapshots with no message published between them:
+// only hosts that wait longer than parkAfter hold it. parkAfter 0 never parks.
+func WaitIdleOrParked(ctx context.Context, every, parkAfter time.Duration, read func(context.Context) (Progress, error), report func(Progress)) (Progress, bool, error) {
 	var prev Progress
 	var havePrev bool
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		p, err := read(ctx)
+		if errors.Is(err, crawlid.ErrLost) {
+			return prev, false, err
+		}
 		if err == nil {
 			if report != nil {
 				report(p)
 			}
 			if p.Quiet() && havePrev && prev.Quiet() && p.sameSeqs(prev) {
-				return p, nil
+				return p, false, nil
+			}
+			if parkAfter > 0 && p.Parked(parkAfter) && havePrev && prev.Parked(parkAfter) && p.sameSeqs(prev) {
+				return p, true, nil
 			}
 			prev, havePrev = p, true
 		}
 		select {
 		case <-ctx.Done():
 			if err != nil {
-				return prev, fmt.Errorf("stack: wait idle: %w (last error: %v)", ctx.Err(), err)
+				return prev, false, fmt.Errorf("stack: wait idle: %w (last error: %v)", ctx.Err(), err)
 			}
-			return prev, fmt.Errorf("stack: wait idle: %w; last progress: %s", ctx.Err(), prev)
+			return prev, false, fmt.Errorf("stack: wait idle: %w; last progress: %s", ctx.Err(), prev)
 		case <-t.C:
 		}
 	}

@@ -45,15 +45,26 @@ type Options struct {
 	Replicas map[string]int
 	// ProcEnv adds settings for one replica, keyed "name-index" (e.g. "scheduler-1").
 	ProcEnv map[string]map[string]string
-	// AppendOnly turns on Redis AOF (fsync every second), for restart tests.
+	// Redis runs as compose.yaml runs it: AOF on, fsynced on every write, so that a
+	// SIGKILLed redis-server (or a whole stack killed and started again on the same Dir)
+	// loses nothing it acknowledged. AppendOnly relaxes the fsync to once a second.
 	AppendOnly bool
-	// FsyncAlways makes the AOF fsync every write, as compose.yaml runs Redis, so that a
-	// SIGKILLed Redis loses nothing it acknowledged.
+	// FsyncAlways states the default explicitly; it wins over AppendOnly.
 	FsyncAlways bool
 	// Logs, if set, also receives every service's log lines prefixed with its id.
 	Logs io.Writer
 	// Log is the stack's own logger (default: discard).
 	Log *slog.Logger
+	// NATSBin, if set, is a trawl-nats binary (devstack/cmd/trawl-nats): NATS then runs
+	// as a child process of its own rather than inside the caller, so that its CPU time
+	// can be read apart (benchmarks). NATS() is nil then.
+	NATSBin string
+	// NATSArgs are extra trawl-nats flags, e.g. {"-pprof", "127.0.0.1:6060"}.
+	NATSArgs []string
+	// CPUs, if set, pins every child process (NATS when NATSBin is set, Redis and the
+	// services) to these CPU numbers, so that a benchmark can keep the web it crawls on
+	// CPUs of its own. Linux only.
+	CPUs []int
 }
 
 // Stack is a running local deployment.
@@ -62,6 +73,7 @@ type Stack struct {
 	dir    string
 	ownDir bool
 	nats   *natsembed.Server
+	natsP  *Proc // NATS as a child process (Options.NATSBin)
 	redis  *redisproc.Server
 	nc     *nats.Conn
 	js     jetstream.JetStream
@@ -132,13 +144,23 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 			return nil, fmt.Errorf("stack: %w", err)
 		}
 	}
-	if s.nats, err = natsembed.Start(natsembed.Options{StoreDir: filepath.Join(s.dir, "nats")}); err != nil {
-		return nil, fmt.Errorf("stack: nats: %w", err)
+	natsURL, err := s.startNATS(ctx)
+	if err != nil {
+		return nil, err
 	}
-	if s.redis, err = redisproc.Start(ctx, redisproc.Options{Dir: filepath.Join(s.dir, "redis"), AppendOnly: opts.AppendOnly || opts.FsyncAlways, FsyncAlways: opts.FsyncAlways}); err != nil {
+	if s.redis, err = redisproc.Start(ctx, redisproc.Options{Dir: filepath.Join(s.dir, "redis"), AppendOnly: true, FsyncAlways: opts.FsyncAlways || !opts.AppendOnly}); err != nil {
 		return nil, fmt.Errorf("stack: redis: %w", err)
 	}
-	if s.nc, s.js, err = natsx.Connect(ctx, s.nats.URL(), "trawl-stack", opts.Log); err != nil {
+	if len(opts.CPUs) > 0 {
+		pid, err := s.RedisPID()
+		if err != nil {
+			return nil, err
+		}
+		if err := Pin(pid, opts.CPUs); err != nil {
+			return nil, err
+		}
+	}
+	if s.nc, s.js, err = natsx.Connect(ctx, natsURL, "trawl-stack", opts.Log); err != nil {
 		return nil, err
 	}
 	ropt, _ := redis.ParseURL(s.redis.URL())
@@ -148,7 +170,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	for k, v := range opts.Env {
 		env[k] = v
 	}
-	env["TRAWL_NATS_URL"] = s.nats.URL()
+	env["TRAWL_NATS_URL"] = natsURL
 	env["TRAWL_REDIS_URL"] = s.redis.URL()
 	if v := env["TRAWL_SHARDS"]; v != "" {
 		fmt.Sscan(v, &s.shards)
@@ -170,6 +192,9 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 				return nil, err
 			}
 			s.procs = append(s.procs, p)
+			if err := s.pin(p); err != nil {
+				return nil, err
+			}
 		}
 	}
 	for _, p := range s.procs {
@@ -178,6 +203,61 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		}
 	}
 	return s, nil
+}
+
+// startNATS starts the embedded server, or the trawl-nats child process with
+// Options.NATSBin, and returns its client URL once it accepts connections.
+func (s *Stack) startNATS(ctx context.Context) (string, error) {
+	store := filepath.Join(s.dir, "nats")
+	if s.opts.NATSBin == "" {
+		var err error
+		if s.nats, err = natsembed.Start(natsembed.Options{StoreDir: store}); err != nil {
+			return "", fmt.Errorf("stack: nats: %w", err)
+		}
+		return s.nats.URL(), nil
+	}
+	addr, err := freeAddr()
+	if err != nil {
+		return "", err
+	}
+	host, port, _ := net.SplitHostPort(addr)
+	f, err := openLog(filepath.Join(s.dir, "logs", "nats-0.log"))
+	if err != nil {
+		return "", fmt.Errorf("stack: %w", err)
+	}
+	s.files = append(s.files, f)
+	p := &Proc{Name: "nats", bin: s.opts.NATSBin, args: append([]string{"-store", store, "-host", host, "-port", port}, s.opts.NATSArgs...), env: os.Environ(), logOut: f}
+	if err := p.Start(); err != nil {
+		return "", err
+	}
+	s.natsP = p
+	if err := s.pin(p); err != nil {
+		return "", err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		if exited, err := p.Exited(); exited {
+			return "", fmt.Errorf("stack: nats exited during start-up (%v):\n%s", err, s.LogTail(p, 30))
+		}
+		var d net.Dialer
+		if c, err := d.DialContext(ctx, "tcp", addr); err == nil {
+			c.Close()
+			return "nats://" + addr, nil
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("stack: nats not listening on %s: %w", addr, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func (s *Stack) pin(p *Proc) error {
+	if len(s.opts.CPUs) == 0 {
+		return nil
+	}
+	return Pin(p.PID(), s.opts.CPUs)
 }
 
 func (s *Stack) newProc(name string, i int, env map[string]string) (*Proc, error) {
@@ -263,8 +343,26 @@ func (s *Stack) Proc(name string, i int) *Proc {
 	return nil
 }
 
-// NATS is the embedded NATS server.
+// NATS is the embedded NATS server; nil when it runs as a child process (Options.NATSBin).
 func (s *Stack) NATS() *natsembed.Server { return s.nats }
+
+// PIDs maps every process of the stack to its pid: the services by ID ("fetcher-0"),
+// "redis", and "nats" when NATS runs as a child process. Benchmarks read their CPU time.
+func (s *Stack) PIDs() (map[string]int, error) {
+	m := map[string]int{}
+	for _, p := range s.procs {
+		m[p.ID()] = p.PID()
+	}
+	if s.natsP != nil {
+		m["nats"] = s.natsP.PID()
+	}
+	pid, err := s.RedisPID()
+	if err != nil {
+		return nil, err
+	}
+	m["redis"] = pid
+	return m, nil
+}
 
 // Redis is the redis-server process.
 func (s *Stack) Redis() *redisproc.Server { return s.redis }
@@ -307,6 +405,42 @@ func (s *Stack) Seed(ctx context.Context, urls []string) error {
 	return err
 }
 
+// Crash ends the whole stack at once with no chance to clean up, as a power cut or a
+// `kill -9` of the process tree would: SIGKILL for every service, redis-server and a NATS
+// child process (Options.NATSBin); an embedded NATS server, which lives in the caller, is
+// shut down. The directory is kept, so Start with the same Options resumes the crawl;
+// Close still releases what is left.
+func (s *Stack) Crash() error {
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	kill := func(f func() error) {
+		wg.Go(func() {
+			if err := f(); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		})
+	}
+	for _, p := range s.procs {
+		kill(p.Kill)
+	}
+	if s.redis != nil {
+		kill(s.redis.Kill)
+	}
+	if s.natsP != nil {
+		kill(s.natsP.Kill)
+	}
+	wg.Wait()
+	if s.nats != nil {
+		s.nats.Shutdown()
+	}
+	return errors.Join(errs...)
+}
+
 // Close stops the services gracefully (SIGTERM, 15s), then Redis and NATS, and removes
 // a temporary directory.
 func (s *Stack) Close(ctx context.Context) error {
@@ -338,6 +472,11 @@ func (s *Stack) Close(ctx context.Context) error {
 	}
 	if s.nats != nil {
 		s.nats.Shutdown()
+	}
+	if s.natsP != nil {
+		if err := s.natsP.Stop(15 * time.Second); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	for _, f := range s.files {
 		f.Close()

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -34,6 +35,7 @@ type options struct {
 	installRedis bool
 	dir          string
 	demoHosts    int
+	parkAfter    time.Duration
 }
 
 func main() {
@@ -46,8 +48,9 @@ func main() {
 	flag.DurationVar(&o.every, "every", 2*time.Second, "progress report interval")
 	flag.DurationVar(&o.timeout, "timeout", 0, "give up after this long (0 = never)")
 	flag.BoolVar(&o.installRedis, "install-redis", false, "only make sure redis-server is installed, then exit")
-	flag.StringVar(&o.dir, "dir", "", "keep NATS, Redis and logs in this directory (default: a temporary one)")
+	flag.StringVar(&o.dir, "dir", "", "keep NATS, Redis and logs in this directory, and resume the crawl kept there (default: a temporary one)")
 	flag.IntVar(&o.demoHosts, "demo-hosts", 20, "ordinary hosts of the demo web")
+	flag.DurationVar(&o.parkAfter, "park-after", 0, "finish once only hosts due more than this far ahead remain (backing off, Crawl-delay); list them and leave them queued for a later run with the same -dir (0 = wait for every host)")
 	flag.Parse()
 	o.seeds = envconfig.SplitList(seeds)
 
@@ -75,11 +78,31 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	env := map[string]string{}
 	seeds := o.seeds
 	if len(seeds) == 0 {
-		web, err := synthweb.Start(ctx, demoConfig(o.demoHosts))
+		cfg := demoConfig(o.demoHosts)
+		portFile := ""
+		if o.dir != "" {
+			// A crawl resumed from -dir holds the demo web's URLs, port included: serve it
+			// on the same port again.
+			portFile = filepath.Join(o.dir, "demo-web.port")
+			if b, err := os.ReadFile(portFile); err == nil {
+				if cfg.Port, err = strconv.Atoi(strings.TrimSpace(string(b))); err != nil {
+					return fmt.Errorf("demo web: %s: %w", portFile, err)
+				}
+			}
+		}
+		web, err := synthweb.Start(ctx, cfg)
 		if err != nil {
 			return fmt.Errorf("demo web: %w", err)
 		}
 		defer web.Close()
+		if portFile != "" {
+			if err := os.MkdirAll(o.dir, 0o755); err != nil {
+				return err
+			}
+			if err := os.WriteFile(portFile, []byte(strconv.Itoa(web.Port())+"\n"), 0o644); err != nil {
+				return fmt.Errorf("demo web: %w", err)
+			}
+		}
 		seeds = web.Seeds()
 		// The demo web lives on loopback, which the fetcher refuses by default; and it is
 		// ours, so it can take a brisker pace than a real site.
@@ -117,6 +140,9 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		}
 	}()
 	fmt.Fprintf(out, "nats %s · redis %s · logs in %s\n", st.NATS().URL(), st.Redis().URL(), filepath.Join(st.Dir(), "logs"))
+	if o.dir != "" {
+		fmt.Fprintf(out, "crawl state in %s: after a crash, the same command resumes it\n", o.dir)
+	}
 	for _, p := range st.Procs() {
 		fmt.Fprintf(out, "  %-12s http://%s/metrics\n", p.ID(), p.HTTPAddr)
 	}
@@ -133,7 +159,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		defer cancel()
 	}
 	var last stack.Progress
-	final, err := st.WaitIdle(wctx, o.every, func(p stack.Progress) {
+	final, parked, err := st.WaitIdleOrParked(wctx, o.every, o.parkAfter, func(p stack.Progress) {
 		elapsed := time.Since(start)
 		rate := float64(p.Fetched-last.Fetched) / p.At.Sub(orStart(last.At, start)).Seconds()
 		fmt.Fprintf(out, "[%5.1fs] %s | %.1f pages/s\n", elapsed.Seconds(), p, rate)
@@ -147,8 +173,46 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	printSummary(out, final, time.Since(start))
+	printSummary(out, final, time.Since(start), parked)
+	if parked {
+		hosts, err := st.Parked(ctx, maxParkedHosts, maxParkedURLs)
+		if err != nil {
+			return err
+		}
+		printParked(out, final, hosts, o)
+	}
 	return nil
+}
+
+// Bounds of the parked hosts listed in the summary.
+const (
+	maxParkedHosts = 50
+	maxParkedURLs  = 10
+)
+
+func printParked(out io.Writer, p stack.Progress, hosts []stack.ParkedHost, o options) {
+	fmt.Fprintf(out, "\nparked: %d URL(s) stay queued on %d host(s) due more than %s from now:\n", p.Queued, p.Waits.Waiting, o.parkAfter)
+	for _, h := range hosts {
+		fmt.Fprintf(out, "  %s: %d queued, %s until %s", h.Host, h.Queued, h.Reason, h.Next.Format(time.TimeOnly))
+		if h.LastError != "" {
+			fmt.Fprintf(out, ", last error %s", h.LastError)
+		}
+		fmt.Fprintln(out)
+		for _, e := range h.URLs {
+			fmt.Fprintf(out, "    %s\n", e.URL)
+		}
+		if n := h.Queued - int64(len(h.URLs)); n > 0 {
+			fmt.Fprintf(out, "    … and %d more\n", n)
+		}
+	}
+	if n := p.Waits.Waiting - int64(len(hosts)); n > 0 {
+		fmt.Fprintf(out, "  … and %d more host(s)\n", n)
+	}
+	if o.dir != "" {
+		fmt.Fprintf(out, "they resume with the same -dir %s\n", o.dir)
+	} else {
+		fmt.Fprintln(out, "the crawl state is in a temporary directory and goes with it; run with -dir (make run DIR=…) to resume parked hosts later")
+	}
 }
 
 func orStart(t, start time.Time) time.Time {
@@ -158,8 +222,12 @@ func orStart(t, start time.Time) time.Time {
 	return t
 }
 
-func printSummary(out io.Writer, p stack.Progress, took time.Duration) {
-	fmt.Fprintf(out, "\ncrawl finished in %s\n", took.Round(100*time.Millisecond))
+func printSummary(out io.Writer, p stack.Progress, took time.Duration, parked bool) {
+	verb := "finished in"
+	if parked {
+		verb = "parked after"
+	}
+	fmt.Fprintf(out, "\ncrawl %s %s\n", verb, took.Round(100*time.Millisecond))
 	rows := []struct {
 		k string
 		v int64

@@ -1,0 +1,51 @@
+// Command trawl-nats runs the development NATS JetStream server (devstack/natsembed) as a
+// process of its own, so that a benchmark can read its CPU time apart from the process
+// that starts it. It serves until SIGTERM or SIGINT.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/trawl/trawl/devstack/natsembed"
+)
+
+func main() {
+	var opts natsembed.Options
+	flag.StringVar(&opts.StoreDir, "store", "", "JetStream file store directory (default: a temporary one, removed at exit)")
+	flag.StringVar(&opts.Host, "host", "127.0.0.1", "listen address")
+	flag.IntVar(&opts.Port, "port", 4222, "client port (0 = a free one)")
+	pprofAddr := flag.String("pprof", "", "also serve the Go profiler (/debug/pprof/) on this address, to profile the server")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	s, err := natsembed.Start(opts)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "trawl-nats:", err)
+		os.Exit(1)
+	}
+	if *pprofAddr != "" {
+		ln, err := net.Listen("tcp", *pprofAddr)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "trawl-nats: pprof:", err)
+			s.Shutdown()
+			os.Exit(1)
+		}
+		mux := http.NewServeMux()
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		go http.Serve(ln, mux)
+	}
+	// The URL on stdout tells a parent that picked port 0 where to connect.
+	fmt.Println(s.URL())
+	<-ctx.Done()
+	s.Shutdown()
+}
