@@ -112,10 +112,11 @@ const (
 // memory per page in the fetcher and the parser, not the message size.
 const MaxBody = 64 << 20
 
-// Outcome is the payload on crawl.fetched.<shard>: the fetch log entry the scheduler needs
-// to release the host and set its next fetch time.
+// Outcome is one fetch log entry: what the scheduler needs to release the host and set its
+// next fetch time. It travels inside an OutcomeBatch, where it carries no version of its
+// own (V stays 0 and is omitted).
 type Outcome struct {
-	V       int         `json:"v"`
+	V       int         `json:"v,omitempty"`
 	Shard   int         `json:"shard"`
 	Host    string      `json:"host"`
 	URL     string      `json:"url"`
@@ -136,6 +137,57 @@ type Outcome struct {
 	// Permanent marks an error that retrying cannot fix (e.g. no such host).
 	Permanent bool `json:"permanent,omitempty"`
 }
+
+// OutcomeBatchVersion is the version of OutcomeBatch. Batches replaced single outcomes
+// (version 1) on the same subjects, so they have their own number: a reader that knows only
+// single outcomes rejects a batch instead of misreading it.
+const OutcomeBatchVersion = 2
+
+// OutcomeBatch is the payload on crawl.fetched.<shard>: the outcomes of many tasks of that
+// shard, published together by one fetcher (one stored message for many tasks).
+type OutcomeBatch struct {
+	V        int       `json:"v"`
+	Outcomes []Outcome `json:"outcomes"`
+}
+
+// DecodeOutcomes reads a message of crawl.fetched. A batch (version 2) gives its outcomes;
+// a single outcome of version 1 (written by a fetcher of an earlier release during a
+// rolling upgrade) gives a batch of one. Outcomes that lack host, lease or kind are not
+// returned but counted in invalid: the batch's other outcomes stand on their own, so one
+// bad entry does not lose them. A message that does not decode, carries another version or
+// holds no outcome at all wraps ErrMalformed or ErrVersion (permanent).
+func DecodeOutcomes(data []byte) (outs []Outcome, invalid int, err error) {
+	var b OutcomeBatch
+	if err := decode(data, &b); err != nil {
+		return nil, 0, fmt.Errorf("%w: %T: %v", ErrMalformed, &b, err)
+	}
+	switch b.V {
+	case OutcomeBatchVersion:
+	case Version:
+		var o Outcome
+		if err := Unmarshal(data, &o); err != nil {
+			return nil, 0, err
+		}
+		o.V = 0
+		return []Outcome{o}, 0, nil
+	default:
+		return nil, 0, fmt.Errorf("%w: outcome batch has v=%d, want %d", ErrVersion, b.V, OutcomeBatchVersion)
+	}
+	if len(b.Outcomes) == 0 {
+		return nil, 0, fmt.Errorf("%w: outcome batch holds no outcome", ErrMalformed)
+	}
+	outs = b.Outcomes[:0]
+	for _, o := range b.Outcomes {
+		if !o.valid() {
+			invalid++
+			continue
+		}
+		outs = append(outs, o)
+	}
+	return outs, invalid, nil
+}
+
+func (o *Outcome) valid() bool { return o.Host != "" && o.Lease != "" && o.Kind != "" }
 
 // Page is a raw HTTP response as published on crawl.pages: the body is the message payload
 // and PageMeta travels in the MetaHeader header.
@@ -238,6 +290,11 @@ func Marshal(v any) ([]byte, error) {
 		m.V = Version
 	case *Outcome:
 		m.V = Version
+	case *OutcomeBatch:
+		m.V = OutcomeBatchVersion
+		for i := range m.Outcomes {
+			m.Outcomes[i].V = 0
+		}
 	case *Document:
 		m.V = Version
 	case *PageMeta:
@@ -267,7 +324,7 @@ func Unmarshal(data []byte, v any) error {
 		}
 	case *Outcome:
 		got = m.V
-		if m.Host == "" || m.Lease == "" || m.Kind == "" {
+		if !m.valid() {
 			return fmt.Errorf("%w: outcome lacks host, lease or kind", ErrMalformed)
 		}
 	case *Document:

@@ -68,9 +68,13 @@ func FuzzUnmarshal(f *testing.F) {
 	for _, s := range []string{`{"v":1,"url":"http://a/","host":"a","lease":"l"}`, `{"v":1,"urls":[{"url":"x"}]}`, `{`, `[`, `{"v":1e999}`, "\x00"} {
 		f.Add([]byte(s))
 	}
+	for _, s := range []string{`{"v":2,"outcomes":[{"host":"a","lease":"l","kind":"fetched"}]}`, `{"v":2,"outcomes":[null,1]}`} {
+		f.Add([]byte(s))
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, v := range []any{new(DiscoveredBatch), new(FetchTask), new(Outcome), new(PageMeta), new(Document)} {
 			_ = Unmarshal(data, v)
 		}
+		_, _, _ = DecodeOutcomes(data)
 	})
 }

@@ -284,14 +284,19 @@ func (st *stack) drain(c jetstream.Consumer, handle func(jetstream.Msg)) {
 
 func (st *stack) pollOutcomes() {
 	st.drain(st.outCons, func(m jetstream.Msg) {
-		var o crawlmsg.Outcome
-		if err := crawlmsg.Unmarshal(m.Data(), &o); err != nil {
-			st.t.Errorf("bad outcome %q: %v", m.Data(), err)
+		outs, invalid, err := crawlmsg.DecodeOutcomes(m.Data())
+		if err != nil || invalid > 0 {
+			st.t.Errorf("bad outcome batch %q: %v (%d invalid)", m.Data(), err, invalid)
 		}
-		if m.Subject() != topology.FetchedSubject(o.Shard) {
-			st.t.Errorf("outcome on %s for shard %d", m.Subject(), o.Shard)
+		for _, o := range outs {
+			if m.Subject() != topology.FetchedSubject(o.Shard) {
+				st.t.Errorf("outcome on %s for shard %d", m.Subject(), o.Shard)
+			}
+			if _, dup := st.outcomes[o.Lease]; dup {
+				st.t.Errorf("outcome for lease %s published twice", o.Lease)
+			}
+			st.outcomes[o.Lease] = received[crawlmsg.Outcome]{o, m.Headers().Get(nats.MsgIdHdr)}
 		}
-		st.outcomes[o.Lease] = received[crawlmsg.Outcome]{o, m.Headers().Get(nats.MsgIdHdr)}
 		m.Ack()
 	})
 }
@@ -302,8 +307,8 @@ func (st *stack) outcome(lease string) crawlmsg.Outcome {
 	deadline := time.Now().Add(waitFor)
 	for {
 		if r, ok := st.outcomes[lease]; ok {
-			if r.msgID != "out:"+lease {
-				st.t.Errorf("outcome Nats-Msg-Id %q, want out:%s", r.msgID, lease)
+			if !strings.HasPrefix(r.msgID, "outs:") {
+				st.t.Errorf("outcome batch Nats-Msg-Id %q, want outs:<process>:<n>", r.msgID)
 			}
 			return r.v
 		}

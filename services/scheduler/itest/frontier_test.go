@@ -205,7 +205,8 @@ func (f *tf) cycle(now time.Time, mod func(o *crawlmsg.Outcome)) frontier.Applie
 
 // Lease tokens are "<shard>-<seq>-<nonce>": unique even when Redis loses its last writes
 // and the seq counter issues a number again, so JetStream's duplicate window (task:,
-// page:, out:<token>) never drops a new task as a copy of a lost one.
+// page:<token>; outcome batches have ids of their own) never drops a new task as a copy
+// of a lost one.
 func TestLeaseTokensSurviveCounterRollback(t *testing.T) {
 	rdb := startRedis(t)
 	f := newTF(t, rdb, testOptions(3))

@@ -232,8 +232,9 @@ next:
 	return 0
 }
 
-// fetcher acts as the fetcher fleet: it consumes the shared `fetcher` durable and answers
-// every task with the outcome made by answer.
+// fetcher acts as the fetcher fleet: it consumes the shared `fetcher` durable, answers
+// every task with the outcome made by answer and, as the real fetcher does, publishes the
+// outcomes of each pulled set of tasks as one OutcomeBatch before acking the tasks.
 type fetcher struct {
 	mu       sync.Mutex
 	tasks    []crawlmsg.FetchTask
@@ -242,6 +243,12 @@ type fetcher struct {
 }
 
 func (s *stack) runFetcher(ctx context.Context, answer func(crawlmsg.FetchTask) crawlmsg.Outcome) *fetcher {
+	return s.runFetcherWith(ctx, answer, nil)
+}
+
+// runFetcherWith is runFetcher adding the outcomes made by extra to every batch (entries a
+// reader must skip without losing the batch's others).
+func (s *stack) runFetcherWith(ctx context.Context, answer func(crawlmsg.FetchTask) crawlmsg.Outcome, extra func() []crawlmsg.Outcome) *fetcher {
 	s.t.Helper()
 	cons, err := s.js.Consumer(ctx, topology.StreamFetch, topology.ConsumerFetcher)
 	if err != nil {
@@ -254,6 +261,8 @@ func (s *stack) runFetcher(ctx context.Context, answer func(crawlmsg.FetchTask) 
 			if err != nil {
 				continue
 			}
+			var ob crawlmsg.OutcomeBatch
+			var msgs []jetstream.Msg
 			for m := range batch.Messages() {
 				var tk crawlmsg.FetchTask
 				if err := crawlmsg.Unmarshal(m.Data(), &tk); err != nil {
@@ -268,21 +277,41 @@ func (s *stack) runFetcher(ctx context.Context, answer func(crawlmsg.FetchTask) 
 				fx.inflight[tk.Host] = true
 				fx.tasks = append(fx.tasks, tk)
 				fx.mu.Unlock()
-				out := answer(tk)
-				fx.mu.Lock()
-				delete(fx.inflight, tk.Host)
-				fx.mu.Unlock()
-				data, err := crawlmsg.Marshal(&out)
+				ob.Outcomes = append(ob.Outcomes, answer(tk))
+				msgs = append(msgs, m)
+			}
+			if len(msgs) == 0 {
+				continue
+			}
+			fx.mu.Lock()
+			for _, o := range ob.Outcomes {
+				delete(fx.inflight, o.Host)
+			}
+			fx.mu.Unlock()
+			byShard := map[int]*crawlmsg.OutcomeBatch{}
+			for _, o := range ob.Outcomes {
+				if byShard[o.Shard] == nil {
+					byShard[o.Shard] = &crawlmsg.OutcomeBatch{}
+				}
+				byShard[o.Shard].Outcomes = append(byShard[o.Shard].Outcomes, o)
+			}
+			for shard, b := range byShard {
+				if extra != nil {
+					b.Outcomes = append(b.Outcomes, extra()...)
+				}
+				data, err := crawlmsg.Marshal(b)
 				if err != nil {
 					s.t.Error(err)
 					continue
 				}
 				pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-				_, err = s.js.Publish(pctx, topology.FetchedSubject(tk.Shard), data)
+				_, err = s.js.Publish(pctx, topology.FetchedSubject(shard), data)
 				cancel()
 				if err != nil && ctx.Err() == nil {
-					s.t.Errorf("publish outcome: %v", err)
+					s.t.Errorf("publish outcomes: %v", err)
 				}
+			}
+			for _, m := range msgs {
 				_ = m.Ack()
 			}
 		}
@@ -314,7 +343,14 @@ func TestServiceCrawlsFrontierAndSurvivesBadInput(t *testing.T) {
 	s := startStack(t, redisproc.Options{}, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	fx := s.runFetcher(ctx, fetched200)
+	// Every batch also carries an outcome without a lease and one of an unknown kind: they
+	// are skipped and counted, and the batch's real outcomes are applied.
+	fx := s.runFetcherWith(ctx, fetched200, func() []crawlmsg.Outcome {
+		return []crawlmsg.Outcome{
+			{Shard: 0, Host: "x.example", URL: "http://x.example/", Kind: crawlmsg.OutcomeFetched},
+			{Shard: 0, Host: "x.example", URL: "http://x.example/", Lease: "0-999", Kind: "teleported"},
+		}
+	})
 
 	var want []string
 	var batch crawlmsg.FrontierBatch
@@ -331,7 +367,9 @@ func TestServiceCrawlsFrontierAndSurvivesBadInput(t *testing.T) {
 	s.publish(topology.FrontierSubject(0), []byte("not json"))
 	s.publish(topology.FrontierSubject(0), []byte(`{"v":2,"urls":[{"url":"http://x.example/"}]}`))
 	s.publish(topology.FetchedSubject(0), []byte(`{"v":1,"host":"x.example"}`))
-	s.publish(topology.FetchedSubject(0), []byte(`{"v":1,"host":"x.example","lease":"0-999","kind":"teleported"}`))
+	s.publish(topology.FetchedSubject(0), []byte(`{"v":3,"outcomes":[{"host":"x.example","lease":"0-999","kind":"fetched"}]}`))
+	s.publish(topology.FetchedSubject(0), []byte(`{"v":2,"outcomes":[]}`))
+	s.publish(topology.FetchedSubject(0), []byte(`{"v":2,"outcomes":{}}`))
 
 	eventually(t, 30*time.Second, "frontier drained", func() bool {
 		st := s.stats()
@@ -361,8 +399,14 @@ func TestServiceCrawlsFrontierAndSurvivesBadInput(t *testing.T) {
 		return s.metric("trawl_scheduler_messages_terminated_total", map[string]string{"consumer": "frontier", "reason": "permanent"}) == 2
 	})
 	eventually(t, 10*time.Second, "bad outcome messages terminated", func() bool {
-		return s.metric("trawl_scheduler_messages_terminated_total", map[string]string{"consumer": "outcomes", "reason": "permanent"}) == 2
+		return s.metric("trawl_scheduler_messages_terminated_total", map[string]string{"consumer": "outcomes", "reason": "permanent"}) == 4
 	})
+	if n := s.metric("trawl_scheduler_outcome_results_total", map[string]string{"shard": "0", "result": "malformed"}); n < 1 {
+		t.Errorf("outcome_results_total{result=malformed} %v, want the skipped entries counted", n)
+	}
+	if n := s.metric("trawl_scheduler_outcome_results_total", map[string]string{"shard": "0", "result": "invalid"}); n < 1 {
+		t.Errorf("outcome_results_total{result=invalid} %v, want the unknown kinds counted", n)
+	}
 	if n := s.metric("trawl_scheduler_dispatched_total", map[string]string{"shard": "0"}); n != float64(len(want)) {
 		t.Errorf("dispatched_total %v, want %d", n, len(want))
 	}

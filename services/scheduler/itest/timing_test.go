@@ -17,6 +17,7 @@ import (
 	"github.com/trawl/trawl/devstack/redisproc"
 	"github.com/trawl/trawl/services/scheduler/internal/service"
 	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/frontierkeys"
 	"github.com/trawl/trawl/shared/natsx"
 	"github.com/trawl/trawl/shared/topology"
 )
@@ -289,7 +290,7 @@ func TestDispatchHoldsWhileParserBehind(t *testing.T) {
 	s.publish(topology.FrontierSubject(0), &batch)
 
 	eventually(t, 30*time.Second, "dispatch held for the parser", func() bool {
-		return strings.Contains(s.rdb.HGet(ctx, service.DispatchStateKey(s.cfg.RedisPrefix), "held").Val(), "parser") &&
+		return strings.Contains(s.rdb.HGet(ctx, frontierkeys.Dispatch(s.cfg.RedisPrefix), "held").Val(), "parser") &&
 			s.metric("trawl_scheduler_dispatch_backpressure", map[string]string{"stage": "parser"}) == 1
 	})
 	// Held: the fetchers drain what is out, then nothing more comes.
@@ -308,7 +309,7 @@ func TestDispatchHoldsWhileParserBehind(t *testing.T) {
 	if n := s.metric("trawl_scheduler_dispatch_backpressure_total", map[string]string{"stage": "parser"}); n < 1 {
 		t.Fatalf("dispatch_backpressure_total{stage=parser} %v, want the hold counted", n)
 	}
-	if n := s.rdb.HGet(ctx, service.DispatchStateKey(s.cfg.RedisPrefix), "holds").Val(); n == "" || n == "0" {
+	if n := s.rdb.HGet(ctx, frontierkeys.Dispatch(s.cfg.RedisPrefix), "holds").Val(); n == "" || n == "0" {
 		t.Fatalf("holds %q in the dispatch state, want counted", n)
 	}
 

@@ -43,6 +43,8 @@ type Config struct {
 	DNSTTL          time.Duration // TRAWL_DNS_TTL: reuse of a resolved name; 0 disables the cache
 	DNSNegativeTTL  time.Duration // TRAWL_DNS_NEGATIVE_TTL: reuse of a failed lookup
 	DNSCacheSize    int           // TRAWL_DNS_CACHE_SIZE: most names cached
+	OutcomeBatch    int           // TRAWL_OUTCOME_BATCH: most outcomes in one crawl.fetched message
+	OutcomeLinger   time.Duration // TRAWL_OUTCOME_LINGER: longest wait for a batch to fill
 
 	allowRaw []string
 	cidrErr  error
@@ -78,6 +80,8 @@ func Load(r *envconfig.Reader) (Config, error) {
 		DNSTTL:         r.Duration("DNS_TTL", 5*time.Minute),
 		DNSNegativeTTL: r.Duration("DNS_NEGATIVE_TTL", 30*time.Second),
 		DNSCacheSize:   r.Int("DNS_CACHE_SIZE", 10000),
+		OutcomeBatch:   r.Int("OUTCOME_BATCH", 64),
+		OutcomeLinger:  r.Duration("OUTCOME_LINGER", 2*time.Millisecond),
 	}
 	c.AllowCIDRs, c.cidrErr = safedial.ParseCIDRs(c.allowRaw)
 	return c, r.Err()
@@ -107,6 +111,13 @@ func (c Config) Validate() error {
 	}
 	if c.Concurrency < 1 || c.Concurrency > 4096 {
 		bad("TRAWL_FETCH_CONCURRENCY=%d: want 1..4096", c.Concurrency)
+	}
+	if c.OutcomeBatch < 1 || c.OutcomeBatch > 1024 {
+		bad("TRAWL_OUTCOME_BATCH=%d: want 1..1024", c.OutcomeBatch)
+	}
+	// The linger delays the host's next fetch by as much, so it stays short.
+	if c.OutcomeLinger < 0 || c.OutcomeLinger > time.Second {
+		bad("TRAWL_OUTCOME_LINGER=%s: want 0..1s", c.OutcomeLinger)
 	}
 	if c.FetchTimeout < time.Second {
 		bad("TRAWL_FETCH_TIMEOUT=%s: want at least 1s", c.FetchTimeout)

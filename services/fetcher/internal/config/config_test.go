@@ -19,7 +19,8 @@ func TestDefaults(t *testing.T) {
 	if c.Common.HTTPAddr != ":9101" || c.RobotsAgent != "trawl" || c.Concurrency != 64 || c.FetchTimeout != 30*time.Second ||
 		c.MaxBody != 16<<20 || c.BodyInlineMax != 1<<20 || c.MaxHeaderBytes != 64<<10 || c.MaxRedirects != 5 || len(c.AllowCIDRs) != 0 ||
 		c.RobotsTTL != 24*time.Hour || c.RobotsErrorTTL != time.Minute || c.RobotsMaxBytes != 500<<10 || c.UserAgent != DefaultUserAgent ||
-		c.DNSTTL != 5*time.Minute || c.DNSNegativeTTL != 30*time.Second || c.DNSCacheSize != 10000 {
+		c.DNSTTL != 5*time.Minute || c.DNSNegativeTTL != 30*time.Second || c.DNSCacheSize != 10000 ||
+		c.OutcomeBatch != 64 || c.OutcomeLinger != 2*time.Millisecond {
 		t.Errorf("unexpected defaults: %+v", c)
 	}
 }
@@ -63,6 +64,10 @@ func TestValidate(t *testing.T) {
 		{"dns negative over ttl", map[string]string{"TRAWL_DNS_TTL": "10s", "TRAWL_DNS_NEGATIVE_TTL": "30s"}, "TRAWL_DNS_NEGATIVE_TTL"},
 		{"dns negative zero", map[string]string{"TRAWL_DNS_NEGATIVE_TTL": "0"}, "TRAWL_DNS_NEGATIVE_TTL"},
 		{"dns cache size zero", map[string]string{"TRAWL_DNS_CACHE_SIZE": "0"}, "TRAWL_DNS_CACHE_SIZE"},
+		{"outcome batch zero", map[string]string{"TRAWL_OUTCOME_BATCH": "0"}, "TRAWL_OUTCOME_BATCH"},
+		{"outcome batch too large", map[string]string{"TRAWL_OUTCOME_BATCH": "1025"}, "TRAWL_OUTCOME_BATCH"},
+		{"outcome linger negative", map[string]string{"TRAWL_OUTCOME_LINGER": "-1ms"}, "TRAWL_OUTCOME_LINGER"},
+		{"outcome linger too long", map[string]string{"TRAWL_OUTCOME_LINGER": "2s"}, "TRAWL_OUTCOME_LINGER"},
 		{"common settings checked", map[string]string{"TRAWL_SHARDS": "0"}, "TRAWL_SHARDS"},
 	}
 	for _, c := range cases {

@@ -45,6 +45,8 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg) error {
 	}
 	s.m.inflight.Inc()
 	defer s.m.inflight.Dec()
+	s.outcomes.begin()
+	defer s.outcomes.end()
 
 	// A task in hand is finished on shutdown: its request is owed to the host's politeness
 	// accounting and its lease blocks the host until then. Bound it by its own budget
@@ -86,12 +88,13 @@ type pageResult struct {
 }
 
 // deliver stores a task's results in order: the page (its body first, when it goes by
-// reference) and any redirect target, then the outcome. The outcome is what makes the
-// scheduler count the URL fetched, so it is published only once the page is stored: a
-// crash or a refused page in between leaves no outcome, and the lease brings the URL back.
-// A page that can never be stored (too large for a message) turns the outcome into
-// too-large. Every step retries through a NATS outage until the task's lease deadline;
-// the Nats-Msg-Ids make each retry harmless.
+// reference) and any redirect target, then the outcome, in a batch with other tasks'
+// outcomes. The outcome is what makes the scheduler count the URL fetched, so it is
+// published only once the page is stored: a crash or a refused page in between leaves no
+// outcome, and the lease brings the URL back. A page that can never be stored (too large
+// for a message) turns the outcome into too-large. Every step retries through a NATS
+// outage until the task's lease deadline; the Nats-Msg-Ids and lease tokens make each
+// retry harmless.
 func (s *Service) deliver(task *crawlmsg.FetchTask, out *crawlmsg.Outcome, res *pageResult) error {
 	deadline := time.UnixMilli(task.Deadline)
 	if floor := s.now().Add(publishTimeout); deadline.Before(floor) {
@@ -107,14 +110,9 @@ func (s *Service) deliver(task *crawlmsg.FetchTask, out *crawlmsg.Outcome, res *
 			out.Kind, out.Permanent, out.Error = crawlmsg.OutcomeTooLarge, true, err.Error()
 		}
 	}
-	data, err := crawlmsg.Marshal(out)
-	if err != nil {
-		return fmt.Errorf("encode outcome: %w", err)
-	}
-	om := natsx.NewMsg(topology.FetchedSubject(task.Shard), "out:"+task.Lease, data)
-	return s.retry(deadline, task, "outcome", publishTimeout, func(ctx context.Context) error {
-		return natsx.PublishBatch(ctx, s.js, []*nats.Msg{om})
-	})
+	// The outcome goes out in its shard's next batch; this returns once that batch is
+	// stored, so the task is acked only then.
+	return s.outcomes.add(out, deadline)
 }
 
 // storePage publishes the page and its redirect target. A body above the inline threshold
@@ -132,7 +130,7 @@ func (s *Service) storePage(deadline time.Time, task *crawlmsg.FetchTask, res *p
 		tries++
 		// A body of many megabytes gets a second per 8 MiB on top of the usual wait.
 		wait := publishTimeout + time.Duration(ref.Size/(8<<20))*time.Second
-		if err := s.retry(deadline, task, "body", wait, func(ctx context.Context) error {
+		if err := s.retry(deadline, task.URL, "body", wait, func(ctx context.Context) error {
 			_, err := s.bodies.Put(ctx, jetstream.ObjectMeta{Name: ref.Name, Opts: &jetstream.ObjectMetaOptions{ChunkSize: s.chunkSize()}}, bytes.NewReader(page.Body))
 			return err
 		}); err != nil {
@@ -150,7 +148,7 @@ func (s *Service) storePage(deadline time.Time, task *crawlmsg.FetchTask, res *p
 	if res.redirect != nil {
 		msgs = append(msgs, res.redirect)
 	}
-	err = s.retry(deadline, task, "page", publishTimeout, func(ctx context.Context) error {
+	err = s.retry(deadline, task.URL, "page", publishTimeout, func(ctx context.Context) error {
 		tries++
 		return natsx.PublishBatch(ctx, s.js, msgs)
 	})
@@ -192,7 +190,7 @@ func isTooLarge(err error) bool {
 // retry runs op, each attempt bounded by wait, until it succeeds, fails for good (too
 // large) or the deadline passes. Each attempt's context is the only one made for it (no
 // parent to cancel it): one timer per publish.
-func (s *Service) retry(deadline time.Time, task *crawlmsg.FetchTask, what string, wait time.Duration, op func(ctx context.Context) error) error {
+func (s *Service) retry(deadline time.Time, about string, what string, wait time.Duration, op func(ctx context.Context) error) error {
 	backoff := 100 * time.Millisecond
 	for {
 		pctx, pcancel := context.WithDeadline(context.Background(), earliest(deadline, time.Now().Add(wait)))
@@ -202,7 +200,7 @@ func (s *Service) retry(deadline time.Time, task *crawlmsg.FetchTask, what strin
 			return err
 		}
 		s.m.publishRetries.WithLabelValues(what).Inc()
-		s.log.Warn("publish failed; retrying", "what", what, "url", task.URL, "err", err)
+		s.log.Warn("publish failed; retrying", "what", what, "about", about, "err", err)
 		left := time.Until(deadline)
 		if left <= 0 {
 			return err

@@ -15,6 +15,7 @@ type metrics struct {
 	expired         prometheus.Counter
 	terminated      *prometheus.CounterVec // reason: permanent
 	outcomes        *prometheus.CounterVec // kind: crawlmsg.OutcomeKind
+	outcomeBatches  prometheus.Counter
 	publishFailures prometheus.Counter
 	publishRetries  *prometheus.CounterVec // what: body, page, outcome
 	tooLarge        prometheus.Counter
@@ -56,6 +57,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "trawl_fetcher_outcomes_total", Help: "Outcomes published, by kind.",
 		}, []string{"kind"}),
+		outcomeBatches: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "trawl_fetcher_outcome_messages_total", Help: "Messages published to crawl.fetched, each carrying a batch of outcomes.",
+		}),
 		publishFailures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "trawl_fetcher_publish_failures_total", Help: "Tasks whose results could not be stored before the lease deadline; the lease expires and the URL is retried.",
 		}),
@@ -76,7 +80,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"result"}),
 	}
 	reg.MustRegister(m.dnsLookups, m.pages, m.bytes, m.duration, m.robotsDecisions, m.robotsFetches, m.inflight,
-		m.blocked, m.expired, m.terminated, m.outcomes, m.publishFailures, m.publishRetries, m.tooLarge, m.bodiesByRef, m.paused)
+		m.blocked, m.expired, m.terminated, m.outcomes, m.outcomeBatches, m.publishFailures, m.publishRetries, m.tooLarge, m.bodiesByRef, m.paused)
 	return m
 }
 

@@ -2,7 +2,8 @@
 // durable, checks each task's deadline and its origin's robots.txt (shared Redis cache),
 // makes the task's one request (the page, or robots.txt on a cache miss) under a deadline
 // that ends before the task's lease, stores the page (a large body by reference) and any
-// redirect target, then publishes the outcome, and acks the task.
+// redirect target, then publishes the outcome (gathered with other tasks' outcomes into
+// one message per shard) and, once it is stored, acks the task.
 package service
 
 import (
@@ -15,6 +16,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/trawl/trawl/services/fetcher/internal/config"
@@ -41,7 +43,9 @@ type Service struct {
 	m      *metrics
 	now    func() time.Time
 	bodies jetstream.ObjectStore // page bodies too large to travel inline
-	maxMsg int32                 // the pages stream's largest message
+	// outcomes gathers outcomes into one crawl.fetched message per shard and flush.
+	outcomes *outcomeBatcher
+	maxMsg   int32 // the pages stream's largest message
 
 	crawl *crawlid.Guard
 }
@@ -101,7 +105,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Service, er
 		return nil, err
 	}
 	m := newMetrics(reg)
-	return &Service{
+	s := &Service{
 		cfg:   cfg,
 		log:   log,
 		nc:    nc,
@@ -120,7 +124,12 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Service, er
 		now:    time.Now,
 		bodies: bodies,
 		maxMsg: topo.MaxMsgSize,
-	}, nil
+	}
+	s.outcomes = newOutcomeBatcher(cfg.OutcomeBatch, cfg.OutcomeLinger, s.publishOutcomes)
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "trawl_fetcher_outcomes_waiting", Help: "Outcomes gathered for a crawl.fetched batch and not yet being published.",
+	}, func() float64 { return float64(s.outcomes.waiting()) }))
+	return s, nil
 }
 
 // newClient builds the HTTP client: the address policy in the dialer, the DNS cache in
@@ -174,7 +183,17 @@ func (s *Service) Run(ctx context.Context) error {
 		}
 		obsDone <- err
 	}()
+	watchDone := make(chan struct{})
+	go func() {
+		defer close(watchDone)
+		s.crawl.Watch(ctx)
+	}()
+	defer func() { cancel(); <-watchDone }()
 	s.log.Info("fetcher consuming", "concurrency", s.cfg.Concurrency, "metrics", s.Addr(), "allow_cidrs", s.cfg.AllowCIDRs)
+	// On shutdown the batches waiting are published at once, not after their linger, so
+	// the tasks in hand finish (and are acked) well inside the drain.
+	stopFlush := context.AfterFunc(ctx, s.outcomes.close)
+	defer stopFlush()
 	w := startWorkers(s.cfg.Concurrency, s.handle)
 	err = natsx.ConsumeEach(ctx, cons, natsx.ConsumeOptions{
 		Batch:        s.cfg.Concurrency,

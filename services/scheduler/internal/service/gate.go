@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/trawl/trawl/services/scheduler/internal/config"
+	"github.com/trawl/trawl/shared/frontierkeys"
 	"github.com/trawl/trawl/shared/topology"
 )
 
@@ -68,16 +69,7 @@ type gate struct {
 }
 
 func newGate(cfg config.Config, js jetstream.JetStream, rdb redis.UniversalClient, m *metrics, log *slog.Logger) *gate {
-	return &gate{js: js, rdb: rdb, key: DispatchStateKey(cfg.RedisPrefix), cfg: cfg, m: m, log: log.With("loop", "dispatch gate"), held: map[string]bool{}}
-}
-
-// DispatchStateKey is the hash where the schedulers publish the gate's figures for the
-// status page and trawlctl status (last writer wins; it expires when none runs).
-func DispatchStateKey(prefix string) string {
-	if prefix == "" {
-		prefix = "trawl"
-	}
-	return prefix + ":dispatch"
+	return &gate{js: js, rdb: rdb, key: frontierkeys.Dispatch(cfg.RedisPrefix), cfg: cfg, m: m, log: log.With("loop", "dispatch gate"), held: map[string]bool{}}
 }
 
 // run polls until ctx ends.
@@ -269,7 +261,7 @@ func (g *gate) pollBacklogs(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// DispatchState is the dispatch figures as published in Redis (DispatchStateKey).
+// DispatchState is the dispatch figures as published in Redis (frontierkeys.Dispatch).
 type DispatchState struct {
 	Figures
 	// Holds counts the times dispatch was held for backpressure.
@@ -278,9 +270,9 @@ type DispatchState struct {
 
 // ReadDispatchState reads the figures; ok is false when no scheduler published any lately.
 func ReadDispatchState(ctx context.Context, rdb redis.UniversalClient, prefix string) (DispatchState, bool, error) {
-	h, err := rdb.HGetAll(ctx, DispatchStateKey(prefix)).Result()
+	h, err := rdb.HGetAll(ctx, frontierkeys.Dispatch(prefix)).Result()
 	if err != nil {
-		return DispatchState{}, false, fmt.Errorf("read %s: %w", DispatchStateKey(prefix), err)
+		return DispatchState{}, false, fmt.Errorf("read %s: %w", frontierkeys.Dispatch(prefix), err)
 	}
 	if len(h) == 0 {
 		return DispatchState{}, false, nil

@@ -61,20 +61,32 @@ func (s *shard) handleFrontier(ctx context.Context, msgs []jetstream.Msg) []erro
 	return errs
 }
 
-// handleOutcomes applies a batch of outcomes in one frontier step. Outcomes are idempotent
-// through their lease tokens, so a failed step is simply redelivered.
+// handleOutcomes applies every outcome of a pulled set of crawl.fetched messages (each a
+// batch of outcomes from one fetcher) in one frontier step. Outcomes are idempotent
+// through their lease tokens, so a failed step is simply redelivered. A message that does
+// not decode is a permanent error (terminated); an outcome inside a batch that lacks host,
+// lease or kind, or names a kind this code does not know, is counted and skipped, and the
+// batch's other outcomes are applied (its message is acked), so one bad entry never loses
+// the rest.
 func (s *shard) handleOutcomes(ctx context.Context, msgs []jetstream.Msg) []error {
 	errs := make([]error, len(msgs))
 	outs := make([]crawlmsg.Outcome, 0, len(msgs))
-	idx := make([]int, 0, len(msgs))
+	from := make([]int, 0, len(msgs)) // message index of each outcome
 	for i, m := range msgs {
-		var o crawlmsg.Outcome
-		if err := crawlmsg.Unmarshal(m.Data(), &o); err != nil {
+		batch, invalid, err := crawlmsg.DecodeOutcomes(m.Data())
+		if err != nil {
 			errs[i] = fmt.Errorf("outcome message %s: %w", natsx.MsgID(m), err)
 			continue
 		}
-		outs = append(outs, o)
-		idx = append(idx, i)
+		if invalid > 0 {
+			s.m.results.WithLabelValues(s.label, "malformed").Add(float64(invalid))
+			s.log.Warn("outcomes without host, lease or kind skipped; the batch's others are applied",
+				"msg", natsx.MsgID(m), "skipped", invalid, "applied", len(batch))
+		}
+		for range batch {
+			from = append(from, i)
+		}
+		outs = append(outs, batch...)
 	}
 	if len(outs) == 0 {
 		return errs
@@ -83,7 +95,7 @@ func (s *shard) handleOutcomes(ctx context.Context, msgs []jetstream.Msg) []erro
 	applied, err := s.f.Complete(ctx, outs)
 	s.observe("complete", start, err)
 	if err != nil {
-		for _, i := range idx {
+		for _, i := range from {
 			errs[i] = err
 		}
 		return errs
@@ -100,7 +112,8 @@ func (s *shard) handleOutcomes(ctx context.Context, msgs []jetstream.Msg) []erro
 		s.m.results.WithLabelValues(s.label, a.Result.String()).Inc()
 		switch a.Result {
 		case frontier.ResultInvalid:
-			errs[idx[j]] = natsx.Permanent(fmt.Errorf("outcome for %s: unknown kind %q", o.Host, o.Kind))
+			// Not the message's fault as a whole: its other outcomes were applied.
+			s.log.Warn("outcome of an unknown kind skipped", "host", o.Host, "lease", o.Lease, "kind", o.Kind, "msg", natsx.MsgID(msgs[from[j]]))
 			continue
 		case frontier.ResultStale:
 			s.log.Debug("stale outcome ignored", "host", o.Host, "lease", o.Lease)

@@ -52,7 +52,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		added:           counter("urls_added_total", "URLs queued from frontier messages.", "shard"),
 		duplicates:      counter("frontier_duplicates_total", "Frontier messages skipped because they were already applied.", "shard"),
 		outcomes:        counter("outcomes_total", "Fetch outcomes received, by kind.", "shard", "kind"),
-		results:         counter("outcome_results_total", "What applying an outcome did: fetched, retry, failed, disallowed, requeued, stale, invalid.", "shard", "result"),
+		results:         counter("outcome_results_total", "What applying an outcome did: fetched, retry, failed, disallowed, requeued, stale, invalid (unknown kind), malformed (no host, lease or kind; skipped).", "shard", "result"),
 		terminated:      counter("messages_terminated_total", "Messages terminated instead of redelivered.", "consumer", "reason"),
 		leaseExpiries:   counter("lease_expiries_total", "Leases that expired and were reaped.", "shard"),
 		cappedDelays:    counter("crawl_delay_capped_total", "Outcomes whose host Crawl-delay exceeded TRAWL_MAX_CRAWL_DELAY and was capped.", "shard"),

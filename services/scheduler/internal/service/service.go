@@ -116,6 +116,7 @@ func run(ctx context.Context, cfg config.Config, log *slog.Logger, o options) er
 	g.Go("http", func() error { return srv.Run(ctx) })
 	g.Go("status page sampler", func() error { page.Run(ctx); return nil })
 	g.Go("dispatch gate", func() error { gt.run(ctx); return nil })
+	g.Go("crawl watch", func() error { crawl.Watch(ctx); return nil })
 	for _, shard := range cfg.SchedulerShards {
 		s, err := newShard(ctx, cfg, shard, js, rdb, m, log)
 		if err != nil {
