@@ -27,6 +27,8 @@ const (
 	// gateMinBusy is the fetch concurrency assumed while fewer tasks are being fetched:
 	// fetches shorter than a poll show few tasks at once whatever the rate.
 	gateMinBusy = 4
+	// rateWindow is the shortest interval over which the fetchers' take rate is measured.
+	rateWindow = 100 * time.Millisecond
 	// dispatchStateTTL bounds how long a stopped scheduler's figures stay visible.
 	dispatchStateTTL = 10 * time.Second
 )
@@ -65,7 +67,12 @@ type gate struct {
 	polled                 time.Time
 	sincePoll, outstanding int
 	read, polling          bool
-	held                   map[string]bool
+	// rate is the tasks per second the fetchers take (a moving average of the fetch
+	// consumer's delivered count), measured from rateAt and rateSeq.
+	rate    float64
+	rateAt  time.Time
+	rateSeq uint64
+	held    map[string]bool
 }
 
 func newGate(cfg config.Config, js jetstream.JetStream, rdb redis.UniversalClient, m *metrics, log *slog.Logger) *gate {
@@ -156,7 +163,10 @@ func (g *gate) pollFetch(ctx context.Context) error {
 	}
 	info := c.CachedInfo()
 	busy := uint64(max(info.NumAckPending, 0))
-	limit := uint64(max(g.cfg.DispatchAhead-1, 1)) * max(busy, gateMinBusy)
+	g.mu.Lock()
+	rate := g.takeRate(start, info.Delivered.Consumer)
+	g.mu.Unlock()
+	limit := fetchLimit(g.cfg.DispatchAhead, busy, rate)
 	g.mu.Lock()
 	g.fig.FetchQueued, g.fig.FetchBusy, g.fig.FetchLimit = info.NumPending, busy, limit
 	// Tasks published while the request was out may or may not be in the reading; counting
@@ -169,6 +179,30 @@ func (g *gate) pollFetch(ctx context.Context) error {
 	g.m.fetchBusy.Set(float64(busy))
 	g.m.fetchLimit.Set(float64(limit))
 	return nil
+}
+
+// fetchLimit is the most tasks that may wait for a fetcher. Two bounds, the larger wins:
+// slow fetches hold many tasks at once, so (ahead−1) times the tasks being fetched keeps
+// every fetch slot fed; fast fetches hold few at once, so the queue must instead last until
+// the next reading at the rate tasks are taken (Little's law: a queue of rate × gatePoll
+// waits about one poll). Either way a task waits moments, never a lease.
+func fetchLimit(ahead int, busy uint64, rate float64) uint64 {
+	return max(uint64(max(ahead-1, 1))*max(busy, gateMinBusy), uint64(rate*gatePoll.Seconds()))
+}
+
+// takeRate updates and returns the fetchers' take rate from the fetch consumer's delivered
+// count read at now; called with mu held.
+func (g *gate) takeRate(now time.Time, delivered uint64) float64 {
+	switch {
+	case g.rateAt.IsZero() || delivered < g.rateSeq:
+		// First reading, or the consumer was made again.
+		g.rateAt, g.rateSeq = now, delivered
+	case now.Sub(g.rateAt) >= rateWindow:
+		r := float64(delivered-g.rateSeq) / now.Sub(g.rateAt).Seconds()
+		g.rate = (g.rate + r) / 2
+		g.rateAt, g.rateSeq = now, delivered
+	}
+	return g.rate
 }
 
 // pollBacklogs reads the later stages' backlogs, holds or resumes dispatch, and publishes
