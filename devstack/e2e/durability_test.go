@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -81,7 +80,7 @@ func TestCrawlStallsWithoutLossAtMaxmemory(t *testing.T) {
 			t.Errorf("frontier moved while Redis refused writes: %s → %s", before, during)
 		}
 		for _, p := range st.Procs() {
-			if !probe(ctx, p.HTTPAddr) {
+			if !p.Ready(ctx) {
 				continue
 			}
 			t.Errorf("%s reports ready while Redis refuses writes", p.ID())
@@ -91,16 +90,6 @@ func TestCrawlStallsWithoutLossAtMaxmemory(t *testing.T) {
 		}
 	})
 	checkInvariants(t, r, env, 0)
-}
-
-func probe(ctx context.Context, addr string) bool {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/readyz", nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return false
-	}
-	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
 }
 
 // redis-server is SIGKILLed mid-crawl and started again with the same settings, under
@@ -159,7 +148,7 @@ func TestServicesStopWhenRedisLosesTheCrawl(t *testing.T) {
 			case <-time.After(50 * time.Millisecond):
 			}
 		}
-		if probe(ctx, p.HTTPAddr) {
+		if p.Ready(ctx) {
 			t.Errorf("%s ready without the crawl's state", p.ID())
 		}
 		if !strings.Contains(st.LogTail(p, 200), "REDIS LOST THE CRAWL STATE") {

@@ -93,7 +93,6 @@ func crawl(t *testing.T, wcfg synthweb.Config, env crawlEnv, opts stack.Options,
 		t.Fatalf("synthetic web: %v", err)
 	}
 	t.Cleanup(func() { web.Close() })
-	opts.BinDir = binDir
 	opts.Dir = t.TempDir()
 	if opts.Env == nil {
 		opts.Env = map[string]string{}
@@ -103,20 +102,7 @@ func crawl(t *testing.T, wcfg synthweb.Config, env crawlEnv, opts stack.Options,
 			opts.Env[k] = v
 		}
 	}
-	st, err := stack.Start(ctx, opts)
-	if err != nil {
-		t.Fatalf("start stack: %v", err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("service logs (tail):\n%s", st.Logs(40))
-		}
-		cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer ccancel()
-		if err := st.Close(cctx); err != nil {
-			t.Errorf("stop stack: %v", err)
-		}
-	})
+	st := startStack(t, ctx, opts)
 	start := time.Now()
 	if err := st.Seed(ctx, web.Seeds()); err != nil {
 		t.Fatal(err)

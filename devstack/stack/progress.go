@@ -309,6 +309,9 @@ func WaitIdleOrParked(ctx context.Context, every, parkAfter time.Duration, read 
 	}
 }
 
+// Ready reports whether the process answers /readyz now.
+func (p *Proc) Ready(ctx context.Context) bool { return probe(ctx, p.HTTPAddr) }
+
 func probe(ctx context.Context, addr string) bool {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()

@@ -119,14 +119,7 @@ func TestCrawlIdentityCopiedToNATS(t *testing.T) {
 // (answering PING all the while) and while the identity is gone, and passes again once
 // either is repaired.
 func TestCrawlGuardCheck(t *testing.T) {
-	js := connect(t)
-	rdb := redisClient(t, redisproc.StartT(t, redisproc.Options{}))
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	g, err := crawlid.Open(ctx, js, rdb, common(1), slog.Default())
-	if err != nil {
-		t.Fatal(err)
-	}
+	g, rdb, ctx := openGuard(t)
 	if err := g.Check(ctx); err != nil {
 		t.Fatalf("healthy: %v", err)
 	}
@@ -172,14 +165,7 @@ func TestCrawlGuardCheck(t *testing.T) {
 // the pull path carries no Redis round trip, but a failure is never remembered as a pass,
 // and a handler's Invalidate makes the next pull check again.
 func TestCrawlGuardGate(t *testing.T) {
-	js := connect(t)
-	rdb := redisClient(t, redisproc.StartT(t, redisproc.Options{}))
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	g, err := crawlid.Open(ctx, js, rdb, common(1), slog.Default())
-	if err != nil {
-		t.Fatal(err)
-	}
+	g, rdb, ctx := openGuard(t)
 	if err := g.Gate(ctx); err != nil {
 		t.Fatalf("healthy gate: %v", err)
 	}
@@ -221,4 +207,18 @@ func setCalls(t *testing.T, rdb *redis.Client) int {
 		}
 	}
 	return 0
+}
+
+// openGuard opens a crawl's guard on a fresh redis-server and NATS.
+func openGuard(t *testing.T) (*crawlid.Guard, *redis.Client, context.Context) {
+	t.Helper()
+	js := connect(t)
+	rdb := redisClient(t, redisproc.StartT(t, redisproc.Options{}))
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	t.Cleanup(cancel)
+	g, err := crawlid.Open(ctx, js, rdb, common(1), slog.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g, rdb, ctx
 }
