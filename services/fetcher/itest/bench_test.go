@@ -81,7 +81,7 @@ func benchFetcher(b *testing.B, bw benchWeb, fetchers []int) {
 				ins = append(ins, st.startLogged(st.config(nil), quiet))
 			}
 			total := 0
-			fetchedBefore, pagesBefore := st.lastSeq(topology.StreamFetched), st.lastSeq(topology.StreamPages)
+			fetchedBefore, pagesBefore := st.streamState(topology.StreamFetched).LastSeq, st.streamState(topology.StreamPages).LastSeq
 			b.ResetTimer()
 			start := time.Now()
 			for range b.N {
@@ -95,7 +95,7 @@ func benchFetcher(b *testing.B, bw benchWeb, fetchers []int) {
 			b.ReportMetric(float64(total)/elapsed.Seconds(), "pages/s")
 			// Stored messages the fetcher wrote per page: each costs NATS a publish, a
 			// pub-ack, a delivery and an ack.
-			fetched, pages := st.lastSeq(topology.StreamFetched)-fetchedBefore, st.lastSeq(topology.StreamPages)-pagesBefore
+			fetched, pages := st.streamState(topology.StreamFetched).LastSeq-fetchedBefore, st.streamState(topology.StreamPages).LastSeq-pagesBefore
 			b.ReportMetric(float64(fetched)/float64(total), "outcome-msgs/page")
 			b.ReportMetric(float64(fetched+pages)/float64(total), "stored-msgs/page")
 			b.ReportMetric(0, "ns/op") // one op is a whole wave; pages/s is the figure

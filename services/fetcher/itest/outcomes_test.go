@@ -15,18 +15,6 @@ import (
 	"github.com/trawl/trawl/shared/topology"
 )
 
-// lastSeq is the last sequence a stream stored (messages ever written to it).
-func (st *stack) lastSeq(name string) uint64 {
-	st.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
-	defer cancel()
-	s, err := st.js.Stream(ctx, name)
-	if err != nil {
-		st.t.Fatal(err)
-	}
-	return s.CachedInfo().State.LastSeq
-}
-
 // fetchSettled waits until every task on the fetch stream is acked.
 func (st *stack) fetchSettled(t *testing.T) {
 	t.Helper()
@@ -60,7 +48,7 @@ func TestOutcomesBatched(t *testing.T) {
 	// machine's load; the production default is a few milliseconds.
 	in := st.start(st.config(map[string]string{"TRAWL_OUTCOME_LINGER": "50ms"}), "a")
 	st.warmRobots(s)
-	before := st.lastSeq(topology.StreamFetched)
+	before := st.streamState(topology.StreamFetched).LastSeq
 
 	const tasks = 256
 	var leases []string
@@ -88,7 +76,7 @@ func TestOutcomesBatched(t *testing.T) {
 		}
 	}
 	st.fetchSettled(t)
-	stored := st.lastSeq(topology.StreamFetched) - before
+	stored := st.streamState(topology.StreamFetched).LastSeq - before
 	if stored*4 > tasks {
 		t.Errorf("%d outcome messages for %d tasks, want at most %d (outcomes batched)", stored, tasks, tasks/4)
 	}

@@ -28,8 +28,8 @@ func (st *stack) warmRobots(s *site) {
 	}
 }
 
-// streamMsgs is how many messages a stream holds.
-func (st *stack) streamMsgs(name string) uint64 {
+// streamState is a stream's state now: messages held, last sequence stored.
+func (st *stack) streamState(name string) jetstream.StreamState {
 	st.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
@@ -37,7 +37,7 @@ func (st *stack) streamMsgs(name string) uint64 {
 	if err != nil {
 		st.t.Fatal(err)
 	}
-	return s.CachedInfo().State.Msgs
+	return s.CachedInfo().State
 }
 
 // setPagesLimits changes the pages stream's message and byte caps under a running fetcher.
@@ -158,7 +158,7 @@ func TestOutcomeOnlyAfterPage(t *testing.T) {
 	s := newSite(t, map[string]http.HandlerFunc{"/robots.txt": text(robotsTxt), "/page": html(pageHTML)})
 	in := st.start(st.config(nil), "a")
 	st.warmRobots(s)
-	before := st.streamMsgs(topology.StreamFetched)
+	before := st.streamState(topology.StreamFetched).Msgs
 	st.setPagesLimits(8<<20, 64) // smaller than any page: every page is refused
 
 	tk := task(s.URL + "/page")
@@ -167,7 +167,7 @@ func TestOutcomeOnlyAfterPage(t *testing.T) {
 	// been refused twice, checking all along that no outcome was stored.
 	deadline := time.Now().Add(waitFor)
 	for in.metric(t, `trawl_fetcher_publish_retries_total{what="page"}`) < 2 {
-		if n := st.streamMsgs(topology.StreamFetched); n != before {
+		if n := st.streamState(topology.StreamFetched).Msgs; n != before {
 			t.Fatalf("an outcome was stored while its page was refused (%d outcomes, %d before)", n, before)
 		}
 		if time.Now().After(deadline) {
@@ -175,7 +175,7 @@ func TestOutcomeOnlyAfterPage(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if n := st.streamMsgs(topology.StreamFetched); n != before {
+	if n := st.streamState(topology.StreamFetched).Msgs; n != before {
 		t.Fatalf("an outcome was stored while its page was refused (%d outcomes, %d before)", n, before)
 	}
 

@@ -82,15 +82,7 @@ func newStackOn(t *testing.T, ns *natsembed.Server, rs *redisproc.Server, env ma
 	if err != nil {
 		t.Fatal(err)
 	}
-	nc, err := nats.Connect(ns.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, js := connectJS(t, ns)
 	opt, err := redis.ParseURL(rs.URL())
 	if err != nil {
 		t.Fatal(err)
@@ -578,4 +570,19 @@ func TestSurvivesNATSRestart(t *testing.T) {
 // ("<kind>:CRAWL_PAGES:<seq>:<stored time>", natsx.MsgID).
 func derivedFrom(id, kind string, seq uint64) bool {
 	return strings.HasPrefix(id, fmt.Sprintf("%s:%s:%d:", kind, topology.StreamPages, seq))
+}
+
+// connectJS connects to ns for the test's lifetime, reconnecting through restarts.
+func connectJS(t *testing.T, ns *natsembed.Server) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := nats.Connect(ns.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc, js
 }

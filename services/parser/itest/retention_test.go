@@ -29,15 +29,7 @@ func TestPagesKeptUntilParsed(t *testing.T) {
 	rs := redisproc.StartT(t, redisproc.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
-	nc, err := nats.Connect(ns.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := connectJS(t, ns)
 	common := envconfig.LoadCommon(envconfig.FromMap(map[string]string{"TRAWL_ACK_WAIT": "1s"}), "")
 	opts := common.Topology()
 	const capBytes = 64 << 10
@@ -107,15 +99,7 @@ func TestPagesStreamMigratesInPlace(t *testing.T) {
 	rs := redisproc.StartT(t, redisproc.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
-	nc, err := nats.Connect(ns.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := connectJS(t, ns)
 	old := jetstream.StreamConfig{
 		Name: topology.StreamPages, Subjects: []string{topology.SubjectPages}, Retention: jetstream.LimitsPolicy,
 		Storage: jetstream.FileStorage, MaxAge: 72 * time.Hour, MaxBytes: 8 << 30, MaxMsgSize: 8 << 20, Discard: jetstream.DiscardOld,
