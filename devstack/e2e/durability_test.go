@@ -92,22 +92,6 @@ func TestCrawlStallsWithoutLossAtMaxmemory(t *testing.T) {
 	checkInvariants(t, r, env, 0)
 }
 
-// redis-server is SIGKILLed mid-crawl and started again with the same settings, under
-// the stack's defaults (what `make run` uses): the AOF brings the crawl back whole.
-func TestCrawlRedisKilledUnderStackDefaults(t *testing.T) {
-	env := testEnv()
-	r := crawl(t, testWeb(), env, stack.Options{}, func(st *stack.Stack) {
-		waitFetched(t, st, 60)
-		if err := st.Redis().Kill(); err != nil {
-			t.Fatal(err)
-		}
-		if err := st.Redis().Restart(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-	})
-	checkInvariants(t, r, env, 0)
-}
-
 // Redis loses the crawl's state mid-crawl (FLUSHALL): every service says so (log, metric,
 // readiness) and stops consuming, and the progress loop behind `make run` ends with the
 // reason instead of waiting at 0 pages/s.

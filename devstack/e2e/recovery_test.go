@@ -88,11 +88,12 @@ func TestCrawlRedisRestarted(t *testing.T) {
 	checkInvariants(t, r, env, 0)
 }
 
-// Redis is killed with SIGKILL mid-crawl and restarted, with the AOF fsynced on every write
-// as compose.yaml runs it: every acknowledged step survives, so nothing is lost or doubled.
+// Redis is killed with SIGKILL mid-crawl and started again with the same settings, under the
+// stack's defaults (what `make run` uses: the AOF fsynced on every write, as compose.yaml runs
+// it): every acknowledged step survives, so nothing is lost or doubled.
 func TestCrawlRedisKilled(t *testing.T) {
 	env := testEnv()
-	r := crawl(t, testWeb(), env, stack.Options{FsyncAlways: true}, func(st *stack.Stack) {
+	r := crawl(t, testWeb(), env, stack.Options{}, func(st *stack.Stack) {
 		waitFetched(t, st, 60)
 		if err := st.Redis().Kill(); err != nil {
 			t.Fatal(err)

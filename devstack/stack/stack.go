@@ -49,8 +49,6 @@ type Options struct {
 	// SIGKILLed redis-server (or a whole stack killed and started again on the same Dir)
 	// loses nothing it acknowledged. AppendOnly relaxes the fsync to once a second.
 	AppendOnly bool
-	// FsyncAlways states the default explicitly; it wins over AppendOnly.
-	FsyncAlways bool
 	// Logs, if set, also receives every service's log lines prefixed with its id.
 	Logs io.Writer
 	// Log is the stack's own logger (default: discard).
@@ -148,7 +146,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if s.redis, err = redisproc.Start(ctx, redisproc.Options{Dir: filepath.Join(s.dir, "redis"), AppendOnly: true, FsyncAlways: opts.FsyncAlways || !opts.AppendOnly}); err != nil {
+	if s.redis, err = redisproc.Start(ctx, redisproc.Options{Dir: filepath.Join(s.dir, "redis"), AppendOnly: true, FsyncAlways: !opts.AppendOnly}); err != nil {
 		return nil, fmt.Errorf("stack: redis: %w", err)
 	}
 	if len(opts.CPUs) > 0 {
