@@ -8,6 +8,7 @@ import (
 
 	"github.com/trawl/trawl/devstack/redisproc"
 	"github.com/trawl/trawl/services/parser/internal/simhash"
+	"github.com/trawl/trawl/shared/crawlmsg"
 )
 
 // Pages of the content-dedup tests. The exact copy has other markup, title, scripts and
@@ -33,19 +34,28 @@ func TestContentDedup(t *testing.T) {
 	s := newStack(t, nil)
 	s.run()
 	orig, copyPage, near, unrelated := dedupPages(t)
-	// The original first, then the copies, as a crawl would find them.
-	s.publishPage(htmlMeta("http://lights.test/history", 1), orig)
-	s.publishPage(htmlMeta("http://mirror.test/lighthouses", 2), copyPage)
-	s.publishPage(htmlMeta("http://blog.test/lights-edited", 2), near)
-	s.publishPage(htmlMeta("http://bake.test/sourdough", 1), unrelated)
-	s.publishPage(htmlMeta("http://a.test/missing", 1), soft404)
-	s.publishPage(htmlMeta("http://b.test/gone", 1), soft404)
-	s.publishPage(htmlMeta("http://blank.test/", 0), `<title>Nothing visible</title><script>app()</script>`)
-	// The original fetched again (a new page message for the same URL): not a duplicate
-	// of itself.
-	s.publishPage(htmlMeta("http://lights.test/history", 1), orig)
-	s.waitSettled()
-
+	// The original first, then the copies, as a crawl would find them. Batches are parsed
+	// concurrently (TRAWL_PARSE_INFLIGHT), so which of two pages in flight together is
+	// the original is a race; each page waits for the one before it to be parsed.
+	pages := []struct {
+		meta crawlmsg.PageMeta
+		body string
+	}{
+		{htmlMeta("http://lights.test/history", 1), orig},
+		{htmlMeta("http://mirror.test/lighthouses", 2), copyPage},
+		{htmlMeta("http://blog.test/lights-edited", 2), near},
+		{htmlMeta("http://bake.test/sourdough", 1), unrelated},
+		{htmlMeta("http://a.test/missing", 1), soft404},
+		{htmlMeta("http://b.test/gone", 1), soft404},
+		{htmlMeta("http://blank.test/", 0), `<title>Nothing visible</title><script>app()</script>`},
+		// The original fetched again (a new page message for the same URL): not a
+		// duplicate of itself.
+		{htmlMeta("http://lights.test/history", 1), orig},
+	}
+	for _, p := range pages {
+		s.publishPage(p.meta, p.body)
+		s.waitSettled()
+	}
 	docs := s.docs()
 	if len(docs) != 8 {
 		t.Fatalf("got %d documents, want 8", len(docs))
