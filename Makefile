@@ -3,7 +3,7 @@
 # redis-server for both, chromium for the status page's browser test; otherwise they name the
 # packages to install.
 
-SERVICES   := scheduler fetcher parser dedup
+SERVICES   := scheduler fetcher parser dedup archiver
 MODULES    := shared shared/itest devstack $(addprefix services/,$(SERVICES)) $(addsuffix /itest,$(addprefix services/,$(SERVICES))) trawlctl examples/indexer
 PKGS       := $(addsuffix /...,$(addprefix ./,$(MODULES)))
 BIN        := bin
@@ -20,7 +20,7 @@ export GOFLAGS ?= -buildvcs=false
 
 all: build
 
-## build: the four service binaries, the local runner and trawlctl, into bin/
+## build: the five service binaries, the local runner and trawlctl, into bin/
 build:
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/ $(addprefix ./services/,$(SERVICES))

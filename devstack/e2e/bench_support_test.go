@@ -122,10 +122,10 @@ func startTap(st *stack.Stack) (*trafficTap, error) {
 			}
 		}
 		kind := trafficKind(m.Subject)
-		ev := taskEvent(m)
+		evs := taskEvents(m)
 		batch := batchOf(m)
 		t.mu.Lock()
-		if ev.kind != "" {
+		for _, ev := range evs {
 			t.events = append(t.events, ev)
 			if ev.kind == "task published" {
 				firstSeen(t.task, ev.url, ev.at)
@@ -136,9 +136,11 @@ func startTap(st *stack.Stack) (*trafficTap, error) {
 			if batch.discovered {
 				seen = t.discovered
 			}
-			for _, u := range batch.URLs {
-				if firstSeen(seen, u.URL, batch.at) && batch.discovered {
-					t.source[u.URL] = batch.Source
+			for _, g := range batch.groups() {
+				for _, u := range g.URLs {
+					if firstSeen(seen, u.URL, batch.at) && batch.discovered {
+						t.source[u.URL] = g.Source
+					}
 				}
 			}
 		}
@@ -163,9 +165,10 @@ func startTap(st *stack.Stack) (*trafficTap, error) {
 	return t, nil
 }
 
-// taskEvent classifies a fetch task or outcome message. A publish carries a reply inbox
-// for its acknowledgement; a delivery carries the consumer's $JS.ACK reply.
-func taskEvent(m *nats.Msg) hostEvent {
+// taskEvents are the host events of a fetch task or outcome message: one per task or
+// outcome it holds (a batch, or a single one). A publish carries a reply inbox for its
+// acknowledgement; a delivery carries the consumer's $JS.ACK reply.
+func taskEvents(m *nats.Msg) []hostEvent {
 	var what string
 	switch {
 	case strings.HasPrefix(m.Subject, "crawl.fetch."):
@@ -173,7 +176,7 @@ func taskEvent(m *nats.Msg) hostEvent {
 	case strings.HasPrefix(m.Subject, "crawl.fetched."):
 		what = "outcome"
 	default:
-		return hostEvent{}
+		return nil
 	}
 	var how string
 	switch {
@@ -182,21 +185,35 @@ func taskEvent(m *nats.Msg) hostEvent {
 	case m.Reply != "":
 		how = " published"
 	default:
-		return hostEvent{}
+		return nil
 	}
-	var v struct {
+	type entry struct {
 		Host string `json:"host"`
 		URL  string `json:"url"`
 	}
+	var v struct {
+		entry
+		Tasks    []entry `json:"tasks"`
+		Outcomes []entry `json:"outcomes"`
+	}
 	if json.Unmarshal(m.Data, &v) != nil {
-		return hostEvent{}
+		return nil
 	}
-	// The web logs hosts by IP; the URL has it with the port.
-	host := v.Host
-	if u, err := url.Parse(v.URL); err == nil && u.Hostname() != "" {
-		host = u.Hostname()
+	all := append(append([]entry{}, v.Tasks...), v.Outcomes...)
+	if v.URL != "" {
+		all = append(all, v.entry)
 	}
-	return hostEvent{host: host, url: v.URL, kind: what + how, at: time.Now()}
+	now := time.Now()
+	evs := make([]hostEvent, 0, len(all))
+	for _, e := range all {
+		// The web logs hosts by IP; the URL has it with the port.
+		host := e.Host
+		if u, err := url.Parse(e.URL); err == nil && u.Hostname() != "" {
+			host = u.Hostname()
+		}
+		evs = append(evs, hostEvent{host: host, url: e.URL, kind: what + how, at: now})
+	}
+	return evs
 }
 
 func firstSeen(m map[string]time.Time, url string, at time.Time) bool {
@@ -207,14 +224,27 @@ func firstSeen(m map[string]time.Time, url string, at time.Time) bool {
 	return true
 }
 
-// tappedBatch is a published crawl.discovered or crawl.frontier batch.
+// tappedBatch is a published crawl.discovered or crawl.frontier batch, of either version:
+// one link group (source and urls) or several (groups).
 type tappedBatch struct {
 	at         time.Time
 	discovered bool
-	Source     string `json:"source"`
-	URLs       []struct {
+	tappedGroup
+	Groups []tappedGroup `json:"groups"`
+}
+
+type tappedGroup struct {
+	Source string `json:"source"`
+	URLs   []struct {
 		URL string `json:"url"`
 	} `json:"urls"`
+}
+
+func (b tappedBatch) groups() []tappedGroup {
+	if len(b.Groups) > 0 {
+		return b.Groups
+	}
+	return []tappedGroup{b.tappedGroup}
 }
 
 func batchOf(m *nats.Msg) tappedBatch {

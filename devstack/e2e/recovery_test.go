@@ -2,29 +2,26 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/trawl/trawl/devstack/stack"
+	"github.com/trawl/trawl/shared/testwait"
 )
 
 // waitFetched blocks until the crawl has fetched at least n pages, so that a fault is
 // injected mid-crawl rather than before or after it.
 func waitFetched(t *testing.T, st *stack.Stack, n int64) stack.Progress {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	for {
-		p, err := st.Progress(ctx)
-		if err == nil && p.Fetched >= n {
-			return p
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("crawl never reached %d fetched pages (last: %s, err %v)", n, p, err)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+	ctx := testwait.Context(t)
+	var p stack.Progress
+	testwait.EventuallyState(t, 2*time.Minute, fmt.Sprintf("the crawl to reach %d fetched pages", n), func() (bool, string) {
+		var err error
+		p, err = st.Progress(ctx)
+		return err == nil && p.Fetched >= n, fmt.Sprintf("%s, err %v", p, err)
+	})
+	return p
 }
 
 // Two scheduler shards, each served by its own process: hosts are split by the stable

@@ -12,14 +12,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-)
 
-func testCtx(t *testing.T) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+	"github.com/trawl/trawl/shared/testwait"
+)
 
 func client(t *testing.T, s *Server) *redis.Client {
 	t.Helper()
@@ -34,7 +29,7 @@ func client(t *testing.T, s *Server) *redis.Client {
 
 func TestSetGet(t *testing.T) {
 	s := StartT(t, Options{})
-	ctx := testCtx(t)
+	ctx := testwait.Context(t)
 	if !strings.HasPrefix(s.Addr(), "127.0.0.1:") {
 		t.Fatalf("Addr() = %q", s.Addr())
 	}
@@ -70,7 +65,7 @@ func TestPersistenceAcrossRestart(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := StartT(t, tt.opts)
-			ctx := testCtx(t)
+			ctx := testwait.Context(t)
 			addr := s.Addr()
 			c := client(t, s)
 			if err := c.Set(ctx, "frontier:1", "http://127.0.1.1/", 0).Err(); err != nil {
@@ -108,13 +103,13 @@ func TestPersistenceAcrossRestart(t *testing.T) {
 
 func TestRestartWhileRunningFails(t *testing.T) {
 	s := StartT(t, Options{})
-	if err := s.Restart(testCtx(t)); err == nil {
+	if err := s.Restart(testwait.Context(t)); err == nil {
 		t.Fatal("Restart of a running server succeeded")
 	}
 }
 
 func TestStopIsIdempotentAndRemovesOwnedDir(t *testing.T) {
-	s, err := Start(testCtx(t), Options{})
+	s, err := Start(testwait.Context(t), Options{})
 	if err != nil {
 		t.Fatalf("Start: %v (install redis-server with `apt-get install -y redis-server`)", err)
 	}
@@ -141,7 +136,7 @@ func TestCallerDirKept(t *testing.T) {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	s, err := Start(testCtx(t), Options{Dir: dir, AppendOnly: true})
+	s, err := Start(testwait.Context(t), Options{Dir: dir, AppendOnly: true})
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}
@@ -192,7 +187,7 @@ func TestStartFailures(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.opts.Dir = t.TempDir()
-			s, err := Start(testCtx(t), tt.opts)
+			s, err := Start(testwait.Context(t), tt.opts)
 			if err == nil {
 				_ = s.Stop()
 				t.Fatal("Start succeeded, want error")
@@ -219,7 +214,7 @@ func TestStartHonoursContext(t *testing.T) {
 
 func TestEnsureInstalled(t *testing.T) {
 	t.Run("found", func(t *testing.T) {
-		path, err := EnsureInstalled(testCtx(t), nil)
+		path, err := EnsureInstalled(testwait.Context(t), nil)
 		if err != nil {
 			t.Fatalf("EnsureInstalled: %v", err)
 		}
@@ -231,7 +226,7 @@ func TestEnsureInstalled(t *testing.T) {
 		// An empty PATH hides both redis-server and apt-get, so nothing is
 		// installed and the error must say what to install.
 		t.Setenv("PATH", t.TempDir())
-		_, err := EnsureInstalled(testCtx(t), nil)
+		_, err := EnsureInstalled(testwait.Context(t), nil)
 		if err == nil {
 			t.Fatal("EnsureInstalled succeeded with an empty PATH")
 		}

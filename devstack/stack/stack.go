@@ -32,6 +32,11 @@ import (
 // Services are the binaries a stack runs, in start order.
 var Services = []string{"scheduler", "dedup", "parser", "fetcher"}
 
+// Archiver is the optional fifth service: the stack runs it when TRAWL_ARCHIVE_DIR is set
+// (in Options.Env or the environment). It starts with the others, so its consumer exists
+// before the first page is published.
+const Archiver = "archiver"
+
 // Options configure a stack. Zero values take the defaults in the comments.
 type Options struct {
 	// BinDir holds the service binaries (see Build).
@@ -83,13 +88,13 @@ type Stack struct {
 	prefix string
 }
 
-// Build compiles the four services into outDir with the workspace at root.
+// Build compiles the services (the archiver included) into outDir with the workspace at root.
 func Build(ctx context.Context, root, outDir string) error {
 	if err := os.MkdirAll(outDir, 0o755); err != nil {
 		return fmt.Errorf("stack: build: %w", err)
 	}
 	args := []string{"build", "-o", outDir + string(os.PathSeparator)}
-	for _, s := range Services {
+	for _, s := range append(Services, Archiver) {
 		args = append(args, "./services/"+s)
 	}
 	cmd := exec.CommandContext(ctx, "go", args...)
@@ -176,7 +181,11 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if v := env["TRAWL_REDIS_PREFIX"]; v != "" {
 		s.prefix = v
 	}
-	for _, name := range Services {
+	names := Services
+	if ArchiveDir(env) != "" {
+		names = append(append([]string(nil), Services...), Archiver)
+	}
+	for _, name := range names {
 		n := opts.Replicas[name]
 		if n <= 0 {
 			n = 1
@@ -201,6 +210,14 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		}
 	}
 	return s, nil
+}
+
+// ArchiveDir is the TRAWL_ARCHIVE_DIR the services get with env: the archiver runs when it is set.
+func ArchiveDir(env map[string]string) string {
+	if v, ok := env["TRAWL_ARCHIVE_DIR"]; ok {
+		return v
+	}
+	return os.Getenv("TRAWL_ARCHIVE_DIR")
 }
 
 // startNATS starts the embedded server, or the trawl-nats child process with

@@ -15,6 +15,7 @@ package crawlid
 import (
 	"context"
 	"crypto/rand"
+	"embed"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -54,14 +55,12 @@ var (
 	ErrShards = errors.New("TRAWL_SHARDS differs from the crawl's shard count")
 )
 
-// claim creates the identity hash unless it exists and returns the stored one. It runs
-// as one script so that services starting together agree on one identity.
-var claim = redis.NewScript(`
-if redis.call('EXISTS', KEYS[1]) == 0 then
-  redis.call('HSET', KEYS[1], 'id', ARGV[1], 'created', ARGV[2], 'shards', ARGV[3])
-end
-return redis.call('HMGET', KEYS[1], 'id', 'created', 'shards')
-`)
+//go:embed lua/claim.lua
+var luaFS embed.FS
+
+// claim creates the identity hash unless it exists and returns the stored one
+// (lua/claim.lua).
+var claim = redisx.Script(redisx.Lua{FS: luaFS, Name: "lua/claim.lua"})
 
 // Guard holds the identity a service started with and checks that Redis still has it.
 type Guard struct {

@@ -48,25 +48,91 @@ type Discovered struct {
 	Hops  int    `json:"hops,omitempty"` // redirect hops so far (caps redirect chains)
 }
 
-// DiscoveredBatch is the payload on crawl.discovered: every URL from one page (or one seed
-// file chunk) in one message, so the volume is per page, not per link.
-type DiscoveredBatch struct {
-	V      int          `json:"v"`
+// LinkGroup is the URLs found on one page (or given as seeds): the unit the frontier
+// counts backlinks by.
+type LinkGroup struct {
 	Source string       `json:"source,omitempty"` // URL of the page the links came from; empty for seeds
 	URLs   []Discovered `json:"urls"`
 }
 
-// FrontierBatch is the payload on crawl.frontier.<shard>: URLs that passed the seen-test,
-// all of whose hosts map to that shard.
-type FrontierBatch struct {
+// LinksVersion is the version of a DiscoveredBatch or FrontierBatch that carries several
+// link groups (Groups). One group is written as version 1 (Source and URLs), as before
+// groups existed; a reader that knows only version 1 rejects a batch of groups instead of
+// reading its first page's links alone.
+const LinksVersion = 2
+
+// DiscoveredBatch is the payload on crawl.discovered: the URLs of one page, or of every
+// page of one parser batch as link groups, so the volume is per batch, not per link.
+type DiscoveredBatch struct {
 	V      int          `json:"v"`
-	Source string       `json:"source,omitempty"` // the page the URLs were found on (empty for seeds); lets the frontier count backlinks
-	URLs   []Discovered `json:"urls"`
+	Source string       `json:"source,omitempty"` // version 1: the one group's source
+	URLs   []Discovered `json:"urls,omitempty"`   // version 1: the one group's URLs
+	// Groups are the link groups of version 2 (Source and URLs are then empty).
+	Groups []LinkGroup `json:"groups,omitempty"`
 }
 
-// FetchTask is the payload on crawl.fetch.<shard>: one URL to fetch, holding its host's lease.
+// LinkGroups returns the batch's groups whatever its version.
+func (b *DiscoveredBatch) LinkGroups() []LinkGroup {
+	return linkGroups(b.V, b.Source, b.URLs, b.Groups)
+}
+
+// FrontierBatch is the payload on crawl.frontier.<shard>: URLs that passed the seen-test,
+// all of whose hosts map to that shard, in the groups of the DiscoveredBatch they came in
+// (their sources let the frontier count backlinks).
+type FrontierBatch struct {
+	V      int          `json:"v"`
+	Source string       `json:"source,omitempty"` // version 1: the one group's source
+	URLs   []Discovered `json:"urls,omitempty"`   // version 1: the one group's URLs
+	// Groups are the link groups of version 2 (Source and URLs are then empty).
+	Groups []LinkGroup `json:"groups,omitempty"`
+}
+
+// LinkGroups returns the batch's groups whatever its version.
+func (b *FrontierBatch) LinkGroups() []LinkGroup { return linkGroups(b.V, b.Source, b.URLs, b.Groups) }
+
+func linkGroups(v int, source string, urls []Discovered, groups []LinkGroup) []LinkGroup {
+	if v == LinksVersion {
+		return groups
+	}
+	return []LinkGroup{{Source: source, URLs: urls}}
+}
+
+// linksVersion is the version a batch of these groups is written as, moving a single
+// group into the version 1 fields.
+func linksVersion(source *string, urls *[]Discovered, groups *[]LinkGroup) int {
+	if len(*groups) == 1 && *source == "" && len(*urls) == 0 {
+		*source, *urls, *groups = (*groups)[0].Source, (*groups)[0].URLs, nil
+	}
+	if len(*groups) > 0 {
+		return LinksVersion
+	}
+	if *urls == nil {
+		*urls = []Discovered{}
+	}
+	return Version
+}
+
+// checkLinks is the reader's check of a batch's version and shape.
+func checkLinks(v any, got int, source string, urls []Discovered, groups []LinkGroup) error {
+	switch got {
+	case Version:
+		if len(groups) > 0 {
+			return fmt.Errorf("%w: %T of version 1 has groups", ErrMalformed, v)
+		}
+	case LinksVersion:
+		if len(groups) == 0 || source != "" || len(urls) > 0 {
+			return fmt.Errorf("%w: %T of version 2 needs groups alone", ErrMalformed, v)
+		}
+	default:
+		return fmt.Errorf("%w: %T has v=%d, want %d or %d", ErrVersion, v, got, Version, LinksVersion)
+	}
+	return nil
+}
+
+// FetchTask is one URL to fetch, holding its host's lease: alone on crawl.fetch.<shard>
+// (version 1), or inside a TaskBatch, where it carries no version of its own.
 type FetchTask struct {
-	V       int    `json:"v"`
+	V       int    `json:"v,omitempty"`
 	Shard   int    `json:"shard"`
 	Host    string `json:"host"`    // politeness key: lowercased hostname without port
 	URL     string `json:"url"`     // normalised absolute URL
@@ -79,6 +145,57 @@ type FetchTask struct {
 	// host to another fetcher.
 	Deadline int64 `json:"deadline"`
 }
+
+// TaskBatchVersion is the version of TaskBatch. Batches joined single tasks (version 1) on
+// the same subjects, so they have their own number: a fetcher that knows only single tasks
+// rejects a batch instead of misreading it.
+const TaskBatchVersion = 2
+
+// TaskBatch is a payload on crawl.fetch.<shard>: several tasks of one dispatch, of
+// different hosts, in one stored message. Its TasksHeader says how many, so a fetcher can
+// count them before it decodes the message.
+type TaskBatch struct {
+	V     int         `json:"v"`
+	Tasks []FetchTask `json:"tasks"`
+}
+
+// TasksHeader is the NATS header with the number of tasks in a crawl.fetch message.
+const TasksHeader = "Trawl-Tasks"
+
+// DecodeTasks reads a message of crawl.fetch: a batch (version 2) gives its tasks, a single
+// task (version 1) a batch of one. A message that does not decode, carries another
+// version, holds no task or a task without url, host or lease wraps ErrMalformed or
+// ErrVersion (permanent): its tasks come from one dispatch, and their leases bring their
+// URLs back.
+func DecodeTasks(data []byte) ([]FetchTask, error) {
+	var b TaskBatch
+	if err := decode(data, &b); err != nil {
+		return nil, fmt.Errorf("%w: %T: %v", ErrMalformed, &b, err)
+	}
+	switch b.V {
+	case TaskBatchVersion:
+	case Version:
+		var t FetchTask
+		if err := Unmarshal(data, &t); err != nil {
+			return nil, err
+		}
+		return []FetchTask{t}, nil
+	default:
+		return nil, fmt.Errorf("%w: task batch has v=%d, want %d", ErrVersion, b.V, TaskBatchVersion)
+	}
+	if len(b.Tasks) == 0 {
+		return nil, fmt.Errorf("%w: task batch holds no task", ErrMalformed)
+	}
+	for i := range b.Tasks {
+		if !b.Tasks[i].valid() {
+			return nil, fmt.Errorf("%w: task %d of a batch lacks url, host or lease", ErrMalformed, i)
+		}
+		b.Tasks[i].V = Version
+	}
+	return b.Tasks, nil
+}
+
+func (t *FetchTask) valid() bool { return t.URL != "" && t.Host != "" && t.Lease != "" }
 
 // OutcomeKind classifies what happened to a fetch task.
 type OutcomeKind string
@@ -105,6 +222,11 @@ const (
 	// (its metadata, mostly the response headers, exceeds the largest message the stream
 	// or the server accepts). Terminal: the same response would be refused again.
 	OutcomeTooLarge OutcomeKind = "too-large"
+	// OutcomeDeferred: the task made no request because another server it needed was busy
+	// (the target of a robots.txt redirect to another host, inside that host's gap); the
+	// URL goes back to the head of its host queue, not counted as an attempt, and the host
+	// waits RetryAfter before its next task.
+	OutcomeDeferred OutcomeKind = "deferred"
 )
 
 // MaxBody is the largest body a page can carry (the ceiling of the fetcher's body cap).
@@ -194,7 +316,14 @@ func (o *Outcome) valid() bool { return o.Host != "" && o.Lease != "" && o.Kind 
 type Page struct {
 	Meta PageMeta
 	Body []byte
+	// Raw is the body as received when it differs from Body (Meta.Capture.RawSize), and
+	// travels inline (RawHeader); nil otherwise.
+	Raw []byte
 }
+
+// RawHeader is the NATS header holding a Page's Raw body, standard base64. A header and not
+// the payload, so that every reader of the payload keeps seeing the body alone.
+const RawHeader = "Trawl-Raw-Body"
 
 // MetaHeader is the NATS header holding a Page's JSON-encoded PageMeta.
 const MetaHeader = "Trawl-Meta"
@@ -226,6 +355,27 @@ type PageMeta struct {
 	// object in a JetStream object store: bodies above the inline threshold travel by
 	// reference so that pages of many megabytes need no larger NATS max_payload.
 	BodyRef *BodyRef `json:"body_ref,omitempty"`
+	// Capture is the exchange as it crossed the wire, for archives (WARC).
+	Capture *Capture `json:"capture,omitempty"`
+}
+
+// Capture is what an archive keeps of an exchange beside the decoded body. The heads are
+// octets (JSON base64): a header value need not be UTF-8.
+type Capture struct {
+	// Request is the request line and headers sent, ending in the blank line.
+	Request []byte `json:"request"`
+	// Response is the status line and headers received, ending in the blank line.
+	Response []byte `json:"response"`
+	// Verbatim says Request and Response are the octets on the wire; false when they were
+	// rebuilt in HTTP/1.1 form from parsed fields (HTTP/2, HTTPS through a proxy).
+	Verbatim bool   `json:"verbatim,omitempty"`
+	IP       string `json:"ip,omitempty"` // the address the connection went to
+	// RawSize, when not 0, says the body as received (content coding intact, transfer
+	// coding removed) differs from the page's body, which is decoded: it travels inline in
+	// the RawHeader header, or as the object RawRef when the page is too large for both.
+	// 0 means the page's body is also the body as received.
+	RawSize int64    `json:"raw_size,omitempty"`
+	RawRef  *BodyRef `json:"raw_ref,omitempty"`
 }
 
 // BodyRef names a page body stored as a JetStream object.
@@ -283,9 +433,9 @@ type Document struct {
 func Marshal(v any) ([]byte, error) {
 	switch m := v.(type) {
 	case *DiscoveredBatch:
-		m.V = Version
+		m.V = linksVersion(&m.Source, &m.URLs, &m.Groups)
 	case *FrontierBatch:
-		m.V = Version
+		m.V = linksVersion(&m.Source, &m.URLs, &m.Groups)
 	case *FetchTask:
 		m.V = Version
 	case *Outcome:
@@ -294,6 +444,11 @@ func Marshal(v any) ([]byte, error) {
 		m.V = OutcomeBatchVersion
 		for i := range m.Outcomes {
 			m.Outcomes[i].V = 0
+		}
+	case *TaskBatch:
+		m.V = TaskBatchVersion
+		for i := range m.Tasks {
+			m.Tasks[i].V = 0
 		}
 	case *Document:
 		m.V = Version
@@ -314,12 +469,17 @@ func Unmarshal(data []byte, v any) error {
 	var got int
 	switch m := v.(type) {
 	case *DiscoveredBatch:
-		got = m.V
+		return checkLinks(v, m.V, m.Source, m.URLs, m.Groups)
 	case *FrontierBatch:
-		got = m.V
+		return checkLinks(v, m.V, m.Source, m.URLs, m.Groups)
+	case *TaskBatch:
+		if m.V != TaskBatchVersion {
+			return fmt.Errorf("%w: task batch has v=%d, want %d", ErrVersion, m.V, TaskBatchVersion)
+		}
+		return nil
 	case *FetchTask:
 		got = m.V
-		if m.URL == "" || m.Host == "" || m.Lease == "" {
+		if !m.valid() {
 			return fmt.Errorf("%w: fetch task lacks url, host or lease", ErrMalformed)
 		}
 	case *Outcome:

@@ -3,6 +3,7 @@ package crawlmsg
 import (
 	"bytes"
 	"errors"
+	"reflect"
 	"testing"
 )
 
@@ -30,7 +31,10 @@ func TestUnmarshalErrors(t *testing.T) {
 	}{
 		{"not json", "{", &DiscoveredBatch{}, ErrMalformed},
 		{"wrong type", `{"v":1,"urls":"x"}`, &DiscoveredBatch{}, ErrMalformed},
-		{"future version", `{"v":2,"urls":[]}`, &DiscoveredBatch{}, ErrVersion},
+		{"future version", `{"v":3,"urls":[]}`, &DiscoveredBatch{}, ErrVersion},
+		{"groups in version 1", `{"v":1,"groups":[{"urls":[]}]}`, &DiscoveredBatch{}, ErrMalformed},
+		{"version 2 without groups", `{"v":2,"urls":[{"url":"http://a/"}]}`, &FrontierBatch{}, ErrMalformed},
+		{"version 2 with a top-level source", `{"v":2,"source":"http://a/","groups":[{"urls":[]}]}`, &DiscoveredBatch{}, ErrMalformed},
 		{"missing version", `{"urls":[]}`, &FrontierBatch{}, ErrVersion},
 		{"task without lease", `{"v":1,"url":"http://a/","host":"a"}`, &FetchTask{}, ErrMalformed},
 		{"outcome without kind", `{"v":1,"host":"a","lease":"x"}`, &Outcome{}, ErrMalformed},
@@ -42,6 +46,86 @@ func TestUnmarshalErrors(t *testing.T) {
 				t.Fatalf("got %v, want %v", err, tc.want)
 			}
 		})
+	}
+}
+
+// One link group is written as version 1, which every release reads; several as version
+// 2; and a reader gets the groups of either.
+func TestLinkGroups(t *testing.T) {
+	a := LinkGroup{Source: "http://a.example/", URLs: []Discovered{{URL: "http://b.example/", Depth: 1}}}
+	b := LinkGroup{Source: "http://c.example/", URLs: []Discovered{{URL: "http://d.example/", Depth: 2}}}
+	tests := []struct {
+		name    string
+		in      DiscoveredBatch
+		version int
+		want    []LinkGroup
+	}{
+		{"fields of version 1", DiscoveredBatch{Source: a.Source, URLs: a.URLs}, Version, []LinkGroup{a}},
+		{"one group", DiscoveredBatch{Groups: []LinkGroup{a}}, Version, []LinkGroup{a}},
+		{"two groups", DiscoveredBatch{Groups: []LinkGroup{a, b}}, LinksVersion, []LinkGroup{a, b}},
+		{"seeds", DiscoveredBatch{URLs: []Discovered{{URL: "http://s.example/", Via: ViaSeed}}}, Version,
+			[]LinkGroup{{URLs: []Discovered{{URL: "http://s.example/", Via: ViaSeed}}}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			data, err := Marshal(&tc.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var d DiscoveredBatch
+			if err := Unmarshal(data, &d); err != nil {
+				t.Fatalf("%s: %v", data, err)
+			}
+			if d.V != tc.version || !reflect.DeepEqual(d.LinkGroups(), tc.want) {
+				t.Fatalf("%s read back as v%d %+v, want v%d %+v", data, d.V, d.LinkGroups(), tc.version, tc.want)
+			}
+			// A frontier batch has the same shape and rules.
+			var f FrontierBatch
+			if err := Unmarshal(data, &f); err != nil || !reflect.DeepEqual(f.LinkGroups(), tc.want) {
+				t.Fatalf("as a frontier batch: %+v, %v", f.LinkGroups(), err)
+			}
+		})
+	}
+}
+
+// A fetcher reads a batch of tasks and a single task of an earlier scheduler alike, and
+// refuses what it cannot serve whole.
+func TestDecodeTasks(t *testing.T) {
+	a := FetchTask{Shard: 1, Host: "a.example", URL: "http://a.example/", Lease: "1-1-x", Deadline: 9}
+	b := FetchTask{Shard: 1, Host: "b.example", URL: "http://b.example/p", Depth: 2, Lease: "1-2-x", Deadline: 9}
+	batch, err := Marshal(&TaskBatch{Tasks: []FetchTask{a, b}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	single, err := Marshal(&a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a1, b1 := a, b
+	a1.V, b1.V = Version, Version
+	tests := []struct {
+		name string
+		data string
+		want []FetchTask
+		err  error
+	}{
+		{"batch", string(batch), []FetchTask{a1, b1}, nil},
+		{"single task", string(single), []FetchTask{a1}, nil},
+		{"empty batch", `{"v":2,"tasks":[]}`, nil, ErrMalformed},
+		{"task without lease", `{"v":2,"tasks":[{"host":"a","url":"http://a/"}]}`, nil, ErrMalformed},
+		{"future version", `{"v":3,"tasks":[]}`, nil, ErrVersion},
+		{"not json", `{"v":`, nil, ErrMalformed},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := DecodeTasks([]byte(tc.data))
+			if !errors.Is(err, tc.err) || !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("got %+v, %v; want %+v, %v", got, err, tc.want, tc.err)
+			}
+		})
+	}
+	if bytes.Contains(batch, []byte(`"v":0`)) {
+		t.Errorf("tasks in a batch carry a version: %s", batch)
 	}
 }
 
@@ -60,5 +144,34 @@ func TestPageMsg(t *testing.T) {
 	}
 	if _, err := DecodePage(nil, []byte("x")); !errors.Is(err, ErrMalformed) {
 		t.Fatalf("page without header: %v", err)
+	}
+}
+
+// The body as received travels beside the payload, which stays the decoded body every
+// reader of crawl.pages expects; a raw header that disagrees with the capture is refused.
+func TestPageMsgRaw(t *testing.T) {
+	raw := []byte{0x1f, 0x8b, 0, 0xff, '\r', '\n'}
+	p := &Page{
+		Meta: PageMeta{URL: "http://a/", Status: 200, Capture: &Capture{Request: []byte("GET / HTTP/1.1\r\n\r\n"), RawSize: int64(len(raw))}},
+		Body: []byte("<html>"),
+		Raw:  raw,
+	}
+	m, err := PageMsg("crawl.pages", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(m.Data, p.Body) {
+		t.Fatalf("payload %q, want the decoded body", m.Data)
+	}
+	got, err := DecodePage(m.Header, m.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got.Raw, raw) || !bytes.Equal(got.Body, p.Body) || string(got.Meta.Capture.Request) != "GET / HTTP/1.1\r\n\r\n" {
+		t.Fatalf("decoded raw %q body %q capture %+v", got.Raw, got.Body, got.Meta.Capture)
+	}
+	m.Header.Set(RawHeader, "AAAA")
+	if _, err := DecodePage(m.Header, m.Data); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("raw body of the wrong size: %v", err)
 	}
 }

@@ -1,6 +1,7 @@
 package crawlmsg
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 
@@ -15,6 +16,9 @@ func PageMsg(subject string, p *Page) (*nats.Msg, error) {
 	}
 	m := nats.NewMsg(subject)
 	m.Header.Set(MetaHeader, string(meta))
+	if len(p.Raw) > 0 {
+		m.Header.Set(RawHeader, base64.StdEncoding.EncodeToString(p.Raw))
+	}
 	m.Data = p.Body
 	return m, nil
 }
@@ -31,6 +35,16 @@ func DecodePage(header nats.Header, data []byte) (*Page, error) {
 		return nil, err
 	}
 	p.Body = data
+	if raw := header.Get(RawHeader); raw != "" {
+		b, err := base64.StdEncoding.DecodeString(raw)
+		if err != nil {
+			return nil, fmt.Errorf("%w: page %s: %s header: %v", ErrMalformed, p.Meta.URL, RawHeader, err)
+		}
+		if c := p.Meta.Capture; c == nil || c.RawSize != int64(len(b)) {
+			return nil, fmt.Errorf("%w: page %s: %s header of %d octets does not match its capture", ErrMalformed, p.Meta.URL, RawHeader, len(b))
+		}
+		p.Raw = b
+	}
 	return &p, nil
 }
 

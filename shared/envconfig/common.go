@@ -9,13 +9,61 @@ import (
 	"github.com/trawl/trawl/shared/topology"
 )
 
+// Conn are the settings that find a crawl: every service reads them (in Common), and so
+// does trawlctl.
+type Conn struct {
+	NATSURL     string // TRAWL_NATS_URL
+	RedisURL    string // TRAWL_REDIS_URL
+	RedisPrefix string // TRAWL_REDIS_PREFIX: first part of every key; two crawls can share a Redis
+	Shards      int    // TRAWL_SHARDS: scheduler shards
+}
+
+// MaxTaskBatch bounds TRAWL_TASK_BATCH: a fetcher needs at least that many fetch slots.
+const MaxTaskBatch = 64
+
+// MaxShards bounds TRAWL_SHARDS.
+const MaxShards = 1024
+
+// LoadConn reads the settings that find a crawl.
+func LoadConn(r *Reader) Conn {
+	return Conn{
+		NATSURL:     r.String("NATS_URL", "nats://127.0.0.1:4222"),
+		RedisURL:    r.String("REDIS_URL", "redis://127.0.0.1:6379/0"),
+		RedisPrefix: r.String("REDIS_PREFIX", "trawl"),
+		Shards:      r.Int("SHARDS", 1),
+	}
+}
+
+// Validate reports every invalid setting. flag, when not nil, names the command-line flag
+// that overrides a variable (a CLI's), so the message points at both.
+func (c Conn) Validate(flag func(variable string) string) error {
+	name := func(v string) string {
+		if flag != nil {
+			if f := flag(v); f != "" {
+				return v + " (" + f + ")"
+			}
+		}
+		return v
+	}
+	var errs []error
+	for _, v := range []struct{ name, raw string }{{"TRAWL_NATS_URL", c.NATSURL}, {"TRAWL_REDIS_URL", c.RedisURL}} {
+		if u, err := url.Parse(v.raw); err != nil || u.Host == "" {
+			errs = append(errs, fmt.Errorf("%s=%q: want a URL with a host", name(v.name), v.raw))
+		}
+	}
+	if c.RedisPrefix == "" {
+		errs = append(errs, fmt.Errorf("%s: must not be empty", name("TRAWL_REDIS_PREFIX")))
+	}
+	if c.Shards < 1 || c.Shards > MaxShards {
+		errs = append(errs, fmt.Errorf("%s=%d: want 1..%d", name("TRAWL_SHARDS"), c.Shards, MaxShards))
+	}
+	return errors.Join(errs...)
+}
+
 // Common is the configuration every service reads. The pipeline settings (shards, lease,
 // ack wait) must agree across services because each one declares the shared consumers.
 type Common struct {
-	NATSURL     string        // TRAWL_NATS_URL
-	RedisURL    string        // TRAWL_REDIS_URL
-	RedisPrefix string        // TRAWL_REDIS_PREFIX: first part of every key; two crawls can share a Redis
-	Shards      int           // TRAWL_SHARDS: scheduler shards
+	Conn
 	HTTPAddr    string        // TRAWL_HTTP_ADDR: /metrics, /healthz, /readyz
 	LogLevel    string        // TRAWL_LOG_LEVEL: debug, info, warn, error
 	LogFormat   string        // TRAWL_LOG_FORMAT: text or json
@@ -24,15 +72,16 @@ type Common struct {
 	MaxDeliver  int           // TRAWL_MAX_DELIVER: deliveries after which a message still failing is logged at error level
 	Replicas    int           // TRAWL_STREAM_REPLICAS: JetStream replicas per stream
 	MemoryStore bool          // TRAWL_STREAM_MEMORY: memory instead of file storage (benchmarks only)
+	// TaskBatch is the most fetch tasks in one crawl.fetch message (TRAWL_TASK_BATCH): the
+	// scheduler packs up to this many, and a fetcher counts a message as this many of its
+	// fetch slots until it has read how many it holds.
+	TaskBatch int
 }
 
 // LoadCommon reads the common settings; defaultHTTP is the service's own /metrics address.
 func LoadCommon(r *Reader, defaultHTTP string) Common {
 	return Common{
-		NATSURL:     r.String("NATS_URL", "nats://127.0.0.1:4222"),
-		RedisURL:    r.String("REDIS_URL", "redis://127.0.0.1:6379/0"),
-		RedisPrefix: r.String("REDIS_PREFIX", "trawl"),
-		Shards:      r.Int("SHARDS", 1),
+		Conn:        LoadConn(r),
 		HTTPAddr:    r.String("HTTP_ADDR", defaultHTTP),
 		LogLevel:    r.String("LOG_LEVEL", "info"),
 		LogFormat:   r.String("LOG_FORMAT", "text"),
@@ -41,20 +90,13 @@ func LoadCommon(r *Reader, defaultHTTP string) Common {
 		MaxDeliver:  r.Int("MAX_DELIVER", 20),
 		Replicas:    r.Int("STREAM_REPLICAS", 1),
 		MemoryStore: r.Bool("STREAM_MEMORY", false),
+		TaskBatch:   r.Int("TASK_BATCH", 8),
 	}
 }
 
 // Validate reports every invalid setting.
 func (c Common) Validate() error {
-	var errs []error
-	for name, raw := range map[string]string{"TRAWL_NATS_URL": c.NATSURL, "TRAWL_REDIS_URL": c.RedisURL} {
-		if u, err := url.Parse(raw); err != nil || u.Host == "" {
-			errs = append(errs, fmt.Errorf("%s=%q: want a URL with a host", name, raw))
-		}
-	}
-	if c.Shards < 1 || c.Shards > 1024 {
-		errs = append(errs, fmt.Errorf("TRAWL_SHARDS=%d: want 1..1024", c.Shards))
-	}
+	errs := []error{c.Conn.Validate(nil)}
 	if c.LeaseTTL < time.Second {
 		errs = append(errs, fmt.Errorf("TRAWL_LEASE_TTL=%s: want at least 1s", c.LeaseTTL))
 	}
@@ -68,6 +110,9 @@ func (c Common) Validate() error {
 	}
 	if c.MaxDeliver < 2 {
 		errs = append(errs, fmt.Errorf("TRAWL_MAX_DELIVER=%d: want at least 2", c.MaxDeliver))
+	}
+	if c.TaskBatch < 1 || c.TaskBatch > MaxTaskBatch {
+		errs = append(errs, fmt.Errorf("TRAWL_TASK_BATCH=%d: want 1..%d", c.TaskBatch, MaxTaskBatch))
 	}
 	if c.Replicas < 1 || c.Replicas > 5 {
 		errs = append(errs, fmt.Errorf("TRAWL_STREAM_REPLICAS=%d: want 1..5", c.Replicas))

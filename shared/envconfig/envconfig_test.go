@@ -113,3 +113,36 @@ func TestTimingsNeverDropOnTheServer(t *testing.T) {
 		})
 	}
 }
+
+// The services and trawlctl read the same settings to find a crawl; a CLI names its flags
+// in the same messages.
+func TestConnValidate(t *testing.T) {
+	flags := func(v string) string { return map[string]string{"TRAWL_SHARDS": "-shards"}[v] }
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		flag func(string) string
+		want string // "" = valid
+	}{
+		{"defaults", nil, nil, ""},
+		{"shards", map[string]string{"TRAWL_SHARDS": "1025"}, nil, "TRAWL_SHARDS=1025: want 1..1024"},
+		{"shards with its flag", map[string]string{"TRAWL_SHARDS": "0"}, flags, "TRAWL_SHARDS (-shards)=0"},
+		{"nats url", map[string]string{"TRAWL_NATS_URL": "localhost"}, flags, `TRAWL_NATS_URL="localhost"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := LoadConn(FromMap(tc.env)).Validate(tc.flag)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Validate = %v, want %q", err, tc.want)
+			}
+		})
+	}
+	if c := LoadCommon(FromMap(nil), ":1"); c.Conn != LoadConn(FromMap(nil)) {
+		t.Errorf("Common reads other connection defaults (%+v) than LoadConn", c.Conn)
+	}
+}

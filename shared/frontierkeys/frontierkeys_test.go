@@ -2,6 +2,7 @@ package frontierkeys
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -147,6 +148,33 @@ func TestParseErrorRecord(t *testing.T) {
 			got, ok := ParseErrorRecord(tc.in)
 			if ok != tc.ok || (ok && got != tc.want) {
 				t.Fatalf("ParseErrorRecord(%q) = %+v, %v", tc.in, got, ok)
+			}
+		})
+	}
+}
+
+// The progress line names what holds the slowest host back, so a slow host's long
+// politeness delay (k × its response time) reads as such.
+func TestWaitsSlowestSaysWhy(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for _, tc := range []struct {
+		name string
+		host HostWait
+		want string
+	}{
+		{"slow host", HostWait{Reason: WaitDelay, ResponseTime: 1500 * time.Millisecond, Next: now.Add(7500 * time.Millisecond)},
+			"(in 7.5s: politeness delay after a 1.5s response)"},
+		{"no response yet", HostWait{Reason: WaitDelay, Next: now.Add(time.Second)}, "(in 1s: politeness delay)"},
+		{"Crawl-delay", HostWait{Reason: WaitCrawlDelay, CrawlDelay: 10 * time.Second, Next: now.Add(10 * time.Second)},
+			"(in 10s: Crawl-delay 10s)"},
+		{"backoff", HostWait{Reason: WaitBackoff, Streak: 3, Next: now.Add(2 * time.Minute)},
+			"(in 2m0s: error backoff, streak 3)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.host.Host = "h.example"
+			w := Waits{Now: now, Waiting: 1, Sampled: 1, Hosts: []HostWait{tc.host}}
+			if got := w.String(); !strings.Contains(got, "slowest h.example next at "+tc.host.Next.Format("15:04:05")+" "+tc.want) {
+				t.Errorf("String() = %q, want it to end with %q", got, tc.want)
 			}
 		})
 	}

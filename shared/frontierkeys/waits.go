@@ -30,6 +30,9 @@ type HostWait struct {
 	Reason     string        `json:"reason"`
 	Streak     int64         `json:"error_streak,omitempty"`
 	CrawlDelay time.Duration `json:"crawl_delay_ns,omitempty"`
+	// ResponseTime is the host's last response time: the politeness delay is k times it,
+	// so a slow host explains a long wait.
+	ResponseTime time.Duration `json:"response_time_ns,omitempty"`
 	// LastError is the host's newest line in the error log ("" when it has rolled out).
 	LastError string `json:"last_error,omitempty"`
 }
@@ -130,7 +133,7 @@ func ReadWaits(ctx context.Context, rdb redis.UniversalClient, prefix string, sh
 				}
 				h, _ := z.Member.(string)
 				w.Hosts = append(w.Hosts, HostWait{Host: h, Shard: k, Next: next})
-				hc = append(hc, hostCmd{len(w.Hosts) - 1, p.HMGet(ctx, ForShard(prefix, k).Host(h), HostErr, HostCD)})
+				hc = append(hc, hostCmd{len(w.Hosts) - 1, p.HMGet(ctx, ForShard(prefix, k).Host(h), HostErr, HostCD, HostRT)})
 			}
 		}
 		return nil
@@ -150,6 +153,7 @@ func ReadWaits(ctx context.Context, rdb redis.UniversalClient, prefix string, sh
 			return n
 		}
 		hw.Streak, hw.CrawlDelay = num(0), time.Duration(num(1))*time.Millisecond
+		hw.ResponseTime = time.Duration(num(2)) * time.Millisecond
 		switch {
 		case hw.Streak > 0:
 			hw.Reason = WaitBackoff
@@ -171,6 +175,20 @@ func ReadWaits(ctx context.Context, rdb redis.UniversalClient, prefix string, sh
 	w.Sampled = len(w.Hosts)
 	sort.SliceStable(w.Hosts, func(i, j int) bool { return w.Hosts[i].Next.After(w.Hosts[j].Next) })
 	return w, nil
+}
+
+// why says what holds the host back, as an operator reads it.
+func (h HostWait) why() string {
+	switch {
+	case h.Reason == WaitBackoff:
+		return fmt.Sprintf("error backoff, streak %d", h.Streak)
+	case h.Reason == WaitCrawlDelay:
+		return "Crawl-delay " + h.CrawlDelay.String()
+	case h.ResponseTime > 0:
+		// The adaptive delay: k × the response time, at least the minimum delay.
+		return "politeness delay after a " + h.ResponseTime.Round(time.Millisecond).String() + " response"
+	}
+	return "politeness delay"
 }
 
 // Describe is the record as an operator reads it: kind, status and error.
@@ -225,8 +243,8 @@ func (w Waits) String() string {
 	}
 	parts = append(parts, fmt.Sprintf("%d retired", w.Retired))
 	if l := w.Latest(); l != nil {
-		parts = append(parts, fmt.Sprintf("slowest %s next at %s (in %s)", l.Host, l.Next.Format("15:04:05"),
-			l.Next.Sub(w.Now).Round(100*time.Millisecond)))
+		parts = append(parts, fmt.Sprintf("slowest %s next at %s (in %s: %s)", l.Host, l.Next.Format("15:04:05"),
+			l.Next.Sub(w.Now).Round(100*time.Millisecond), l.why()))
 	}
 	return "hosts waiting: " + strings.Join(parts, ", ")
 }

@@ -34,6 +34,7 @@ func TestReadWaits(t *testing.T) {
 		p.ZAdd(ctx, s1.Inflight(), redis.Z{Score: ms(time.Minute), Member: "busy.example"})
 		p.HSet(ctx, s0.Host("down.example"), frontierkeys.HostErr, 2, frontierkeys.HostNext, int64(ms(40*time.Second)))
 		p.HSet(ctx, s1.Host("slow.example"), frontierkeys.HostCD, 10000)
+		p.HSet(ctx, s0.Host("delay.example"), frontierkeys.HostRT, 1500)
 		p.HSet(ctx, s0.Stats(), "retired", 1)
 		// Newest first: the newer line of down.example is the one reported.
 		p.RPush(ctx, s0.Errors(),
@@ -57,7 +58,7 @@ func TestReadWaits(t *testing.T) {
 			reasons: []string{frontierkeys.WaitBackoff, frontierkeys.WaitCrawlDelay, frontierkeys.WaitDelay},
 			text: []string{"hosts waiting: 1 backing off until " + now.Add(40*time.Second).Format("15:04:05") +
 				" (last error down.example: robots-unavailable 503)", "1 in Crawl-delay", "1 in politeness delay",
-				"1 retired", "slowest down.example next at"}},
+				"1 retired", "slowest down.example next at", ": error backoff, streak 2)"}},
 		// One per shard: the slowest host of each, and the count says what was left out.
 		{name: "sampled", sample: 1,
 			hosts:   []string{"down.example", "slow.example"},

@@ -20,6 +20,7 @@ import (
 	"github.com/trawl/trawl/devstack/redisproc"
 	"github.com/trawl/trawl/shared/natsx"
 	"github.com/trawl/trawl/shared/redisx"
+	"github.com/trawl/trawl/shared/testwait"
 	"github.com/trawl/trawl/shared/topology"
 )
 
@@ -47,17 +48,6 @@ func workStream(t *testing.T, js jetstream.JetStream, name string, maxDeliver in
 		t.Fatal(err)
 	}
 	return c
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 func streamMsgs(t *testing.T, js jetstream.JetStream, name string) uint64 {
@@ -165,7 +155,7 @@ func TestConsumeBatchesSettles(t *testing.T) {
 		})
 	}()
 	const past = 5 // deliveries of "hopeless", beyond MaxDeliver=3
-	waitFor(t, "the temporary failure to be retried past MaxDeliver", func() bool {
+	testwait.Eventually(t, 15*time.Second, "the temporary failure to be retried past MaxDeliver", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return calls["hopeless"] >= past
@@ -212,7 +202,7 @@ func TestConsumeEachRetriesTemporaryFailures(t *testing.T) {
 			return errors.New("READONLY You can't write against a read only replica")
 		})
 	}()
-	waitFor(t, "the temporary failure to be retried past MaxDeliver", func() bool { return calls.Load() >= 4 })
+	testwait.Eventually(t, 15*time.Second, "the temporary failure to be retried past MaxDeliver", func() bool { return calls.Load() >= 4 })
 	cancel()
 	<-done
 	if n := streamMsgs(t, js, "CT"); n != 1 || terms.Load() != 0 {
@@ -309,7 +299,7 @@ func TestConsumeGateHoldsMessages(t *testing.T) {
 	if err := rs.Restart(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the message to be handled after redis came back", func() bool { return handled.Load() == 1 })
+	testwait.Eventually(t, 15*time.Second, "the message to be handled after redis came back", func() bool { return handled.Load() == 1 })
 }
 
 // ConsumeEach never holds more messages than it has idle handlers.
@@ -340,7 +330,7 @@ func TestConsumeEachBoundsInFlight(t *testing.T) {
 			return nil
 		})
 	}()
-	waitFor(t, "all messages handled", func() bool { return total.Load() == 40 })
+	testwait.Eventually(t, 15*time.Second, "all messages handled", func() bool { return total.Load() == 40 })
 	info, err := cons.Info(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -352,6 +342,55 @@ func TestConsumeEachBoundsInFlight(t *testing.T) {
 	<-done
 	if peak.Load() > 4 || peak.Load() < 2 {
 		t.Fatalf("peak concurrency %d, want 2..4", peak.Load())
+	}
+}
+
+// With weights (a message holding several fetch tasks), ConsumeEach never holds more units
+// of work than Batch, whatever mix of weights arrives, and still uses the room it has.
+func TestConsumeEachBoundsWeightedWork(t *testing.T) {
+	js := connect(t)
+	cons := workStream(t, js, "CW", 5)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const batch, maxWeight = 8, 4
+	weights := []int{1, 4, 2, 3, 1, 1, 4, 4, 2, 1, 3, 2, 1, 4, 1, 1, 2, 3, 4, 1}
+	want := 0
+	for _, w := range weights {
+		want += w
+		if _, err := js.Publish(ctx, "CW.x", []byte(fmt.Sprint(w))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var cur, peak, total atomic.Int32
+	done := make(chan error, 1)
+	go func() {
+		done <- natsx.ConsumeEach(ctx, cons, natsx.ConsumeOptions{
+			Batch: batch, MaxWeight: maxWeight,
+			Weight: func(m jetstream.Msg) int { var w int; fmt.Sscan(string(m.Data()), &w); return w },
+		}, func(_ context.Context, m jetstream.Msg) error {
+			var w int32
+			fmt.Sscan(string(m.Data()), &w)
+			n := cur.Add(w)
+			for {
+				p := peak.Load()
+				if n <= p || peak.CompareAndSwap(p, n) {
+					break
+				}
+			}
+			time.Sleep(10 * time.Millisecond) // the tasks' fetches
+			cur.Add(-w)
+			total.Add(w)
+			return nil
+		})
+	}()
+	testwait.Eventually(t, 15*time.Second, "all work handled", func() bool { return total.Load() == int32(want) })
+	cancel()
+	<-done
+	if peak.Load() > batch {
+		t.Fatalf("peak work in hand %d, want at most %d", peak.Load(), batch)
+	}
+	if peak.Load() <= maxWeight {
+		t.Fatalf("peak work in hand %d: several messages should run at once", peak.Load())
 	}
 }
 
@@ -398,7 +437,7 @@ func TestConsumeBatchesInFlight(t *testing.T) {
 						return nil
 					})
 			}()
-			waitFor(t, "every message handled and acked", func() bool {
+			testwait.Eventually(t, 15*time.Second, "every message handled and acked", func() bool {
 				mu.Lock()
 				defer mu.Unlock()
 				return n == msgs && streamMsgs(t, js, name) == 0

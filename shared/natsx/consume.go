@@ -9,8 +9,10 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/ctxsleep"
 )
 
 // ErrPermanent marks a handler error that redelivery cannot fix; the message is
@@ -58,6 +60,13 @@ type ConsumeOptions struct {
 	// DrainTimeout bounds how long messages already pulled are still handled after ctx
 	// ends (default 10s); what is not handled by then is redelivered after AckWait.
 	DrainTimeout time.Duration
+	// Weight, for ConsumeEach, is how many of its Batch slots a message takes: the units of
+	// work it holds (the fetch tasks of a batch). MaxWeight (default 1) is the most any
+	// message may take: a pull is made only for as many messages as there are MaxWeight
+	// slots free, and what a message does not use is given back as it arrives, so the work
+	// in hand never passes Batch. A message weighing more counts as MaxWeight.
+	Weight    func(jetstream.Msg) int
+	MaxWeight int
 	// OnTerm is called for every terminated message (metrics); the reason is "permanent".
 	OnTerm func(reason string)
 	Log    *slog.Logger
@@ -87,6 +96,9 @@ func (o *ConsumeOptions) defaults(batch int) {
 	}
 	if o.OnTerm == nil {
 		o.OnTerm = func(string) {}
+	}
+	if o.MaxWeight <= 0 {
+		o.MaxWeight = 1
 	}
 }
 
@@ -209,21 +221,26 @@ func (h *holdOff) wait(ctx context.Context) bool {
 	if n == 0 {
 		return true
 	}
-	return sleepCtx(ctx, min(250*time.Millisecond<<min(n-1, 5), 5*time.Second))
+	return ctxsleep.Sleep(ctx, min(250*time.Millisecond<<min(n-1, 5), 5*time.Second))
 }
 
 // Handler handles one message; see BatchHandler for the meaning of the result.
 type Handler func(ctx context.Context, msg jetstream.Msg) error
 
-// ConsumeEach runs up to o.Batch handlers concurrently, pulling exactly as many messages as
-// there are idle handlers. Nothing waits in a client-side buffer, which matters for fetch
-// tasks: their lease deadline runs from dispatch.
+// ConsumeEach runs handlers concurrently for up to o.Batch units of work (one per message,
+// or each message's Weight), pulling exactly as many messages as there is room for.
+// Nothing waits in a client-side buffer, which matters for fetch tasks: their lease
+// deadline runs from dispatch.
 func ConsumeEach(ctx context.Context, cons jetstream.Consumer, o ConsumeOptions, h Handler) error {
 	o.defaults(16)
-	slots := make(chan struct{}, o.Batch)
-	for range o.Batch {
-		slots <- struct{}{}
+	maxW := int64(min(o.MaxWeight, o.Batch))
+	weight := func(m jetstream.Msg) int64 {
+		if o.Weight == nil {
+			return 1
+		}
+		return min(max(int64(o.Weight(m)), 1), maxW)
 	}
+	slots := semaphore.NewWeighted(int64(o.Batch))
 	work, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()
 	// Deferred after cancelWork so it runs first: handlers finish before work is cancelled.
@@ -245,21 +262,14 @@ func ConsumeEach(ctx context.Context, cons jetstream.Consumer, o ConsumeOptions,
 		if err := waitGate(ctx, o); err != nil {
 			break
 		}
-		// Wait for at least one idle handler, then take every idle one.
-		select {
-		case <-slots:
-		case <-ctx.Done():
+		// Wait for room for one message of the greatest weight, then take all the room
+		// there is for more.
+		if err := slots.Acquire(ctx, maxW); err != nil {
 			continue
 		}
 		n := 1
-	more:
-		for n < o.Batch {
-			select {
-			case <-slots:
-				n++
-			default:
-				break more
-			}
+		for int64(n+1)*maxW <= int64(o.Batch) && slots.TryAcquire(maxW) {
+			n++
 		}
 		// The pull request expires after a second so that a quiet stream costs one request
 		// a second, and ctx ending cancels it at once.
@@ -267,28 +277,26 @@ func ConsumeEach(ctx context.Context, cons jetstream.Consumer, o ConsumeOptions,
 		mb, err := cons.Fetch(n, jetstream.FetchContext(fctx))
 		if err != nil {
 			fcancel()
-			for range n {
-				slots <- struct{}{}
-			}
+			slots.Release(int64(n) * maxW)
 			if ctx.Err() == nil {
 				o.Log.Warn("consume: fetch", "err", err)
-				sleepCtx(ctx, 250*time.Millisecond)
+				ctxsleep.Sleep(ctx, 250*time.Millisecond)
 			}
 			continue
 		}
 		got := 0
 		for m := range mb.Messages() {
 			got++
+			w := weight(m)
+			slots.Release(maxW - w)
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				defer func() { slots <- struct{}{} }()
+				defer slots.Release(w)
 				hold.record(settle(m, h(work, m), o))
 			}()
 		}
-		for range n - got {
-			slots <- struct{}{}
-		}
+		slots.Release(int64(n-got) * maxW)
 		fcancel()
 		if err := mb.Error(); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, jetstream.ErrNoMessages) {
 			o.Log.Debug("consume: fetch batch", "err", err)
@@ -338,20 +346,9 @@ func waitGate(ctx context.Context, o ConsumeOptions) error {
 		if i%40 == 0 {
 			o.Log.Warn("consume: dependency not ready; not pulling", "err", err)
 		}
-		if !sleepCtx(ctx, 250*time.Millisecond) {
+		if !ctxsleep.Sleep(ctx, 250*time.Millisecond) {
 			return ctx.Err()
 		}
-	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }
 

@@ -43,6 +43,25 @@ const (
 	ConsumerParser  = "parser"
 )
 
+// ConsumerArchiver is the archiver's durable consumer on CRAWL_PAGES. Unlike the
+// pipeline's own consumers it is declared by the archiver alone (ArchiverConsumer), not by
+// every service: CRAWL_PAGES keeps each page until every consumer acked it, so a consumer
+// nobody reads would stall the crawl.
+const ConsumerArchiver = "archiver"
+
+// ArchiverConsumer is ConsumerArchiver's configuration.
+func ArchiverConsumer(t StageTimings) jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:       ConsumerArchiver,
+		FilterSubject: SubjectPages,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       t.AckWait,
+		MaxDeliver:    t.MaxDeliver,
+		MaxAckPending: 4096,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+	}
+}
+
 // FrontierSubject is where dedup sends new URLs of shard's hosts.
 func FrontierSubject(shard int) string { return fmt.Sprintf("%s%d", frontierPrefix, shard) }
 

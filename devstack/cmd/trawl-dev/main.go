@@ -120,6 +120,9 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		logs = os.Stderr
 	}
 	fmt.Fprintf(out, "starting NATS JetStream, redis-server and the services (%d fetcher(s))…\n", o.fetchers)
+	if dir := stack.ArchiveDir(env); dir != "" {
+		fmt.Fprintf(out, "archiving: WARC files and their CDXJ indexes go to %s (the file being written ends in .open until the stop)\n", dir)
+	}
 	st, err := stack.Start(ctx, stack.Options{
 		BinDir:   o.bin,
 		Dir:      o.dir,

@@ -105,3 +105,36 @@ func TestParkAfterEndsBatchCrawlAndResumes(t *testing.T) {
 		t.Fatalf("crawl state not kept in %s: %v", dir, err)
 	}
 }
+
+// A seed whose host does not resolve does not leave the crawl at 0 pages/s without a word:
+// the progress line names the host and its DNS error, and -park-after ends the batch crawl
+// with the host and its URL in the summary.
+func TestUnresolvableSeedSaysWhy(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	t.Setenv("TRAWL_ALLOW_CIDRS", "127.0.0.0/8")
+	t.Setenv("TRAWL_MAX_DEPTH", "0")
+	t.Setenv("TRAWL_RETRY_BACKOFF", "30s")
+	t.Setenv("TRAWL_ROBOTS_ERROR_TTL", "1s")
+	// The reserved .invalid domain never resolves (RFC 2606), with or without a resolver.
+	const seed = "http://no-such-host.invalid/"
+	o := options{bin: binDir, fetchers: 1, every: 300 * time.Millisecond, dir: t.TempDir(), parkAfter: 3 * time.Second,
+		seeds: []string{seed}}
+	var out bytes.Buffer
+	if err := run(ctx, o, &out); err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	text := out.String()
+	for _, want := range []string{
+		"hosts waiting: 1 backing off until",
+		"(last error no-such-host.invalid: robots-unavailable", // the host and the kind of failure
+		"lookup no-such-host.invalid",                          // the DNS error itself
+		"crawl parked after",
+		"no-such-host.invalid: 1 queued, backoff until",
+		seed + "\n",
+	} {
+		if !strings.Contains(text, want) {
+			t.Fatalf("output lacks %q:\n%s", want, text)
+		}
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/trawl/trawl/services/dedup/internal/bloom"
 	"github.com/trawl/trawl/services/dedup/internal/cache"
 	"github.com/trawl/trawl/services/dedup/internal/seen"
+	"github.com/trawl/trawl/shared/testwait"
 )
 
 // defaultParams are the production defaults (12 MB filter, k = 7).
@@ -48,7 +49,7 @@ func BenchmarkDedupCheck(b *testing.B) {
 	for _, tc := range cases {
 		b.Run(tc.name, func(b *testing.B) {
 			_, c := startRedis(b)
-			ctx := testCtx(b)
+			ctx := testwait.Context(b)
 			f := newFilter(b, c, "trawl", defaultParams)
 			store := seen.New(c, f, "trawl")
 			checker := &seen.Cached{Store: store}

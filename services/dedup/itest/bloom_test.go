@@ -10,13 +10,14 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/trawl/trawl/services/dedup/internal/bloom"
+	"github.com/trawl/trawl/shared/testwait"
 )
 
 var smallParams = bloom.Params{Capacity: 100_000, FPRate: 0.01, KeyBits: 1 << 31}
 
 func TestBloomNewThenSeen(t *testing.T) {
 	_, c := startRedis(t)
-	ctx := testCtx(t)
+	ctx := testwait.Context(t)
 	f := newFilter(t, c, "trawl", smallParams)
 
 	batch := urls("a", 0, 500)
@@ -54,7 +55,7 @@ func TestBloomNewThenSeen(t *testing.T) {
 
 func TestBloomDuplicatesInBatch(t *testing.T) {
 	_, c := startRedis(t)
-	ctx := testCtx(t)
+	ctx := testwait.Context(t)
 	f := newFilter(t, c, "trawl", smallParams)
 
 	batch := []string{
@@ -72,7 +73,7 @@ func TestBloomDuplicatesInBatch(t *testing.T) {
 
 func TestBloomSpansKeys(t *testing.T) {
 	_, c := startRedis(t)
-	ctx := testCtx(t)
+	ctx := testwait.Context(t)
 	p := bloom.Params{Capacity: 100_000, FPRate: 0.01, KeyBits: 1 << 16}
 	f := newFilter(t, c, "trawl", p)
 	if f.Keys != 17 {
@@ -139,7 +140,7 @@ func TestBloomSpansKeys(t *testing.T) {
 
 func TestBloomInitIdempotent(t *testing.T) {
 	_, c := startRedis(t)
-	ctx := testCtx(t)
+	ctx := testwait.Context(t)
 	f := newFilter(t, c, "trawl", smallParams)
 	if _, err := f.TestAndSet(ctx, c, urls("keep", 0, 100)); err != nil {
 		t.Fatal(err)
@@ -168,7 +169,7 @@ func TestBloomInitIdempotent(t *testing.T) {
 
 func TestBloomParameterMismatchRefused(t *testing.T) {
 	_, c := startRedis(t)
-	ctx := testCtx(t)
+	ctx := testwait.Context(t)
 	newFilter(t, c, "trawl", smallParams)
 
 	tests := []struct {
@@ -207,7 +208,7 @@ func TestBloomParameterMismatchRefused(t *testing.T) {
 
 func TestBloomBitsWithoutMetaRefused(t *testing.T) {
 	_, c := startRedis(t)
-	ctx := testCtx(t)
+	ctx := testwait.Context(t)
 	if err := c.SetBit(ctx, "trawl:{dedup}:bloom:0:0", 12345, 1).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +246,7 @@ func TestBloomFalsePositiveRate(t *testing.T) {
 // returns the fill ratio at capacity.
 func measureFP(t testing.TB, c *redis.Client, f *bloom.Filter) (rate, fill float64) {
 	t.Helper()
-	ctx := testCtx(t)
+	ctx := testwait.Context(t)
 	n := int(f.Capacity)
 	const batch = 5000
 	for from := 0; from < n; from += batch {

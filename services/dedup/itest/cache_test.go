@@ -18,6 +18,7 @@ import (
 	"github.com/trawl/trawl/services/dedup/internal/seen"
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/natsx"
+	"github.com/trawl/trawl/shared/testwait"
 	"github.com/trawl/trawl/shared/topology"
 	"github.com/trawl/trawl/shared/urlnorm"
 )
@@ -26,7 +27,7 @@ import (
 // commandstats) since the last CONFIG RESETSTAT.
 func redisCalls(t *testing.T, c *redis.Client, names ...string) int {
 	t.Helper()
-	info, err := c.Info(testCtx(t), "commandstats").Result()
+	info, err := c.Info(testwait.Context(t), "commandstats").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +55,7 @@ func redisCalls(t *testing.T, c *redis.Client, names ...string) int {
 
 func resetStats(t *testing.T, c *redis.Client) {
 	t.Helper()
-	if err := c.ConfigResetStat(testCtx(t)).Err(); err != nil {
+	if err := c.ConfigResetStat(testwait.Context(t)).Err(); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -64,7 +65,7 @@ func resetStats(t *testing.T, c *redis.Client) {
 // although all its URLs are cached by then.
 func TestCachedCheck(t *testing.T) {
 	_, c := startRedis(t)
-	ctx := testCtx(t)
+	ctx := testwait.Context(t)
 	f := newFilter(t, c, "trawl", smallParams)
 	ch := &seen.Cached{Store: seen.New(c, f, "trawl"), Cache: cache.New(1000)}
 	u := urls("cached", 0, 4)
@@ -160,18 +161,18 @@ func TestServiceCacheSkipsRedis(t *testing.T) {
 			}
 			s.publishDiscovered(t, first...)
 			got, ids := map[int][]string{}, map[string]int{}
-			eventually(t, 20*time.Second, "first message on the frontier", func() bool {
+			testwait.Eventually(t, 20*time.Second, "first message on the frontier", func() bool {
 				s.frontier(t, got, ids)
 				return len(got[0])+len(got[1]) == 40
 			})
-			eventually(t, 20*time.Second, "dedup consumer idle", func() bool { return s.idle(t) })
+			testwait.Eventually(t, 20*time.Second, "dedup consumer idle", func() bool { return s.idle(t) })
 
 			resetStats(t, c)
 			s.publishDiscovered(t, again...)
-			eventually(t, 20*time.Second, "repeat handled", func() bool {
+			testwait.Eventually(t, 20*time.Second, "repeat handled", func() bool {
 				return s.metric(t, `trawl_dedup_urls_total{result="seen"}`) == 40
 			})
-			eventually(t, 20*time.Second, "dedup consumer idle", func() bool { return s.idle(t) })
+			testwait.Eventually(t, 20*time.Second, "dedup consumer idle", func() bool { return s.idle(t) })
 			if n := redisCalls(t, c, "eval", "evalsha"); n != tt.scripts {
 				t.Errorf("%d test-and-set scripts for the repeated URLs, want %d", n, tt.scripts)
 			}
@@ -207,14 +208,14 @@ func TestServiceCacheSkipsRedis(t *testing.T) {
 // meanwhile is answered "seen" by the cache.
 func TestServiceRedeliveryBypassesCache(t *testing.T) {
 	s := startStack(t, redisproc.Options{}, nil)
-	ctx := testCtx(t)
+	ctx := testwait.Context(t)
 	// Without the frontier stream, publishing fails.
 	if err := s.js.DeleteStream(ctx, topology.StreamFrontier); err != nil {
 		t.Fatal(err)
 	}
 	lost := []crawlmsg.Discovered{link("http://a.test/lost/1", 1), link("http://b.test/lost/2", 1), link("http://a.test/lost/3", 1)}
 	s.publishDiscovered(t, lost...)
-	eventually(t, 20*time.Second, "the publish to fail", func() bool {
+	testwait.Eventually(t, 20*time.Second, "the publish to fail", func() bool {
 		return s.metric(t, `trawl_dedup_failures_total{stage="publish"}`) >= 1
 	})
 	if e := s.metric(t, "trawl_dedup_cache_entries"); e != 3 {
@@ -222,7 +223,7 @@ func TestServiceRedeliveryBypassesCache(t *testing.T) {
 	}
 	// Another page linking to the same URLs: the cache says seen.
 	s.publishDiscovered(t, lost[2], lost[0])
-	eventually(t, 20*time.Second, "the second message answered by the cache", func() bool {
+	testwait.Eventually(t, 20*time.Second, "the second message answered by the cache", func() bool {
 		return s.metric(t, "trawl_dedup_cache_hits_total") == 2
 	})
 
@@ -230,11 +231,11 @@ func TestServiceRedeliveryBypassesCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, ids := map[int][]string{}, map[string]int{}
-	eventually(t, 30*time.Second, "the redelivered message's URLs on the frontier", func() bool {
+	testwait.Eventually(t, 30*time.Second, "the redelivered message's URLs on the frontier", func() bool {
 		s.frontier(t, got, ids)
 		return len(got[0])+len(got[1]) >= 3
 	})
-	eventually(t, 20*time.Second, "dedup consumer idle", func() bool { return s.idle(t) })
+	testwait.Eventually(t, 20*time.Second, "dedup consumer idle", func() bool { return s.idle(t) })
 	s.frontier(t, got, ids)
 	all := append(slices.Clone(got[0]), got[1]...)
 	slices.Sort(all)
@@ -278,8 +279,8 @@ func TestServiceStripsSessionIDs(t *testing.T) {
 			}
 			s.publishDiscovered(t, ds...)
 			got, ids := map[int][]string{}, map[string]int{}
-			eventually(t, 20*time.Second, "dedup consumer idle", func() bool { return s.idle(t) })
-			eventually(t, 20*time.Second, "URLs on the frontier", func() bool {
+			testwait.Eventually(t, 20*time.Second, "dedup consumer idle", func() bool { return s.idle(t) })
+			testwait.Eventually(t, 20*time.Second, "URLs on the frontier", func() bool {
 				s.frontier(t, got, ids)
 				return len(got[0])+len(got[1]) >= len(tt.want)
 			})
@@ -304,7 +305,7 @@ func TestServiceBloomSpansManyKeys(t *testing.T) {
 		"TRAWL_DEDUP_CACHE_SIZE": "0", // every repeat must be answered by the filter
 	})
 	c := redisClient(t, s.redis)
-	ctx := testCtx(t)
+	ctx := testwait.Context(t)
 	f, err := bloom.New(s.cfg.RedisPrefix, s.cfg.Bloom)
 	if err != nil {
 		t.Fatal(err)
@@ -335,7 +336,7 @@ func TestServiceBloomSpansManyKeys(t *testing.T) {
 		s.publishDiscovered(t, ds...)
 	}
 	got, ids := map[int][]string{}, map[string]int{}
-	eventually(t, 30*time.Second, "every URL on the frontier", func() bool {
+	testwait.Eventually(t, 30*time.Second, "every URL on the frontier", func() bool {
 		s.frontier(t, got, ids)
 		return len(got[0])+len(got[1]) >= msgs*per
 	})
@@ -358,7 +359,7 @@ func TestServiceBloomSpansManyKeys(t *testing.T) {
 		}
 		s.publishDiscovered(t, ds...)
 	}
-	eventually(t, 30*time.Second, "repeats handled", func() bool {
+	testwait.Eventually(t, 30*time.Second, "repeats handled", func() bool {
 		return s.metric(t, `trawl_dedup_urls_total{result="seen"}`) == msgs*per
 	})
 	s.frontier(t, got, ids)
@@ -402,7 +403,7 @@ func TestCacheHitRateSyntheticWeb(t *testing.T) {
 	_, c := startRedis(t)
 	for _, size := range []int{50_000, 1000, 100} {
 		t.Run(fmt.Sprintf("cache %d", size), func(t *testing.T) {
-			ctx := testCtx(t)
+			ctx := testwait.Context(t)
 			prefix := fmt.Sprintf("web%d", size)
 			f := newFilter(t, c, prefix, smallParams)
 			ch := &seen.Cached{Store: seen.New(c, f, prefix), Cache: cache.New(size)}

@@ -1,16 +1,15 @@
 package itest
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/trawl/trawl/devstack/redisproc"
 	"github.com/trawl/trawl/services/dedup/internal/bloom"
+	"github.com/trawl/trawl/shared/testwait"
 )
 
 // startRedis starts a real redis-server for the test and returns a client to it.
@@ -27,18 +26,10 @@ func newFilter(t testing.TB, c *redis.Client, prefix string, p bloom.Params) *bl
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Init(testCtx(t), c); err != nil {
+	if err := f.Init(testwait.Context(t), c); err != nil {
 		t.Fatal(err)
 	}
 	return f
-}
-
-// testCtx ends with the test, and after a minute at most so a hang fails instead of
-// waiting for the package timeout.
-func testCtx(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	t.Cleanup(cancel)
-	return ctx
 }
 
 // urls returns n distinct normalised URLs over a few hosts, distinct from other tags.
@@ -57,18 +48,6 @@ func span(from, n int) []int {
 		out[i] = from + i
 	}
 	return out
-}
-
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", within, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // redisClient connects to a running redisproc server.

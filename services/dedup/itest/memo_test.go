@@ -10,13 +10,14 @@ import (
 
 	"github.com/trawl/trawl/devstack/redisproc"
 	"github.com/trawl/trawl/services/dedup/internal/seen"
+	"github.com/trawl/trawl/shared/testwait"
 )
 
 // TestSeenTrimToAckFloor: memos at or below the ack floor go, the others stay and still
 // give a redelivery its first answer.
 func TestSeenTrimToAckFloor(t *testing.T) {
 	_, c := startRedis(t)
-	ctx := testCtx(t)
+	ctx := testwait.Context(t)
 	f := newFilter(t, c, "trawl", smallParams)
 	s := seen.New(c, f, "trawl")
 
@@ -61,17 +62,17 @@ func TestServiceMemosTrimmedToAckFloor(t *testing.T) {
 		"TRAWL_ACK_WAIT":                 "8s",
 	})
 	c := redisClient(t, s.redis)
-	ctx := testCtx(t)
+	ctx := testwait.Context(t)
 	const acked = 300
 	for i := range acked {
 		s.publishDiscovered(t, link(fmt.Sprintf("http://a.test/%d", i), 1))
 	}
 	got, ids := map[int][]string{}, map[string]int{}
-	eventually(t, 20*time.Second, "the acked messages' URLs on the frontier", func() bool {
+	testwait.Eventually(t, 20*time.Second, "the acked messages' URLs on the frontier", func() bool {
 		s.frontier(t, got, ids)
 		return len(got[0])+len(got[1]) == acked
 	})
-	eventually(t, 20*time.Second, "dedup consumer idle", func() bool { return s.idle(t) })
+	testwait.Eventually(t, 20*time.Second, "dedup consumer idle", func() bool { return s.idle(t) })
 	if err := s.stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +97,7 @@ func TestServiceMemosTrimmedToAckFloor(t *testing.T) {
 	s.start(t)
 	// Before the taken message comes back (AckWait 8 s), the trim has removed every memo
 	// below the ack floor and kept the one above it.
-	eventually(t, 5*time.Second, "memos trimmed to the unacked message's", func() bool {
+	testwait.Eventually(t, 5*time.Second, "memos trimmed to the unacked message's", func() bool {
 		ms, err := c.ZRange(ctx, store.MemoSeqKey(), 0, -1).Result()
 		return err == nil && slices.Equal(ms, []string{id})
 	})
@@ -108,12 +109,12 @@ func TestServiceMemosTrimmedToAckFloor(t *testing.T) {
 	}
 
 	// The redelivery republishes the URLs its first delivery found new.
-	eventually(t, 20*time.Second, "the unacked message's URLs on the frontier", func() bool {
+	testwait.Eventually(t, 20*time.Second, "the unacked message's URLs on the frontier", func() bool {
 		s.frontier(t, got, ids)
 		return slices.Contains(got[0], "http://c.test/kept") && slices.Contains(got[1], "http://b.test/kept")
 	})
-	eventually(t, 20*time.Second, "dedup consumer idle", func() bool { return s.idle(t) })
-	eventually(t, 5*time.Second, "no memo left", func() bool {
+	testwait.Eventually(t, 20*time.Second, "dedup consumer idle", func() bool { return s.idle(t) })
+	testwait.Eventually(t, 5*time.Second, "no memo left", func() bool {
 		n, err := c.ZCard(ctx, store.MemoSeqKey()).Result()
 		h, err2 := c.HLen(ctx, store.MemoKey()).Result()
 		return err == nil && err2 == nil && n == 0 && h == 0

@@ -10,6 +10,7 @@ import (
 	"github.com/trawl/trawl/services/dedup/internal/bloom"
 	"github.com/trawl/trawl/services/dedup/internal/seen"
 	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/testwait"
 )
 
 // TestBloomScalesPastCapacity adds three times the configured capacity, then measures the
@@ -17,7 +18,7 @@ import (
 // at 3n); the scalable one must stay within 1.2 p. Nothing added may be missed.
 func TestBloomScalesPastCapacity(t *testing.T) {
 	_, c := startRedis(t)
-	ctx := testCtx(t)
+	ctx := testwait.Context(t)
 	const n, p = 10_000, 0.01
 	// Keys of 2^16 bits: layers span several keys, so each layer's bits are set by key.
 	f := newFilter(t, c, "trawl", bloom.Params{Capacity: n, FPRate: p, KeyBits: 1 << 16})
@@ -72,7 +73,7 @@ func TestBloomScalesPastCapacity(t *testing.T) {
 // by either is missed.
 func TestBloomReplicasGrowOnce(t *testing.T) {
 	_, c := startRedis(t)
-	ctx := testCtx(t)
+	ctx := testwait.Context(t)
 	params := bloom.Params{Capacity: 1000, FPRate: 0.01, KeyBits: 1 << 31}
 	var mu sync.Mutex
 	grown := map[int]int{} // layer index → times reported added
@@ -135,7 +136,7 @@ func TestServiceBloomGrowth(t *testing.T) {
 		"TRAWL_BLOOM_KEY_BITS": "2147483648",
 	})
 	c := redisClient(t, s.redis)
-	ctx := testCtx(t)
+	ctx := testwait.Context(t)
 	for i := range 25 {
 		var us []string
 		for j := range 100 {
@@ -147,7 +148,7 @@ func TestServiceBloomGrowth(t *testing.T) {
 		}
 		s.publishDiscovered(t, links...)
 	}
-	eventually(t, 20*time.Second, "every URL handled", func() bool {
+	testwait.Eventually(t, 20*time.Second, "every URL handled", func() bool {
 		return s.metric(t, `trawl_dedup_urls_total{result="new"}`)+s.metric(t, `trawl_dedup_urls_total{result="seen"}`) == 2500
 	})
 	if n := s.metric(t, "trawl_dedup_bloom_layers"); n != 2 {
@@ -164,7 +165,7 @@ func TestServiceBloomGrowth(t *testing.T) {
 		t.Errorf("next layer bytes %v, want %d (layer 2)", next, f.NextLayer().Bytes())
 	}
 	// The stats hash follows within a fill interval (1 s here).
-	eventually(t, 5*time.Second, "stats hash with two layers", func() bool {
+	testwait.Eventually(t, 5*time.Second, "stats hash with two layers", func() bool {
 		st, err := c.HGetAll(ctx, f.StatsKey()).Result()
 		return err == nil && st["layers"] == "2" && st["capacity"] == "3000" && st["next_bytes"] == fmt.Sprint(f.NextLayer().Bytes()) &&
 			st["bytes"] == fmt.Sprint(f.Bytes()) && st["fill"] != "" && st["updated"] != ""

@@ -10,6 +10,7 @@ import (
 
 	"github.com/trawl/trawl/services/dedup/internal/bloom"
 	"github.com/trawl/trawl/services/dedup/internal/seen"
+	"github.com/trawl/trawl/shared/testwait"
 )
 
 // msg builds a seen.Message whose URL indexes are their positions.
@@ -23,7 +24,7 @@ func msg(id string, us ...string) seen.Message {
 
 func TestSeenNewThenSeenAcrossMessages(t *testing.T) {
 	_, c := startRedis(t)
-	ctx := testCtx(t)
+	ctx := testwait.Context(t)
 	f := newFilter(t, c, "trawl", smallParams)
 	s := seen.New(c, f, "trawl")
 
@@ -52,7 +53,7 @@ func TestSeenNewThenSeenAcrossMessages(t *testing.T) {
 
 func TestSeenMemoIsIdempotent(t *testing.T) {
 	_, c := startRedis(t)
-	ctx := testCtx(t)
+	ctx := testwait.Context(t)
 	f := newFilter(t, c, "trawl", smallParams)
 	s := seen.New(c, f, "trawl")
 
@@ -101,7 +102,7 @@ func TestSeenMemoIsIdempotent(t *testing.T) {
 
 func TestSeenMemoOfNothingNew(t *testing.T) {
 	_, c := startRedis(t)
-	ctx := testCtx(t)
+	ctx := testwait.Context(t)
 	f := newFilter(t, c, "trawl", smallParams)
 	s := seen.New(c, f, "trawl")
 
@@ -124,7 +125,7 @@ func TestSeenMemoOfNothingNew(t *testing.T) {
 
 func TestSeenSpansKeys(t *testing.T) {
 	_, c := startRedis(t)
-	ctx := testCtx(t)
+	ctx := testwait.Context(t)
 	f := newFilter(t, c, "trawl", bloom.Params{Capacity: 100_000, FPRate: 0.01, KeyBits: 1 << 16})
 	s := seen.New(c, f, "trawl")
 
@@ -161,7 +162,7 @@ func TestSeenSpansKeys(t *testing.T) {
 // later call are seen, and an oversized message still goes through whole.
 func TestSeenLargeBatchSplit(t *testing.T) {
 	_, c := startRedis(t)
-	ctx := testCtx(t)
+	ctx := testwait.Context(t)
 	f := newFilter(t, c, "trawl", smallParams)
 	s := seen.New(c, f, "trawl")
 
@@ -203,7 +204,7 @@ func TestSeenLargeBatchSplit(t *testing.T) {
 // scriptRuns counts the successful EVAL and EVALSHA calls since the last CONFIG RESETSTAT.
 func scriptRuns(t *testing.T, c *redis.Client) int {
 	t.Helper()
-	info, err := c.Info(testCtx(t), "commandstats").Result()
+	info, err := c.Info(testwait.Context(t), "commandstats").Result()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/envconfig"
 	"github.com/trawl/trawl/shared/natsx"
+	"github.com/trawl/trawl/shared/testwait"
 	"github.com/trawl/trawl/shared/topology"
 )
 
@@ -67,7 +68,7 @@ func startStack(t *testing.T, redisOpts redisproc.Options, env map[string]string
 		t.Fatal(err)
 	}
 
-	ctx := testCtx(t)
+	ctx := testwait.Context(t)
 	quiet := slog.New(slog.DiscardHandler)
 	nc, js, err := natsx.Connect(ctx, ns.URL(), "itest", quiet)
 	if err != nil {
@@ -112,7 +113,7 @@ func (s *stack) start(t *testing.T) {
 		}
 	})
 	ready := strings.TrimSuffix(s.metrics, "/metrics") + "/readyz"
-	eventually(t, 20*time.Second, "dedup /readyz", func() bool {
+	testwait.Eventually(t, 20*time.Second, "dedup /readyz", func() bool {
 		select {
 		case err := <-done:
 			t.Fatalf("service exited at start: %v", err)
@@ -138,7 +139,7 @@ func (s *stack) publishDiscovered(t *testing.T, urls ...crawlmsg.Discovered) {
 
 func (s *stack) publishRaw(t *testing.T, data []byte) {
 	t.Helper()
-	if _, err := s.js.Publish(testCtx(t), topology.SubjectDiscovered, data); err != nil {
+	if _, err := s.js.Publish(testwait.Context(t), topology.SubjectDiscovered, data); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -147,7 +148,7 @@ func (s *stack) publishRaw(t *testing.T, data []byte) {
 // It returns per shard the URLs in arrival order and the Nats-Msg-Ids seen.
 func (s *stack) frontier(t *testing.T, into map[int][]string, ids map[string]int) {
 	t.Helper()
-	ctx := testCtx(t)
+	ctx := testwait.Context(t)
 	for shard := range s.cfg.Shards {
 		cons, err := s.js.Consumer(ctx, topology.StreamFrontier, topology.SchedulerFrontierConsumer(shard))
 		if err != nil {
@@ -186,11 +187,11 @@ func (s *stack) frontier(t *testing.T, into map[int][]string, ids map[string]int
 // idle reports whether the dedup consumer has nothing pending or unacked.
 func (s *stack) idle(t *testing.T) bool {
 	t.Helper()
-	cons, err := s.js.Consumer(testCtx(t), topology.StreamDiscovered, topology.ConsumerDedup)
+	cons, err := s.js.Consumer(testwait.Context(t), topology.StreamDiscovered, topology.ConsumerDedup)
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, err := cons.Info(testCtx(t))
+	info, err := cons.Info(testwait.Context(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,11 +256,11 @@ func TestServiceRoutesNewURLsOnce(t *testing.T) {
 	}
 	got := map[int][]string{}
 	ids := map[string]int{}
-	eventually(t, 20*time.Second, "all new URLs on the frontier", func() bool {
+	testwait.Eventually(t, 20*time.Second, "all new URLs on the frontier", func() bool {
 		s.frontier(t, got, ids)
 		return len(got[0]) >= len(want[0]) && len(got[1]) >= len(want[1])
 	})
-	eventually(t, 20*time.Second, "dedup consumer idle", func() bool { return s.idle(t) })
+	testwait.Eventually(t, 20*time.Second, "dedup consumer idle", func() bool { return s.idle(t) })
 	s.frontier(t, got, ids) // anything late would be a duplicate
 	for shard, urls := range want {
 		g := slices.Clone(got[shard])
@@ -296,13 +297,13 @@ func TestServiceRoutesNewURLsOnce(t *testing.T) {
 	if n := s.metric(t, "trawl_dedup_redis_duration_seconds_count"); n < 1 {
 		t.Errorf("redis_duration_seconds_count = %v, want at least one observation", n)
 	}
-	eventually(t, 10*time.Second, "fill ratio measured", func() bool {
+	testwait.Eventually(t, 10*time.Second, "fill ratio measured", func() bool {
 		return s.metric(t, "trawl_dedup_bloom_fill_ratio") > 0
 	})
 
 	// The memos of published messages are gone.
 	c := redisClient(t, s.redis)
-	keys, err := c.Keys(testCtx(t), "trawl:{dedup}:done:*").Result()
+	keys, err := c.Keys(testwait.Context(t), "trawl:{dedup}:done:*").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,7 +323,7 @@ func TestServiceWaitsForRedis(t *testing.T) {
 	s := startStack(t, redisproc.Options{AppendOnly: true, FsyncAlways: true}, nil)
 	s.publishDiscovered(t, link("http://a.test/before", 0))
 	got, ids := map[int][]string{}, map[string]int{}
-	eventually(t, 20*time.Second, "first URL on the frontier", func() bool {
+	testwait.Eventually(t, 20*time.Second, "first URL on the frontier", func() bool {
 		s.frontier(t, got, ids)
 		return len(got[0]) == 1
 	})
@@ -334,7 +335,7 @@ func TestServiceWaitsForRedis(t *testing.T) {
 	s.publishDiscovered(t, link("http://a.test/before", 0), link("http://b.test/during", 0))
 	// The consume loop was already waiting for a message when Redis went away, so this
 	// one batch fails; after that the gate must hold the loop.
-	eventually(t, 20*time.Second, "the in-flight batch to fail", func() bool { return s.metric(t, failures) >= 1 })
+	testwait.Eventually(t, 20*time.Second, "the in-flight batch to fail", func() bool { return s.metric(t, failures) >= 1 })
 	// Without the gate the nak'ed message would come back after 250ms, 500ms, 1s … and
 	// fail each time. Watching for the absence of retries needs a fixed window.
 	time.Sleep(3 * time.Second)
@@ -342,14 +343,14 @@ func TestServiceWaitsForRedis(t *testing.T) {
 		t.Fatalf("%s = %v while Redis was down, want 1: the handler kept running", failures, n)
 	}
 
-	if err := s.redis.Restart(testCtx(t)); err != nil {
+	if err := s.redis.Restart(testwait.Context(t)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "URL published after Redis came back", func() bool {
+	testwait.Eventually(t, 30*time.Second, "URL published after Redis came back", func() bool {
 		s.frontier(t, got, ids)
 		return len(got[1]) == 1
 	})
-	eventually(t, 20*time.Second, "dedup consumer idle", func() bool { return s.idle(t) })
+	testwait.Eventually(t, 20*time.Second, "dedup consumer idle", func() bool { return s.idle(t) })
 	s.frontier(t, got, ids)
 	// The filter survived the restart (AOF): the URL seen before the outage stays seen.
 	if !slices.Equal(got[0], []string{"http://a.test/before"}) || !slices.Equal(got[1], []string{"http://b.test/during"}) {
@@ -363,7 +364,7 @@ func TestServiceWaitsForRedis(t *testing.T) {
 // It returns the message's id and stream sequence.
 func (s *stack) takeAsCrashed(t *testing.T, c *redis.Client, urls []string) (string, uint64) {
 	t.Helper()
-	ctx := testCtx(t)
+	ctx := testwait.Context(t)
 	cons, err := s.js.Consumer(ctx, topology.StreamDiscovered, topology.ConsumerDedup)
 	if err != nil {
 		t.Fatal(err)
@@ -415,11 +416,11 @@ func TestServiceRedeliveryAfterCrash(t *testing.T) {
 	s.start(t)
 
 	got, ids := map[int][]string{}, map[string]int{}
-	eventually(t, 20*time.Second, "the memoised URLs on the frontier", func() bool {
+	testwait.Eventually(t, 20*time.Second, "the memoised URLs on the frontier", func() bool {
 		s.frontier(t, got, ids)
 		return len(got[0]) == 1 && len(got[1]) == 1
 	})
-	eventually(t, 20*time.Second, "dedup consumer idle", func() bool { return s.idle(t) })
+	testwait.Eventually(t, 20*time.Second, "dedup consumer idle", func() bool { return s.idle(t) })
 	s.frontier(t, got, ids)
 	if !slices.Equal(got[0], []string{"http://a.test/lost"}) || !slices.Equal(got[1], []string{"http://b.test/lost"}) {
 		t.Errorf("frontier = %v, want each URL once", got)
@@ -429,7 +430,7 @@ func TestServiceRedeliveryAfterCrash(t *testing.T) {
 	}
 	// A second copy of the message (redelivered after the publish) adds nothing.
 	s.publishDiscovered(t, link("http://a.test/lost", 1), link("http://b.test/lost", 1))
-	eventually(t, 20*time.Second, "second message handled", func() bool {
+	testwait.Eventually(t, 20*time.Second, "second message handled", func() bool {
 		return s.metric(t, `trawl_dedup_urls_total{result="seen"}`) == 3
 	})
 	s.frontier(t, got, ids)
@@ -459,21 +460,21 @@ func TestServiceGracefulStopAndRestart(t *testing.T) {
 		}
 		s.publishDiscovered(t, us...)
 	}
-	eventually(t, 20*time.Second, "some frontier output", func() bool {
+	testwait.Eventually(t, 20*time.Second, "some frontier output", func() bool {
 		return s.metric(t, "trawl_dedup_frontier_messages_total") > 0
 	})
 	if err := s.stop(); err != nil {
 		t.Fatalf("stop: %v", err)
 	}
-	cons, err := s.js.Consumer(testCtx(t), topology.StreamDiscovered, topology.ConsumerDedup)
+	cons, err := s.js.Consumer(testwait.Context(t), topology.StreamDiscovered, topology.ConsumerDedup)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The server applies acks shortly after the client flushed them; a message really left
 	// unacked would stay pending for the whole AckWait (30s), far past this wait.
 	var info *jetstream.ConsumerInfo
-	eventually(t, 3*time.Second, "no message left unacked by a graceful stop", func() bool {
-		if info, err = cons.Info(testCtx(t)); err != nil {
+	testwait.Eventually(t, 3*time.Second, "no message left unacked by a graceful stop", func() bool {
+		if info, err = cons.Info(testwait.Context(t)); err != nil {
 			t.Fatal(err)
 		}
 		return info.NumAckPending == 0
@@ -482,11 +483,11 @@ func TestServiceGracefulStopAndRestart(t *testing.T) {
 
 	s.start(t)
 	got, ids := map[int][]string{}, map[string]int{}
-	eventually(t, 30*time.Second, "every URL on the frontier", func() bool {
+	testwait.Eventually(t, 30*time.Second, "every URL on the frontier", func() bool {
 		s.frontier(t, got, ids)
 		return len(got[0])+len(got[1]) >= len(want)
 	})
-	eventually(t, 20*time.Second, "dedup consumer idle", func() bool { return s.idle(t) })
+	testwait.Eventually(t, 20*time.Second, "dedup consumer idle", func() bool { return s.idle(t) })
 	s.frontier(t, got, ids)
 	seen := map[string]int{}
 	for _, urls := range got {

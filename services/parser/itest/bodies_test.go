@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/testwait"
 	"github.com/trawl/trawl/shared/topology"
 )
 
@@ -65,7 +66,7 @@ func TestBodiesByReference(t *testing.T) {
 
 	s.publishByRef("http://site.test/alone", "<title>Alone</title>"+tail, true)
 	s.waitSettled()
-	eventually(t, "the parsed body to be deleted", func() (bool, string) {
+	testwait.EventuallyState(t, waitFor, "the parsed body to be deleted", func() (bool, string) {
 		return !s.bodyStored("page:http://site.test/alone"), "still stored"
 	})
 

@@ -9,6 +9,7 @@ import (
 	"github.com/trawl/trawl/devstack/redisproc"
 	"github.com/trawl/trawl/services/parser/internal/simhash"
 	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/testwait"
 )
 
 // Pages of the content-dedup tests. The exact copy has other markup, title, scripts and
@@ -158,7 +159,7 @@ func TestContentDedupSurvivesRedisOutage(t *testing.T) {
 	if err := s.rs.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "/readyz to report Redis down", func() (bool, string) {
+	testwait.EventuallyState(t, waitFor, "/readyz to report Redis down", func() (bool, string) {
 		resp, err := http.Get("http://" + s.svc.Addr() + "/readyz")
 		if err != nil {
 			return false, err.Error()

@@ -25,6 +25,7 @@ import (
 	"github.com/trawl/trawl/services/parser/internal/service"
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/envconfig"
+	"github.com/trawl/trawl/shared/testwait"
 	"github.com/trawl/trawl/shared/topology"
 )
 
@@ -131,26 +132,10 @@ func (s *stack) publish(m *nats.Msg) uint64 {
 	return ack.Sequence
 }
 
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(waitFor)
-	var last string
-	for time.Now().Before(deadline) {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		last = state
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("timed out waiting for %s; last state: %s", what, last)
-}
-
 // waitSettled waits until the parser has acked or terminated every page message.
 func (s *stack) waitSettled() {
 	s.t.Helper()
-	eventually(s.t, "parser to settle all pages", func() (bool, string) {
+	testwait.EventuallyState(s.t, waitFor, "parser to settle all pages", func() (bool, string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		c, err := s.js.Consumer(ctx, topology.StreamPages, topology.ConsumerParser)
@@ -455,7 +440,7 @@ func TestMalformedPagesAreTerminated(t *testing.T) {
 	s.publishPage(htmlMeta("http://site.test/after", 0), `<title>After</title><a href="/next">n</a>`)
 
 	s.waitSettled()
-	eventually(t, "three termination advisories", func() (bool, string) {
+	testwait.EventuallyState(t, waitFor, "three termination advisories", func() (bool, string) {
 		return terminated.Load() == 3, fmt.Sprint(terminated.Load())
 	})
 	docs := s.docs()
@@ -542,7 +527,7 @@ func TestSurvivesNATSRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	// JetStream takes a moment to come back; the Nats-Msg-Id makes retried publishes safe.
-	eventually(t, "a publish after the restart", func() (bool, string) {
+	testwait.EventuallyState(t, waitFor, "a publish after the restart", func() (bool, string) {
 		m, err := crawlmsg.PageMsg(topology.SubjectPages, &crawlmsg.Page{Meta: htmlMeta("http://site.test/after", 0), Body: []byte(`<title>After</title>`)})
 		if err != nil {
 			t.Fatal(err)
@@ -556,7 +541,7 @@ func TestSurvivesNATSRestart(t *testing.T) {
 		return true, ""
 	})
 	// The parser reconnects by itself and goes on consuming.
-	eventually(t, "the document of the page published after the restart", func() (bool, string) {
+	testwait.EventuallyState(t, waitFor, "the document of the page published after the restart", func() (bool, string) {
 		n := s.streamMsgs(topology.StreamDocs)
 		return n == 2, fmt.Sprint(n, " documents")
 	})

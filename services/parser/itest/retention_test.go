@@ -17,6 +17,7 @@ import (
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/envconfig"
 	"github.com/trawl/trawl/shared/natsx"
+	"github.com/trawl/trawl/shared/testwait"
 	"github.com/trawl/trawl/shared/topology"
 )
 
@@ -154,7 +155,7 @@ func TestPagesStreamMigratesInPlace(t *testing.T) {
 	if n := len(s.docs()); n != 2 {
 		t.Errorf("%d documents from the 2 unparsed pages kept across the migration", n)
 	}
-	eventually(t, "parsed pages to leave the interest stream", func() (bool, string) {
+	testwait.EventuallyState(t, waitFor, "parsed pages to leave the interest stream", func() (bool, string) {
 		st, err := js.Stream(ctx, topology.StreamPages)
 		if err != nil {
 			return false, err.Error()

@@ -10,6 +10,7 @@ import (
 	"github.com/trawl/trawl/services/scheduler/internal/frontier"
 	"github.com/trawl/trawl/services/scheduler/internal/prioritize"
 	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/testwait"
 )
 
 // benchURL returns a ~70-character URL of host i.
@@ -36,7 +37,7 @@ func benchDispatch(b *testing.B, p frontier.Prioritizer) {
 	o.MinDelay = 0
 	o.DelayFactor = 0
 	f := newTFWith(b, rdb, o, p)
-	ctx := testCtx(b)
+	ctx := testwait.Context(b)
 	const hosts, batch, perMsg = 20000, 512, 64
 
 	redisBefore := redisUsec(b, rdb.Info(ctx, "commandstats").Val())
@@ -100,7 +101,7 @@ func BenchmarkFrontierMemory(b *testing.B) {
 		b.StopTimer()
 		rdb := startRedis(b)
 		f := newTF(b, rdb, testOptions(0))
-		ctx := testCtx(b)
+		ctx := testwait.Context(b)
 		before := usedMemory(b, rdb.Info(ctx, "memory").Val())
 		b.StartTimer()
 		const per = 10000
@@ -135,7 +136,7 @@ func BenchmarkFrontierAdmit(b *testing.B) {
 	o.DelayFactor = 0
 	o.BackQueues = 1000
 	f := newTF(b, rdb, o)
-	ctx := testCtx(b)
+	ctx := testwait.Context(b)
 	waiting := 100_000 + b.N + o.BackQueues
 	const per = 10000
 	for i := 0; i < waiting; i += per {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/trawl/trawl/services/scheduler/internal/frontier"
 	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/testwait"
 	"github.com/trawl/trawl/shared/urlnorm"
 )
 
@@ -216,7 +217,7 @@ func TestLeaseTokensSurviveCounterRollback(t *testing.T) {
 		t.Fatalf("token %q, want 3-1-<nonce>", first.Lease)
 	}
 	f.complete(t0, ok200(first))
-	must(t, rdb.Set(testCtx(t), f.Keyspace().Key("seq"), 0, 0).Err()) // the counter's write was lost
+	must(t, rdb.Set(testwait.Context(t), f.Keyspace().Key("seq"), 0, 0).Err()) // the counter's write was lost
 	again := f.dispatch(t0.Add(time.Second), 10)[0]
 	if !strings.HasPrefix(again.Lease, "3-1-") || again.Lease == first.Lease {
 		t.Fatalf("after a counter rollback token %q, first was %q: want the same seq, a different token", again.Lease, first.Lease)

@@ -1,7 +1,6 @@
 package itest
 
 import (
-	"context"
 	"sort"
 	"strconv"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"github.com/trawl/trawl/services/scheduler/internal/frontier"
 	"github.com/trawl/trawl/services/scheduler/internal/prioritize"
 	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/testwait"
 )
 
 // t0 is a fixed clock origin: tests of the frontier's rules drive its clock step by step
@@ -21,12 +21,6 @@ import (
 var t0 = time.UnixMilli(1_700_000_000_000)
 
 func at(d time.Duration) time.Time { return t0.Add(d) }
-
-func testCtx(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	t.Cleanup(cancel)
-	return ctx
-}
 
 func startRedis(t testing.TB) *redis.Client {
 	t.Helper()
@@ -68,7 +62,7 @@ func newTFWith(t testing.TB, rdb *redis.Client, o frontier.Options, p frontier.P
 // addBatch adds one batch with a source page and returns its queued count.
 func (f *tf) addBatch(b frontier.Batch) int {
 	f.t.Helper()
-	got, err := f.AddBatches(testCtx(f.t), []frontier.Batch{b})
+	got, err := f.AddBatches(testwait.Context(f.t), []frontier.Batch{b})
 	if err != nil {
 		f.t.Fatalf("AddBatches: %v", err)
 	}
@@ -79,7 +73,7 @@ func (f *tf) addBatch(b frontier.Batch) int {
 // pttl is the remaining time to live of a key: -1 persistent, -2 missing.
 func (f *tf) pttl(key string) time.Duration {
 	f.t.Helper()
-	d, err := f.rdb.PTTL(testCtx(f.t), key).Result()
+	d, err := f.rdb.PTTL(testwait.Context(f.t), key).Result()
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -96,7 +90,7 @@ func urls(depth int, us ...string) []crawlmsg.Discovered {
 
 func (f *tf) add(id string, us ...crawlmsg.Discovered) int {
 	f.t.Helper()
-	got, err := f.AddBatches(testCtx(f.t), []frontier.Batch{{ID: id, URLs: us}})
+	got, err := f.AddBatches(testwait.Context(f.t), []frontier.Batch{{ID: id, URLs: us}})
 	if err != nil {
 		f.t.Fatalf("AddBatches: %v", err)
 	}
@@ -107,7 +101,7 @@ func (f *tf) add(id string, us ...crawlmsg.Discovered) int {
 func (f *tf) dispatch(now time.Time, max int) []crawlmsg.FetchTask {
 	f.t.Helper()
 	*f.now = now
-	tasks, err := f.Dispatch(testCtx(f.t), max)
+	tasks, err := f.Dispatch(testwait.Context(f.t), max)
 	if err != nil {
 		f.t.Fatalf("Dispatch: %v", err)
 	}
@@ -118,7 +112,7 @@ func (f *tf) dispatch(now time.Time, max int) []crawlmsg.FetchTask {
 func (f *tf) complete(now time.Time, outs ...crawlmsg.Outcome) []frontier.Applied {
 	f.t.Helper()
 	*f.now = now
-	got, err := f.Complete(testCtx(f.t), outs)
+	got, err := f.Complete(testwait.Context(f.t), outs)
 	if err != nil {
 		f.t.Fatalf("Complete: %v", err)
 	}
@@ -129,7 +123,7 @@ func (f *tf) complete(now time.Time, outs ...crawlmsg.Outcome) []frontier.Applie
 func (f *tf) reap(now time.Time) int {
 	f.t.Helper()
 	*f.now = now
-	n, err := f.Reap(testCtx(f.t), now)
+	n, err := f.Reap(testwait.Context(f.t), now)
 	if err != nil {
 		f.t.Fatalf("Reap: %v", err)
 	}
@@ -139,7 +133,7 @@ func (f *tf) reap(now time.Time) int {
 
 func (f *tf) stats() frontier.Stats {
 	f.t.Helper()
-	s, err := f.Stats(testCtx(f.t))
+	s, err := f.Stats(testwait.Context(f.t))
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -149,7 +143,7 @@ func (f *tf) stats() frontier.Stats {
 // heapScore returns the host's next fetch time in the heap.
 func (f *tf) heapScore(host string) (time.Time, bool) {
 	f.t.Helper()
-	s, err := f.rdb.ZScore(testCtx(f.t), f.Keyspace().Key("heap"), host).Result()
+	s, err := f.rdb.ZScore(testwait.Context(f.t), f.Keyspace().Key("heap"), host).Result()
 	if err == redis.Nil {
 		return time.Time{}, false
 	}
@@ -161,7 +155,7 @@ func (f *tf) heapScore(host string) (time.Time, bool) {
 
 func (f *tf) backQueue(host string) []string {
 	f.t.Helper()
-	l, err := f.rdb.LRange(testCtx(f.t), f.Keyspace().Key("bq", host), 0, -1).Result()
+	l, err := f.rdb.LRange(testwait.Context(f.t), f.Keyspace().Key("bq", host), 0, -1).Result()
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -170,7 +164,7 @@ func (f *tf) backQueue(host string) []string {
 
 func (f *tf) hostField(host, field string) string {
 	f.t.Helper()
-	return f.rdb.HGet(testCtx(f.t), f.Keyspace().Key("host", host), field).Val()
+	return f.rdb.HGet(testwait.Context(f.t), f.Keyspace().Key("host", host), field).Val()
 }
 
 func (f *tf) wantHeap(host string, want time.Time) {
@@ -193,7 +187,7 @@ func (f *tf) wantHeap(host string, want time.Time) {
 func (f *tf) check() {
 	t := f.t
 	t.Helper()
-	ctx := testCtx(t)
+	ctx := testwait.Context(t)
 	rdb := f.rdb
 	s := f.stats()
 	if s.Accepted != s.Queued+s.Inflight+s.Terminal() {
@@ -264,7 +258,7 @@ func set(xs []string) map[string]bool {
 }
 
 func outcome(task crawlmsg.FetchTask, kind crawlmsg.OutcomeKind, status int) crawlmsg.Outcome {
-	requested := kind != crawlmsg.OutcomeExpired && kind != crawlmsg.OutcomeDisallowed && kind != crawlmsg.OutcomeBlocked
+	requested := kind != crawlmsg.OutcomeExpired && kind != crawlmsg.OutcomeDisallowed && kind != crawlmsg.OutcomeBlocked && kind != crawlmsg.OutcomeDeferred
 	return crawlmsg.Outcome{V: 1, Shard: task.Shard, Host: task.Host, URL: task.URL, Lease: task.Lease,
 		Attempt: task.Attempt, Kind: kind, Status: status, Requested: requested}
 }

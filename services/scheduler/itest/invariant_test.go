@@ -10,6 +10,7 @@ import (
 	"github.com/trawl/trawl/services/scheduler/internal/frontier"
 	"github.com/trawl/trawl/services/scheduler/internal/prioritize"
 	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/testwait"
 )
 
 // TestAccountingUnderRandomOperations drives the frontier with a random mix of every
@@ -38,7 +39,7 @@ func TestAccountingUnderRandomOperations(t *testing.T) {
 				p = prioritize.Preference{X: 1, Y: 1}
 			}
 			f := newTFWith(t, rdb, o, p)
-			ctx := testCtx(t)
+			ctx := testwait.Context(t)
 
 			hosts := manyHosts(20)
 			now := t0
@@ -47,7 +48,7 @@ func TestAccountingUnderRandomOperations(t *testing.T) {
 			msgs := 0
 			kinds := []crawlmsg.OutcomeKind{crawlmsg.OutcomeFetched, crawlmsg.OutcomeFetched, crawlmsg.OutcomeFetched,
 				crawlmsg.OutcomeError, crawlmsg.OutcomeRobots, crawlmsg.OutcomeRobotsUnavailable,
-				crawlmsg.OutcomeDisallowed, crawlmsg.OutcomeBlocked, crawlmsg.OutcomeExpired}
+				crawlmsg.OutcomeDisallowed, crawlmsg.OutcomeBlocked, crawlmsg.OutcomeExpired, crawlmsg.OutcomeDeferred}
 			for step := 0; step < 400; step++ {
 				now = now.Add(time.Duration(rng.IntN(3000)) * time.Millisecond)
 				switch op := rng.IntN(10); {

@@ -12,6 +12,7 @@ import (
 	"github.com/trawl/trawl/services/scheduler/internal/frontier"
 	"github.com/trawl/trawl/services/scheduler/internal/prioritize"
 	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/testwait"
 	"github.com/trawl/trawl/shared/topology"
 )
 
@@ -21,7 +22,7 @@ import (
 func TestAppliedMarkersTrimmedBelowAckFloor(t *testing.T) {
 	rdb := startRedis(t)
 	f := newTF(t, rdb, testOptions(0))
-	ctx := testCtx(t)
+	ctx := testwait.Context(t)
 	var bs []frontier.Batch
 	for seq := uint64(1); seq <= 5; seq++ {
 		bs = append(bs, frontier.Batch{ID: fmt.Sprintf("CRAWL_FRONTIER:%d", seq), Seq: seq,
@@ -66,16 +67,16 @@ func TestServiceTrimsAppliedMarkers(t *testing.T) {
 	for i := range 4 {
 		s.publish(topology.FrontierSubject(0), &crawlmsg.FrontierBatch{URLs: []crawlmsg.Discovered{{URL: fmt.Sprintf("http://m%d.example/", i)}}})
 	}
-	eventually(t, 30*time.Second, "crawled", func() bool { return s.stats().Fetched == 4 })
+	testwait.Eventually(t, 30*time.Second, "crawled", func() bool { return s.stats().Fetched == 4 })
 	// Two trim rounds: the first reads the ack floor, the next trims to it.
-	eventually(t, 3*trimEvery, "markers trimmed", func() bool {
+	testwait.Eventually(t, 3*trimEvery, "markers trimmed", func() bool {
 		return s.rdb.ZCard(ctx, s.f.Keyspace().Key("applied")).Val() == 0
 	})
 	if keys := s.rdb.Keys(ctx, s.f.Keyspace().Key("applied:*")).Val(); len(keys) != 0 {
 		t.Fatalf("per-message marker keys %v, want none", keys)
 	}
 	// Counted just after the trim.
-	eventually(t, 5*time.Second, "trimmed markers counted", func() bool {
+	testwait.Eventually(t, 5*time.Second, "trimmed markers counted", func() bool {
 		return s.metric("trawl_scheduler_applied_markers_trimmed_total", map[string]string{"shard": "0"}) == 4
 	})
 }
@@ -91,7 +92,7 @@ func TestBacklinksBounded(t *testing.T) {
 	o := testOptions(0)
 	o.BacklinkHosts = 4
 	f := newTFWith(t, rdb, o, prioritize.Preference{X: 1, Y: 1})
-	ctx := testCtx(t)
+	ctx := testwait.Context(t)
 	src := 0
 	link := func(host string) {
 		src++

@@ -6,6 +6,7 @@ import (
 
 	"github.com/trawl/trawl/services/scheduler/internal/frontier"
 	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/testwait"
 )
 
 func TestOutcomes(t *testing.T) {
@@ -53,6 +54,29 @@ func TestOutcomes(t *testing.T) {
 				again := f.dispatch(t0.Add(500*time.Millisecond), 10)
 				if len(again) != 1 || again[0].URL != tk.URL || again[0].Attempt != 0 {
 					t.Fatalf("got %+v, want %s attempt 0", again, tk.URL)
+				}
+			},
+		},
+		{
+			name: "deferred outcome waits as asked, without an attempt or a charge",
+			run: func(t *testing.T, f *tf) {
+				tk := f.dispatch(t0, 10)[0]
+				out := outcome(tk, crawlmsg.OutcomeDeferred, 0)
+				out.RetryAfter = 4
+				ap := f.complete(t0.Add(500*time.Millisecond), out)[0]
+				if ap.Result != frontier.ResultRequeued {
+					t.Fatalf("result %s, want requeued", ap.Result)
+				}
+				f.wantHeap("a.example", t0.Add(4500*time.Millisecond))
+				if got := f.dispatch(t0.Add(4*time.Second), 10); len(got) != 0 {
+					t.Fatalf("dispatched %v before the asked wait", hostsOf(got))
+				}
+				again := f.dispatch(t0.Add(4500*time.Millisecond), 10)
+				if len(again) != 1 || again[0].URL != tk.URL || again[0].Attempt != 0 {
+					t.Fatalf("got %+v, want %s attempt 0", again, tk.URL)
+				}
+				if s := f.stats(); s.Pages != 1 || s.Dispatched != 2 {
+					t.Fatalf("a deferred task must not be charged as a page: %+v", s)
 				}
 			},
 		},
@@ -169,7 +193,7 @@ func TestOutcomes(t *testing.T) {
 			run: func(t *testing.T, f *tf) {
 				tk := f.dispatch(t0, 10)[0]
 				// A Crawl-delay stored earlier decides the re-arm delay.
-				must(t, f.rdb.HSet(testCtx(t), f.Keyspace().Key("host", "a.example"), "cd", 5000).Err())
+				must(t, f.rdb.HSet(testwait.Context(t), f.Keyspace().Key("host", "a.example"), "cd", 5000).Err())
 				if n := f.reap(t0.Add(59 * time.Second)); n != 0 {
 					t.Fatalf("reaped %d leases before the deadline", n)
 				}
@@ -207,7 +231,7 @@ func TestOutcomes(t *testing.T) {
 				f.dispatch(t0.Add(13*time.Second), 10)
 				// The caller's cutoff, not the clock, decides: a grace after the deadline.
 				*f.now = t0.Add(2 * time.Minute)
-				n, err := f.Reap(testCtx(t), t0.Add(72*time.Second))
+				n, err := f.Reap(testwait.Context(t), t0.Add(72*time.Second))
 				if err != nil || n != 0 {
 					t.Fatalf("reaped %d (%v) with the cutoff before the deadline", n, err)
 				}

@@ -9,6 +9,7 @@ import (
 	"github.com/trawl/trawl/services/scheduler/internal/frontier"
 	"github.com/trawl/trawl/services/scheduler/internal/prioritize"
 	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/testwait"
 	"github.com/trawl/trawl/shared/urlnorm"
 )
 
@@ -109,7 +110,7 @@ func TestBacklinkCounting(t *testing.T) {
 	f := newTFWith(t, rdb, o, pref)
 	inlinks := func(host string) int64 {
 		t.Helper()
-		v, err := rdb.ZScore(testCtx(t), f.Keyspace().Key("backlinks"), host).Result()
+		v, err := rdb.ZScore(testwait.Context(t), f.Keyspace().Key("backlinks"), host).Result()
 		if err != nil {
 			return 0
 		}
@@ -161,7 +162,7 @@ func (f *tf) frontQueues() []map[string]int {
 	out := make([]map[string]int, f.Options().FrontQueues)
 	for q := range out {
 		out[q] = map[string]int{}
-		for _, e := range f.rdb.LRange(testCtx(f.t), f.Keyspace().Key("fq", strconv.Itoa(q)), 0, -1).Val() {
+		for _, e := range f.rdb.LRange(testwait.Context(f.t), f.Keyspace().Key("fq", strconv.Itoa(q)), 0, -1).Val() {
 			out[q][e]++
 		}
 	}
@@ -173,7 +174,7 @@ func TestBreadthFirstKeepsNoInlinks(t *testing.T) {
 	rdb := startRedis(t)
 	f := newTF(t, rdb, testOptions(0))
 	f.addBatch(frontier.Batch{ID: "1", Source: "http://hub.example/", URLs: urls(1, "http://a.example/")})
-	if n := rdb.Exists(testCtx(t), f.Keyspace().Key("backlinks")).Val(); n != 0 {
+	if n := rdb.Exists(testwait.Context(t), f.Keyspace().Key("backlinks")).Val(); n != 0 {
 		t.Fatal("inlinks written by the breadth-first prioritiser")
 	}
 	if s := f.stats(); s.Waiting[1] != 1 {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/trawl/trawl/services/scheduler/internal/frontier"
 	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/testwait"
 )
 
 func failing(kind crawlmsg.OutcomeKind, status int, permanent bool) func(crawlmsg.FetchTask) crawlmsg.Outcome {
@@ -103,7 +104,7 @@ func TestHostRetirement(t *testing.T) {
 			if s.Failed+s.Disallowed+s.Fetched != 12 {
 				t.Fatalf("every URL must be terminal: %+v", s)
 			}
-			if n := rdb.Exists(testCtx(t), f.Keyspace().Key("bq", "a.example")).Val(); n != 0 {
+			if n := rdb.Exists(testwait.Context(t), f.Keyspace().Key("bq", "a.example")).Val(); n != 0 {
 				t.Fatal("back queue of the retired host still exists")
 			}
 			// Later URLs of the host end as failed on admission; other hosts are unaffected.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/trawl/trawl/services/scheduler/internal/frontier"
 	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/testwait"
 )
 
 // drain dispatches and completes (200) until nothing is queued or in flight, advancing the
@@ -38,7 +39,7 @@ func (f *tf) drain(now time.Time, batch int) []crawlmsg.FetchTask {
 		if s.Queued == 0 && s.Inflight == 0 {
 			return all
 		}
-		wake, ok, err := f.NextWake(testCtx(f.t))
+		wake, ok, err := f.NextWake(testwait.Context(f.t))
 		if err != nil {
 			f.t.Fatal(err)
 		}
@@ -162,7 +163,7 @@ func TestFrontQueueLengths(t *testing.T) {
 func TestPause(t *testing.T) {
 	rdb := startRedis(t)
 	f := newTF(t, rdb, testOptions(0))
-	ctx := testCtx(t)
+	ctx := testwait.Context(t)
 	f.add("m", urls(0, "http://a.example/", "http://b.example/")...)
 	must(t, f.Pause(ctx))
 	if got := f.dispatch(t0, 10); len(got) != 0 {
@@ -183,7 +184,7 @@ func TestPause(t *testing.T) {
 func TestNextWake(t *testing.T) {
 	rdb := startRedis(t)
 	f := newTF(t, rdb, testOptions(0))
-	ctx := testCtx(t)
+	ctx := testwait.Context(t)
 	if _, ok, err := f.NextWake(ctx); err != nil || ok {
 		t.Fatalf("empty frontier NextWake ok=%v err=%v", ok, err)
 	}
@@ -202,7 +203,7 @@ func TestNextWake(t *testing.T) {
 func TestAddIdempotentPerMessage(t *testing.T) {
 	rdb := startRedis(t)
 	f := newTF(t, rdb, testOptions(0))
-	ctx := testCtx(t)
+	ctx := testwait.Context(t)
 	b1 := frontier.Batch{ID: "CRAWL_FRONTIER:1", URLs: urls(0, "http://a.example/1", "http://a.example/2")}
 	b2 := frontier.Batch{ID: "CRAWL_FRONTIER:2", URLs: urls(0, "http://b.example/1")}
 	got, err := f.AddBatches(ctx, []frontier.Batch{b1, b2, b1})
@@ -315,7 +316,7 @@ func TestRouterWaitsAtNewHost(t *testing.T) {
 	o.BackQueues = 1
 	f := newTF(t, rdb, o)
 	f.add("m", urls(0, "http://a.example/1", "http://a.example/2", "http://b.example/1", "http://a.example/3", "http://c.example/1")...)
-	fq0 := func() []string { return rdb.LRange(testCtx(t), f.Keyspace().Key("fq", "0"), 0, -1).Val() }
+	fq0 := func() []string { return rdb.LRange(testwait.Context(t), f.Keyspace().Key("fq", "0"), 0, -1).Val() }
 
 	tasks := f.dispatch(t0, 10)
 	if len(tasks) != 1 || tasks[0].URL != "http://a.example/1" {

@@ -11,6 +11,7 @@ import (
 	"github.com/trawl/trawl/devstack/redisproc"
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/natsx"
+	"github.com/trawl/trawl/shared/testwait"
 	"github.com/trawl/trawl/shared/topology"
 )
 
@@ -51,7 +52,7 @@ func TestServiceRetiresFailingHost(t *testing.T) {
 		batch.URLs = append(batch.URLs, crawlmsg.Discovered{URL: fmt.Sprintf("http://alive.example/%d", i)})
 	}
 	s.publish(topology.FrontierSubject(0), &batch)
-	eventually(t, 30*time.Second, "every URL terminal", func() bool {
+	testwait.Eventually(t, 30*time.Second, "every URL terminal", func() bool {
 		st := s.stats()
 		return st.Queued == 0 && st.Inflight == 0 && st.Accepted == 25 && st.Terminal() == 25
 	})
@@ -62,7 +63,7 @@ func TestServiceRetiresFailingHost(t *testing.T) {
 	if n := fx.tasksFor("dead.example"); n != 8 {
 		t.Fatalf("dead.example got %d requests, want TRAWL_RETIRE_AFTER = 8", n)
 	}
-	eventually(t, 10*time.Second, "retirement counted", func() bool {
+	testwait.Eventually(t, 10*time.Second, "retirement counted", func() bool {
 		return s.metric("trawl_scheduler_hosts_retired_total", map[string]string{"shard": "0"}) == 1
 	})
 	// Its first URL failed after TRAWL_MAX_RETRIES; the second, in hand, and 18 queued end with it.
@@ -73,7 +74,7 @@ func TestServiceRetiresFailingHost(t *testing.T) {
 	s.publish(topology.FrontierSubject(0), &crawlmsg.FrontierBatch{URLs: []crawlmsg.Discovered{
 		{URL: "http://dead.example/later"}, {URL: "http://alive.example/later"},
 	}})
-	eventually(t, 30*time.Second, "late URLs terminal", func() bool {
+	testwait.Eventually(t, 30*time.Second, "late URLs terminal", func() bool {
 		st := s.stats()
 		return st.Terminal() == 27 && st.Queued == 0 && st.Inflight == 0
 	})
@@ -104,8 +105,8 @@ func TestServiceLogsCappedCrawlDelayOnce(t *testing.T) {
 			crawlmsg.Discovered{URL: fmt.Sprintf("http://fast.example/%d", i)})
 	}
 	s.publish(topology.FrontierSubject(0), &batch)
-	eventually(t, 30*time.Second, "crawled", func() bool { return s.stats().Fetched == 10 })
-	eventually(t, 10*time.Second, "capped delays counted", func() bool {
+	testwait.Eventually(t, 30*time.Second, "crawled", func() bool { return s.stats().Fetched == 10 })
+	testwait.Eventually(t, 10*time.Second, "capped delays counted", func() bool {
 		return s.metric("trawl_scheduler_crawl_delay_capped_total", map[string]string{"shard": "0"}) == 5
 	})
 	if n := s.logs.count("crawl-delay above the cap", "host=slow.example", "crawl_delay=1h0m0s"); n != 1 {
@@ -116,23 +117,38 @@ func TestServiceLogsCappedCrawlDelayOnce(t *testing.T) {
 	}
 }
 
-// With TRAWL_PRIORITIZER=preference the service passes each frontier message's source
-// page to the frontier, which counts it as a backlink of the other hosts.
+// With TRAWL_PRIORITIZER=preference the service passes each link group's source page to
+// the frontier, which counts it as a backlink of the other hosts: one group per message
+// (version 1) or several in one (version 2) count the same.
 func TestServicePreferenceCountsBacklinks(t *testing.T) {
-	s := startStack(t, redisproc.Options{}, map[string]string{"TRAWL_PRIORITIZER": "preference"})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	s.runFetcher(ctx, fetched200)
-	for i := range 3 {
-		s.publish(topology.FrontierSubject(0), &crawlmsg.FrontierBatch{
+	group := func(i int) crawlmsg.LinkGroup {
+		return crawlmsg.LinkGroup{
 			Source: fmt.Sprintf("http://hub%d.example/", i),
 			URLs:   []crawlmsg.Discovered{{URL: fmt.Sprintf("http://a.example/%d", i), Depth: 1}, {URL: fmt.Sprintf("http://hub%d.example/x", i), Depth: 1}},
-		})
+		}
 	}
-	eventually(t, 30*time.Second, "crawled", func() bool { return s.stats().Fetched == 6 })
-	in := s.rdb.ZRangeWithScores(context.Background(), s.f.Keyspace().Key("backlinks"), 0, -1).Val()
-	if len(in) != 1 || in[0].Member != "a.example" || in[0].Score != 3 {
-		t.Fatalf("backlinks %v, want a.example: 3 and no self-links", in)
+	tests := []struct {
+		name string
+		msgs []*crawlmsg.FrontierBatch
+	}{
+		{"a message per page", []*crawlmsg.FrontierBatch{{Groups: []crawlmsg.LinkGroup{group(0)}}, {Groups: []crawlmsg.LinkGroup{group(1)}}, {Groups: []crawlmsg.LinkGroup{group(2)}}}},
+		{"one message of three pages", []*crawlmsg.FrontierBatch{{Groups: []crawlmsg.LinkGroup{group(0), group(1), group(2)}}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := startStack(t, redisproc.Options{}, map[string]string{"TRAWL_PRIORITIZER": "preference"})
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			s.runFetcher(ctx, fetched200)
+			for _, m := range tt.msgs {
+				s.publish(topology.FrontierSubject(0), m)
+			}
+			testwait.Eventually(t, 30*time.Second, "crawled", func() bool { return s.stats().Fetched == 6 })
+			in := s.rdb.ZRangeWithScores(context.Background(), s.f.Keyspace().Key("backlinks"), 0, -1).Val()
+			if len(in) != 1 || in[0].Member != "a.example" || in[0].Score != 3 {
+				t.Fatalf("backlinks %v, want a.example: 3 and no self-links", in)
+			}
+		})
 	}
 }
 
@@ -153,13 +169,13 @@ func TestServiceHoldsDispatchWhileJetStreamUnavailable(t *testing.T) {
 		batch.URLs = append(batch.URLs, crawlmsg.Discovered{URL: fmt.Sprintf("http://h%d.example/", i)})
 	}
 	s.publish(topology.FrontierSubject(0), &batch)
-	eventually(t, 30*time.Second, "the failed batch reaped", func() bool {
+	testwait.Eventually(t, 30*time.Second, "the failed batch reaped", func() bool {
 		st := s.stats()
 		return st.Dispatched == 8 && st.Expired == 8 && st.Queued == 8
 	})
 	// Every host is due again; several lease TTLs pass without a lease.
 	held := s.metric("trawl_scheduler_dispatch_held_total", map[string]string{"shard": "0"})
-	eventually(t, 30*time.Second, "dispatch held for three lease TTLs", func() bool {
+	testwait.Eventually(t, 30*time.Second, "dispatch held for three lease TTLs", func() bool {
 		return s.metric("trawl_scheduler_dispatch_held_total", map[string]string{"shard": "0"}) >= held+24
 	})
 	if st := s.stats(); st.Dispatched != 8 || st.Inflight != 0 || st.Failed != 0 {
@@ -174,7 +190,7 @@ func TestServiceHoldsDispatchWhileJetStreamUnavailable(t *testing.T) {
 		t.Fatal(err)
 	}
 	fx := s.runFetcher(ctx, fetched200)
-	eventually(t, 30*time.Second, "crawled after JetStream returned", func() bool { return s.stats().Fetched == 8 })
+	testwait.Eventually(t, 30*time.Second, "crawled after JetStream returned", func() bool { return s.stats().Fetched == 8 })
 	for _, tk := range fx.snapshot() {
 		if tk.Attempt != 1 {
 			t.Errorf("%s dispatched with attempt %d, want 1 (only the failed publish counts)", tk.URL, tk.Attempt)

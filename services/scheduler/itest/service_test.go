@@ -25,6 +25,7 @@ import (
 	"github.com/trawl/trawl/services/scheduler/internal/service"
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/envconfig"
+	"github.com/trawl/trawl/shared/testwait"
 	"github.com/trawl/trawl/shared/topology"
 )
 
@@ -142,7 +143,7 @@ func (s *stack) startService(env map[string]string, opts ...service.Option) (con
 		}
 	})
 	// Ready once /readyz answers: NATS topology ensured, Redis up, loops running.
-	eventually(t, 30*time.Second, "service ready", func() bool {
+	testwait.Eventually(t, 30*time.Second, "service ready", func() bool {
 		resp, err := http.Get("http://" + cfg.HTTPAddr + "/readyz")
 		if err != nil {
 			return false
@@ -165,18 +166,6 @@ func (w testWriter) Write(p []byte) (int, error) {
 	w.logs.mu.Unlock()
 	w.t.Log(line)
 	return len(p), nil
-}
-
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", within, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 func (s *stack) publish(subject string, v any) {
@@ -264,20 +253,22 @@ func (s *stack) runFetcherWith(ctx context.Context, answer func(crawlmsg.FetchTa
 			var ob crawlmsg.OutcomeBatch
 			var msgs []jetstream.Msg
 			for m := range batch.Messages() {
-				var tk crawlmsg.FetchTask
-				if err := crawlmsg.Unmarshal(m.Data(), &tk); err != nil {
+				tks, err := crawlmsg.DecodeTasks(m.Data())
+				if err != nil {
 					s.t.Errorf("bad fetch task: %v", err)
 					_ = m.Term()
 					continue
 				}
-				fx.mu.Lock()
-				if fx.inflight[tk.Host] {
-					fx.overlap = append(fx.overlap, tk.Host)
+				for _, tk := range tks {
+					fx.mu.Lock()
+					if fx.inflight[tk.Host] {
+						fx.overlap = append(fx.overlap, tk.Host)
+					}
+					fx.inflight[tk.Host] = true
+					fx.tasks = append(fx.tasks, tk)
+					fx.mu.Unlock()
+					ob.Outcomes = append(ob.Outcomes, answer(tk))
 				}
-				fx.inflight[tk.Host] = true
-				fx.tasks = append(fx.tasks, tk)
-				fx.mu.Unlock()
-				ob.Outcomes = append(ob.Outcomes, answer(tk))
 				msgs = append(msgs, m)
 			}
 			if len(msgs) == 0 {
@@ -332,7 +323,7 @@ func fetched200(tk crawlmsg.FetchTask) crawlmsg.Outcome {
 
 func (s *stack) stats() frontier.Stats {
 	s.t.Helper()
-	st, err := s.f.Stats(testCtx(s.t))
+	st, err := s.f.Stats(testwait.Context(s.t))
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -371,7 +362,7 @@ func TestServiceCrawlsFrontierAndSurvivesBadInput(t *testing.T) {
 	s.publish(topology.FetchedSubject(0), []byte(`{"v":2,"outcomes":[]}`))
 	s.publish(topology.FetchedSubject(0), []byte(`{"v":2,"outcomes":{}}`))
 
-	eventually(t, 30*time.Second, "frontier drained", func() bool {
+	testwait.Eventually(t, 30*time.Second, "frontier drained", func() bool {
 		st := s.stats()
 		return st.Fetched == int64(len(want)) && st.Queued == 0 && st.Inflight == 0
 	})
@@ -395,10 +386,10 @@ func TestServiceCrawlsFrontierAndSurvivesBadInput(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 
-	eventually(t, 10*time.Second, "bad frontier messages terminated", func() bool {
+	testwait.Eventually(t, 10*time.Second, "bad frontier messages terminated", func() bool {
 		return s.metric("trawl_scheduler_messages_terminated_total", map[string]string{"consumer": "frontier", "reason": "permanent"}) == 2
 	})
-	eventually(t, 10*time.Second, "bad outcome messages terminated", func() bool {
+	testwait.Eventually(t, 10*time.Second, "bad outcome messages terminated", func() bool {
 		return s.metric("trawl_scheduler_messages_terminated_total", map[string]string{"consumer": "outcomes", "reason": "permanent"}) == 4
 	})
 	if n := s.metric("trawl_scheduler_outcome_results_total", map[string]string{"shard": "0", "result": "malformed"}); n < 1 {
@@ -413,20 +404,20 @@ func TestServiceCrawlsFrontierAndSurvivesBadInput(t *testing.T) {
 	if n := s.metric("trawl_scheduler_outcomes_total", map[string]string{"shard": "0", "kind": "fetched"}); n != float64(len(want)) {
 		t.Errorf("outcomes_total{kind=fetched} %v, want %d", n, len(want))
 	}
-	eventually(t, 10*time.Second, "terminal-state gauge", func() bool {
+	testwait.Eventually(t, 10*time.Second, "terminal-state gauge", func() bool {
 		return s.metric("trawl_scheduler_frontier_urls", map[string]string{"shard": "0", "state": "fetched"}) == float64(len(want))
 	})
 
 	// Still serving after the poison: a later batch is crawled too.
 	s.publish(topology.FrontierSubject(0), &crawlmsg.FrontierBatch{URLs: []crawlmsg.Discovered{{URL: "http://late.example/"}}})
-	eventually(t, 30*time.Second, "late batch crawled", func() bool { return s.stats().Fetched == int64(len(want))+1 })
+	testwait.Eventually(t, 30*time.Second, "late batch crawled", func() bool { return s.stats().Fetched == int64(len(want))+1 })
 
 	// Nothing left unacknowledged on the scheduler's consumers.
 	for _, c := range []struct{ stream, name string }{
 		{topology.StreamFrontier, topology.SchedulerFrontierConsumer(0)},
 		{topology.StreamFetched, topology.SchedulerFetchedConsumer(0)},
 	} {
-		eventually(t, 10*time.Second, c.name+" settled", func() bool {
+		testwait.Eventually(t, 10*time.Second, c.name+" settled", func() bool {
 			cons, err := s.js.Consumer(ctx, c.stream, c.name)
 			if err != nil {
 				return false
@@ -458,14 +449,14 @@ func TestServiceRetriesThroughRedisOutage(t *testing.T) {
 	fx := s.runFetcher(ctx, fetched200)
 
 	s.publish(topology.FrontierSubject(0), &crawlmsg.FrontierBatch{URLs: []crawlmsg.Discovered{{URL: "http://a.example/1"}}})
-	eventually(t, 30*time.Second, "first URL fetched", func() bool { return s.stats().Fetched == 1 })
+	testwait.Eventually(t, 30*time.Second, "first URL fetched", func() bool { return s.stats().Fetched == 1 })
 
 	if err := s.redis.Stop(); err != nil {
 		t.Fatal(err)
 	}
 	// While Redis is down the consumer gate holds messages back instead of spending deliveries.
 	s.publish(topology.FrontierSubject(0), &crawlmsg.FrontierBatch{URLs: []crawlmsg.Discovered{{URL: "http://a.example/2"}, {URL: "http://b.example/1"}}})
-	eventually(t, 10*time.Second, "readiness reports redis down", func() bool {
+	testwait.Eventually(t, 10*time.Second, "readiness reports redis down", func() bool {
 		resp, err := http.Get("http://" + s.cfg.HTTPAddr + "/readyz")
 		if err != nil {
 			return false
@@ -479,7 +470,7 @@ func TestServiceRetriesThroughRedisOutage(t *testing.T) {
 	if err := s.redis.Restart(rctx); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 60*time.Second, "URLs queued during the outage fetched", func() bool { return s.stats().Fetched == 3 })
+	testwait.Eventually(t, 60*time.Second, "URLs queued during the outage fetched", func() bool { return s.stats().Fetched == 3 })
 	if n := s.metric("trawl_scheduler_messages_terminated_total", map[string]string{"consumer": "frontier"}); n != 0 {
 		t.Fatalf("%v frontier messages terminated during a Redis outage; they must be retried", n)
 	}
@@ -496,4 +487,12 @@ func TestServiceRetriesThroughRedisOutage(t *testing.T) {
 	if st.Accepted != 3 || st.Terminal() != 3 {
 		t.Fatalf("stats %+v", st)
 	}
+}
+
+// taskCount is how many tasks a crawl.fetch message holds (its header; 1 without one).
+func taskCount(m jetstream.Msg) int {
+	if n, err := strconv.Atoi(m.Headers().Get(crawlmsg.TasksHeader)); err == nil && n > 0 {
+		return n
+	}
+	return 1
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/trawl/trawl/services/scheduler/internal/frontier"
 	"github.com/trawl/trawl/services/scheduler/internal/statuspage"
 	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/testwait"
 )
 
 const xss = `<img src=x onerror="document.title='pwned'">`
@@ -74,7 +75,7 @@ func TestStatusRecordsWhatCompleteDid(t *testing.T) {
 	o.MaxBackoff = time.Minute
 	f := newTF(t, rdb, o)
 	now := statusScenario(t, f)
-	ctx := testCtx(t)
+	ctx := testwait.Context(t)
 
 	st, err := f.Status(ctx, now, 10, 10)
 	if err != nil {
@@ -176,7 +177,7 @@ func TestStatusViewsStayBounded(t *testing.T) {
 	o.TopHosts = 5
 	o.RecentErrors = 7
 	f := newTF(t, rdb, o)
-	ctx := testCtx(t)
+	ctx := testwait.Context(t)
 	ks := f.Keyspace()
 
 	// Host i has i+1 URLs answered in i×10 ms; err.example has 12 URLs failing at once
@@ -283,7 +284,7 @@ func TestStatusLogsExpiredLeases(t *testing.T) {
 	if n := f.reap(t0.Add(time.Hour + o.LeaseTTL + time.Second)); n != 1 || len(tasks) != 1 {
 		t.Fatalf("reaped %d of %d", n, len(tasks))
 	}
-	st, err := f.Status(testCtx(t), t0.Add(2*time.Hour), 10, 10)
+	st, err := f.Status(testwait.Context(t), t0.Add(2*time.Hour), 10, 10)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/trawl/trawl/devstack/redisproc"
 	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/testwait"
 	"github.com/trawl/trawl/shared/topology"
 )
 
@@ -154,7 +155,7 @@ func TestStatusPageInChromium(t *testing.T) {
 	}
 	batch.URLs = append(batch.URLs, crawlmsg.Discovered{URL: "http://evil.example/%3Cscript%3Ealert(1)%3C/script%3E"})
 	s.publish(topology.FrontierSubject(0), &batch)
-	eventually(t, 60*time.Second, "crawl finished", func() bool {
+	testwait.Eventually(t, 60*time.Second, "crawl finished", func() bool {
 		st := s.stats()
 		return st.Fetched == 27 && st.Failed == 3 && st.Queued == 0 && st.Inflight == 0
 	})

@@ -2,6 +2,7 @@ package itest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -19,6 +20,7 @@ import (
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/frontierkeys"
 	"github.com/trawl/trawl/shared/natsx"
+	"github.com/trawl/trawl/shared/testwait"
 	"github.com/trawl/trawl/shared/topology"
 )
 
@@ -41,29 +43,37 @@ func (s *stack) runTimedFetcher(ctx context.Context, concurrency int, work time.
 	tf := &timedFetcher{got: map[string][]time.Time{}, sent: map[string][]time.Time{}}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	go func() {
-		_ = natsx.ConsumeEach(ctx, cons, natsx.ConsumeOptions{Batch: concurrency, Log: quiet}, func(ctx context.Context, m jetstream.Msg) error {
-			var tk crawlmsg.FetchTask
-			if err := crawlmsg.Unmarshal(m.Data(), &tk); err != nil {
-				return natsx.Permanent(err)
-			}
-			tf.mu.Lock()
-			tf.got[tk.Host] = append(tf.got[tk.Host], time.Now())
-			tf.n++
-			tf.mu.Unlock()
-			// The request's own time: this is the work being modelled, not a wait for state.
-			time.Sleep(work)
-			out := answer(tk)
-			data, err := crawlmsg.Marshal(&out)
+		// As the real fetcher: slots count tasks, and a batch's tasks run at once.
+		_ = natsx.ConsumeEach(ctx, cons, natsx.ConsumeOptions{Batch: concurrency, Log: quiet,
+			Weight: taskCount, MaxWeight: min(concurrency, 8)}, func(ctx context.Context, m jetstream.Msg) error {
+			tasks, err := crawlmsg.DecodeTasks(m.Data())
 			if err != nil {
 				return natsx.Permanent(err)
 			}
-			tf.mu.Lock()
-			tf.sent[tk.Host] = append(tf.sent[tk.Host], time.Now())
-			tf.mu.Unlock()
-			if _, err := s.js.Publish(ctx, topology.FetchedSubject(tk.Shard), data); err != nil {
-				return err
+			errs := make([]error, len(tasks))
+			var wg sync.WaitGroup
+			for i, tk := range tasks {
+				wg.Go(func() {
+					tf.mu.Lock()
+					tf.got[tk.Host] = append(tf.got[tk.Host], time.Now())
+					tf.n++
+					tf.mu.Unlock()
+					// The request's own time: this is the work being modelled, not a wait for state.
+					time.Sleep(work)
+					out := answer(tk)
+					data, err := crawlmsg.Marshal(&out)
+					if err != nil {
+						errs[i] = natsx.Permanent(err)
+						return
+					}
+					tf.mu.Lock()
+					tf.sent[tk.Host] = append(tf.sent[tk.Host], time.Now())
+					tf.mu.Unlock()
+					_, errs[i] = s.js.Publish(ctx, topology.FetchedSubject(tk.Shard), data)
+				})
 			}
-			return nil
+			wg.Wait()
+			return errors.Join(errs...)
 		})
 	}()
 	return tf
@@ -101,7 +111,7 @@ func TestSkewedSchedulersNeverDispatchEarly(t *testing.T) {
 		}
 	}
 	s.publish(topology.FrontierSubject(0), &batch)
-	eventually(t, 30*time.Second, "crawled", func() bool { return s.stats().Fetched == 16 })
+	testwait.Eventually(t, 30*time.Second, "crawled", func() bool { return s.stats().Fetched == 16 })
 	n := 0
 	for h, gs := range fx.gaps() {
 		for _, g := range gs {
@@ -140,17 +150,17 @@ func TestRestartAppliesWaitingOutcomesBeforeReaping(t *testing.T) {
 		t.Fatal(err)
 	}
 	var tasks []crawlmsg.FetchTask
-	eventually(t, 30*time.Second, "a task per host", func() bool {
+	testwait.Eventually(t, 30*time.Second, "a task per host", func() bool {
 		mb, err := cons.Fetch(hosts, jetstream.FetchMaxWait(200*time.Millisecond))
 		if err != nil {
 			return false
 		}
 		for m := range mb.Messages() {
-			var tk crawlmsg.FetchTask
-			if err := crawlmsg.Unmarshal(m.Data(), &tk); err != nil {
+			tks, err := crawlmsg.DecodeTasks(m.Data())
+			if err != nil {
 				t.Fatal(err)
 			}
-			tasks = append(tasks, tk)
+			tasks = append(tasks, tks...)
 			_ = m.Ack()
 		}
 		return len(tasks) == hosts
@@ -169,7 +179,7 @@ func TestRestartAppliesWaitingOutcomesBeforeReaping(t *testing.T) {
 		s.publish(topology.FetchedSubject(0), &out)
 		last = max(last, tk.Deadline)
 	}
-	eventually(t, 30*time.Second, "deadlines and grace past by the Redis clock", func() bool {
+	testwait.Eventually(t, 30*time.Second, "deadlines and grace past by the Redis clock", func() bool {
 		now, err := s.rdb.Time(ctx).Result()
 		return err == nil && now.UnixMilli() > last+s.cfg.AckWait.Milliseconds()+500
 	})
@@ -180,7 +190,7 @@ func TestRestartAppliesWaitingOutcomesBeforeReaping(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "waiting outcomes applied", func() bool {
+	testwait.Eventually(t, 30*time.Second, "waiting outcomes applied", func() bool {
 		info, err := outcomes.Info(ctx)
 		return err == nil && info.NumPending == 0 && info.NumAckPending == 0
 	})
@@ -201,13 +211,14 @@ func TestRestartAppliesWaitingOutcomesBeforeReaping(t *testing.T) {
 	}
 	// The second URL of each host is dispatched once, after its delay; the first never again.
 	seen := map[string]int{}
-	eventually(t, 30*time.Second, "second URLs dispatched", func() bool {
+	testwait.Eventually(t, 30*time.Second, "second URLs dispatched", func() bool {
 		mb, err := cons.Fetch(hosts, jetstream.FetchMaxWait(200*time.Millisecond))
 		if err == nil {
 			for m := range mb.Messages() {
-				var tk crawlmsg.FetchTask
-				_ = crawlmsg.Unmarshal(m.Data(), &tk)
-				seen[tk.URL]++
+				tks, _ := crawlmsg.DecodeTasks(m.Data())
+				for _, tk := range tks {
+					seen[tk.URL]++
+				}
 				_ = m.Ack()
 			}
 		}
@@ -241,7 +252,7 @@ func TestDispatchFollowsFetchCapacity(t *testing.T) {
 		t.Fatal(err)
 	}
 	var waiting []uint64
-	eventually(t, 30*time.Second, "crawled", func() bool {
+	testwait.Eventually(t, 30*time.Second, "crawled", func() bool {
 		if info, err := cons.Info(ctx); err == nil {
 			waiting = append(waiting, info.NumPending)
 		}
@@ -289,12 +300,12 @@ func TestDispatchHoldsWhileParserBehind(t *testing.T) {
 	}
 	s.publish(topology.FrontierSubject(0), &batch)
 
-	eventually(t, 30*time.Second, "dispatch held for the parser", func() bool {
+	testwait.Eventually(t, 30*time.Second, "dispatch held for the parser", func() bool {
 		return strings.Contains(s.rdb.HGet(ctx, frontierkeys.Dispatch(s.cfg.RedisPrefix), "held").Val(), "parser") &&
 			s.metric("trawl_scheduler_dispatch_backpressure", map[string]string{"stage": "parser"}) == 1
 	})
 	// Held: the fetchers drain what is out, then nothing more comes.
-	eventually(t, 30*time.Second, "tasks out drained", func() bool { return s.stats().Inflight == 0 })
+	testwait.Eventually(t, 30*time.Second, "tasks out drained", func() bool { return s.stats().Inflight == 0 })
 	held := s.stats()
 	if held.Fetched >= hosts {
 		t.Fatalf("stats %+v: the crawl ran to the end with the parser stopped", held)
@@ -322,7 +333,7 @@ func TestDispatchHoldsWhileParserBehind(t *testing.T) {
 	go func() {
 		_ = natsx.ConsumeBatches(ctx, parser, natsx.ConsumeOptions{Log: quiet}, func(context.Context, []jetstream.Msg) []error { return nil })
 	}()
-	eventually(t, 60*time.Second, "crawl completed", func() bool { return s.stats().Fetched == hosts })
+	testwait.Eventually(t, 60*time.Second, "crawl completed", func() bool { return s.stats().Fetched == hosts })
 	info, err = str.Info(ctx)
 	if err != nil {
 		t.Fatal(err)

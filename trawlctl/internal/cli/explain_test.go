@@ -10,13 +10,14 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/trawl/trawl/shared/robots"
+	"github.com/trawl/trawl/shared/testwait"
 	"github.com/trawl/trawl/shared/topology"
 	"github.com/trawl/trawl/trawlctl/internal/inspect"
 )
 
 func TestExplain(t *testing.T) {
 	s := startStack(t, 2)
-	ctx := testCtx(t)
+	ctx := testwait.Context(t)
 	now := time.Now()
 	ms := func(d time.Duration) float64 { return float64(now.Add(d).UnixMilli()) }
 	ks := func(host string) string { return fmt.Sprintf("trawl:{s%d}:", topology.ShardOf(host, 2)) }
@@ -55,7 +56,7 @@ func TestExplain(t *testing.T) {
 		p.HSet(ctx, b+"lease", "busy.test", "1-42 3 0 0 http://busy.test/x")
 
 		w := ks("waiting.test")
-		p.RPush(ctx, w+"fq:2", "2 0 0 http://other.test/", "2 0 0 http://waiting.test/p")
+		p.RPush(ctx, w+"fq:2", "2 0 0 http://other.test/", "2 0 0 http://waiting.test/a-long-enough-path/p")
 		var long []any
 		for i := range 30 {
 			long = append(long, fmt.Sprintf("7 0 0 http://deep.test/%d", i))
@@ -135,7 +136,7 @@ func TestExplain(t *testing.T) {
 				t.Errorf("depth %v", r.Scope.Depth)
 			}
 		}},
-		{"front queue", nil, []string{"http://waiting.test/p"}, func(t *testing.T, r *inspect.Report) {
+		{"front queue", nil, []string{"http://waiting.test/a-long-enough-path/p"}, func(t *testing.T, r *inspect.Report) {
 			fq := r.Frontier.FrontQueues[2]
 			if !fq.Found || fq.Index != 1 || fq.Queue != "fq:2" || r.Frontier.HostActive {
 				t.Errorf("front queue %+v", fq)
@@ -176,13 +177,13 @@ func TestExplain(t *testing.T) {
 				t.Errorf("summary %q", r.Frontier.Summary)
 			}
 		}},
-		{"length, exclude and depth limits", map[string]string{"TRAWL_MAX_URL_LENGTH": "20", "TRAWL_EXCLUDE": `/p$`, "TRAWL_MAX_DEPTH": "1"},
-			[]string{"http://waiting.test/p"}, func(t *testing.T, r *inspect.Report) {
+		{"length, exclude and depth limits", map[string]string{"TRAWL_MAX_URL_LENGTH": "32", "TRAWL_EXCLUDE": `/p$`, "TRAWL_MAX_DEPTH": "1"},
+			[]string{"http://waiting.test/a-long-enough-path/p"}, func(t *testing.T, r *inspect.Report) {
 				sc := r.Scope
 				if !sc.TooLong || !sc.Excluded || sc.NotIncluded || !sc.TooDeep || sc.Trap {
 					t.Errorf("scope %+v", sc)
 				}
-				for _, w := range []string{"TRAWL_MAX_URL_LENGTH (21 > 20)", "TRAWL_EXCLUDE", "depth 2 > TRAWL_MAX_DEPTH 1"} {
+				for _, w := range []string{"TRAWL_MAX_URL_LENGTH (40 > 32)", "TRAWL_EXCLUDE", "depth 2 > TRAWL_MAX_DEPTH 1"} {
 					if !strings.Contains(sc.Verdict, w) {
 						t.Errorf("verdict %q lacks %q", sc.Verdict, w)
 					}

@@ -18,6 +18,7 @@ import (
 	"github.com/trawl/trawl/devstack/natsembed"
 	"github.com/trawl/trawl/devstack/redisproc"
 	"github.com/trawl/trawl/shared/natsx"
+	"github.com/trawl/trawl/shared/testwait"
 	"github.com/trawl/trawl/shared/topology"
 )
 
@@ -110,7 +111,7 @@ func startStack(t testing.TB, shards int) *stack {
 	}
 	s.rdb = redis.NewClient(opt)
 	t.Cleanup(func() { s.rdb.Close() })
-	ctx := testCtx(t)
+	ctx := testwait.Context(t)
 	s.nc, s.js, err = natsx.Connect(ctx, s.nats.URL(), "test", slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
@@ -128,24 +129,6 @@ func startStack(t testing.TB, shards int) *stack {
 		"TRAWL_SHARDS":    fmt.Sprint(shards),
 	}}
 	return s
-}
-
-func testCtx(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", within, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // lines splits output into its non-empty lines.

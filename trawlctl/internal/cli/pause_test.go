@@ -3,11 +3,13 @@ package cli
 import (
 	"fmt"
 	"testing"
+
+	"github.com/trawl/trawl/shared/testwait"
 )
 
 func TestPauseResume(t *testing.T) {
 	s := startStack(t, 3)
-	ctx := testCtx(t)
+	ctx := testwait.Context(t)
 	paused := func() []bool {
 		out := make([]bool, 3)
 		for k := range out {

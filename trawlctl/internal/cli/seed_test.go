@@ -8,13 +8,14 @@ import (
 	"testing"
 
 	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/testwait"
 	"github.com/trawl/trawl/shared/topology"
 )
 
 // discovered reads every message waiting on crawl.discovered without consuming it.
 func (s *stack) discovered(t *testing.T) []crawlmsg.DiscoveredBatch {
 	t.Helper()
-	ctx := testCtx(t)
+	ctx := testwait.Context(t)
 	st, err := s.js.Stream(ctx, topology.StreamDiscovered)
 	if err != nil {
 		t.Fatal(err)
@@ -40,11 +41,11 @@ func (s *stack) discovered(t *testing.T) []crawlmsg.DiscoveredBatch {
 
 func (s *stack) purgeDiscovered(t *testing.T) {
 	t.Helper()
-	st, err := s.js.Stream(testCtx(t), topology.StreamDiscovered)
+	st, err := s.js.Stream(testwait.Context(t), topology.StreamDiscovered)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Purge(testCtx(t)); err != nil {
+	if err := st.Purge(testwait.Context(t)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -148,7 +149,7 @@ func TestSeed(t *testing.T) {
 
 func TestSeedWithoutStreams(t *testing.T) {
 	s := startStack(t, 1)
-	if err := s.js.DeleteStream(testCtx(t), topology.StreamDiscovered); err != nil {
+	if err := s.js.DeleteStream(testwait.Context(t), topology.StreamDiscovered); err != nil {
 		t.Fatal(err)
 	}
 	r := s.inv.run(t, "seed", "http://a.test/")

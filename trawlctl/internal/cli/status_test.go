@@ -13,6 +13,7 @@ import (
 
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/natsx"
+	"github.com/trawl/trawl/shared/testwait"
 	"github.com/trawl/trawl/shared/topology"
 	"github.com/trawl/trawl/trawlctl/internal/progress"
 )
@@ -23,7 +24,7 @@ var fixtureNow = time.Now().UnixMilli()
 
 func frontierFixture(t *testing.T, rdb *redis.Client, prefix string) {
 	t.Helper()
-	ctx := testCtx(t)
+	ctx := testwait.Context(t)
 	now := fixtureNow
 	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		s0, s1 := prefix+":{s0}:", prefix+":{s1}:"
@@ -53,7 +54,7 @@ func frontierFixture(t *testing.T, rdb *redis.Client, prefix string) {
 func TestStatus(t *testing.T) {
 	s := startStack(t, 2)
 	frontierFixture(t, s.rdb, "trawl")
-	ctx := testCtx(t)
+	ctx := testwait.Context(t)
 	// Backlog: two waiting discovered batches, one page the parser has not taken.
 	for range 2 {
 		if _, err := s.js.Publish(ctx, topology.SubjectDiscovered, []byte(`{"v":1,"urls":[]}`)); err != nil {
@@ -164,7 +165,7 @@ func TestStatus(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		wait, stdout, _ := s.inv.start(ctx, "status", "-watch", "-json", "-interval", "50ms")
-		eventually(t, 10*time.Second, "a first snapshot", func() bool { return len(lines(stdout.String())) >= 1 })
+		testwait.Eventually(t, 10*time.Second, "a first snapshot", func() bool { return len(lines(stdout.String())) >= 1 })
 		if err := s.rdb.HIncrBy(ctx, "trawl:{s0}:stats", "fetched", 40).Err(); err != nil {
 			t.Fatal(err)
 		}
@@ -176,7 +177,7 @@ func TestStatus(t *testing.T) {
 			}
 			return snap
 		}
-		eventually(t, 10*time.Second, "a snapshot with the new pages", func() bool {
+		testwait.Eventually(t, 10*time.Second, "a snapshot with the new pages", func() bool {
 			ls := lines(stdout.String())
 			return decode(ls[len(ls)-1]).Counters.Fetched == 48
 		})

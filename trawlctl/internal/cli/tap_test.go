@@ -12,6 +12,7 @@ import (
 
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/natsx"
+	"github.com/trawl/trawl/shared/testwait"
 	"github.com/trawl/trawl/shared/topology"
 )
 
@@ -21,7 +22,7 @@ func (s *stack) publishDoc(t *testing.T, url string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.js.Publish(testCtx(t), topology.SubjectDocs, data); err != nil {
+	if _, err := s.js.Publish(testwait.Context(t), topology.SubjectDocs, data); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -48,7 +49,7 @@ func TestTapDocs(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		wait, _, stderr := s.inv.start(ctx, "tap", "-n", "2", "crawl.docs")
-		eventually(t, 10*time.Second, "the tap to be ready", func() bool { return strings.Contains(stderr.String(), "tapping crawl.docs") })
+		testwait.Eventually(t, 10*time.Second, "the tap to be ready", func() bool { return strings.Contains(stderr.String(), "tapping crawl.docs") })
 		s.publishDoc(t, "http://new1.test/")
 		s.publishDoc(t, "http://new2.test/")
 		r := wait()
@@ -94,11 +95,11 @@ func TestTapDocs(t *testing.T) {
 				t.Errorf("%v: tapped %s, want %s", st.args, got, st.want)
 			}
 		}
-		c, err := s.js.Consumer(testCtx(t), topology.StreamDocs, "my-indexer")
+		c, err := s.js.Consumer(testwait.Context(t), topology.StreamDocs, "my-indexer")
 		if err != nil {
 			t.Fatal(err)
 		}
-		info, err := c.Info(testCtx(t))
+		info, err := c.Info(testwait.Context(t))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -111,7 +112,7 @@ func TestTapDocs(t *testing.T) {
 		for _, args := range [][]string{{"tap", "crawl.docs"}, {"tap", "-durable", "quiet", "crawl.docs"}} {
 			ctx, cancel := context.WithCancel(context.Background())
 			wait, _, stderr := s.inv.start(ctx, args...)
-			eventually(t, 10*time.Second, "the tap to be ready", func() bool { return strings.Contains(stderr.String(), "tapping crawl.docs") })
+			testwait.Eventually(t, 10*time.Second, "the tap to be ready", func() bool { return strings.Contains(stderr.String(), "tapping crawl.docs") })
 			cancel()
 			done := make(chan result, 1)
 			go func() { done <- wait() }()
@@ -129,7 +130,7 @@ func TestTapDocs(t *testing.T) {
 
 func TestTapPagesAndFetched(t *testing.T) {
 	s := startStack(t, 2)
-	ctx := testCtx(t)
+	ctx := testwait.Context(t)
 	pm, err := crawlmsg.PageMsg(topology.SubjectPages, &crawlmsg.Page{
 		Meta: crawlmsg.PageMeta{URL: "http://a.test/", Host: "a.test", Status: 200, ContentType: "text/html", FetchedAt: 1700000000000},
 		Body: []byte("<p>hi</p>"),
@@ -201,7 +202,7 @@ func TestTapPagesAndFetched(t *testing.T) {
 
 func TestTapWorkQueueAndErrors(t *testing.T) {
 	s := startStack(t, 1)
-	ctx := testCtx(t)
+	ctx := testwait.Context(t)
 	for _, u := range []string{"http://a.test/", "http://b.test/"} {
 		data, err := crawlmsg.Marshal(&crawlmsg.DiscoveredBatch{URLs: []crawlmsg.Discovered{{URL: u, Via: crawlmsg.ViaSeed}}})
 		if err != nil {

@@ -5,86 +5,62 @@ package config
 import (
 	"errors"
 	"fmt"
-	"net/url"
-	"regexp"
 
+	"github.com/trawl/trawl/shared/crawlscope"
 	"github.com/trawl/trawl/shared/envconfig"
+	"github.com/trawl/trawl/shared/frontierconf"
 	"github.com/trawl/trawl/shared/robots"
 )
 
-// MaxFrontQueues is the scheduler's upper bound on TRAWL_FRONT_QUEUES.
-const MaxFrontQueues = 64
-
 // Config is what the commands need to find and read a crawl.
 type Config struct {
-	NATSURL     string // TRAWL_NATS_URL
-	RedisURL    string // TRAWL_REDIS_URL
-	RedisPrefix string // TRAWL_REDIS_PREFIX
-	Shards      int    // TRAWL_SHARDS
+	// Conn finds the crawl, as it does for the services.
+	envconfig.Conn
 	// FrontQueues is TRAWL_FRONT_QUEUES; 0 when unset, which makes status probe every
 	// queue the scheduler could have instead of guessing the scheduler's setting.
-	FrontQueues  int
-	RobotsAgent  string // TRAWL_ROBOTS_AGENT: the token the fetchers match robots.txt with
-	MaxDepth     int    // TRAWL_MAX_DEPTH
-	MaxURLLength int    // TRAWL_MAX_URL_LENGTH
-	Scope        string // TRAWL_SCOPE
-	Include      string // TRAWL_INCLUDE
-	Exclude      string // TRAWL_EXCLUDE
+	FrontQueues int
+	RobotsAgent string // TRAWL_ROBOTS_AGENT: the token the fetchers match robots.txt with
+	UserAgent   string // TRAWL_USER_AGENT: the User-Agent header of robots check's fetch
+	MaxDepth    int    // TRAWL_MAX_DEPTH
+	// Settings are the parser's scope settings, which explain applies.
+	crawlscope.Settings
 }
 
 // Load reads the variables; r.Err() reports unparseable values.
 func Load(r *envconfig.Reader) Config {
 	return Config{
-		NATSURL:      r.String("NATS_URL", "nats://127.0.0.1:4222"),
-		RedisURL:     r.String("REDIS_URL", "redis://127.0.0.1:6379/0"),
-		RedisPrefix:  r.String("REDIS_PREFIX", "trawl"),
-		Shards:       r.Int("SHARDS", 1),
-		FrontQueues:  r.Int("FRONT_QUEUES", 0),
-		RobotsAgent:  r.String("ROBOTS_AGENT", "trawl"),
-		MaxDepth:     r.Int("MAX_DEPTH", 20),
-		MaxURLLength: r.Int("MAX_URL_LENGTH", 2048),
-		Scope:        r.String("SCOPE", "any"),
-		Include:      r.String("INCLUDE", ""),
-		Exclude:      r.String("EXCLUDE", ""),
+		Conn:        envconfig.LoadConn(r),
+		FrontQueues: frontierconf.LoadFrontQueuesIfSet(r),
+		RobotsAgent: robots.LoadAgent(r),
+		UserAgent:   robots.LoadUserAgent(r),
+		MaxDepth:    frontierconf.LoadMaxDepth(r),
+		Settings:    crawlscope.Load(r),
 	}
+}
+
+// connFlags are the flags that override the settings that find a crawl.
+var connFlags = map[string]string{
+	"TRAWL_NATS_URL": "-nats", "TRAWL_REDIS_URL": "-redis", "TRAWL_REDIS_PREFIX": "-prefix", "TRAWL_SHARDS": "-shards",
 }
 
 // Validate reports every invalid setting, naming the variable (a flag that overrode it
 // carries the same value, so the message still points at the right thing).
 func (c Config) Validate() error {
-	var errs []error
-	for name, raw := range map[string]string{"TRAWL_NATS_URL (-nats)": c.NATSURL, "TRAWL_REDIS_URL (-redis)": c.RedisURL} {
-		if u, err := url.Parse(raw); err != nil || u.Host == "" {
-			errs = append(errs, fmt.Errorf("%s=%q: want a URL with a host", name, raw))
+	errs := []error{c.Conn.Validate(func(v string) string { return connFlags[v] })}
+	if c.FrontQueues != 0 {
+		if err := frontierconf.CheckFrontQueues(c.FrontQueues); err != nil {
+			errs = append(errs, fmt.Errorf("%w (or unset)", err))
 		}
 	}
-	if c.RedisPrefix == "" {
-		errs = append(errs, errors.New("TRAWL_REDIS_PREFIX (-prefix): must not be empty"))
+	if err := robots.CheckAgent(c.RobotsAgent); err != nil {
+		errs = append(errs, err)
 	}
-	if c.Shards < 1 || c.Shards > 1024 {
-		errs = append(errs, fmt.Errorf("TRAWL_SHARDS (-shards)=%d: want 1..1024", c.Shards))
+	if err := robots.CheckUserAgent(c.UserAgent); err != nil {
+		errs = append(errs, err)
 	}
-	if c.FrontQueues < 0 || c.FrontQueues > MaxFrontQueues {
-		errs = append(errs, fmt.Errorf("TRAWL_FRONT_QUEUES=%d: want 1..%d (or unset)", c.FrontQueues, MaxFrontQueues))
+	if err := frontierconf.CheckMaxDepth(c.MaxDepth); err != nil {
+		errs = append(errs, err)
 	}
-	if !robots.IsProductToken(c.RobotsAgent) {
-		errs = append(errs, fmt.Errorf("TRAWL_ROBOTS_AGENT=%q: want a product token (letters, '-', '_')", c.RobotsAgent))
-	}
-	if c.MaxDepth < 0 {
-		errs = append(errs, fmt.Errorf("TRAWL_MAX_DEPTH=%d: want at least 0", c.MaxDepth))
-	}
-	if c.MaxURLLength < 0 {
-		errs = append(errs, fmt.Errorf("TRAWL_MAX_URL_LENGTH=%d: want at least 0", c.MaxURLLength))
-	}
-	switch c.Scope {
-	case "any", "host", "domain":
-	default:
-		errs = append(errs, fmt.Errorf("TRAWL_SCOPE=%q: want any, host or domain", c.Scope))
-	}
-	for name, re := range map[string]string{"TRAWL_INCLUDE": c.Include, "TRAWL_EXCLUDE": c.Exclude} {
-		if _, err := regexp.Compile(re); err != nil {
-			errs = append(errs, fmt.Errorf("%s=%q: %w", name, re, err))
-		}
-	}
+	errs = append(errs, c.Settings.Validate())
 	return errors.Join(errs...)
 }

@@ -23,6 +23,14 @@ func TestLoadValidate(t *testing.T) {
 		{"scope", map[string]string{"TRAWL_SCOPE": "planet"}, "TRAWL_SCOPE"},
 		{"regexp", map[string]string{"TRAWL_INCLUDE": "("}, "TRAWL_INCLUDE"},
 		{"two at once", map[string]string{"TRAWL_MAX_DEPTH": "-1", "TRAWL_MAX_URL_LENGTH": "-5"}, "TRAWL_MAX_DEPTH=-1"},
+		// The services' bound: explain must not accept a depth no scheduler runs with.
+		{"depth beyond the frontier's bound", map[string]string{"TRAWL_MAX_DEPTH": "10001"}, "TRAWL_MAX_DEPTH=10001"},
+		{"negative front queues", map[string]string{"TRAWL_FRONT_QUEUES": "-1"}, "TRAWL_FRONT_QUEUES=-1"},
+		// The fetcher refuses it; robots check must not send a header the fetcher would not.
+		{"user agent with a line break", map[string]string{"TRAWL_USER_AGENT": "bot\r\nX: 1"}, "TRAWL_USER_AGENT"},
+		// The parser's rules: a length it refuses is refused, a scope it reads is read.
+		{"url length below the parser's bound", map[string]string{"TRAWL_MAX_URL_LENGTH": "10"}, "TRAWL_MAX_URL_LENGTH=10"},
+		{"scope as the parser reads it", map[string]string{"TRAWL_SCOPE": "Host"}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

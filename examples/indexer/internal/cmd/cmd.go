@@ -43,7 +43,7 @@ var errUsage = errors.New("usage")
 func runIndex(ctx context.Context, args []string, log *slog.Logger) error {
 	r := &envconfig.Reader{}
 	fs := flag.NewFlagSet("indexer", flag.ContinueOnError)
-	natsURL := fs.String("nats", r.String("NATS_URL", "nats://127.0.0.1:4222"), "NATS server (TRAWL_NATS_URL)")
+	natsURL := fs.String("nats", envconfig.LoadConn(r).NATSURL, "NATS server (TRAWL_NATS_URL)")
 	db := fs.String("db", "indexer.db", "SQLite index file")
 	durable := fs.String("durable", "indexer", "durable consumer name on CRAWL_DOCS: one per index")
 	batch := fs.Int("batch", 256, "documents written per transaction")

@@ -15,6 +15,7 @@ import (
 
 	"github.com/trawl/trawl/examples/indexer/internal/index"
 	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/ctxsleep"
 	"github.com/trawl/trawl/shared/topology"
 )
 
@@ -71,7 +72,7 @@ func Run(ctx context.Context, js jetstream.JetStream, store Store, o Options) (S
 				break
 			}
 			o.Log.Warn("fetch failed; retrying", "err", err)
-			sleep(ctx, time.Second)
+			ctxsleep.Sleep(ctx, time.Second)
 			continue
 		}
 		var msgs []jetstream.Msg
@@ -120,7 +121,7 @@ func consumer(ctx context.Context, js jetstream.JetStream, o Options) (jetstream
 		if i%30 == 0 {
 			o.Log.Info("waiting for stream " + topology.StreamDocs + " (start the crawl)")
 		}
-		if !sleep(ctx, time.Second) {
+		if !ctxsleep.Sleep(ctx, time.Second) {
 			return nil, fmt.Errorf("consume: stream %s: %w", topology.StreamDocs, ctx.Err())
 		}
 	}
@@ -169,15 +170,4 @@ func handle(ctx context.Context, store Store, msgs []jetstream.Msg, st *Stats, o
 		}
 	}
 	return nil
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

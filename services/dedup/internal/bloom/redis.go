@@ -2,187 +2,43 @@ package bloom
 
 import (
 	"context"
+	"embed"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/trawl/trawl/shared/redisx"
 )
 
-// LuaLib defines the local Lua functions of the filter's algorithm, the one place it is
-// written; scripts that need them (this package's, the seen package's memoised batch)
-// prepend LuaLib to their own body.
-//
-// bloom_layout(spec) reads a Layout's spec (ARGV) into the list of layers (k, the index
-// in KEYS of the first bitmap, the bitmap count, the position of the layer's pairs in a
-// record) and the struct format of one record. recs is a string of records built by
-// Layout.AppendRecord (one struct.unpack per record).
-//
-// bloom_tas(recs, L, fmt, room) goes through the records in order. A URL whose bits are
-// all set in an older layer is seen (GETBIT up to the first clear bit: about two calls per
-// layer for a new URL, nothing written). Otherwise its bits in the newest layer are set
-// with BITFIELD SET u1, which returns the old bits: the URL is new when one of them was
-// clear. When the newest layer is one bitmap, the SETs of consecutive URLs go in one
-// BITFIELD of up to 1024 arguments (bloom_bf holds the constant arguments; only offsets
-// are written), in order, so a URL repeated within the batch is new only the first time;
-// a layer over several keys sets each URL's bits with one BITFIELD per key. It stops after
-// room new URLs and returns the new records' indexes, in order, how many records it went
-// through, and whether it went through all.
-//
-// Profiled on redis-server 7.0 with the AOF on: the script's time went to the per-call
-// cost of redis.call (argument conversion, propagation to the AOF, reply parsing) and to
-// formatting Lua numbers as arguments, not to the bit operations. One GETBIT/SETBIT call
-// per bit cost 14–15 µs of Redis CPU per new URL (k = 7); batched BITFIELD SETs with the
-// offsets passed as strings cost 7–8 µs (k = 8). The price: a URL already in the newest
-// layer is written again (same bits, but the command reaches the AOF); the in-process
-// cache keeps most repeats away from Redis.
-//
-// bloom_contains(recs, L, fmt) returns the indexes of the records whose bits are all set
-// in some layer, writing nothing.
-const LuaLib = `
-local bloom_bf = {}
-for i = 0, 255 do
-  bloom_bf[4*i+1], bloom_bf[4*i+2], bloom_bf[4*i+4] = 'SET', 'u1', '1'
-end
+//go:embed lua/*.lua
+var luaFS embed.FS
 
-local function bloom_layout(spec)
-  local nl = struct.unpack('>I4', spec)
-  local L, at = {}, 2
-  for i = 1, nl do
-    local k, base, keys = struct.unpack('>I4I4I4', spec, 5 + 12 * (i - 1))
-    L[i] = {k = k, base = base, keys = keys, at = at}
-    at = at + 2 * k
-  end
-  local np = (at - 2) / 2
-  -- The last value struct.unpack returns is where the next record starts.
-  L.next = at
-  return L, '>I4' .. string.rep('I4s', np)
-end
+// Module is the filter's algorithm as a Lua module (lua/bloom.lua): the scripts of this
+// package and the seen package's memoised batch are built on it (redisx.Script).
+var Module = redisx.Lua{FS: luaFS, Name: "lua/bloom.lua"}
 
-local function bloom_has(r, l)
-  for i = l.at, l.at + 2 * l.k - 1, 2 do
-    if redis.call('GETBIT', KEYS[l.base + r[i]], r[i+1]) == 0 then
-      return false
-    end
-  end
-  return true
-end
+// presize is the Lua module that allocates a new layer's bitmaps (lua/presize.lua).
+var presize = redisx.Lua{FS: luaFS, Name: "lua/presize.lua"}
 
-local function bloom_set(r, l)
-  local clear, n, key = false, 0, r[l.at]
-  for i = l.at, l.at + 2 * l.k - 1, 2 do
-    if r[i] ~= key then
-      local old = redis.call('BITFIELD', KEYS[l.base + key], unpack(bloom_bf, 1, n))
-      for j = 1, #old do
-        if old[j] == 0 then clear = true end
-      end
-      n, key = 0, r[i]
-    end
-    bloom_bf[n+3] = r[i+1]
-    n = n + 4
-  end
-  local old = redis.call('BITFIELD', KEYS[l.base + key], unpack(bloom_bf, 1, n))
-  for j = 1, #old do
-    if old[j] == 0 then clear = true end
-  end
-  return clear
-end
+// The filter's scripts; each file's header gives its KEYS, ARGV and reply.
+var (
+	tasScript      = redisx.Script(Module, redisx.Lua{FS: luaFS, Name: "lua/tas.lua"})
+	containsScript = redisx.Script(Module, redisx.Lua{FS: luaFS, Name: "lua/contains.lua"})
+	initScript     = redisx.Script(presize, redisx.Lua{FS: luaFS, Name: "lua/init.lua"})
+	growScript     = redisx.Script(presize, redisx.Lua{FS: luaFS, Name: "lua/grow.lua"})
+)
 
-local function bloom_tas(recs, L, fmt, room)
-  local nl, newest = #L, L[#L]
-  local k, first, last = newest.k, newest.at + 1, newest.at + 2 * newest.k - 1
-  local batched = newest.keys == 1
-  local new, n, done, at = {}, 0, 0, 1
-  -- URLs whose newest-layer bits wait in bloom_bf (m arguments) for one BITFIELD.
-  local pend, pn, m = {}, 0, 0
-  local function flush()
-    if pn == 0 then return end
-    local old = redis.call('BITFIELD', KEYS[newest.base], unpack(bloom_bf, 1, m))
-    for u = 1, pn do
-      for j = (u - 1) * k + 1, u * k do
-        if old[j] == 0 then
-          n = n + 1
-          new[n] = pend[u]
-          break
-        end
-      end
-    end
-    pn, m = 0, 0
-  end
-  while at <= #recs do
-    if n + pn >= room or m + 4 * k > #bloom_bf then
-      flush()
-      if n >= room then break end
-    end
-    local r = {struct.unpack(fmt, recs, at)}
-    at = r[L.next]
-    local seen = false
-    for li = 1, nl - 1 do
-      if bloom_has(r, L[li]) then
-        seen = true
-        break
-      end
-    end
-    if not seen then
-      if batched then
-        for i = first, last, 2 do
-          bloom_bf[m + 3] = r[i]
-          m = m + 4
-        end
-        pn = pn + 1
-        pend[pn] = r[1]
-      elseif bloom_set(r, newest) then
-        n = n + 1
-        new[n] = r[1]
-      end
-    end
-    done = done + 1
-  end
-  flush()
-  return new, done, at > #recs
-end
-
-local function bloom_contains(recs, L, fmt)
-  local found, n, at = {}, 0, 1
-  while at <= #recs do
-    local r = {struct.unpack(fmt, recs, at)}
-    at = r[L.next]
-    for li = 1, #L do
-      if bloom_has(r, L[li]) then
-        n = n + 1
-        found[n] = r[1]
-        break
-      end
-    end
-  end
-  return found
-end
-`
-
-// stale is the status a script returns when Redis holds more layers than the call was
-// built for: another replica added one. The caller reloads the layers and retries.
+// stale is the status a script (lua/tas.lua, lua/contains.lua, the seen package's) returns
+// when Redis holds more layers than the call was built for: another replica added one.
+// The caller reloads the layers and retries.
 const stale = "stale"
 
 // full is the status of a call that stopped because the newest layer reached its
 // capacity; the caller adds a layer (Grow) and sends the rest.
 const full = "full"
-
-// tasScript: KEYS = meta, then the bitmaps of every layer; ARGV[1] = layout spec,
-// ARGV[2] = the newest layer's capacity, ARGV[3] = its count field, ARGV[4] = records.
-// Returns {status, records done, new indexes...}.
-var tasScript = redis.NewScript(LuaLib + `
-local L, fmt = bloom_layout(ARGV[1])
-if tonumber(redis.call('HGET', KEYS[1], 'layers')) ~= #L then return {'` + stale + `', 0} end
-local count = tonumber(redis.call('HGET', KEYS[1], ARGV[3]) or '0')
-local new, done, finished = bloom_tas(ARGV[4], L, fmt, math.max(0, tonumber(ARGV[2]) - count))
-if #new > 0 then redis.call('HINCRBY', KEYS[1], ARGV[3], #new) end
-local status = 'ok'
-if not finished then status = '` + full + `' end
-local out = {status, done}
-for i = 1, #new do out[i + 2] = new[i] end
-return out
-`)
 
 // Call is what one batch call needs of the filter: the layout, and KEYS and ARGV ready
 // for a script that has fixed keys first.
@@ -272,15 +128,6 @@ func parseStatus(v []any) (status string, done int, idx []int, err error) {
 	return status, int(d), idx, nil
 }
 
-// containsScript: KEYS = meta, then the bitmaps; ARGV[1] = layout spec, ARGV[4] = records.
-var containsScript = redis.NewScript(LuaLib + `
-local L, fmt = bloom_layout(ARGV[1])
-if tonumber(redis.call('HGET', KEYS[1], 'layers')) ~= #L then return {'` + stale + `'} end
-local out = {'ok'}
-for i, x in ipairs(bloom_contains(ARGV[4], L, fmt)) do out[i + 1] = x end
-return out
-`)
-
 // Contains reports which urls the filter holds (or false-positively seems to), without
 // adding any: the indexes returned are those whose bits are all set in some layer. It
 // runs as a read-only script, so it may go to a replica.
@@ -312,47 +159,6 @@ func (f *Filter) Contains(ctx context.Context, c redis.Cmdable, urls []string) (
 		return out, nil
 	}
 }
-
-// presize is the Lua that allocates a layer's bitmaps: writing the last bit allocates the
-// whole string now, not by growing it under load. KEYS[first..] are the bitmaps.
-const presize = `
-local function bloom_presize(first, keybits, m)
-  for i = first, #KEYS do
-    if redis.call('EXISTS', KEYS[i]) == 0 then
-      local last = math.min(keybits, m - (i - first) * keybits) - 1
-      redis.call('SETBIT', KEYS[i], string.format('%d', last), 0)
-    end
-  end
-end
-`
-
-// initScript creates or checks the meta hash and pre-sizes the first layer's bitmaps,
-// atomically so that two dedup replicas starting together agree.
-//
-// KEYS[1] = meta, KEYS[2..] = the first layer's bitmaps; ARGV[1] = key bits, ARGV[2] = m,
-// ARGV[3] = the layer's field name, ARGV[4] its value, ARGV[5..] = meta field/value pairs.
-// Returns {} when the filter is usable, or the stored meta (field/value list) when it was
-// built with other parameters.
-var initScript = redis.NewScript(presize + `
-local stored = redis.call('HGETALL', KEYS[1])
-if #stored == 0 then
-  -- Bits without parameters cannot be trusted to mean what this configuration would read.
-  for i = 2, #KEYS do
-    if redis.call('EXISTS', KEYS[i]) == 1 then
-      return redis.error_reply('ERR trawl bloom: bitmap ' .. KEYS[i] .. ' exists but ' .. KEYS[1] .. ' does not')
-    end
-  end
-  redis.call('HSET', KEYS[1], 'layers', 1, ARGV[3], ARGV[4], unpack(ARGV, 5))
-else
-  local have = {}
-  for i = 1, #stored, 2 do have[stored[i]] = stored[i+1] end
-  for i = 5, #ARGV, 2 do
-    if have[ARGV[i]] ~= ARGV[i+1] then return stored end
-  end
-end
-bloom_presize(2, tonumber(ARGV[1]), tonumber(ARGV[2]))
-return {}
-`)
 
 // Init makes the filter usable in Redis: it records the parameters of a new filter and
 // pre-sizes its first layer, or checks that an existing filter has the same parameters,
@@ -401,18 +207,6 @@ func (f *Filter) Load(ctx context.Context, c redis.Cmdable) error {
 	f.layers = layers
 	return nil
 }
-
-// growScript adds layer ARGV[1] if the filter has exactly that many layers: of several
-// replicas that find the newest layer full at once, one adds the next. KEYS[1] = meta,
-// KEYS[2..] = the new layer's bitmaps; ARGV[2] = key bits, ARGV[3] = m, ARGV[4] = the
-// layer's field name, ARGV[5] its value, ARGV[6] its count field. Returns 1 if it added
-// the layer.
-var growScript = redis.NewScript(presize + `
-if redis.call('HGET', KEYS[1], 'layers') ~= ARGV[1] then return 0 end
-bloom_presize(2, tonumber(ARGV[2]), tonumber(ARGV[3]))
-redis.call('HSET', KEYS[1], 'layers', tonumber(ARGV[1]) + 1, ARGV[4], ARGV[5], ARGV[6], 0)
-return 1
-`)
 
 // Grow adds the layer after the first have ones, unless another caller did already, then
 // reloads the layers. It reports whether this call added it. Past MaxLayers it adds

@@ -8,6 +8,7 @@ import (
 
 	"github.com/trawl/trawl/services/dedup/internal/bloom"
 	"github.com/trawl/trawl/shared/envconfig"
+	"github.com/trawl/trawl/shared/frontierconf"
 	"github.com/trawl/trawl/shared/seed"
 	"github.com/trawl/trawl/shared/urlnorm"
 )
@@ -56,7 +57,7 @@ func Load(r *envconfig.Reader) (Config, error) {
 			Tighten:  r.Float("BLOOM_TIGHTEN", bloom.DefaultTighten),
 		},
 		MemoTrimInterval: r.Duration("DEDUP_MEMO_TRIM_INTERVAL", 30*time.Second),
-		MaxDepth:         r.Int("MAX_DEPTH", 20),
+		MaxDepth:         frontierconf.LoadMaxDepth(r),
 		Batch:            r.Int("DEDUP_BATCH", 256),
 		FillInterval:     r.Duration("BLOOM_FILL_INTERVAL", time.Minute),
 		Seeds:            r.List("SEEDS", nil),
@@ -94,8 +95,8 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("TRAWL_BLOOM_*: %w", err))
 		}
 	}
-	if c.MaxDepth < 0 {
-		errs = append(errs, fmt.Errorf("TRAWL_MAX_DEPTH=%d: want at least 0", c.MaxDepth))
+	if err := frontierconf.CheckMaxDepth(c.MaxDepth); err != nil {
+		errs = append(errs, err)
 	}
 	if c.Batch < 1 || c.Batch > maxBatch {
 		errs = append(errs, fmt.Errorf("TRAWL_DEDUP_BATCH=%d: want 1..%d", c.Batch, maxBatch))

@@ -66,6 +66,8 @@ func TestInvalid(t *testing.T) {
 		{map[string]string{"TRAWL_BLOOM_KEY_BITS": "1001"}, "TRAWL_BLOOM_KEY_BITS"},
 		{map[string]string{"TRAWL_BLOOM_KEY_BITS": "8"}, "keys"},
 		{map[string]string{"TRAWL_MAX_DEPTH": "-1"}, "TRAWL_MAX_DEPTH"},
+		// The scheduler refuses it: dedup must not accept a depth the frontier would not.
+		{map[string]string{"TRAWL_MAX_DEPTH": "10001"}, "TRAWL_MAX_DEPTH"},
 		{map[string]string{"TRAWL_DEDUP_BATCH": "0"}, "TRAWL_DEDUP_BATCH"},
 		{map[string]string{"TRAWL_DEDUP_BATCH": "5000"}, "TRAWL_DEDUP_BATCH"},
 		{map[string]string{"TRAWL_BLOOM_FILL_INTERVAL": "10ms"}, "TRAWL_BLOOM_FILL_INTERVAL"},

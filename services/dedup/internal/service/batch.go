@@ -52,14 +52,17 @@ type input struct {
 
 // candidate is a URL that passed validation and goes to the seen test.
 type candidate struct {
-	index int // position in the input message
+	index int // position in the input message, counted across its link groups
+	group int // the link group it came in
 	shard int
 	d     crawlmsg.Discovered // normalised URL, depth, via, hops
 }
 
 // parsed is one input message after decoding and filtering.
 type parsed struct {
-	source  string // the page the URLs were found on; forwarded so the frontier can count backlinks
+	// sources are the pages of the message's link groups; forwarded so the frontier can
+	// count backlinks.
+	sources []string
 	cands   []candidate
 	invalid int
 	tooDeep int
@@ -73,43 +76,69 @@ func parse(data []byte, maxDepth, shards int, norm urlnorm.Options) (parsed, err
 	if err := crawlmsg.Unmarshal(data, &b); err != nil {
 		return parsed{}, err
 	}
-	p := parsed{source: b.Source, cands: make([]candidate, 0, len(b.URLs))}
-	for i, d := range b.URLs {
-		// Producers normalise already; doing it again makes the filter's key independent
-		// of their versions and rejects what should never have been sent.
-		u, err := urlnorm.NormalizeWith(d.URL, norm)
-		if err != nil || d.Depth < 0 || d.Hops < 0 {
-			p.invalid++
-			continue
+	groups := b.LinkGroups()
+	n := 0
+	for _, g := range groups {
+		n += len(g.URLs)
+	}
+	p := parsed{sources: make([]string, len(groups)), cands: make([]candidate, 0, n)}
+	i := 0
+	for gi, g := range groups {
+		p.sources[gi] = g.Source
+		for _, d := range g.URLs {
+			i++
+			// Producers normalise already; doing it again makes the filter's key independent
+			// of their versions and rejects what should never have been sent.
+			u, err := urlnorm.NormalizeWith(d.URL, norm)
+			if err != nil || d.Depth < 0 || d.Hops < 0 {
+				p.invalid++
+				continue
+			}
+			host, err := urlnorm.Host(u)
+			if err != nil {
+				p.invalid++
+				continue
+			}
+			if d.Depth > maxDepth {
+				p.tooDeep++
+				continue
+			}
+			d.URL = u
+			p.cands = append(p.cands, candidate{index: i - 1, group: gi, shard: topology.ShardOf(host, shards), d: d})
 		}
-		host, err := urlnorm.Host(u)
-		if err != nil {
-			p.invalid++
-			continue
-		}
-		if d.Depth > maxDepth {
-			p.tooDeep++
-			continue
-		}
-		d.URL = u
-		p.cands = append(p.cands, candidate{index: i, shard: topology.ShardOf(host, shards), d: d})
 	}
 	return p, nil
 }
 
 // route groups a message's new URLs by shard into one FrontierBatch each, ascending by
-// shard, keeping the message's URL order within a batch. newIdx are message positions as
-// returned by the seen test; one that is not a candidate (possible only when a memo from
-// an earlier delivery meets a changed configuration) is skipped.
-func route(msgID, source string, cands []candidate, newIdx []int) (msgs []*nats.Msg, routed int, err error) {
-	byShard := map[int][]crawlmsg.Discovered{}
+// shard, keeping the message's link groups (with their sources) and URL order within a
+// batch. newIdx are message positions as returned by the seen test; one that is not a
+// candidate (possible only when a memo from an earlier delivery meets a changed
+// configuration) is skipped.
+func route(msgID string, sources []string, cands []candidate, newIdx []int) (msgs []*nats.Msg, routed int, err error) {
+	type shardOut struct {
+		groups []crawlmsg.LinkGroup
+		last   int // input group of groups' last entry
+	}
+	byShard := map[int]*shardOut{}
 	for _, idx := range newIdx {
 		j, ok := slices.BinarySearchFunc(cands, idx, func(c candidate, idx int) int { return c.index - idx })
 		if !ok {
 			continue
 		}
 		c := cands[j]
-		byShard[c.shard] = append(byShard[c.shard], c.d)
+		o := byShard[c.shard]
+		if o == nil {
+			o = &shardOut{last: -1}
+			byShard[c.shard] = o
+		}
+		// Candidates come in message order, so a group's URLs are contiguous.
+		if c.group != o.last {
+			o.groups = append(o.groups, crawlmsg.LinkGroup{Source: sources[c.group]})
+			o.last = c.group
+		}
+		g := &o.groups[len(o.groups)-1]
+		g.URLs = append(g.URLs, c.d)
 		routed++
 	}
 	shards := make([]int, 0, len(byShard))
@@ -119,7 +148,7 @@ func route(msgID, source string, cands []candidate, newIdx []int) (msgs []*nats.
 	slices.Sort(shards)
 	out := make([]*nats.Msg, 0, len(shards))
 	for _, s := range shards {
-		data, err := crawlmsg.Marshal(&crawlmsg.FrontierBatch{Source: source, URLs: byShard[s]})
+		data, err := crawlmsg.Marshal(&crawlmsg.FrontierBatch{Groups: byShard[s].groups})
 		if err != nil {
 			return nil, 0, fmt.Errorf("dedup: marshal frontier batch: %w", err)
 		}
@@ -200,7 +229,7 @@ func (h *handler) process(ctx context.Context, in []input) []error {
 	var out []*nats.Msg
 	var outOwner []int // input index of each output
 	for t, i := range tested {
-		msgs, routed, err := route(in[i].id, ps[i].source, ps[i].cands, res.New[t])
+		msgs, routed, err := route(in[i].id, ps[i].sources, ps[i].cands, res.New[t])
 		if err != nil {
 			// Marshalling our own struct cannot fail on input data; treat as retryable.
 			errs[i] = err

@@ -73,7 +73,7 @@ func TestParseMalformedIsPermanent(t *testing.T) {
 	}{
 		{"not json", "<html>", crawlmsg.ErrMalformed},
 		{"urls not a list", `{"v":1,"urls":"http://a.test/"}`, crawlmsg.ErrMalformed},
-		{"unknown version", `{"v":2,"urls":[]}`, crawlmsg.ErrVersion},
+		{"unknown version", `{"v":3,"urls":[]}`, crawlmsg.ErrVersion},
 		{"no version", `{"urls":[{"url":"http://a.test/"}]}`, crawlmsg.ErrVersion},
 	}
 	for _, tt := range tests {
@@ -120,7 +120,7 @@ func TestRoute(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			msgs, routed, err := route("CRAWL_DISCOVERED:42", "", p.cands, tt.newIdx)
+			msgs, routed, err := route("CRAWL_DISCOVERED:42", p.sources, p.cands, tt.newIdx)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -154,7 +154,7 @@ func TestRoute(t *testing.T) {
 
 func TestRouteKeepsFields(t *testing.T) {
 	cands := []candidate{{index: 3, shard: 0, d: crawlmsg.Discovered{URL: "http://a.test/r", Depth: 7, Via: crawlmsg.ViaRedirect, Hops: 4}}}
-	msgs, _, err := route("CRAWL_DISCOVERED:1", "", cands, []int{3})
+	msgs, _, err := route("CRAWL_DISCOVERED:1", []string{""}, cands, []int{3})
 	if err != nil || len(msgs) != 1 {
 		t.Fatalf("route = %v, %v", msgs, err)
 	}
@@ -164,5 +164,62 @@ func TestRouteKeepsFields(t *testing.T) {
 	}
 	if len(b.URLs) != 1 || b.URLs[0] != cands[0].d {
 		t.Errorf("frontier entry %+v, want %+v (depth, via and hops carried)", b.URLs, cands[0].d)
+	}
+}
+
+// A batch of several pages' links (version 2) keeps each page's group, with its source, in
+// the frontier batch of every shard it reaches, in order; the seen test counts positions
+// across the groups.
+func TestRouteKeepsLinkGroups(t *testing.T) {
+	data, err := os.ReadFile("testdata/discovered-groups.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := parse(data, 20, 2, urlnorm.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var idx []int
+	for _, c := range p.cands {
+		idx = append(idx, c.index)
+	}
+	if want := []int{0, 1, 2, 4, 5}; !slices.Equal(idx, want) || p.invalid != 1 {
+		t.Fatalf("candidate positions %v (invalid %d), want %v and 1 invalid", idx, p.invalid, want)
+	}
+	// All but b.test/2 are new.
+	msgs, routed, err := route("CRAWL_DISCOVERED:9", p.sources, p.cands, []int{0, 1, 2, 5})
+	if err != nil || routed != 4 {
+		t.Fatalf("route: %d routed, %v", routed, err)
+	}
+	type group struct {
+		source string
+		urls   []string
+	}
+	got := map[string][]group{}
+	for _, m := range msgs {
+		var b crawlmsg.FrontierBatch
+		if err := crawlmsg.Unmarshal(m.Data, &b); err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range b.LinkGroups() {
+			var us []string
+			for _, d := range g.URLs {
+				us = append(us, d.URL)
+			}
+			got[m.Subject] = append(got[m.Subject], group{g.Source, us})
+		}
+	}
+	want := map[string][]group{
+		// a.test and c.test are shard 0; b.test is shard 1.
+		"crawl.frontier.0": {{"http://one.test/", []string{"http://a.test/1", "http://c.test/1"}}, {"http://two.test/", []string{"http://a.test/2"}}},
+		"crawl.frontier.1": {{"http://one.test/", []string{"http://b.test/1"}}},
+	}
+	for subj, w := range want {
+		if !slices.EqualFunc(got[subj], w, func(a, b group) bool { return a.source == b.source && slices.Equal(a.urls, b.urls) }) {
+			t.Errorf("%s: %+v, want %+v", subj, got[subj], w)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("subjects %v", got)
 	}
 }

@@ -7,10 +7,8 @@ package service
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -20,10 +18,8 @@ import (
 	"github.com/trawl/trawl/services/dedup/internal/cache"
 	"github.com/trawl/trawl/services/dedup/internal/config"
 	"github.com/trawl/trawl/services/dedup/internal/seen"
-	"github.com/trawl/trawl/shared/crawlid"
 	"github.com/trawl/trawl/shared/natsx"
-	"github.com/trawl/trawl/shared/obs"
-	"github.com/trawl/trawl/shared/redisx"
+	"github.com/trawl/trawl/shared/runner"
 	"github.com/trawl/trawl/shared/seed"
 	"github.com/trawl/trawl/shared/topology"
 )
@@ -32,34 +28,29 @@ import (
 // (publish, ack) and returns. It returns early only on a start-up failure or an error the
 // consume loop cannot recover from.
 func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
+	return runner.Run(ctx, log, func(ctx context.Context) (*runner.Runner, error) { return start(ctx, cfg, log) })
+}
+
+// start brings up the shared plumbing and the seen test, publishes the seeds and
+// registers the loops.
+func start(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *runner.Runner, err error) {
 	filter, err := bloom.New(cfg.RedisPrefix, cfg.Bloom)
 	if err != nil {
-		return fmt.Errorf("dedup: %w", err)
+		return nil, fmt.Errorf("dedup: %w", err)
 	}
-	nc, js, err := natsx.Connect(ctx, cfg.NATSURL, "trawl-dedup", log)
+	r, err := runner.Start(ctx, "dedup", cfg.Common, log, runner.WithRedis())
 	if err != nil {
-		return fmt.Errorf("dedup: %w", err)
+		return nil, err
 	}
 	defer func() {
-		// Acks are buffered writes; flush them so a clean stop does not leave the last
-		// batch to be redelivered.
-		_ = nc.FlushTimeout(2 * time.Second)
-		nc.Close()
+		if err != nil {
+			r.Close()
+			err = fmt.Errorf("dedup: %w", err)
+		}
 	}()
-	if err := natsx.Ensure(ctx, js, cfg.Topology(), cfg.Timings(), log); err != nil {
-		return fmt.Errorf("dedup: %w", err)
-	}
-	rdb, err := redisx.Connect(ctx, cfg.RedisURL, log)
-	if err != nil {
-		return fmt.Errorf("dedup: %w", err)
-	}
-	defer rdb.Close()
-	crawl, err := crawlid.Open(ctx, js, rdb, cfg.Common, log)
-	if err != nil {
-		return fmt.Errorf("dedup: %w", err)
-	}
+	js, rdb := r.JS, r.Redis
 	if err := filter.Init(ctx, rdb); err != nil {
-		return fmt.Errorf("dedup: %w", err)
+		return nil, err
 	}
 	layers := filter.Layers()
 	newest := layers[len(layers)-1]
@@ -67,34 +58,20 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		"tighten", filter.Tighten, "layers", len(layers), "newest_bits", newest.M, "newest_hashes", newest.K,
 		"bytes", filter.Bytes(), "next_layer_bytes", filter.NextLayer().Bytes(), "meta", filter.MetaKey())
 
-	reg := obs.NewRegistry()
-	m := newMetrics(reg)
-	_ = crawl.Register(reg)
+	m := newMetrics(r.Registry)
 	m.setLayers(filter)
-	srv, err := obs.NewServer(cfg.HTTPAddr, reg, map[string]obs.Check{
-		"nats": func(context.Context) error {
-			if s := nc.Status(); s != nats.CONNECTED {
-				return fmt.Errorf("nats: %s", s)
-			}
-			return nil
-		},
-		"redis": crawl.Check,
-	})
-	if err != nil {
-		return fmt.Errorf("dedup: %w", err)
-	}
 	if len(cfg.Seeds) > 0 {
 		// Seeds given to the deployment (compose's TRAWL_SEEDS) enter like any discovered
 		// URL; on a restart they are published again and dropped as already seen.
 		n, err := seed.Publish(ctx, js, cfg.Seeds, 0)
 		if err != nil {
-			return fmt.Errorf("dedup: %w", err)
+			return nil, err
 		}
 		log.Info("published seeds", "count", n)
 	}
 	cons, err := js.Consumer(ctx, topology.StreamDiscovered, topology.ConsumerDedup)
 	if err != nil {
-		return fmt.Errorf("dedup: consumer %s/%s: %w", topology.StreamDiscovered, topology.ConsumerDedup, err)
+		return nil, fmt.Errorf("consumer %s/%s: %w", topology.StreamDiscovered, topology.ConsumerDedup, err)
 	}
 
 	store := seen.New(rdb, filter, cfg.RedisPrefix)
@@ -123,46 +100,18 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	opts := natsx.ConsumeOptions{
 		Batch:      cfg.Batch,
 		MaxDeliver: cfg.MaxDeliver,
-		Gate:       crawl.Gate,
+		Gate:       r.Crawl.Gate,
 		OnTerm:     func(reason string) { m.terminated.WithLabelValues(reason).Inc() },
 		Log:        log,
 	}
-
-	// One failing part (say the HTTP server) stops the others, so the process exits and is
-	// restarted instead of running half-alive.
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs []error
-	)
-	goRun := func(name string, fn func(context.Context) error) {
-		wg.Go(func() {
-			if err := fn(ctx); err != nil && ctx.Err() == nil {
-				mu.Lock()
-				errs = append(errs, fmt.Errorf("dedup: %s: %w", name, err))
-				mu.Unlock()
-				cancel()
-			}
-		})
-	}
-	goRun("http", srv.Run)
-	goRun("crawl watch", func(ctx context.Context) error { crawl.Watch(ctx); return nil })
-	goRun("consume", func(ctx context.Context) error {
-		err := natsx.ConsumeBatches(ctx, cons, opts, h.handle)
-		if err == nil && ctx.Err() == nil {
-			err = errors.New("consume loop ended")
-		}
-		return err
-	})
+	r.Go("consume", func(ctx context.Context) error { return natsx.ConsumeBatches(ctx, cons, opts, h.handle) })
 	if cfg.FillInterval > 0 {
-		goRun("fill ratio", func(ctx context.Context) error {
+		r.Go("fill ratio", func(ctx context.Context) error {
 			measureFill(ctx, filter, rdb, cfg.FillInterval, m, log)
 			return nil
 		})
 	}
-	goRun("memo trim", func(ctx context.Context) error {
+	r.Go("memo trim", func(ctx context.Context) error {
 		trimMemos(ctx, store, func(ctx context.Context) (uint64, error) {
 			info, err := cons.Info(ctx)
 			if err != nil {
@@ -172,11 +121,9 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		}, cfg.MemoTrimInterval, m, log)
 		return nil
 	})
-	log.Info("dedup running", "http", srv.Addr(), "batch", cfg.Batch, "max_depth", cfg.MaxDepth, "shards", cfg.Shards,
+	log.Info("dedup starting", "batch", cfg.Batch, "max_depth", cfg.MaxDepth, "shards", cfg.Shards,
 		"cache_size", cfg.CacheSize, "strip_session_ids", cfg.Norm.StripSessionIDs, "sort_query", cfg.Norm.SortQuery)
-	wg.Wait()
-	log.Info("dedup stopped")
-	return errors.Join(errs...)
+	return r, nil
 }
 
 // setLayers updates the gauges that follow the filter's layers.

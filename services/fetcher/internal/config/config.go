@@ -11,14 +11,15 @@ import (
 	"github.com/trawl/trawl/services/fetcher/internal/safedial"
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/envconfig"
+	"github.com/trawl/trawl/shared/politeness"
 	"github.com/trawl/trawl/shared/robots"
 )
 
 // DefaultHTTPAddr is the fetcher's /metrics address.
 const DefaultHTTPAddr = ":9101"
 
-// DefaultUserAgent is sent with every request.
-const DefaultUserAgent = "Mozilla/5.0 (compatible; trawl/0.1; +https://github.com/trawl/trawl)"
+// DefaultUserAgent is sent with every request unless TRAWL_USER_AGENT says otherwise.
+const DefaultUserAgent = robots.DefaultUserAgent
 
 // Config is the fetcher's configuration.
 type Config struct {
@@ -45,6 +46,9 @@ type Config struct {
 	DNSCacheSize    int           // TRAWL_DNS_CACHE_SIZE: most names cached
 	OutcomeBatch    int           // TRAWL_OUTCOME_BATCH: most outcomes in one crawl.fetched message
 	OutcomeLinger   time.Duration // TRAWL_OUTCOME_LINGER: longest wait for a batch to fill
+	// Politeness is the gap rule, which the fetcher applies to a host it requests outside
+	// that host's own tasks (a robots.txt redirect to another host).
+	Politeness politeness.Rules
 
 	allowRaw []string
 	cidrErr  error
@@ -58,8 +62,8 @@ const TLSHandshakeTimeout = 10 * time.Second
 func Load(r *envconfig.Reader) (Config, error) {
 	c := Config{
 		Common:          envconfig.LoadCommon(r, DefaultHTTPAddr),
-		UserAgent:       r.String("USER_AGENT", DefaultUserAgent),
-		RobotsAgent:     r.String("ROBOTS_AGENT", "trawl"),
+		UserAgent:       robots.LoadUserAgent(r),
+		RobotsAgent:     robots.LoadAgent(r),
 		Concurrency:     r.Int("FETCH_CONCURRENCY", 64),
 		FetchTimeout:    r.Duration("FETCH_TIMEOUT", 30*time.Second),
 		DialTimeout:     r.Duration("DIAL_TIMEOUT", 10*time.Second),
@@ -82,6 +86,7 @@ func Load(r *envconfig.Reader) (Config, error) {
 		DNSCacheSize:   r.Int("DNS_CACHE_SIZE", 10000),
 		OutcomeBatch:   r.Int("OUTCOME_BATCH", 64),
 		OutcomeLinger:  r.Duration("OUTCOME_LINGER", 2*time.Millisecond),
+		Politeness:     politeness.Load(r),
 	}
 	c.AllowCIDRs, c.cidrErr = safedial.ParseCIDRs(c.allowRaw)
 	return c, r.Err()
@@ -98,19 +103,22 @@ const MaxInlineLimit = 4 << 20
 
 // Validate reports every invalid setting at once.
 func (c Config) Validate() error {
-	errs := []error{c.Common.Validate()}
+	errs := []error{c.Common.Validate(), c.Politeness.Validate()}
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if c.cidrErr != nil {
 		bad("TRAWL_ALLOW_CIDRS=%q: %w", strings.Join(c.allowRaw, ","), c.cidrErr)
 	}
-	if !robots.IsProductToken(c.RobotsAgent) {
-		bad("TRAWL_ROBOTS_AGENT=%q: want a bare product token of letters, '-' and '_'", c.RobotsAgent)
+	if err := robots.CheckAgent(c.RobotsAgent); err != nil {
+		errs = append(errs, err)
 	}
-	if c.UserAgent == "" || strings.ContainsAny(c.UserAgent, "\r\n") {
-		bad("TRAWL_USER_AGENT=%q: want one non-empty line", c.UserAgent)
+	if err := robots.CheckUserAgent(c.UserAgent); err != nil {
+		errs = append(errs, err)
 	}
 	if c.Concurrency < 1 || c.Concurrency > 4096 {
 		bad("TRAWL_FETCH_CONCURRENCY=%d: want 1..4096", c.Concurrency)
+	} else if c.Concurrency < c.Common.TaskBatch {
+		// A message of a full batch must fit in the fetcher's slots.
+		bad("TRAWL_FETCH_CONCURRENCY=%d: want at least TRAWL_TASK_BATCH (%d)", c.Concurrency, c.Common.TaskBatch)
 	}
 	if c.OutcomeBatch < 1 || c.OutcomeBatch > 1024 {
 		bad("TRAWL_OUTCOME_BATCH=%d: want 1..1024", c.OutcomeBatch)

@@ -60,8 +60,11 @@ type Client struct {
 // New builds a client from cfg.
 func New(cfg Config) *Client {
 	tr := &http.Transport{
-		Proxy:                  cfg.Proxy,
-		DialContext:            cfg.Dial,
+		Proxy: cfg.Proxy,
+		// Both dials record each HTTP/1.1 exchange for the archive (capture.go); the TLS
+		// one still negotiates HTTP/2, which the transport then speaks on the *tls.Conn.
+		DialContext:            recordingDial(cfg.Dial, int(cfg.MaxHeaderBytes)+4<<10),
+		DialTLSContext:         recordingTLSDial(cfg),
 		ForceAttemptHTTP2:      true,
 		TLSClientConfig:        cfg.TLSConfig,
 		TLSHandshakeTimeout:    cfg.TLSTimeout,
@@ -102,6 +105,18 @@ type Response struct {
 	Duration  time.Duration // from the request's start to the last body byte read
 	Redirects []string      // GetFollow: the hops before URL, oldest first
 	Proto     string        // "HTTP/1.1", "HTTP/2.0"
+
+	// What an archive needs beside the decoded body (capture.go).
+	RequestHead  []byte // the request line and headers sent, ending in the blank line
+	ResponseHead []byte // the status line and headers received, ending in the blank line
+	// Verbatim says RequestHead and ResponseHead are the octets on the wire; false when
+	// they were rebuilt in HTTP/1.1 form (HTTP/2, or HTTPS through a proxy).
+	Verbatim bool
+	RemoteIP string // the address the connection went to ("" if unknown)
+	// Raw is the body as received, content coding intact and transfer coding removed, when
+	// it differs from Body (a gzip body); nil when Body is also the body as received.
+	// Truncated applies to it too.
+	Raw []byte
 
 	buf *[]byte // Body's pooled backing array, until Release
 }
@@ -227,6 +242,8 @@ func (c *Client) do(ctx context.Context, u *url.URL, accept string, maxBody int6
 	req.Header.Set("User-Agent", c.cfg.UserAgent)
 	req.Header.Set("Accept", accept)
 	req.Header.Set("Accept-Encoding", "gzip")
+	var x exchange
+	req = req.WithContext(x.trace(ctx))
 	started := time.Now()
 	resp, err := c.hc.Do(req)
 	if err != nil {
@@ -243,6 +260,8 @@ func (c *Client) do(ctx context.Context, u *url.URL, accept string, maxBody int6
 		StartedAt: started,
 		Proto:     resp.Proto,
 	}
+	// Before the header map is edited below: a rebuilt head shows what was received.
+	x.capture(out, req, resp)
 	// The wire cap leaves room for gzip overhead on incompressible data; whichever cap
 	// is hit first marks the body truncated.
 	wireCap := maxBody + maxBody/16 + 64<<10
@@ -250,6 +269,8 @@ func (c *Client) do(ctx context.Context, u *url.URL, accept string, maxBody int6
 	var body io.Reader = wire
 	gzipped := strings.EqualFold(strings.TrimSpace(resp.Header.Get("Content-Encoding")), "gzip")
 	if gzipped {
+		// The archive keeps the octets as received; the parser gets them decoded.
+		wire.keep = true
 		zr, err := gzip.NewReader(wire)
 		if err != nil && !errors.Is(err, io.EOF) {
 			return nil, fmt.Errorf("fetch: gzip body: %w", err)
@@ -271,7 +292,15 @@ func (c *Client) do(ctx context.Context, u *url.URL, accept string, maxBody int6
 	}
 	out.buf = bodyBufs.Get().(*[]byte)
 	buf, err := readAll(io.LimitReader(body, maxBody+1), (*out.buf)[:0], hint)
+	if gzipped && err == nil && int64(len(buf)) <= maxBody {
+		// The whole stream was decoded: octets after its end belong to the body as
+		// received too (still under the wire cap).
+		_, _ = io.Copy(io.Discard, wire)
+	}
 	out.WireBytes = wire.n
+	if gzipped {
+		out.Raw = wire.kept
+	}
 	if int64(len(buf)) > maxBody {
 		buf, out.Truncated = buf[:maxBody], true
 	} else if err != nil {
@@ -317,13 +346,18 @@ func readAll(r io.Reader, buf []byte, hint int64) ([]byte, error) {
 }
 
 type countingReader struct {
-	r io.Reader
-	n int64
+	r    io.Reader
+	n    int64
+	keep bool   // append what is read to kept
+	kept []byte // the octets read, when keep
 }
 
 func (c *countingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.n += int64(n)
+	if c.keep {
+		c.kept = append(c.kept, p[:n]...)
+	}
 	return n, err
 }
 

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/trawl/trawl/shared/testwait"
 )
 
 // dnsFake is an upstream resolver whose answers can change between lookups and which can
@@ -255,7 +257,7 @@ func TestCachingResolverSingleflight(t *testing.T) {
 		_, err := r.LookupNetIP(impatient, "ip", "busy.example")
 		errc <- err
 	}()
-	waitFor(t, func() bool { return res.get("miss")+res.get("shared") == n+1 })
+	testwait.Eventually(t, 5*time.Second, "every lookup to reach the cache", func() bool { return res.get("miss")+res.get("shared") == n+1 })
 	cancel()
 	if err := <-errc; !errors.Is(err, context.Canceled) {
 		t.Fatalf("impatient caller: %v, want context.Canceled", err)
@@ -324,16 +326,5 @@ func TestDialCachedAddressRechecked(t *testing.T) {
 	}
 	if n := accepted.Load(); n != 1 {
 		t.Errorf("server accepted %d connections, want 1", n)
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 5s")
-		}
-		time.Sleep(time.Millisecond)
 	}
 }

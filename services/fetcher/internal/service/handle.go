@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -15,7 +17,9 @@ import (
 	"github.com/trawl/trawl/services/fetcher/internal/fetch"
 	"github.com/trawl/trawl/services/fetcher/internal/robotscache"
 	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/ctxsleep"
 	"github.com/trawl/trawl/shared/natsx"
+	"github.com/trawl/trawl/shared/politeness"
 	"github.com/trawl/trawl/shared/robots"
 	"github.com/trawl/trawl/shared/topology"
 	"github.com/trawl/trawl/shared/urlnorm"
@@ -36,13 +40,41 @@ const (
 	robotsMaxHops = 5
 )
 
-// handle serves one fetch task. A nil result acks it; a permanent error terminates it; any
-// other error naks it for a later retry.
+// handle serves one crawl.fetch message: a task, or a batch of tasks of different hosts
+// run at once on the workers. It returns once every task has ended, with its outcome
+// stored or given up (its lease then brings the URL back), so the message is acked; only
+// one that cannot be read is terminated. A message is never nak'ed: a temporary failure
+// is retried in place. So it is delivered again only after AckWait, which exceeds the
+// lease, when each of its tasks is answered expired without a request: a request that
+// was made is never made again for the same lease.
 func (s *Service) handle(ctx context.Context, msg jetstream.Msg) error {
-	var task crawlmsg.FetchTask
-	if err := crawlmsg.Unmarshal(msg.Data(), &task); err != nil {
+	tasks, err := crawlmsg.DecodeTasks(msg.Data())
+	if err != nil {
 		return err // ErrMalformed / ErrVersion: permanent, terminated by natsx
 	}
+	if len(tasks) == 1 {
+		s.work.run(ctx, &tasks[0])
+		return nil
+	}
+	var wg sync.WaitGroup
+	for i := range tasks {
+		wg.Go(func() { s.work.run(ctx, &tasks[i]) })
+	}
+	wg.Wait()
+	return nil
+}
+
+// taskCount is how many tasks a crawl.fetch message holds, from its header (1 without
+// one: a single task).
+func taskCount(m jetstream.Msg) int {
+	if n, err := strconv.Atoi(m.Headers().Get(crawlmsg.TasksHeader)); err == nil && n > 0 {
+		return n
+	}
+	return 1
+}
+
+// handleTask serves one fetch task on a worker.
+func (s *Service) handleTask(ctx context.Context, task *crawlmsg.FetchTask) {
 	s.m.inflight.Inc()
 	defer s.m.inflight.Dec()
 	s.outcomes.begin()
@@ -54,25 +86,30 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.taskBudget())
 	defer cancel()
 
-	out, page, err := s.process(ctx, &task)
-	if err != nil {
-		return err
+	out, page, err := s.process(ctx, task)
+	// An error comes before any request (Redis failed for robots.txt): the task is tried
+	// again in place, and past its deadline process answers expired.
+	for try := uint64(1); err != nil; try++ {
+		if !ctxsleep.Sleep(ctx, natsx.DefaultBackoff(try)) {
+			s.log.Error("task given up before its request; its lease will bring the URL back", "url", task.URL, "err", err)
+			return
+		}
+		s.log.Warn("task failed before its request; retrying", "url", task.URL, "try", try, "err", err)
+		out, page, err = s.process(ctx, task)
 	}
-	if err := s.deliver(&task, out, page); err != nil {
-		// Never nak a task whose request was made: a redelivery would request the page
-		// again at once, inside the host's delay. Drop it instead; its lease expires and
-		// the scheduler re-queues the URL after the host's delay (a duplicate fetch the
-		// design allows).
+	if err := s.deliver(task, out, page); err != nil {
+		// The request was made, so it is never tried again: its lease expires and the
+		// scheduler re-queues the URL after the host's delay (a duplicate fetch the design
+		// allows).
 		s.m.publishFailures.Inc()
 		s.log.Error("results not published before the lease deadline; the lease will expire and the URL be retried", "url", task.URL, "err", err)
-		return nil
+		return
 	}
 	if page != nil && page.reusable {
 		page.resp.Release()
 	}
 	s.m.outcomes.WithLabelValues(string(out.Kind)).Inc()
 	s.log.Debug("task done", "url", task.URL, "kind", out.Kind, "status", out.Status, "ms", out.DurationMs)
-	return nil
 }
 
 // pageResult is what a page request produced besides its outcome: the page and, for a
@@ -121,6 +158,9 @@ func (s *Service) deliver(task *crawlmsg.FetchTask, out *crawlmsg.Outcome, res *
 func (s *Service) storePage(deadline time.Time, task *crawlmsg.FetchTask, res *pageResult) error {
 	page := res.page
 	tries := 0 // attempts at publishing the page; a body put by reference counts one more
+	if err := s.storeRaw(deadline, task, page); err != nil {
+		return err
+	}
 	pm, err := crawlmsg.PageMsg(topology.SubjectPages, page)
 	if err != nil {
 		return fmt.Errorf("encode page %s: %w", task.URL, err)
@@ -153,6 +193,9 @@ func (s *Service) storePage(deadline time.Time, task *crawlmsg.FetchTask, res *p
 		return natsx.PublishBatch(ctx, s.js, msgs)
 	})
 	res.reusable = err == nil && tries == 1
+	if err != nil && isTooLarge(err) {
+		s.dropRaw(page)
+	}
 	if err != nil && isTooLarge(err) && page.Meta.BodyRef != nil {
 		// The body will never be referenced; the sweeper would remove it too, later.
 		dctx, cancel := context.WithTimeout(context.Background(), publishTimeout)
@@ -302,15 +345,18 @@ func (s *Service) expired(out *crawlmsg.Outcome) *crawlmsg.Outcome {
 	return out
 }
 
-// fetchRobots makes the task's one request robots.txt: the result is cached for every
+// fetchRobots makes the task's request robots.txt: the result is cached for every
 // fetcher, and the outcome sends the URL back to wait the host's delay, so robots.txt is
-// fetched under the same politeness as a page. ctx is the task's; the request runs under
+// fetched under the same politeness as a page. ctx is the task's; the requests run under
 // reqCtx, which ends before the lease.
 //
-// A task makes one request to its host: when robots.txt redirects to the same host
-// (http→https included), the next hop is recorded in the cache and the outcome is
-// `robots`, so the hop is the host's next task, after its delay. A hop to another host is
-// followed inline, to the end of the chain.
+// A redirect chain keeps every host's gap. The task's own host gets one request: when
+// robots.txt redirects to the same host (http→https included), the hop is recorded in the
+// cache and the outcome is `robots`, so the hop is the host's next task, after its delay.
+// A hop to another host is made only under a claim on that host (politeness.Claimer): when
+// that host is inside its gap or has a task out, the hop is recorded and the task ends
+// `deferred` (or `robots`, if it made its own request), asking to be tried again when the
+// other host is free; the URL waits at the head of its queue meanwhile, no attempt counted.
 func (s *Service) fetchRobots(ctx, reqCtx context.Context, out *crawlmsg.Outcome, origin, host string) (*crawlmsg.Outcome, error) {
 	hop, err := s.robots.GetHop(reqCtx, origin)
 	if err != nil {
@@ -321,23 +367,66 @@ func (s *Service) fetchRobots(ctx, reqCtx context.Context, out *crawlmsg.Outcome
 	if hop != nil {
 		target, n = hop.URL, hop.N
 	}
-	started := s.now()
 	limit := s.cfg.RobotsMaxBytes
-	// One octet over the limit tells robots.Parse the file went on, so it drops a cut line.
-	resp, err := s.client.GetFollow(reqCtx, target, 0, limit+1)
-	if err == nil && resp.Location != "" && n < robotsMaxHops {
-		if to, herr := urlnorm.Host(resp.Location); herr == nil && to == host {
-			return s.robotsHop(ctx, out, origin, resp, n+1, started)
+	var (
+		resp      *fetch.Response
+		own       bool          // the task's own host was requested
+		started   time.Time     // when the chain's first request of this task started
+		ownTook   time.Duration // the own host's request time, its gap's measure
+		requested bool
+	)
+	for {
+		to, herr := urlnorm.Host(target)
+		other := herr == nil && to != host
+		if own && !other {
+			// A second request to the task's own host waits for its next task.
+			return s.robotsHop(ctx, out, origin, robotscache.Hop{URL: target, N: n}, started, ownTook, 0)
 		}
-		loc := resp.Location
-		resp, err = s.client.GetFollow(reqCtx, loc, robotsMaxHops-n-1, limit+1)
-		if err != nil {
-			err = &fetch.RedirectError{Hop: n + 1, URL: loc, Err: err}
+		var claim politeness.Claim
+		if other {
+			window := min(time.Until(cutoffOf(reqCtx)), s.cfg.FetchTimeout) + time.Second
+			claim, err = s.claims.Claim(reqCtx, to, window)
+			switch {
+			case err != nil && requested:
+				// The hop was not made: record it, and report the request that was.
+				s.log.Warn("robots.txt redirect: claim failed", "origin", origin, "to", to, "err", err)
+				return s.robotsHop(ctx, out, origin, robotscache.Hop{URL: target, N: n}, started, ownTook, 0)
+			case err != nil:
+				s.crawl.Invalidate()
+				return nil, err
+			case !claim.OK && requested:
+				return s.robotsHop(ctx, out, origin, robotscache.Hop{URL: target, N: n}, started, ownTook, claim.Wait)
+			case !claim.OK:
+				return s.deferRobots(ctx, out, origin, robotscache.Hop{URL: target, N: n}, hop, to, claim.Wait)
+			}
 		}
-	} else if err != nil && n > 0 {
-		err = &fetch.RedirectError{Hop: n, URL: target, Err: err}
+		t0 := s.now()
+		if !requested {
+			started = t0
+		}
+		// One octet over the limit tells robots.Parse the file went on, so it drops a cut line.
+		resp, err = s.client.GetFollow(reqCtx, target, 0, limit+1)
+		took := s.now().Sub(t0)
+		requested = true
+		if other {
+			if _, rerr := s.claims.Release(ctx, claim, took); rerr != nil {
+				// The claim's window still holds the host; it only waits longer.
+				s.log.Warn("robots.txt redirect: claim not released", "host", to, "err", rerr)
+			}
+		} else {
+			own, ownTook = true, took
+		}
+		if err != nil && n > 0 {
+			err = &fetch.RedirectError{Hop: n, URL: target, Err: err}
+		}
+		if err != nil || resp.Location == "" || n >= robotsMaxHops {
+			break
+		}
+		s.m.bytes.Add(float64(resp.WireBytes))
+		s.m.robotsFetches.WithLabelValues("redirect").Inc()
+		out.Status = resp.Status
+		target, n = resp.Location, n+1
 	}
-	elapsed := s.now().Sub(started)
 
 	var entry *robots.Entry
 	switch {
@@ -364,15 +453,19 @@ func (s *Service) fetchRobots(ctx, reqCtx context.Context, out *crawlmsg.Outcome
 		// task for the origin simply fetches robots.txt again.
 		s.log.Warn("robots cache write failed", "origin", origin, "err", err)
 	}
-	out.Requested = true
-	out.StartedAt = started.UnixMilli()
-	out.DurationMs = elapsed.Milliseconds()
+	// Requested and the duration speak of the task's own host: a chain served by other
+	// hosts alone spent nothing of this host's gap.
+	out.Requested = own
+	if own {
+		out.StartedAt = started.UnixMilli()
+		out.DurationMs = ownTook.Milliseconds()
+	}
 	out.CrawlDelay = entry.CrawlDelay().Seconds()
 	out.Kind = crawlmsg.OutcomeRobots
 	if entry.Class == robots.Unreachable {
 		out.Kind = crawlmsg.OutcomeRobotsUnavailable
 	}
-	if hop != nil {
+	if hop != nil || n > 0 {
 		if err := s.robots.ClearHop(ctx, origin); err != nil {
 			s.log.Warn("robots cache hop not cleared", "origin", origin, "err", err)
 		}
@@ -381,21 +474,45 @@ func (s *Service) fetchRobots(ctx, reqCtx context.Context, out *crawlmsg.Outcome
 	return out, nil
 }
 
-// robotsHop records a same-host robots.txt redirect as the origin's pending hop n and
-// reports the request: the URL goes back to its host queue, and its next task requests
-// the hop after the host's delay.
-func (s *Service) robotsHop(ctx context.Context, out *crawlmsg.Outcome, origin string, resp *fetch.Response, n int, started time.Time) (*crawlmsg.Outcome, error) {
-	s.m.bytes.Add(float64(resp.WireBytes))
-	s.m.robotsFetches.WithLabelValues("redirect").Inc()
-	if err := s.robots.PutHop(ctx, origin, robotscache.Hop{URL: resp.Location, N: n}); err != nil {
+// cutoffOf is ctx's deadline; reqCtx always has one (the task's cut-off).
+func cutoffOf(ctx context.Context) time.Time {
+	if d, ok := ctx.Deadline(); ok {
+		return d
+	}
+	return time.Now().Add(time.Minute)
+}
+
+// robotsHop records the origin's next robots.txt hop after this task's request to its own
+// host and reports that request: the URL goes back to its host queue, and a later task
+// requests the hop, after the host's delay and at least wait.
+func (s *Service) robotsHop(ctx context.Context, out *crawlmsg.Outcome, origin string, next robotscache.Hop, started time.Time, took, wait time.Duration) (*crawlmsg.Outcome, error) {
+	if err := s.robots.PutHop(ctx, origin, next); err != nil {
 		// The request was made, so its outcome is owed; the chain starts over next time.
 		s.log.Warn("robots cache hop write failed", "origin", origin, "err", err)
 	}
 	out.Kind, out.Requested = crawlmsg.OutcomeRobots, true
-	out.Status = resp.Status
 	out.StartedAt = started.UnixMilli()
-	out.DurationMs = s.now().Sub(started).Milliseconds()
-	s.log.Debug("robots.txt redirect; next hop is the host's next task", "origin", origin, "hop", n, "to", resp.Location)
+	out.DurationMs = took.Milliseconds()
+	out.RetryAfter = wait.Seconds()
+	s.log.Debug("robots.txt redirect; the next hop is a later task", "origin", origin, "hop", next.N, "to", next.URL, "wait", wait)
+	return out, nil
+}
+
+// deferRobots ends a task that made no request because the next hop of its robots.txt
+// chain goes to another host that is busy: the URL waits at the head of its queue and the
+// host's next task, after wait, tries the hop again.
+func (s *Service) deferRobots(ctx context.Context, out *crawlmsg.Outcome, origin string, next robotscache.Hop, pending *robotscache.Hop, to string, wait time.Duration) (*crawlmsg.Outcome, error) {
+	if pending == nil || *pending != next {
+		if err := s.robots.PutHop(ctx, origin, next); err != nil {
+			s.crawl.Invalidate()
+			return nil, err
+		}
+	}
+	s.m.robotsDeferred.Inc()
+	out.Kind = crawlmsg.OutcomeDeferred
+	out.RetryAfter = wait.Seconds()
+	out.Error = fmt.Sprintf("robots.txt redirects to %s, which is inside its gap", to)
+	s.log.Debug("robots.txt redirect to a busy host; task deferred", "origin", origin, "to", to, "wait", wait)
 	return out, nil
 }
 
@@ -447,6 +564,7 @@ func (s *Service) fetchPage(ctx, reqCtx context.Context, task *crawlmsg.FetchTas
 		},
 		Body: resp.Body,
 	}
+	attachCapture(page, resp)
 	res := &pageResult{page: page, resp: resp}
 
 	if resp.Location != "" {

@@ -13,6 +13,7 @@ type metrics struct {
 	inflight        prometheus.Gauge
 	blocked         prometheus.Counter
 	expired         prometheus.Counter
+	robotsDeferred  prometheus.Counter
 	terminated      *prometheus.CounterVec // reason: permanent
 	outcomes        *prometheus.CounterVec // kind: crawlmsg.OutcomeKind
 	outcomeBatches  prometheus.Counter
@@ -48,6 +49,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		blocked: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "trawl_fetcher_blocked_total", Help: "Tasks refused by the address policy or for an unusable URL.",
 		}),
+		robotsDeferred: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "trawl_fetcher_robots_deferred_total", Help: "Tasks deferred without a request because their robots.txt redirects to another host inside its gap.",
+		}),
 		expired: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "trawl_fetcher_tasks_expired_total", Help: "Tasks received too close to their lease deadline to start a request.",
 		}),
@@ -80,7 +84,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"result"}),
 	}
 	reg.MustRegister(m.dnsLookups, m.pages, m.bytes, m.duration, m.robotsDecisions, m.robotsFetches, m.inflight,
-		m.blocked, m.expired, m.terminated, m.outcomes, m.outcomeBatches, m.publishFailures, m.publishRetries, m.tooLarge, m.bodiesByRef, m.paused)
+		m.blocked, m.expired, m.robotsDeferred, m.terminated, m.outcomes, m.outcomeBatches, m.publishFailures, m.publishRetries, m.tooLarge, m.bodiesByRef, m.paused)
 	return m
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/testwait"
 )
 
 // recorder stands in for the NATS publish: the publish itself is tested against a real
@@ -32,17 +33,6 @@ func (r *recorder) published() []int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]int(nil), r.sizes...)
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 // A batch goes out when it is full, or when every task in hand has its outcome (no other
@@ -83,7 +73,7 @@ func TestOutcomeBatcherFlushes(t *testing.T) {
 				}()
 			}
 			if tc.add < tc.tasks && tc.add < tc.max {
-				waitFor(t, "outcomes gathered", func() bool { return b.waiting() == tc.add })
+				testwait.Eventually(t, 10*time.Second, "outcomes gathered", func() bool { return b.waiting() == tc.add })
 				if got := rec.published(); len(got) != 0 {
 					t.Fatalf("published %v while a task in hand had no outcome yet", got)
 				}
@@ -115,7 +105,7 @@ func TestOutcomeBatcherClose(t *testing.T) {
 	go func() {
 		done <- b.add(&crawlmsg.Outcome{Host: "a", Lease: "l1", Kind: crawlmsg.OutcomeFetched}, time.Now().Add(time.Minute))
 	}()
-	waitFor(t, "outcome gathered", func() bool { return b.waiting() == 1 })
+	testwait.Eventually(t, 10*time.Second, "outcome gathered", func() bool { return b.waiting() == 1 })
 	b.close()
 	if err := <-done; err != nil {
 		t.Fatal(err)

@@ -8,7 +8,6 @@ package service
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -26,7 +25,8 @@ import (
 	"github.com/trawl/trawl/shared/crawlid"
 	"github.com/trawl/trawl/shared/natsx"
 	"github.com/trawl/trawl/shared/obs"
-	"github.com/trawl/trawl/shared/redisx"
+	"github.com/trawl/trawl/shared/politeness"
+	"github.com/trawl/trawl/shared/runner"
 	"github.com/trawl/trawl/shared/topology"
 )
 
@@ -39,10 +39,16 @@ type Service struct {
 	rdb    *redis.Client
 	obs    *obs.Server
 	robots *robotscache.Store
+	// claims reserve another host for a robots.txt redirect hop, under its own gap.
+	claims *politeness.Claimer
+	// work runs tasks on long-lived goroutines (set by Run).
+	work   *workers
 	client *fetch.Client
 	m      *metrics
 	now    func() time.Time
 	bodies jetstream.ObjectStore // page bodies too large to travel inline
+	run    *runner.Runner
+	cons   jetstream.Consumer
 	// outcomes gathers outcomes into one crawl.fetched message per shard and flush.
 	outcomes *outcomeBatcher
 	maxMsg   int32 // the pages stream's largest message
@@ -52,81 +58,49 @@ type Service struct {
 
 // Run builds the service and runs it until ctx ends.
 func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
-	s, err := New(ctx, cfg, log)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	return s.Run(ctx)
+	return runner.Run(ctx, log, func(ctx context.Context) (*Service, error) { return New(ctx, cfg, log) })
 }
 
 // New connects to NATS and Redis, declares the topology and opens the metrics listener.
-// It waits for NATS and Redis until ctx ends.
+// It waits for NATS and Redis until ctx ends. The caller must call Run (which closes
+// everything when it returns) or Close.
 func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Service, error) {
-	nc, js, err := natsx.Connect(ctx, cfg.Common.NATSURL, "trawl-fetcher", log)
+	r, err := runner.Start(ctx, "fetcher", cfg.Common, log, runner.WithRedis(), runner.WithBodies())
 	if err != nil {
 		return nil, err
 	}
-	topo := cfg.Common.Topology()
-	if err := natsx.Ensure(ctx, js, topo, cfg.Common.Timings(), log); err != nil {
-		nc.Close()
-		return nil, err
-	}
-	bodies, err := js.CreateOrUpdateObjectStore(ctx, topology.Bodies(topo))
+	cons, err := r.JS.Consumer(ctx, topology.StreamFetch, topology.ConsumerFetcher)
 	if err != nil {
-		nc.Close()
-		return nil, fmt.Errorf("fetcher: object store %s: %w", topology.BodiesBucket, err)
+		r.Close()
+		return nil, fmt.Errorf("fetcher: consumer %s/%s: %w", topology.StreamFetch, topology.ConsumerFetcher, err)
 	}
-	rdb, err := redisx.Connect(ctx, cfg.Common.RedisURL, log)
-	if err != nil {
-		nc.Close()
-		return nil, err
-	}
-	crawl, err := crawlid.Open(ctx, js, rdb, cfg.Common, log)
-	if err != nil {
-		rdb.Close()
-		nc.Close()
-		return nil, err
-	}
-	reg := obs.NewRegistry()
-	_ = crawl.Register(reg)
-	srv, err := obs.NewServer(cfg.Common.HTTPAddr, reg, map[string]obs.Check{
-		"nats": func(context.Context) error {
-			if !nc.IsConnected() {
-				return fmt.Errorf("nats: %s", nc.Status())
-			}
-			return nil
-		},
-		"redis": crawl.Check,
-	})
-	if err != nil {
-		rdb.Close()
-		nc.Close()
-		return nil, err
-	}
-	m := newMetrics(reg)
+	m := newMetrics(r.Registry)
 	s := &Service{
 		cfg:   cfg,
 		log:   log,
-		nc:    nc,
-		js:    js,
-		rdb:   rdb,
-		obs:   srv,
-		crawl: crawl,
-		robots: robotscache.NewStore(rdb, robotscache.StoreOptions{
+		nc:    r.NC,
+		js:    r.JS,
+		rdb:   r.Redis,
+		obs:   r.HTTP,
+		crawl: r.Crawl,
+		robots: robotscache.NewStore(r.Redis, robotscache.StoreOptions{
 			Prefix:   cfg.Common.RedisPrefix,
 			Agent:    cfg.RobotsAgent,
 			TTL:      cfg.RobotsTTL,
 			ErrorTTL: cfg.RobotsErrorTTL,
 		}),
+		claims: politeness.NewClaimer(r.Redis, cfg.Common.RedisPrefix, cfg.Common.Shards, cfg.Politeness),
 		client: newClient(cfg, func(result string) { m.dnsLookups.WithLabelValues(result).Inc() }),
 		m:      m,
 		now:    time.Now,
-		bodies: bodies,
-		maxMsg: topo.MaxMsgSize,
+		bodies: r.Bodies,
+		maxMsg: r.Topology.MaxMsgSize,
+		run:    r,
+		cons:   cons,
 	}
+	r.OnClose(s.client.CloseIdle)
 	s.outcomes = newOutcomeBatcher(cfg.OutcomeBatch, cfg.OutcomeLinger, s.publishOutcomes)
-	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+	r.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "trawl_fetcher_outcomes_waiting", Help: "Outcomes gathered for a crawl.fetched batch and not yet being published.",
 	}, func() float64 { return float64(s.outcomes.waiting()) }))
 	return s, nil
@@ -166,57 +140,33 @@ func newClient(cfg config.Config, onDNS func(result string)) *fetch.Client {
 func (s *Service) Addr() string { return s.obs.Addr() }
 
 // Run consumes fetch tasks until ctx ends, then finishes the tasks in hand (up to the
-// fetch timeout plus publishing) and returns.
+// fetch timeout plus publishing), closes everything and returns.
 func (s *Service) Run(ctx context.Context) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	cons, err := s.js.Consumer(ctx, topology.StreamFetch, topology.ConsumerFetcher)
-	if err != nil {
-		return fmt.Errorf("fetcher: consumer %s/%s: %w", topology.StreamFetch, topology.ConsumerFetcher, err)
-	}
-	obsDone := make(chan error, 1)
-	go func() {
-		err := s.obs.Run(ctx)
-		if err != nil {
-			s.log.Error("metrics server failed; stopping", "err", err)
-			cancel()
-		}
-		obsDone <- err
-	}()
-	watchDone := make(chan struct{})
-	go func() {
-		defer close(watchDone)
-		s.crawl.Watch(ctx)
-	}()
-	defer func() { cancel(); <-watchDone }()
+	s.run.Go("consume", func(ctx context.Context) error {
+		// On shutdown the batches waiting are published at once, not after their linger, so
+		// the tasks in hand finish (and are acked) well inside the drain.
+		stopFlush := context.AfterFunc(ctx, s.outcomes.close)
+		defer stopFlush()
+		s.work = startWorkers(s.cfg.Concurrency, s.handleTask)
+		defer s.work.stop()
+		// Slots count tasks: a message of a batch takes as many as it holds.
+		return natsx.ConsumeEach(ctx, s.cons, natsx.ConsumeOptions{
+			Batch:        s.cfg.Concurrency,
+			Weight:       taskCount,
+			MaxWeight:    s.cfg.Common.TaskBatch,
+			MaxDeliver:   s.cfg.Common.MaxDeliver,
+			Gate:         s.gate,
+			DrainTimeout: s.taskBudget(),
+			OnTerm:       func(reason string) { s.m.terminated.WithLabelValues(reason).Inc() },
+			Log:          s.log,
+		}, s.handle)
+	})
 	s.log.Info("fetcher consuming", "concurrency", s.cfg.Concurrency, "metrics", s.Addr(), "allow_cidrs", s.cfg.AllowCIDRs)
-	// On shutdown the batches waiting are published at once, not after their linger, so
-	// the tasks in hand finish (and are acked) well inside the drain.
-	stopFlush := context.AfterFunc(ctx, s.outcomes.close)
-	defer stopFlush()
-	w := startWorkers(s.cfg.Concurrency, s.handle)
-	err = natsx.ConsumeEach(ctx, cons, natsx.ConsumeOptions{
-		Batch:        s.cfg.Concurrency,
-		MaxDeliver:   s.cfg.Common.MaxDeliver,
-		Gate:         s.gate,
-		DrainTimeout: s.taskBudget(),
-		OnTerm:       func(reason string) { s.m.terminated.WithLabelValues(reason).Inc() },
-		Log:          s.log,
-	}, w.handle)
-	w.stop()
-	cancel()
-	return errors.Join(err, <-obsDone)
+	return s.run.Run(ctx)
 }
 
-// Close releases the connections. Call it after Run returned.
-func (s *Service) Close() {
-	s.client.CloseIdle()
-	if err := s.nc.FlushTimeout(2 * time.Second); err != nil {
-		s.log.Warn("nats flush on close", "err", err)
-	}
-	s.nc.Close()
-	s.rdb.Close()
-}
+// Close releases the connections of a Service that is not Run (Run closes them itself).
+func (s *Service) Close() { s.run.Close() }
 
 // gate pauses consumption while Redis is down or lost the crawl, so an outage does not
 // spend deliveries; crawl.Gate keeps the check off the path of every pull.

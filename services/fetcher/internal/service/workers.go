@@ -4,9 +4,7 @@ import (
 	"context"
 	"sync"
 
-	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/trawl/trawl/shared/natsx"
+	"github.com/trawl/trawl/shared/crawlmsg"
 )
 
 // workers runs a handler on a fixed set of long-lived goroutines, one per concurrent
@@ -23,36 +21,36 @@ type workers struct {
 
 type job struct {
 	ctx  context.Context
-	msg  jetstream.Msg
-	done chan error
+	task *crawlmsg.FetchTask
+	done chan struct{}
 }
 
-// startWorkers starts n workers running h. n must be at least the consume loop's
-// concurrency, so a handed-over task never waits for a worker.
-func startWorkers(n int, h natsx.Handler) *workers {
+// startWorkers starts n workers running h. n must be at least the tasks the consume loop
+// holds at once, so a handed-over task never waits for a worker.
+func startWorkers(n int, h func(context.Context, *crawlmsg.FetchTask)) *workers {
 	w := &workers{jobs: make(chan *job)}
-	w.pool.New = func() any { return &job{done: make(chan error, 1)} }
+	w.pool.New = func() any { return &job{done: make(chan struct{}, 1)} }
 	w.wg.Add(n)
 	for range n {
 		go func() {
 			defer w.wg.Done()
 			for j := range w.jobs {
-				j.done <- h(j.ctx, j.msg)
+				h(j.ctx, j.task)
+				j.done <- struct{}{}
 			}
 		}()
 	}
 	return w
 }
 
-// handle is a natsx.Handler that runs the task on a worker.
-func (w *workers) handle(ctx context.Context, msg jetstream.Msg) error {
+// run runs the task on a worker and returns when it is done.
+func (w *workers) run(ctx context.Context, task *crawlmsg.FetchTask) {
 	j := w.pool.Get().(*job)
-	j.ctx, j.msg = ctx, msg
+	j.ctx, j.task = ctx, task
 	w.jobs <- j
-	err := <-j.done
-	j.ctx, j.msg = nil, nil
+	<-j.done
+	j.ctx, j.task = nil, nil
 	w.pool.Put(j)
-	return err
 }
 
 // stop ends the workers once no handle call is running (the consume loop returned).

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/nats-io/nats.go/jetstream"
+	"github.com/trawl/trawl/shared/crawlmsg"
 )
 
 type taskKey struct{}
@@ -21,13 +21,13 @@ func TestWorkersRunTasksOnLongLivedGoroutines(t *testing.T) {
 	const n, tasks = 3, 60
 	var mu sync.Mutex
 	ran := map[string]bool{} // goroutine ids the handler ran on
-	w := startWorkers(n, func(ctx context.Context, _ jetstream.Msg) error {
+	w := startWorkers(n, func(ctx context.Context, task *crawlmsg.FetchTask) {
 		mu.Lock()
 		ran[goroutineID()] = true
 		mu.Unlock()
-		return fmt.Errorf("task %d", ctx.Value(taskKey{}))
+		task.Lease = fmt.Sprintf("done %d", ctx.Value(taskKey{}))
 	})
-	// The consume loop never has more handlers running than workers: n slots.
+	// The consume loop never has more tasks running than workers: n slots.
 	slots := make(chan struct{}, n)
 	var wg sync.WaitGroup
 	for i := range tasks {
@@ -36,9 +36,10 @@ func TestWorkersRunTasksOnLongLivedGoroutines(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			defer func() { <-slots }()
-			err := w.handle(context.WithValue(context.Background(), taskKey{}, i), nil)
-			if want := fmt.Sprintf("task %d", i); err == nil || err.Error() != want {
-				t.Errorf("caller of task %d got %v", i, err)
+			task := &crawlmsg.FetchTask{}
+			w.run(context.WithValue(context.Background(), taskKey{}, i), task)
+			if want := fmt.Sprintf("done %d", i); task.Lease != want {
+				t.Errorf("caller of task %d: its task was run as %q", i, task.Lease)
 			}
 		}()
 	}

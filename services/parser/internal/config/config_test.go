@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/trawl/trawl/services/parser/internal/scope"
+	"github.com/trawl/trawl/shared/crawlscope"
 	"github.com/trawl/trawl/shared/envconfig"
 )
 
@@ -18,7 +19,7 @@ func TestDefaults(t *testing.T) {
 		t.Fatalf("defaults invalid: %v", err)
 	}
 	want := Config{
-		Common: c.Common, MaxDepth: 20, Scope: "any", MaxURLLength: 2048, MaxOutlinks: 1000,
+		Common: c.Common, MaxDepth: 20, Settings: crawlscope.Settings{Scope: "any", MaxURLLength: 2048}, MaxOutlinks: 1000,
 		MaxTextBytes: 256 << 10, ParseConcurrency: runtime.GOMAXPROCS(0), ParseBatch: 32,
 		ParseInFlight: 4, RobotsAgent: "trawl",
 		ContentDedup: true, NearDupDistance: 3, NearDupMinWords: 20, NearDupBucketCap: 64,
@@ -57,6 +58,8 @@ func TestLoadAndValidate(t *testing.T) {
 		{name: "bad scope", env: map[string]string{"TRAWL_SCOPE": "planet"}, badVars: []string{"TRAWL_SCOPE"}},
 		{name: "bad regexps", env: map[string]string{"TRAWL_INCLUDE": "(", "TRAWL_EXCLUDE": "[a-"}, badVars: []string{"TRAWL_INCLUDE", "TRAWL_EXCLUDE"}},
 		{name: "bad agent", env: map[string]string{"TRAWL_ROBOTS_AGENT": "my bot/1.0"}, badVars: []string{"TRAWL_ROBOTS_AGENT"}},
+		// The fetcher refuses a digit (RFC 9309 product token): the parser must too.
+		{name: "agent with a digit", env: map[string]string{"TRAWL_ROBOTS_AGENT": "trawl2"}, badVars: []string{"TRAWL_ROBOTS_AGENT"}},
 		{name: "bad common", env: map[string]string{"TRAWL_NATS_URL": "::"}, badVars: []string{"TRAWL_NATS_URL"}},
 	}
 	for _, tt := range tests {

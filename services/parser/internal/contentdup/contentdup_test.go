@@ -2,6 +2,10 @@ package contentdup
 
 import (
 	"errors"
+	"io/fs"
+	"math/bits"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -86,6 +90,37 @@ func TestParseReply(t *testing.T) {
 	for k, s := range map[Kind]string{Original: "original", Exact: "exact", Near: "near", Kind(9): "Kind(9)"} {
 		if k.String() != s {
 			t.Errorf("Kind %d = %q, want %q", int(k), k.String(), s)
+		}
+	}
+}
+
+// TestPopTable checks the byte popcount table written as a constant in lua/check.lua: a
+// wrong entry would miscount distances and report false near duplicates, or miss real ones.
+func TestPopTable(t *testing.T) {
+	src, err := fs.ReadFile(luaFS, "lua/check.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(src), "local pop = {")
+	body, _, ok2 := strings.Cut(rest, "}")
+	if !ok || !ok2 {
+		t.Fatal("lua/check.lua has no 'local pop = {...}' table")
+	}
+	body, ok = strings.CutPrefix(strings.TrimSpace(body), "[0]=")
+	if !ok {
+		t.Fatal("the pop table does not start at [0]")
+	}
+	fields := strings.Split(body, ",")
+	if len(fields) != 256 {
+		t.Fatalf("the pop table has %d entries, want 256", len(fields))
+	}
+	for i, f := range fields {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil {
+			t.Fatalf("pop[%d] = %q: %v", i, f, err)
+		}
+		if want := bits.OnesCount8(uint8(i)); n != want {
+			t.Errorf("pop[%d] = %d, want %d", i, n, want)
 		}
 	}
 }

@@ -97,6 +97,20 @@ type Rejected map[Reason]int
 // {"url":"","depth":NN,"via":"link"}, plus a comma.
 const discoveredOverhead = 48
 
+// groupOverhead is a link group's JSON besides its source and URLs: {"source":"","urls":[]},
+// plus a comma.
+const groupOverhead = 32
+
+// GroupSize bounds the encoded size of a link group of links that Select returned, by the
+// same measure Select holds one page's group to MaxBatchBytes with.
+func GroupSize(g crawlmsg.LinkGroup) int {
+	n := len(g.Source) + groupOverhead
+	for _, d := range g.URLs {
+		n += len(d.URL) + discoveredOverhead
+	}
+	return n
+}
+
 // Select returns the links to publish, in page order, with depth = page depth + 1, and
 // counts the others by reason. A link beyond MaxDepth is not emitted at all: marking it
 // seen would stop a shorter path from reaching it later.

@@ -19,11 +19,14 @@ import (
 // processor turns one raw page into its document and discovered batch. It holds no
 // connection, so it is tested without NATS or Redis.
 type processor struct {
-	extract  extract.Options
-	filter   *scope.Filter
-	maxDoc   int // largest encoded document
-	minWords int // fewest tokens for a near-duplicate lookup
-	log      *slog.Logger
+	extract extract.Options
+	filter  *scope.Filter
+	maxDoc  int // largest encoded document
+	// linkBudget is the most estimated octets of link groups (scope.GroupSize) packed into
+	// one crawl.discovered message.
+	linkBudget int
+	minWords   int // fewest tokens for a near-duplicate lookup
+	log        *slog.Logger
 }
 
 // outcome is what one page produced, plus the counts metrics need once it is settled.
@@ -31,8 +34,8 @@ type outcome struct {
 	skipped  bool
 	document *crawlmsg.Document // nil when skipped; encoded into doc once duplicates are known
 	fp       simhash.Fingerprint
-	doc      []byte // encoded Document; nil when skipped
-	disc     []byte // encoded DiscoveredBatch; nil when nothing is to be followed
+	doc      []byte              // encoded Document; nil when skipped
+	follow   *crawlmsg.LinkGroup // the links to follow; nil when there are none
 	parseErr error
 	duration time.Duration
 	links    int
@@ -112,9 +115,7 @@ func (p *processor) process(page *crawlmsg.Page) (*outcome, error) {
 	o.rejected = rej
 	o.emitted = len(found)
 	if len(found) > 0 {
-		if o.disc, err = crawlmsg.Marshal(&crawlmsg.DiscoveredBatch{Source: m.URL, URLs: found}); err != nil {
-			return nil, fmt.Errorf("parser: encode discovered: %w", err)
-		}
+		o.follow = &crawlmsg.LinkGroup{Source: m.URL, URLs: found}
 	}
 	return o, nil
 }

@@ -75,7 +75,7 @@ func TestProcessSkips(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !o.skipped || o.doc != nil || o.disc != nil {
+			if !o.skipped || o.doc != nil || o.follow != nil {
 				t.Errorf("outcome = %+v, want skipped with no output", o)
 			}
 		})
@@ -108,10 +108,10 @@ func TestProcessDocumentAndDiscovered(t *testing.T) {
 		t.Errorf("document links = %+v", doc.Links)
 	}
 
-	var batch crawlmsg.DiscoveredBatch
-	if err := crawlmsg.Unmarshal(o.disc, &batch); err != nil {
-		t.Fatal(err)
+	if o.follow == nil {
+		t.Fatal("no links to follow")
 	}
+	batch := *o.follow
 	want := []crawlmsg.Discovered{
 		{URL: "http://example.com/a", Depth: 3, Via: crawlmsg.ViaLink},
 		{URL: "http://example.com/dir/b.html", Depth: 3, Via: crawlmsg.ViaLink},
@@ -142,8 +142,8 @@ func TestProcessNothingToFollow(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if o.doc == nil || o.disc != nil || o.emitted != 0 {
-				t.Errorf("doc %v, disc %q, emitted %d: want a document and no batch", o.doc != nil, o.disc, o.emitted)
+			if o.doc == nil || o.follow != nil || o.emitted != 0 {
+				t.Errorf("doc %v, follow %v, emitted %d: want a document and no batch", o.doc != nil, o.follow, o.emitted)
 			}
 		})
 	}
@@ -211,8 +211,8 @@ func TestProcessParseErrorStillYieldsDocument(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.parseErr == nil || o.doc == nil || o.disc != nil {
-		t.Fatalf("parseErr %v, doc %v, disc %q: want an error and a document without links", o.parseErr, o.doc != nil, o.disc)
+	if o.parseErr == nil || o.doc == nil || o.follow != nil {
+		t.Fatalf("parseErr %v, doc %v, follow %v: want an error and a document without links", o.parseErr, o.doc != nil, o.follow)
 	}
 	var doc crawlmsg.Document
 	if err := crawlmsg.Unmarshal(o.doc, &doc); err != nil {

@@ -7,7 +7,6 @@ package service
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -27,7 +26,7 @@ import (
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/natsx"
 	"github.com/trawl/trawl/shared/obs"
-	"github.com/trawl/trawl/shared/redisx"
+	"github.com/trawl/trawl/shared/runner"
 	"github.com/trawl/trawl/shared/topology"
 )
 
@@ -50,20 +49,13 @@ type Service struct {
 	bodies jetstream.ObjectStore
 	// crawl gates consumption on Redis holding the crawl's state; nil without Redis.
 	crawl *crawlid.Guard
+	run   *runner.Runner
+	cons  jetstream.Consumer
 }
 
 // Run runs the parser until ctx ends.
 func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
-	s, err := New(ctx, cfg, log)
-	if err != nil {
-		if ctx.Err() != nil {
-			// Stopped while still waiting for NATS or Redis: a normal shutdown, not a failure.
-			log.Info("parser stopped before it started", "err", err)
-			return nil
-		}
-		return err
-	}
-	return s.Run(ctx)
+	return runner.Run(ctx, log, func(ctx context.Context) (*Service, error) { return New(ctx, cfg, log) })
 }
 
 // New connects to NATS (and to Redis unless content dedup is off), declares the topology
@@ -84,42 +76,31 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Service, 
 		cfg: cfg,
 		log: log,
 		proc: &processor{
-			extract:  extractOptions(cfg),
-			filter:   filter,
-			maxDoc:   maxMsg,
-			minWords: cfg.NearDupMinWords,
-			log:      log,
+			extract: extractOptions(cfg),
+			filter:  filter,
+			maxDoc:  maxMsg,
+			// Half a message: the size of a group is an estimate, and JSON escapes some
+			// URL characters in more octets than the estimate counts.
+			linkBudget: maxMsg / 2,
+			minWords:   cfg.NearDupMinWords,
+			log:        log,
 		},
+	}
+	opts := []runner.Option{runner.WithBodies()}
+	if cfg.ContentDedup {
+		opts = append(opts, runner.WithRedis())
+	}
+	if s.run, err = runner.Start(ctx, "parser", cfg.Common, log, opts...); err != nil {
+		return nil, err
 	}
 	defer func() {
 		if err != nil {
 			s.Close()
 		}
 	}()
-	if s.nc, s.js, err = natsx.Connect(ctx, cfg.Common.NATSURL, "trawl-parser", log); err != nil {
-		return nil, err
-	}
-	if err = natsx.Ensure(ctx, s.js, topo, cfg.Common.Timings(), log); err != nil {
-		return nil, err
-	}
-	if s.bodies, err = s.js.CreateOrUpdateObjectStore(ctx, topology.Bodies(topo)); err != nil {
-		return nil, fmt.Errorf("parser: object store %s: %w", topology.BodiesBucket, err)
-	}
-	checks := map[string]obs.Check{
-		"nats": func(context.Context) error {
-			if st := s.nc.Status(); st != nats.CONNECTED {
-				return fmt.Errorf("nats %s", st)
-			}
-			return nil
-		},
-	}
+	s.nc, s.js, s.bodies, s.http = s.run.NC, s.run.JS, s.run.Bodies, s.run.HTTP
+	s.rdb, s.crawl = s.run.Redis, s.run.Crawl
 	if cfg.ContentDedup {
-		if s.rdb, err = redisx.Connect(ctx, cfg.Common.RedisURL, log); err != nil {
-			return nil, err
-		}
-		if s.crawl, err = crawlid.Open(ctx, s.js, s.rdb, cfg.Common, log); err != nil {
-			return nil, err
-		}
 		var idx *contentdup.Index
 		if idx, err = contentdup.New(s.rdb, cfg.Common.RedisPrefix, cfg.ContentDedupOptions()); err != nil {
 			return nil, err
@@ -128,16 +109,11 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Service, 
 			return nil, err
 		}
 		s.dups = idx
-		checks["redis"] = s.crawl.Check
 	}
-	reg := obs.NewRegistry()
-	s.m = newMetrics(reg)
-	if s.crawl != nil {
-		_ = s.crawl.Register(reg)
+	if s.cons, err = s.js.Consumer(ctx, topology.StreamPages, topology.ConsumerParser); err != nil {
+		return nil, fmt.Errorf("parser: consumer %s/%s: %w", topology.StreamPages, topology.ConsumerParser, err)
 	}
-	if s.http, err = obs.NewServer(cfg.Common.HTTPAddr, reg, checks); err != nil {
-		return nil, err
-	}
+	s.m = newMetrics(s.run.Registry)
 	return s, nil
 }
 
@@ -166,41 +142,12 @@ func (s *Service) Addr() string { return s.http.Addr() }
 // Run serves HTTP and consumes pages until ctx ends, then finishes and acks the pages it
 // holds (natsx drain), flushes, and closes the connection.
 func (s *Service) Run(ctx context.Context) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	httpDone := make(chan error, 1)
-	go func() { httpDone <- s.http.Run(ctx) }()
-	sweepDone := make(chan struct{})
-	go func() {
-		defer close(sweepDone)
-		s.sweepLoop(ctx)
-	}()
-	watchDone := make(chan struct{})
-	go func() {
-		defer close(watchDone)
-		if s.crawl != nil {
-			s.crawl.Watch(ctx)
-		}
-	}()
-
-	err := s.consume(ctx)
-	cancel()
-	herr := <-httpDone
-	<-sweepDone
-	<-watchDone
-	s.Close()
-	s.log.Info("parser stopped")
-	return errors.Join(err, herr)
+	s.run.Go("body sweep", func(ctx context.Context) error { s.sweepLoop(ctx); return nil })
+	s.run.Go("consume", s.consume)
+	return s.run.Run(ctx)
 }
 
 func (s *Service) consume(ctx context.Context) error {
-	cons, err := s.js.Consumer(ctx, topology.StreamPages, topology.ConsumerParser)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return fmt.Errorf("parser: consumer %s/%s: %w", topology.StreamPages, topology.ConsumerParser, err)
-	}
 	s.log.Info("parser consuming", "stream", topology.StreamPages, "consumer", topology.ConsumerParser,
 		"concurrency", s.cfg.ParseConcurrency, "batch", s.cfg.ParseBatch, "inflight", s.cfg.ParseInFlight, "http", s.Addr(),
 		"content_dedup", s.cfg.ContentDedup, "near_dup_distance", s.cfg.NearDupDistance)
@@ -216,18 +163,14 @@ func (s *Service) consume(ctx context.Context) error {
 		// spending deliveries.
 		opts.Gate = s.crawl.Gate
 	}
-	return natsx.ConsumeBatches(ctx, cons, opts, s.HandleBatch)
+	return natsx.ConsumeBatches(ctx, s.cons, opts, s.HandleBatch)
 }
 
-// Close releases the connections without serving (for a Service from New that is not Run).
+// Close releases the connections without serving (for a Service from New that is not
+// Run; Run closes them itself).
 func (s *Service) Close() {
-	if s.nc != nil {
-		// Acks are fire-and-forget publishes: flush them before closing.
-		_ = s.nc.FlushTimeout(2 * time.Second)
-		s.nc.Close()
-	}
-	if s.rdb != nil {
-		_ = s.rdb.Close()
+	if s.run != nil {
+		s.run.Close()
 	}
 }
 
@@ -292,6 +235,7 @@ func (s *Service) HandleBatch(ctx context.Context, msgs []jetstream.Msg) []error
 	})
 
 	var pub []*nats.Msg
+	var links []linkSource
 	for i, o := range outs {
 		if o == nil {
 			continue
@@ -300,10 +244,20 @@ func (s *Service) HandleBatch(ctx context.Context, msgs []jetstream.Msg) []error
 		if o.doc != nil {
 			pub = append(pub, natsx.NewMsg(topology.SubjectDocs, "doc:"+id, o.doc))
 		}
-		if o.disc != nil {
-			pub = append(pub, natsx.NewMsg(topology.SubjectDiscovered, "disc:"+id, o.disc))
+		if o.follow != nil {
+			links = append(links, linkSource{pageID: id, group: o.follow})
 		}
 	}
+	disc, err := discoveredMsgs(links, s.proc.linkBudget)
+	if err != nil {
+		// Encoding our own struct: no input can make it fail, so it is retried.
+		for i, o := range outs {
+			if o != nil && o.follow != nil {
+				errs[i] = err
+			}
+		}
+	}
+	pub = append(pub, disc...)
 	pctx, cancel := context.WithTimeout(ctx, s.cfg.Common.AckWait)
 	defer cancel()
 	if err := natsx.PublishBatch(pctx, s.js, pub); err != nil {

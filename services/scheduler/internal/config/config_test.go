@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/trawl/trawl/shared/envconfig"
+	"github.com/trawl/trawl/shared/frontierconf"
+	"github.com/trawl/trawl/shared/politeness"
 )
 
 func load(t *testing.T, env map[string]string) (Config, error) {
@@ -23,25 +25,16 @@ func TestDefaults(t *testing.T) {
 		t.Fatalf("defaults do not validate: %v", err)
 	}
 	want := Config{
-		Common:          c.Common,
-		FrontQueues:     8,
-		BackQueues:      1024,
-		PriorityBias:    0.5,
-		MinDelay:        time.Second,
-		DelayFactor:     5,
-		MaxCrawlDelay:   30 * time.Second,
-		MaxBackoff:      10 * time.Minute,
-		RetryBackoff:    30 * time.Second,
-		MaxRetries:      3,
-		MaxDepth:        20,
+		Common: c.Common,
+		Settings: frontierconf.Settings{FrontQueues: 8, BackQueues: 1024, PriorityBias: 0.5, MaxRetries: 3, MaxDepth: 20,
+			RetireAfter: 8, HostStateTTL: 7 * 24 * time.Hour, BacklinkHosts: 100_000},
+		Rules: politeness.Rules{MinDelay: time.Second, DelayFactor: 5, MaxCrawlDelay: 30 * time.Second,
+			MaxBackoff: 10 * time.Minute, RetryBackoff: 30 * time.Second},
 		SchedulerShards: []int{0, 1, 2},
 		DispatchBatch:   512,
 		Prioritizer:     "breadth",
 		PriorityX:       1,
 		PriorityY:       1,
-		RetireAfter:     8,
-		HostStateTTL:    7 * 24 * time.Hour,
-		BacklinkHosts:   100_000,
 		DispatchAhead:   3,
 		Hold:            Hold{ParserBacklog: 20_000, PagesFill: 0.5, DedupBacklog: 20_000, FrontierBacklog: 50_000, Resume: 0.5},
 	}

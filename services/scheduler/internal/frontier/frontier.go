@@ -20,6 +20,7 @@ import (
 
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/frontierkeys"
+	"github.com/trawl/trawl/shared/politeness"
 	"github.com/trawl/trawl/shared/redisx"
 	"github.com/trawl/trawl/shared/urlnorm"
 )
@@ -34,16 +35,10 @@ var (
 	scriptReap     = load("reap.lua")
 )
 
+// load builds a frontier script: the common prelude, the politeness module, the script.
 func load(name string) *redis.Script {
-	common, err := luaFS.ReadFile("lua/common.lua")
-	if err != nil {
-		panic(err)
-	}
-	body, err := luaFS.ReadFile("lua/" + name)
-	if err != nil {
-		panic(err)
-	}
-	return redis.NewScript(string(common) + "\n" + string(body))
+	return redisx.Script(redisx.Lua{FS: luaFS, Name: "lua/common.lua"}, politeness.Module,
+		redisx.Lua{FS: luaFS, Name: "lua/" + name})
 }
 
 // Options configure one shard's frontier. Start from DefaultOptions: zero is meaningful
@@ -58,16 +53,9 @@ type Options struct {
 	BackQueues int
 	// Bias weighs front queue i by Bias^i when the router picks one (0 < Bias ≤ 1).
 	Bias float64
-	// MinDelay is the least time between two requests to a host.
-	MinDelay time.Duration
-	// DelayFactor k: a host waits k × its last response time (adaptive politeness).
-	DelayFactor float64
-	// MaxCrawlDelay caps a robots.txt Crawl-delay.
-	MaxCrawlDelay time.Duration
-	// MaxBackoff caps the error backoff and Retry-After.
-	MaxBackoff time.Duration
-	// RetryBackoff is the base of the exponential error backoff: streak e waits base·2^(e-1).
-	RetryBackoff time.Duration
+	// Rules space the requests to a host (the gap) and back off its errors; the scripts
+	// apply them with the politeness module.
+	politeness.Rules
 	// MaxRetries is how many times a URL is retried after a retryable failure.
 	MaxRetries int
 	// LeaseTTL is how long a dispatched task holds its host.
@@ -111,11 +99,7 @@ func DefaultOptions(shard int) Options {
 		FrontQueues:   8,
 		BackQueues:    1024,
 		Bias:          0.5,
-		MinDelay:      time.Second,
-		DelayFactor:   5,
-		MaxCrawlDelay: 30 * time.Second,
-		MaxBackoff:    10 * time.Minute,
-		RetryBackoff:  30 * time.Second,
+		Rules:         politeness.Defaults,
 		MaxRetries:    3,
 		LeaseTTL:      2 * time.Minute,
 		MaxDepth:      20,

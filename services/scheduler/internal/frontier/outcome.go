@@ -26,7 +26,8 @@ const (
 	ResultFailed
 	ResultDisallowed
 	// ResultRequeued: the URL went back to the head of its host queue with the same attempt
-	// (robots.txt was fetched instead, or the task expired before the fetch).
+	// (robots.txt was fetched instead, the task expired before the fetch, or it was
+	// deferred).
 	ResultRequeued
 )
 
@@ -124,7 +125,7 @@ func classify(o crawlmsg.Outcome) (p plan, ok bool) {
 		return plan{act: actDisallowed, refund: true}, true
 	case crawlmsg.OutcomeRobots:
 		return plan{act: actRequeue, resetStreak: true, refund: true, health: healthAnswered}, true
-	case crawlmsg.OutcomeExpired:
+	case crawlmsg.OutcomeExpired, crawlmsg.OutcomeDeferred:
 		return plan{act: actRequeue, refund: true}, true
 	}
 	return plan{}, false

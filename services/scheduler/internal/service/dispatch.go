@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -113,31 +114,43 @@ func (s *shard) natsReady(ctx context.Context, probe bool) error {
 	return nil
 }
 
-// publish sends tasks with Nats-Msg-Id "task:<lease>" and reports whether JetStream stored
-// them. Once leased, a task is published even if ctx ends meanwhile; if publishing fails
-// the lease expires and the reaper puts the URL back. A failed publish cannot release
-// its leases at once: JetStream may have stored a task whose acknowledgement was lost.
+// publish sends tasks in messages of up to TRAWL_TASK_BATCH tasks (one message per task
+// costs NATS, the fetcher and this loop as much as the task itself), each with Nats-Msg-Id
+// "task:<lease of its first task>", and reports whether JetStream stored them. Once
+// leased, a task is published even if ctx ends meanwhile; if publishing fails the lease
+// expires and the reaper puts the URL back. A failed publish cannot release its leases at
+// once: JetStream may have stored a task whose acknowledgement was lost.
 func (s *shard) publish(ctx context.Context, tasks []crawlmsg.FetchTask) bool {
 	if len(tasks) == 0 {
 		return true
 	}
-	msgs := make([]*nats.Msg, 0, len(tasks))
-	for i := range tasks {
-		data, err := crawlmsg.Marshal(&tasks[i])
+	msgs := make([]*nats.Msg, 0, (len(tasks)+s.cfg.TaskBatch-1)/s.cfg.TaskBatch)
+	for start := 0; start < len(tasks); start += s.cfg.TaskBatch {
+		chunk := tasks[start:min(start+s.cfg.TaskBatch, len(tasks))]
+		var data []byte
+		var err error
+		if len(chunk) == 1 {
+			data, err = crawlmsg.Marshal(&chunk[0])
+		} else {
+			data, err = crawlmsg.Marshal(&crawlmsg.TaskBatch{Tasks: chunk})
+		}
 		if err != nil {
-			s.log.Error("encode fetch task; lease will expire", "host", tasks[i].Host, "err", err)
+			s.log.Error("encode fetch tasks; their leases will expire", "tasks", len(chunk), "err", err)
 			continue
 		}
-		msgs = append(msgs, natsx.NewMsg(s.subject, "task:"+tasks[i].Lease, data))
+		m := natsx.NewMsg(s.subject, "task:"+chunk[0].Lease, data)
+		m.Header.Set(crawlmsg.TasksHeader, strconv.Itoa(len(chunk)))
+		msgs = append(msgs, m)
 	}
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), publishTimeout)
 	defer cancel()
 	if err := natsx.PublishBatch(pctx, s.js, msgs); err != nil {
-		s.m.publishFailures.WithLabelValues(s.label).Add(float64(len(msgs)))
+		s.m.publishFailures.WithLabelValues(s.label).Add(float64(len(tasks)))
 		s.log.Error("publish fetch tasks failed; their leases will expire and the reaper will requeue them",
-			"tasks", len(msgs), "lease_ttl", s.cfg.LeaseTTL, "err", err)
+			"tasks", len(tasks), "lease_ttl", s.cfg.LeaseTTL, "err", err)
 		return false
 	}
-	s.m.dispatched.WithLabelValues(s.label).Add(float64(len(msgs)))
+	s.m.dispatched.WithLabelValues(s.label).Add(float64(len(tasks)))
+	s.gate.perMessage(len(tasks), len(msgs))
 	return true
 }

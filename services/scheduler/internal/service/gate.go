@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -73,6 +74,10 @@ type gate struct {
 	rateAt  time.Time
 	rateSeq uint64
 	held    map[string]bool
+	// tasksPerMsg is the moving average of tasks per crawl.fetch message this process
+	// published (TRAWL_TASK_BATCH at most): the fetch consumer counts messages, the gate
+	// tasks.
+	tasksPerMsg float64
 }
 
 func newGate(cfg config.Config, js jetstream.JetStream, rdb redis.UniversalClient, m *metrics, log *slog.Logger) *gate {
@@ -119,6 +124,26 @@ func (g *gate) published(n, sent int) {
 	g.sincePoll += sent
 }
 
+// perMessage records that tasks went out in msgs messages.
+func (g *gate) perMessage(tasks, msgs int) {
+	if msgs == 0 {
+		return
+	}
+	r := float64(tasks) / float64(msgs)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.tasksPerMsg == 0 {
+		g.tasksPerMsg = r
+	} else {
+		g.tasksPerMsg = 0.9*g.tasksPerMsg + 0.1*r
+	}
+}
+
+// tasks converts a count of crawl.fetch messages to tasks; called with mu held.
+func (g *gate) tasks(msgs uint64) uint64 {
+	return uint64(math.Ceil(float64(msgs) * max(g.tasksPerMsg, 1)))
+}
+
 // credit is what may still be leased; called with mu held.
 func (g *gate) credit() int {
 	if !g.read || g.fig.Held != "" {
@@ -162,20 +187,20 @@ func (g *gate) pollFetch(ctx context.Context) error {
 		return fmt.Errorf("consumer %s/%s: %w", topology.StreamFetch, topology.ConsumerFetcher, err)
 	}
 	info := c.CachedInfo()
-	busy := uint64(max(info.NumAckPending, 0))
 	g.mu.Lock()
-	rate := g.takeRate(start, info.Delivered.Consumer)
+	busy, queued := g.tasks(uint64(max(info.NumAckPending, 0))), g.tasks(info.NumPending)
+	rate := g.takeRate(start, info.Delivered.Consumer) * max(g.tasksPerMsg, 1)
 	g.mu.Unlock()
 	limit := fetchLimit(g.cfg.DispatchAhead, busy, rate)
 	g.mu.Lock()
-	g.fig.FetchQueued, g.fig.FetchBusy, g.fig.FetchLimit = info.NumPending, busy, limit
+	g.fig.FetchQueued, g.fig.FetchBusy, g.fig.FetchLimit = queued, busy, limit
 	// Tasks published while the request was out may or may not be in the reading; counting
 	// them again errs on the side of fewer tasks out.
 	g.sincePoll -= base
 	g.polled = start
 	g.read = true
 	g.mu.Unlock()
-	g.m.fetchQueued.Set(float64(info.NumPending))
+	g.m.fetchQueued.Set(float64(queued))
 	g.m.fetchBusy.Set(float64(busy))
 	g.m.fetchLimit.Set(float64(limit))
 	return nil

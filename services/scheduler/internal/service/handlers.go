@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -31,7 +32,16 @@ func (s *shard) handleFrontier(ctx context.Context, msgs []jetstream.Msg) []erro
 		if md, err := m.Metadata(); err == nil {
 			seq = md.Sequence.Stream
 		}
-		batches = append(batches, frontier.Batch{ID: natsx.MsgID(m), Seq: seq, Source: fb.Source, URLs: fb.URLs})
+		id := natsx.MsgID(m)
+		for g, lg := range fb.LinkGroups() {
+			// Each group is applied at most once by its own marker: the message's id for
+			// the first (as for a batch of one group), "<id>#<g>" for the others.
+			gid := id
+			if g > 0 {
+				gid = id + "#" + strconv.Itoa(g)
+			}
+			batches = append(batches, frontier.Batch{ID: gid, Seq: seq, Source: lg.Source, URLs: lg.URLs})
+		}
 		idx = append(idx, i)
 	}
 	if len(batches) == 0 {

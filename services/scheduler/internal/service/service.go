@@ -6,7 +6,6 @@ package service
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -23,8 +22,7 @@ import (
 	"github.com/trawl/trawl/shared/bloomhash"
 	"github.com/trawl/trawl/shared/crawlid"
 	"github.com/trawl/trawl/shared/natsx"
-	"github.com/trawl/trawl/shared/obs"
-	"github.com/trawl/trawl/shared/redisx"
+	"github.com/trawl/trawl/shared/runner"
 	"github.com/trawl/trawl/shared/topology"
 )
 
@@ -62,77 +60,39 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Optio
 	for _, opt := range opts {
 		opt(&o)
 	}
-	err := run(ctx, cfg, log, o)
-	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-		// Stopped during start-up: not a failure.
-		return nil
-	}
-	return err
+	return runner.Run(ctx, log, func(ctx context.Context) (*runner.Runner, error) { return start(ctx, cfg, log, o) })
 }
 
-func run(ctx context.Context, cfg config.Config, log *slog.Logger, o options) error {
+// start brings up the shared plumbing, the status page and the dispatch gate, and
+// registers every shard's loops.
+func start(ctx context.Context, cfg config.Config, log *slog.Logger, o options) (_ *runner.Runner, err error) {
 	log.Info("scheduler starting; connecting to NATS and Redis", "shards", cfg.SchedulerShards)
-	nc, js, err := natsx.Connect(ctx, cfg.NATSURL, "trawl-scheduler", log)
+	r, err := runner.Start(ctx, "scheduler", cfg.Common, log, runner.WithRedis())
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer nc.Close()
-	if err := natsx.Ensure(ctx, js, cfg.Topology(), cfg.Timings(), log); err != nil {
-		return err
-	}
-	rdb, err := redisx.Connect(ctx, cfg.RedisURL, log)
-	if err != nil {
-		return err
-	}
-	defer rdb.Close()
-	crawl, err := crawlid.Open(ctx, js, rdb, cfg.Common, log)
-	if err != nil {
-		return err
-	}
-
-	reg := obs.NewRegistry()
-	m := newMetrics(reg)
-	_ = crawl.Register(reg)
-	srv, err := obs.NewServer(cfg.HTTPAddr, reg, map[string]obs.Check{
-		"nats": func(context.Context) error {
-			if !nc.IsConnected() {
-				return fmt.Errorf("nats: %s", nc.Status())
-			}
-			return nil
-		},
-		"redis": crawl.Check,
-	})
-	if err != nil {
-		return err
-	}
-
+	defer func() {
+		if err != nil {
+			r.Close()
+		}
+	}()
+	js, rdb := r.JS, r.Redis
+	m := newMetrics(r.Registry)
 	page := newStatusPage(cfg, rdb, m, log, o.now)
-	page.Register(srv)
+	page.Register(r.HTTP)
 	gt := newGate(cfg, js, rdb, m, log)
-
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	g := &group{cancel: cancel}
-	g.Go("http", func() error { return srv.Run(ctx) })
-	g.Go("status page sampler", func() error { page.Run(ctx); return nil })
-	g.Go("dispatch gate", func() error { gt.run(ctx); return nil })
-	g.Go("crawl watch", func() error { crawl.Watch(ctx); return nil })
+	r.Go("status page sampler", func(ctx context.Context) error { page.Run(ctx); return nil })
+	r.Go("dispatch gate", func(ctx context.Context) error { gt.run(ctx); return nil })
 	for _, shard := range cfg.SchedulerShards {
 		s, err := newShard(ctx, cfg, shard, js, rdb, m, log)
 		if err != nil {
-			cancel()
-			g.Wait()
-			return err
+			return nil, fmt.Errorf("scheduler: %w", err)
 		}
 		s.gate, s.now = gt, o.now
-		s.crawl = crawl
-		s.start(ctx, g)
+		s.crawl = r.Crawl
+		s.start(r)
 	}
-	log.Info("scheduler running", "shards", cfg.SchedulerShards, "http", srv.Addr())
-	<-ctx.Done()
-	err = g.Wait()
-	log.Info("scheduler stopped")
-	return err
+	return r, nil
 }
 
 // newStatusPage shows every shard of the crawl, not only those this process serves: the
@@ -175,30 +135,6 @@ func newStatusPage(cfg config.Config, rdb redis.UniversalClient, m *metrics, log
 			return rdb.HGetAll(ctx, bloomhash.StatsKey(cfg.RedisPrefix)).Result()
 		},
 	})
-}
-
-// group runs loops and cancels them all when one fails.
-type group struct {
-	wg     sync.WaitGroup
-	once   sync.Once
-	err    error
-	cancel context.CancelFunc
-}
-
-func (g *group) Go(name string, fn func() error) {
-	g.wg.Go(func() {
-		if err := fn(); err != nil {
-			g.once.Do(func() {
-				g.err = fmt.Errorf("%s: %w", name, err)
-				g.cancel()
-			})
-		}
-	})
-}
-
-func (g *group) Wait() error {
-	g.wg.Wait()
-	return g.err
 }
 
 // shard is one shard's loops around its frontier.
@@ -275,10 +211,10 @@ func Prioritizer(cfg config.Config) frontier.Prioritizer {
 	return prioritize.BreadthFirst{}
 }
 
-func (s *shard) start(ctx context.Context, g *group) {
+func (s *shard) start(r *runner.Runner) {
 	gate := s.crawl.Gate
-	consume := func(name string, c jetstream.Consumer, h natsx.BatchHandler) func() error {
-		return func() error {
+	consume := func(name string, c jetstream.Consumer, h natsx.BatchHandler) func(context.Context) error {
+		return func(ctx context.Context) error {
 			return natsx.ConsumeBatches(ctx, c, natsx.ConsumeOptions{
 				MaxDeliver: s.cfg.MaxDeliver,
 				Gate:       gate,
@@ -287,12 +223,12 @@ func (s *shard) start(ctx context.Context, g *group) {
 			}, h)
 		}
 	}
-	g.Go(fmt.Sprintf("shard %d frontier consumer", s.id), consume("frontier", s.frontC, s.handleFrontier))
-	g.Go(fmt.Sprintf("shard %d outcome consumer", s.id), consume("outcomes", s.outcomeC, s.handleOutcomes))
-	g.Go(fmt.Sprintf("shard %d dispatcher", s.id), func() error { s.dispatchLoop(ctx); return nil })
-	g.Go(fmt.Sprintf("shard %d reaper", s.id), func() error { s.every(ctx, reapEvery, s.reap); return nil })
-	g.Go(fmt.Sprintf("shard %d marker trim", s.id), func() error { s.every(ctx, trimEvery, s.trimMarkers); return nil })
-	g.Go(fmt.Sprintf("shard %d stats", s.id), func() error { s.every(ctx, statsEvery, s.refreshStats); return nil })
+	r.Go(fmt.Sprintf("shard %d frontier consumer", s.id), consume("frontier", s.frontC, s.handleFrontier))
+	r.Go(fmt.Sprintf("shard %d outcome consumer", s.id), consume("outcomes", s.outcomeC, s.handleOutcomes))
+	r.Go(fmt.Sprintf("shard %d dispatcher", s.id), func(ctx context.Context) error { s.dispatchLoop(ctx); return nil })
+	r.Go(fmt.Sprintf("shard %d reaper", s.id), func(ctx context.Context) error { s.every(ctx, reapEvery, s.reap); return nil })
+	r.Go(fmt.Sprintf("shard %d marker trim", s.id), func(ctx context.Context) error { s.every(ctx, trimEvery, s.trimMarkers); return nil })
+	r.Go(fmt.Sprintf("shard %d stats", s.id), func(ctx context.Context) error { s.every(ctx, statsEvery, s.refreshStats); return nil })
 }
 
 func (s *shard) poke() {

@@ -96,30 +96,16 @@ for o = 1, n do
     elseif health == '2' then
       fails = 0
     end
-    local te
-    if requested then
-      local c = cd
-      if c > MAXCD then
-        c = MAXCD
-        capped = capped + 1
-      end
-      local dl = MIND
-      if c > dl then dl = c end
-      if KF * dur > dl then dl = KF * dur end
-      te = NOW + dl
-    else
-      te = NOW
-      if stNext > te then te = stNext end
+    -- A retry is an error: the host's error streak grows and sets its backoff.
+    local streak = 0
+    if act == 2 then
+      errs = errs + 1
+      streak = errs
     end
     local late = not requested and deadlines[o] <= NOW
-    if late then
-      local dl = cd
-      if dl > MAXCD then dl = MAXCD end
-      if dl < MIND then dl = MIND end
-      local rt = KF * (tonumber(st[7] or '0') or 0)
-      if rt > dl then dl = rt end
-      if NOW + dl > te then te = NOW + dl end
-    end
+    local rtLast = tonumber(st[7] or '0') or 0
+    local te, isCapped = next_fetch(NOW, requested, dur, cd, stNext, late, rtLast, streak, ra)
+    if isCapped then capped = capped + 1 end
     local res = act
     local back = 0
     if act == 1 then
@@ -148,14 +134,6 @@ for o = 1, n do
       back = 1
     else
       local d, hp, att, u = parse(e)
-      errs = errs + 1
-      local x = errs - 1
-      if x > 40 then x = 40 end
-      local bo = RETRYB * (2 ^ x)
-      if bo > MAXBO then bo = MAXBO end
-      if ra > MAXBO then ra = MAXBO end
-      if NOW + bo > te then te = NOW + bo end
-      if NOW + ra > te then te = NOW + ra end
       if not d or att + 1 > MAXR or retire then
         res = 3
         bump('failed', 1)

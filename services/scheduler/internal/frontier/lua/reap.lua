@@ -35,12 +35,7 @@ for _, h in ipairs(hs) do
       string.sub(u or '', 1, 512) .. '\tno outcome before the lease deadline'
   end
   local st = redis.call('HMGET', hk(h), 'cd', 'rt')
-  local cd = tonumber(st[1] or '0') or 0
-  if cd > MAXCD then cd = MAXCD end
-  if cd < MIND then cd = MIND end
-  local rt = KF * (tonumber(st[2] or '0') or 0)
-  if rt > cd then cd = rt end
-  local te = NOW + cd
+  local te = NOW + gap(tonumber(st[1] or '0') or 0, tonumber(st[2] or '0') or 0)
   redis.call('HSET', hk(h), 'next', n2s(te))
   if back or redis.call('EXISTS', bq(h)) == 1 then
     heapArgs[#heapArgs + 1] = n2s(te)

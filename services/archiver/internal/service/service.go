@@ -1,0 +1,181 @@
+// Package service wires the archiver: it consumes crawl.pages with its own durable
+// consumer, writes each page as WARC records (request, and response or revisit) to the
+// current file, fsyncs once per batch and only then lets the batch be acked.
+package service
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/trawl/trawl/services/archiver/internal/config"
+	"github.com/trawl/trawl/services/archiver/internal/warc"
+	"github.com/trawl/trawl/shared/crawlid"
+	"github.com/trawl/trawl/shared/natsx"
+	"github.com/trawl/trawl/shared/runner"
+	"github.com/trawl/trawl/shared/topology"
+)
+
+// Software names the writer in every warcinfo record.
+const Software = "trawl-archiver/0.1"
+
+// Service is a running archiver.
+type Service struct {
+	cfg    config.Config
+	log    *slog.Logger
+	run    *runner.Runner
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	crawl  *crawlid.Guard // nil when TRAWL_ARCHIVE_REVISITS is off (no Redis)
+	digs   *digests       // nil when TRAWL_ARCHIVE_REVISITS is off
+	bodies jetstream.ObjectStore
+	cons   jetstream.Consumer
+	m      *metrics
+
+	w       *warc.Writer
+	written *recent
+}
+
+// Run runs the archiver until ctx ends.
+func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
+	return runner.Run(ctx, log, func(ctx context.Context) (*Service, error) { return New(ctx, cfg, log) })
+}
+
+// New recovers the files a stopped archiver left open, then connects to NATS (and Redis
+// when revisits are on), declares the topology and the archiver's own consumer, and opens
+// the HTTP listener. The caller must call Run (which seals the file and closes everything
+// when it returns) or Close.
+func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Service, err error) {
+	s := &Service{cfg: cfg, log: log, written: newRecent(1 << 16)}
+	if err = os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("archiver: %w", err)
+	}
+	rec, err := warc.Recover(cfg.Dir, cfg.ID)
+	if err != nil {
+		return nil, err
+	}
+	for id := range rec.Records {
+		s.written.add(id)
+	}
+	opts := []runner.Option{runner.WithBodies()}
+	if cfg.Revisits {
+		opts = append(opts, runner.WithRedis())
+	}
+	if s.run, err = runner.Start(ctx, "archiver", cfg.Common, log, opts...); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+	s.nc, s.js, s.bodies, s.crawl = s.run.NC, s.run.JS, s.run.Bodies, s.run.Crawl
+	s.m = newMetrics(s.run.Registry)
+	if len(rec.Files) > 0 {
+		s.m.recovered.Add(float64(len(rec.Files)))
+		log.Warn("sealed files left open by a stopped archiver", "files", rec.Files, "cut_octets", rec.Cut, "records", len(rec.Records))
+	}
+	if cfg.Revisits {
+		s.digs = newDigests(s.run.Redis, cfg.Common.RedisPrefix)
+	}
+	if s.cons, err = s.js.CreateOrUpdateConsumer(ctx, topology.StreamPages, topology.ArchiverConsumer(cfg.Common.Timings())); err != nil {
+		return nil, fmt.Errorf("archiver: consumer %s/%s: %w", topology.StreamPages, topology.ConsumerArchiver, err)
+	}
+	s.w, err = warc.NewWriter(warc.Options{
+		Dir: cfg.Dir, ID: cfg.ID, MaxSize: cfg.MaxSize, Info: s.warcinfo(),
+		OnSeal: func(name string) {
+			s.m.files.Inc()
+			log.Info("sealed", "file", name)
+		},
+		BeforeSeal: func() error { return s.nc.FlushTimeout(cfg.Common.AckWait) },
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// warcinfo is the body of each file's warcinfo record.
+func (s *Service) warcinfo() []warc.Field {
+	host, _ := os.Hostname()
+	return []warc.Field{
+		{Name: "software", Value: Software},
+		{Name: "format", Value: "WARC File Format 1.1"},
+		{Name: "conformsTo", Value: "https://iipc.github.io/warc-specifications/specifications/warc-format/warc-1.1/"},
+		{Name: "hostname", Value: host},
+		{Name: "operator", Value: s.cfg.Operator},
+		{Name: "robots", Value: s.cfg.Robots},
+		{Name: "description", Value: s.cfg.Description},
+		{Name: "isPartOf", Value: s.cfg.Common.RedisPrefix},
+	}
+}
+
+// Addr is the address of the /metrics, /healthz and /readyz listener.
+func (s *Service) Addr() string { return s.run.Addr() }
+
+// Run archives pages until ctx ends, then finishes the batch in hand and seals the
+// current file (after the batch's acks reach the server) before NATS is closed.
+func (s *Service) Run(ctx context.Context) error {
+	s.run.OnClose(func() {
+		if err := s.w.Seal(); err != nil {
+			s.log.Error("seal on stop; the next start recovers the file", "err", err)
+		}
+	})
+	s.run.Go("consume", s.consume)
+	return s.run.Run(ctx)
+}
+
+func (s *Service) consume(ctx context.Context) error {
+	s.log.Info("archiver consuming", "stream", topology.StreamPages, "consumer", topology.ConsumerArchiver,
+		"dir", s.cfg.Dir, "id", s.cfg.ID, "max_size", s.cfg.MaxSize, "revisits", s.cfg.Revisits, "http", s.Addr())
+	opts := natsx.ConsumeOptions{
+		Batch:      s.cfg.Batch,
+		MaxDeliver: s.cfg.Common.MaxDeliver,
+		OnTerm:     func(reason string) { s.m.terminated.WithLabelValues(reason).Inc() },
+		Log:        s.log,
+	}
+	if s.crawl != nil {
+		// While Redis is away every batch would fail its digest lookup: wait instead.
+		opts.Gate = s.crawl.Gate
+	}
+	// One batch at a time (InFlight 1): the file is one sequence, and a batch is acked
+	// only after its records are synced.
+	return natsx.ConsumeBatches(ctx, s.cons, opts, s.HandleBatch)
+}
+
+// Close releases the connections without serving and without sealing (for a Service from
+// New that is not Run; Run closes them itself).
+func (s *Service) Close() {
+	if s.run != nil {
+		s.run.Close()
+	}
+}
+
+// recent remembers the capture record ids written lately (two generations of up to n
+// each), so a redelivered page whose records are already whole in a file is not written
+// again.
+type recent struct {
+	n         int
+	cur, prev map[string]struct{}
+}
+
+func newRecent(n int) *recent { return &recent{n: n, cur: map[string]struct{}{}} }
+
+func (r *recent) add(id string) {
+	if len(r.cur) >= r.n {
+		r.prev, r.cur = r.cur, make(map[string]struct{}, r.n)
+	}
+	r.cur[id] = struct{}{}
+}
+
+func (r *recent) has(id string) bool {
+	if _, ok := r.cur[id]; ok {
+		return true
+	}
+	_, ok := r.prev[id]
+	return ok
+}

@@ -1,0 +1,213 @@
+package itest
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/trawl/trawl/devstack/natsembed"
+	"github.com/trawl/trawl/devstack/redisproc"
+	"github.com/trawl/trawl/services/archiver/internal/config"
+	"github.com/trawl/trawl/services/archiver/internal/service"
+	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/envconfig"
+	"github.com/trawl/trawl/shared/topology"
+)
+
+const waitFor = 15 * time.Second
+
+type stack struct {
+	t   *testing.T
+	ns  *natsembed.Server
+	rs  *redisproc.Server
+	dir string
+	env map[string]string
+	nc  *nats.Conn
+	js  jetstream.JetStream
+}
+
+func newStack(t *testing.T, env map[string]string) *stack {
+	t.Helper()
+	s := &stack{t: t, ns: natsembed.StartT(t), rs: redisproc.StartT(t, redisproc.Options{}), dir: t.TempDir()}
+	s.env = map[string]string{
+		"TRAWL_NATS_URL":      s.ns.URL(),
+		"TRAWL_REDIS_URL":     s.rs.URL(),
+		"TRAWL_HTTP_ADDR":     "127.0.0.1:0",
+		"TRAWL_ACK_WAIT":      "1s",
+		"TRAWL_ARCHIVE_DIR":   s.dir,
+		"TRAWL_ARCHIVE_ID":    "itest",
+		"TRAWL_ARCHIVE_BATCH": "8",
+	}
+	for k, v := range env {
+		s.env[k] = v
+	}
+	nc, err := nats.Connect(s.ns.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	if s.js, err = jetstream.New(nc); err != nil {
+		t.Fatal(err)
+	}
+	s.nc = nc
+	return s
+}
+
+// newService builds an archiver on the stack's servers and directory.
+func (s *stack) newService() *service.Service {
+	s.t.Helper()
+	cfg, err := config.Load(envconfig.FromMap(s.env))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		s.t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	svc, err := service.New(ctx, cfg, log)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return svc
+}
+
+// run starts svc and returns a stop function that requires a clean, prompt exit.
+func (s *stack) run(svc *service.Service) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(ctx) }()
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				s.t.Errorf("Run: %v", err)
+			}
+		case <-time.After(waitFor):
+			s.t.Error("Run did not return after cancel")
+		}
+	}
+	s.t.Cleanup(stop)
+	return stop
+}
+
+func (s *stack) publish(p *crawlmsg.Page, lease string) uint64 {
+	s.t.Helper()
+	p.Meta.Lease = lease
+	m, err := crawlmsg.PageMsg(topology.SubjectPages, p)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	m.Header.Set(nats.MsgIdHdr, "page:"+lease)
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	ack, err := s.js.PublishMsg(ctx, m)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return ack.Sequence
+}
+
+func (s *stack) putObject(name string, data []byte) *crawlmsg.BodyRef {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	st, err := s.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: topology.BodiesBucket})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if _, err := st.PutBytes(ctx, name, data); err != nil {
+		s.t.Fatal(err)
+	}
+	return &crawlmsg.BodyRef{Bucket: topology.BodiesBucket, Name: name, Size: int64(len(data))}
+}
+
+// waitArchived waits until the archiver's consumer has acked every page published.
+func (s *stack) waitArchived() {
+	s.t.Helper()
+	eventually(s.t, "archiver to ack every page", func() (bool, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		c, err := s.js.Consumer(ctx, topology.StreamPages, topology.ConsumerArchiver)
+		if err != nil {
+			return false, err.Error()
+		}
+		info, err := c.Info(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		st, err := s.js.Stream(ctx, topology.StreamPages)
+		if err != nil {
+			return false, err.Error()
+		}
+		sinfo, err := st.Info(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		return info.NumPending == 0 && info.NumAckPending == 0 && info.AckFloor.Stream >= sinfo.State.LastSeq,
+			fmt.Sprintf("pending %d, ack pending %d, ack floor %d of %d", info.NumPending, info.NumAckPending, info.AckFloor.Stream, sinfo.State.LastSeq)
+	})
+}
+
+func eventually(t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(waitFor)
+	var last string
+	for time.Now().Before(deadline) {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		last = state
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("timed out waiting for %s; last state: %s", what, last)
+}
+
+// exchange builds a page as the fetcher publishes it: verbatim heads and, for a gzip body,
+// the body as received beside the decoded one.
+func exchange(url string, status int, header string, body []byte, gz bool) *crawlmsg.Page {
+	raw := body
+	if gz {
+		var b bytes.Buffer
+		zw := gzip.NewWriter(&b)
+		zw.Write(body)
+		zw.Close()
+		raw = b.Bytes()
+		header += "Content-Encoding: gzip\r\n"
+	}
+	head := "HTTP/1.1 " + strconv.Itoa(status) + " Whatever\r\n" + header + "Content-Length: " + strconv.Itoa(len(raw)) + "\r\n\r\n"
+	p := &crawlmsg.Page{
+		Meta: crawlmsg.PageMeta{
+			URL: url, Host: "a.example", Status: status, FetchedAt: time.Now().UnixMilli(),
+			Capture: &crawlmsg.Capture{
+				Request:  []byte("GET " + url + " HTTP/1.1\r\nHost: a.example\r\nUser-Agent: itest\r\n\r\n"),
+				Response: []byte(head),
+				Verbatim: true,
+				IP:       "192.0.2.7",
+			},
+		},
+		Body: body,
+	}
+	if gz {
+		p.Meta.Capture.RawSize = int64(len(raw))
+		p.Raw = raw
+	}
+	return p
+}

@@ -1,0 +1,25 @@
+// Command archiver reads raw pages from crawl.pages and writes them as WARC/1.1 files,
+// with a CDXJ index beside each, for replay tools and datasets.
+//
+// `archiver healthcheck` asks a running instance's /readyz and exits 0 or 1 (for containers).
+package main
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/trawl/trawl/services/archiver/internal/config"
+	"github.com/trawl/trawl/services/archiver/internal/service"
+	"github.com/trawl/trawl/shared/envconfig"
+	"github.com/trawl/trawl/shared/runner"
+)
+
+func main() {
+	cfg, err := config.Load(&envconfig.Reader{})
+	if err == nil {
+		err = cfg.Validate()
+	}
+	runner.Main("archiver", cfg.Common, err, func(ctx context.Context, log *slog.Logger) error {
+		return service.Run(ctx, cfg, log)
+	})
+}

@@ -1,0 +1,396 @@
+package itest
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/trawl/trawl/devstack/natsembed"
+	"github.com/trawl/trawl/devstack/redisproc"
+	"github.com/trawl/trawl/shared/envconfig"
+	"github.com/trawl/trawl/shared/natsx"
+	"github.com/trawl/trawl/shared/runner"
+	"github.com/trawl/trawl/shared/testwait"
+)
+
+// runnerEnv is the environment of a runner under test: a real NATS and, when rs is not
+// nil, a real Redis.
+func runnerEnv(ns *natsembed.Server, rs *redisproc.Server) map[string]string {
+	env := map[string]string{
+		"TRAWL_NATS_URL":      ns.URL(),
+		"TRAWL_HTTP_ADDR":     "127.0.0.1:0",
+		"TRAWL_STREAM_MEMORY": "true",
+	}
+	if rs != nil {
+		env["TRAWL_REDIS_URL"] = rs.URL()
+	}
+	return env
+}
+
+func startRunner(t *testing.T, env map[string]string, opts ...runner.Option) *runner.Runner {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(testwait.Context(t), 15*time.Second)
+	defer cancel()
+	r, err := runner.Start(ctx, "itest", envconfig.LoadCommon(envconfig.FromMap(env), "127.0.0.1:0"), slog.Default(), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Close)
+	return r
+}
+
+// runInBackground runs r until the returned stop is called; stop returns Run's error.
+func runInBackground(t *testing.T, r *runner.Runner) (stop func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(testwait.Context(t))
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	return func() error {
+		cancel()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(15 * time.Second):
+			t.Fatal("Run did not return after its context ended")
+			return nil
+		}
+	}
+}
+
+func httpOK(addr, path string) error {
+	c := http.Client{Timeout: 2 * time.Second}
+	resp, err := c.Get("http://" + addr + path)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", path, resp.Status)
+	}
+	return nil
+}
+
+// A loop finishing its work after the stop still has NATS, Redis and the probes; the
+// service's closers run after the loops and before NATS and Redis close.
+func TestRunnerShutdownOrder(t *testing.T) {
+	ns := natsembed.StartT(t)
+	rs := redisproc.StartT(t, redisproc.Options{})
+	r := startRunner(t, runnerEnv(ns, rs), runner.WithRedis())
+	ctx := testwait.Context(t)
+	if _, err := r.JS.CreateStream(ctx, jetstream.StreamConfig{Name: "ORDER", Subjects: []string{"order.>"}}); err != nil {
+		t.Fatal(err)
+	}
+
+	var (
+		mu     sync.Mutex
+		events []string
+	)
+	record := func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		events = append(events, fmt.Sprintf(format, args...))
+	}
+	r.Go("drain", func(ctx context.Context) error {
+		<-ctx.Done()
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_, perr := r.JS.Publish(wctx, "order.drain", []byte("x"))
+		rerr := r.Redis.Set(wctx, "itest:drain", "1", 0).Err()
+		herr := httpOK(r.Addr(), "/readyz")
+		record("loop: publish=%v redis=%v readyz=%v", perr, rerr, herr)
+		return nil
+	})
+	r.OnClose(func() {
+		rerr := r.Redis.Ping(context.Background()).Err()
+		herr := httpOK(r.Addr(), "/healthz")
+		record("closer: nats closed=%v redis=%v http down=%v", r.NC.IsClosed(), rerr, herr != nil)
+	})
+	stop := runInBackground(t, r)
+	testwait.Eventually(t, 10*time.Second, "the runner to be ready", func() bool { return httpOK(r.Addr(), "/readyz") == nil })
+	addr := r.Addr()
+	if err := stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+
+	want := []string{
+		"loop: publish=<nil> redis=<nil> readyz=<nil>",
+		"closer: nats closed=false redis=<nil> http down=true",
+	}
+	if strings.Join(events, "\n") != strings.Join(want, "\n") {
+		t.Errorf("shutdown went\n%s\nwant\n%s", strings.Join(events, "\n"), strings.Join(want, "\n"))
+	}
+	if !r.NC.IsClosed() {
+		t.Error("NATS connection still open after Run")
+	}
+	if err := r.Redis.Ping(context.Background()).Err(); !errors.Is(err, redis.ErrClosed) {
+		t.Errorf("Redis after Run: %v, want %v", err, redis.ErrClosed)
+	}
+	if httpOK(addr, "/healthz") == nil {
+		t.Error("/healthz still served after Run")
+	}
+}
+
+// A message published without waiting for its acknowledgement just before the stop is
+// stored, even when NATS is reconnecting at that moment: Close flushes before it closes.
+func TestRunnerFlushesOnClose(t *testing.T) {
+	ns := natsembed.StartT(t)
+	// A generous flush: the server's restart below must fit in it on a busy machine.
+	r := startRunner(t, runnerEnv(ns, nil), runner.WithFlushTimeout(15*time.Second))
+	nc, js := ownConnection(t, ns)
+	defer nc.Close()
+	ctx := testwait.Context(t)
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "FLUSH", Subjects: []string{"flush.>"}, Storage: jetstream.FileStorage}); err != nil {
+		t.Fatal(err)
+	}
+	closing := make(chan struct{})
+	r.OnClose(func() { close(closing) })
+	stop := runInBackground(t, r)
+	testwait.Eventually(t, 10*time.Second, "the runner to be ready", func() bool { return httpOK(r.Addr(), "/readyz") == nil })
+
+	ns.Shutdown()
+	testwait.Eventually(t, 10*time.Second, "the runner to notice NATS is gone", func() bool { return !r.NC.IsConnected() })
+	if err := r.NC.Publish("flush.a", []byte("last words")); err != nil {
+		t.Fatal(err)
+	}
+	stopped := make(chan error, 1)
+	go func() { stopped <- stop() }()
+	// NATS comes back only once Close has begun: only a flush that waits delivers it.
+	<-closing
+	if err := ns.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-stopped; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	testwait.Eventually(t, 10*time.Second, "the last message to be stored", func() bool {
+		return streamMsgs(t, js, "FLUSH") == 1
+	})
+}
+
+func TestRunnerLoopErrors(t *testing.T) {
+	boom := errors.New("boom")
+	for _, tc := range []struct {
+		name    string
+		failing func(ctx context.Context) error
+		want    string
+	}{
+		{"an error", func(context.Context) error { return boom }, "itest: failing: boom"},
+		{"an early return", func(context.Context) error { return nil }, "itest: failing: ended while the service was running"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := natsembed.StartT(t)
+			r := startRunner(t, runnerEnv(ns, nil))
+			stopped := make(chan struct{})
+			r.Go("waiting", func(ctx context.Context) error {
+				<-ctx.Done()
+				close(stopped)
+				return nil
+			})
+			r.Go("failing", tc.failing)
+			done := make(chan error, 1)
+			go func() { done <- r.Run(testwait.Context(t)) }()
+			var err error
+			select {
+			case err = <-done:
+			case <-time.After(15 * time.Second):
+				t.Fatal("a failing loop did not stop Run")
+			}
+			select {
+			case <-stopped:
+			default:
+				t.Error("the other loop was not stopped")
+			}
+			if err == nil || err.Error() != tc.want {
+				t.Fatalf("Run = %v, want %q", err, tc.want)
+			}
+			if tc.name == "an error" && !errors.Is(err, boom) {
+				t.Errorf("Run = %v does not wrap the loop's error", err)
+			}
+			if !r.NC.IsClosed() {
+				t.Error("NATS still open after a failed Run")
+			}
+		})
+	}
+}
+
+// A stop during start-up (here: still waiting for Redis) is clean.
+func TestRunnerStopDuringStartUp(t *testing.T) {
+	ns := natsembed.StartT(t)
+	env := runnerEnv(ns, nil)
+	env["TRAWL_REDIS_URL"] = "redis://" + deadAddr(t) + "/0"
+	logs := &syncBuffer{}
+	log := slog.New(slog.NewTextHandler(logs, nil))
+	ctx, cancel := context.WithCancel(testwait.Context(t))
+	done := make(chan error, 1)
+	go func() {
+		done <- runner.Run(ctx, log, func(ctx context.Context) (*runner.Runner, error) {
+			return runner.Start(ctx, "itest", envconfig.LoadCommon(envconfig.FromMap(env), "127.0.0.1:0"), log, runner.WithRedis())
+		})
+	}()
+	testwait.Eventually(t, 10*time.Second, "start-up to wait for redis", func() bool { return strings.Contains(logs.String(), "waiting for redis") })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run after a stop during start-up = %v, want nil", err)
+	}
+}
+
+// The exit code of a service binary, from a real process and a real signal.
+func TestRunnerExitCode(t *testing.T) {
+	if scenario := os.Getenv("TRAWL_ITEST_RUNNER_CHILD"); scenario != "" {
+		runnerChild(scenario)
+		return
+	}
+	ns := natsembed.StartT(t)
+	rs := redisproc.StartT(t, redisproc.Options{})
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	for _, tc := range []struct {
+		name, scenario string
+		env            map[string]string
+		signalAfter    string // a log line; "" sends no signal
+		want           int
+	}{
+		{"signal while waiting for redis", "serve", map[string]string{"TRAWL_REDIS_URL": "redis://" + deadAddr(t) + "/0"}, "waiting for redis", runner.ExitOK},
+		{"signal while waiting for nats", "serve", map[string]string{"TRAWL_NATS_URL": "nats://" + deadAddr(t)}, "starting", runner.ExitOK},
+		{"signal when running", "serve", nil, "itest running", runner.ExitOK},
+		{"start-up fails", "serve", map[string]string{"TRAWL_HTTP_ADDR": busy.Addr().String()}, "", runner.ExitFailed},
+		{"a loop fails", "fail", nil, "", runner.ExitFailed},
+		{"bad configuration", "serve", map[string]string{"TRAWL_SHARDS": "0"}, "", runner.ExitConfig},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.Command(os.Args[0], "-test.run=^TestRunnerExitCode$")
+			cmd.Env = append(os.Environ(), "TRAWL_ITEST_RUNNER_CHILD="+tc.scenario, "TRAWL_HTTP_ADDR=127.0.0.1:0",
+				"TRAWL_NATS_URL="+ns.URL(), "TRAWL_REDIS_URL="+rs.URL(), "TRAWL_STREAM_MEMORY=true")
+			for k, v := range tc.env {
+				cmd.Env = append(cmd.Env, k+"="+v)
+			}
+			stderr, err := cmd.StderrPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			seen := make(chan struct{})
+			var out syncBuffer
+			readDone := make(chan struct{})
+			go func() {
+				defer close(readDone)
+				sc := bufio.NewScanner(stderr)
+				once := sync.Once{}
+				for sc.Scan() {
+					fmt.Fprintln(&out, sc.Text())
+					if tc.signalAfter != "" && strings.Contains(sc.Text(), tc.signalAfter) {
+						once.Do(func() { close(seen) })
+					}
+				}
+			}()
+			if tc.signalAfter != "" {
+				select {
+				case <-seen:
+				case <-time.After(15 * time.Second):
+					_ = cmd.Process.Kill()
+					t.Fatalf("no %q from the child:\n%s", tc.signalAfter, out.String())
+				}
+				if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// The child's stderr ends when it exits; Wait must come after the last read.
+			select {
+			case <-readDone:
+			case <-time.After(15 * time.Second):
+				_ = cmd.Process.Kill()
+				t.Fatalf("the child did not exit:\n%s", out.String())
+			}
+			_ = cmd.Wait()
+			if got := cmd.ProcessState.ExitCode(); got != tc.want {
+				t.Fatalf("exit code %d, want %d; child's log:\n%s", got, tc.want, out.String())
+			}
+		})
+	}
+}
+
+// runnerChild is the service binary of TestRunnerExitCode.
+func runnerChild(scenario string) {
+	c := envconfig.LoadCommon(&envconfig.Reader{}, "127.0.0.1:0")
+	runner.Main("itest", c, c.Validate(), func(ctx context.Context, log *slog.Logger) error {
+		log.Info("starting")
+		return runner.Run(ctx, log, func(ctx context.Context) (*runner.Runner, error) {
+			r, err := runner.Start(ctx, "itest", c, log, runner.WithRedis())
+			if err != nil {
+				return nil, err
+			}
+			r.Go("work", func(ctx context.Context) error {
+				if scenario == "fail" {
+					return errors.New("work failed")
+				}
+				<-ctx.Done()
+				return nil
+			})
+			return r, nil
+		})
+	})
+}
+
+// deadAddr is a local address nothing listens on.
+func deadAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+var _ io.Writer = (*syncBuffer)(nil)
+
+// ownConnection is the test's own client, apart from the runner's.
+func ownConnection(t *testing.T, ns *natsembed.Server) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(testwait.Context(t), 10*time.Second)
+	defer cancel()
+	nc, js, err := natsx.Connect(ctx, ns.URL(), "itest", slog.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc, js
+}

@@ -1,0 +1,60 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"syscall"
+
+	"github.com/trawl/trawl/shared/envconfig"
+	"github.com/trawl/trawl/shared/obs"
+)
+
+// Exit codes of a service binary.
+const (
+	ExitOK     = 0 // stopped by a signal, before or after start-up, or ended cleanly
+	ExitFailed = 1 // start-up failed on its own, or a loop failed
+	ExitConfig = 2 // the configuration is invalid
+)
+
+// DefaultGOGC is the garbage collector's target of a Trawl process when GOGC is not set.
+// Under BenchmarkPipeline, collection took 5–10% of every service's CPU at Go's default of
+// 100 (and allocation assists more); at 400 the pipeline spent about 7% less CPU per page,
+// for a heap that may grow to five times the live data instead of twice. The services'
+// live heaps are tens of megabytes; GOGC and GOMEMLIMIT in the environment win.
+const DefaultGOGC = 400
+
+// SetGCDefault applies DefaultGOGC unless GOGC is set.
+func SetGCDefault() {
+	if _, set := os.LookupEnv("GOGC"); !set {
+		debug.SetGCPercent(DefaultGOGC)
+	}
+}
+
+// Main is a service binary's main after its configuration is loaded and validated
+// (cfgErr). `<binary> healthcheck` asks the running instance's /readyz and exits 0 or 1
+// (container images carry no curl). Otherwise it logs as c says and calls run under a
+// context that SIGINT and SIGTERM end; run is expected to use Run, which holds the exit
+// rule for a signal during start-up.
+func Main(name string, c envconfig.Common, cfgErr error, run func(ctx context.Context, log *slog.Logger) error) {
+	if obs.HealthcheckArg() {
+		os.Exit(obs.Probe(context.Background(), c.HTTPAddr, os.Stderr))
+	}
+	if cfgErr != nil {
+		fmt.Fprintf(os.Stderr, "%s: configuration: %v\n", name, cfgErr)
+		os.Exit(ExitConfig)
+	}
+	SetGCDefault()
+	log := obs.NewLogger(name, c.LogLevel, c.LogFormat)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, log)
+	stop()
+	if err != nil {
+		log.Error(name+" failed", "err", err)
+		os.Exit(ExitFailed)
+	}
+	os.Exit(ExitOK)
+}

@@ -1,0 +1,266 @@
+// Package runner is the one shape of a Trawl service process. Start brings up what every
+// service needs — NATS, the JetStream topology, Redis and the crawl's identity when the
+// service uses Redis, the metrics registry and the /metrics, /healthz, /readyz listener —
+// and the service adds its own parts and registers its loops with Go. Run runs the loops
+// under one group until the context ends or one loop fails, then shuts down in order:
+//
+//  1. the loops' context ends; each finishes what it holds (drains, acks, publishes);
+//  2. once every loop has returned, the HTTP listener and the crawl watch stop, so
+//     /metrics and the probes answer while the loops drain;
+//  3. the service's own closers run (OnClose, last registered first);
+//  4. NATS is flushed (acks and publishes still buffered reach the server) and closed;
+//  5. Redis is closed.
+//
+// Exit rule: a stop (SIGINT, SIGTERM: the context ends) before the service is ready —
+// while it still waits for NATS, Redis or its own start-up — is a clean stop, not a
+// failure: Run returns nil and Main exits 0, as it does for a stop after start-up. A
+// start-up that fails on its own, or a loop that fails, exits 1; a bad configuration
+// exits 2.
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/trawl/trawl/shared/crawlid"
+	"github.com/trawl/trawl/shared/envconfig"
+	"github.com/trawl/trawl/shared/natsx"
+	"github.com/trawl/trawl/shared/obs"
+	"github.com/trawl/trawl/shared/redisx"
+	"github.com/trawl/trawl/shared/topology"
+)
+
+// FlushTimeout bounds the NATS flush on close unless WithFlushTimeout says otherwise: long
+// enough for a reconnect in progress to deliver what is buffered, short enough not to hold
+// a supervisor's restart.
+const FlushTimeout = 2 * time.Second
+
+// Option changes what Start brings up.
+type Option func(*options) error
+
+type options struct {
+	redis  bool
+	bodies bool
+	flush  time.Duration
+}
+
+// WithRedis connects to TRAWL_REDIS_URL and opens the crawl's identity (crawlid): Redis
+// becomes part of readiness, and Crawl.Gate is the consume gate for the service's loops.
+func WithRedis() Option {
+	return func(o *options) error { o.redis = true; return nil }
+}
+
+// WithBodies opens the JetStream object store of page bodies sent by reference.
+func WithBodies() Option {
+	return func(o *options) error { o.bodies = true; return nil }
+}
+
+// WithFlushTimeout sets how long Close waits for NATS to take what is buffered.
+func WithFlushTimeout(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return fmt.Errorf("runner: flush timeout %s: want more than 0", d)
+		}
+		o.flush = d
+		return nil
+	}
+}
+
+// Runner is a started service's shared plumbing. Its exported fields are set by Start and
+// read-only afterwards.
+type Runner struct {
+	Name     string
+	Log      *slog.Logger
+	NC       *nats.Conn
+	JS       jetstream.JetStream
+	Topology topology.Options
+	Redis    *redis.Client         // nil without WithRedis
+	Crawl    *crawlid.Guard        // nil without WithRedis
+	Bodies   jetstream.ObjectStore // nil without WithBodies
+	Registry *prometheus.Registry
+	HTTP     *obs.Server
+
+	loops     []loop
+	closers   []func()
+	closeOnce sync.Once
+	flush     time.Duration
+}
+
+type loop struct {
+	name string
+	fn   func(context.Context) error
+}
+
+// Start connects and declares what every service needs, waiting for NATS and Redis until
+// ctx ends. name names the process to NATS (trawl-<name>) and prefixes its errors. On
+// error, what was opened is closed again.
+func Start(ctx context.Context, name string, c envconfig.Common, log *slog.Logger, opts ...Option) (_ *Runner, err error) {
+	o := options{flush: FlushTimeout}
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	r := &Runner{Name: name, Log: log, Topology: c.Topology(), Registry: obs.NewRegistry(), flush: o.flush}
+	defer func() {
+		if err != nil {
+			r.Close()
+			err = fmt.Errorf("%s: %w", name, err)
+		}
+	}()
+	if r.NC, r.JS, err = natsx.Connect(ctx, c.NATSURL, "trawl-"+name, log); err != nil {
+		return nil, err
+	}
+	if err = natsx.Ensure(ctx, r.JS, r.Topology, c.Timings(), log); err != nil {
+		return nil, err
+	}
+	if o.bodies {
+		if r.Bodies, err = r.JS.CreateOrUpdateObjectStore(ctx, topology.Bodies(r.Topology)); err != nil {
+			return nil, fmt.Errorf("object store %s: %w", topology.BodiesBucket, err)
+		}
+	}
+	checks := map[string]obs.Check{"nats": r.natsReady}
+	if o.redis {
+		if r.Redis, err = redisx.Connect(ctx, c.RedisURL, log); err != nil {
+			return nil, err
+		}
+		if r.Crawl, err = crawlid.Open(ctx, r.JS, r.Redis, c, log); err != nil {
+			return nil, err
+		}
+		if err = r.Crawl.Register(r.Registry); err != nil {
+			return nil, err
+		}
+		checks["redis"] = r.Crawl.Check
+	}
+	if r.HTTP, err = obs.NewServer(c.HTTPAddr, r.Registry, checks); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *Runner) natsReady(context.Context) error {
+	if !r.NC.IsConnected() {
+		return fmt.Errorf("nats: %s", r.NC.Status())
+	}
+	return nil
+}
+
+// Addr is the address /metrics, /healthz and /readyz are served on.
+func (r *Runner) Addr() string { return r.HTTP.Addr() }
+
+// Go registers a loop for Run. A loop runs until its context ends and then returns once
+// it has finished what it holds. A loop that returns while the service is running — with
+// an error or without — stops the others, and Run returns its error.
+func (r *Runner) Go(name string, fn func(ctx context.Context) error) {
+	r.loops = append(r.loops, loop{name, fn})
+}
+
+// OnClose registers fn to run on Close after every loop has returned and before NATS and
+// Redis are closed; the last registered runs first.
+func (r *Runner) OnClose(fn func()) { r.closers = append(r.closers, fn) }
+
+// Run runs the registered loops until ctx ends or one of them fails, shuts down in the
+// package's order and closes the runner. It returns the first loop's error.
+func (r *Runner) Run(ctx context.Context) error {
+	defer r.Close()
+	loopCtx, stopLoops := context.WithCancel(ctx)
+	defer stopLoops()
+	plumbCtx, stopPlumbing := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopPlumbing()
+
+	var (
+		once     sync.Once
+		firstErr error
+	)
+	fail := func(name string, err error) {
+		once.Do(func() {
+			firstErr = fmt.Errorf("%s: %s: %w", r.Name, name, err)
+			r.Log.Error("stopping", "loop", name, "err", err)
+		})
+		stopLoops()
+	}
+	run := func(wg *sync.WaitGroup, ctx context.Context, l loop) {
+		wg.Go(func() {
+			err := l.fn(ctx)
+			if loopCtx.Err() != nil {
+				// Shutting down: a loop's error now is what it met while finishing.
+				if err != nil && !errors.Is(err, context.Canceled) {
+					fail(l.name, err)
+				}
+				return
+			}
+			if err == nil {
+				err = errors.New("ended while the service was running")
+			}
+			fail(l.name, err)
+		})
+	}
+
+	var plumbing, loops sync.WaitGroup
+	run(&plumbing, plumbCtx, loop{"http", r.HTTP.Run})
+	if r.Crawl != nil {
+		run(&plumbing, plumbCtx, loop{"crawl watch", func(ctx context.Context) error { r.Crawl.Watch(ctx); return nil }})
+	}
+	for _, l := range r.loops {
+		run(&loops, loopCtx, l)
+	}
+	r.Log.Info(r.Name+" running", "http", r.Addr(), "loops", len(r.loops))
+	<-loopCtx.Done()
+	loops.Wait()
+	stopPlumbing()
+	plumbing.Wait()
+	r.Log.Info(r.Name + " stopped")
+	return firstErr
+}
+
+// Close runs the service's closers, flushes and closes NATS, then closes Redis. It is
+// safe to call more than once and on a Runner that was never Run.
+func (r *Runner) Close() {
+	r.closeOnce.Do(func() {
+		for _, fn := range slices.Backward(r.closers) {
+			fn()
+		}
+		if r.NC != nil {
+			// Acks and core publishes are buffered writes: without the flush a clean stop
+			// leaves the last batch to be redelivered, and a reconnect in progress loses them.
+			if err := r.NC.FlushTimeout(r.flush); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+				r.Log.Warn("nats flush on close", "err", err)
+			}
+			r.NC.Close()
+		}
+		if r.Redis != nil {
+			_ = r.Redis.Close()
+		}
+	})
+}
+
+// Service is a started service: Run runs it until ctx ends and releases everything it
+// holds before it returns.
+type Service interface {
+	Run(ctx context.Context) error
+}
+
+// Run is a service's whole life: start (Start and the service's own start-up) then Run.
+// It holds the exit rule: when ctx ends before start returns, the stop is clean and Run
+// returns nil, whatever start returned.
+func Run[S Service](ctx context.Context, log *slog.Logger, start func(context.Context) (S, error)) error {
+	s, err := start(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			log.Info("stopped before it was ready", "err", err)
+			return nil
+		}
+		return err
+	}
+	return s.Run(ctx)
+}

@@ -1,0 +1,71 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/trawl/trawl/shared/urlnorm"
+	"github.com/trawl/trawl/trawlctl/internal/conn"
+	"github.com/trawl/trawl/trawlctl/internal/inspect"
+)
+
+var explainCmd = &command{
+	name:    "explain",
+	args:    "URL",
+	summary: "what the crawl knows about a URL: seen, scope, robots, frontier, host",
+	detail: `
+Read-only. Seen: the dedup Bloom filter's bits for the URL. Scope: the URL-only rules
+(length, trap, TRAWL_INCLUDE/EXCLUDE); depth and host/domain scope depend on how the URL was
+reached. Robots: the fetchers' cached robots.txt entry for the origin. Frontier: the host's
+back queue, heap entry and lease, and the front queues (each searched up to -scan
+entries). Politeness: the host:<host> hash. The last fetch outcome cannot be looked up by
+URL in JetStream; the report says how to search for it.`,
+}
+
+func init() { explainCmd.run = runExplain }
+
+func runExplain(ctx context.Context, e *env, args []string) error {
+	fs := e.flags(explainCmd)
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	scanLimit := fs.Int("scan", 10000, "most entries of each queue searched for the URL")
+	fs.IntVar(&e.cfg.FrontQueues, "queues", e.cfg.FrontQueues, "front queues F (TRAWL_FRONT_QUEUES; 0 = probe all 64)")
+	e.connFlags(fs, false, true)
+	if err := e.parse(explainCmd, fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usagef("want one URL, got %d arguments", fs.NArg())
+	}
+	if *scanLimit <= 0 {
+		return usagef("-scan %d: want at least 1", *scanLimit)
+	}
+	if _, err := urlnorm.Normalize(fs.Arg(0)); err != nil {
+		return fmt.Errorf("invalid URL %q: %w", fs.Arg(0), err)
+	}
+	o := inspect.Options{
+		Prefix: e.cfg.RedisPrefix, Shards: e.cfg.Shards, FrontQueues: e.cfg.FrontQueues,
+		Agent: e.cfg.RobotsAgent, MaxDepth: e.cfg.MaxDepth, MaxURLLength: e.cfg.MaxURLLength,
+		ScanLimit: *scanLimit,
+	}
+	// Validate compiled them already; this cannot fail.
+	o.Include, o.Exclude, _ = e.cfg.Regexps()
+	rdb, err := conn.Redis(ctx, e.cfg.RedisURL)
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	now := time.Now()
+	o.Now = func() time.Time { return now }
+	r, err := inspect.Explain(ctx, rdb, o, fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(e.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r)
+	}
+	return inspect.WriteText(e.Stdout, r, now)
+}
