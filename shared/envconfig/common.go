@@ -18,6 +18,9 @@ type Conn struct {
 	Shards      int    // TRAWL_SHARDS: scheduler shards
 }
 
+// DefaultLeaseTTL is TRAWL_LEASE_TTL's default: how long a fetch task holds its host.
+const DefaultLeaseTTL = 2 * time.Minute
+
 // MaxTaskBatch bounds TRAWL_TASK_BATCH: a fetcher needs at least that many fetch slots.
 const MaxTaskBatch = 64
 
@@ -85,7 +88,7 @@ func LoadCommon(r *Reader, defaultHTTP string) Common {
 		HTTPAddr:    r.String("HTTP_ADDR", defaultHTTP),
 		LogLevel:    r.String("LOG_LEVEL", "info"),
 		LogFormat:   r.String("LOG_FORMAT", "text"),
-		LeaseTTL:    r.Duration("LEASE_TTL", 2*time.Minute),
+		LeaseTTL:    r.Duration("LEASE_TTL", DefaultLeaseTTL),
 		AckWait:     r.Duration("ACK_WAIT", 30*time.Second),
 		MaxDeliver:  r.Int("MAX_DELIVER", 20),
 		Replicas:    r.Int("STREAM_REPLICAS", 1),

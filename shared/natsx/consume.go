@@ -60,13 +60,9 @@ type ConsumeOptions struct {
 	// DrainTimeout bounds how long messages already pulled are still handled after ctx
 	// ends (default 10s); what is not handled by then is redelivered after AckWait.
 	DrainTimeout time.Duration
-	// Weight, for ConsumeEach, is how many of its Batch slots a message takes: the units of
-	// work it holds (the fetch tasks of a batch). MaxWeight (default 1) is the most any
-	// message may take: a pull is made only for as many messages as there are MaxWeight
-	// slots free, and what a message does not use is given back as it arrives, so the work
-	// in hand never passes Batch. A message weighing more counts as MaxWeight.
-	Weight    func(jetstream.Msg) int
-	MaxWeight int
+	// Weight, for ConsumeEach, is how many units of work (of its Batch slots) a message
+	// holds — the fetch tasks of a batch; nil means one. See ConsumeEach.
+	Weight func(jetstream.Msg) int
 	// OnTerm is called for every terminated message (metrics); the reason is "permanent".
 	OnTerm func(reason string)
 	Log    *slog.Logger
@@ -97,9 +93,7 @@ func (o *ConsumeOptions) defaults(batch int) {
 	if o.OnTerm == nil {
 		o.OnTerm = func(string) {}
 	}
-	if o.MaxWeight <= 0 {
-		o.MaxWeight = 1
-	}
+
 }
 
 // DefaultBackoff is 250ms doubling per delivery, capped at 30s.
@@ -227,18 +221,21 @@ func (h *holdOff) wait(ctx context.Context) bool {
 // Handler handles one message; see BatchHandler for the meaning of the result.
 type Handler func(ctx context.Context, msg jetstream.Msg) error
 
-// ConsumeEach runs handlers concurrently for up to o.Batch units of work (one per message,
-// or each message's Weight), pulling exactly as many messages as there is room for.
-// Nothing waits in a client-side buffer, which matters for fetch tasks: their lease
-// deadline runs from dispatch.
+// ConsumeEach runs up to o.Batch units of work concurrently, pulling as many messages as
+// there are idle slots. Nothing waits in a client-side buffer beyond that, which matters
+// for fetch tasks: their lease deadline runs from dispatch. A message is one unit, or
+// o.Weight of them (a batch of fetch tasks; at most Batch): the slots taken for a pull
+// serve its messages in turn, and a message that needs more waits in the loop, before it
+// is handed over, until running handlers free them. So the work in hand never passes
+// Batch, a free slot is used as soon as a message can start, and nothing waits for a slot
+// while holding one idle (which could leave every slot held by waiters).
 func ConsumeEach(ctx context.Context, cons jetstream.Consumer, o ConsumeOptions, h Handler) error {
 	o.defaults(16)
-	maxW := int64(min(o.MaxWeight, o.Batch))
 	weight := func(m jetstream.Msg) int64 {
 		if o.Weight == nil {
 			return 1
 		}
-		return min(max(int64(o.Weight(m)), 1), maxW)
+		return int64(min(max(o.Weight(m), 1), o.Batch))
 	}
 	slots := semaphore.NewWeighted(int64(o.Batch))
 	work, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
@@ -262,13 +259,12 @@ func ConsumeEach(ctx context.Context, cons jetstream.Consumer, o ConsumeOptions,
 		if err := waitGate(ctx, o); err != nil {
 			break
 		}
-		// Wait for room for one message of the greatest weight, then take all the room
-		// there is for more.
-		if err := slots.Acquire(ctx, maxW); err != nil {
+		// Wait for one idle slot, then take every idle one.
+		if err := slots.Acquire(ctx, 1); err != nil {
 			continue
 		}
 		n := 1
-		for int64(n+1)*maxW <= int64(o.Batch) && slots.TryAcquire(maxW) {
+		for n < o.Batch && slots.TryAcquire(1) {
 			n++
 		}
 		// The pull request expires after a second so that a quiet stream costs one request
@@ -277,18 +273,29 @@ func ConsumeEach(ctx context.Context, cons jetstream.Consumer, o ConsumeOptions,
 		mb, err := cons.Fetch(n, jetstream.FetchContext(fctx))
 		if err != nil {
 			fcancel()
-			slots.Release(int64(n) * maxW)
+			slots.Release(int64(n))
 			if ctx.Err() == nil {
 				o.Log.Warn("consume: fetch", "err", err)
 				ctxsleep.Sleep(ctx, 250*time.Millisecond)
 			}
 			continue
 		}
-		got := 0
+		// The n slots taken serve the messages in turn; a message that needs more than are
+		// left waits for them with none held idle, so it only waits for running handlers.
+		reserved := int64(n)
 		for m := range mb.Messages() {
-			got++
 			w := weight(m)
-			slots.Release(maxW - w)
+			take := min(w, reserved)
+			reserved -= take
+			if need := w - take; need > 0 {
+				if err := slots.Acquire(work, need); err != nil {
+					// The drain ran out on shutdown before the message could start; nothing
+					// of it was done, so it goes back at once.
+					slots.Release(take)
+					_ = m.Nak()
+					continue
+				}
+			}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -296,7 +303,7 @@ func ConsumeEach(ctx context.Context, cons jetstream.Consumer, o ConsumeOptions,
 				hold.record(settle(m, h(work, m), o))
 			}()
 		}
-		slots.Release(int64(n-got) * maxW)
+		slots.Release(reserved)
 		fcancel()
 		if err := mb.Error(); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, jetstream.ErrNoMessages) {
 			o.Log.Debug("consume: fetch batch", "err", err)

@@ -20,6 +20,7 @@ import (
 	"github.com/trawl/trawl/services/archiver/internal/service"
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/envconfig"
+	"github.com/trawl/trawl/shared/testwait"
 	"github.com/trawl/trawl/shared/topology"
 )
 
@@ -141,7 +142,7 @@ func (s *stack) putObject(name string, data []byte) *crawlmsg.BodyRef {
 // waitArchived waits until the archiver's consumer has acked every page published.
 func (s *stack) waitArchived() {
 	s.t.Helper()
-	eventually(s.t, "archiver to ack every page", func() (bool, string) {
+	testwait.EventuallyState(s.t, waitFor, "archiver to ack every page", func() (bool, string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		c, err := s.js.Consumer(ctx, topology.StreamPages, topology.ConsumerArchiver)
@@ -163,21 +164,6 @@ func (s *stack) waitArchived() {
 		return info.NumPending == 0 && info.NumAckPending == 0 && info.AckFloor.Stream >= sinfo.State.LastSeq,
 			fmt.Sprintf("pending %d, ack pending %d, ack floor %d of %d", info.NumPending, info.NumAckPending, info.AckFloor.Stream, sinfo.State.LastSeq)
 	})
-}
-
-func eventually(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(waitFor)
-	var last string
-	for time.Now().Before(deadline) {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		last = state
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("timed out waiting for %s; last state: %s", what, last)
 }
 
 // exchange builds a page as the fetcher publishes it: verbatim heads and, for a gzip body,

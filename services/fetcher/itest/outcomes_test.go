@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -103,6 +104,11 @@ func TestShutdownFlushesWaitingOutcomes(t *testing.T) {
 			html(pageHTML)(w, r)
 		},
 	})
+	// A failure below must not leave the slow handler blocked: the site's Close would wait
+	// for it forever.
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(unblock)
 	const linger = time.Second
 	in := st.start(st.config(map[string]string{"TRAWL_OUTCOME_LINGER": linger.String()}), "a")
 	st.warmRobots(s)
@@ -138,7 +144,7 @@ func TestShutdownFlushesWaitingOutcomes(t *testing.T) {
 	if took := time.Since(start); took >= linger*3/4 {
 		t.Errorf("the waiting outcomes were stored %s after the stop: they waited for their linger (%s)", took, linger)
 	}
-	close(release)
+	unblock()
 	in.stop(t)
 	if o := st.outcome(slow.Lease); o.Kind != crawlmsg.OutcomeFetched || o.Status != 200 {
 		t.Errorf("outcome %+v, want the slow fetch finished", o)

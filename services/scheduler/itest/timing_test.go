@@ -44,8 +44,7 @@ func (s *stack) runTimedFetcher(ctx context.Context, concurrency int, work time.
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	go func() {
 		// As the real fetcher: slots count tasks, and a batch's tasks run at once.
-		_ = natsx.ConsumeEach(ctx, cons, natsx.ConsumeOptions{Batch: concurrency, Log: quiet,
-			Weight: taskCount, MaxWeight: min(concurrency, 8)}, func(ctx context.Context, m jetstream.Msg) error {
+		_ = natsx.ConsumeEach(ctx, cons, natsx.ConsumeOptions{Batch: concurrency, Log: quiet, Weight: taskCount}, func(ctx context.Context, m jetstream.Msg) error {
 			tasks, err := crawlmsg.DecodeTasks(m.Data())
 			if err != nil {
 				return natsx.Permanent(err)

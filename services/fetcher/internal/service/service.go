@@ -149,11 +149,10 @@ func (s *Service) Run(ctx context.Context) error {
 		defer stopFlush()
 		s.work = startWorkers(s.cfg.Concurrency, s.handleTask)
 		defer s.work.stop()
-		// Slots count tasks: a message of a batch takes as many as it holds.
+		// Slots count tasks: a message takes one per task it holds.
 		return natsx.ConsumeEach(ctx, s.cons, natsx.ConsumeOptions{
 			Batch:        s.cfg.Concurrency,
 			Weight:       taskCount,
-			MaxWeight:    s.cfg.Common.TaskBatch,
 			MaxDeliver:   s.cfg.Common.MaxDeliver,
 			Gate:         s.gate,
 			DrainTimeout: s.taskBudget(),

@@ -12,23 +12,24 @@ import (
 	"golang.org/x/net/publicsuffix"
 
 	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/crawlscope"
 	"github.com/trawl/trawl/shared/urlnorm"
 )
 
 // Mode is the scope rule of TRAWL_SCOPE.
 type Mode string
 
+// The modes are crawlscope's values of TRAWL_SCOPE.
 const (
-	Any    Mode = "any"    // follow links anywhere
-	Host   Mode = "host"   // only to the linking page's host
-	Domain Mode = "domain" // only to the linking page's registered domain (eTLD+1)
+	Any    Mode = crawlscope.Any    // follow links anywhere
+	Host   Mode = crawlscope.Host   // only to the linking page's host
+	Domain Mode = crawlscope.Domain // only to the linking page's registered domain (eTLD+1)
 )
 
-// ParseMode reads a TRAWL_SCOPE value.
+// ParseMode reads a TRAWL_SCOPE value by crawlscope's rule.
 func ParseMode(s string) (Mode, error) {
-	switch m := Mode(strings.ToLower(strings.TrimSpace(s))); m {
-	case Any, Host, Domain:
-		return m, nil
+	if m := (crawlscope.Settings{Scope: s}).Mode(); m != "" {
+		return Mode(m), nil
 	}
 	return "", fmt.Errorf("scope: unknown mode %q (want any, host or domain)", s)
 }

@@ -19,6 +19,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/envconfig"
+	"github.com/trawl/trawl/shared/frontierconf"
 	"github.com/trawl/trawl/shared/frontierkeys"
 	"github.com/trawl/trawl/shared/politeness"
 	"github.com/trawl/trawl/shared/redisx"
@@ -42,50 +44,31 @@ func load(name string) *redis.Script {
 }
 
 // Options configure one shard's frontier. Start from DefaultOptions: zero is meaningful
-// for several fields (MinDelay 0 = no politeness floor, MaxRetries 0 = no retry).
+// for several fields (MinDelay 0 = no politeness floor, MaxRetries 0 = no retry). The
+// settings are frontierconf's and politeness's, validated where they are read; the
+// frontier takes them as given.
 type Options struct {
 	Shard int
 	// KeyPrefix is the deployment prefix of every key (TRAWL_REDIS_PREFIX, default "trawl").
 	KeyPrefix string
-	// FrontQueues is F, the number of priorities; queue 0 is the highest.
-	FrontQueues int
-	// BackQueues is B, the most hosts holding a back queue at once.
-	BackQueues int
-	// Bias weighs front queue i by Bias^i when the router picks one (0 < Bias ≤ 1).
-	Bias float64
+	// Settings: F front queues (queue 0 the highest), B back queues, the router's bias
+	// (queue i weighs bias^i), retries, depth, budgets (0 = unlimited), retirement, host
+	// state lifetime, backlink hosts.
+	frontierconf.Settings
 	// Rules space the requests to a host (the gap) and back off its errors; the scripts
 	// apply them with the politeness module.
 	politeness.Rules
-	// MaxRetries is how many times a URL is retried after a retryable failure.
-	MaxRetries int
 	// LeaseTTL is how long a dispatched task holds its host.
 	LeaseTTL time.Duration
-	// MaxDepth: URLs deeper than this are accepted as out of scope.
-	MaxDepth int
-	// MaxPagesPerHost and MaxPages are page budgets (0 = unlimited); URLs beyond them end
-	// as over budget.
-	MaxPagesPerHost int64
-	MaxPages        int64
 	// RouteLimit bounds the front-queue entries one script moves, and so its run time.
 	RouteLimit int
 	// ReapLimit bounds the leases one Reap call returns.
 	ReapLimit int
-	// RetireAfter retires a host after this many consecutive failed requests (errors,
-	// timeouts, 5xx, robots.txt unavailable): its URLs end as failed. 0 = never.
-	RetireAfter int
-	// HostStateTTL is how long a host's state (host:<host>) is kept after its next fetch
-	// time once it holds no back queue. 0 = kept forever.
-	HostStateTTL time.Duration
 	// TopHosts bounds the status page's views of the busiest and the slowest hosts (keys
 	// busiest and slowest); RecentErrors bounds its log of failed and retried outcomes
 	// (key errors).
 	TopHosts     int
 	RecentErrors int
-	// BacklinkHosts bounds the hosts whose backlinks are counted (key backlinks). Past it
-	// the host with the fewest is forgotten and the new one takes over its count plus one
-	// (Space-Saving: counts are upper bounds, exact for hosts linked more often than the
-	// forgotten ones).
-	BacklinkHosts int
 	// Clock, when set, replaces the Redis server's clock in every script. Only tests that
 	// drive time step by step set it; a scheduler uses the one clock its processes share.
 	Clock func() time.Time
@@ -94,22 +77,15 @@ type Options struct {
 // DefaultOptions returns the documented defaults for shard.
 func DefaultOptions(shard int) Options {
 	return Options{
-		Shard:         shard,
-		KeyPrefix:     "trawl",
-		FrontQueues:   8,
-		BackQueues:    1024,
-		Bias:          0.5,
-		Rules:         politeness.Defaults,
-		MaxRetries:    3,
-		LeaseTTL:      2 * time.Minute,
-		MaxDepth:      20,
-		RouteLimit:    4096,
-		ReapLimit:     1000,
-		RetireAfter:   8,
-		HostStateTTL:  7 * 24 * time.Hour,
-		TopHosts:      1000,
-		RecentErrors:  100,
-		BacklinkHosts: 100_000,
+		Shard:        shard,
+		KeyPrefix:    "trawl",
+		Settings:     frontierconf.Defaults,
+		Rules:        politeness.Defaults,
+		LeaseTTL:     envconfig.DefaultLeaseTTL,
+		RouteLimit:   4096,
+		ReapLimit:    1000,
+		TopHosts:     1000,
+		RecentErrors: 100,
 	}
 }
 
@@ -165,28 +141,10 @@ const (
 	argStart  = 23
 )
 
-// New returns the frontier of o.Shard. Out-of-range options are clamped to sane values;
-// validation with messages belongs to the configuration.
+// New returns the frontier of o.Shard. The bounds that are not settings (RouteLimit,
+// ReapLimit, TopHosts, RecentErrors) take their defaults when zero.
 func New(rdb redis.UniversalClient, o Options, p Prioritizer) *Frontier {
 	def := DefaultOptions(o.Shard)
-	if o.FrontQueues <= 0 {
-		o.FrontQueues = def.FrontQueues
-	}
-	if o.BackQueues <= 0 {
-		o.BackQueues = def.BackQueues
-	}
-	if o.Bias <= 0 || o.Bias > 1 {
-		o.Bias = def.Bias
-	}
-	if o.LeaseTTL <= 0 {
-		o.LeaseTTL = def.LeaseTTL
-	}
-	if o.RetryBackoff <= 0 {
-		o.RetryBackoff = def.RetryBackoff
-	}
-	if o.MaxBackoff <= 0 {
-		o.MaxBackoff = def.MaxBackoff
-	}
 	if o.RouteLimit <= 0 {
 		o.RouteLimit = def.RouteLimit
 	}
@@ -199,18 +157,6 @@ func New(rdb redis.UniversalClient, o Options, p Prioritizer) *Frontier {
 	if o.RecentErrors <= 0 {
 		o.RecentErrors = def.RecentErrors
 	}
-	if o.BacklinkHosts <= 0 {
-		o.BacklinkHosts = def.BacklinkHosts
-	}
-	o.MinDelay = max(o.MinDelay, 0)
-	o.MaxCrawlDelay = max(o.MaxCrawlDelay, 0)
-	o.DelayFactor = max(o.DelayFactor, 0)
-	o.MaxRetries = max(o.MaxRetries, 0)
-	o.MaxDepth = max(o.MaxDepth, 0)
-	o.MaxPagesPerHost = max(o.MaxPagesPerHost, 0)
-	o.MaxPages = max(o.MaxPages, 0)
-	o.RetireAfter = max(o.RetireAfter, 0)
-	o.HostStateTTL = max(o.HostStateTTL, 0)
 
 	k := frontierkeys.ForShard(o.KeyPrefix, o.Shard)
 	keys := []string{k.Stats(), k.Heap(), k.Hosts(), k.Inflight(),
@@ -223,7 +169,7 @@ func New(rdb redis.UniversalClient, o Options, p Prioritizer) *Frontier {
 	conf := []any{
 		strconv.Itoa(o.FrontQueues),
 		strconv.Itoa(o.BackQueues),
-		strconv.FormatFloat(o.Bias, 'g', -1, 64),
+		strconv.FormatFloat(o.PriorityBias, 'g', -1, 64),
 		ms(o.MinDelay),
 		strconv.FormatFloat(o.DelayFactor, 'g', -1, 64),
 		ms(o.MaxCrawlDelay),

@@ -4,9 +4,11 @@ import (
 	"errors"
 	"math"
 	"testing"
-	"time"
 
 	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/envconfig"
+	"github.com/trawl/trawl/shared/frontierconf"
+	"github.com/trawl/trawl/shared/politeness"
 	"github.com/trawl/trawl/shared/urlnorm"
 )
 
@@ -193,22 +195,25 @@ func TestSourceHost(t *testing.T) {
 	}
 }
 
-// New builds KEYS and ARGV to match lua/common.lua for any F, and clamps new options.
-func TestNewLayoutAndClamps(t *testing.T) {
+// New builds KEYS and ARGV to match lua/common.lua for any F. The settings are taken as
+// given (they are validated where they are read, once); only the bounds that are not
+// settings take their defaults when zero; and the defaults are the settings' own.
+func TestNewLayoutAndDefaults(t *testing.T) {
 	for _, fq := range []int{1, 8, 64} {
 		o := DefaultOptions(0)
 		o.FrontQueues = fq
-		o.RetireAfter = -1
-		o.HostStateTTL = -time.Hour
+		o.RetireAfter = 0
+		o.RouteLimit, o.TopHosts = 0, 0
 		f := New(nil, o, nil) // panics if the layout is out of step
 		if len(f.keys) != fixedKeys+fq || len(f.args(0)) != argStart-1 {
 			t.Fatalf("F=%d: %d keys, %d common args", fq, len(f.keys), len(f.args(0)))
 		}
-		if got := f.Options(); got.RetireAfter != 0 || got.HostStateTTL != 0 {
-			t.Fatalf("negative options not clamped: %+v", got)
+		got := f.Options()
+		if got.RetireAfter != 0 || got.RouteLimit != DefaultOptions(0).RouteLimit || got.TopHosts != DefaultOptions(0).TopHosts {
+			t.Fatalf("options %+v: want RetireAfter 0 as given and the internal bounds defaulted", got)
 		}
 	}
-	if d := DefaultOptions(0); d.RetireAfter != 8 || d.HostStateTTL != 7*24*time.Hour {
-		t.Fatalf("defaults %+v", d)
+	if d := DefaultOptions(0); d.Settings != frontierconf.Defaults || d.Rules != politeness.Defaults || d.LeaseTTL != envconfig.DefaultLeaseTTL {
+		t.Fatalf("defaults %+v differ from the settings' own", d)
 	}
 }

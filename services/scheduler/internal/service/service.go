@@ -184,22 +184,9 @@ func newShard(ctx context.Context, cfg config.Config, id int, js jetstream.JetSt
 func FrontierOptions(cfg config.Config, shard int) frontier.Options {
 	o := frontier.DefaultOptions(shard)
 	o.KeyPrefix = cfg.RedisPrefix
-	o.FrontQueues = cfg.FrontQueues
-	o.BackQueues = cfg.BackQueues
-	o.Bias = cfg.PriorityBias
-	o.MinDelay = cfg.MinDelay
-	o.DelayFactor = cfg.DelayFactor
-	o.MaxCrawlDelay = cfg.MaxCrawlDelay
-	o.MaxBackoff = cfg.MaxBackoff
-	o.RetryBackoff = cfg.RetryBackoff
-	o.MaxRetries = cfg.MaxRetries
+	o.Settings = cfg.Settings
+	o.Rules = cfg.Rules
 	o.LeaseTTL = cfg.LeaseTTL
-	o.MaxDepth = cfg.MaxDepth
-	o.MaxPagesPerHost = cfg.MaxPagesPerHost
-	o.MaxPages = cfg.MaxPages
-	o.RetireAfter = cfg.RetireAfter
-	o.HostStateTTL = cfg.HostStateTTL
-	o.BacklinkHosts = cfg.BacklinkHosts
 	return o
 }
 

@@ -46,7 +46,7 @@ func TestFrontierOptionsCarryEverySetting(t *testing.T) {
 		{"LeaseTTL", o.LeaseTTL, 45 * time.Second},
 		{"FrontQueues", o.FrontQueues, 3},
 		{"BackQueues", o.BackQueues, 77},
-		{"Bias", o.Bias, 0.3},
+		{"PriorityBias", o.PriorityBias, 0.3},
 		{"MinDelay", o.MinDelay, 2 * time.Second},
 		{"DelayFactor", o.DelayFactor, 7.0},
 		{"MaxCrawlDelay", o.MaxCrawlDelay, 11 * time.Second},
