@@ -10,11 +10,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -317,13 +319,43 @@ func (s *Stack) newProc(name string, i int, env map[string]string) (*Proc, error
 	return p, nil
 }
 
+// freeAddr picks a free loopback port for a service's HTTP listener, which binds it only
+// later, once connected to NATS and Redis. A port from the kernel's ephemeral range (what
+// listening on :0 gives) may meanwhile become the local port of an outgoing connection —
+// the service's own, to NATS or Redis — and the bind then fails; so the port is picked
+// below that range when the range is known.
 func freeAddr() (string, error) {
+	if lo, ok := ephemeralLow(); ok && lo > 11000 {
+		for range 64 {
+			port := 10000 + rand.IntN(lo-10000)
+			ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+			if err == nil {
+				addr := ln.Addr().String()
+				ln.Close()
+				return addr, nil
+			}
+		}
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", fmt.Errorf("stack: free port: %w", err)
 	}
 	defer ln.Close()
 	return ln.Addr().String(), nil
+}
+
+// ephemeralLow is the first port of the kernel's ephemeral range (Linux).
+func ephemeralLow() (int, bool) {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0, false
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0, false
+	}
+	n, err := strconv.Atoi(f[0])
+	return n, err == nil
 }
 
 // WaitReady waits until p answers /readyz, or fails with the tail of its log if it exits.
