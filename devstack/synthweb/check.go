@@ -8,14 +8,23 @@ import (
 	"time"
 )
 
-// Violation is a pair of requests to one host that breaks a rule.
+// Violation is a pair of requests to one host, or to one server address, that breaks a
+// rule.
 type Violation struct {
-	Host   string
+	Host   string  // the host; "" for a violation per address
+	Addr   string  // the address, for a violation per address (OverlapsByAddr, GapsByAddr)
 	A, B   Request // A started first
 	Reason string
 }
 
 func (v Violation) String() string {
+	if v.Host == "" {
+		return fmt.Sprintf("address %s: %s%s [%s .. %s] and %s%s [%s .. %s]: %s",
+			v.Addr,
+			v.A.Host, v.A.Path, v.A.Start.Format(stampMicro), v.A.End.Format(stampMicro),
+			v.B.Host, v.B.Path, v.B.Start.Format(stampMicro), v.B.End.Format(stampMicro),
+			v.Reason)
+	}
 	return fmt.Sprintf("host %s: %s [%s .. %s] and %s [%s .. %s]: %s",
 		v.Host,
 		v.A.Path, v.A.Start.Format(stampMicro), v.A.End.Format(stampMicro),
@@ -25,11 +34,14 @@ func (v Violation) String() string {
 
 const stampMicro = "15:04:05.000000"
 
-// byHost groups requests per host, each group ordered by Start.
-func byHost(reqs []Request) (map[string][]Request, []string) {
+func hostKey(r Request) string { return r.Host }
+func addrKey(r Request) string { return r.Addr }
+
+// group groups requests by key, each group ordered by Start.
+func group(reqs []Request, key func(Request) string) (map[string][]Request, []string) {
 	groups := make(map[string][]Request)
 	for _, r := range reqs {
-		groups[r.Host] = append(groups[r.Host], r)
+		groups[key(r)] = append(groups[key(r)], r)
 	}
 	hosts := make([]string, 0, len(groups))
 	for h, g := range groups {
@@ -45,8 +57,18 @@ func byHost(reqs []Request) (map[string][]Request, []string) {
 // Overlaps returns pairs of requests to the same host whose [Start,End]
 // intervals overlap, i.e. the crawler had two requests to one host in
 // flight at once.
-func Overlaps(reqs []Request) []Violation {
-	groups, hosts := byHost(reqs)
+func Overlaps(reqs []Request) []Violation { return overlaps(reqs, false) }
+
+// OverlapsByAddr returns pairs of requests to the same server address, whatever their
+// hosts, whose [Start,End] intervals overlap: two requests in flight to one server.
+func OverlapsByAddr(reqs []Request) []Violation { return overlaps(reqs, true) }
+
+func overlaps(reqs []Request, perAddr bool) []Violation {
+	key := hostKey
+	if perAddr {
+		key = addrKey
+	}
+	groups, hosts := group(reqs, key)
 	var out []Violation
 	for _, h := range hosts {
 		g := groups[h]
@@ -57,8 +79,8 @@ func Overlaps(reqs []Request) []Violation {
 				if b.Start.After(a.End) {
 					break
 				}
-				out = append(out, Violation{Host: h, A: a, B: b,
-					Reason: fmt.Sprintf("overlap: second started %s before the first ended", a.End.Sub(b.Start))})
+				out = append(out, violation(h, perAddr, a, b,
+					fmt.Sprintf("overlap: second started %s before the first ended", a.End.Sub(b.Start))))
 			}
 		}
 	}
@@ -69,23 +91,51 @@ func Overlaps(reqs []Request) []Violation {
 // where next.Start - prev.End is below minGap(host). Overlapping requests
 // have a negative gap and are reported too. A nil minGap means zero.
 func Gaps(reqs []Request, minGap func(host string) time.Duration) []Violation {
-	groups, hosts := byHost(reqs)
-	var out []Violation
-	for _, h := range hosts {
-		var want time.Duration
-		if minGap != nil {
-			want = minGap(h)
+	return gaps(reqs, false, func(_, b Request) time.Duration {
+		if minGap == nil {
+			return 0
 		}
-		g := groups[h]
+		return minGap(b.Host)
+	})
+}
+
+// GapsByAddr returns consecutive requests to the same server address, whatever their
+// hosts, where next.Start - prev.End is below minGap(prev, next): the gap a request owes
+// to the one before it on that server (per-server politeness: the rule of the host
+// requested, next.Host). A nil minGap means zero.
+func GapsByAddr(reqs []Request, minGap func(prev, next Request) time.Duration) []Violation {
+	return gaps(reqs, true, func(a, b Request) time.Duration {
+		if minGap == nil {
+			return 0
+		}
+		return minGap(a, b)
+	})
+}
+
+func gaps(reqs []Request, perAddr bool, want func(a, b Request) time.Duration) []Violation {
+	key := hostKey
+	if perAddr {
+		key = addrKey
+	}
+	groups, keys := group(reqs, key)
+	var out []Violation
+	for _, k := range keys {
+		g := groups[k]
 		for i := 1; i < len(g); i++ {
 			a, b := g[i-1], g[i]
-			if gap := b.Start.Sub(a.End); gap < want {
-				out = append(out, Violation{Host: h, A: a, B: b,
-					Reason: fmt.Sprintf("gap %s < %s", gap, want)})
+			if w, gap := want(a, b), b.Start.Sub(a.End); gap < w {
+				out = append(out, violation(k, perAddr, a, b, fmt.Sprintf("gap %s < %s", gap, w)))
 			}
 		}
 	}
 	return out
+}
+
+func violation(key string, perAddr bool, a, b Request, reason string) Violation {
+	if perAddr {
+		return Violation{Addr: key, A: a, B: b, Reason: reason}
+	}
+	return Violation{Host: key, A: a, B: b, Reason: reason}
 }
 
 // CountByURL counts requests per full URL, origin(host) + path. A nil

@@ -107,8 +107,13 @@ type Config struct {
 	CrawlDelay   time.Duration // Crawl-delay advertised by the crawl-delay host (default 1s; may be fractional)
 	SlowDelay    time.Duration // per-response delay of the slow host (default 300ms; negative = none)
 	BaseIP       string        // first address (default "127.0.1.1"); hosts take consecutive addresses
-	Port         int           // 0 = pick a port free on all addresses
-	Special      bool          // include the special hosts (true in DefaultConfig)
+	// VirtualHosts of the ordinary hosts (the first ones) are name-based virtual hosts
+	// on one address, BaseIP: vhost1.synth.test, vhost2.synth.test, …, told apart by the
+	// Host header, as many sites on one server are. The crawler resolves their names
+	// through Web.Resolve (TRAWL_RESOLVE). The other hosts take the addresses after it.
+	VirtualHosts int
+	Port         int  // 0 = pick a port free on all addresses
+	Special      bool // include the special hosts (true in DefaultConfig)
 
 	// The crawler's URL rules that decide which URLs exist for it, so that Expected
 	// describes the crawl of a crawler configured this way. The zero values are the
@@ -142,8 +147,8 @@ func DefaultConfig() Config {
 
 func (c Config) withDefaults() (Config, error) {
 	d := DefaultConfig()
-	if c.Hosts < 0 || c.PagesPerHost < 0 || c.LinksPerPage < 0 || c.CrawlDelay < 0 || c.Port < 0 || c.MaxURLLength < 0 {
-		return c, errors.New("synthweb: negative Hosts, PagesPerHost, LinksPerPage, CrawlDelay, Port or MaxURLLength")
+	if c.Hosts < 0 || c.PagesPerHost < 0 || c.LinksPerPage < 0 || c.CrawlDelay < 0 || c.Port < 0 || c.MaxURLLength < 0 || c.VirtualHosts < 0 {
+		return c, errors.New("synthweb: negative Hosts, PagesPerHost, LinksPerPage, CrawlDelay, Port, MaxURLLength or VirtualHosts")
 	}
 	if c.Port > 65535 {
 		return c, fmt.Errorf("synthweb: port %d out of range", c.Port)
@@ -172,7 +177,39 @@ func (c Config) withDefaults() (Config, error) {
 	if c.MaxURLLength == 0 {
 		c.MaxURLLength = d.MaxURLLength
 	}
+	if c.VirtualHosts > c.Hosts {
+		return c, fmt.Errorf("synthweb: %d virtual hosts of %d ordinary hosts", c.VirtualHosts, c.Hosts)
+	}
 	return c, nil
+}
+
+// virtualName is the name of the i-th (from 0) virtual host.
+func virtualName(i int) string { return fmt.Sprintf("vhost%d.synth.test", i+1) }
+
+// hostIPs returns each host's address: the virtual hosts share the first of addrs, every
+// other host has one of its own. addrs are the distinct addresses to listen on.
+func hostIPs(cfg Config) (ips, addrs []string, err error) {
+	n := numHosts(cfg)
+	distinct := n
+	if cfg.VirtualHosts > 0 {
+		distinct = n - cfg.VirtualHosts + 1
+	}
+	addrs, err = hostAddrs(cfg.BaseIP, distinct)
+	if err != nil {
+		return nil, nil, err
+	}
+	ips = make([]string, n)
+	for i := range ips {
+		switch {
+		case i < cfg.VirtualHosts:
+			ips[i] = addrs[0]
+		case cfg.VirtualHosts > 0:
+			ips[i] = addrs[i-cfg.VirtualHosts+1]
+		default:
+			ips[i] = addrs[i]
+		}
+	}
+	return ips, addrs, nil
 }
 
 // hostAddrs returns n consecutive loopback addresses starting at base.
@@ -201,8 +238,11 @@ func hostAddrs(base string, n int) ([]string, error) {
 
 // HostInfo describes one host of the web.
 type HostInfo struct {
-	Addr       string        // IP only, e.g. "127.0.1.3"
-	Origin     string        // "http://127.0.1.3:PORT"
+	// Name is the host as its URLs name it: its address ("127.0.1.3"), or a virtual
+	// host's name ("vhost1.synth.test").
+	Name       string
+	Addr       string        // the address it is served on (IP only), shared by the virtual hosts
+	Origin     string        // "http://<Name>:PORT"
 	Kind       HostKind      //
 	CrawlDelay time.Duration // advertised Crawl-delay; 0 when none
 }

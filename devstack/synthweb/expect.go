@@ -155,7 +155,7 @@ func (m *model) expected(maxDepth int, walk *[]Discovery) Expectation {
 	// The robots-503 host is off limits entirely; list its pages so tests
 	// can name them, even those no link reaches at this depth.
 	if h, ok := m.special[KindRobots503]; ok {
-		exp.ForbiddenHosts[m.hosts[h].Addr] = true
+		exp.ForbiddenHosts[m.hosts[h].Name] = true
 		exp.Forbidden[m.url(h, "/")] = true
 		for n := 0; n < 5; n++ {
 			exp.Forbidden[m.url(h, "/p/"+strconv.Itoa(n))] = true

@@ -34,15 +34,20 @@ type model struct {
 // span is a run of page numbers [start, start+size).
 type span struct{ start, size int }
 
-func newModel(cfg Config, addrs []string, port int) *model {
+// newModel describes the web whose hosts are served on ips (one per host, see hostIPs).
+func newModel(cfg Config, ips []string, port int) *model {
 	m := &model{cfg: cfg, port: port, index: make(map[string]int), special: make(map[HostKind]int)}
-	for i, a := range addrs {
+	for i, a := range ips {
 		kind := KindOrdinary
 		if i >= cfg.Hosts {
 			kind = specialKinds[i-cfg.Hosts]
 			m.special[kind] = i
 		}
-		h := HostInfo{Addr: a, Origin: originOf(a, port), Kind: kind}
+		name := a
+		if i < cfg.VirtualHosts {
+			name = virtualName(i)
+		}
+		h := HostInfo{Name: name, Addr: a, Origin: originOf(name, port), Kind: kind}
 		if kind == KindCrawlDelay {
 			h.CrawlDelay = cfg.CrawlDelay
 		}
@@ -252,7 +257,7 @@ func (m *model) ordinary(h int, path string) resource {
 				status: http.StatusOK, contentType: textType,
 				body: fmt.Sprintf("Plain text file %d of %s.\n"+
 					"Nothing in here is a link; a crawler that parses it as HTML would follow\n"+
-					"<a href=\"/unlinked/%d\">this bait</a> or %s\n", n, m.hosts[h].Addr, n, bait),
+					"<a href=\"/unlinked/%d\">this bait</a> or %s\n", n, m.hosts[h].Name, n, bait),
 				bait: []string{bait},
 			}
 		}
@@ -278,7 +283,7 @@ func (m *model) leaf(h int, path string) resource {
 	g.add(h, "/", "home")
 	return resource{
 		status: http.StatusOK, contentType: htmlType,
-		title: m.hosts[h].Addr + " " + path, links: g.links, textSeed: rng.Uint64(),
+		title: m.hosts[h].Name + " " + path, links: g.links, textSeed: rng.Uint64(),
 	}
 }
 
@@ -307,7 +312,7 @@ func (m *model) ordinaryHome(h int) resource {
 	g.raw("#top", "top", "", "")
 	return resource{
 		status: http.StatusOK, contentType: htmlType,
-		title: m.hosts[h].Addr + " home", links: g.links, textSeed: rng.Uint64(),
+		title: m.hosts[h].Name + " home", links: g.links, textSeed: rng.Uint64(),
 	}
 }
 
@@ -315,7 +320,7 @@ func (m *model) ordinaryPage(h, n int) resource {
 	rng := m.pageRand(h, uint64(n))
 	lvl, pos := m.level(n)
 	self := pagePath(n)
-	res := resource{status: http.StatusOK, contentType: htmlType, title: fmt.Sprintf("%s page %d", m.hosts[h].Addr, n)}
+	res := resource{status: http.StatusOK, contentType: htmlType, title: fmt.Sprintf("%s page %d", m.hosts[h].Name, n)}
 
 	g := newGen(m, h, self, rng)
 	// A <base> one directory down changes how every relative link resolves;
@@ -407,7 +412,7 @@ func (m *model) smallSite(h int, path string, pages int) resource {
 			g.add(h, pagePath(i), fmt.Sprintf("page %d", i))
 		}
 		return resource{status: http.StatusOK, contentType: htmlType,
-			title: m.hosts[h].Addr + " " + m.hosts[h].Kind.String() + " home", links: g.links, textSeed: rng.Uint64()}
+			title: m.hosts[h].Name + " " + m.hosts[h].Kind.String() + " home", links: g.links, textSeed: rng.Uint64()}
 	}
 	if rest, ok := strings.CutPrefix(path, "/p/"); ok {
 		if n, ok := parseNum(rest); ok && n < pages {
@@ -444,7 +449,7 @@ func (m *model) rulesHost(h int, path, query string) resource {
 		}
 		g.add(0, "/", "elsewhere")
 		return resource{status: http.StatusOK, contentType: htmlType,
-			title: m.hosts[h].Addr + " robots rules home", links: g.links, textSeed: rng.Uint64()}
+			title: m.hosts[h].Name + " robots rules home", links: g.links, textSeed: rng.Uint64()}
 	}
 	if strings.HasSuffix(path, ".pdf") || strings.HasSuffix(path, ".PDF") {
 		if path != "/doc.pdf" && path != "/report.PDF" {
@@ -482,7 +487,7 @@ func (m *model) redirectHost(h int, path string) resource {
 			g.add(h, "/to-private", "/to-private")
 		}
 		return resource{status: http.StatusOK, contentType: htmlType,
-			title: m.hosts[h].Addr + " redirect home", links: g.links, textSeed: rng.Uint64()}
+			title: m.hosts[h].Name + " redirect home", links: g.links, textSeed: rng.Uint64()}
 	// Location spellings vary: root-relative, absolute and dot-relative must
 	// all be resolved against the redirecting URL.
 	case "/old/0":
@@ -523,7 +528,7 @@ func (m *model) errorsHost(h int, path string) resource {
 			g.add(h, p, p)
 		}
 		return resource{status: http.StatusOK, contentType: htmlType,
-			title: m.hosts[h].Addr + " errors home", links: g.links, textSeed: rng.Uint64()}
+			title: m.hosts[h].Name + " errors home", links: g.links, textSeed: rng.Uint64()}
 	case "/p/0", "/p/1":
 		return m.leaf(h, path)
 	case "/gone":
@@ -544,7 +549,7 @@ func (m *model) trapHost(h int, path string) resource {
 		g.add(h, loopPrefix, "loop")
 		g.add(h, growPrefix, "grow")
 		return resource{status: http.StatusOK, contentType: htmlType,
-			title: m.hosts[h].Addr + " trap home", links: g.links, textSeed: rng.Uint64()}
+			title: m.hosts[h].Name + " trap home", links: g.links, textSeed: rng.Uint64()}
 	}
 	if strings.HasPrefix(path, loopPrefix) {
 		return m.loopPage(h, path)
@@ -573,5 +578,5 @@ func (m *model) trapHost(h int, path string) resource {
 	}
 	g.add(h, "/", "home")
 	return resource{status: http.StatusOK, contentType: htmlType,
-		title: fmt.Sprintf("%s calendar %04d-%02d", m.hosts[h].Addr, year, month), links: g.links, textSeed: rng.Uint64()}
+		title: fmt.Sprintf("%s calendar %04d-%02d", m.hosts[h].Name, year, month), links: g.links, textSeed: rng.Uint64()}
 }

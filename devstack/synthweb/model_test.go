@@ -21,11 +21,11 @@ func testModel(t testing.TB, cfg Config) *model {
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
-	addrs, err := hostAddrs(cfg.BaseIP, numHosts(cfg))
+	ips, _, err := hostIPs(cfg)
 	if err != nil {
 		t.Fatalf("addrs: %v", err)
 	}
-	return newModel(cfg, addrs, 8080)
+	return newModel(cfg, ips, 8080)
 }
 
 // allResources visits every URL Expected walks at the given depth, plus the

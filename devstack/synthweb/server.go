@@ -17,7 +17,8 @@ import (
 
 // Request is one logged request, as the server saw it.
 type Request struct {
-	Host   string    // IP only, no port
+	Host   string    // the host (HostInfo.Name), no port
+	Addr   string    // the address the request arrived on (IP only)
 	Path   string    // path+query as requested
 	Start  time.Time // when the handler was entered
 	End    time.Time // when the response was written bar its last byte, so always before the client had all of it
@@ -44,7 +45,7 @@ func Start(ctx context.Context, cfg Config) (*Web, error) {
 	if err != nil {
 		return nil, err
 	}
-	addrs, err := hostAddrs(cfg.BaseIP, numHosts(cfg))
+	ips, addrs, err := hostIPs(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -52,7 +53,7 @@ func Start(ctx context.Context, cfg Config) (*Web, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &Web{m: newModel(cfg, addrs, port)}
+	w := &Web{m: newModel(cfg, ips, port)}
 	w.idle = sync.NewCond(&w.mu)
 	w.srv = &http.Server{
 		Handler:           http.HandlerFunc(w.handle),
@@ -128,12 +129,40 @@ func (w *Web) Close() error {
 // Port is the port shared by all hosts.
 func (w *Web) Port() int { return w.m.port }
 
-// Origin returns "http://host:port" for an IP of this web; it fits
-// CountByURL's origin parameter.
+// Origin returns "http://host:port" for a host of this web (its HostInfo.Name); it
+// fits CountByURL's origin parameter.
 func (w *Web) Origin(host string) string { return originOf(host, w.m.port) }
 
 // Hosts lists the hosts: ordinary ones first, then the special ones.
 func (w *Web) Hosts() []HostInfo { return slices.Clone(w.m.hosts) }
+
+// Resolve lists "name=address" for every virtual host, as TRAWL_RESOLVE takes them; nil
+// without virtual hosts.
+func (w *Web) Resolve() []string { return w.m.resolve() }
+
+func (m *model) resolve() []string {
+	var out []string
+	for _, h := range m.hosts {
+		if h.Name != h.Addr {
+			out = append(out, h.Name+"="+h.Addr)
+		}
+	}
+	return out
+}
+
+// Resolve is Web.Resolve for the web cfg describes, known before it starts (a crawler's
+// settings are given before the web is up).
+func (c Config) Resolve() ([]string, error) {
+	c, err := c.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	ips, _, err := hostIPs(c)
+	if err != nil {
+		return nil, err
+	}
+	return newModel(c, ips, 0).resolve(), nil
+}
 
 // Seeds returns the home page of every host, ordinary and special.
 func (w *Web) Seeds() []string { return w.m.seedURLs() }
@@ -160,7 +189,8 @@ func (w *Web) handle(rw http.ResponseWriter, r *http.Request) {
 	w.active++
 	w.mu.Unlock()
 
-	host := hostOf(r)
+	addr := localIP(r)
+	host := w.hostOf(r, addr)
 	status, body := w.serve(rw, r, host)
 	if r.Method == http.MethodHead {
 		body = nil
@@ -179,7 +209,7 @@ func (w *Web) handle(rw http.ResponseWriter, r *http.Request) {
 		written += n
 	}
 
-	req := Request{Host: host, Path: r.URL.RequestURI(), Start: start, End: end, Status: status, Bytes: written}
+	req := Request{Host: host, Addr: addr, Path: r.URL.RequestURI(), Start: start, End: end, Status: status, Bytes: written}
 	w.mu.Lock()
 	w.log = append(w.log, req)
 	w.active--
@@ -189,9 +219,8 @@ func (w *Web) handle(rw http.ResponseWriter, r *http.Request) {
 	w.mu.Unlock()
 }
 
-// hostOf identifies the host by the local address the request arrived on,
-// not the Host header, which a buggy crawler might get wrong.
-func hostOf(r *http.Request) string {
+// localIP is the address the request arrived on.
+func localIP(r *http.Request) string {
 	if a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
 		if tcp, ok := a.(*net.TCPAddr); ok {
 			return tcp.IP.String()
@@ -199,6 +228,20 @@ func hostOf(r *http.Request) string {
 	}
 	host, _, _ := net.SplitHostPort(r.Host)
 	return host
+}
+
+// hostOf identifies the host by the local address the request arrived on, not the Host
+// header, which a buggy crawler might get wrong; only on the virtual hosts' shared
+// address does the Host header name the host, as it does on a real shared server.
+func (w *Web) hostOf(r *http.Request, addr string) string {
+	if w.m.cfg.VirtualHosts == 0 || addr != w.m.hosts[0].Addr {
+		return addr
+	}
+	name, _, err := net.SplitHostPort(r.Host)
+	if err != nil {
+		name = r.Host
+	}
+	return strings.ToLower(name)
 }
 
 // serve sets the response headers and returns the status and body; a zero

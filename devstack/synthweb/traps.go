@@ -34,7 +34,7 @@ func (m *model) loopPage(h int, path string) resource {
 	g.add(h, path+"a/b/", "deeper")
 	g.add(h, "/", "home")
 	return resource{status: http.StatusOK, contentType: htmlType,
-		title: m.hosts[h].Addr + " loop " + path, links: g.links, textSeed: rng.Uint64()}
+		title: m.hosts[h].Name + " loop " + path, links: g.links, textSeed: rng.Uint64()}
 }
 
 func growSegment(i int) string { return strings.Repeat(string(rune('a'+i)), growSeg) }
@@ -59,7 +59,7 @@ func (m *model) growPage(h int, path string) resource {
 	g.add(h, next, "longer")
 	g.add(h, "/", "home")
 	return resource{status: http.StatusOK, contentType: htmlType,
-		title: fmt.Sprintf("%s grow %d", m.hosts[h].Addr, len(segs)), links: g.links, textSeed: rng.Uint64()}
+		title: fmt.Sprintf("%s grow %d", m.hosts[h].Name, len(segs)), links: g.links, textSeed: rng.Uint64()}
 }
 
 // repeatsSegment reports a path (of an absolute URL) that holds one segment trapRepeats or
@@ -152,7 +152,7 @@ func (m *model) sessionHost(h int, pathQuery string) resource {
 			link(n)
 		}
 		return resource{status: http.StatusOK, contentType: htmlType,
-			title: m.hosts[h].Addr + " session-ids home", links: g.links, textSeed: g.rng.Uint64()}
+			title: m.hosts[h].Name + " session-ids home", links: g.links, textSeed: g.rng.Uint64()}
 	}
 	// /s/<n>, with or without a ;path parameter and any query: the server ignores session
 	// ids, as real ones do for a session they do not know.
@@ -168,7 +168,7 @@ func (m *model) sessionHost(h int, pathQuery string) resource {
 	// The text depends on the page only: every session-id spelling of a page is the same
 	// document.
 	return resource{status: http.StatusOK, contentType: htmlType,
-		title: fmt.Sprintf("%s session page %d", m.hosts[h].Addr, n), links: g.links,
+		title: fmt.Sprintf("%s session page %d", m.hosts[h].Name, n), links: g.links,
 		textSeed: m.pageRand(h, uint64(n)).Uint64()}
 }
 
@@ -226,7 +226,7 @@ func (m *model) duplicatesHost(h int, path, query string) resource {
 			abs(g, d.path, "again: "+d.path)
 		}
 		return resource{status: http.StatusOK, contentType: htmlType,
-			title: m.hosts[h].Addr + " duplicates home", links: g.links, textSeed: rng.Uint64()}
+			title: m.hosts[h].Name + " duplicates home", links: g.links, textSeed: rng.Uint64()}
 	}
 	rest, ok := strings.CutPrefix(path, "/doc/")
 	n, numOK := parseNum(rest)
@@ -237,7 +237,7 @@ func (m *model) duplicatesHost(h int, path, query string) resource {
 	g := newGen(m, h, path, rng)
 	abs(g, "/", "home")
 	return resource{status: http.StatusOK, contentType: htmlType,
-		title: fmt.Sprintf("%s article %d", m.hosts[h].Addr, n), links: g.links,
+		title: fmt.Sprintf("%s article %d", m.hosts[h].Name, n), links: g.links,
 		textSeed: rng.Uint64(), paras: dupParas}
 }
 

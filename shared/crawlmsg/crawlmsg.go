@@ -227,6 +227,12 @@ const (
 	// URL goes back to the head of its host queue, not counted as an attempt, and the host
 	// waits RetryAfter before its next task.
 	OutcomeDeferred OutcomeKind = "deferred"
+	// OutcomeServerBusy: the task made no request because the server address its host
+	// resolves to was busy (per-server politeness, TRAWL_POLITENESS=ip: another request to
+	// the address is in flight or inside its gap). Applied as OutcomeDeferred: the URL goes
+	// back to the head of its host queue, not counted as an attempt, and the host waits
+	// RetryAfter (the address's wait) before its next task.
+	OutcomeServerBusy OutcomeKind = "server-busy"
 )
 
 // MaxBody is the largest body a page can carry (the ceiling of the fetcher's body cap).
@@ -255,7 +261,10 @@ type Outcome struct {
 	CrawlDelay float64 `json:"crawl_delay,omitempty"` // seconds, from the host's robots.txt (uncapped)
 	RetryAfter float64 `json:"retry_after,omitempty"` // seconds, from a 429/503 Retry-After header
 	Location   string  `json:"location,omitempty"`    // normalised redirect target for 3xx
-	Error      string  `json:"error,omitempty"`
+	// Addr is the server address the task's request went to, or would have gone to (a
+	// server-busy outcome); "" when unknown (no connection, or through a proxy).
+	Addr  string `json:"addr,omitempty"`
+	Error string `json:"error,omitempty"`
 	// Permanent marks an error that retrying cannot fix (e.g. no such host).
 	Permanent bool `json:"permanent,omitempty"`
 }

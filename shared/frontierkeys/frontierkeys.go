@@ -104,6 +104,7 @@ const (
 	HostFetched = "fetched" // URLs ended fetched
 	HostRT      = "rt"      // last response time, ms
 	HostRTAvg   = "rtavg"   // moving-average response time, ms
+	HostAddr    = "addr"    // the server address last requested for the host
 )
 
 // Dispatch is the one per-deployment key: the hash where the schedulers publish the

@@ -35,7 +35,21 @@ type Rules struct {
 	MaxCrawlDelay time.Duration // TRAWL_MAX_CRAWL_DELAY: a robots.txt Crawl-delay above this is capped
 	RetryBackoff  time.Duration // TRAWL_RETRY_BACKOFF: wait after a host's first error in a row
 	MaxBackoff    time.Duration // TRAWL_MAX_BACKOFF: the longest error backoff (and Retry-After honoured)
+	// Per is TRAWL_POLITENESS: PerHost spaces requests per host name only; PerIP also
+	// spaces them per server address, across every fetcher and shard (Servers).
+	Per Per
 }
+
+// Per says what the rule spaces requests to.
+type Per string
+
+const (
+	// PerHost: each host name keeps its own gap. The zero Per means the same.
+	PerHost Per = "host"
+	// PerIP: each host keeps its gap, and each server address too: one request in flight
+	// per address, the next one a gap after it ends.
+	PerIP Per = "ip"
+)
 
 // Defaults are the rules with every setting unset: one request per second at most, five
 // times the response time apart, Crawl-delay honoured up to 30 s, errors backed off from
@@ -46,6 +60,7 @@ var Defaults = Rules{
 	MaxCrawlDelay: 30 * time.Second,
 	RetryBackoff:  30 * time.Second,
 	MaxBackoff:    10 * time.Minute,
+	Per:           PerHost,
 }
 
 // Load reads the rules; range checks are Validate's.
@@ -56,6 +71,7 @@ func Load(r *envconfig.Reader) Rules {
 		MaxCrawlDelay: r.Duration("MAX_CRAWL_DELAY", Defaults.MaxCrawlDelay),
 		RetryBackoff:  r.Duration("RETRY_BACKOFF", Defaults.RetryBackoff),
 		MaxBackoff:    r.Duration("MAX_BACKOFF", Defaults.MaxBackoff),
+		Per:           Per(r.String("POLITENESS", string(Defaults.Per))),
 	}
 }
 
@@ -77,6 +93,9 @@ func (r Rules) Validate() error {
 	}
 	if r.MaxBackoff < r.RetryBackoff || r.MaxBackoff > 7*24*time.Hour {
 		bad("TRAWL_MAX_BACKOFF=%s: want TRAWL_RETRY_BACKOFF (%s)..168h", r.MaxBackoff, r.RetryBackoff)
+	}
+	if r.Per != "" && r.Per != PerHost && r.Per != PerIP {
+		bad("TRAWL_POLITENESS=%q: want host or ip", r.Per)
 	}
 	return errors.Join(errs...)
 }

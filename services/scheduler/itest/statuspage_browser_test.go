@@ -7,6 +7,7 @@ import (
 	"image"
 	"image/color"
 	"image/png"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/trawl/trawl/devstack/redisproc"
 	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/politeness"
 	"github.com/trawl/trawl/shared/testwait"
 	"github.com/trawl/trawl/shared/topology"
 )
@@ -127,9 +129,9 @@ func TestStatusPageInChromium(t *testing.T) {
 		o := fetched200(tk)
 		switch tk.Host {
 		case "busy.example":
-			o.DurationMs = 15
+			o.DurationMs, o.Addr = 15, "192.0.2.20"
 		case "slow.example":
-			o.DurationMs = 700
+			o.DurationMs, o.Addr = 700, "192.0.2.21"
 		case "flaky.example":
 			o.Status, o.DurationMs = 503, 40
 		case "evil.example":
@@ -160,6 +162,12 @@ func TestStatusPageInChromium(t *testing.T) {
 		return st.Fetched == 27 && st.Failed == 3 && st.Queued == 0 && st.Inflight == 0
 	})
 
+	// busy.example's server address has a request in flight (another host's, under
+	// per-server politeness); slow.example's has no state.
+	if err := s.rdb.HSet(context.Background(), politeness.ServerKey(s.cfg.RedisPrefix, netip.MustParseAddr("192.0.2.20")),
+		"until", time.Now().Add(time.Hour).UnixMilli(), "tok", "t", "host", "other.example").Err(); err != nil {
+		t.Fatal(err)
+	}
 	url := "http://" + s.cfg.HTTPAddr + "/status"
 	nctx, ncancel := context.WithTimeout(tab, 30*time.Second)
 	defer ncancel()
@@ -191,11 +199,11 @@ func TestStatusPageInChromium(t *testing.T) {
 	}
 	t.Run("tables", func(t *testing.T) {
 		busiest := rows("busiest")
-		if len(busiest) != 8 || strings.Join(busiest[0], "|") != "busy.example|12|15|0" || busiest[1][0] != "slow.example" {
+		if len(busiest) != 8 || strings.Join(busiest[0], "|") != "busy.example|12|15|0|192.0.2.20 busy" || busiest[1][0] != "slow.example" {
 			t.Errorf("busiest rows %q", busiest)
 		}
 		slowest := rows("slowest")
-		if len(slowest) < 3 || strings.Join(slowest[0], "|") != "slow.example|700|700|3" || strings.Join(slowest[1], "|") != "flaky.example|40|40|0" {
+		if len(slowest) < 3 || strings.Join(slowest[0], "|") != "slow.example|700|700|3|192.0.2.21" || strings.Join(slowest[1], "|") != "flaky.example|40|40|0|–" {
 			t.Errorf("slowest rows %q", slowest)
 		}
 		prio := rows("priorities")

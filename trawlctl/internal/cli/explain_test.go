@@ -3,12 +3,14 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/trawl/trawl/shared/politeness"
 	"github.com/trawl/trawl/shared/robots"
 	"github.com/trawl/trawl/shared/testwait"
 	"github.com/trawl/trawl/shared/topology"
@@ -62,6 +64,12 @@ func TestExplain(t *testing.T) {
 			long = append(long, fmt.Sprintf("7 0 0 http://deep.test/%d", i))
 		}
 		p.RPush(ctx, ks("deep.test")+"fq:7", long...)
+		// Two hosts last requested at one server address, which has a request in flight.
+		v := ks("vhost.test")
+		p.HSet(ctx, v+"host:vhost.test", "next", int64(ms(0)), "addr", "192.0.2.9")
+		p.HSet(ctx, politeness.ServerKey("", netip.MustParseAddr("192.0.2.9")),
+			"until", int64(ms(20*time.Second)), "tok", "t", "next", int64(ms(-time.Second)), "rt", 120, "host", "other-vhost.test")
+		p.HSet(ctx, ks("quiet.test")+"host:quiet.test", "next", int64(ms(0)), "addr", "192.0.2.10")
 		// A scheduler with more front queues than the default eight.
 		p.RPush(ctx, ks("far.test")+"fq:12", "12 0 0 http://far.test/")
 		return nil
@@ -105,6 +113,26 @@ func TestExplain(t *testing.T) {
 			}
 			if !strings.HasPrefix(r.LastFetch, "unknown") {
 				t.Errorf("last fetch %q", r.LastFetch)
+			}
+		}},
+		{"the host's server address, busy", nil, []string{"http://vhost.test/"}, func(t *testing.T, r *inspect.Report) {
+			sv := r.HostState.Server
+			if sv == nil || sv.Addr != "192.0.2.9" || !sv.Known || !sv.Busy || sv.InFlightUntil == nil ||
+				sv.Next == nil || sv.LastHost != "other-vhost.test" || sv.LastResponse != 120*time.Millisecond {
+				t.Errorf("server %+v", sv)
+			}
+			if r.HostState.Other["addr"] != "" {
+				t.Errorf("addr reported as an unknown field: %+v", r.HostState.Other)
+			}
+		}},
+		{"the host's server address, without state", nil, []string{"http://quiet.test/"}, func(t *testing.T, r *inspect.Report) {
+			if sv := r.HostState.Server; sv == nil || sv.Addr != "192.0.2.10" || sv.Known || sv.Busy {
+				t.Errorf("server %+v", sv)
+			}
+		}},
+		{"no address known", nil, []string{"https://example.com/"}, func(t *testing.T, r *inspect.Report) {
+			if r.HostState.Server != nil {
+				t.Errorf("server %+v, want none", r.HostState.Server)
 			}
 		}},
 		{"disallowed by the cached robots.txt", nil, []string{"https://example.com/private/x"}, func(t *testing.T, r *inspect.Report) {
@@ -245,6 +273,10 @@ func TestExplain(t *testing.T) {
 			if !strings.Contains(r.stdout, w) {
 				t.Errorf("text lacks %q:\n%s", w, r.stdout)
 			}
+		}
+		r = s.inv.run(t, "explain", "http://vhost.test/")
+		if w := "server last requested at 192.0.2.9; BUSY: a request is in flight"; !strings.Contains(r.stdout, w) {
+			t.Errorf("text lacks %q:\n%s", w, r.stdout)
 		}
 	})
 }

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"net/url"
 	"regexp"
 	"sort"
@@ -19,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/trawl/trawl/shared/frontierkeys"
+	"github.com/trawl/trawl/shared/politeness"
 	"github.com/trawl/trawl/shared/robots"
 	"github.com/trawl/trawl/shared/topology"
 	"github.com/trawl/trawl/shared/urlnorm"
@@ -137,6 +139,22 @@ type HostReport struct {
 	Pages      *int64            `json:"pages,omitempty"`
 	ExpiresIn  time.Duration     `json:"expires_in_ns,omitempty"` // the state of an inactive host expires
 	Other      map[string]string `json:"other,omitempty"`         // fields this trawlctl does not know
+	// Server is the address the host was last requested at and that address's state
+	// (per-server politeness); nil when no outcome named an address.
+	Server *ServerReport `json:"server,omitempty"`
+}
+
+// ServerReport is a server address's state (politeness.ServerKey).
+type ServerReport struct {
+	Addr string `json:"addr"`
+	// Known: the address has state; without it (never claimed under TRAWL_POLITENESS=ip,
+	// or idle for an hour) it is free.
+	Known         bool          `json:"known"`
+	Busy          bool          `json:"busy"`                      // a request to it is in flight
+	InFlightUntil *time.Time    `json:"in_flight_until,omitempty"` // the claim of that request ends by then
+	Next          *time.Time    `json:"next,omitempty"`            // no request to it before then
+	LastHost      string        `json:"last_host,omitempty"`       // the host last requested at it
+	LastResponse  time.Duration `json:"last_response_ns,omitempty"`
 }
 
 // ErrURL marks an input that is not a crawlable URL.
@@ -205,6 +223,9 @@ func Explain(ctx context.Context, rdb redis.UniversalClient, o Options, rawURL s
 	}
 	r.robots(robotsKey, robotsRaw, robotsTTL, o.Agent)
 	r.host(hostHash.Val(), hostTTL)
+	if err := r.server(ctx, rdb, o.Prefix, now()); err != nil {
+		return nil, err
+	}
 
 	f := &r.Frontier
 	f.Paused = paused.Val() > 0
@@ -363,6 +384,8 @@ func (r *Report) host(h map[string]string, ttl *redis.DurationCmd) {
 			hr.Retired = &t
 		case k == frontierkeys.HostPages && err == nil:
 			hr.Pages = &n
+		case k == frontierkeys.HostAddr:
+			hr.Server = &ServerReport{Addr: v}
 		default:
 			if hr.Other == nil {
 				hr.Other = map[string]string{}
@@ -370,6 +393,32 @@ func (r *Report) host(h map[string]string, ttl *redis.DurationCmd) {
 			hr.Other[k] = v
 		}
 	}
+}
+
+// server reads the state of the address the host was last requested at.
+func (r *Report) server(ctx context.Context, rdb redis.UniversalClient, prefix string, now time.Time) error {
+	sr := r.HostState.Server
+	if sr == nil {
+		return nil
+	}
+	addr, err := netip.ParseAddr(sr.Addr)
+	if err != nil {
+		return nil // reported as stored, with no state to read
+	}
+	st, err := politeness.ReadServer(ctx, rdb, prefix, addr)
+	if err != nil {
+		return fmt.Errorf("explain: %w", err)
+	}
+	sr.Known, sr.Busy, sr.LastHost, sr.LastResponse = st.Known, st.Busy(now), st.LastHost, st.LastResponse
+	if !st.InFlightUntil.IsZero() {
+		t := st.InFlightUntil
+		sr.InFlightUntil = &t
+	}
+	if !st.Next.IsZero() {
+		t := st.Next
+		sr.Next = &t
+	}
+	return nil
 }
 
 func (r *Report) scope(o Options) {

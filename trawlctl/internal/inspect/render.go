@@ -122,6 +122,9 @@ func WriteText(w io.Writer, r *Report, now time.Time) error {
 			parts = append(parts, fmt.Sprintf("state expires in %s", h.ExpiresIn.Round(time.Second)))
 		}
 		p("politeness %s", strings.Join(parts, "; "))
+		if sv := h.Server; sv != nil {
+			p("    server %s", serverLine(sv, when))
+		}
 	}
 	p("last fetch %s", r.LastFetch)
 	_, err := io.WriteString(w, b.String())
@@ -136,4 +139,24 @@ func queueLine(q QueueHit) string {
 		return fmt.Sprintf("%s len %d: not in it", q.Queue, q.Len)
 	}
 	return fmt.Sprintf("%s len %d: not in the first %d", q.Queue, q.Len, q.Scanned)
+}
+
+// serverLine is the state of the address a host was last requested at.
+func serverLine(sv *ServerReport, when func(time.Time) string) string {
+	parts := []string{"last requested at " + sv.Addr}
+	switch {
+	case !sv.Known:
+		parts = append(parts, "no address state (per-server politeness off, or idle): free")
+	case sv.Busy:
+		parts = append(parts, "BUSY: a request is in flight, its claim ends "+when(*sv.InFlightUntil))
+	default:
+		parts = append(parts, "idle")
+	}
+	if sv.Known && sv.Next != nil {
+		parts = append(parts, "next request to it not before "+when(*sv.Next))
+	}
+	if sv.LastHost != "" {
+		parts = append(parts, fmt.Sprintf("last host %s (%s)", sv.LastHost, sv.LastResponse))
+	}
+	return strings.Join(parts, "; ")
 }

@@ -44,14 +44,19 @@ type Config struct {
 	DNSTTL          time.Duration // TRAWL_DNS_TTL: reuse of a resolved name; 0 disables the cache
 	DNSNegativeTTL  time.Duration // TRAWL_DNS_NEGATIVE_TTL: reuse of a failed lookup
 	DNSCacheSize    int           // TRAWL_DNS_CACHE_SIZE: most names cached
-	OutcomeBatch    int           // TRAWL_OUTCOME_BATCH: most outcomes in one crawl.fetched message
-	OutcomeLinger   time.Duration // TRAWL_OUTCOME_LINGER: longest wait for a batch to fill
+	// Resolve is TRAWL_RESOLVE: names answered from this map instead of DNS (tests and
+	// demos: many host names on one loopback address). Every address must be one the
+	// address policy allows.
+	Resolve       map[string][]netip.Addr
+	OutcomeBatch  int           // TRAWL_OUTCOME_BATCH: most outcomes in one crawl.fetched message
+	OutcomeLinger time.Duration // TRAWL_OUTCOME_LINGER: longest wait for a batch to fill
 	// Politeness is the gap rule, which the fetcher applies to a host it requests outside
 	// that host's own tasks (a robots.txt redirect to another host).
 	Politeness politeness.Rules
 
-	allowRaw []string
-	cidrErr  error
+	allowRaw   []string
+	cidrErr    error
+	resolveErr error
 }
 
 // TLSHandshakeTimeout is fixed: a handshake that takes longer is a broken server.
@@ -89,6 +94,7 @@ func Load(r *envconfig.Reader) (Config, error) {
 		Politeness:     politeness.Load(r),
 	}
 	c.AllowCIDRs, c.cidrErr = safedial.ParseCIDRs(c.allowRaw)
+	c.Resolve, c.resolveErr = safedial.ParseStatic(r.List("RESOLVE", nil))
 	return c, r.Err()
 }
 
@@ -177,6 +183,17 @@ func (c Config) Validate() error {
 	}
 	if c.DNSTTL > 0 && (c.DNSNegativeTTL < time.Second || c.DNSNegativeTTL > c.DNSTTL) {
 		bad("TRAWL_DNS_NEGATIVE_TTL=%s: want 1s..TRAWL_DNS_TTL (%s)", c.DNSNegativeTTL, c.DNSTTL)
+	}
+	if c.resolveErr != nil {
+		bad("TRAWL_RESOLVE: %v", c.resolveErr)
+	}
+	policy := safedial.NewPolicy(c.AllowCIDRs...)
+	for name, addrs := range c.Resolve {
+		for _, a := range addrs {
+			if err := policy.Check(a); err != nil {
+				bad("TRAWL_RESOLVE: %s=%s: the address policy refuses it (%v); allow it with TRAWL_ALLOW_CIDRS", name, a, err)
+			}
+		}
 	}
 	if c.DNSCacheSize < 1 || c.DNSCacheSize > 1_000_000 {
 		bad("TRAWL_DNS_CACHE_SIZE=%d: want 1..1000000", c.DNSCacheSize)

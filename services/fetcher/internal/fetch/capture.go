@@ -141,7 +141,7 @@ func statusCode(head []byte) int {
 // recordingDial wraps the plain-text dial in a recorder.
 func recordingDial(dial func(ctx context.Context, network, addr string) (net.Conn, error), maxHead int) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		conn, err := dial(ctx, network, addr)
+		conn, err := dial(ctx, network, pinnedAddress(ctx, addr))
 		if err != nil {
 			return nil, err
 		}
@@ -154,7 +154,8 @@ func recordingDial(dial func(ctx context.Context, network, addr string) (net.Con
 // connection is returned as the *tls.Conn the transport needs to speak HTTP/2 on it.
 func recordingTLSDial(cfg Config) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		raw, err := cfg.Dial(ctx, network, addr)
+		// The server name stays the host's: only the address dialled is pinned.
+		raw, err := cfg.Dial(ctx, network, pinnedAddress(ctx, addr))
 		if err != nil {
 			return nil, err
 		}
@@ -199,6 +200,13 @@ type exchange struct {
 func (x *exchange) trace(ctx context.Context) context.Context {
 	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 		GotConn: func(info httptrace.GotConnInfo) {
+			if info.Reused && offPin(ctx, info.Conn) {
+				// A pooled connection to another address of the host (it moved, or has
+				// several): closed before anything is written, so the transport dials the
+				// pinned address instead.
+				_ = info.Conn.Close()
+				return
+			}
 			x.mu.Lock()
 			x.conn = info.Conn
 			x.mu.Unlock()

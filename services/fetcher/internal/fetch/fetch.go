@@ -242,6 +242,12 @@ func (c *Client) do(ctx context.Context, u *url.URL, accept string, maxBody int6
 	req.Header.Set("User-Agent", c.cfg.UserAgent)
 	req.Header.Set("Accept", accept)
 	req.Header.Set("Accept-Encoding", "gzip")
+	if _, pinned := pinOf(ctx); pinned && c.cfg.Proxy != nil {
+		if pu, perr := c.cfg.Proxy(req); perr == nil && pu != nil {
+			// The proxy connects to the server; the fetcher's connection is the proxy's.
+			ctx = context.WithValue(ctx, pinKey{}, pin{})
+		}
+	}
 	var x exchange
 	req = req.WithContext(x.trace(ctx))
 	started := time.Now()

@@ -207,6 +207,47 @@ func (d *Dialer) DialContext(ctx context.Context, network, address string) (net.
 	if err != nil {
 		return nil, fmt.Errorf("safedial: %w", err)
 	}
+	allowed, err := d.allowed(ctx, network, host)
+	if err != nil {
+		return nil, err
+	}
+	max := d.MaxAttempts
+	if max <= 0 {
+		max = 3
+	}
+	nd := &net.Dialer{Timeout: d.Timeout, KeepAlive: 30 * time.Second, ControlContext: d.control}
+	var lastErr error
+	for i, a := range allowed {
+		if i == max {
+			break
+		}
+		conn, err := nd.DialContext(ctx, network, net.JoinHostPort(a.String(), port))
+		if err == nil {
+			return conn, nil
+		}
+		lastErr = err
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, lastErr
+}
+
+// Pick is the address a dial to host would try first: resolved as DialContext resolves
+// it (through the same cache) and allowed by the policy. Dialling exactly that address
+// (an address literal) keeps a request where Pick said it would go. The error is
+// DialContext's for the same host: a failed lookup, or the first *BlockedError.
+func (d *Dialer) Pick(ctx context.Context, host string) (netip.Addr, error) {
+	allowed, err := d.allowed(ctx, "tcp", host)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	return allowed[0], nil
+}
+
+// allowed resolves host (an address literal stands for itself) and keeps the addresses
+// the policy allows, in the resolver's order; at least one, or an error.
+func (d *Dialer) allowed(ctx context.Context, network, host string) ([]netip.Addr, error) {
 	var addrs []netip.Addr
 	if ip, perr := netip.ParseAddr(host); perr == nil {
 		addrs = []netip.Addr{ip}
@@ -222,6 +263,7 @@ func (d *Dialer) DialContext(ctx context.Context, network, address string) (net.
 		case "tcp6":
 			lookup = "ip6"
 		}
+		var err error
 		if addrs, err = r.LookupNetIP(ctx, lookup, host); err != nil {
 			return nil, fmt.Errorf("safedial: resolve %s: %w", host, err)
 		}
@@ -245,26 +287,7 @@ func (d *Dialer) DialContext(ctx context.Context, network, address string) (net.
 	if len(allowed) == 0 {
 		return nil, firstBlocked
 	}
-	max := d.MaxAttempts
-	if max <= 0 {
-		max = 3
-	}
-	nd := &net.Dialer{Timeout: d.Timeout, KeepAlive: 30 * time.Second, ControlContext: d.control}
-	var lastErr error
-	for i, a := range allowed {
-		if i == max {
-			break
-		}
-		conn, err := nd.DialContext(ctx, network, net.JoinHostPort(a.String(), port))
-		if err == nil {
-			return conn, nil
-		}
-		lastErr = err
-		if ctx.Err() != nil {
-			break
-		}
-	}
-	return nil, lastErr
+	return allowed, nil
 }
 
 // control re-checks the address the socket is about to connect to. DialContext already

@@ -59,7 +59,8 @@ func TestClientProxyFromEnvironment(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			before := len(seen)
-			resp, err := newClient(loadConfig(t, c.env), nil).Get(context.Background(), target)
+			cl, _ := newClient(loadConfig(t, c.env), nil)
+			resp, err := cl.Get(context.Background(), target)
 			if c.blocked {
 				if !fetch.IsBlocked(err) {
 					t.Fatalf("err = %v, want the proxy's address blocked", err)
@@ -98,7 +99,7 @@ func TestClientDNSCache(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			var mu sync.Mutex
 			got := map[string]int{}
-			cl := newClient(loadConfig(t, map[string]string{"TRAWL_DNS_TTL": c.ttl}), func(r string) {
+			cl, _ := newClient(loadConfig(t, map[string]string{"TRAWL_DNS_TTL": c.ttl}), func(r string) {
 				mu.Lock()
 				got[r]++
 				mu.Unlock()

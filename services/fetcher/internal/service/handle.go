@@ -41,12 +41,13 @@ const (
 )
 
 // handle serves one crawl.fetch message: a task, or a batch of tasks of different hosts
-// run at once on the workers. It returns once every task has ended, with its outcome
-// stored or given up (its lease then brings the URL back), so the message is acked; only
-// one that cannot be read is terminated. A message is never nak'ed: a temporary failure
-// is retried in place. So it is delivered again only after AckWait, which exceeds the
-// lease, when each of its tasks is answered expired without a request: a request that
-// was made is never made again for the same lease.
+// run at once on the workers (natsx.ConsumeEach gave it a slot per task: taskCount). It
+// returns once every task has ended, with its outcome stored or given up (its lease then
+// brings the URL back), so the message is acked; only one that cannot be read is
+// terminated. A message is never nak'ed: a temporary failure is retried in place. So it is
+// delivered again only after AckWait, which exceeds the lease, when each of its tasks is
+// answered expired without a request: a request that was made is never made again for the
+// same lease.
 func (s *Service) handle(ctx context.Context, msg jetstream.Msg) error {
 	tasks, err := crawlmsg.DecodeTasks(msg.Data())
 	if err != nil {
@@ -382,10 +383,34 @@ func (s *Service) fetchRobots(ctx, reqCtx context.Context, out *crawlmsg.Outcome
 			// A second request to the task's own host waits for its next task.
 			return s.robotsHop(ctx, out, origin, robotscache.Hop{URL: target, N: n}, started, ownTook, 0)
 		}
+		next := robotscache.Hop{URL: target, N: n}
+		// The server address first: a busy one ends the chain here, before another host
+		// is claimed for nothing.
+		lease, reqErr, lerr := s.atServer(reqCtx, target, 0)
+		switch {
+		case lerr != nil && requested:
+			s.log.Warn("robots.txt: server lease failed", "origin", origin, "target", target, "err", lerr)
+			return s.robotsHop(ctx, out, origin, next, started, ownTook, 0)
+		case lerr != nil:
+			return nil, lerr
+		case lease != nil && !lease.claim.OK && requested:
+			return s.robotsHop(ctx, out, origin, next, started, ownTook, lease.claim.Wait)
+		case lease != nil && !lease.claim.OK:
+			if n > 0 && (hop == nil || *hop != next) {
+				if err := s.robots.PutHop(ctx, origin, next); err != nil {
+					s.crawl.Invalidate()
+					return nil, err
+				}
+			}
+			return serverBusy(out, lease), nil
+		}
 		var claim politeness.Claim
 		if other {
 			window := min(time.Until(cutoffOf(reqCtx)), s.cfg.FetchTimeout) + time.Second
 			claim, err = s.claims.Claim(reqCtx, to, window)
+			if err != nil || !claim.OK {
+				s.releaseServer(ctx, lease, -1)
+			}
 			switch {
 			case err != nil && requested:
 				// The hop was not made: record it, and report the request that was.
@@ -405,7 +430,16 @@ func (s *Service) fetchRobots(ctx, reqCtx context.Context, out *crawlmsg.Outcome
 			started = t0
 		}
 		// One octet over the limit tells robots.Parse the file went on, so it drops a cut line.
-		resp, err = s.client.GetFollow(reqCtx, target, 0, limit+1)
+		switch {
+		case reqErr != nil:
+			// The dial would have failed the same way.
+			resp, err = nil, reqErr
+		case lease != nil:
+			resp, err = s.client.GetFollow(lease.ctx, target, 0, limit+1)
+			s.releaseServer(ctx, lease, s.now().Sub(t0))
+		default:
+			resp, err = s.client.GetFollow(reqCtx, target, 0, limit+1)
+		}
 		took := s.now().Sub(t0)
 		requested = true
 		if other {
@@ -524,8 +558,26 @@ func isRedirectErr(err error) bool {
 // fetchPage requests the page under reqCtx and builds the page and, for a redirect, the
 // discovered target.
 func (s *Service) fetchPage(ctx, reqCtx context.Context, task *crawlmsg.FetchTask, out *crawlmsg.Outcome) (*crawlmsg.Outcome, *pageResult, error) {
+	lease, reqErr, err := s.atServer(reqCtx, task.URL, time.Duration(out.CrawlDelay*float64(time.Second)))
+	if err != nil {
+		return nil, nil, err
+	}
+	if lease != nil && !lease.claim.OK {
+		return serverBusy(out, lease), nil, nil
+	}
 	started := s.now()
-	resp, err := s.client.Get(reqCtx, task.URL)
+	var resp *fetch.Response
+	switch {
+	case reqErr != nil:
+		// The dial would have failed the same way.
+		err = reqErr
+	case lease != nil:
+		resp, err = s.client.Get(lease.ctx, task.URL)
+		s.releaseServer(ctx, lease, s.now().Sub(started))
+		out.Addr = lease.claim.Addr.String()
+	default:
+		resp, err = s.client.Get(reqCtx, task.URL)
+	}
 	if err != nil {
 		switch {
 		case ctx.Err() != nil:
@@ -583,6 +635,9 @@ func (s *Service) fetchPage(ctx, reqCtx context.Context, task *crawlmsg.FetchTas
 		}
 	}
 	out.Kind, out.Requested = crawlmsg.OutcomeFetched, true
+	if resp.RemoteIP != "" {
+		out.Addr = resp.RemoteIP
+	}
 	out.Status = resp.Status
 	out.StartedAt = resp.StartedAt.UnixMilli()
 	out.DurationMs = resp.Duration.Milliseconds()

@@ -14,6 +14,7 @@ type metrics struct {
 	blocked         prometheus.Counter
 	expired         prometheus.Counter
 	robotsDeferred  prometheus.Counter
+	serverBusy      prometheus.Counter
 	terminated      *prometheus.CounterVec // reason: permanent
 	outcomes        *prometheus.CounterVec // kind: crawlmsg.OutcomeKind
 	outcomeBatches  prometheus.Counter
@@ -52,6 +53,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		robotsDeferred: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "trawl_fetcher_robots_deferred_total", Help: "Tasks deferred without a request because their robots.txt redirects to another host inside its gap.",
 		}),
+		serverBusy: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "trawl_fetcher_server_busy_total", Help: "Requests not made because their server address was busy (TRAWL_POLITENESS=ip); each task ended server-busy, or a robots.txt chain stopped at that hop.",
+		}),
 		expired: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "trawl_fetcher_tasks_expired_total", Help: "Tasks received too close to their lease deadline to start a request.",
 		}),
@@ -84,7 +88,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"result"}),
 	}
 	reg.MustRegister(m.dnsLookups, m.pages, m.bytes, m.duration, m.robotsDecisions, m.robotsFetches, m.inflight,
-		m.blocked, m.expired, m.robotsDeferred, m.terminated, m.outcomes, m.outcomeBatches, m.publishFailures, m.publishRetries, m.tooLarge, m.bodiesByRef, m.paused)
+		m.blocked, m.expired, m.robotsDeferred, m.serverBusy, m.terminated, m.outcomes, m.outcomeBatches, m.publishFailures, m.publishRetries, m.tooLarge, m.bodiesByRef, m.paused)
 	return m
 }
 

@@ -41,6 +41,10 @@ type Service struct {
 	robots *robotscache.Store
 	// claims reserve another host for a robots.txt redirect hop, under its own gap.
 	claims *politeness.Claimer
+	// servers space the requests per server address (TRAWL_POLITENESS=ip; nil otherwise);
+	// pick resolves a host to the address its dial would use.
+	servers *politeness.Servers
+	pick    pickFunc
 	// work runs tasks on long-lived goroutines (set by Run).
 	work   *workers
 	client *fetch.Client
@@ -90,13 +94,18 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Service, er
 			ErrorTTL: cfg.RobotsErrorTTL,
 		}),
 		claims: politeness.NewClaimer(r.Redis, cfg.Common.RedisPrefix, cfg.Common.Shards, cfg.Politeness),
-		client: newClient(cfg, func(result string) { m.dnsLookups.WithLabelValues(result).Inc() }),
 		m:      m,
 		now:    time.Now,
 		bodies: r.Bodies,
 		maxMsg: r.Topology.MaxMsgSize,
 		run:    r,
 		cons:   cons,
+	}
+	var dialer *safedial.Dialer
+	s.client, dialer = newClient(cfg, func(result string) { m.dnsLookups.WithLabelValues(result).Inc() })
+	if cfg.Politeness.Per == politeness.PerIP {
+		s.servers = politeness.NewServers(r.Redis, cfg.Common.RedisPrefix, cfg.Politeness)
+		s.pick = dialer.Pick
 	}
 	r.OnClose(s.client.CloseIdle)
 	s.outcomes = newOutcomeBatcher(cfg.OutcomeBatch, cfg.OutcomeLinger, s.publishOutcomes)
@@ -108,8 +117,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Service, er
 
 // newClient builds the HTTP client: the address policy in the dialer, the DNS cache in
 // front of the system resolver, and the proxy from the environment (HTTP_PROXY,
-// HTTPS_PROXY, NO_PROXY). onDNS is told how each name lookup was answered.
-func newClient(cfg config.Config, onDNS func(result string)) *fetch.Client {
+// HTTPS_PROXY, NO_PROXY). onDNS is told how each name lookup was answered. The dialer is
+// returned too, to resolve hosts exactly as the client's dials do.
+func newClient(cfg config.Config, onDNS func(result string)) (*fetch.Client, *safedial.Dialer) {
 	dialer := &safedial.Dialer{Policy: safedial.NewPolicy(cfg.AllowCIDRs...), Timeout: min(cfg.DialTimeout, cfg.FetchTimeout)}
 	if cfg.DNSTTL > 0 {
 		// The cache holds raw answers; the dialer applies the address policy to every
@@ -122,6 +132,10 @@ func newClient(cfg config.Config, onDNS func(result string)) *fetch.Client {
 			OnLookup:      onDNS,
 		})
 	}
+	if len(cfg.Resolve) > 0 {
+		// In front of the cache: a listed name needs no caching.
+		dialer.Resolver = &safedial.StaticResolver{Names: cfg.Resolve, Next: dialer.Resolver}
+	}
 	return fetch.New(fetch.Config{
 		UserAgent:       cfg.UserAgent,
 		Timeout:         cfg.FetchTimeout,
@@ -133,7 +147,7 @@ func newClient(cfg config.Config, onDNS func(result string)) *fetch.Client {
 		MaxIdleConns:    cfg.MaxIdleConns,
 		Dial:            dialer.DialContext,
 		Proxy:           http.ProxyFromEnvironment,
-	})
+	}), dialer
 }
 
 // Addr is the address /metrics, /healthz and /readyz are served on.

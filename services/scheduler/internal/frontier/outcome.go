@@ -125,7 +125,7 @@ func classify(o crawlmsg.Outcome) (p plan, ok bool) {
 		return plan{act: actDisallowed, refund: true}, true
 	case crawlmsg.OutcomeRobots:
 		return plan{act: actRequeue, resetStreak: true, refund: true, health: healthAnswered}, true
-	case crawlmsg.OutcomeExpired, crawlmsg.OutcomeDeferred:
+	case crawlmsg.OutcomeExpired, crawlmsg.OutcomeDeferred, crawlmsg.OutcomeServerBusy:
 		return plan{act: actRequeue, refund: true}, true
 	}
 	return plan{}, false
@@ -151,7 +151,7 @@ func secondsToMs(s float64) int64 {
 func (f *Frontier) Complete(ctx context.Context, outs []crawlmsg.Outcome) ([]Applied, error) {
 	applied := make([]Applied, len(outs))
 	idx := make([]int, 0, len(outs))
-	args := f.args(1 + 11*len(outs))
+	args := f.args(1 + 12*len(outs))
 	nArg := len(args)
 	args = append(args, "0")
 	for i, o := range outs {
@@ -170,7 +170,7 @@ func (f *Frontier) Complete(ctx context.Context, outs []crawlmsg.Outcome) ([]App
 		args = append(args, o.Host, o.Lease, strconv.Itoa(int(p.act)), b01(o.Requested),
 			strconv.FormatInt(max(o.DurationMs, 0), 10), strconv.FormatInt(cd, 10),
 			strconv.FormatInt(secondsToMs(o.RetryAfter), 10), b01(p.resetStreak), b01(p.refund),
-			strconv.Itoa(int(p.health)), errorLine(o, p))
+			strconv.Itoa(int(p.health)), errorLine(o, p), o.Addr)
 		idx = append(idx, i)
 	}
 	if len(idx) == 0 {

@@ -3,6 +3,7 @@ package frontier
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/frontierkeys"
+	"github.com/trawl/trawl/shared/politeness"
 )
 
 // Bounds of the text an error log line keeps: enough to recognise the URL and the cause,
@@ -74,6 +76,10 @@ type HostActivity struct {
 	Fetched int64
 	// LastMs and AvgMs are the host's last response time and its moving average.
 	LastMs, AvgMs int64
+	// Addr is the server address the host was last requested at ("" = unknown), and
+	// Server that address's state (per-server politeness; Known is false without any).
+	Addr   string
+	Server politeness.ServerState
 }
 
 // Status is a shard's state for the status page: the counters and queue sizes of Stats,
@@ -190,7 +196,7 @@ func (f *Frontier) fillHosts(ctx context.Context, lists ...[]HostActivity) error
 		for _, l := range lists {
 			for _, a := range l {
 				if cmds[a.Host] == nil {
-					cmds[a.Host] = p.HMGet(ctx, f.k.Host(a.Host), frontierkeys.HostFetched, frontierkeys.HostRT, frontierkeys.HostRTAvg)
+					cmds[a.Host] = p.HMGet(ctx, f.k.Host(a.Host), frontierkeys.HostFetched, frontierkeys.HostRT, frontierkeys.HostRTAvg, frontierkeys.HostAddr)
 				}
 			}
 		}
@@ -210,7 +216,7 @@ func (f *Frontier) fillHosts(ctx context.Context, lists ...[]HostActivity) error
 	for _, l := range lists {
 		for i := range l {
 			v := cmds[l[i].Host].Val()
-			if len(v) != 3 {
+			if len(v) != 4 {
 				continue
 			}
 			if n, ok := num(v[0]); ok {
@@ -221,6 +227,36 @@ func (f *Frontier) fillHosts(ctx context.Context, lists ...[]HostActivity) error
 			}
 			if n, ok := num(v[2]); ok {
 				l[i].AvgMs = n
+			}
+			if a, ok := v[3].(string); ok {
+				l[i].Addr = a
+			}
+		}
+	}
+	return f.fillServers(ctx, lists...)
+}
+
+// fillServers reads the state of the addresses the listed hosts were last requested at.
+func (f *Frontier) fillServers(ctx context.Context, lists ...[]HostActivity) error {
+	var addrs []netip.Addr
+	for _, l := range lists {
+		for _, a := range l {
+			if ip, err := netip.ParseAddr(a.Addr); err == nil {
+				addrs = append(addrs, ip)
+			}
+		}
+	}
+	if len(addrs) == 0 {
+		return nil
+	}
+	st, err := politeness.ReadServers(ctx, f.rdb, f.o.KeyPrefix, addrs)
+	if err != nil {
+		return fmt.Errorf("frontier: status hosts: %w", err)
+	}
+	for _, l := range lists {
+		for i := range l {
+			if ip, err := netip.ParseAddr(l[i].Addr); err == nil {
+				l[i].Server = st[ip]
 			}
 		}
 	}

@@ -238,6 +238,12 @@ type HostRow struct {
 	Fetched int64  `json:"fetched"`
 	AvgMs   int64  `json:"avg_ms"`
 	LastMs  int64  `json:"last_ms"`
+	// Addr is the server address the host was last requested at ("" = unknown); AddrBusy
+	// says a request to it is in flight and AddrNextMs is when it may next be requested
+	// (unix ms; 0 = no state: free), under per-server politeness.
+	Addr       string `json:"addr,omitempty"`
+	AddrBusy   bool   `json:"addr_busy,omitempty"`
+	AddrNextMs int64  `json:"addr_next_ms,omitempty"`
 }
 
 // ErrorRow is a recent error.
@@ -326,10 +332,10 @@ func (p *Page) Report(ctx context.Context, top, nErrors int) Report {
 		rep.Shards = append(rep.Shards, ShardStatus{Shard: sh.ID, Served: sh.Served, Counts: c})
 		rep.Total.add(c)
 		for _, a := range st.Busiest {
-			rep.Busiest = append(rep.Busiest, hostRow(sh.ID, a))
+			rep.Busiest = append(rep.Busiest, hostRow(sh.ID, a, now))
 		}
 		for _, a := range st.Slowest {
-			rep.Slowest = append(rep.Slowest, hostRow(sh.ID, a))
+			rep.Slowest = append(rep.Slowest, hostRow(sh.ID, a, now))
 		}
 		for _, e := range st.Errors {
 			rep.Errors = append(rep.Errors, ErrorRow{AtMs: e.At.UnixMilli(), Shard: sh.ID, Result: e.Result,
@@ -363,8 +369,15 @@ func (p *Page) Report(ctx context.Context, top, nErrors int) Report {
 	return rep
 }
 
-func hostRow(shard int, a frontier.HostActivity) HostRow {
-	return HostRow{Host: a.Host, Shard: shard, Fetched: a.Fetched, AvgMs: a.AvgMs, LastMs: a.LastMs}
+func hostRow(shard int, a frontier.HostActivity, now time.Time) HostRow {
+	r := HostRow{Host: a.Host, Shard: shard, Fetched: a.Fetched, AvgMs: a.AvgMs, LastMs: a.LastMs, Addr: a.Addr}
+	if a.Server.Known {
+		r.AddrBusy = a.Server.Busy(now)
+		if !a.Server.Next.IsZero() {
+			r.AddrNextMs = a.Server.Next.UnixMilli()
+		}
+	}
+	return r
 }
 
 func counts(st frontier.Status) Counts {

@@ -1,9 +1,11 @@
--- Complete. ARGV[A]: number of outcomes; then per outcome 11 fields: host, token, action
+-- Complete. ARGV[A]: number of outcomes; then per outcome 12 fields: host, token, action
 -- (1 fetched, 2 retry, 3 failed, 4 disallowed, 5 requeue), requested (0/1), duration ms,
 -- crawl-delay ms (-1 = keep the stored one), retry-after ms, reset error streak (0/1),
 -- refund the page charge (0/1: no page request was made), health (0 says nothing about the
 -- host, 1 a failure: error, timeout, 5xx, robots unavailable; 2 the host answered), and
--- the error log line "<kind>\t<status>\t<host>\t<url>\t<error>" ('' = not an error).
+-- the error log line "<kind>\t<status>\t<host>\t<url>\t<error>" ('' = not an error), and
+-- the server address the request went to ('' = unknown; the stored one stays), kept in
+-- host:<host> as addr for the status views.
 -- Returns per outcome {result, next time ms, crawl-delay flags, retired} where result is
 -- 0 stale, 1 fetched, 2 retry queued, 3 failed, 4 disallowed, 5 requeued; the flags are
 -- 1 (the delay was capped) + 2 (this outcome stored a new Crawl-delay above the cap); and
@@ -36,7 +38,7 @@ local i = A + 1
 local out = {}
 -- All leases of the batch in one call.
 local leaseHosts = {}
-for j = 1, n do leaseHosts[j] = ARGV[A + 1 + 11 * (j - 1)] end
+for j = 1, n do leaseHosts[j] = ARGV[A + 1 + 12 * (j - 1)] end
 local leases, deadlines = {}, {}
 for c = 1, n, 1000 do
   local hs = {unpack(leaseHosts, c, math.min(c + 999, n))}
@@ -60,8 +62,8 @@ for o = 1, n do
   local act, requested = tonumber(ARGV[i + 2]), ARGV[i + 3] == '1'
   local dur, newcd, ra = tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5]), tonumber(ARGV[i + 6])
   local reset, refund = ARGV[i + 7] == '1', ARGV[i + 8] == '1'
-  local health, errLine = ARGV[i + 9], ARGV[i + 10]
-  i = i + 11
+  local health, errLine, addr = ARGV[i + 9], ARGV[i + 10], ARGV[i + 11]
+  i = i + 12
   local v = leases[o]
   local sp = v and string.find(v, ' ', 1, true)
   if not sp or consumed[h] or string.sub(v, 1, sp - 1) ~= tok then
@@ -150,6 +152,10 @@ for o = 1, n do
     if reset then errs = 0 end
     set[#set + 1] = 'next'
     set[#set + 1] = n2s(te)
+    if addr ~= '' then
+      set[#set + 1] = 'addr'
+      set[#set + 1] = addr
+    end
     if requested then
       local old = tonumber(st[6] or '')
       local avg = dur

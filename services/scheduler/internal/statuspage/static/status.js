@@ -45,6 +45,13 @@
   function time(ms) {
     return new Date(ms).toISOString().slice(11, 19);
   }
+  // The address a host was last requested at and its state under per-server politeness.
+  function server(h, now) {
+    if (!h.addr) return '–';
+    if (h.addr_busy) return h.addr + ' busy';
+    if (h.addr_next_ms > now) return h.addr + ' next ' + time(h.addr_next_ms);
+    return h.addr;
+  }
 
   function render(d) {
     const t = d.total;
@@ -104,17 +111,19 @@
       document.querySelector('#shards tbody').appendChild(tr);
     });
 
-    fill('busiest', d.busiest, 4, function (tr, h) {
+    fill('busiest', d.busiest, 5, function (tr, h) {
       td(tr, h.host, 'host');
       td(tr, int(h.fetched), 'n');
       td(tr, int(h.avg_ms), 'n');
       td(tr, String(h.shard), 'n');
+      td(tr, server(h, Date.now()), 'host');
     });
-    fill('slowest', d.slowest, 4, function (tr, h) {
+    fill('slowest', d.slowest, 5, function (tr, h) {
       td(tr, h.host, 'host');
       td(tr, int(h.avg_ms), 'n');
       td(tr, int(h.last_ms), 'n');
       td(tr, int(h.fetched), 'n');
+      td(tr, server(h, Date.now()), 'host');
     });
     fill('errors', d.errors, 7, function (tr, e) {
       tr.className = e.result;

@@ -1,0 +1,84 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"net/url"
+	"time"
+
+	"github.com/trawl/trawl/services/fetcher/internal/fetch"
+	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/politeness"
+)
+
+// serverLease is a request's hold on its server address (TRAWL_POLITENESS=ip).
+type serverLease struct {
+	claim politeness.ServerClaim
+	// ctx is the request's context, its connection pinned to the claimed address.
+	ctx context.Context
+}
+
+// atServer takes the address lease for one request to rawURL under reqCtx, where the
+// address is known: the host is resolved as the dialer resolves it (the same cache and
+// address policy) and the address the dial would use is claimed. It returns:
+//   - lease nil, err nil: no lease applies (per-host politeness, or the URL is not
+//     usable); request as usual;
+//   - a lease with claim.OK: request under lease.ctx (pinned to the address), then
+//     releaseServer;
+//   - a lease without claim.OK: the address is busy for claim.Wait; make no request;
+//   - reqErr: the host cannot be dialled at all (lookup failure, blocked address); it is
+//     what the request would have failed with, and no request is made;
+//   - err: Redis failed; the task must be retried.
+func (s *Service) atServer(reqCtx context.Context, rawURL string, crawlDelay time.Duration) (lease *serverLease, reqErr, err error) {
+	if s.servers == nil {
+		return nil, nil, nil
+	}
+	u, perr := url.Parse(rawURL)
+	if perr != nil || u.Hostname() == "" {
+		return nil, nil, nil
+	}
+	host := u.Hostname()
+	addr, rerr := s.pick(reqCtx, host)
+	if rerr != nil {
+		return nil, fmt.Errorf("fetch: %w", rerr), nil
+	}
+	// The claim lasts as long as the request can: a fetcher that dies holds the address
+	// no longer than its request could have run.
+	window := min(time.Until(cutoffOf(reqCtx)), s.cfg.FetchTimeout) + time.Second
+	c, err := s.servers.Claim(reqCtx, addr, host, crawlDelay, window)
+	if err != nil {
+		s.crawl.Invalidate()
+		return nil, nil, err
+	}
+	if !c.OK {
+		s.m.serverBusy.Inc()
+	}
+	return &serverLease{claim: c, ctx: fetch.At(reqCtx, host, addr)}, nil, nil
+}
+
+// releaseServer ends a lease whose request took took (negative: no request was made).
+func (s *Service) releaseServer(ctx context.Context, l *serverLease, took time.Duration) {
+	if l == nil || !l.claim.OK {
+		return
+	}
+	if _, err := s.servers.Release(ctx, l.claim, took); err != nil {
+		// The claim's window still holds the address; it only waits longer.
+		s.log.Warn("server address lease not released", "addr", l.claim.Addr, "err", err)
+	}
+}
+
+// serverBusy ends a task that made no request because its server address is busy: the
+// URL waits at the head of its queue, no attempt counted, and the host's next task comes
+// after the address's wait. The task holds no fetch slot meanwhile.
+func serverBusy(out *crawlmsg.Outcome, l *serverLease) *crawlmsg.Outcome {
+	out.Kind = crawlmsg.OutcomeServerBusy
+	out.Requested = false
+	out.RetryAfter = l.claim.Wait.Seconds()
+	out.Addr = l.claim.Addr.String()
+	out.Error = fmt.Sprintf("server %s is busy", l.claim.Addr)
+	return out
+}
+
+// pickFunc resolves a host to the address its dial would use.
+type pickFunc func(ctx context.Context, host string) (netip.Addr, error)
