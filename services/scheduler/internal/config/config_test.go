@@ -29,7 +29,7 @@ func TestDefaults(t *testing.T) {
 		Settings: frontierconf.Settings{FrontQueues: 8, BackQueues: 1024, PriorityBias: 0.5, MaxRetries: 3, MaxDepth: 20,
 			RetireAfter: 8, HostStateTTL: 7 * 24 * time.Hour, BacklinkHosts: 100_000},
 		Rules: politeness.Rules{MinDelay: time.Second, DelayFactor: 5, MaxCrawlDelay: 30 * time.Second,
-			MaxBackoff: 10 * time.Minute, RetryBackoff: 30 * time.Second},
+			MaxBackoff: 10 * time.Minute, RetryBackoff: 30 * time.Second, Per: politeness.PerHost},
 		SchedulerShards: []int{0, 1, 2},
 		DispatchBatch:   512,
 		Prioritizer:     "breadth",
