@@ -85,7 +85,7 @@ func Load(r *envconfig.Reader) (Config, error) {
 		// As many as the scheduler's default TRAWL_BACK_QUEUES hosts in rotation: with
 		// fewer, a host's connection is closed before its next turn and every request
 		// dials again.
-		MaxIdleConns:   r.Int("MAX_IDLE_CONNS", 1024),
+		MaxIdleConns:   r.Int("MAX_IDLE_CONNS", 4096),
 		DNSTTL:         r.Duration("DNS_TTL", 5*time.Minute),
 		DNSNegativeTTL: r.Duration("DNS_NEGATIVE_TTL", 30*time.Second),
 		DNSCacheSize:   r.Int("DNS_CACHE_SIZE", 10000),
