@@ -16,7 +16,7 @@ BENCH_TIME ?= 1s
 
 export GOFLAGS ?= -buildvcs=false
 
-.PHONY: all build test vet run bench fuzz tidy clean
+.PHONY: all build test vet run bench fuzz tidy clean interop
 
 all: build
 
@@ -35,6 +35,13 @@ test: vet
 	@$(GO) run ./devstack/cmd/trawl-deps redis-server chromium
 	$(GO) test -race $(TEST_FLAGS) $$($(GO) list $(PKGS) | grep -v /devstack/e2e)
 	$(GO) test $(TEST_FLAGS) $(E2E)
+
+## interop: the archiver's WARC files read back by warcio.js, Webrecorder's reader (installs
+## node, npm and warcio when missing)
+interop: build
+	@$(GO) run ./devstack/cmd/trawl-deps redis-server node npm
+	cd devstack/warcio && npm ci --no-audit --no-fund --silent
+	$(GO) test -tags interop -count=1 -run TestArchiveReadByWarcio -v ./devstack/e2e/
 
 ## run: crawl SEEDS (space- or comma-separated) or the built-in demo web, then print a summary; DIR=path keeps the crawl there and resumes it;
 ## PARK_AFTER=2m ends once only hosts due later than that remain, listing them and leaving them queued for a later run with the same DIR

@@ -28,13 +28,15 @@ type Program struct {
 var Known = map[string]Program{
 	"redis-server": {Binary: "redis-server", Package: "redis-server"},
 	"chromium":     {Binary: "chromium", Package: "chromium"},
+	"node":         {Binary: "node", Package: "nodejs"},
+	"npm":          {Binary: "npm", Package: "npm"},
 }
 
 // Lookup returns the known program for a binary name.
 func Lookup(binary string) (Program, error) {
 	p, ok := Known[binary]
 	if !ok {
-		return Program{}, fmt.Errorf("sysdeps: unknown program %q (known: redis-server, chromium)", binary)
+		return Program{}, fmt.Errorf("sysdeps: unknown program %q (known: redis-server, chromium, node, npm)", binary)
 	}
 	return p, nil
 }
