@@ -12,6 +12,8 @@ import (
 
 	"github.com/trawl/trawl/devstack/stack"
 	"github.com/trawl/trawl/devstack/warccheck"
+	"github.com/trawl/trawl/shared/natsx"
+	"github.com/trawl/trawl/shared/testwait"
 	"github.com/trawl/trawl/shared/topology"
 )
 
@@ -130,29 +132,13 @@ func get(c *http.Client, url string) ([]byte, int, error) {
 // waitArchived waits until the archiver has acked every page of CRAWL_PAGES.
 func waitArchived(t *testing.T, st *stack.Stack) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	js := st.JetStream()
-	last := ""
-	for {
-		c, err := js.Consumer(ctx, topology.StreamPages, topology.ConsumerArchiver)
-		if err == nil {
-			info, ierr := c.Info(ctx)
-			s, serr := js.Stream(ctx, topology.StreamPages)
-			if ierr == nil && serr == nil {
-				si, err := s.Info(ctx)
-				if err == nil && info.NumPending == 0 && info.NumAckPending == 0 && info.AckFloor.Stream >= si.State.LastSeq {
-					return
-				}
-				if err == nil {
-					last = fmt.Sprintf("pending %d, ack pending %d, ack floor %d of %d", info.NumPending, info.NumAckPending, info.AckFloor.Stream, si.State.LastSeq)
-				}
-			}
+	testwait.EventuallyState(t, time.Minute, "the archiver to catch up", func() (bool, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		ok, state, err := natsx.Settled(ctx, st.JetStream(), topology.StreamPages, topology.ConsumerArchiver)
+		if err != nil {
+			return false, err.Error()
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("archiver never caught up: %s", last)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+		return ok, state
+	})
 }

@@ -140,3 +140,28 @@ func MsgID(m jetstream.Msg) string {
 	}
 	return md.Stream + ":" + strconv.FormatUint(md.Sequence.Stream, 10) + ":" + strconv.FormatInt(md.Timestamp.UnixNano(), 36)
 }
+
+// Settled reports whether consumer has settled (acked or terminated) every message of
+// stream so far, and says where it stands. A nak'ed message waiting out its delay is
+// neither pending nor ack-pending, so settled also means the ack floor has reached the
+// stream's last message.
+func Settled(ctx context.Context, js jetstream.JetStream, stream, consumer string) (ok bool, state string, err error) {
+	c, err := js.Consumer(ctx, stream, consumer)
+	if err != nil {
+		return false, "", fmt.Errorf("natsx: consumer %s/%s: %w", stream, consumer, err)
+	}
+	info, err := c.Info(ctx)
+	if err != nil {
+		return false, "", fmt.Errorf("natsx: consumer %s/%s: %w", stream, consumer, err)
+	}
+	st, err := js.Stream(ctx, stream)
+	if err != nil {
+		return false, "", fmt.Errorf("natsx: stream %s: %w", stream, err)
+	}
+	sinfo, err := st.Info(ctx)
+	if err != nil {
+		return false, "", fmt.Errorf("natsx: stream %s: %w", stream, err)
+	}
+	return info.NumPending == 0 && info.NumAckPending == 0 && info.AckFloor.Stream >= sinfo.State.LastSeq,
+		fmt.Sprintf("pending %d, ack pending %d, ack floor %d of %d", info.NumPending, info.NumAckPending, info.AckFloor.Stream, sinfo.State.LastSeq), nil
+}

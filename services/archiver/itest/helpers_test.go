@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"fmt"
 	"log/slog"
 	"os"
 	"strconv"
@@ -20,6 +19,7 @@ import (
 	"github.com/trawl/trawl/services/archiver/internal/service"
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/envconfig"
+	"github.com/trawl/trawl/shared/natsx"
 	"github.com/trawl/trawl/shared/testwait"
 	"github.com/trawl/trawl/shared/topology"
 )
@@ -145,24 +145,11 @@ func (s *stack) waitArchived() {
 	testwait.EventuallyState(s.t, waitFor, "archiver to ack every page", func() (bool, string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		c, err := s.js.Consumer(ctx, topology.StreamPages, topology.ConsumerArchiver)
+		ok, state, err := natsx.Settled(ctx, s.js, topology.StreamPages, topology.ConsumerArchiver)
 		if err != nil {
 			return false, err.Error()
 		}
-		info, err := c.Info(ctx)
-		if err != nil {
-			return false, err.Error()
-		}
-		st, err := s.js.Stream(ctx, topology.StreamPages)
-		if err != nil {
-			return false, err.Error()
-		}
-		sinfo, err := st.Info(ctx)
-		if err != nil {
-			return false, err.Error()
-		}
-		return info.NumPending == 0 && info.NumAckPending == 0 && info.AckFloor.Stream >= sinfo.State.LastSeq,
-			fmt.Sprintf("pending %d, ack pending %d, ack floor %d of %d", info.NumPending, info.NumAckPending, info.AckFloor.Stream, sinfo.State.LastSeq)
+		return ok, state
 	})
 }
 

@@ -25,6 +25,7 @@ import (
 	"github.com/trawl/trawl/services/parser/internal/service"
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/envconfig"
+	"github.com/trawl/trawl/shared/natsx"
 	"github.com/trawl/trawl/shared/testwait"
 	"github.com/trawl/trawl/shared/topology"
 )
@@ -138,26 +139,11 @@ func (s *stack) waitSettled() {
 	testwait.EventuallyState(s.t, waitFor, "parser to settle all pages", func() (bool, string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		c, err := s.js.Consumer(ctx, topology.StreamPages, topology.ConsumerParser)
+		ok, state, err := natsx.Settled(ctx, s.js, topology.StreamPages, topology.ConsumerParser)
 		if err != nil {
 			return false, err.Error()
 		}
-		info, err := c.Info(ctx)
-		if err != nil {
-			return false, err.Error()
-		}
-		// A nak'ed message waiting out its delay is neither pending nor ack-pending, so
-		// settled also means the ack floor has reached the last page published.
-		st, err := s.js.Stream(ctx, topology.StreamPages)
-		if err != nil {
-			return false, err.Error()
-		}
-		sinfo, err := st.Info(ctx)
-		if err != nil {
-			return false, err.Error()
-		}
-		return info.NumPending == 0 && info.NumAckPending == 0 && info.AckFloor.Stream >= sinfo.State.LastSeq,
-			fmt.Sprintf("pending %d, ack pending %d, ack floor %d of %d", info.NumPending, info.NumAckPending, info.AckFloor.Stream, sinfo.State.LastSeq)
+		return ok, state
 	})
 }
 
