@@ -10,12 +10,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/trawl/trawl/shared/testwait"
 )
 
 func connectJS(t *testing.T, url string) (*nats.Conn, jetstream.JetStream) {
@@ -147,7 +148,7 @@ func TestExplicitPort(t *testing.T) {
 }
 
 func TestLoggerReceivesServerLog(t *testing.T) {
-	var buf syncBuffer
+	var buf testwait.Buffer
 	logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	s, err := Start(Options{StoreDir: t.TempDir(), Logger: logger})
 	if err != nil {
@@ -157,22 +158,4 @@ func TestLoggerReceivesServerLog(t *testing.T) {
 	if out := buf.String(); !strings.Contains(out, "Server is ready") || !strings.Contains(out, "component=nats-server") {
 		t.Fatalf("server log not forwarded to slog; got:\n%s", out)
 	}
-}
-
-// syncBuffer is written by server goroutines while the test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

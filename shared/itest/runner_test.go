@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -234,7 +233,7 @@ func TestRunnerStopDuringStartUp(t *testing.T) {
 	ns := natsembed.StartT(t)
 	env := runnerEnv(ns, nil)
 	env["TRAWL_REDIS_URL"] = "redis://" + deadAddr(t) + "/0"
-	logs := &syncBuffer{}
+	logs := &testwait.Buffer{}
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	ctx, cancel := context.WithCancel(testwait.Context(t))
 	done := make(chan error, 1)
@@ -291,7 +290,7 @@ func TestRunnerExitCode(t *testing.T) {
 				t.Fatal(err)
 			}
 			seen := make(chan struct{})
-			var out syncBuffer
+			var out testwait.Buffer
 			readDone := make(chan struct{})
 			go func() {
 				defer close(readDone)
@@ -363,25 +362,6 @@ func deadAddr(t *testing.T) string {
 	l.Close()
 	return addr
 }
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-var _ io.Writer = (*syncBuffer)(nil)
 
 // ownConnection is the test's own client, apart from the runner's.
 func ownConnection(t *testing.T, ns *natsembed.Server) (*nats.Conn, jetstream.JetStream) {

@@ -4,7 +4,9 @@
 package testwait
 
 import (
+	"bytes"
 	"context"
+	"sync"
 	"testing"
 	"time"
 )
@@ -72,4 +74,24 @@ func EventuallyState(t testing.TB, within time.Duration, what string, cond func(
 		time.Sleep(min(pause, time.Until(end)))
 		pause = min(2*pause, 20*time.Millisecond)
 	}
+}
+
+// Buffer collects what something writes while the test polls it (a command's output, a
+// browser's log): safe for one writer and concurrent readers.
+type Buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *Buffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// String is what was written so far.
+func (s *Buffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

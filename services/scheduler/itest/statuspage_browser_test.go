@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -38,28 +37,10 @@ func chromiumPath(t *testing.T) string {
 	return p
 }
 
-// syncBuffer collects the browser's output for the failure message.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // startBrowser starts headless chromium with a fresh profile and returns a tab.
 func startBrowser(t *testing.T) context.Context {
 	t.Helper()
-	out := &syncBuffer{}
+	out := &testwait.Buffer{}
 	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
 		chromedp.ExecPath(chromiumPath(t)),
 		chromedp.Headless,

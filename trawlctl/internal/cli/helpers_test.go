@@ -1,13 +1,11 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,24 +20,6 @@ import (
 	"github.com/trawl/trawl/shared/topology"
 )
 
-// syncBuffer is a bytes.Buffer safe for a command writing while the test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // result is one trawlctl run.
 type result struct {
 	code           int
@@ -53,8 +33,8 @@ type invocation struct {
 }
 
 // start runs trawlctl args in the background; wait returns its result.
-func (inv invocation) start(ctx context.Context, args ...string) (wait func() result, stdout, stderr *syncBuffer) {
-	stdout, stderr = &syncBuffer{}, &syncBuffer{}
+func (inv invocation) start(ctx context.Context, args ...string) (wait func() result, stdout, stderr *testwait.Buffer) {
+	stdout, stderr = &testwait.Buffer{}, &testwait.Buffer{}
 	done := make(chan int, 1)
 	lookup := func(k string) (string, bool) { v, ok := inv.env[k]; return v, ok }
 	go func() {
