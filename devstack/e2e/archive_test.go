@@ -10,10 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trawl/trawl/devstack/natsembed"
 	"github.com/trawl/trawl/devstack/stack"
 	"github.com/trawl/trawl/devstack/warccheck"
-	"github.com/trawl/trawl/shared/natsx"
-	"github.com/trawl/trawl/shared/testwait"
 	"github.com/trawl/trawl/shared/topology"
 )
 
@@ -132,13 +131,5 @@ func get(c *http.Client, url string) ([]byte, int, error) {
 // waitArchived waits until the archiver has acked every page of CRAWL_PAGES.
 func waitArchived(t *testing.T, st *stack.Stack) {
 	t.Helper()
-	testwait.EventuallyState(t, time.Minute, "the archiver to catch up", func() (bool, string) {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		ok, state, err := natsx.Settled(ctx, st.JetStream(), topology.StreamPages, topology.ConsumerArchiver)
-		if err != nil {
-			return false, err.Error()
-		}
-		return ok, state
-	})
+	natsembed.WaitSettled(t, st.JetStream(), topology.StreamPages, topology.ConsumerArchiver, time.Minute)
 }

@@ -19,8 +19,6 @@ import (
 	"github.com/trawl/trawl/services/archiver/internal/service"
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/envconfig"
-	"github.com/trawl/trawl/shared/natsx"
-	"github.com/trawl/trawl/shared/testwait"
 	"github.com/trawl/trawl/shared/topology"
 )
 
@@ -142,15 +140,7 @@ func (s *stack) putObject(name string, data []byte) *crawlmsg.BodyRef {
 // waitArchived waits until the archiver's consumer has acked every page published.
 func (s *stack) waitArchived() {
 	s.t.Helper()
-	testwait.EventuallyState(s.t, waitFor, "archiver to ack every page", func() (bool, string) {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		ok, state, err := natsx.Settled(ctx, s.js, topology.StreamPages, topology.ConsumerArchiver)
-		if err != nil {
-			return false, err.Error()
-		}
-		return ok, state
-	})
+	natsembed.WaitSettled(s.t, s.js, topology.StreamPages, topology.ConsumerArchiver, waitFor)
 }
 
 // exchange builds a page as the fetcher publishes it: verbatim heads and, for a gzip body,

@@ -25,7 +25,6 @@ import (
 	"github.com/trawl/trawl/services/parser/internal/service"
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/envconfig"
-	"github.com/trawl/trawl/shared/natsx"
 	"github.com/trawl/trawl/shared/testwait"
 	"github.com/trawl/trawl/shared/topology"
 )
@@ -136,15 +135,7 @@ func (s *stack) publish(m *nats.Msg) uint64 {
 // waitSettled waits until the parser has acked or terminated every page message.
 func (s *stack) waitSettled() {
 	s.t.Helper()
-	testwait.EventuallyState(s.t, waitFor, "parser to settle all pages", func() (bool, string) {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		ok, state, err := natsx.Settled(ctx, s.js, topology.StreamPages, topology.ConsumerParser)
-		if err != nil {
-			return false, err.Error()
-		}
-		return ok, state
-	})
+	natsembed.WaitSettled(s.t, s.js, topology.StreamPages, topology.ConsumerParser, waitFor)
 }
 
 type docMsg struct {
