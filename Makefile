@@ -20,11 +20,11 @@ export GOFLAGS ?= -buildvcs=false
 
 all: build
 
-## build: the five service binaries, the local runner and trawlctl, into bin/
+## build: the five service binaries, the local runner, its NATS server and trawlctl, into bin/
 build:
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/ $(addprefix ./services/,$(SERVICES))
-	$(GO) build -o $(BIN)/ ./devstack/cmd/trawl-dev ./trawlctl
+	$(GO) build -o $(BIN)/ ./devstack/cmd/trawl-dev ./devstack/cmd/trawl-nats ./trawlctl
 
 vet:
 	$(GO) vet $(PKGS)

@@ -39,6 +39,10 @@ var Services = []string{"scheduler", "dedup", "parser", "fetcher"}
 // before the first page is published.
 const Archiver = "archiver"
 
+// NATSServer is the trawl-nats binary Build also makes (devstack/cmd/trawl-nats), for
+// stacks that run NATS as a process of its own (Options.NATSBin).
+const NATSServer = "trawl-nats"
+
 // Options configure a stack. Zero values take the defaults in the comments.
 type Options struct {
 	// BinDir holds the service binaries (see Build).
@@ -74,20 +78,21 @@ type Options struct {
 
 // Stack is a running local deployment.
 type Stack struct {
-	opts   Options
-	dir    string
-	ownDir bool
-	nats   *natsembed.Server
-	natsP  *Proc // NATS as a child process (Options.NATSBin)
-	redis  *redisproc.Server
-	nc     *nats.Conn
-	js     jetstream.JetStream
-	rdb    *redis.Client
-	procs  []*Proc
-	logMu  sync.Mutex
-	files  []*os.File
-	shards int
-	prefix string
+	opts    Options
+	dir     string
+	ownDir  bool
+	nats    *natsembed.Server
+	natsP   *Proc // NATS as a child process (Options.NATSBin)
+	natsURL string
+	redis   *redisproc.Server
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	rdb     *redis.Client
+	procs   []*Proc
+	logMu   sync.Mutex
+	files   []*os.File
+	shards  int
+	prefix  string
 }
 
 // Build compiles the services (the archiver included) into outDir with the workspace at root.
@@ -99,6 +104,7 @@ func Build(ctx context.Context, root, outDir string) error {
 	for _, s := range append(Services, Archiver) {
 		args = append(args, "./services/"+s)
 	}
+	args = append(args, "./devstack/cmd/"+NATSServer)
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = root
 	out, err := cmd.CombinedOutput()
@@ -153,6 +159,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if err != nil {
 		return nil, err
 	}
+	s.natsURL = natsURL
 	if s.redis, err = redisproc.Start(ctx, redisproc.Options{Dir: filepath.Join(s.dir, "redis"), AppendOnly: true, FsyncAlways: !opts.AppendOnly}); err != nil {
 		return nil, fmt.Errorf("stack: redis: %w", err)
 	}
@@ -392,6 +399,9 @@ func (s *Stack) Proc(name string, i int) *Proc {
 
 // NATS is the embedded NATS server; nil when it runs as a child process (Options.NATSBin).
 func (s *Stack) NATS() *natsembed.Server { return s.nats }
+
+// NATSURL is the NATS client URL, wherever the server runs.
+func (s *Stack) NATSURL() string { return s.natsURL }
 
 // PIDs maps every process of the stack to its pid: the services by ID ("fetcher-0"),
 // "redis", and "nats" when NATS runs as a child process. Benchmarks read their CPU time.

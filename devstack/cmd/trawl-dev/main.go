@@ -124,7 +124,9 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		fmt.Fprintf(out, "archiving: WARC files and their CDXJ indexes go to %s (the file being written ends in .open until the stop)\n", dir)
 	}
 	st, err := stack.Start(ctx, stack.Options{
-		BinDir:   o.bin,
+		BinDir: o.bin,
+		// NATS runs as a process of its own, as in compose, rather than inside trawl-dev.
+		NATSBin:  filepath.Join(o.bin, stack.NATSServer),
 		Dir:      o.dir,
 		Env:      env,
 		Replicas: map[string]int{"fetcher": o.fetchers},
@@ -142,7 +144,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 			fmt.Fprintln(os.Stderr, "trawl-dev: stop:", err)
 		}
 	}()
-	fmt.Fprintf(out, "nats %s · redis %s · logs in %s\n", st.NATS().URL(), st.Redis().URL(), filepath.Join(st.Dir(), "logs"))
+	fmt.Fprintf(out, "nats %s · redis %s · logs in %s\n", st.NATSURL(), st.Redis().URL(), filepath.Join(st.Dir(), "logs"))
 	if o.dir != "" {
 		fmt.Fprintf(out, "crawl state in %s: after a crash, the same command resumes it\n", o.dir)
 	}
@@ -267,7 +269,7 @@ func setDefault(env map[string]string, k, v string) {
 // works when run with `go run`.
 func ensureBinaries(ctx context.Context, bin string) error {
 	var missing []string
-	for _, s := range stack.Services {
+	for _, s := range append(stack.Services, stack.Archiver, stack.NATSServer) {
 		if _, err := os.Stat(filepath.Join(bin, s)); err != nil {
 			missing = append(missing, s)
 		}
