@@ -46,7 +46,14 @@ type Discovered struct {
 	Depth int    `json:"depth"`          // link hops from a seed; a redirect target keeps the depth of the redirecting URL
 	Via   Via    `json:"via,omitempty"`  // how it was found
 	Hops  int    `json:"hops,omitempty"` // redirect hops so far (caps redirect chains)
+	// Kind is what the URL is fetched for (a page, a page requisite, a sitemap); Embeds the
+	// embed hops in a row that led to it.
+	Kind   Kind `json:"kind,omitempty"`
+	Embeds int  `json:"embeds,omitempty"`
 }
+
+// Extra is the part of d the frontier keeps in its queue entry.
+func (d Discovered) Extra() Extra { return Extra{Kind: d.Kind, Embeds: d.Embeds} }
 
 // LinkGroup is the URLs found on one page (or given as seeds): the unit the frontier
 // counts backlinks by.
@@ -139,7 +146,9 @@ type FetchTask struct {
 	Depth   int    `json:"depth"`   // link hops from a seed
 	Hops    int    `json:"hops"`    // redirect hops that led here
 	Attempt int    `json:"attempt"` // 0 on the first try
-	Lease   string `json:"lease"`   // lease token; the outcome must echo it or it is ignored
+	Kind    Kind   `json:"kind,omitempty"`
+	Embeds  int    `json:"embeds,omitempty"`
+	Lease   string `json:"lease"` // lease token; the outcome must echo it or it is ignored
 	// Deadline is when the lease expires (unix milliseconds). A fetcher must not start a
 	// request it cannot finish before the deadline: after it the scheduler may hand the
 	// host to another fetcher.
@@ -360,6 +369,9 @@ type PageMeta struct {
 	// hop is the page whose Location is this URL.
 	Hops  int    `json:"hops,omitempty"`
 	Lease string `json:"lease,omitempty"`
+	// Kind and Embeds are the task's (FetchTask.Kind, FetchTask.Embeds).
+	Kind   Kind `json:"kind,omitempty"`
+	Embeds int  `json:"embeds,omitempty"`
 	// BodyRef, when set, says the body is not the message payload (which is empty) but an
 	// object in a JetStream object store: bodies above the inline threshold travel by
 	// reference so that pages of many megabytes need no larger NATS max_payload.

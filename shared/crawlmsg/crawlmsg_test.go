@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -173,5 +174,39 @@ func TestPageMsgRaw(t *testing.T) {
 	m.Header.Set(RawHeader, "AAAA")
 	if _, err := DecodePage(m.Header, m.Data); !errors.Is(err, ErrMalformed) {
 		t.Fatalf("raw body of the wrong size: %v", err)
+	}
+}
+
+func TestExtra(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		x    Extra
+		enc  string // "" = only check the round trip
+	}{
+		{name: "plain page costs nothing", x: Extra{}, enc: ""},
+		{name: "embed", x: Extra{Kind: KindEmbed, Embeds: 2}},
+		{name: "sitemap", x: Extra{Kind: KindSitemap}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := tc.x.Encode()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.x.IsZero() && s != tc.enc {
+				t.Fatalf("Encode() = %q, want %q", s, tc.enc)
+			}
+			if strings.ContainsAny(s, " \t\r\n") {
+				t.Fatalf("Encode() = %q: a queue entry extension must hold no space", s)
+			}
+			got, err := DecodeExtra(s)
+			if err != nil || got != tc.x {
+				t.Fatalf("DecodeExtra(%q) = %+v, %v; want %+v", s, got, err, tc.x)
+			}
+		})
+	}
+	for _, bad := range []string{"not base64!", "e30x", "eyJrIjoid2hhdCJ9" /* {"k":"what"} */, "eyJlIjotMX0" /* {"e":-1} */} {
+		if _, err := DecodeExtra(bad); !errors.Is(err, ErrMalformed) {
+			t.Errorf("DecodeExtra(%q) = %v, want ErrMalformed", bad, err)
+		}
 	}
 }

@@ -125,17 +125,23 @@ const (
 	DispatchFetchLimit  = "fetch_limit"
 )
 
-// Entry is a queue entry "<depth> <hops> <attempt> <url>".
+// Entry is a queue entry "<depth> <hops> <attempt> <url>", or "<depth> <hops> <attempt>
+// <url> <ext>" when the URL carries more (crawlmsg.Extra, encoded). A normalised URL has no
+// space, so the first space after the URL starts Ext; the scripts keep "<url> <ext>" as one
+// field and never need to look inside it.
 type Entry struct {
 	Depth, Hops, Attempt int
 	URL                  string
+	Ext                  string
 }
 
-// ErrBadEntry marks a queue entry that is not "<depth> <hops> <attempt> <url>".
+// ErrBadEntry marks a queue entry that is not "<depth> <hops> <attempt> <url>[ <ext>]".
 var ErrBadEntry = errors.New("frontier: malformed queue entry")
 
 // String is the entry as queued.
-func (e Entry) String() string { return string(e.Append(make([]byte, 0, len(e.URL)+16))) }
+func (e Entry) String() string {
+	return string(e.Append(make([]byte, 0, len(e.URL)+len(e.Ext)+17)))
+}
 
 // Append appends the entry as queued to dst.
 func (e Entry) Append(dst []byte) []byte {
@@ -145,7 +151,12 @@ func (e Entry) Append(dst []byte) []byte {
 	dst = append(dst, ' ')
 	dst = strconv.AppendInt(dst, int64(e.Attempt), 10)
 	dst = append(dst, ' ')
-	return append(dst, e.URL...)
+	dst = append(dst, e.URL...)
+	if e.Ext != "" {
+		dst = append(dst, ' ')
+		dst = append(dst, e.Ext...)
+	}
+	return dst
 }
 
 // ParseEntry decodes a queue entry.
@@ -162,10 +173,11 @@ func ParseEntry(s string) (Entry, error) {
 		}
 		nums[i], s = n, rest
 	}
-	if s == "" {
+	u, ext, _ := strings.Cut(s, " ")
+	if u == "" {
 		return Entry{}, fmt.Errorf("%w: no url", ErrBadEntry)
 	}
-	return Entry{Depth: nums[0], Hops: nums[1], Attempt: nums[2], URL: s}, nil
+	return Entry{Depth: nums[0], Hops: nums[1], Attempt: nums[2], URL: u, Ext: ext}, nil
 }
 
 // ParseLease decodes a lease value "<token> <entry>". The token is returned even when the

@@ -52,7 +52,9 @@ func TestEntry(t *testing.T) {
 		bad  bool
 	}{
 		{name: "seed", in: "0 0 0 http://a.example/", want: Entry{URL: "http://a.example/"}},
-		{name: "spaces in url", in: "12 3 2 https://b.example/x?q=a b", want: Entry{Depth: 12, Hops: 3, Attempt: 2, URL: "https://b.example/x?q=a b"}},
+		{name: "all fields", in: "12 3 2 https://b.example/x?q=a%20b", want: Entry{Depth: 12, Hops: 3, Attempt: 2, URL: "https://b.example/x?q=a%20b"}},
+		// A normalised URL has no space: what follows the first one is the extension.
+		{name: "extension", in: "1 0 0 https://b.example/s.css eyJrIjoiZW1iZWQifQ", want: Entry{Depth: 1, URL: "https://b.example/s.css", Ext: "eyJrIjoiZW1iZWQifQ"}},
 		{name: "negative", in: "-1 0 0 http://a.example/", want: Entry{Depth: -1, URL: "http://a.example/"}},
 		{name: "empty", in: "", bad: true},
 		{name: "no url", in: "1 2 3 ", bad: true},

@@ -223,3 +223,58 @@ func TestLeaseTokensSurviveCounterRollback(t *testing.T) {
 		t.Fatalf("after a counter rollback token %q, first was %q: want the same seq, a different token", again.Lease, first.Lease)
 	}
 }
+
+// A URL's kind (a page requisite, a sitemap) and its embed hops live in the queue entry's
+// extension: they must reach the fetch task, and survive the scripts' requeues (a retry
+// after an error, a lease that expired), which rebuild the entry with a new attempt.
+func TestQueuedKindSurvivesRequeues(t *testing.T) {
+	rdb := startRedis(t)
+	f := newTF(t, rdb, testOptions(0))
+	css := crawlmsg.Discovered{URL: "http://a.example/site.css", Depth: 2, Kind: crawlmsg.KindEmbed, Embeds: 1}
+	sm := crawlmsg.Discovered{URL: "http://b.example/sitemap.xml", Kind: crawlmsg.KindSitemap}
+	page := crawlmsg.Discovered{URL: "http://c.example/", Depth: 1}
+	f.add("m1", css, sm, page)
+
+	want := func(tk crawlmsg.FetchTask, attempt int) {
+		t.Helper()
+		var d crawlmsg.Discovered
+		for _, u := range []crawlmsg.Discovered{css, sm, page} {
+			if u.URL == tk.URL {
+				d = u
+			}
+		}
+		if tk.Kind != d.Kind || tk.Embeds != d.Embeds || tk.Depth != d.Depth || tk.Attempt != attempt {
+			t.Fatalf("task %+v, want kind %q embeds %d depth %d attempt %d", tk, d.Kind, d.Embeds, d.Depth, attempt)
+		}
+	}
+	tasks := f.dispatch(t0, 10)
+	if len(tasks) != 3 {
+		t.Fatalf("dispatched %d tasks, want 3", len(tasks))
+	}
+	for _, tk := range tasks {
+		want(tk, 0)
+	}
+	// An error requeues with attempt+1; a plain page's entry must stay extension-free.
+	for _, tk := range tasks {
+		f.complete(t0, outcome(tk, crawlmsg.OutcomeError, 0))
+	}
+	if q := f.backQueue("c.example"); len(q) != 1 || q[0] != "1 0 1 http://c.example/" {
+		t.Fatalf("plain page requeued as %q, want no extension", q)
+	}
+	later := t0.Add(time.Hour)
+	retried := f.dispatch(later, 10)
+	if len(retried) != 3 {
+		t.Fatalf("dispatched %d retries, want 3", len(retried))
+	}
+	for _, tk := range retried {
+		want(tk, 1)
+	}
+	// Leases that run out are requeued by the reaper, again rebuilding the entry.
+	if n := f.reap(later.Add(f.Options().LeaseTTL + time.Second)); n != 3 {
+		t.Fatalf("reaped %d leases, want 3", n)
+	}
+	for _, tk := range f.dispatch(later.Add(2*time.Hour), 10) {
+		want(tk, 2)
+	}
+	f.check()
+}

@@ -613,6 +613,8 @@ func (s *Service) fetchPage(ctx, reqCtx context.Context, task *crawlmsg.FetchTas
 			Location: resp.Location,
 			Hops:     task.Hops,
 			Lease:    task.Lease,
+			Kind:     task.Kind,
+			Embeds:   task.Embeds,
 		},
 		Body: resp.Body,
 	}
@@ -626,6 +628,8 @@ func (s *Service) fetchPage(ctx, reqCtx context.Context, task *crawlmsg.FetchTas
 		if task.Hops+1 <= s.cfg.MaxRedirects {
 			batch := &crawlmsg.DiscoveredBatch{Source: task.URL, URLs: []crawlmsg.Discovered{{
 				URL: resp.Location, Depth: task.Depth, Via: crawlmsg.ViaRedirect, Hops: task.Hops + 1,
+				// A moved stylesheet is still a requisite; a moved sitemap still a sitemap.
+				Kind: task.Kind, Embeds: task.Embeds,
 			}}}
 			data, err := crawlmsg.Marshal(batch)
 			if err != nil {

@@ -263,7 +263,12 @@ func (f *Frontier) AddBatches(ctx context.Context, batches []Batch) ([]int, erro
 				oos++
 				continue
 			}
-			buf = frontierkeys.Entry{Depth: u.Depth, Hops: u.Hops, URL: u.URL}.Append(buf[:0])
+			ext, err := u.Extra().Encode()
+			if err != nil {
+				oos++
+				continue
+			}
+			buf = frontierkeys.Entry{Depth: u.Depth, Hops: u.Hops, URL: u.URL, Ext: ext}.Append(buf[:0])
 			args = append(args, f.priority(u), host, string(buf))
 			ok++
 		}
@@ -317,7 +322,12 @@ func (f *Frontier) sourceHost(source string) string {
 
 // admissible returns the URL's host if the URL may be queued.
 func (f *Frontier) admissible(u crawlmsg.Discovered) (string, bool) {
-	if u.Depth < 0 || u.Hops < 0 || u.Depth > f.o.MaxDepth {
+	if u.Depth < 0 || u.Hops < 0 || u.Embeds < 0 || u.Depth > f.o.MaxDepth || !u.Kind.Valid() {
+		return "", false
+	}
+	// A queue entry ends its URL at the first space (frontierkeys.Entry); a normalised URL
+	// has none.
+	if strings.ContainsAny(u.URL, " \t\r\n") {
 		return "", false
 	}
 	if !strings.HasPrefix(u.URL, "http://") && !strings.HasPrefix(u.URL, "https://") {
@@ -387,9 +397,14 @@ func (f *Frontier) Dispatch(ctx context.Context, max int) ([]crawlmsg.FetchTask,
 			// The lease is recorded; expiry will account for the task.
 			return tasks, fmt.Errorf("frontier: dispatch: host %s: %w", host, err)
 		}
+		x, err := crawlmsg.DecodeExtra(e.Ext)
+		if err != nil {
+			return tasks, fmt.Errorf("frontier: dispatch: host %s: %w", host, err)
+		}
 		tasks = append(tasks, crawlmsg.FetchTask{
 			V: crawlmsg.Version, Shard: f.o.Shard, Host: host, URL: e.URL,
-			Depth: e.Depth, Hops: e.Hops, Attempt: e.Attempt, Lease: tok, Deadline: deadline,
+			Depth: e.Depth, Hops: e.Hops, Attempt: e.Attempt, Kind: x.Kind, Embeds: x.Embeds,
+			Lease: tok, Deadline: deadline,
 		})
 	}
 	return tasks, nil

@@ -1,7 +1,6 @@
 package frontier
 
 import (
-	"errors"
 	"math"
 	"testing"
 
@@ -11,34 +10,6 @@ import (
 	"github.com/trawl/trawl/shared/politeness"
 	"github.com/trawl/trawl/shared/urlnorm"
 )
-
-func TestParseEntry(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		want Entry
-		bad  bool
-	}{
-		{in: "0 0 0 http://a.example/", want: Entry{URL: "http://a.example/"}},
-		{in: "12 3 2 https://b.example/x?q=a b", want: Entry{Depth: 12, Hops: 3, Attempt: 2, URL: "https://b.example/x?q=a b"}},
-		{in: "1 2 http://a/", bad: true},
-		{in: "x 0 0 http://a/", bad: true},
-		{in: "1 2 3 ", bad: true},
-		{in: "", bad: true},
-	} {
-		t.Run(tc.in, func(t *testing.T) {
-			got, err := ParseEntry(tc.in)
-			if tc.bad {
-				if !errors.Is(err, ErrBadEntry) {
-					t.Fatalf("ParseEntry(%q) err = %v, want ErrBadEntry", tc.in, err)
-				}
-				return
-			}
-			if err != nil || got != tc.want {
-				t.Fatalf("ParseEntry(%q) = %+v, %v; want %+v", tc.in, got, err, tc.want)
-			}
-		})
-	}
-}
 
 // The Lua router finds hosts with hostof; luaHost is its Go twin and must agree with
 // urlnorm.Host on every normalised URL, or a URL would be queued under the wrong host.

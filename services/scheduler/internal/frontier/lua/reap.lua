@@ -30,9 +30,10 @@ for _, h in ipairs(hs) do
       bump('failed', 1)
       failed = failed + 1
     end
-    -- Queued URLs are normalised ASCII, so cutting bytes cannot split a character.
+    -- Queued URLs are normalised ASCII, so cutting bytes cannot split a character; an
+    -- entry's extension follows its URL after a space and is not part of it.
     errLines[#errLines + 1] = n2s(NOW) .. '\t' .. r .. '\tlease-expired\t0\t' .. h .. '\t' ..
-      string.sub(u or '', 1, 512) .. '\tno outcome before the lease deadline'
+      string.sub(string.match(u or '', '^[^ ]*'), 1, 512) .. '\tno outcome before the lease deadline'
   end
   local st = redis.call('HMGET', hk(h), 'cd', 'rt')
   local te = NOW + gap(tonumber(st[1] or '0') or 0, tonumber(st[2] or '0') or 0)
