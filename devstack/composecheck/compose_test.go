@@ -199,7 +199,7 @@ func TestComposePrometheusProfile(t *testing.T) {
 		t.Fatalf("metrics profile has no prometheus: %v", err)
 	}
 	conf := mountedFile(t, prom, "/etc/prometheus/prometheus.yml")
-	for _, want := range []string{"dns_sd_configs", "scheduler", "fetcher", "parser", "dedup", "port: 9100"} {
+	for _, want := range []string{"dns_sd_configs", "scheduler", "fetcher", "parser", "dedup", "archiver", "port: 9100"} {
 		if !strings.Contains(conf, want) {
 			t.Errorf("scrape config lacks %q:\n%s", want, conf)
 		}
