@@ -58,7 +58,9 @@ bench: build
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzNormalize -fuzztime 30s ./shared/urlnorm
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 30s ./shared/robots
-	$(GO) test -run '^$$' -fuzz FuzzExtract -fuzztime 30s ./services/parser/internal/extract
+	$(GO) test -run '^$$' -fuzz '^FuzzExtract$$' -fuzztime 30s ./services/parser/internal/extract
+	$(GO) test -run '^$$' -fuzz '^FuzzExtractCSS$$' -fuzztime 30s ./services/parser/internal/extract
+	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 30s ./services/parser/internal/sitemap
 	$(GO) test -run '^$$' -fuzz FuzzUnmarshal -fuzztime 30s ./shared/crawlmsg
 
 tidy:

@@ -21,7 +21,7 @@ import (
 )
 
 // oomErrors is how many commands Redis has refused for lack of memory.
-func oomErrors(ctx context.Context, rdb *redis.Client) (int, error) {
+func oomErrors(ctx context.Context, rdb redis.UniversalClient) (int, error) {
 	info, err := rdb.Info(ctx, "errorstats").Result()
 	if err != nil {
 		return 0, err

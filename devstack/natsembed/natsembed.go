@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -32,6 +33,21 @@ type Options struct {
 	// Logger receives the server's own log lines; nil discards them because
 	// the NATS banner would drown test output.
 	Logger *slog.Logger
+	// ServerName names the server; default "trawl-devstack". The servers of a cluster
+	// need distinct names.
+	ServerName string
+	// Cluster, when set, joins the server to a NATS cluster over routes, with clustered
+	// JetStream (devstack/natscluster).
+	Cluster *Cluster
+	// Username and Password, when set, are the only credentials the server accepts.
+	Username, Password string
+}
+
+// Cluster is the route side of a clustered server.
+type Cluster struct {
+	Name   string   // the cluster's name, the same on every server
+	Port   int      // route listen port on Host; must be set (every server routes to it)
+	Routes []string // nats-route://host:port of every server of the cluster (its own is skipped)
 }
 
 // Server is a running (or shut down, awaiting Restart) embedded NATS server.
@@ -87,15 +103,32 @@ func StartT(t testing.TB) *Server {
 
 func (s *Server) start() error {
 	capture := &fatalCapture{logger: s.opts.Logger}
+	name := s.opts.ServerName
+	if name == "" {
+		name = "trawl-devstack"
+	}
 	nopts := &server.Options{
-		ServerName: "trawl-devstack",
+		ServerName: name,
 		Host:       s.opts.Host,
 		Port:       s.port,
 		MaxPayload: s.opts.MaxPayload,
 		JetStream:  true,
 		StoreDir:   s.opts.StoreDir,
 		// The embedding process owns signal handling.
-		NoSigs: true,
+		NoSigs:   true,
+		Username: s.opts.Username,
+		Password: s.opts.Password,
+	}
+	if c := s.opts.Cluster; c != nil {
+		nopts.Cluster = server.ClusterOpts{Name: c.Name, Host: s.opts.Host, Port: c.Port}
+		own := "nats-route://" + net.JoinHostPort(s.opts.Host, strconv.Itoa(c.Port))
+		var routes []string
+		for _, r := range c.Routes {
+			if r != own {
+				routes = append(routes, r)
+			}
+		}
+		nopts.Routes = server.RoutesFromStr(strings.Join(routes, ","))
 	}
 	// Payloads above the default pending limit would be refused per client.
 	if int64(nopts.MaxPayload)*4 > server.MAX_PENDING_SIZE {
@@ -237,3 +270,21 @@ func (f *fatalCapture) Fatalf(format string, v ...any) {
 	f.mu.Unlock()
 	f.emit(slog.LevelError, format, v)
 }
+
+// JetStreamPeers reports, for a clustered server, whether it is the JetStream meta
+// leader, how many JetStream peers are online (known on the leader only; 0 elsewhere), and
+// whether it is current with the leader (so a stream can be placed). An unclustered or
+// stopped server reports 0, false, false.
+func (s *Server) JetStreamPeers() (peers int, leader, current bool) {
+	s.mu.Lock()
+	ns := s.ns
+	s.mu.Unlock()
+	if ns == nil || !ns.JetStreamIsClustered() {
+		return 0, false, false
+	}
+	return len(ns.JetStreamClusterPeers()), ns.JetStreamIsLeader(), ns.JetStreamIsCurrent()
+}
+
+// Stop shuts the server down, keeping its store and port for Restart (a node of a
+// cluster going away while the others go on).
+func (s *Server) Stop() { s.stop() }

@@ -52,6 +52,9 @@ type Options struct {
 	// write while an fsync is slow, which would make crash tests racy.
 	FsyncAlways bool
 	Binary      string // default: "redis-server" from PATH
+	// Args are further redis-server options, after the package's own (e.g. cluster mode
+	// for devstack/rediscluster).
+	Args []string
 }
 
 // Server is a redis-server child process (running, or stopped awaiting
@@ -232,7 +235,7 @@ func (s *Server) args() []string {
 	if s.opts.FsyncAlways {
 		fsync = "always"
 	}
-	return []string{
+	return append([]string{
 		"--port", strconv.Itoa(s.port),
 		"--bind", "127.0.0.1",
 		"--dir", s.dir,
@@ -243,7 +246,7 @@ func (s *Server) args() []string {
 		"--protected-mode", "no",
 		"--loglevel", "warning",
 		"--logfile", "",
-	}
+	}, s.opts.Args...)
 }
 
 // launch starts one process and waits for PING; on failure the process is

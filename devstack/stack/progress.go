@@ -113,8 +113,15 @@ func (p Progress) Parked(bound time.Duration) bool {
 
 // Progress reads a snapshot.
 func (s *Stack) Progress(ctx context.Context) (Progress, error) {
+	// A request lost with the NATS server it went to (a cluster node that died) is never
+	// answered: the reading fails and the caller reads again instead of hanging.
+	ctx, cancel := context.WithTimeout(ctx, progressTimeout)
+	defer cancel()
 	return ReadProgress(ctx, s.js, s.rdb, s.prefix, s.shards)
 }
+
+// progressTimeout bounds one Progress reading.
+const progressTimeout = 10 * time.Second
 
 // ReadProgress reads a snapshot of any deployment: prefix is TRAWL_REDIS_PREFIX and
 // shards TRAWL_SHARDS. It relies only on the documented Redis keys of the scheduler

@@ -28,6 +28,7 @@ import (
 	"github.com/trawl/trawl/devstack/natsembed"
 	"github.com/trawl/trawl/devstack/redisproc"
 	"github.com/trawl/trawl/shared/natsx"
+	"github.com/trawl/trawl/shared/redisx"
 	"github.com/trawl/trawl/shared/seed"
 )
 
@@ -70,6 +71,12 @@ type Options struct {
 	NATSBin string
 	// NATSArgs are extra trawl-nats flags, e.g. {"-pprof", "127.0.0.1:6060"}.
 	NATSArgs []string
+	// NATSURL, if set, is a NATS the stack uses instead of starting one (e.g. a cluster of
+	// devstack/natscluster: several comma-separated URLs); NATS() is nil then.
+	NATSURL string
+	// RedisURL, if set, is a Redis the stack uses instead of starting one (e.g. a Redis
+	// Cluster of devstack/rediscluster); Redis() is nil then.
+	RedisURL string
 	// CPUs, if set, pins every child process (NATS when NATSBin is set, Redis and the
 	// services) to these CPU numbers, so that a benchmark can keep the web it crawls on
 	// CPUs of its own. Linux only.
@@ -87,7 +94,7 @@ type Stack struct {
 	redis   *redisproc.Server
 	nc      *nats.Conn
 	js      jetstream.JetStream
-	rdb     *redis.Client
+	rdb     redis.UniversalClient
 	procs   []*Proc
 	logMu   sync.Mutex
 	files   []*os.File
@@ -155,15 +162,21 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 			return nil, fmt.Errorf("stack: %w", err)
 		}
 	}
-	natsURL, err := s.startNATS(ctx)
-	if err != nil {
-		return nil, err
+	natsURL := opts.NATSURL
+	if natsURL == "" {
+		if natsURL, err = s.startNATS(ctx); err != nil {
+			return nil, err
+		}
 	}
 	s.natsURL = natsURL
-	if s.redis, err = redisproc.Start(ctx, redisproc.Options{Dir: filepath.Join(s.dir, "redis"), AppendOnly: true, FsyncAlways: !opts.AppendOnly}); err != nil {
-		return nil, fmt.Errorf("stack: redis: %w", err)
+	redisURL := opts.RedisURL
+	if redisURL == "" {
+		if s.redis, err = redisproc.Start(ctx, redisproc.Options{Dir: filepath.Join(s.dir, "redis"), AppendOnly: true, FsyncAlways: !opts.AppendOnly}); err != nil {
+			return nil, fmt.Errorf("stack: redis: %w", err)
+		}
+		redisURL = s.redis.URL()
 	}
-	if len(opts.CPUs) > 0 {
+	if len(opts.CPUs) > 0 && s.redis != nil {
 		pid, err := s.RedisPID()
 		if err != nil {
 			return nil, err
@@ -175,15 +188,16 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if s.nc, s.js, err = natsx.Connect(ctx, natsURL, "trawl-stack", opts.Log); err != nil {
 		return nil, err
 	}
-	ropt, _ := redis.ParseURL(s.redis.URL())
-	s.rdb = redis.NewClient(ropt)
+	if s.rdb, err = redisx.Open(redisURL, redisx.Timeouts{Dial: 2 * time.Second, Read: 10 * time.Second, Write: 10 * time.Second, Retries: 3}); err != nil {
+		return nil, fmt.Errorf("stack: %w", err)
+	}
 
 	env := map[string]string{}
 	for k, v := range opts.Env {
 		env[k] = v
 	}
 	env["TRAWL_NATS_URL"] = natsURL
-	env["TRAWL_REDIS_URL"] = s.redis.URL()
+	env["TRAWL_REDIS_URL"] = redisURL
 	if v := env["TRAWL_SHARDS"]; v != "" {
 		fmt.Sscan(v, &s.shards)
 	}
@@ -413,6 +427,9 @@ func (s *Stack) PIDs() (map[string]int, error) {
 	if s.natsP != nil {
 		m["nats"] = s.natsP.PID()
 	}
+	if s.redis == nil {
+		return m, nil
+	}
 	pid, err := s.RedisPID()
 	if err != nil {
 		return nil, err
@@ -428,7 +445,7 @@ func (s *Stack) Redis() *redisproc.Server { return s.redis }
 func (s *Stack) JetStream() jetstream.JetStream { return s.js }
 
 // RedisClient is a client connection for tests and tools.
-func (s *Stack) RedisClient() *redis.Client { return s.rdb }
+func (s *Stack) RedisClient() redis.UniversalClient { return s.rdb }
 
 // Dir is the stack's working directory (stores and logs).
 func (s *Stack) Dir() string { return s.dir }

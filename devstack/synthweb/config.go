@@ -59,6 +59,7 @@ const (
 	KindTrap                        // crawler traps: an endless calendar, repeating path segments, ever-longer URLs
 	KindSessionIDs                  // every page links to the others with fresh session ids in the URL
 	KindDuplicates                  // pages whose text copies another page's, exactly or but for one word
+	KindSitemaps                    // pages listed only in sitemaps named by robots.txt (Config.Sitemaps)
 )
 
 // specialKinds is the order special hosts get addresses after the ordinary
@@ -92,6 +93,8 @@ func (k HostKind) String() string {
 		return "session-ids"
 	case KindDuplicates:
 		return "duplicates"
+	case KindSitemaps:
+		return "sitemaps"
 	default:
 		return fmt.Sprintf("HostKind(%d)", int(k))
 	}
@@ -114,6 +117,10 @@ type Config struct {
 	VirtualHosts int
 	Port         int  // 0 = pick a port free on all addresses
 	Special      bool // include the special hosts (true in DefaultConfig)
+	// Sitemaps adds one host after all others (KindSitemaps) whose robots.txt names a
+	// sitemap index of two sitemaps, one gzipped, listing pages no page links to
+	// (Web.SitemapOnly). Off by default, so every other web stays as it is.
+	Sitemaps bool
 
 	// The crawler's URL rules that decide which URLs exist for it, so that Expected
 	// describes the crawl of a crawler configured this way. The zero values are the
@@ -128,6 +135,14 @@ type Config struct {
 	// 2048); longer links are never requested. The crawler also never follows a link whose
 	// path repeats a segment three or more times (the parser's trap rule).
 	MaxURLLength int
+	// Requisites gives every ordinary home page requisites: a style sheet that imports
+	// another and loads an image and a font, an icon, a script, an image, and an image
+	// robots.txt forbids (see requisites.go).
+	Requisites bool
+	// FetchRequisites says the crawler fetches page requisites (TRAWL_EMBEDS=on, or auto
+	// with an archiver running), to TRAWL_MAX_EMBED_HOPS=2; without it Expected forbids
+	// every requisite.
+	FetchRequisites bool
 }
 
 // DefaultConfig is the standard web: 20 ordinary hosts of 20 pages plus all

@@ -118,6 +118,7 @@ func (m *model) expected(maxDepth int, walk *[]Discovery) Expectation {
 				}
 			}
 			unfollowed = append(unfollowed, res.bait...)
+			m.expectRequisites(res, 0, visited, forbidden, &exp, &unfollowed)
 			if res.status != http.StatusOK || res.contentType != htmlType {
 				continue
 			}

@@ -129,6 +129,7 @@ func (m *model) render(res resource) []byte {
 	if res.base != "" {
 		b.WriteString(`<base href="` + html.EscapeString(res.base) + "\">\n")
 	}
+	renderRequisites(&b, res)
 	b.WriteString("</head>\n<body>\n<h1>")
 	b.WriteString(html.EscapeString(res.title))
 	b.WriteString("</h1>\n")

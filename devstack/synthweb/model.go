@@ -40,7 +40,7 @@ func newModel(cfg Config, ips []string, port int) *model {
 	for i, a := range ips {
 		kind := KindOrdinary
 		if i >= cfg.Hosts {
-			kind = specialKinds[i-cfg.Hosts]
+			kind = extraKinds(cfg)[i-cfg.Hosts]
 			m.special[kind] = i
 		}
 		name := a
@@ -69,10 +69,19 @@ func newModel(cfg Config, ips []string, port int) *model {
 }
 
 func numHosts(cfg Config) int {
+	return cfg.Hosts + len(extraKinds(cfg))
+}
+
+// extraKinds are the kinds of the hosts after the ordinary ones, in address order.
+func extraKinds(cfg Config) []HostKind {
+	var kinds []HostKind
 	if cfg.Special {
-		return cfg.Hosts + len(specialKinds)
+		kinds = append(kinds, specialKinds...)
 	}
-	return cfg.Hosts
+	if cfg.Sitemaps {
+		kinds = append(kinds, KindSitemaps)
+	}
+	return kinds
 }
 
 // level returns the level (from 1) of ordinary page n and its position
@@ -132,6 +141,8 @@ func (m *model) robots(h int) robotsFile {
 		return robotsFile{status: http.StatusNotFound}
 	case KindRobots503:
 		return robotsFile{status: http.StatusServiceUnavailable}
+	case KindSitemaps:
+		return m.sitemapsRobots(h)
 	}
 	return base
 }
@@ -154,6 +165,8 @@ type resource struct {
 	textSeed    uint64   // PRNG stream for the filler paragraphs
 	paras       int      // filler paragraphs; 0 means 3
 	swapWord    int      // 1-based position of a filler word replaced by swapped; 0 = none
+	// requisites are what the page or style sheet loads (Config.Requisites).
+	requisites []requisite
 }
 
 // link is one <a> element.
@@ -212,6 +225,11 @@ func (m *model) resource(h int, pathQuery string) resource {
 		return m.sessionHost(h, pathQuery)
 	case KindDuplicates:
 		return m.duplicatesHost(h, path, query)
+	case KindSitemaps:
+		if query != "" {
+			return notFound()
+		}
+		return m.sitemapsHost(h, path)
 	default: // crawl-delay, robots-404, robots-503, slow: a small leaf site
 		if query != "" {
 			return notFound()
@@ -244,6 +262,9 @@ func (m *model) ordinary(h int, path string) resource {
 	pages := m.cfg.PagesPerHost
 	if path == "/" {
 		return m.ordinaryHome(h)
+	}
+	if r, ok := m.requisiteResource(h, path); ok {
+		return r
 	}
 	if rest, ok := strings.CutPrefix(path, "/p/"); ok {
 		if n, ok := parseNum(rest); ok && n < pages {
@@ -310,10 +331,10 @@ func (m *model) ordinaryHome(h int) resource {
 		g.add(m.cfg.Hosts+h%len(specialKinds), "/", "a special site")
 	}
 	g.raw("#top", "top", "", "")
-	return resource{
+	return m.withRequisites(h, resource{
 		status: http.StatusOK, contentType: htmlType,
 		title: m.hosts[h].Name + " home", links: g.links, textSeed: rng.Uint64(),
-	}
+	})
 }
 
 func (m *model) ordinaryPage(h, n int) resource {

@@ -22,8 +22,9 @@ type robotsRule struct {
 }
 
 type robotsFile struct {
-	status int // 200, or the error status served instead of a file
-	groups []robotsGroup
+	status   int // 200, or the error status served instead of a file
+	groups   []robotsGroup
+	sitemaps []string // Sitemap lines, absolute URLs
 }
 
 func renderRobots(groups []robotsGroup) string {

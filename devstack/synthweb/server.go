@@ -270,7 +270,7 @@ func (w *Web) serve(rw http.ResponseWriter, r *http.Request, host string) (int, 
 		if f.status != http.StatusOK {
 			return plain(rw, f.status, http.StatusText(f.status))
 		}
-		return plain(rw, http.StatusOK, renderRobots(f.groups))
+		return plain(rw, http.StatusOK, renderRobots(f.groups)+renderSitemapLines(f.sitemaps))
 	}
 
 	res := w.m.resource(h, r.URL.RequestURI())

@@ -20,8 +20,11 @@ package bloomhash
 
 import (
 	"math"
+	"math/bits"
 
 	"github.com/cespare/xxhash/v2"
+
+	"github.com/trawl/trawl/shared/redisx"
 )
 
 // Scheme names the hashing and position scheme of this package.
@@ -46,6 +49,37 @@ func LayerSize(n uint64, p float64, s int, r float64, i int) (ni uint64, pi floa
 		pi *= r
 	}
 	return ni, pi
+}
+
+// MaxParts bounds the sub-filters the seen filter is split into (TRAWL_BLOOM_PARTS).
+const MaxParts = 1024
+
+// seed3 seeds the hash that picks a URL's part, independent of the two that place its
+// bits, so that the URLs of one part are spread over all of its bits.
+const seed3 = 0xC2B2AE3D27D4EB4F
+
+// Part returns which of parts sub-filters holds url: XXH64(url, seed3) reduced to
+// 0..parts-1 by multiply-shift (Lemire), so each part takes 1/parts of the URLs.
+func Part(url string, parts int) int {
+	if parts <= 1 {
+		return 0
+	}
+	var d xxhash.Digest
+	d.ResetWithSeed(seed3)
+	_, _ = d.WriteString(url)
+	hi, _ := bits.Mul64(d.Sum64(), uint64(parts))
+	return int(hi)
+}
+
+// Tag is the Redis Cluster hash tag of part i of a filter split into parts: "dedup" for
+// a filter in one part (the layout of a filter made before parts existed), else
+// redisx.SpreadTag("dedup", i, parts), "dedup:<i>:<j>", whose slots are evenly spaced so
+// that the parts spread evenly over masters that own equal slot ranges.
+func Tag(i, parts int) string {
+	if parts <= 1 {
+		return "dedup"
+	}
+	return redisx.SpreadTag("dedup", i, parts)
 }
 
 // StatsKey is the hash in which dedup publishes the seen filter's figures for operators

@@ -1,7 +1,10 @@
 package bloomhash
 
 import (
+	"math"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -59,5 +62,50 @@ func TestPositionsGolden(t *testing.T) {
 func TestSize(t *testing.T) {
 	if m, k := Size(10_000_000, 0.01); m != 95_850_584 || k != 7 {
 		t.Fatalf("Size(10M, 0.01) = %d, %d", m, k)
+	}
+}
+
+// A URL's part must never change across releases (it would be looked up in the wrong
+// sub-filter and crawled again), and the parts must take equal shares of the URLs so
+// that no Redis Cluster node takes more of the seen-test traffic than the others.
+func TestPart(t *testing.T) {
+	golden := []struct {
+		url   string
+		parts int
+		want  int
+	}{
+		{"https://example.com/", 1, 0},
+		{"https://example.com/", 16, 10},
+		{"https://example.com/", 3, 2},
+		{"http://a.test/x?y=1", 16, 13},
+	}
+	for _, g := range golden {
+		if got := Part(g.url, g.parts); got != g.want {
+			t.Errorf("Part(%q, %d) = %d, want %d", g.url, g.parts, got, g.want)
+		}
+	}
+	for _, parts := range []int{2, 3, 16, 100} {
+		t.Run(strconv.Itoa(parts), func(t *testing.T) {
+			const n = 200_000
+			counts := make([]int, parts)
+			for i := range n {
+				p := Part("http://h"+strconv.Itoa(i%97)+".test/p/"+strconv.Itoa(i), parts)
+				if p < 0 || p >= parts {
+					t.Fatalf("Part = %d, want 0..%d", p, parts-1)
+				}
+				counts[p]++
+			}
+			// Each share within 6 standard deviations of n/parts.
+			mean := float64(n) / float64(parts)
+			sd := math.Sqrt(mean * (1 - 1/float64(parts)))
+			for i, c := range counts {
+				if math.Abs(float64(c)-mean) > 6*sd {
+					t.Errorf("part %d has %d URLs, want about %.0f", i, c, mean)
+				}
+			}
+		})
+	}
+	if Tag(0, 1) != "dedup" || !strings.HasPrefix(Tag(3, 16), "dedup:3:") {
+		t.Errorf("Tag(0, 1) = %q, Tag(3, 16) = %q", Tag(0, 1), Tag(3, 16))
 	}
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/trawl/trawl/shared/envconfig"
+	"github.com/trawl/trawl/shared/natsx"
 	"github.com/trawl/trawl/shared/redisx"
 )
 
@@ -87,7 +88,7 @@ const gateTrust = time.Second
 // crawl Redis does not, or with ErrShards when c.Shards differs from the crawl's.
 func Open(ctx context.Context, js jetstream.JetStream, rdb redis.UniversalClient, c envconfig.Common, log *slog.Logger) (*Guard, error) {
 	topo := c.Topology()
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	kv, err := natsx.KeyValue(ctx, js, jetstream.KeyValueConfig{
 		Bucket:      Bucket,
 		Description: "identity of each crawl (key: TRAWL_REDIS_PREFIX)",
 		Storage:     topo.Storage,

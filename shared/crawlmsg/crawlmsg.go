@@ -37,6 +37,10 @@ const (
 	ViaSeed     Via = "seed"
 	ViaLink     Via = "link"
 	ViaRedirect Via = "redirect"
+	// ViaSitemap marks a URL found through the sitemaps protocol: a sitemap named by
+	// robots.txt (or a host's /sitemap.xml), a sitemap index's child, or a URL a sitemap
+	// lists.
+	ViaSitemap Via = "sitemap"
 )
 
 // Discovered is one URL found by a parser (outlink), a fetcher (redirect target) or an
@@ -50,10 +54,22 @@ type Discovered struct {
 	// embed hops in a row that led to it.
 	Kind   Kind `json:"kind,omitempty"`
 	Embeds int  `json:"embeds,omitempty"`
+	// Recrawl is set on a known URL queued again by its recrawl schedule (Via recrawl).
+	Recrawl *Recrawl `json:"recrawl,omitempty"`
+	// Under is set on a sitemap (Kind sitemap) whose listed URLs may lie anywhere under
+	// this prefix ("<origin>/" of the host whose robots.txt named it, sitemaps.org's
+	// cross-submission); empty, a sitemap may list only URLs under its own directory.
+	Under string `json:"under,omitempty"`
+	// Lastmod (unix seconds) and Priority (0..1) are what a sitemap said of a URL it
+	// lists (Via sitemap); zero and nil when it said nothing.
+	Lastmod  int64    `json:"lastmod,omitempty"`
+	Priority *float64 `json:"priority,omitempty"`
 }
 
 // Extra is the part of d the frontier keeps in its queue entry.
-func (d Discovered) Extra() Extra { return Extra{Kind: d.Kind, Embeds: d.Embeds} }
+func (d Discovered) Extra() Extra {
+	return Extra{Kind: d.Kind, Embeds: d.Embeds, Recrawl: d.Recrawl, Under: d.Under}
+}
 
 // LinkGroup is the URLs found on one page (or given as seeds): the unit the frontier
 // counts backlinks by.
@@ -149,6 +165,11 @@ type FetchTask struct {
 	Kind    Kind   `json:"kind,omitempty"`
 	Embeds  int    `json:"embeds,omitempty"`
 	Lease   string `json:"lease"` // lease token; the outcome must echo it or it is ignored
+	// Recrawl is the URL's state when it is fetched again (validators for a conditional
+	// GET, the fingerprint to compare); nil on a first fetch.
+	Recrawl *Recrawl `json:"recrawl,omitempty"`
+	// Under is a sitemap's cross-submission prefix (Discovered.Under).
+	Under string `json:"under,omitempty"`
 	// Deadline is when the lease expires (unix milliseconds). A fetcher must not start a
 	// request it cannot finish before the deadline: after it the scheduler may hand the
 	// host to another fetcher.
@@ -276,6 +297,10 @@ type Outcome struct {
 	Error string `json:"error,omitempty"`
 	// Permanent marks an error that retrying cannot fix (e.g. no such host).
 	Permanent bool `json:"permanent,omitempty"`
+	// Recrawl is set for a recrawled URL whose task stored no page (an error, a block, a
+	// page too large, robots.txt unavailable): the parser never sees it, so should the URL
+	// end failed, the scheduler writes its next schedule from this.
+	Recrawl *RecrawlEntry `json:"recrawl,omitempty"`
 }
 
 // OutcomeBatchVersion is the version of OutcomeBatch. Batches replaced single outcomes
@@ -372,6 +397,10 @@ type PageMeta struct {
 	// Kind and Embeds are the task's (FetchTask.Kind, FetchTask.Embeds).
 	Kind   Kind `json:"kind,omitempty"`
 	Embeds int  `json:"embeds,omitempty"`
+	// Recrawl is the task's (FetchTask.Recrawl): the state the parser judges this fetch by.
+	Recrawl *Recrawl `json:"recrawl,omitempty"`
+	// Under is the task's (FetchTask.Under): where a sitemap's listed URLs may lie.
+	Under string `json:"under,omitempty"`
 	// BodyRef, when set, says the body is not the message payload (which is empty) but an
 	// object in a JetStream object store: bodies above the inline threshold travel by
 	// reference so that pages of many megabytes need no larger NATS max_payload.
@@ -448,6 +477,10 @@ type Document struct {
 	DuplicateOf     string `json:"duplicate_of,omitempty"`
 	NearDuplicateOf string `json:"near_duplicate_of,omitempty"`
 	Distance        int    `json:"distance,omitempty"`
+	// Unchanged marks a recrawl that found the page as it was (a 304, or the same text):
+	// the document then carries no text, links or title, only the URL, the fetch time and
+	// the fingerprints, so an indexer refreshes its copy's timestamp and keeps its content.
+	Unchanged bool `json:"unchanged,omitempty"`
 }
 
 // Marshal encodes a message, stamping the current Version.

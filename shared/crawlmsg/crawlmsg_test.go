@@ -186,6 +186,8 @@ func TestExtra(t *testing.T) {
 		{name: "plain page costs nothing", x: Extra{}, enc: ""},
 		{name: "embed", x: Extra{Kind: KindEmbed, Embeds: 2}},
 		{name: "sitemap", x: Extra{Kind: KindSitemap}},
+		{name: "cross-submitted sitemap", x: Extra{Kind: KindSitemap, Under: "https://a.example/"}},
+		{name: "recrawl state", x: Extra{Recrawl: &Recrawl{ETag: `"v 1"`, LastModified: "Mon, 02 Jan 2006 15:04:05 GMT", Digest: "ab", SimHash: "0123456789abcdef", Interval: 3600000, Gone: 1, Fetches: 3}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, err := tc.x.Encode()
@@ -199,7 +201,7 @@ func TestExtra(t *testing.T) {
 				t.Fatalf("Encode() = %q: a queue entry extension must hold no space", s)
 			}
 			got, err := DecodeExtra(s)
-			if err != nil || got != tc.x {
+			if err != nil || !reflect.DeepEqual(got, tc.x) {
 				t.Fatalf("DecodeExtra(%q) = %+v, %v; want %+v", s, got, err, tc.x)
 			}
 		})

@@ -40,6 +40,10 @@ func (k Kind) Valid() bool {
 type Extra struct {
 	Kind   Kind `json:"k,omitempty"`
 	Embeds int  `json:"e,omitempty"` // embed hops in a row that led here (caps requisite chains)
+	// Recrawl is the state of a URL queued again by its recrawl schedule; nil otherwise.
+	Recrawl *Recrawl `json:"r,omitempty"`
+	// Under is a sitemap's cross-submission prefix (Discovered.Under).
+	Under string `json:"u,omitempty"`
 }
 
 // IsZero reports whether x carries nothing (a plain page).

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strings"
 	"time"
 
+	"github.com/trawl/trawl/shared/redisx"
 	"github.com/trawl/trawl/shared/topology"
 )
 
@@ -49,10 +51,15 @@ func (c Conn) Validate(flag func(variable string) string) error {
 		return v
 	}
 	var errs []error
-	for _, v := range []struct{ name, raw string }{{"TRAWL_NATS_URL", c.NATSURL}, {"TRAWL_REDIS_URL", c.RedisURL}} {
-		if u, err := url.Parse(v.raw); err != nil || u.Host == "" {
-			errs = append(errs, fmt.Errorf("%s=%q: want a URL with a host", name(v.name), v.raw))
+	// Several NATS servers are one comma-separated list, as nats.Connect takes it.
+	for raw := range strings.SplitSeq(c.NATSURL, ",") {
+		if u, err := url.Parse(strings.TrimSpace(raw)); err != nil || u.Host == "" {
+			errs = append(errs, fmt.Errorf("%s=%q: want a URL with a host, or several separated by commas", name("TRAWL_NATS_URL"), c.NATSURL))
+			break
 		}
+	}
+	if err := redisx.Check(c.RedisURL); err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", name("TRAWL_REDIS_URL"), err))
 	}
 	if c.RedisPrefix == "" {
 		errs = append(errs, fmt.Errorf("%s: must not be empty", name("TRAWL_REDIS_PREFIX")))
@@ -79,7 +86,22 @@ type Common struct {
 	// scheduler packs up to this many, and a fetcher counts a message as this many of its
 	// fetch slots until it has read how many it holds.
 	TaskBatch int
+	// Recrawl is TRAWL_RECRAWL: RecrawlOff (a one-shot crawl) or RecrawlAdaptive (every
+	// fetched URL is fetched again on its own schedule; shared/recrawl holds the rest).
+	Recrawl string
+	// RedisWait is TRAWL_REDIS_WAIT: how long the writes that must survive a Redis master's
+	// crash wait for a replica to have them (redisx.Waiter); 0 = never.
+	RedisWait time.Duration
 }
+
+// MaxRedisWait bounds TRAWL_REDIS_WAIT, below the Redis client's read timeout.
+const MaxRedisWait = 5 * time.Second
+
+// Recrawl modes (TRAWL_RECRAWL).
+const (
+	RecrawlOff      = "off"
+	RecrawlAdaptive = "adaptive"
+)
 
 // LoadCommon reads the common settings; defaultHTTP is the service's own /metrics address.
 func LoadCommon(r *Reader, defaultHTTP string) Common {
@@ -94,6 +116,8 @@ func LoadCommon(r *Reader, defaultHTTP string) Common {
 		Replicas:    r.Int("STREAM_REPLICAS", 1),
 		MemoryStore: r.Bool("STREAM_MEMORY", false),
 		TaskBatch:   r.Int("TASK_BATCH", 8),
+		Recrawl:     r.String("RECRAWL", RecrawlOff),
+		RedisWait:   r.Duration("REDIS_WAIT", 0),
 	}
 }
 
@@ -120,6 +144,12 @@ func (c Common) Validate() error {
 	if c.Replicas < 1 || c.Replicas > 5 {
 		errs = append(errs, fmt.Errorf("TRAWL_STREAM_REPLICAS=%d: want 1..5", c.Replicas))
 	}
+	if c.RedisWait < 0 || c.RedisWait > MaxRedisWait {
+		errs = append(errs, fmt.Errorf("TRAWL_REDIS_WAIT=%s: want 0 (off) to %s", c.RedisWait, MaxRedisWait))
+	}
+	if c.Recrawl != RecrawlOff && c.Recrawl != RecrawlAdaptive {
+		errs = append(errs, fmt.Errorf("TRAWL_RECRAWL=%q: want %s or %s", c.Recrawl, RecrawlOff, RecrawlAdaptive))
+	}
 	switch c.LogFormat {
 	case "text", "json":
 	default:
@@ -137,6 +167,7 @@ func (c Common) Validate() error {
 func (c Common) Topology() topology.Options {
 	o := topology.DefaultOptions(c.Shards)
 	o.Replicas = c.Replicas
+	o.Recrawl = c.Recrawl == RecrawlAdaptive
 	if c.MemoryStore {
 		o.Storage = 1 // jetstream.MemoryStorage
 	}

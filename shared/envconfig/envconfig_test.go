@@ -128,6 +128,12 @@ func TestConnValidate(t *testing.T) {
 		{"shards", map[string]string{"TRAWL_SHARDS": "1025"}, nil, "TRAWL_SHARDS=1025: want 1..1024"},
 		{"shards with its flag", map[string]string{"TRAWL_SHARDS": "0"}, flags, "TRAWL_SHARDS (-shards)=0"},
 		{"nats url", map[string]string{"TRAWL_NATS_URL": "localhost"}, flags, `TRAWL_NATS_URL="localhost"`},
+		{"nats cluster", map[string]string{"TRAWL_NATS_URL": "nats://a:4222, nats://b:4222,nats://c:4222"}, nil, ""},
+		{"nats cluster with a bad server", map[string]string{"TRAWL_NATS_URL": "nats://a:4222,b"}, nil, `TRAWL_NATS_URL="nats://a:4222,b"`},
+		{"redis cluster", map[string]string{"TRAWL_REDIS_URL": "redis://a:7000,b:7001,c:7002"}, nil, ""},
+		{"redis cluster with a database", map[string]string{"TRAWL_REDIS_URL": "redis://a:7000,b:7001/2"}, nil, "TRAWL_REDIS_URL: redisx: bad Redis URL"},
+		{"redis cluster with a seed without port", map[string]string{"TRAWL_REDIS_URL": "redis://a:7000,b"}, nil, "TRAWL_REDIS_URL"},
+		{"redis without host", map[string]string{"TRAWL_REDIS_URL": "redis:///0"}, nil, "TRAWL_REDIS_URL"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := LoadConn(FromMap(tc.env)).Validate(tc.flag)

@@ -24,7 +24,7 @@ func common(shards int) envconfig.Common {
 	}), "127.0.0.1:0")
 }
 
-func redisClient(t *testing.T, rs *redisproc.Server) *redis.Client {
+func redisClient(t *testing.T, rs *redisproc.Server) redis.UniversalClient {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -42,7 +42,7 @@ func TestCrawlIdentityAtStart(t *testing.T) {
 	tests := []struct {
 		name string
 		// before changes the stores after the crawl was started with one shard.
-		before  func(ctx context.Context, rdb *redis.Client) error
+		before  func(ctx context.Context, rdb redis.UniversalClient) error
 		shards  int
 		wantErr error
 		wantMsg string
@@ -50,9 +50,9 @@ func TestCrawlIdentityAtStart(t *testing.T) {
 		{name: "same settings resume the crawl", shards: 1},
 		{name: "another shard count is refused", shards: 2, wantErr: crawlid.ErrShards, wantMsg: "TRAWL_SHARDS=2 but crawl"},
 		{name: "a flushed redis is refused", shards: 1, wantErr: crawlid.ErrLost, wantMsg: "Redis has no trawl:crawl",
-			before: func(ctx context.Context, rdb *redis.Client) error { return rdb.FlushAll(ctx).Err() }},
+			before: func(ctx context.Context, rdb redis.UniversalClient) error { return rdb.FlushAll(ctx).Err() }},
 		{name: "another crawl's redis is refused", shards: 1, wantErr: crawlid.ErrLost, wantMsg: "different crawls",
-			before: func(ctx context.Context, rdb *redis.Client) error {
+			before: func(ctx context.Context, rdb redis.UniversalClient) error {
 				return rdb.HSet(ctx, crawlid.Key("trawl"), "id", "other").Err()
 			}},
 	}
@@ -191,7 +191,7 @@ func TestCrawlGuardGate(t *testing.T) {
 }
 
 // setCalls is how many SET commands Redis has run (the write probe is a SET).
-func setCalls(t *testing.T, rdb *redis.Client) int {
+func setCalls(t *testing.T, rdb redis.UniversalClient) int {
 	t.Helper()
 	info, err := rdb.Info(context.Background(), "commandstats").Result()
 	if err != nil {
@@ -210,7 +210,7 @@ func setCalls(t *testing.T, rdb *redis.Client) int {
 }
 
 // openGuard opens a crawl's guard on a fresh redis-server and NATS.
-func openGuard(t *testing.T) (*crawlid.Guard, *redis.Client, context.Context) {
+func openGuard(t *testing.T) (*crawlid.Guard, redis.UniversalClient, context.Context) {
 	t.Helper()
 	js := connect(t)
 	rdb := redisClient(t, redisproc.StartT(t, redisproc.Options{}))

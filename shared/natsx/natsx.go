@@ -8,7 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -17,34 +19,64 @@ import (
 	"github.com/trawl/trawl/shared/topology"
 )
 
-// Connect dials url and keeps reconnecting forever: a NATS restart must not stop a
-// service. It waits until the first connection is up or ctx ends.
-func Connect(ctx context.Context, url, name string, log *slog.Logger) (*nats.Conn, jetstream.JetStream, error) {
-	nc, err := nats.Connect(url,
+// APITimeout bounds a JetStream API request whose context has no deadline, and the wait
+// for an asynchronous publish's ack. On a cluster, creating or updating a replicated
+// stream, consumer or bucket is a proposal through the meta leader's Raft group and then
+// the asset's own, and with every service declaring the topology at once it can take
+// longer than the client's 5 s default.
+const APITimeout = 15 * time.Second
+
+// Connect dials url (the servers of a cluster comma-separated: the client picks one and
+// moves to another when it is lost) and keeps reconnecting forever: a NATS restart must
+// not stop a service. It waits until the first connection is up or ctx ends.
+func Connect(ctx context.Context, url, name string, log *slog.Logger, opts ...nats.Option) (*nats.Conn, jetstream.JetStream, error) {
+	refused := make(chan error, 1)
+	nc, err := nats.Connect(url, append([]nats.Option{
 		nats.Name(name),
 		nats.MaxReconnects(-1),
-		nats.ReconnectWait(250*time.Millisecond),
+		nats.ReconnectWait(250 * time.Millisecond),
 		nats.RetryOnFailedConnect(true),
-		nats.ReconnectBufSize(64<<20),
+		nats.ReconnectBufSize(64 << 20),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil {
 				log.Warn("nats disconnected", "err", err)
 			}
 		}),
 		nats.ReconnectHandler(func(c *nats.Conn) { log.Info("nats reconnected", "url", c.ConnectedUrlRedacted()) }),
-	)
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			if isRefused(err) {
+				select {
+				case refused <- err:
+				default:
+				}
+			}
+		}),
+	}, opts...)...)
 	if err != nil {
-		return nil, nil, fmt.Errorf("natsx: connect %s: %w", url, err)
+		if isRefused(err) {
+			err = errors.Join(ErrRefused, err)
+		}
+		return nil, nil, fmt.Errorf("natsx: connect %s: %w", Redact(url), err)
 	}
 	for !nc.IsConnected() {
 		select {
 		case <-ctx.Done():
 			nc.Close()
-			return nil, nil, fmt.Errorf("natsx: connect %s: %w", url, ctx.Err())
+			return nil, nil, fmt.Errorf("natsx: connect %s: %w", Redact(url), ctx.Err())
+		case err := <-refused:
+			// Credentials do not get better by retrying: say so and stop.
+			nc.Close()
+			return nil, nil, fmt.Errorf("natsx: connect %s: %w: %w", Redact(url), ErrRefused, err)
 		case <-time.After(50 * time.Millisecond):
+			if err := nc.LastError(); isRefused(err) {
+				nc.Close()
+				return nil, nil, fmt.Errorf("natsx: connect %s: %w: %w", Redact(url), ErrRefused, err)
+			}
 		}
 	}
-	js, err := jetstream.New(nc)
+	// An asynchronous publish whose ack was lost with its server (a cluster node that
+	// died) would otherwise wait for ever, and with it the handler that published it.
+	js, err := jetstream.New(nc, jetstream.WithDefaultTimeout(APITimeout), jetstream.WithPublishAsyncTimeout(APITimeout))
 	if err != nil {
 		nc.Close()
 		return nil, nil, fmt.Errorf("natsx: jetstream: %w", err)
@@ -62,6 +94,13 @@ func Ensure(ctx context.Context, js jetstream.JetStream, o topology.Options, t t
 		if lastErr = ensureOnce(ctx, js, o, t); lastErr == nil {
 			return nil
 		}
+		switch err := tooFewPeers(lastErr, o.Replicas); {
+		case errors.Is(err, ErrNotClustered):
+			return err
+		case err != nil:
+			// A cluster with a server down can take the streams once it is back.
+			lastErr = err
+		}
 		if attempt%20 == 0 {
 			log.Warn("waiting for jetstream", "err", lastErr)
 		}
@@ -73,19 +112,109 @@ func Ensure(ctx context.Context, js jetstream.JetStream, o topology.Options, t t
 	}
 }
 
+// ErrRefused: the NATS server refused the connection's credentials (or their absence).
+var ErrRefused = errors.New("NATS refused the credentials (TRAWL_NATS_URL's user and password, TRAWL_NATS_CREDS)")
+
+func isRefused(err error) bool {
+	return errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) ||
+		(err != nil && strings.Contains(strings.ToLower(err.Error()), "authorization violation"))
+}
+
+// Redact returns a NATS URL list without the passwords in it, for messages.
+func Redact(urls string) string {
+	parts := strings.Split(urls, ",")
+	for i, p := range parts {
+		if u, err := url.Parse(strings.TrimSpace(p)); err == nil && u.User != nil {
+			if _, has := u.User.Password(); has {
+				u.User = url.UserPassword(u.User.Username(), "redacted")
+			}
+			parts[i] = u.String()
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+// ErrNotClustered: streams of several replicas were asked of a NATS server that is not
+// part of a JetStream cluster.
+var ErrNotClustered = errors.New("natsx: NATS is not a JetStream cluster")
+
+// Error codes of the JetStream API (nats-server's JSStreamReplicasNotSupportedErr,
+// JSInsufficientResourcesErr, JSClusterNoPeersErr).
+const (
+	errCodeReplicasNotSupported jetstream.ErrorCode = 10074
+	errCodeInsufficient         jetstream.ErrorCode = 10023
+	errCodeNoPeers              jetstream.ErrorCode = 10005
+)
+
+// tooFewPeers turns the server's refusal to place a replicated stream into an error that
+// names the setting: ErrNotClustered from a single server, which no wait can change, or a
+// lack of JetStream peers in a cluster, which a server joining can. Other errors give nil.
+func tooFewPeers(err error, replicas int) error {
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) {
+		return nil
+	}
+	switch apiErr.ErrorCode {
+	case errCodeReplicasNotSupported:
+		return fmt.Errorf("%w: TRAWL_STREAM_REPLICAS=%d needs a NATS cluster with JetStream on at least %d servers; "+
+			"set it to 1 for a single server: %w", ErrNotClustered, replicas, replicas, err)
+	case errCodeInsufficient, errCodeNoPeers:
+		if replicas > 1 {
+			return fmt.Errorf("TRAWL_STREAM_REPLICAS=%d: fewer JetStream servers are available than replicas "+
+				"(or they lack storage): %w", replicas, err)
+		}
+	}
+	return nil
+}
+
 func ensureOnce(ctx context.Context, js jetstream.JetStream, o topology.Options, t topology.StageTimings) error {
+	// Each request has its own deadline: a clustered server can leave a request that
+	// raced another service's for the same stream unanswered, and the next attempt then
+	// finds the stream made.
+	call := func(fn func(ctx context.Context) error) error {
+		ctx, cancel := context.WithTimeout(ctx, ensureTimeout)
+		defer cancel()
+		return fn(ctx)
+	}
+	// Create first, update only what differs: a create of an existing stream or consumer
+	// with the same configuration is answered at once, while updates from every service
+	// starting together queue up in a cluster's Raft groups.
 	for _, sc := range topology.Streams(o) {
-		if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
+		err := call(func(ctx context.Context) error {
+			_, err := js.CreateStream(ctx, sc)
+			if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+				// It exists, with another configuration (name in use), or with this one
+				// on a server that counts the create's storage again before it notices
+				// (insufficient resources): update it.
+				if _, ierr := js.Stream(ctx, sc.Name); ierr == nil {
+					_, err = js.UpdateStream(ctx, sc)
+				}
+			}
+			return err
+		})
+		if err != nil {
 			return fmt.Errorf("stream %s: %w", sc.Name, err)
 		}
 	}
 	for _, c := range topology.Consumers(o, t) {
-		if _, err := js.CreateOrUpdateConsumer(ctx, c.Stream, c.Config); err != nil {
+		err := call(func(ctx context.Context) error {
+			_, err := js.CreateConsumer(ctx, c.Stream, c.Config)
+			if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+				if _, ierr := js.Consumer(ctx, c.Stream, c.Config.Durable); ierr == nil {
+					_, err = js.UpdateConsumer(ctx, c.Stream, c.Config)
+				}
+			}
+			return err
+		})
+		if err != nil {
 			return fmt.Errorf("consumer %s/%s: %w", c.Stream, c.Config.Durable, err)
 		}
 	}
 	return nil
 }
+
+// ensureTimeout bounds one request of Ensure.
+const ensureTimeout = 5 * time.Second
 
 // PublishBatch publishes msgs asynchronously and waits until JetStream has stored every one.
 // Callers set a Nats-Msg-Id header (nats.MsgIdHdr) on each message derived from the input
@@ -164,4 +293,57 @@ func Settled(ctx context.Context, js jetstream.JetStream, stream, consumer strin
 	}
 	return info.NumPending == 0 && info.NumAckPending == 0 && info.AckFloor.Stream >= sinfo.State.LastSeq,
 		fmt.Sprintf("pending %d, ack pending %d, ack floor %d of %d", info.NumPending, info.NumAckPending, info.AckFloor.Stream, sinfo.State.LastSeq), nil
+}
+
+// KeyValue creates the key-value bucket, or updates it when it exists with another
+// configuration, as Ensure does streams: safe for every service to call at once on a
+// cluster. A request left unanswered is sent again until ctx ends.
+func KeyValue(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	return retryUnanswered(ctx, func(ctx context.Context) (jetstream.KeyValue, error) {
+		kv, err := js.CreateKeyValue(ctx, cfg)
+		if errors.Is(err, jetstream.ErrBucketExists) {
+			kv, err = js.UpdateKeyValue(ctx, cfg)
+		}
+		if err == nil {
+			// Reads are answered by the bucket's servers once its stream has a leader.
+			if _, err = kv.Get(ctx, "natsx-probe"); errors.Is(err, jetstream.ErrKeyNotFound) {
+				err = nil
+			}
+		}
+		return kv, err
+	})
+}
+
+// ObjectStore is KeyValue for an object store.
+func ObjectStore(ctx context.Context, js jetstream.JetStream, cfg jetstream.ObjectStoreConfig) (jetstream.ObjectStore, error) {
+	return retryUnanswered(ctx, func(ctx context.Context) (jetstream.ObjectStore, error) {
+		st, err := js.CreateObjectStore(ctx, cfg)
+		if errors.Is(err, jetstream.ErrBucketExists) {
+			st, err = js.UpdateObjectStore(ctx, cfg)
+		}
+		if err == nil {
+			_, err = st.Status(ctx)
+		}
+		return st, err
+	})
+}
+
+// retryUnanswered calls fn until it succeeds, fails otherwise than by going unanswered, or
+// ctx ends. Unanswered: no reply in time, or no responder, which is what a replicated
+// stream answers until its Raft group has elected a leader.
+func retryUnanswered[T any](ctx context.Context, fn func(context.Context) (T, error)) (T, error) {
+	for {
+		rctx, cancel := context.WithTimeout(ctx, ensureTimeout)
+		v, err := fn(rctx)
+		cancel()
+		unanswered := errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse)
+		if err == nil || !unanswered || ctx.Err() != nil {
+			return v, err
+		}
+		select {
+		case <-ctx.Done():
+			return v, err
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }

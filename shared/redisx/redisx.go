@@ -14,34 +14,50 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Connect parses a redis:// URL and waits until the server answers PING or ctx ends.
-// A Redis restart later is survived by go-redis's own reconnects; callers gate their
-// consumption on Ping so they do not spend message deliveries while Redis is away.
-func Connect(ctx context.Context, url string, log *slog.Logger) (*redis.Client, error) {
-	opt, err := redis.ParseURL(url)
+// Connect opens TRAWL_REDIS_URL (see Open) and waits until the server answers PING or ctx
+// ends. A Redis restart later is survived by go-redis's own reconnects, and a Redis
+// Cluster failover by the cluster client's reloading of the slot map on MOVED and
+// connection errors; callers gate their consumption on Ping so they do not spend message
+// deliveries while Redis is away.
+func Connect(ctx context.Context, url string, log *slog.Logger) (redis.UniversalClient, error) {
+	c, err := Open(url, Timeouts{Dial: 2 * time.Second, Read: 10 * time.Second, Write: 10 * time.Second, Retries: 3})
 	if err != nil {
-		return nil, fmt.Errorf("redisx: parse %q: %w", url, err)
+		return nil, err
 	}
-	opt.MaxRetries = 3
-	opt.DialTimeout = 2 * time.Second
-	opt.ReadTimeout = 10 * time.Second
-	opt.WriteTimeout = 10 * time.Second
-	c := redis.NewClient(opt)
+	addr := Addrs(url)
 	for i := 0; ; i++ {
 		err := c.Ping(ctx).Err()
 		if err == nil {
 			return c, nil
 		}
+		if IsRefused(err) {
+			// Credentials do not get better by retrying: say so and stop.
+			c.Close()
+			return nil, fmt.Errorf("redisx: connect %s: %w: %w", addr, ErrRefused, err)
+		}
 		if i%20 == 0 {
-			log.Warn("waiting for redis", "addr", opt.Addr, "err", err)
+			log.Warn("waiting for redis", "addr", addr, "err", err)
 		}
 		select {
 		case <-ctx.Done():
 			c.Close()
-			return nil, fmt.Errorf("redisx: connect %s: %w (last error: %v)", opt.Addr, ctx.Err(), err)
+			return nil, fmt.Errorf("redisx: connect %s: %w (last error: %v)", addr, ctx.Err(), err)
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
+}
+
+// ErrRefused: Redis refused the connection's credentials (or their absence).
+var ErrRefused = errors.New("Redis refused the credentials (TRAWL_REDIS_URL's user and password)")
+
+// IsRefused reports an authentication refusal: a wrong user or password (WRONGPASS), none
+// given to a server that wants one (NOAUTH), or a user without the rights (NOPERM).
+func IsRefused(err error) bool {
+	if err == nil {
+		return false
+	}
+	msg := err.Error()
+	return strings.HasPrefix(msg, "WRONGPASS") || strings.HasPrefix(msg, "NOAUTH") || strings.HasPrefix(msg, "NOPERM")
 }
 
 // ProbeKey is the key readiness checks write (with a 10 s TTL). A Redis at maxmemory

@@ -84,7 +84,7 @@ type Runner struct {
 	NC       *nats.Conn
 	JS       jetstream.JetStream
 	Topology topology.Options
-	Redis    *redis.Client         // nil without WithRedis
+	Redis    redis.UniversalClient // nil without WithRedis
 	Crawl    *crawlid.Guard        // nil without WithRedis
 	Bodies   jetstream.ObjectStore // nil without WithBodies
 	Registry *prometheus.Registry
@@ -125,7 +125,7 @@ func Start(ctx context.Context, name string, c envconfig.Common, log *slog.Logge
 		return nil, err
 	}
 	if o.bodies {
-		if r.Bodies, err = r.JS.CreateOrUpdateObjectStore(ctx, topology.Bodies(r.Topology)); err != nil {
+		if r.Bodies, err = natsx.ObjectStore(ctx, r.JS, topology.Bodies(r.Topology)); err != nil {
 			return nil, fmt.Errorf("object store %s: %w", topology.BodiesBucket, err)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"hash/fnv"
 	"time"
 
+	"github.com/cespare/xxhash/v2"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -19,6 +20,9 @@ const (
 	StreamFetched    = "CRAWL_FETCHED"
 	StreamPages      = "CRAWL_PAGES"
 	StreamDocs       = "CRAWL_DOCS"
+	// StreamRecrawl holds one schedule message per known URL in adaptive recrawl mode
+	// (declared only then; see Options.Recrawl and Recrawl).
+	StreamRecrawl = "CRAWL_RECRAWL"
 )
 
 // BodiesBucket is the JetStream object store holding page bodies too large to travel
@@ -34,6 +38,8 @@ const (
 	frontierPrefix    = "crawl.frontier."
 	fetchPrefix       = "crawl.fetch."
 	fetchedPrefix     = "crawl.fetched."
+	schedPrefix       = "crawl.recrawl.sched."
+	duePrefix         = "crawl.recrawl.due."
 )
 
 // Durable consumer names of the pipeline's own stages.
@@ -77,6 +83,30 @@ func SchedulerFrontierConsumer(shard int) string { return fmt.Sprintf("scheduler
 // SchedulerFetchedConsumer is shard's durable consumer on the fetched stream.
 func SchedulerFetchedConsumer(shard int) string { return fmt.Sprintf("scheduler-%d-outcomes", shard) }
 
+// SchedulerRecrawlConsumer is shard's durable consumer of due recrawls.
+func SchedulerRecrawlConsumer(shard int) string { return fmt.Sprintf("scheduler-%d-recrawl", shard) }
+
+// RecrawlKey names a URL's subjects in CRAWL_RECRAWL: the 64-bit xxhash of the normalised
+// URL, 16 hex digits. Two URLs of one shard whose keys collide share one schedule (the
+// later replaces the earlier); at 10^8 URLs the chance that any pair collides is 3·10^-4.
+func RecrawlKey(url string) string { return fmt.Sprintf("%016x", xxhash.Sum64String(url)) }
+
+// ScheduleSubject holds the one schedule message of url (a URL of shard's hosts).
+func ScheduleSubject(shard int, url string) string {
+	return fmt.Sprintf("%s%d.%s", schedPrefix, shard, RecrawlKey(url))
+}
+
+// DueSubject is where the server puts url's schedule message when it is due.
+func DueSubject(shard int, url string) string {
+	return fmt.Sprintf("%s%d.%s", duePrefix, shard, RecrawlKey(url))
+}
+
+// DueFilter matches every due subject of shard.
+func DueFilter(shard int) string { return fmt.Sprintf("%s%d.*", duePrefix, shard) }
+
+// ScheduleFilter matches every schedule subject of every shard.
+const ScheduleFilter = schedPrefix + "*.*"
+
 // ShardOf maps a host (lowercased hostname, no port) to one of n shards. The hash is
 // FNV-1a, fixed forever: changing it would move hosts between shards mid-crawl.
 func ShardOf(host string, n int) int {
@@ -113,6 +143,10 @@ type Options struct {
 	MaxMsgSize       int32         // largest message (a page with headers); default 8 MiB
 	WorkMaxBytes     int64         // cap of each work stream; -1 = unlimited (default)
 	DiscardNewOnFull bool
+	// Recrawl declares CRAWL_RECRAWL and the schedulers' due consumers (TRAWL_RECRAWL=
+	// adaptive). Message schedules need nats-server 2.12 or later; the one-shot crawl does
+	// not, so the stream exists only in adaptive mode.
+	Recrawl bool
 }
 
 // DefaultOptions returns the production sizing for n shards.
@@ -157,7 +191,7 @@ func Streams(o Options) []jetstream.StreamConfig {
 			Discard:    jetstream.DiscardOld,
 		}
 	}
-	return []jetstream.StreamConfig{
+	streams := []jetstream.StreamConfig{
 		work(StreamDiscovered, SubjectDiscovered),
 		work(StreamFrontier, frontierPrefix+"*"),
 		work(StreamFetch, fetchPrefix+"*"),
@@ -194,6 +228,33 @@ func Streams(o Options) []jetstream.StreamConfig {
 			MaxMsgSize: o.MaxMsgSize,
 			Discard:    jetstream.DiscardOld,
 		},
+	}
+	if o.Recrawl {
+		streams = append(streams, Recrawl(o))
+	}
+	return streams
+}
+
+// Recrawl is CRAWL_RECRAWL: a message schedule per known URL (crawl.recrawl.sched.<shard>.
+// <key>, header Nats-Schedule "@at <due>", target crawl.recrawl.due.<shard>.<key>). One
+// message per subject, so a URL's newer schedule replaces its older one, and at most one
+// due message per URL waits for its scheduler. Work-queue retention: a due message is gone
+// once its scheduler acked it (the server purged the schedule when it fired), and schedule
+// subjects, which no consumer reads, stay until replaced. No age or byte limit: dropping a
+// schedule would forget the URL.
+func Recrawl(o Options) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:              StreamRecrawl,
+		Subjects:          []string{schedPrefix + ">", duePrefix + ">"},
+		Retention:         jetstream.WorkQueuePolicy,
+		Storage:           o.Storage,
+		Replicas:          o.Replicas,
+		Duplicates:        o.DuplicateWindow,
+		MaxMsgsPerSubject: 1,
+		MaxMsgSize:        o.MaxMsgSize,
+		Discard:           jetstream.DiscardOld,
+		AllowRollup:       true, // the server requires it of a stream with schedules
+		AllowMsgSchedules: true,
 	}
 }
 
@@ -253,6 +314,9 @@ func Consumers(o Options, t StageTimings) []ConsumerSpec {
 			ConsumerSpec{StreamFrontier, explicit(SchedulerFrontierConsumer(s), FrontierSubject(s), t.AckWait, 4096)},
 			ConsumerSpec{StreamFetched, explicit(SchedulerFetchedConsumer(s), FetchedSubject(s), t.AckWait, 10000)},
 		)
+		if o.Recrawl {
+			specs = append(specs, ConsumerSpec{StreamRecrawl, explicit(SchedulerRecrawlConsumer(s), DueFilter(s), t.AckWait, 4096)})
+		}
 	}
 	return specs
 }

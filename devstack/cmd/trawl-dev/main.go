@@ -163,6 +163,9 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		wctx, cancel = context.WithTimeout(ctx, o.timeout)
 		defer cancel()
 	}
+	if recrawling(env) {
+		return runContinuous(wctx, st, o.every, out, start)
+	}
 	var last stack.Progress
 	final, parked, err := st.WaitIdleOrParked(wctx, o.every, o.parkAfter, func(p stack.Progress) {
 		elapsed := time.Since(start)
@@ -256,6 +259,9 @@ func demoConfig(hosts int) synthweb.Config {
 	c := synthweb.DefaultConfig()
 	c.Hosts = hosts
 	c.CrawlDelay = 500 * time.Millisecond
+	// Home pages embed requisites, which the crawl fetches while an archiver runs
+	// (TRAWL_ARCHIVE_DIR), so the demo's WARC files replay with them.
+	c.Requisites = true
 	return c
 }
 

@@ -1,6 +1,7 @@
 // Command trawl-nats runs the development NATS JetStream server (devstack/natsembed) as a
 // process of its own, so that a benchmark can read its CPU time apart from the process
-// that starts it. It serves until SIGTERM or SIGINT.
+// that starts it, and a test can SIGKILL one node of a cluster (devstack/natscluster). It
+// serves until SIGTERM or SIGINT.
 package main
 
 import (
@@ -12,6 +13,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/trawl/trawl/devstack/natsembed"
@@ -24,7 +26,14 @@ func main() {
 	flag.StringVar(&opts.Host, "host", "127.0.0.1", "listen address")
 	flag.IntVar(&opts.Port, "port", 4222, "client port (0 = a free one)")
 	pprofAddr := flag.String("pprof", "", "also serve the Go profiler (/debug/pprof/) on this address, to profile the server")
+	flag.StringVar(&opts.ServerName, "name", "", "server name (distinct in a cluster; default trawl-devstack)")
+	cluster := flag.String("cluster", "", "join a NATS cluster of this name, with clustered JetStream (needs -cluster-port and -routes)")
+	clusterPort := flag.Int("cluster-port", 0, "route listen port")
+	routes := flag.String("routes", "", "comma-separated nats-route://host:port of every server of the cluster")
 	flag.Parse()
+	if *cluster != "" {
+		opts.Cluster = &natsembed.Cluster{Name: *cluster, Port: *clusterPort, Routes: strings.Split(*routes, ",")}
+	}
 	// The server gets the services' collector target: its CPU per message counts as theirs.
 	runner.SetGCDefault()
 

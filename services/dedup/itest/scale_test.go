@@ -82,7 +82,7 @@ func TestBloomReplicasGrowOnce(t *testing.T) {
 	for r := range filters {
 		filters[r] = newFilter(t, c, "trawl", params)
 		s := seen.New(c, filters[r], "trawl")
-		s.OnGrow = func(l bloom.Layer) {
+		s.OnGrow = func(_ *bloom.Filter, l bloom.Layer) {
 			mu.Lock()
 			grown[l.Index]++
 			mu.Unlock()

@@ -231,7 +231,7 @@ func TestQueuedKindSurvivesRequeues(t *testing.T) {
 	rdb := startRedis(t)
 	f := newTF(t, rdb, testOptions(0))
 	css := crawlmsg.Discovered{URL: "http://a.example/site.css", Depth: 2, Kind: crawlmsg.KindEmbed, Embeds: 1}
-	sm := crawlmsg.Discovered{URL: "http://b.example/sitemap.xml", Kind: crawlmsg.KindSitemap}
+	sm := crawlmsg.Discovered{URL: "http://b.example/sitemap.xml", Kind: crawlmsg.KindSitemap, Under: "http://a.example/"}
 	page := crawlmsg.Discovered{URL: "http://c.example/", Depth: 1}
 	f.add("m1", css, sm, page)
 
@@ -243,8 +243,8 @@ func TestQueuedKindSurvivesRequeues(t *testing.T) {
 				d = u
 			}
 		}
-		if tk.Kind != d.Kind || tk.Embeds != d.Embeds || tk.Depth != d.Depth || tk.Attempt != attempt {
-			t.Fatalf("task %+v, want kind %q embeds %d depth %d attempt %d", tk, d.Kind, d.Embeds, d.Depth, attempt)
+		if tk.Kind != d.Kind || tk.Embeds != d.Embeds || tk.Under != d.Under || tk.Depth != d.Depth || tk.Attempt != attempt {
+			t.Fatalf("task %+v, want kind %q embeds %d under %q depth %d attempt %d", tk, d.Kind, d.Embeds, d.Under, d.Depth, attempt)
 		}
 	}
 	tasks := f.dispatch(t0, 10)

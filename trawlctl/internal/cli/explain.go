@@ -3,9 +3,14 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/trawl/trawl/shared/recrawl"
+	"github.com/trawl/trawl/shared/topology"
 	"github.com/trawl/trawl/shared/urlnorm"
 	"github.com/trawl/trawl/trawlctl/internal/conn"
 	"github.com/trawl/trawl/trawlctl/internal/inspect"
@@ -20,7 +25,8 @@ Read-only. Seen: the dedup Bloom filter's bits for the URL. Scope: the URL-only 
 (length, trap, TRAWL_INCLUDE/EXCLUDE); depth and host/domain scope depend on how the URL was
 reached. Robots: the fetchers' cached robots.txt entry for the origin. Frontier: the host's
 back queue, heap entry and lease, and the front queues (each searched up to -scan
-entries). Politeness: the host:<host> hash. The last fetch outcome cannot be looked up by
+entries). Politeness: the host:<host> hash. Recrawl (TRAWL_RECRAWL=adaptive): the URL's
+schedule message in CRAWL_RECRAWL (last fetch, validators, interval, next due). The last fetch outcome cannot be looked up by
 URL in JetStream; the report says how to search for it.`,
 }
 
@@ -31,7 +37,7 @@ func runExplain(ctx context.Context, e *env, args []string) error {
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	scanLimit := fs.Int("scan", 10000, "most entries of each queue searched for the URL")
 	fs.IntVar(&e.cfg.FrontQueues, "queues", e.cfg.FrontQueues, "front queues F (TRAWL_FRONT_QUEUES; 0 = probe all 64)")
-	e.connFlags(fs, false, true)
+	e.connFlags(fs, true, true)
 	if err := e.parse(explainCmd, fs, args); err != nil {
 		return err
 	}
@@ -62,10 +68,33 @@ func runExplain(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	explainRecrawl(ctx, e, r)
 	if *asJSON {
 		enc := json.NewEncoder(e.Stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(r)
 	}
 	return inspect.WriteText(e.Stdout, r, now)
+}
+
+// explainRecrawl adds the URL's recrawl history, read from CRAWL_RECRAWL by the URL's
+// subject. NATS is asked only for this part: a report without it still says the rest.
+func explainRecrawl(ctx context.Context, e *env, r *inspect.Report) {
+	nc, js, err := conn.NATS(ctx, e.cfg.NATSURL)
+	if err != nil {
+		r.RecrawlNote = "unknown: " + err.Error()
+		return
+	}
+	defer nc.Close()
+	h, err := recrawl.Lookup(ctx, js, r.Shard, r.URL)
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		r.RecrawlNote = "off (no " + topology.StreamRecrawl + " stream: TRAWL_RECRAWL=off)"
+	case err != nil:
+		r.RecrawlNote = "unknown: " + err.Error()
+	case h.Where == "":
+		r.RecrawlNote = "no schedule: queued or being fetched (the state travels with the URL), never fetched, or forgotten after 404/410 twice"
+	default:
+		r.Recrawl = &h
+	}
 }

@@ -12,6 +12,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/trawl/trawl/shared/natsx"
+	"github.com/trawl/trawl/shared/redisx"
 )
 
 // Timeout bounds connecting to either server.
@@ -29,7 +32,7 @@ func NATS(ctx context.Context, url string) (*nats.Conn, jetstream.JetStream, err
 		// A tool's session is short: give up on a lost server rather than hang.
 		nats.MaxReconnects(5), nats.ReconnectWait(250*time.Millisecond))
 	if err != nil {
-		return nil, nil, fmt.Errorf("NATS at %s %w: %v", url, ErrUnreachable, err)
+		return nil, nil, fmt.Errorf("NATS at %s %w: %v", natsx.Redact(url), ErrUnreachable, err)
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -39,22 +42,18 @@ func NATS(ctx context.Context, url string) (*nats.Conn, jetstream.JetStream, err
 	return nc, js, nil
 }
 
-// Redis connects to a redis:// URL and checks that the server answers.
-func Redis(ctx context.Context, url string) (*redis.Client, error) {
-	opt, err := redis.ParseURL(url)
+// Redis connects to TRAWL_REDIS_URL (one server or a cluster, redisx.Open) and checks
+// that the server answers.
+func Redis(ctx context.Context, url string) (redis.UniversalClient, error) {
+	c, err := redisx.Open(url, redisx.Timeouts{Dial: Timeout, Read: 10 * time.Second, Write: 10 * time.Second, Retries: 1})
 	if err != nil {
-		return nil, fmt.Errorf("redis URL %q: %w", url, err)
+		return nil, err
 	}
-	opt.DialTimeout = Timeout
-	opt.ReadTimeout = 10 * time.Second
-	opt.WriteTimeout = 10 * time.Second
-	opt.MaxRetries = 1
-	c := redis.NewClient(opt)
 	pctx, cancel := context.WithTimeout(ctx, Timeout)
 	defer cancel()
 	if err := c.Ping(pctx).Err(); err != nil {
 		c.Close()
-		return nil, fmt.Errorf("Redis at %s %w: %v", opt.Addr, ErrUnreachable, err)
+		return nil, fmt.Errorf("Redis at %s %w: %v", redisx.Addrs(url), ErrUnreachable, err)
 	}
 	return c, nil
 }

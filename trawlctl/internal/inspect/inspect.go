@@ -21,6 +21,7 @@ import (
 
 	"github.com/trawl/trawl/shared/frontierkeys"
 	"github.com/trawl/trawl/shared/politeness"
+	"github.com/trawl/trawl/shared/recrawl"
 	"github.com/trawl/trawl/shared/robots"
 	"github.com/trawl/trawl/shared/topology"
 	"github.com/trawl/trawl/shared/urlnorm"
@@ -56,6 +57,10 @@ type Report struct {
 	Frontier  FrontierReport `json:"frontier"`
 	HostState HostReport     `json:"host_state"`
 	LastFetch string         `json:"last_fetch"`
+	// Recrawl is the URL's recrawl history from CRAWL_RECRAWL (TRAWL_RECRAWL=adaptive);
+	// RecrawlNote says why there is none.
+	Recrawl     *recrawl.History `json:"recrawl,omitempty"`
+	RecrawlNote string           `json:"recrawl_note,omitempty"`
 }
 
 // SeenReport is the Bloom filter's answer.

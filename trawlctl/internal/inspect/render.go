@@ -127,6 +127,17 @@ func WriteText(w io.Writer, r *Report, now time.Time) error {
 		}
 	}
 	p("last fetch %s", r.LastFetch)
+	switch h := r.Recrawl; {
+	case h != nil && h.Where != "":
+		st := h.State
+		at := map[string]string{"scheduled": "next fetch due", "due": "DUE since"}[h.Where]
+		p("recrawl    %s %s; interval %s; last fetch %s; %d fetches, %d changed, %d answered 304, %d 404/410 in a row",
+			at, when(time.UnixMilli(st.Due)), time.Duration(st.Interval)*time.Millisecond, when(time.UnixMilli(st.LastFetch)),
+			st.Fetches, st.Changes, st.NotModified, st.Gone)
+		p("    validators ETag %q Last-Modified %q; digest %.16s… simhash %s", st.ETag, st.LastModified, st.Digest, st.SimHash)
+	case r.RecrawlNote != "":
+		p("recrawl    %s", r.RecrawlNote)
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/trawl/trawl/shared/frontierkeys"
+	"github.com/trawl/trawl/shared/recrawl"
 	"github.com/trawl/trawl/shared/topology"
 )
 
@@ -95,6 +96,8 @@ type Snapshot struct {
 	// Waits is what the frontier waits on: hosts backing off (with their last error), in
 	// Crawl-delay or in the politeness delay, retired hosts, the slowest host's next time.
 	Waits frontierkeys.Waits `json:"waits"`
+	// Recrawl is the recrawl schedule's backlog (TRAWL_RECRAWL=adaptive); nil otherwise.
+	Recrawl *recrawl.Backlog `json:"recrawl,omitempty"`
 	// Warnings name what could not be read (e.g. a stream that does not exist yet).
 	Warnings []string `json:"warnings,omitempty"`
 }
@@ -114,6 +117,10 @@ type Dispatch struct {
 
 // waitSample bounds the waiting hosts a snapshot classifies.
 const waitSample = 32
+
+// recrawlSample is how many recrawl schedules a snapshot reads for its median interval and
+// 304 share.
+const recrawlSample = 256
 
 // Options say what to read.
 type Options struct {
@@ -275,6 +282,11 @@ func (r *Reader) readJetStream(ctx context.Context, s *Snapshot) error {
 		info := c.CachedInfo()
 		return info.NumPending + uint64(info.NumAckPending), true, nil
 	}
+	b, err := recrawl.ReadBacklog(ctx, r.JS, r.O.Shards, recrawlSample, s.At)
+	if err != nil {
+		s.Warnings = append(s.Warnings, err.Error())
+	}
+	s.Recrawl = b
 	if n, ok, err := pending(topology.StreamPages, topology.ConsumerParser); err != nil {
 		return err
 	} else if ok {

@@ -67,6 +67,10 @@ func WriteText(w io.Writer, s *Snapshot) error {
 		}
 		fmt.Fprintf(&b, "streams    %s\n", strings.Join(st, " "))
 	}
+	if r := s.Recrawl; r != nil {
+		fmt.Fprintf(&b, "recrawl    scheduled=%d due=%d (oldest waiting %s)  median interval %s  304=%.0f%% changed=%.0f%% of fetches (%d schedules sampled)\n",
+			r.Scheduled, r.Due, r.OldestDue.Round(time.Second), r.MedianInterval.Round(time.Second), 100*r.NotModifiedShare, 100*r.ChangedShare, r.Sampled)
+	}
 	for _, w := range s.Warnings {
 		fmt.Fprintf(&b, "warning    %s\n", w)
 	}

@@ -10,6 +10,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"net/http"
 	"strings"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
@@ -103,6 +104,14 @@ func (s *Store) Apply(ctx context.Context, docs []crawlmsg.Document) (Counts, er
 				return c, fmt.Errorf("index: delete %s: %w", d.URL, err)
 			}
 			c.Removed++
+			continue
+		}
+		if d.Unchanged && d.Status == http.StatusNotModified {
+			// A recrawl answered 304 carries no content: the indexed copy stands, seen again.
+			if _, err := tx.ExecContext(ctx, `UPDATE docs SET fetched_at = ? WHERE url = ? AND fetched_at < ?`, d.FetchedAt, d.URL, d.FetchedAt); err != nil {
+				return c, fmt.Errorf("index: refresh %s: %w", d.URL, err)
+			}
+			c.Upserted++
 			continue
 		}
 		if _, err := up.ExecContext(ctx, d.URL, d.Title, d.Description, d.Lang, d.Text, d.FetchedAt); err != nil {

@@ -72,3 +72,28 @@ func TestStore(t *testing.T) {
 		t.Errorf("count %d, %v", n, err)
 	}
 }
+
+// An unchanged event (a recrawl answered 304) refreshes the indexed copy's fetch time and
+// keeps its content.
+func TestStoreUnchanged(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "i.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Apply(ctx, []crawlmsg.Document{{URL: "http://a.test/", Title: "Gardening", Text: "roses", FetchedAt: 10}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Apply(ctx, []crawlmsg.Document{{URL: "http://a.test/", Status: 304, Unchanged: true, FetchedAt: 20}}); err != nil {
+		t.Fatal(err)
+	}
+	hits, err := s.Search(ctx, Query("roses"), 10)
+	if err != nil || len(hits) != 1 || hits[0].Title != "Gardening" {
+		t.Fatalf("after an unchanged event: %+v, %v; want the page as indexed", hits, err)
+	}
+	var at int64
+	if err := s.db.QueryRowContext(ctx, `SELECT fetched_at FROM docs WHERE url = ?`, "http://a.test/").Scan(&at); err != nil || at != 20 {
+		t.Fatalf("fetched_at %d, %v; want 20", at, err)
+	}
+}

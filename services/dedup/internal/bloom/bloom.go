@@ -86,6 +86,9 @@ type Params struct {
 	KeyBits  uint64  // most bits per Redis bitmap key (≤ 2^32, multiple of 8)
 	Growth   int     // s: each layer holds s times the URLs of the one before; 0 = DefaultGrowth
 	Tighten  float64 // r: each layer's false-positive rate is r times the one before; 0 = DefaultTighten
+	// Parts splits the filter into that many independent sub-filters, each with its own
+	// hash tag (Redis Cluster slot) and 1/Parts of the capacity; 0 = 1.
+	Parts int
 }
 
 // Defaults of the growth parameters (Almeida et al. suggest s = 2 for slowly growing sets
@@ -104,6 +107,20 @@ func (p Params) withDefaults() Params {
 	if p.Tighten == 0 {
 		p.Tighten = DefaultTighten
 	}
+	if p.Parts == 0 {
+		p.Parts = 1
+	}
+	return p
+}
+
+// part returns the parameters of one of p's parts: a plain (one-part) filter for
+// ⌈n/parts⌉ URLs at the same false-positive rate. A URL lives in exactly one part, so
+// its false-positive rate is its part's, below p, and the bits per URL are the same as
+// one filter of n URLs (m is linear in n).
+func (p Params) part() Params {
+	p = p.withDefaults()
+	parts := uint64(p.Parts)
+	p.Capacity = (p.Capacity + parts - 1) / parts
 	return p
 }
 
@@ -129,8 +146,13 @@ func (p Params) Validate() error {
 	if !(p.Tighten > 0 && p.Tighten < 1) {
 		errs = append(errs, fmt.Errorf("tightening ratio %v: want 0 < r < 1", p.Tighten))
 	}
+	if p.Parts < 1 || p.Parts > bloomhash.MaxParts {
+		errs = append(errs, fmt.Errorf("parts %d: want 1..%d", p.Parts, bloomhash.MaxParts))
+	} else if p.Parts > 1 && p.part().Capacity < MinCapacity {
+		errs = append(errs, fmt.Errorf("capacity %d in %d parts: want at least %d per part", p.Capacity, p.Parts, MinCapacity))
+	}
 	if len(errs) == 0 {
-		l := p.layer(nil, 0)
+		l := p.part().layer(nil, 0)
 		if l.Keys > MaxKeys {
 			errs = append(errs, fmt.Errorf("%d bits in keys of %d bits need %d keys: want at most %d (raise the key bits)", l.M, p.KeyBits, l.Keys, MaxKeys))
 		}
@@ -197,23 +219,49 @@ type Filter struct {
 	prefix string
 	ks     redisx.Keyspace
 	meta   string
+	index  int // which part of Parts
 
 	mu     sync.Mutex
 	layers []Layer // as read from Redis; replaced, never modified in place
 }
 
-// New sizes a filter whose keys live in the "dedup" keyspace under prefix.
+// New sizes a filter whose keys live in the "dedup" keyspace under prefix. With
+// p.Parts > 1 it is the first part; NewParts returns them all.
 func New(prefix string, p Params) (*Filter, error) {
+	parts, err := NewParts(prefix, p)
+	if err != nil {
+		return nil, err
+	}
+	return parts[0], nil
+}
+
+// NewParts sizes the p.Parts sub-filters of the seen filter. Part i's keys live under
+// the hash tag bloomhash.Tag(i, p.Parts); a URL belongs to part bloomhash.Part(url,
+// p.Parts) (Parts.Of). With one part this is the filter as it always was: keyspace
+// {dedup}, the configured capacity.
+func NewParts(prefix string, p Params) (Parts, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
 	p = p.withDefaults()
-	ks := redisx.NewKeyspace(prefix, "dedup")
-	f := &Filter{Params: p, prefix: prefix, ks: ks, meta: ks.Key("bloom", "meta")}
-	f.Layer = p.layer(&f.ks, 0)
-	f.layers = []Layer{f.Layer}
-	return f, nil
+	pp := p.part()
+	out := make(Parts, p.Parts)
+	for i := range out {
+		ks := redisx.NewKeyspace(prefix, bloomhash.Tag(i, p.Parts))
+		f := &Filter{Params: pp, prefix: prefix, ks: ks, meta: ks.Key("bloom", "meta"), index: i}
+		f.Layer = pp.layer(&f.ks, 0)
+		f.layers = []Layer{f.Layer}
+		out[i] = f
+	}
+	return out, nil
 }
+
+// Keyspace is the part's keyspace (one hash tag): its memo keys go there too, so one
+// script touches the part's bits and memo in one cluster slot.
+func (f *Filter) Keyspace() redisx.Keyspace { return f.ks }
+
+// Index is which part of Parts the filter is.
+func (f *Filter) Index() int { return f.index }
 
 // Layers returns the layers as last read from Redis, oldest first. The slice must not be
 // modified.
@@ -310,7 +358,7 @@ func (lo *Layout) AppendRecord(dst []byte, index uint32, url string) []byte {
 // metaFields are stored in the meta hash and compared at start-up. Every field that changes
 // which bits a URL maps to, or how layers are sized, is here.
 func (f *Filter) metaFields() []any {
-	return []any{
+	fields := []any{
 		"n", strconv.FormatUint(f.Capacity, 10),
 		"p", strconv.FormatFloat(f.FPRate, 'g', -1, 64),
 		"growth", strconv.Itoa(f.Growth),
@@ -318,6 +366,12 @@ func (f *Filter) metaFields() []any {
 		"key_bits", strconv.FormatUint(f.KeyBits, 10),
 		"hash", HashVersion,
 	}
+	if f.Parts > 1 {
+		// A filter of one part stores no field for it, as before parts existed. n above
+		// is the part's capacity.
+		fields = append(fields, "parts", strconv.Itoa(f.Parts), "part", strconv.Itoa(f.index))
+	}
+	return fields
 }
 
 // parseLayers reads the layers from the meta hash and checks each against the sizing the

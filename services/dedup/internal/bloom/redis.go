@@ -298,7 +298,7 @@ type Stats struct {
 }
 
 // ReadStats measures the filter (one BITCOUNT pass over the newest layer).
-func (f *Filter) ReadStats(ctx context.Context, c *redis.Client) (Stats, error) {
+func (f *Filter) ReadStats(ctx context.Context, c redis.UniversalClient) (Stats, error) {
 	counts, err := f.Counts(ctx, c)
 	if err != nil {
 		return Stats{}, err
@@ -319,7 +319,7 @@ func (f *Filter) ReadStats(ctx context.Context, c *redis.Client) (Stats, error) 
 }
 
 // WriteStats stores st in the hash StatsKey.
-func (f *Filter) WriteStats(ctx context.Context, c *redis.Client, st Stats) error {
+func (f *Filter) WriteStats(ctx context.Context, c redis.UniversalClient, st Stats) error {
 	err := c.HSet(ctx, f.StatsKey(),
 		"layers", st.Layers, "capacity", st.Capacity, "count", st.Count,
 		"fill", strconv.FormatFloat(st.Fill, 'f', 4, 64), "bytes", st.Bytes, "next_bytes", st.NextBytes,

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/trawl/trawl/services/dedup/internal/bloom"
+	"github.com/trawl/trawl/shared/bloomhash"
 	"github.com/trawl/trawl/shared/envconfig"
 	"github.com/trawl/trawl/shared/frontierconf"
 	"github.com/trawl/trawl/shared/seed"
@@ -28,7 +29,7 @@ const maxBatch = 4096
 // Config is everything the service needs.
 type Config struct {
 	envconfig.Common
-	Bloom        bloom.Params  // TRAWL_BLOOM_CAPACITY, _FP_RATE, _KEY_BITS, _GROWTH, _TIGHTEN
+	Bloom        bloom.Params  // TRAWL_BLOOM_CAPACITY, _FP_RATE, _KEY_BITS, _GROWTH, _TIGHTEN, _PARTS
 	MaxDepth     int           // TRAWL_MAX_DEPTH: URLs deeper than this are dropped
 	Batch        int           // TRAWL_DEDUP_BATCH: input messages per Redis call
 	FillInterval time.Duration // TRAWL_BLOOM_FILL_INTERVAL: how often the fill ratio is measured; 0 = never
@@ -55,6 +56,7 @@ func Load(r *envconfig.Reader) (Config, error) {
 			KeyBits:  uint64(max(0, r.Int("BLOOM_KEY_BITS", 1<<31))),
 			Growth:   r.Int("BLOOM_GROWTH", bloom.DefaultGrowth),
 			Tighten:  r.Float("BLOOM_TIGHTEN", bloom.DefaultTighten),
+			Parts:    r.Int("BLOOM_PARTS", 1),
 		},
 		MemoTrimInterval: r.Duration("DEDUP_MEMO_TRIM_INTERVAL", 30*time.Second),
 		MaxDepth:         frontierconf.LoadMaxDepth(r),
@@ -88,6 +90,9 @@ func (c Config) Validate() error {
 	}
 	if !(p.Tighten > 0 && p.Tighten < 1) {
 		errs = append(errs, fmt.Errorf("TRAWL_BLOOM_TIGHTEN=%v: want 0 < r < 1", p.Tighten))
+	}
+	if p.Parts < 1 || p.Parts > bloomhash.MaxParts {
+		errs = append(errs, fmt.Errorf("TRAWL_BLOOM_PARTS=%d: want 1..%d", p.Parts, bloomhash.MaxParts))
 	}
 	if errors.Join(errs[1:]...) == nil {
 		// The individual values are fine; check what they imply (number of keys, k).

@@ -19,9 +19,12 @@ package seen
 import (
 	"context"
 	"embed"
+	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/redis/go-redis/v9"
 
@@ -59,26 +62,48 @@ type Redis interface {
 
 // Store is the seen test backed by Redis. It is safe for concurrent use.
 type Store struct {
-	rdb    Redis
+	rdb   Redis
+	parts []part
+	// OnGrow, if set, is called after this Store added a layer to a part of the filter
+	// (another replica may add one too; only the one that did is told).
+	OnGrow func(*bloom.Filter, bloom.Layer)
+}
+
+// part is one sub-filter with its memos, all under the part's hash tag.
+type part struct {
 	filter *bloom.Filter
 	ks     redisx.Keyspace
-	// OnGrow, if set, is called after this Store added a layer to the filter (another
-	// replica may add one too; only the one that did is told).
-	OnGrow func(bloom.Layer)
 }
 
-// New returns a Store over filter's keys; keys of the memo share the filter's keyspace
-// (prefix + {dedup}), so one script can touch both in a Redis Cluster.
+// New returns a Store over one filter's keys; keys of the memo share the filter's
+// keyspace (prefix + {dedup}), so one script can touch both in a Redis Cluster.
 func New(rdb Redis, filter *bloom.Filter, prefix string) *Store {
-	return &Store{rdb: rdb, filter: filter, ks: redisx.NewKeyspace(prefix, "dedup")}
+	return &Store{rdb: rdb, parts: []part{{filter: filter, ks: redisx.NewKeyspace(prefix, "dedup")}}}
 }
 
-// MemoKey is the hash of memos: message id → its new indexes, comma-separated.
-func (s *Store) MemoKey() string { return s.ks.Key("memo") }
+// NewParts returns a Store over a filter split into parts: each URL is tested in its
+// part (bloom.Parts.Of), and each part keeps its own memos of what it found new, in its
+// own keyspace. A message's memo is so split over the parts its URLs fall in; each share
+// is written atomically with that part's bits, which is what a redelivery needs: every
+// part it reaches answers from its memo.
+func NewParts(rdb Redis, parts bloom.Parts) *Store {
+	s := &Store{rdb: rdb}
+	for _, f := range parts {
+		s.parts = append(s.parts, part{filter: f, ks: f.Keyspace()})
+	}
+	return s
+}
 
-// MemoSeqKey is the sorted set of memoised message ids scored by stream sequence, which
-// Trim cuts below the ack floor.
-func (s *Store) MemoSeqKey() string { return s.ks.Key("memo", "seq") }
+// MemoKey is the hash of memos of the first part: message id → its new indexes,
+// comma-separated.
+func (s *Store) MemoKey() string { return s.parts[0].memoKey() }
+
+// MemoSeqKey is the sorted set of the first part's memoised message ids scored by stream
+// sequence, which Trim cuts below the ack floor.
+func (s *Store) MemoSeqKey() string { return s.parts[0].memoSeqKey() }
+
+func (p part) memoKey() string    { return p.ks.Key("memo") }
+func (p part) memoSeqKey() string { return p.ks.Key("memo", "seq") }
 
 //go:embed lua/seen.lua
 var luaFS embed.FS
@@ -100,8 +125,50 @@ const MaxURLsPerCall = 8192
 // TestAndSet runs the seen test for a batch of messages and returns, per message, the
 // indexes of its new URLs (ascending, as given). A message whose result is memoised gets
 // the memo back even though its bits are now set. A URL is new at most once across the
-// batch: messages are processed in order. Messages without URLs cost nothing.
+// batch: messages are processed in order. Messages without URLs cost nothing. With several
+// parts, each part's share of the batch goes in its own calls, the parts concurrently.
 func (s *Store) TestAndSet(ctx context.Context, msgs []Message) ([][]int, error) {
+	if len(s.parts) == 1 {
+		return s.parts[0].testAndSet(ctx, s, msgs)
+	}
+	of := bloom.Parts{}
+	for _, p := range s.parts {
+		of = append(of, p.filter)
+	}
+	sub := make([][]Message, len(s.parts))
+	for p := range sub {
+		sub[p] = make([]Message, len(msgs))
+	}
+	for i, m := range msgs {
+		for p := range sub {
+			sub[p][i] = Message{ID: m.ID, Seq: m.Seq, Redelivered: m.Redelivered}
+		}
+		for _, u := range m.URLs {
+			p := of.Of(u.URL)
+			sub[p][i].URLs = append(sub[p][i].URLs, u)
+		}
+	}
+	res := make([][][]int, len(s.parts))
+	errs := make([]error, len(s.parts))
+	var wg sync.WaitGroup
+	for p := range s.parts {
+		wg.Go(func() { res[p], errs[p] = s.parts[p].testAndSet(ctx, s, sub[p]) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	out := make([][]int, len(msgs))
+	for i := range msgs {
+		for p := range s.parts {
+			out[i] = append(out[i], res[p][i]...)
+		}
+		slices.Sort(out[i])
+	}
+	return out, nil
+}
+
+func (p part) testAndSet(ctx context.Context, s *Store, msgs []Message) ([][]int, error) {
 	out := make([][]int, len(msgs))
 	for start, stuck := 0, 0; start < len(msgs); {
 		end, urls := start, 0
@@ -109,7 +176,7 @@ func (s *Store) TestAndSet(ctx context.Context, msgs []Message) ([][]int, error)
 			urls += len(msgs[end].URLs)
 			end++
 		}
-		done, err := s.call(ctx, msgs[start:end], out[start:end])
+		done, err := p.call(ctx, s, msgs[start:end], out[start:end])
 		if err != nil {
 			return nil, err
 		}
@@ -129,8 +196,8 @@ func (s *Store) TestAndSet(ctx context.Context, msgs []Message) ([][]int, error)
 
 // call runs one script call for msgs, writing each handled message's result to out, and
 // returns how many messages are handled (all, unless a layer had to be added first).
-func (s *Store) call(ctx context.Context, msgs []Message, out [][]int) (int, error) {
-	call := s.filter.NewCall(s.MemoKey(), s.MemoSeqKey())
+func (p part) call(ctx context.Context, s *Store, msgs []Message, out [][]int) (int, error) {
+	call := p.filter.NewCall(p.memoKey(), p.memoSeqKey())
 	args := append(make([]any, 0, len(call.Args)+3*len(msgs)), call.Args...)
 	var todo []int // indexes into msgs sent to Redis
 	for i, m := range msgs {
@@ -170,15 +237,15 @@ func (s *Store) call(ctx context.Context, msgs []Message, out [][]int) (int, err
 	case "ok":
 		return len(msgs), nil
 	case "stale":
-		return 0, s.filter.Load(ctx, s.rdb)
+		return 0, p.filter.Load(ctx, s.rdb)
 	case "full":
-		added, err := s.filter.Grow(ctx, s.rdb, len(call.Layers))
+		added, err := p.filter.Grow(ctx, s.rdb, len(call.Layers))
 		if err != nil {
 			return 0, fmt.Errorf("seen: %w", err)
 		}
 		if added && s.OnGrow != nil {
-			ls := s.filter.Layers()
-			s.OnGrow(ls[len(ls)-1])
+			ls := p.filter.Layers()
+			s.OnGrow(p.filter, ls[len(ls)-1])
 		}
 		// Messages up to the first one not handled are done (empty ones included).
 		return todo[len(res)-1], nil
@@ -191,6 +258,10 @@ func (s *Store) call(ctx context.Context, msgs []Message, out [][]int) (int, err
 // failure is harmless — Trim removes the memos once the messages are acked — so callers
 // may just log it.
 func (s *Store) Forget(ctx context.Context, msgIDs []string) error {
+	return s.forget(ctx, s.parts, msgIDs)
+}
+
+func (s *Store) forget(ctx context.Context, parts []part, msgIDs []string) error {
 	if len(msgIDs) == 0 {
 		return nil
 	}
@@ -198,16 +269,33 @@ func (s *Store) Forget(ctx context.Context, msgIDs []string) error {
 	for i, id := range msgIDs {
 		members[i] = id
 	}
-	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.HDel(ctx, s.MemoKey(), msgIDs...)
-		p.ZRem(ctx, s.MemoSeqKey(), members...)
-		return nil
-	})
+	var err error
+	if len(parts) == 1 {
+		_, err = s.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+			pipe.HDel(ctx, parts[0].memoKey(), msgIDs...)
+			pipe.ZRem(ctx, parts[0].memoSeqKey(), members...)
+			return nil
+		})
+	} else {
+		// A transaction may not span slots, so each part deletes its memos in a script
+		// of its own (atomic: a memo never outlives its index entry, which Trim needs to
+		// find it), all in one pipeline, one round trip per node on a cluster.
+		_, err = s.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+			for _, p := range parts {
+				pipe.Eval(ctx, forgetLua, []string{p.memoKey(), p.memoSeqKey()}, members...)
+			}
+			return nil
+		})
+	}
 	if err != nil {
 		return fmt.Errorf("seen: forget %d memos: %w", len(msgIDs), err)
 	}
 	return nil
 }
+
+// forgetLua deletes the memos ARGV from the memo hash KEYS[1] and its index KEYS[2]. It is
+// sent whole (EVAL, not EVALSHA) because a pipeline cannot fall back on NOSCRIPT.
+const forgetLua = `redis.call('HDEL', KEYS[1], unpack(ARGV)) redis.call('ZREM', KEYS[2], unpack(ARGV)) return 0`
 
 // trimSlice bounds the memos one Trim round trip removes, so Redis is never blocked long.
 const trimSlice = 4096
@@ -215,30 +303,33 @@ const trimSlice = 4096
 // Trim removes the memos of messages at or below the consumer's ack floor (the stream
 // sequence below which every message is acked or terminated): none of them can be
 // delivered again, so their memos can never be read. It returns how many it removed and
-// how many are left.
+// how many are left, counting a message's memo once per part that holds a share of it.
 func (s *Store) Trim(ctx context.Context, ackFloor uint64) (removed int, left int64, err error) {
 	upTo := strconv.FormatUint(ackFloor, 10)
-	for {
-		ids, err := s.rdb.ZRangeByScore(ctx, s.MemoSeqKey(), &redis.ZRangeBy{Min: "-inf", Max: upTo, Count: trimSlice}).Result()
+	for _, p := range s.parts {
+		for {
+			ids, err := s.rdb.ZRangeByScore(ctx, p.memoSeqKey(), &redis.ZRangeBy{Min: "-inf", Max: upTo, Count: trimSlice}).Result()
+			if err != nil {
+				return removed, 0, fmt.Errorf("seen: trim memos to %d: %w", ackFloor, err)
+			}
+			if len(ids) == 0 {
+				break
+			}
+			// Below the floor no memo is written again, so reading and deleting need not
+			// be atomic.
+			if err := s.forget(ctx, []part{p}, ids); err != nil {
+				return removed, 0, fmt.Errorf("seen: trim memos to %d: %w", ackFloor, err)
+			}
+			removed += len(ids)
+			if len(ids) < trimSlice {
+				break
+			}
+		}
+		n, err := s.rdb.ZCard(ctx, p.memoSeqKey()).Result()
 		if err != nil {
-			return removed, 0, fmt.Errorf("seen: trim memos to %d: %w", ackFloor, err)
+			return removed, 0, fmt.Errorf("seen: count memos: %w", err)
 		}
-		if len(ids) == 0 {
-			break
-		}
-		// Below the floor no memo is written again, so reading and deleting need not be
-		// atomic.
-		if err := s.Forget(ctx, ids); err != nil {
-			return removed, 0, fmt.Errorf("seen: trim memos to %d: %w", ackFloor, err)
-		}
-		removed += len(ids)
-		if len(ids) < trimSlice {
-			break
-		}
-	}
-	left, err = s.rdb.ZCard(ctx, s.MemoSeqKey()).Result()
-	if err != nil {
-		return removed, 0, fmt.Errorf("seen: count memos: %w", err)
+		left += n
 	}
 	return removed, left, nil
 }

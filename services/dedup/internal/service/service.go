@@ -19,6 +19,7 @@ import (
 	"github.com/trawl/trawl/services/dedup/internal/config"
 	"github.com/trawl/trawl/services/dedup/internal/seen"
 	"github.com/trawl/trawl/shared/natsx"
+	"github.com/trawl/trawl/shared/redisx"
 	"github.com/trawl/trawl/shared/runner"
 	"github.com/trawl/trawl/shared/seed"
 	"github.com/trawl/trawl/shared/topology"
@@ -34,7 +35,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 // start brings up the shared plumbing and the seen test, publishes the seeds and
 // registers the loops.
 func start(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *runner.Runner, err error) {
-	filter, err := bloom.New(cfg.RedisPrefix, cfg.Bloom)
+	filter, err := bloom.NewParts(cfg.RedisPrefix, cfg.Bloom)
 	if err != nil {
 		return nil, fmt.Errorf("dedup: %w", err)
 	}
@@ -52,11 +53,17 @@ func start(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *runner.
 	if err := filter.Init(ctx, rdb); err != nil {
 		return nil, err
 	}
-	layers := filter.Layers()
+	first := filter[0]
+	layers := first.Layers()
 	newest := layers[len(layers)-1]
-	log.Info("bloom filter ready", "capacity", filter.Capacity, "fp_rate", filter.FPRate, "growth", filter.Growth,
-		"tighten", filter.Tighten, "layers", len(layers), "newest_bits", newest.M, "newest_hashes", newest.K,
-		"bytes", filter.Bytes(), "next_layer_bytes", filter.NextLayer().Bytes(), "meta", filter.MetaKey())
+	log.Info("bloom filter ready", "capacity", cfg.Bloom.Capacity, "parts", len(filter), "part_capacity", first.Capacity,
+		"fp_rate", first.FPRate, "growth", first.Growth, "tighten", first.Tighten, "layers", filter.Layers(),
+		"newest_bits", newest.M, "newest_hashes", newest.K, "bytes", filter.Bytes(), "next_layer_bytes", filter.NextBytes(),
+		"meta", first.MetaKey())
+	if redisx.IsCluster(cfg.RedisURL) && len(filter) == 1 {
+		log.Warn("the seen filter is in one part, so one Redis Cluster master holds it and takes every seen test; "+
+			"set TRAWL_BLOOM_PARTS to a few times the masters for a new crawl", "meta", first.MetaKey())
+	}
 
 	m := newMetrics(r.Registry)
 	m.setLayers(filter)
@@ -74,11 +81,11 @@ func start(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *runner.
 		return nil, fmt.Errorf("consumer %s/%s: %w", topology.StreamDiscovered, topology.ConsumerDedup, err)
 	}
 
-	store := seen.New(rdb, filter, cfg.RedisPrefix)
-	store.OnGrow = func(l bloom.Layer) {
-		log.Warn("bloom filter full: added a layer", "layer", l.Index, "layers", l.Index+1, "capacity", l.N,
+	store := seen.NewParts(rdb, filter)
+	store.OnGrow = func(f *bloom.Filter, l bloom.Layer) {
+		log.Warn("bloom filter full: added a layer", "part", f.Index(), "layer", l.Index, "layers", l.Index+1, "capacity", l.N,
 			"fp_rate", l.P, "bits", l.M, "hashes", l.K, "bytes", l.Bytes(), "total_bytes", filter.Bytes(),
-			"next_layer_bytes", filter.NextLayer().Bytes())
+			"next_layer_bytes", f.NextLayer().Bytes())
 		m.setLayers(filter)
 	}
 	checker := &seen.Cached{Store: store}
@@ -127,22 +134,17 @@ func start(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *runner.
 }
 
 // setLayers updates the gauges that follow the filter's layers.
-func (m *metrics) setLayers(f *bloom.Filter) {
-	layers := f.Layers()
-	var bits uint64
-	for _, l := range layers {
-		bits += l.M
-	}
-	m.layers.Set(float64(len(layers)))
-	m.filterBits.Set(float64(bits))
+func (m *metrics) setLayers(f bloom.Parts) {
+	m.layers.Set(float64(f.Layers()))
+	m.filterBits.Set(float64(f.Bits()))
 	m.bloomBytes.Set(float64(f.Bytes()))
-	m.nextBytes.Set(float64(f.NextLayer().Bytes()))
+	m.nextBytes.Set(float64(f.NextBytes()))
 }
 
 // measureFill updates the fill-ratio gauge and the filter's figures in Redis now and
 // every interval. BITCOUNT reads the whole newest layer, which is why this is periodic
 // and not per batch.
-func measureFill(ctx context.Context, f *bloom.Filter, rdb *redis.Client, every time.Duration, m *metrics, log *slog.Logger) {
+func measureFill(ctx context.Context, f bloom.Parts, rdb redis.UniversalClient, every time.Duration, m *metrics, log *slog.Logger) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {

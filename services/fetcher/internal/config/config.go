@@ -53,6 +53,9 @@ type Config struct {
 	// Politeness is the gap rule, which the fetcher applies to a host it requests outside
 	// that host's own tasks (a robots.txt redirect to another host).
 	Politeness politeness.Rules
+	// Sitemaps is TRAWL_SITEMAPS: SitemapsOn, SitemapsOff or SitemapsAuto (on in adaptive
+	// recrawl mode only); see SitemapsEnabled.
+	Sitemaps string
 
 	allowRaw   []string
 	cidrErr    error
@@ -92,6 +95,7 @@ func Load(r *envconfig.Reader) (Config, error) {
 		OutcomeBatch:   r.Int("OUTCOME_BATCH", 64),
 		OutcomeLinger:  r.Duration("OUTCOME_LINGER", 2*time.Millisecond),
 		Politeness:     politeness.Load(r),
+		Sitemaps:       strings.ToLower(strings.TrimSpace(r.String("SITEMAPS", SitemapsAuto))),
 	}
 	c.AllowCIDRs, c.cidrErr = safedial.ParseCIDRs(c.allowRaw)
 	c.Resolve, c.resolveErr = safedial.ParseStatic(r.List("RESOLVE", nil))
@@ -107,10 +111,36 @@ const MaxBodyLimit = crawlmsg.MaxBody
 // 8 MiB; a server's max_payload may be lower, which the fetcher also respects).
 const MaxInlineLimit = 4 << 20
 
+// TRAWL_SITEMAPS values.
+const (
+	SitemapsOn   = "on"
+	SitemapsOff  = "off"
+	SitemapsAuto = "auto"
+)
+
+// SitemapsEnabled says whether each robots.txt fetch publishes the host's sitemaps. Auto
+// leaves a one-shot crawl as it was (sitemaps change which pages it finds) and turns them
+// on in adaptive recrawl mode, where a site's own list of its pages and their lastmod is
+// what keeps an index fresh.
+func (c Config) SitemapsEnabled() bool {
+	switch c.Sitemaps {
+	case SitemapsOn:
+		return true
+	case SitemapsAuto:
+		return c.Common.Recrawl == envconfig.RecrawlAdaptive
+	}
+	return false
+}
+
 // Validate reports every invalid setting at once.
 func (c Config) Validate() error {
 	errs := []error{c.Common.Validate(), c.Politeness.Validate()}
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	switch c.Sitemaps {
+	case SitemapsOn, SitemapsOff, SitemapsAuto:
+	default:
+		bad("TRAWL_SITEMAPS=%q: want %s, %s or %s", c.Sitemaps, SitemapsAuto, SitemapsOn, SitemapsOff)
+	}
 	if c.cidrErr != nil {
 		bad("TRAWL_ALLOW_CIDRS=%q: %w", strings.Join(c.allowRaw, ","), c.cidrErr)
 	}

@@ -58,6 +58,8 @@ func TestValidate(t *testing.T) {
 		{"idle conns above the ceiling", map[string]string{"TRAWL_MAX_IDLE_CONNS": "100000"}, "TRAWL_MAX_IDLE_CONNS"},
 		{"user agent with newline", map[string]string{"TRAWL_USER_AGENT": "a\nb"}, "TRAWL_USER_AGENT"},
 		{"dns cache off", map[string]string{"TRAWL_DNS_TTL": "0"}, ""},
+		{"sitemaps on", map[string]string{"TRAWL_SITEMAPS": "On"}, ""},
+		{"sitemaps unknown", map[string]string{"TRAWL_SITEMAPS": "yes"}, "TRAWL_SITEMAPS"},
 		{"per-server politeness", map[string]string{"TRAWL_POLITENESS": "ip"}, ""},
 		{"politeness per something else", map[string]string{"TRAWL_POLITENESS": "domain"}, "TRAWL_POLITENESS"},
 		{"static names on allowed addresses", map[string]string{"TRAWL_ALLOW_CIDRS": "127.0.0.0/8", "TRAWL_RESOLVE": "a.test=127.0.2.1, b.test=127.0.2.1"}, ""},
@@ -99,5 +101,28 @@ func TestLoadUnreadable(t *testing.T) {
 	_, err := Load(envconfig.FromMap(map[string]string{"TRAWL_FETCH_TIMEOUT": "soon", "TRAWL_MAX_BODY": "big"}))
 	if err == nil || !strings.Contains(err.Error(), "TRAWL_FETCH_TIMEOUT") || !strings.Contains(err.Error(), "TRAWL_MAX_BODY") {
 		t.Errorf("Load error = %v, want both bad variables named", err)
+	}
+}
+
+// A one-shot crawl finds the pages it found before sitemaps existed unless they are asked
+// for; adaptive recrawl mode reads them by default.
+func TestSitemapsEnabled(t *testing.T) {
+	for _, tc := range []struct {
+		env  map[string]string
+		want bool
+	}{
+		{nil, false},
+		{map[string]string{"TRAWL_RECRAWL": "adaptive"}, true},
+		{map[string]string{"TRAWL_RECRAWL": "adaptive", "TRAWL_SITEMAPS": "off"}, false},
+		{map[string]string{"TRAWL_SITEMAPS": "on"}, true},
+		{map[string]string{"TRAWL_SITEMAPS": "auto"}, false},
+	} {
+		c, err := Load(envconfig.FromMap(tc.env))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.SitemapsEnabled(); got != tc.want {
+			t.Errorf("%v: SitemapsEnabled() = %v, want %v", tc.env, got, tc.want)
+		}
 	}
 }

@@ -149,13 +149,23 @@ func (r *Response) Release() {
 
 // Get fetches rawURL once, with the page Accept header and the body cap.
 func (c *Client) Get(ctx context.Context, rawURL string) (*Response, error) {
+	return c.GetIf(ctx, rawURL, Validators{})
+}
+
+// Validators are a URL's ETag and Last-Modified from its last fetch: sent as
+// If-None-Match and If-Modified-Since, they let the server answer 304 without a body.
+type Validators struct{ ETag, LastModified string }
+
+// GetIf is Get made conditional on v (a field left empty sends no header). A 304 is
+// returned as any other response.
+func (c *Client) GetIf(ctx context.Context, rawURL string, v Validators) (*Response, error) {
 	u, err := parseURL(rawURL)
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
-	return c.do(ctx, u, AcceptPage, c.cfg.MaxBody)
+	return c.do(ctx, u, AcceptPage, c.cfg.MaxBody, v)
 }
 
 // withTimeout bounds ctx by Timeout from now. A caller whose deadline is already that
@@ -194,7 +204,7 @@ func (c *Client) GetFollow(ctx context.Context, rawURL string, maxHops int, maxB
 	defer cancel()
 	var hops []string
 	for hop := 0; ; hop++ {
-		resp, err := c.do(ctx, u, AcceptRobots, maxBody)
+		resp, err := c.do(ctx, u, AcceptRobots, maxBody, Validators{})
 		if err != nil {
 			if hop > 0 {
 				return nil, &RedirectError{Hop: hop, URL: u.String(), Err: err}
@@ -234,7 +244,7 @@ func parseURL(raw string) (*url.URL, error) {
 	return u, nil
 }
 
-func (c *Client) do(ctx context.Context, u *url.URL, accept string, maxBody int64) (*Response, error) {
+func (c *Client) do(ctx context.Context, u *url.URL, accept string, maxBody int64, v Validators) (*Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidURL, err)
@@ -242,6 +252,12 @@ func (c *Client) do(ctx context.Context, u *url.URL, accept string, maxBody int6
 	req.Header.Set("User-Agent", c.cfg.UserAgent)
 	req.Header.Set("Accept", accept)
 	req.Header.Set("Accept-Encoding", "gzip")
+	if v.ETag != "" {
+		req.Header.Set("If-None-Match", v.ETag)
+	}
+	if v.LastModified != "" {
+		req.Header.Set("If-Modified-Since", v.LastModified)
+	}
 	if _, pinned := pinOf(ctx); pinned && c.cfg.Proxy != nil {
 		if pu, perr := c.cfg.Proxy(req); perr == nil && pu != nil {
 			// The proxy connects to the server; the fetcher's connection is the proxy's.

@@ -148,6 +148,9 @@ func (s *Service) deliver(task *crawlmsg.FetchTask, out *crawlmsg.Outcome, res *
 			out.Kind, out.Permanent, out.Error = crawlmsg.OutcomeTooLarge, true, err.Error()
 		}
 	}
+	if task.Recrawl != nil && failing(out.Kind) {
+		out.Recrawl = &crawlmsg.RecrawlEntry{V: crawlmsg.Version, URL: task.URL, Depth: task.Depth, Kind: task.Kind, Embeds: task.Embeds, State: *task.Recrawl}
+	}
 	// The outcome goes out in its shard's next batch; this returns once that batch is
 	// stored, so the task is acked only then.
 	return s.outcomes.add(out, deadline)
@@ -487,6 +490,9 @@ func (s *Service) fetchRobots(ctx, reqCtx context.Context, out *crawlmsg.Outcome
 		// task for the origin simply fetches robots.txt again.
 		s.log.Warn("robots cache write failed", "origin", origin, "err", err)
 	}
+	if entry.Class != robots.Unreachable && s.cfg.SitemapsEnabled() {
+		s.publishSitemaps(ctx, out.Lease, origin, entry)
+	}
 	// Requested and the duration speak of the task's own host: a chain served by other
 	// hosts alone spent nothing of this host's gap.
 	out.Requested = own
@@ -572,11 +578,11 @@ func (s *Service) fetchPage(ctx, reqCtx context.Context, task *crawlmsg.FetchTas
 		// The dial would have failed the same way.
 		err = reqErr
 	case lease != nil:
-		resp, err = s.client.Get(lease.ctx, task.URL)
+		resp, err = s.client.GetIf(lease.ctx, task.URL, validators(task))
 		s.releaseServer(ctx, lease, s.now().Sub(started))
 		out.Addr = lease.claim.Addr.String()
 	default:
-		resp, err = s.client.Get(reqCtx, task.URL)
+		resp, err = s.client.GetIf(reqCtx, task.URL, validators(task))
 	}
 	if err != nil {
 		switch {
@@ -615,6 +621,8 @@ func (s *Service) fetchPage(ctx, reqCtx context.Context, task *crawlmsg.FetchTas
 			Lease:    task.Lease,
 			Kind:     task.Kind,
 			Embeds:   task.Embeds,
+			Recrawl:  task.Recrawl,
+			Under:    task.Under,
 		},
 		Body: resp.Body,
 	}
@@ -629,7 +637,7 @@ func (s *Service) fetchPage(ctx, reqCtx context.Context, task *crawlmsg.FetchTas
 			batch := &crawlmsg.DiscoveredBatch{Source: task.URL, URLs: []crawlmsg.Discovered{{
 				URL: resp.Location, Depth: task.Depth, Via: crawlmsg.ViaRedirect, Hops: task.Hops + 1,
 				// A moved stylesheet is still a requisite; a moved sitemap still a sitemap.
-				Kind: task.Kind, Embeds: task.Embeds,
+				Kind: task.Kind, Embeds: task.Embeds, Under: task.Under,
 			}}}
 			data, err := crawlmsg.Marshal(batch)
 			if err != nil {
@@ -648,6 +656,24 @@ func (s *Service) fetchPage(ctx, reqCtx context.Context, task *crawlmsg.FetchTas
 	out.Bytes = int64(len(resp.Body))
 	out.RetryAfter = retryAfter(resp, started)
 	return out, res, nil
+}
+
+// failing says an outcome of this kind can end its URL failed without a page stored.
+func failing(k crawlmsg.OutcomeKind) bool {
+	switch k {
+	case crawlmsg.OutcomeError, crawlmsg.OutcomeBlocked, crawlmsg.OutcomeRobotsUnavailable, crawlmsg.OutcomeTooLarge:
+		return true
+	}
+	return false
+}
+
+// validators make a recrawl's request conditional: a page unchanged since its last fetch
+// then costs a 304 and no body.
+func validators(task *crawlmsg.FetchTask) fetch.Validators {
+	if task.Recrawl == nil {
+		return fetch.Validators{}
+	}
+	return fetch.Validators{ETag: task.Recrawl.ETag, LastModified: task.Recrawl.LastModified}
 }
 
 // retryAfter is the Retry-After of a 429 or 503 in seconds, or 0.

@@ -24,6 +24,7 @@ type metrics struct {
 	bodiesByRef     prometheus.Counter
 	paused          prometheus.Gauge
 	dnsLookups      *prometheus.CounterVec // result: hit, negative, miss, shared
+	sitemaps        *prometheus.CounterVec // source: robots, default
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -87,7 +88,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "trawl_fetcher_dns_lookups_total", Help: "Host name lookups by the dialer: hit and negative (answered from the DNS cache), miss (resolved), shared (joined a lookup in progress).",
 		}, []string{"result"}),
 	}
-	reg.MustRegister(m.dnsLookups, m.pages, m.bytes, m.duration, m.robotsDecisions, m.robotsFetches, m.inflight,
+	m.sitemaps = newSitemapsMetric()
+	m.sitemaps.WithLabelValues("robots")
+	m.sitemaps.WithLabelValues("default")
+	reg.MustRegister(m.sitemaps, m.dnsLookups, m.pages, m.bytes, m.duration, m.robotsDecisions, m.robotsFetches, m.inflight,
 		m.blocked, m.expired, m.robotsDeferred, m.serverBusy, m.terminated, m.outcomes, m.outcomeBatches, m.publishFailures, m.publishRetries, m.tooLarge, m.bodiesByRef, m.paused)
 	return m
 }

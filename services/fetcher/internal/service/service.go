@@ -36,7 +36,7 @@ type Service struct {
 	log    *slog.Logger
 	nc     *nats.Conn
 	js     jetstream.JetStream
-	rdb    *redis.Client
+	rdb    redis.UniversalClient
 	obs    *obs.Server
 	robots *robotscache.Store
 	// claims reserve another host for a robots.txt redirect hop, under its own gap.

@@ -5,13 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 
 	"github.com/trawl/trawl/services/parser/internal/contentdup"
 	"github.com/trawl/trawl/services/parser/internal/scope"
 	"github.com/trawl/trawl/services/parser/internal/simhash"
+	"github.com/trawl/trawl/services/parser/internal/sitemap"
 	"github.com/trawl/trawl/shared/crawlscope"
 	"github.com/trawl/trawl/shared/envconfig"
 	"github.com/trawl/trawl/shared/frontierconf"
+	"github.com/trawl/trawl/shared/recrawl"
 	"github.com/trawl/trawl/shared/robots"
 )
 
@@ -37,6 +40,20 @@ type Config struct {
 	NearDupDistance  int  // TRAWL_NEAR_DUP_DISTANCE: SimHash bits within which texts are near duplicates
 	NearDupMinWords  int  // TRAWL_NEAR_DUP_MIN_WORDS: fewer words are too few for a near-duplicate lookup
 	NearDupBucketCap int  // TRAWL_NEAR_DUP_BUCKET_CAP: most originals per SimHash band bucket
+
+	// TRAWL_EMBEDS: auto, on or off: find and publish page requisites.
+	Embeds string
+	// TRAWL_MAX_EMBED_HOPS: longest chain of requisites from a page; 2 is Heritrix's
+	// maxTransHops (a sheet and what it loads, or a frame and its images).
+	MaxEmbedHops int
+	// TRAWL_EMBED_SCOPE: any (requisites may leave the scope) or crawl.
+	EmbedScope string
+
+	SitemapMaxURLs  int   // TRAWL_SITEMAP_MAX_URLS: entries read from one sitemap file
+	SitemapMaxBytes int64 // TRAWL_SITEMAP_MAX_BYTES: uncompressed octets read from one sitemap file
+
+	// Recrawl is the interval policy (TRAWL_RECRAWL_*), used when TRAWL_RECRAWL=adaptive.
+	Recrawl recrawl.Settings
 }
 
 // Load reads the configuration; the error lists every value that could not be read.
@@ -57,9 +74,24 @@ func Load(r *envconfig.Reader) (Config, error) {
 		NearDupDistance:  r.Int("NEAR_DUP_DISTANCE", simhash.MaxDistance),
 		NearDupMinWords:  r.Int("NEAR_DUP_MIN_WORDS", 20),
 		NearDupBucketCap: r.Int("NEAR_DUP_BUCKET_CAP", 64),
+		Embeds:           strings.ToLower(strings.TrimSpace(r.String("EMBEDS", EmbedsAuto))),
+		MaxEmbedHops:     r.Int("MAX_EMBED_HOPS", 2),
+		EmbedScope:       strings.ToLower(strings.TrimSpace(r.String("EMBED_SCOPE", string(scope.EmbedAny)))),
+		SitemapMaxURLs:   r.Int("SITEMAP_MAX_URLS", sitemap.MaxURLs),
+		SitemapMaxBytes:  r.Bytes("SITEMAP_MAX_BYTES", sitemap.MaxBytes),
+		Recrawl:          recrawl.Load(r),
 	}
 	return c, r.Err()
 }
+
+// TRAWL_EMBEDS values.
+const (
+	// EmbedsAuto is on while the archiver's durable consumer of crawl.pages exists: on
+	// when archiving, off otherwise, without a setting to keep in step.
+	EmbedsAuto = "auto"
+	EmbedsOn   = "on"
+	EmbedsOff  = "off"
+)
 
 // Validate reports every invalid setting.
 func (c Config) Validate() error {
@@ -99,7 +131,33 @@ func (c Config) Validate() error {
 	if c.NearDupBucketCap < 1 || c.NearDupBucketCap > contentdup.MaxBucketCap {
 		bad("TRAWL_NEAR_DUP_BUCKET_CAP=%d: want 1..%d", c.NearDupBucketCap, contentdup.MaxBucketCap)
 	}
+	if c.Common.Recrawl == envconfig.RecrawlAdaptive {
+		errs = append(errs, c.Recrawl.Validate())
+	}
+	// The protocol's limits are the most a sitemap may hold; a parser may read less.
+	if c.SitemapMaxURLs < 1 || c.SitemapMaxURLs > sitemap.MaxURLs {
+		bad("TRAWL_SITEMAP_MAX_URLS=%d: want 1..%d", c.SitemapMaxURLs, sitemap.MaxURLs)
+	}
+	if c.SitemapMaxBytes < 1<<10 || c.SitemapMaxBytes > sitemap.MaxBytes {
+		bad("TRAWL_SITEMAP_MAX_BYTES=%d: want 1KiB..50MiB", c.SitemapMaxBytes)
+	}
+	switch c.Embeds {
+	case EmbedsAuto, EmbedsOn, EmbedsOff:
+	default:
+		bad("TRAWL_EMBEDS=%q: want auto, on or off", c.Embeds)
+	}
+	if c.MaxEmbedHops < 1 || c.MaxEmbedHops > 16 {
+		bad("TRAWL_MAX_EMBED_HOPS=%d: want 1..16", c.MaxEmbedHops)
+	}
+	if _, err := scope.ParseEmbedScope(c.EmbedScope); err != nil {
+		bad("TRAWL_EMBED_SCOPE=%q: want any or crawl", c.EmbedScope)
+	}
 	return errors.Join(errs...)
+}
+
+// SitemapLimits are the bounds of reading one sitemap file.
+func (c Config) SitemapLimits() sitemap.Options {
+	return sitemap.Options{MaxURLs: c.SitemapMaxURLs, MaxBytes: c.SitemapMaxBytes}
 }
 
 // ScopeConfig returns the scope rules. maxBatchBytes bounds one DiscoveredBatch.
@@ -120,6 +178,8 @@ func (c Config) ScopeConfig(maxBatchBytes int) (scope.Config, error) {
 		MaxBatchBytes: maxBatchBytes,
 		Include:       inc,
 		Exclude:       exc,
+		MaxEmbedHops:  c.MaxEmbedHops,
+		EmbedScope:    scope.EmbedScope(c.EmbedScope),
 	}, nil
 }
 

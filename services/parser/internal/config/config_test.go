@@ -8,6 +8,7 @@ import (
 	"github.com/trawl/trawl/services/parser/internal/scope"
 	"github.com/trawl/trawl/shared/crawlscope"
 	"github.com/trawl/trawl/shared/envconfig"
+	"github.com/trawl/trawl/shared/recrawl"
 )
 
 func TestDefaults(t *testing.T) {
@@ -23,6 +24,9 @@ func TestDefaults(t *testing.T) {
 		MaxTextBytes: 256 << 10, ParseConcurrency: runtime.GOMAXPROCS(0), ParseBatch: 32,
 		ParseInFlight: 4, RobotsAgent: "trawl",
 		ContentDedup: true, NearDupDistance: 3, NearDupMinWords: 20, NearDupBucketCap: 64,
+		Embeds: "auto", MaxEmbedHops: 2, EmbedScope: "any",
+		SitemapMaxURLs: 50000, SitemapMaxBytes: 50 << 20,
+		Recrawl: recrawl.Defaults,
 	}
 	if c != want {
 		t.Errorf("defaults = %+v\nwant %+v", c, want)
@@ -56,6 +60,15 @@ func TestLoadAndValidate(t *testing.T) {
 			"TRAWL_PARSE_CONCURRENCY": "0", "TRAWL_PARSE_BATCH": "5000", "TRAWL_PARSE_INFLIGHT": "0",
 		}, badVars: []string{"TRAWL_MAX_DEPTH", "TRAWL_MAX_URL_LENGTH", "TRAWL_MAX_OUTLINKS", "TRAWL_MAX_TEXT_BYTES", "TRAWL_PARSE_CONCURRENCY", "TRAWL_PARSE_BATCH", "TRAWL_PARSE_INFLIGHT"}},
 		{name: "bad scope", env: map[string]string{"TRAWL_SCOPE": "planet"}, badVars: []string{"TRAWL_SCOPE"}},
+		{name: "sitemap limits below the protocol's", env: map[string]string{"TRAWL_SITEMAP_MAX_URLS": "1000", "TRAWL_SITEMAP_MAX_BYTES": "10MiB"}},
+		{name: "sitemap limits beyond the protocol's", env: map[string]string{"TRAWL_SITEMAP_MAX_URLS": "50001", "TRAWL_SITEMAP_MAX_BYTES": "51MiB"},
+			badVars: []string{"TRAWL_SITEMAP_MAX_URLS", "TRAWL_SITEMAP_MAX_BYTES"}},
+		{name: "sitemap limits too small", env: map[string]string{"TRAWL_SITEMAP_MAX_URLS": "0", "TRAWL_SITEMAP_MAX_BYTES": "100"},
+			badVars: []string{"TRAWL_SITEMAP_MAX_URLS", "TRAWL_SITEMAP_MAX_BYTES"}},
+		{name: "requisites set", env: map[string]string{"TRAWL_EMBEDS": "ON", "TRAWL_MAX_EMBED_HOPS": "16", "TRAWL_EMBED_SCOPE": "crawl"}},
+		{name: "bad requisite settings", env: map[string]string{"TRAWL_EMBEDS": "sometimes", "TRAWL_MAX_EMBED_HOPS": "0", "TRAWL_EMBED_SCOPE": "host"},
+			badVars: []string{"TRAWL_EMBEDS", "TRAWL_MAX_EMBED_HOPS", "TRAWL_EMBED_SCOPE"}},
+		{name: "requisite chain too long", env: map[string]string{"TRAWL_MAX_EMBED_HOPS": "17"}, badVars: []string{"TRAWL_MAX_EMBED_HOPS"}},
 		{name: "bad regexps", env: map[string]string{"TRAWL_INCLUDE": "(", "TRAWL_EXCLUDE": "[a-"}, badVars: []string{"TRAWL_INCLUDE", "TRAWL_EXCLUDE"}},
 		{name: "bad agent", env: map[string]string{"TRAWL_ROBOTS_AGENT": "my bot/1.0"}, badVars: []string{"TRAWL_ROBOTS_AGENT"}},
 		// The fetcher refuses a digit (RFC 9309 product token): the parser must too.

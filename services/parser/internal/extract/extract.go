@@ -53,6 +53,9 @@ type Options struct {
 	// RobotsAgent is the crawler's product token (lowercase): <meta name="<agent>"> and
 	// "X-Robots-Tag: <agent>: …" apply to it as well as the generic robots forms.
 	RobotsAgent string
+	// Embeds finds the page's requisites too (Result.Embeds). Off, no attribute of an
+	// element that is not a link is read, so the common case costs nothing more.
+	Embeds bool
 }
 
 // Input is one fetched page.
@@ -91,6 +94,15 @@ type Result struct {
 	StoppedAt   string
 	TextCapped  bool // visible text reached MaxTextBytes
 	LinksCapped bool // distinct links reached MaxLinks
+
+	// Embeds are the page's requisites (Options.Embeds), distinct, in document order:
+	// images (src and every srcset candidate), scripts, stylesheets, icons, preloads and
+	// manifests (<link>), media and their posters and tracks, objects, frames, and what
+	// CSS in <style> and style attributes loads. Tag is the element ("css" for a style
+	// sheet's references, "style" for inline CSS), Rel a <link>'s relation.
+	Embeds        []crawlmsg.Link
+	EmbedsDropped Dropped // requisite references not kept (data: URLs are common)
+	EmbedsCapped  bool    // distinct requisites reached MaxLinks
 }
 
 // Elements whose content is not visible page text. Script-like content is not text at
@@ -154,27 +166,16 @@ type parser struct {
 	robots      robots
 	robotsAgent string
 	nameBuf     [32]byte // the current tag's name (tagName)
+
+	embeds   embedSet
+	inStyle  bool   // inside a <style> element (Options.Embeds)
+	styleBuf []byte // its text, read for url() and @import at its end
 }
 
 // Extract parses one page. It always returns a Result with whatever could be extracted;
 // the error (ErrPageURL, or a tokenizer read error) says it is incomplete.
 func Extract(in Input, opt Options) (res *Result, err error) {
-	noText := opt.MaxTextBytes < 0
-	def := DefaultLimits()
-	for _, f := range []struct {
-		v *int
-		d int
-	}{
-		{&opt.MaxBytes, def.MaxBytes}, {&opt.MaxTokens, def.MaxTokens}, {&opt.MaxLinks, def.MaxLinks},
-		{&opt.MaxTextBytes, def.MaxTextBytes}, {&opt.MaxAnchorBytes, def.MaxAnchorBytes}, {&opt.MaxMetaBytes, def.MaxMetaBytes},
-	} {
-		if *f.v <= 0 {
-			*f.v = f.d
-		}
-	}
-	if noText {
-		opt.MaxTextBytes = 0
-	}
+	opt = withDefaults(opt)
 	p := &parser{
 		opt:         opt,
 		text:        newCollapser(opt.MaxTextBytes),
@@ -205,8 +206,9 @@ func Extract(in Input, opt Options) (res *Result, err error) {
 	p.res.Charset = cs
 	tokErr := p.tokenize(r)
 	p.closeAnchor() // an <a> left open at the end of the input still gets its text
+	p.endStyle()    // so does a <style> left open
 
-	p.res.TextCapped = p.text.full && !noText
+	p.res.TextCapped = p.text.full && opt.MaxTextBytes > 0
 	p.res.Text = p.text.take()
 	p.res.Title = p.title.take()
 	p.res.Description = p.desc.take()
@@ -219,6 +221,28 @@ func Extract(in Input, opt Options) (res *Result, err error) {
 	}
 	p.resolve(page, headerValues(in.Header, "Link"))
 	return &p.res, tokErr
+}
+
+// withDefaults fills the zero limits of opt from DefaultLimits; a negative MaxTextBytes
+// becomes 0 (no text kept).
+func withDefaults(opt Options) Options {
+	noText := opt.MaxTextBytes < 0
+	def := DefaultLimits()
+	for _, f := range []struct {
+		v *int
+		d int
+	}{
+		{&opt.MaxBytes, def.MaxBytes}, {&opt.MaxTokens, def.MaxTokens}, {&opt.MaxLinks, def.MaxLinks},
+		{&opt.MaxTextBytes, def.MaxTextBytes}, {&opt.MaxAnchorBytes, def.MaxAnchorBytes}, {&opt.MaxMetaBytes, def.MaxMetaBytes},
+	} {
+		if *f.v <= 0 {
+			*f.v = f.d
+		}
+	}
+	if noText {
+		opt.MaxTextBytes = 0
+	}
+	return opt
 }
 
 func (p *parser) tokenize(r io.Reader) error {
@@ -249,6 +273,11 @@ func (p *parser) tokenize(r io.Reader) error {
 func (p *parser) onText(t []byte) {
 	if p.inTitle {
 		p.title.write(t)
+		return
+	}
+	if p.inStyle {
+		// Bounded by the page: the tokenizer never gives more than MaxBytes in all.
+		p.styleBuf = append(p.styleBuf, t...)
 		return
 	}
 	if p.scriptDepth > 0 {
@@ -303,9 +332,9 @@ func tagName(z *html.Tokenizer, buf *[32]byte) []byte {
 	return buf[:n]
 }
 
-// attrs reads up to three attributes of the current tag (an array keeps it allocation-free)
+// attrs reads up to four attributes of the current tag (an array keeps it allocation-free)
 // and reports whether the tag has any attribute at all.
-func attrs(z *html.Tokenizer, want ...string) (out [3]string, has bool) {
+func attrs(z *html.Tokenizer, want ...string) (out [4]string, has bool) {
 	for more, first := true, true; more; first = false {
 		var k, v []byte
 		k, v, more = z.TagAttr()
@@ -336,7 +365,10 @@ func (p *parser) onStart(z *html.Tokenizer, selfClosing bool) {
 	switch name {
 	case "a", "area":
 		p.closeAnchor()
-		a, _ := attrs(z, "href", "rel", "alt")
+		a, _ := attrs(z, "href", "rel", "alt", p.styleAttr())
+		if p.opt.Embeds {
+			p.embedStyle(a[3])
+		}
 		if a[0] == "" {
 			// A named anchor (<a name=x>) still closes the previous one.
 			break
@@ -364,8 +396,12 @@ func (p *parser) onStart(z *html.Tokenizer, selfClosing bool) {
 		}
 		a, _ := attrs(z, "src")
 		p.addLink(a[0], tag, "")
+		if p.opt.Embeds {
+			// A frame is a requisite too (Heritrix's embed); see embeds.go.
+			p.embed(a[0], tag, "")
+		}
 	case "link":
-		a, _ := attrs(z, "href", "rel")
+		a, _ := attrs(z, "href", "rel", "imagesrcset")
 		p.onLinkElement(a)
 	case "base":
 		if !p.baseSeen {
@@ -392,6 +428,9 @@ func (p *parser) onStart(z *html.Tokenizer, selfClosing bool) {
 		p.inHead = true
 	case "body":
 		p.inHead = false
+		if p.opt.Embeds {
+			p.onEmbedTag(z, name)
+		}
 	case "title":
 		if !p.titleDone && p.foreign == 0 {
 			p.inTitle = true
@@ -401,18 +440,25 @@ func (p *parser) onStart(z *html.Tokenizer, selfClosing bool) {
 			p.foreign++
 		}
 	case "img":
-		if p.anchorIdx >= 0 && p.anchorOwns {
-			// An image link's alt text is its anchor text.
-			if a, has := attrs(z, "alt"); has {
-				p.anchor.sep()
-				p.anchor.writeString(a[0])
-				p.anchor.sep()
-			}
+		if p.opt.Embeds {
+			p.onEmbedTag(z, name)
+		} else if p.anchorIdx >= 0 && p.anchorOwns {
+			a, has := attrs(z, "alt")
+			p.imageAlt(a[0], has)
 		}
 	case "noscript", "noframes":
 		// A crawler runs no scripts, so fallback content is where script-built navigation
 		// often keeps its plain links: tokenize it instead of treating it as raw text.
 		z.NextIsNotRawText()
+	case "style":
+		if p.opt.Embeds {
+			p.inStyle = true
+			p.styleBuf = p.styleBuf[:0]
+		}
+	default:
+		if p.opt.Embeds {
+			p.onEmbedTag(z, name)
+		}
 	}
 	// HTML ignores the self-closing flag on non-void elements (and the tokenizer still
 	// enters raw text mode for <script/>), so it does not end a hidden element here.
@@ -432,6 +478,8 @@ func (p *parser) onEnd(name string) {
 	switch name {
 	case "a":
 		p.closeAnchor()
+	case "style":
+		p.endStyle()
 	case "title":
 		if p.inTitle {
 			p.inTitle = false
@@ -452,6 +500,32 @@ func (p *parser) onEnd(name string) {
 	}
 }
 
+// imageAlt makes an image's alt text the anchor text of the link it is in.
+func (p *parser) imageAlt(alt string, has bool) {
+	if p.anchorIdx >= 0 && p.anchorOwns && has {
+		p.anchor.sep()
+		p.anchor.writeString(alt)
+		p.anchor.sep()
+	}
+}
+
+// styleAttr is the name of the style attribute when requisites are wanted, else "" (which
+// no attribute has), so that a link's style costs nothing when they are not.
+func (p *parser) styleAttr() string {
+	if p.opt.Embeds {
+		return "style"
+	}
+	return ""
+}
+
+// endStyle reads a <style> element's text for the resources it loads.
+func (p *parser) endStyle() {
+	if p.inStyle {
+		p.inStyle = false
+		p.embedCSS(p.styleBuf, "style")
+	}
+}
+
 func (p *parser) closeAnchor() {
 	if p.anchorIdx >= 0 && p.anchorOwns && p.links[p.anchorIdx].text == "" {
 		p.links[p.anchorIdx].text = p.anchor.String()
@@ -461,16 +535,20 @@ func (p *parser) closeAnchor() {
 }
 
 // Link relations that name another page worth following; stylesheets, icons, preloads
-// and the like are resources, not pages.
+// and the like are resources, not pages (requisiteRels, and prefetch, which names what a
+// later page may need).
 var pageRels = []string{"alternate", "next", "prev", "previous"}
-var resourceRels = []string{"stylesheet", "icon", "preload", "prefetch", "modulepreload", "manifest", "apple-touch-icon", "mask-icon"}
+var resourceRels = []string{"prefetch"}
 
-func (p *parser) onLinkElement(a [3]string) {
+func (p *parser) onLinkElement(a [4]string) {
 	href, rel := a[0], a[1]
 	if relHas(rel, "canonical") {
 		if p.canonical == "" {
 			p.canonical = strings.TrimSpace(href)
 		}
+		return
+	}
+	if p.onLinkRequisite(href, rel, a[2]) {
 		return
 	}
 	for _, r := range resourceRels {
@@ -486,7 +564,7 @@ func (p *parser) onLinkElement(a [3]string) {
 	}
 }
 
-func (p *parser) onMeta(a [3]string) {
+func (p *parser) onMeta(a [4]string) {
 	name, content, equiv := strings.ToLower(strings.TrimSpace(a[0])), a[1], strings.ToLower(strings.TrimSpace(a[2]))
 	switch {
 	case name == "robots" || (name != "" && name == p.robotsAgent):
@@ -622,6 +700,8 @@ func (p *parser) resolve(page *url.URL, linkHeader []string) {
 		}
 	}
 	p.res.Links = out
+	// Requisites are resolved as links are: <base href> applies to them too.
+	p.res.Embeds = p.embeds.resolve(&p.res.EmbedsDropped, base)
 }
 
 func isBlank(b []byte) bool {

@@ -80,11 +80,12 @@ func extractChecked(t *testing.T, body []byte, contentType string) *Result {
 		Body:        body,
 		ContentType: contentType,
 		Header:      map[string][]string{"Link": {string(body[:min(len(body), 64)])}, "X-Robots-Tag": {contentType}},
-	}, Options{Limits: fuzzLimits, RobotsAgent: "trawl"})
+	}, Options{Limits: fuzzLimits, RobotsAgent: "trawl", Embeds: true})
 	if res == nil {
 		t.Fatal("nil result")
 	}
 	lim := fuzzLimits
+	checkEmbeds(t, res)
 	if len(res.Links) > lim.MaxLinks {
 		t.Fatalf("%d links > %d", len(res.Links), lim.MaxLinks)
 	}
@@ -146,6 +147,55 @@ func TestTruncatedFixtures(t *testing.T) {
 			}
 		})
 	}
+}
+
+// checkEmbeds fails on requisites over the cap, repeated, or not absolute http(s).
+func checkEmbeds(t *testing.T, res *Result) {
+	t.Helper()
+	if len(res.Embeds) > fuzzLimits.MaxLinks {
+		t.Fatalf("%d requisites > %d", len(res.Embeds), fuzzLimits.MaxLinks)
+	}
+	seen := map[string]bool{}
+	for _, l := range res.Embeds {
+		if seen[l.URL] {
+			t.Fatalf("duplicate requisite %s", l.URL)
+		}
+		seen[l.URL] = true
+		if len(l.URL) < 8 || (l.URL[:7] != "http://" && l.URL[:8] != "https://") {
+			t.Fatalf("requisite %q is not absolute http(s)", l.URL)
+		}
+	}
+}
+
+// FuzzExtractCSS feeds arbitrary style sheets (seeded with the CSS fixtures and cuts of
+// them) and checks that reading one never panics and never exceeds its limits.
+func FuzzExtractCSS(f *testing.F) {
+	files, err := filepath.Glob(filepath.Join("testdata", "*.css"))
+	if err != nil || len(files) == 0 {
+		f.Fatalf("no CSS fixtures: %v", err)
+	}
+	for _, name := range files {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b, "text/css")
+		for n := 1; n < len(b); n += max(1, len(b)/16) {
+			f.Add(b[:n], "text/css; charset=utf-8")
+		}
+	}
+	f.Add([]byte(`a{b:url(\`), "text/css")
+	f.Add([]byte(`@import url(`), "text/css; charset=utf-16le")
+	f.Add([]byte("\\\n\\"), "")
+	f.Add([]byte(`image-set("a" 1x, image-set("b")`), "text/css")
+	f.Fuzz(func(t *testing.T, body []byte, contentType string) {
+		res, _ := ExtractCSS(CSSInput{URL: "http://example.com/css/a.css", Body: body, ContentType: contentType},
+			Options{Limits: fuzzLimits})
+		if res == nil {
+			t.Fatal("nil result")
+		}
+		checkEmbeds(t, res)
+	})
 }
 
 func prefixOfAny(u string, set map[string]bool) bool {

@@ -49,11 +49,33 @@ const (
 	ReasonOutlinks   Reason = "outlinks"    // beyond MaxOutlinks for the page
 	ReasonBatchBytes Reason = "batch_bytes" // the page's batch would outgrow MaxBatchBytes
 	ReasonInvalid    Reason = "invalid"     // no host could be read from the URL
+	ReasonEmbedHops  Reason = "embed_hops"  // a requisite more embed hops from a page than MaxEmbedHops
 )
 
 // Reasons lists every Reason (to initialise metric series).
 var Reasons = []Reason{ReasonNoFollow, ReasonDepth, ReasonLength, ReasonScope, ReasonExclude,
-	ReasonInclude, ReasonTrap, ReasonOutlinks, ReasonBatchBytes, ReasonInvalid}
+	ReasonInclude, ReasonTrap, ReasonOutlinks, ReasonBatchBytes, ReasonInvalid, ReasonEmbedHops}
+
+// EmbedScope says where a page's requisites may be fetched from (TRAWL_EMBED_SCOPE).
+type EmbedScope string
+
+const (
+	// EmbedAny lets a requisite leave the crawl's scope (TRAWL_SCOPE and TRAWL_INCLUDE), as
+	// Heritrix's TransclusionDecideRule does: images, fonts and scripts are often served by
+	// another host (a CDN), and a capture without them does not replay.
+	EmbedAny EmbedScope = "any"
+	// EmbedCrawl holds requisites to the scope links are held to.
+	EmbedCrawl EmbedScope = "crawl"
+)
+
+// ParseEmbedScope reads a TRAWL_EMBED_SCOPE value.
+func ParseEmbedScope(s string) (EmbedScope, error) {
+	switch e := EmbedScope(strings.ToLower(strings.TrimSpace(s))); e {
+	case EmbedAny, EmbedCrawl:
+		return e, nil
+	}
+	return "", fmt.Errorf("scope: unknown embed scope %q (want any or crawl)", s)
+}
 
 // Config is the crawl scope.
 type Config struct {
@@ -66,6 +88,11 @@ type Config struct {
 	MaxBatchBytes int
 	Include       *regexp.Regexp // if set, a URL must match it
 	Exclude       *regexp.Regexp // if set, a matching URL is rejected (wins over Include)
+	// MaxEmbedHops bounds a chain of requisites (a stylesheet, the sheet it imports, the
+	// font that one loads): a requisite's Embeds may not exceed it.
+	MaxEmbedHops int
+	// EmbedScope says whether requisites may leave the crawl's scope; "" is EmbedAny.
+	EmbedScope EmbedScope
 }
 
 // Filter applies a Config. It is safe for concurrent use.
@@ -78,8 +105,14 @@ func New(cfg Config) (*Filter, error) {
 	if _, err := ParseMode(string(cfg.Mode)); err != nil {
 		return nil, err
 	}
-	if cfg.MaxDepth < 0 || cfg.MaxURLLength < 0 || cfg.MaxOutlinks < 0 || cfg.MaxBatchBytes < 0 {
+	if cfg.MaxDepth < 0 || cfg.MaxURLLength < 0 || cfg.MaxOutlinks < 0 || cfg.MaxBatchBytes < 0 || cfg.MaxEmbedHops < 0 {
 		return nil, fmt.Errorf("scope: negative limit in %+v", cfg)
+	}
+	if cfg.EmbedScope == "" {
+		cfg.EmbedScope = EmbedAny
+	}
+	if _, err := ParseEmbedScope(string(cfg.EmbedScope)); err != nil {
+		return nil, err
 	}
 	return &Filter{cfg: cfg}, nil
 }
@@ -89,14 +122,31 @@ type Page struct {
 	URL      string
 	Depth    int
 	NoFollow bool // page-level nofollow
+	// Embeds is the page's own embed hops (PageMeta.Embeds): 0 for a page reached by a
+	// link, a seed or a redirect from one; a frame or style sheet fetched as a requisite
+	// counts the hops that led to it.
+	Embeds int
 }
 
 // Rejected counts rejected links by reason.
 type Rejected map[Reason]int
 
 // Per-URL overhead of a Discovered in JSON besides the URL itself:
-// {"url":"","depth":NN,"via":"link"}, plus a comma.
-const discoveredOverhead = 48
+// {"url":"","depth":NN,"via":"link"}, plus a comma; a requisite adds
+// ,"kind":"embed","embeds":NN.
+const (
+	discoveredOverhead = 48
+	embedOverhead      = 28
+)
+
+// discoveredSize bounds the encoded size of d.
+func discoveredSize(d crawlmsg.Discovered) int {
+	n := len(d.URL) + discoveredOverhead
+	if d.Kind != crawlmsg.KindPage {
+		n += embedOverhead
+	}
+	return n
+}
 
 // groupOverhead is a link group's JSON besides its source and URLs: {"source":"","urls":[]},
 // plus a comma.
@@ -107,7 +157,7 @@ const groupOverhead = 32
 func GroupSize(g crawlmsg.LinkGroup) int {
 	n := len(g.Source) + groupOverhead
 	for _, d := range g.URLs {
-		n += len(d.URL) + discoveredOverhead
+		n += discoveredSize(d)
 	}
 	return n
 }
@@ -157,8 +207,63 @@ func (f *Filter) Select(p Page, links []crawlmsg.Link) ([]crawlmsg.Discovered, R
 	return out, rej
 }
 
+// SelectEmbeds returns the page's requisites to publish, in page order, as Kind embed at
+// the page's own depth (a requisite is no link hop) with Embeds one more than the page's,
+// and counts the others by reason. linked are the page's links Select returned: a URL the
+// page both links to and embeds goes once, as the link, which is followed wherever a link
+// may go; it is fetched as a requisite only where a link may not (past the depth limit,
+// outside the scope, nofollow). Requisites ignore nofollow, which is about links: a
+// browser showing the page loads them. robots.txt still rules each fetch.
+func (f *Filter) SelectEmbeds(p Page, embeds []crawlmsg.Link, linked []crawlmsg.Discovered) ([]crawlmsg.Discovered, Rejected) {
+	rej := Rejected{}
+	if len(embeds) == 0 {
+		return nil, rej
+	}
+	hops := p.Embeds + 1
+	if hops > f.cfg.MaxEmbedHops {
+		rej[ReasonEmbedHops] += len(embeds)
+		return nil, rej
+	}
+	size := 0
+	skip := make(map[string]bool, len(linked))
+	for _, d := range linked {
+		size += discoveredSize(d)
+		skip[d.URL] = true
+	}
+	pageHost := hostOf(p.URL)
+	pageKey := f.key(pageHost)
+	crawlScope := f.cfg.EmbedScope == EmbedCrawl
+	var out []crawlmsg.Discovered
+	for _, l := range embeds {
+		if skip[l.URL] {
+			continue
+		}
+		l.NoFollow = false
+		r, ok := f.checkURL(l, pageHost, pageKey, crawlScope)
+		d := crawlmsg.Discovered{URL: l.URL, Depth: p.Depth, Via: crawlmsg.ViaLink, Kind: crawlmsg.KindEmbed, Embeds: hops}
+		if ok && f.cfg.MaxOutlinks > 0 && len(out) >= f.cfg.MaxOutlinks {
+			r, ok = ReasonOutlinks, false
+		}
+		if ok && f.cfg.MaxBatchBytes > 0 && size+discoveredSize(d) > f.cfg.MaxBatchBytes {
+			r, ok = ReasonBatchBytes, false
+		}
+		if !ok {
+			rej[r]++
+			continue
+		}
+		size += discoveredSize(d)
+		out = append(out, d)
+	}
+	return out, rej
+}
+
 // check applies the per-link rules, cheapest first.
 func (f *Filter) check(l crawlmsg.Link, pageHost, pageKey string) (Reason, bool) {
+	return f.checkURL(l, pageHost, pageKey, true)
+}
+
+// checkURL applies the per-URL rules; inScope adds TRAWL_SCOPE and TRAWL_INCLUDE.
+func (f *Filter) checkURL(l crawlmsg.Link, pageHost, pageKey string, inScope bool) (Reason, bool) {
 	if l.NoFollow {
 		return ReasonNoFollow, false
 	}
@@ -169,12 +274,13 @@ func (f *Filter) check(l crawlmsg.Link, pageHost, pageKey string) (Reason, bool)
 	if host == "" {
 		return ReasonInvalid, false
 	}
-	switch f.cfg.Mode {
-	case Host:
+	switch {
+	case !inScope:
+	case f.cfg.Mode == Host:
 		if host != pageHost {
 			return ReasonScope, false
 		}
-	case Domain:
+	case f.cfg.Mode == Domain:
 		if host != pageHost && f.key(host) != pageKey {
 			return ReasonScope, false
 		}
@@ -182,7 +288,7 @@ func (f *Filter) check(l crawlmsg.Link, pageHost, pageKey string) (Reason, bool)
 	if f.cfg.Exclude != nil && f.cfg.Exclude.MatchString(l.URL) {
 		return ReasonExclude, false
 	}
-	if f.cfg.Include != nil && !f.cfg.Include.MatchString(l.URL) {
+	if inScope && f.cfg.Include != nil && !f.cfg.Include.MatchString(l.URL) {
 		return ReasonInclude, false
 	}
 	if urlnorm.RepeatsSegment(l.URL) {

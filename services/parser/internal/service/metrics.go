@@ -25,6 +25,8 @@ type metrics struct {
 	dedupFailures   prometheus.Counter
 	bucketsFull     prometheus.Counter
 	bodies          *prometheus.CounterVec // result: read, missing, deleted
+	sitemaps        *sitemapMetrics
+	embeds          *embedMetrics
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -103,6 +105,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	reg.MustRegister(m.bodies, m.pages, m.links, m.emitted, m.rejected, m.dropped, m.parseErrors,
 		m.parseDuration, m.terminated, m.limited, m.trimmed, m.publishFailures,
 		m.duplicates, m.nearDupSkipped, m.dedupDuration, m.dedupFailures, m.bucketsFull)
+	m.sitemaps = newSitemapMetrics(reg)
+	m.embeds = newEmbedMetrics(reg)
 	// Series exist from the start so rate() and alerts see zeros, not gaps.
 	for _, r := range []string{"parsed", "skipped"} {
 		m.pages.WithLabelValues(r)
@@ -132,6 +136,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 // so a page redelivered after a failed publish is not counted twice. dedup says whether
 // the duplicate check ran.
 func (m *metrics) record(o *outcome, dedup bool) {
+	if o.sitemap != nil {
+		m.sitemaps.record(o.sitemap)
+		return
+	}
+	if o.embed != nil && m.embeds.record(o) {
+		return
+	}
 	if o.skipped {
 		m.pages.WithLabelValues("skipped").Inc()
 		return

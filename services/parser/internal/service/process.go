@@ -13,6 +13,7 @@ import (
 	"github.com/trawl/trawl/services/parser/internal/scope"
 	"github.com/trawl/trawl/services/parser/internal/simhash"
 	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/recrawl"
 	"github.com/trawl/trawl/shared/urlnorm"
 )
 
@@ -26,7 +27,10 @@ type processor struct {
 	// one crawl.discovered message.
 	linkBudget int
 	minWords   int // fewest tokens for a near-duplicate lookup
+	sitemaps   sitemapRules
+	embeds     *embedSwitch // page requisites (TRAWL_EMBEDS); nil is off
 	log        *slog.Logger
+	recrawl    *recrawlPolicy // nil unless TRAWL_RECRAWL=adaptive
 }
 
 // outcome is what one page produced, plus the counts metrics need once it is settled.
@@ -46,6 +50,20 @@ type outcome struct {
 	trimmed  bool
 	dup      contentdup.Kind // set by the duplicate check
 	short    bool            // checked for exact duplicates only: too few words for near ones
+	// sitemap is set for a page of kind sitemap, which yields URLs and no document; its
+	// URLs may need several link groups (follows; follow is the first).
+	sitemap *sitemapOutcome
+	follows []*crawlmsg.LinkGroup
+	// schedule is the page's next recrawl (TRAWL_RECRAWL=adaptive); nil when off or when
+	// the URL is forgotten.
+	schedule *crawlmsg.RecrawlEntry
+	verdict  recrawl.Verdict
+	// changed are the URLs a recrawled sitemap says changed since it was last read
+	// (lastmod after its last fetch), whose schedules are brought forward.
+	changed []crawlmsg.Discovered
+	at      time.Time // the page's fetch time
+	// embed holds the page's requisite figures; nil when requisites were not looked for.
+	embed *embedCounts
 }
 
 // process never fails on page content: a page that cannot be parsed still yields a
@@ -54,6 +72,12 @@ type outcome struct {
 // duplicate fields first, then encode.
 func (p *processor) process(page *crawlmsg.Page) (*outcome, error) {
 	m := &page.Meta
+	if m.Kind == crawlmsg.KindSitemap {
+		return p.processSitemap(page), nil
+	}
+	if o, ok := p.processRequisite(page); ok {
+		return o, nil
+	}
 	if !m.IsHTML() || m.Status < 200 || m.Status > 299 {
 		return &outcome{skipped: true}, nil
 	}
@@ -114,6 +138,7 @@ func (p *processor) process(page *crawlmsg.Page) (*outcome, error) {
 	found, rej := p.filter.Select(scope.Page{URL: m.URL, Depth: m.Depth, NoFollow: res.NoFollow}, res.Links)
 	o.rejected = rej
 	o.emitted = len(found)
+	found = p.addEmbeds(m, res, o, found)
 	if len(found) > 0 {
 		o.follow = &crawlmsg.LinkGroup{Source: m.URL, URLs: found}
 	}
@@ -173,7 +198,7 @@ func (p *processor) safeExtract(page *crawlmsg.Page) (res *extract.Result, err e
 		Body:        page.Body,
 		ContentType: contentType(&page.Meta),
 		Header:      page.Meta.Header,
-	}, p.extract)
+	}, p.extractOptionsNow())
 }
 
 // contentType rebuilds the Content-Type the charset detection reads: the fetcher stores

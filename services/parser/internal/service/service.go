@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -40,8 +41,8 @@ type Service struct {
 	log  *slog.Logger
 	nc   *nats.Conn
 	js   jetstream.JetStream
-	rdb  *redis.Client // nil when TRAWL_CONTENT_DEDUP is off
-	dups contentIndex  // nil when TRAWL_CONTENT_DEDUP is off
+	rdb  redis.UniversalClient // nil when TRAWL_CONTENT_DEDUP is off
+	dups contentIndex          // nil when TRAWL_CONTENT_DEDUP is off
 	m    *metrics
 	http *obs.Server
 	proc *processor
@@ -72,6 +73,10 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Service, 
 	if err != nil {
 		return nil, err
 	}
+	sitemaps, err := sitemapRulesOf(cfg, scfg)
+	if err != nil {
+		return nil, err
+	}
 	s := &Service{
 		cfg: cfg,
 		log: log,
@@ -83,7 +88,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Service, 
 			// URL characters in more octets than the estimate counts.
 			linkBudget: maxMsg / 2,
 			minWords:   cfg.NearDupMinWords,
+			sitemaps:   sitemaps,
 			log:        log,
+			recrawl:    recrawlOf(cfg),
 		},
 	}
 	opts := []runner.Option{runner.WithBodies()}
@@ -114,6 +121,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Service, 
 		return nil, fmt.Errorf("parser: consumer %s/%s: %w", topology.StreamPages, topology.ConsumerParser, err)
 	}
 	s.m = newMetrics(s.run.Registry)
+	s.proc.embeds = newEmbedSwitch(ctx, s.cfg.Embeds, s.nc, s.js, log)
+	s.run.OnClose(s.proc.embeds.close)
+	registerEmbedSwitch(s.run.Registry, s.proc.embeds)
 	return s, nil
 }
 
@@ -150,7 +160,8 @@ func (s *Service) Run(ctx context.Context) error {
 func (s *Service) consume(ctx context.Context) error {
 	s.log.Info("parser consuming", "stream", topology.StreamPages, "consumer", topology.ConsumerParser,
 		"concurrency", s.cfg.ParseConcurrency, "batch", s.cfg.ParseBatch, "inflight", s.cfg.ParseInFlight, "http", s.Addr(),
-		"content_dedup", s.cfg.ContentDedup, "near_dup_distance", s.cfg.NearDupDistance)
+		"content_dedup", s.cfg.ContentDedup, "near_dup_distance", s.cfg.NearDupDistance,
+		"embeds", s.cfg.Embeds, "embeds_on", s.proc.embeds.On())
 	opts := natsx.ConsumeOptions{
 		Batch:      s.cfg.ParseBatch,
 		InFlight:   s.cfg.ParseInFlight,
@@ -182,6 +193,7 @@ func (s *Service) Close() {
 // makes a second publish harmless).
 func (s *Service) HandleBatch(ctx context.Context, msgs []jetstream.Msg) []error {
 	errs := make([]error, len(msgs))
+	s.proc.embeds.refresh(ctx)
 	outs := make([]*outcome, len(msgs))
 	byRef := make([]*crawlmsg.BodyRef, len(msgs))
 	parallel(len(msgs), s.cfg.ParseConcurrency, func(i int) {
@@ -203,6 +215,7 @@ func (s *Service) HandleBatch(ctx context.Context, msgs []jetstream.Msg) []error
 			errs[i] = natsx.Permanent(err)
 			return
 		}
+		s.proc.judgeRecrawl(page, o)
 		outs[i] = o
 	})
 
@@ -244,7 +257,32 @@ func (s *Service) HandleBatch(ctx context.Context, msgs []jetstream.Msg) []error
 		if o.doc != nil {
 			pub = append(pub, natsx.NewMsg(topology.SubjectDocs, "doc:"+id, o.doc))
 		}
-		if o.follow != nil {
+		if len(o.changed) > 0 {
+			nudges, err := s.bringForward(ctx, o, id)
+			if err != nil {
+				errs[i], outs[i] = err, nil
+				continue
+			}
+			pub = append(pub, nudges...)
+		}
+		if sm, err := s.proc.scheduleMsg(o, "sched:"+id); err != nil {
+			errs[i], outs[i] = natsx.Permanent(err), nil
+			continue
+		} else if sm != nil {
+			pub = append(pub, sm)
+		}
+		switch {
+		case len(o.follows) > 0:
+			// Several groups of one page need ids of their own, or the duplicate window
+			// would drop all but the first message.
+			for n, g := range o.follows {
+				pid := id
+				if n > 0 {
+					pid += "#" + strconv.Itoa(n)
+				}
+				links = append(links, linkSource{pageID: pid, group: g})
+			}
+		case o.follow != nil:
 			links = append(links, linkSource{pageID: id, group: o.follow})
 		}
 	}
@@ -264,7 +302,7 @@ func (s *Service) HandleBatch(ctx context.Context, msgs []jetstream.Msg) []error
 		s.m.publishFailures.Inc()
 		s.log.Warn("publish failed; pages will be redelivered", "pages", len(msgs), "err", err)
 		for i, o := range outs {
-			if o != nil && !o.skipped {
+			if o != nil && (!o.skipped || o.schedule != nil) {
 				errs[i] = fmt.Errorf("parser: publish: %w", err)
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/trawl/trawl/shared/envconfig"
 	"github.com/trawl/trawl/shared/frontierconf"
 	"github.com/trawl/trawl/shared/politeness"
+	"github.com/trawl/trawl/shared/recrawl"
 )
 
 // DefaultHTTPAddr is the scheduler's /metrics, /healthz and /readyz address.
@@ -40,6 +41,9 @@ type Config struct {
 	DispatchAhead int
 	// Hold are the backpressure thresholds.
 	Hold Hold
+	// Recrawl is the due intake (TRAWL_RECRAWL_BACKLOG, TRAWL_RECRAWL_SHARE), used when
+	// TRAWL_RECRAWL=adaptive.
+	Recrawl recrawl.Settings
 
 	// shardsErr keeps a TRAWL_SCHEDULER_SHARDS syntax error for Validate.
 	shardsErr error
@@ -67,6 +71,7 @@ func Load(r *envconfig.Reader) (Config, error) {
 		PriorityX:     r.Float("PRIORITY_X", 1),
 		PriorityY:     r.Float("PRIORITY_Y", 1),
 		DispatchAhead: r.Int("DISPATCH_AHEAD", 3),
+		Recrawl:       recrawl.Load(r),
 		Hold: Hold{
 			ParserBacklog:   r.Int("HOLD_PARSER_BACKLOG", 20_000),
 			PagesFill:       r.Float("HOLD_PAGES_FILL", 0.5),
@@ -123,6 +128,9 @@ func (c Config) Validate() error {
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	errs = append(errs, c.Settings.Validate())
 	errs = append(errs, c.Rules.Validate())
+	if c.Common.Recrawl == envconfig.RecrawlAdaptive {
+		errs = append(errs, c.Recrawl.Validate())
+	}
 	if c.DispatchBatch < 1 || c.DispatchBatch > 10_000 {
 		bad("TRAWL_DISPATCH_BATCH=%d: want 1..10000", c.DispatchBatch)
 	}

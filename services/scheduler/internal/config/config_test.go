@@ -9,6 +9,7 @@ import (
 	"github.com/trawl/trawl/shared/envconfig"
 	"github.com/trawl/trawl/shared/frontierconf"
 	"github.com/trawl/trawl/shared/politeness"
+	"github.com/trawl/trawl/shared/recrawl"
 )
 
 func load(t *testing.T, env map[string]string) (Config, error) {
@@ -37,6 +38,7 @@ func TestDefaults(t *testing.T) {
 		PriorityY:       1,
 		DispatchAhead:   3,
 		Hold:            Hold{ParserBacklog: 20_000, PagesFill: 0.5, DedupBacklog: 20_000, FrontierBacklog: 50_000, Resume: 0.5},
+		Recrawl:         recrawl.Defaults,
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("defaults:\n got %+v\nwant %+v", c, want)

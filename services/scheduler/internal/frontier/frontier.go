@@ -403,7 +403,7 @@ func (f *Frontier) Dispatch(ctx context.Context, max int) ([]crawlmsg.FetchTask,
 		}
 		tasks = append(tasks, crawlmsg.FetchTask{
 			V: crawlmsg.Version, Shard: f.o.Shard, Host: host, URL: e.URL,
-			Depth: e.Depth, Hops: e.Hops, Attempt: e.Attempt, Kind: x.Kind, Embeds: x.Embeds,
+			Depth: e.Depth, Hops: e.Hops, Attempt: e.Attempt, Kind: x.Kind, Embeds: x.Embeds, Recrawl: x.Recrawl, Under: x.Under,
 			Lease: tok, Deadline: deadline,
 		})
 	}

@@ -9,6 +9,7 @@ package prioritize
 import (
 	"math"
 	"strings"
+	"time"
 
 	"github.com/trawl/trawl/shared/crawlmsg"
 )
@@ -25,10 +26,46 @@ type BreadthFirst struct{}
 
 // Priority implements frontier.Prioritizer.
 func (BreadthFirst) Priority(u crawlmsg.Discovered, queues int) int {
-	if queues <= 1 || u.Depth <= 0 {
+	if queues <= 1 {
 		return 0
 	}
-	return min(u.Depth, queues-1)
+	return min(max(min(max(u.Depth, 0), queues-1)-Nudge(u, time.Now()), 0), queues-1)
+}
+
+// Nudge is how many front queues a URL moves up (positive) or down beyond what its depth
+// or score says: its sitemap rating, and for a recrawl how overdue and how changeable it is.
+func Nudge(u crawlmsg.Discovered, now time.Time) int {
+	return SitemapNudge(u) + RecrawlNudge(u, now)
+}
+
+// RecrawlNudge moves a due URL up one queue when it has waited past its due time for half
+// its interval or more (the frontier's backlog held it back), and one more when most of its
+// fetches found a change (at least two judged): freshness is worth most where pages change.
+// A URL queued for the first time is not moved.
+func RecrawlNudge(u crawlmsg.Discovered, now time.Time) int {
+	st := u.Recrawl
+	if u.Via != crawlmsg.ViaRecrawl || st == nil {
+		return 0
+	}
+	n := 0
+	if st.Due > 0 && st.Interval > 0 && now.UnixMilli()-st.Due >= st.Interval/2 {
+		n++
+	}
+	if st.Fetches >= 2 && 2*st.Changes > st.Fetches {
+		n++
+	}
+	return n
+}
+
+// SitemapNudge is how many front queues a sitemap's <priority> moves a URL it lists up
+// (positive) or down: one up at 0.75 and above, one down at 0.25 and below, none around
+// the protocol's default of 0.5. Only a nudge: a site rates its own pages, against each
+// other, and every site rates its own highly.
+func SitemapNudge(u crawlmsg.Discovered) int {
+	if u.Priority == nil || math.IsNaN(*u.Priority) {
+		return 0
+	}
+	return int(math.Round(2 * (min(max(*u.Priority, 0), 1) - 0.5)))
 }
 
 // Preference scores a URL I(P) = X·IB(P) + Y·IL(P) and maps the score onto the front
@@ -52,9 +89,10 @@ func (p Preference) Priority(u crawlmsg.Discovered, queues int) int {
 // BacklinkWeight is X, the weight of IB(P) (frontier.BacklinkScorer).
 func (p Preference) BacklinkWeight() float64 { return p.X }
 
-// LinkScore is Y·IL(P), the part of the score known from the URL (frontier.BacklinkScorer).
+// LinkScore is Y·IL(P), the part of the score known from the URL (frontier.BacklinkScorer),
+// plus the URL's Nudge (one unit of score is one queue).
 func (p Preference) LinkScore(u crawlmsg.Discovered) float64 {
-	return p.Y * LinkFeatures(u.URL)
+	return p.Y*LinkFeatures(u.URL) + float64(Nudge(u, time.Now()))
 }
 
 // scoreEpsilon keeps integral scores on their side of a queue boundary whatever the last

@@ -3,6 +3,7 @@ package prioritize
 import (
 	"math"
 	"testing"
+	"time"
 
 	"github.com/trawl/trawl/shared/crawlmsg"
 )
@@ -147,6 +148,75 @@ func TestPreference(t *testing.T) {
 			}
 			if tc.p.BacklinkWeight() != tc.p.X {
 				t.Fatal("BacklinkWeight is not X")
+			}
+		})
+	}
+}
+
+// A sitemap's priority moves a listed URL one queue at most, either way, in both
+// prioritisers; a URL no sitemap rated keeps its queue.
+func TestSitemapNudge(t *testing.T) {
+	p := func(v float64) *float64 { return &v }
+	for _, tc := range []struct {
+		name     string
+		depth    int
+		priority *float64
+		breadth  int // queue of 8 by breadth
+		nudge    int
+	}{
+		{"not from a sitemap", 1, nil, 1, 0},
+		{"protocol default", 1, p(0.5), 1, 0},
+		{"just below the step", 1, p(0.74), 1, 0},
+		{"high", 1, p(0.75), 0, 1},
+		{"top", 3, p(1), 2, 1},
+		{"low", 1, p(0.25), 2, -1},
+		{"bottom", 1, p(0), 2, -1},
+		{"cannot go above the first queue", 0, p(1), 0, 1},
+		{"cannot go below the last queue", 9, p(0), 7, -1},
+		{"out of range is clamped", 1, p(7), 0, 1},
+		{"NaN is ignored", 1, p(math.NaN()), 1, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			u := crawlmsg.Discovered{URL: "http://a.example/x", Depth: tc.depth, Via: crawlmsg.ViaSitemap, Priority: tc.priority}
+			if got := SitemapNudge(u); got != tc.nudge {
+				t.Errorf("SitemapNudge = %d, want %d", got, tc.nudge)
+			}
+			if got := (BreadthFirst{}).Priority(u, 8); got != tc.breadth {
+				t.Errorf("BreadthFirst queue = %d, want %d", got, tc.breadth)
+			}
+			plain := u
+			plain.Priority = nil
+			pref := Preference{X: 1, Y: 1}
+			if got, want := pref.LinkScore(u)-pref.LinkScore(plain), float64(tc.nudge); got != want {
+				t.Errorf("Preference score moved by %g, want %g", got, want)
+			}
+		})
+	}
+}
+
+func TestRecrawlNudge(t *testing.T) {
+	now := time.UnixMilli(10_000_000)
+	hour := time.Hour.Milliseconds()
+	for _, tc := range []struct {
+		name  string
+		via   crawlmsg.Via
+		st    *crawlmsg.Recrawl
+		nudge int
+	}{
+		{"first fetch", crawlmsg.ViaLink, nil, 0},
+		{"recrawl just due", crawlmsg.ViaRecrawl, &crawlmsg.Recrawl{Interval: hour, Due: now.UnixMilli()}, 0},
+		{"overdue by less than half its interval", crawlmsg.ViaRecrawl, &crawlmsg.Recrawl{Interval: hour, Due: now.UnixMilli() - hour/2 + 1}, 0},
+		{"overdue by half its interval", crawlmsg.ViaRecrawl, &crawlmsg.Recrawl{Interval: hour, Due: now.UnixMilli() - hour/2}, 1},
+		{"changes on most fetches", crawlmsg.ViaRecrawl, &crawlmsg.Recrawl{Interval: hour, Due: now.UnixMilli(), Fetches: 4, Changes: 3}, 1},
+		{"changed once in one fetch is not yet a pattern", crawlmsg.ViaRecrawl, &crawlmsg.Recrawl{Interval: hour, Due: now.UnixMilli(), Fetches: 1, Changes: 1}, 0},
+		{"changes half the time", crawlmsg.ViaRecrawl, &crawlmsg.Recrawl{Interval: hour, Due: now.UnixMilli(), Fetches: 4, Changes: 2}, 0},
+		{"overdue and changeable", crawlmsg.ViaRecrawl, &crawlmsg.Recrawl{Interval: hour, Due: now.UnixMilli() - 2*hour, Fetches: 2, Changes: 2}, 2},
+		{"state on a URL not queued for a recrawl", crawlmsg.ViaLink, &crawlmsg.Recrawl{Interval: hour, Due: 1, Fetches: 9, Changes: 9}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			u := crawlmsg.Discovered{URL: "http://a.example/x", Depth: 3, Via: tc.via, Recrawl: tc.st}
+			if got := RecrawlNudge(u, now); got != tc.nudge {
+				t.Fatalf("RecrawlNudge = %d, want %d", got, tc.nudge)
 			}
 		})
 	}

@@ -75,6 +75,14 @@ func (s *shard) dispatchLoop(ctx context.Context) {
 			s.log.Info("dispatch recovered", "after_failures", failures)
 			failures = 0
 		}
+		if err := s.confirmLeases(ctx, tasks); err != nil {
+			// A lease lost with a Redis master would let its host be leased again while the
+			// task is fetched; unpublished, the tasks come back through the reaper.
+			s.log.Warn("dispatch: leases not confirmed on a replica; tasks held for the reaper", "tasks", len(tasks), "err", err)
+			s.gate.published(n, 0)
+			s.sleep(ctx, errorPause)
+			continue
+		}
 		ok := s.publish(ctx, tasks)
 		s.gate.published(n, len(tasks))
 		if !ok {
@@ -153,4 +161,13 @@ func (s *shard) publish(ctx context.Context, tasks []crawlmsg.FetchTask) bool {
 	s.m.dispatched.WithLabelValues(s.label).Add(float64(len(tasks)))
 	s.gate.perMessage(len(tasks), len(msgs))
 	return true
+}
+
+// confirmLeases waits, when TRAWL_REDIS_WAIT is set and tasks were leased, until a Redis
+// replica has their leases.
+func (s *shard) confirmLeases(ctx context.Context, tasks []crawlmsg.FetchTask) error {
+	if len(tasks) == 0 {
+		return nil
+	}
+	return s.waitReplicated(ctx)
 }

@@ -50,6 +50,10 @@ func (s *shard) handleFrontier(ctx context.Context, msgs []jetstream.Msg) []erro
 	start := s.now()
 	counts, err := s.f.AddBatches(ctx, batches)
 	s.observe("add", start, err)
+	if err == nil {
+		// Acked, the messages are gone: their URLs must not be lost with a Redis master.
+		err = s.waitReplicated(ctx)
+	}
 	if err != nil {
 		for _, i := range idx {
 			errs[i] = err
@@ -149,5 +153,6 @@ func (s *shard) handleOutcomes(ctx context.Context, msgs []jetstream.Msg) []erro
 	if released {
 		s.poke()
 	}
+	s.rescheduleFailed(ctx, outs, applied)
 	return errs
 }

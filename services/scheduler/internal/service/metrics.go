@@ -10,6 +10,9 @@ type metrics struct {
 	dispatched      *prometheus.CounterVec
 	publishFailures *prometheus.CounterVec
 	added           *prometheus.CounterVec
+	recrawlsDue     *prometheus.CounterVec
+	recrawlsFailed  *prometheus.CounterVec
+	recrawlsLost    *prometheus.CounterVec
 	duplicates      *prometheus.CounterVec
 	outcomes        *prometheus.CounterVec
 	results         *prometheus.CounterVec
@@ -50,6 +53,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		dispatched:      counter("dispatched_total", "Fetch tasks dispatched.", "shard"),
 		publishFailures: counter("publish_failures_total", "Dispatched tasks whose publish failed (their leases expire and the reaper requeues them).", "shard"),
 		added:           counter("urls_added_total", "URLs queued from frontier messages.", "shard"),
+		recrawlsDue:     counter("recrawls_due_total", "Due recrawls sent to the frontier (TRAWL_RECRAWL=adaptive).", "shard"),
+		recrawlsFailed:  counter("recrawls_failed_rescheduled_total", "Recrawled URLs that ended failed without a page, scheduled again.", "shard"),
+		recrawlsLost:    counter("recrawls_failed_lost_total", "Recrawled URLs that ended failed whose next schedule could not be stored.", "shard"),
 		duplicates:      counter("frontier_duplicates_total", "Frontier messages skipped because they were already applied.", "shard"),
 		outcomes:        counter("outcomes_total", "Fetch outcomes received, by kind.", "shard", "kind"),
 		results:         counter("outcome_results_total", "What applying an outcome did: fetched, retry, failed, disallowed, requeued, stale, invalid (unknown kind), malformed (no host, lease or kind; skipped).", "shard", "result"),

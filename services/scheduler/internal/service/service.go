@@ -22,6 +22,7 @@ import (
 	"github.com/trawl/trawl/shared/bloomhash"
 	"github.com/trawl/trawl/shared/crawlid"
 	"github.com/trawl/trawl/shared/natsx"
+	"github.com/trawl/trawl/shared/redisx"
 	"github.com/trawl/trawl/shared/runner"
 	"github.com/trawl/trawl/shared/topology"
 )
@@ -78,7 +79,7 @@ func start(ctx context.Context, cfg config.Config, log *slog.Logger, o options) 
 	}()
 	js, rdb := r.JS, r.Redis
 	m := newMetrics(r.Registry)
-	page := newStatusPage(cfg, rdb, m, log, o.now)
+	page := newStatusPage(cfg, rdb, js, m, log, o.now)
 	page.Register(r.HTTP)
 	gt := newGate(cfg, js, rdb, m, log)
 	r.Go("status page sampler", func(ctx context.Context) error { page.Run(ctx); return nil })
@@ -97,7 +98,7 @@ func start(ctx context.Context, cfg config.Config, log *slog.Logger, o options) 
 
 // newStatusPage shows every shard of the crawl, not only those this process serves: the
 // state is all in Redis, so any scheduler can show the whole crawl.
-func newStatusPage(cfg config.Config, rdb redis.UniversalClient, m *metrics, log *slog.Logger, now func() time.Time) *statuspage.Page {
+func newStatusPage(cfg config.Config, rdb redis.UniversalClient, js jetstream.JetStream, m *metrics, log *slog.Logger, now func() time.Time) *statuspage.Page {
 	served := map[int]bool{}
 	for _, s := range cfg.SchedulerShards {
 		served[s] = true
@@ -134,6 +135,7 @@ func newStatusPage(cfg config.Config, rdb redis.UniversalClient, m *metrics, log
 		SeenFilter: func(ctx context.Context) (map[string]string, error) {
 			return rdb.HGetAll(ctx, bloomhash.StatsKey(cfg.RedisPrefix)).Result()
 		},
+		Recrawl: recrawlBacklog(cfg, js, now),
 	})
 }
 
@@ -150,6 +152,7 @@ type shard struct {
 	subject  string
 	frontC   jetstream.Consumer
 	outcomeC jetstream.Consumer
+	dueC     jetstream.Consumer // due recrawls; nil unless TRAWL_RECRAWL=adaptive
 	// wake tells the dispatcher that URLs were added or hosts released.
 	wake chan struct{}
 	gate *gate
@@ -160,6 +163,9 @@ type shard struct {
 	// ack floor read at the previous trim.
 	reapAt    *reapRound
 	trimFloor uint64
+	// replicated makes the adds and leases of the shard reach a Redis replica before
+	// their message is acked or their tasks published (TRAWL_REDIS_WAIT).
+	replicated *redisx.Waiter
 }
 
 func newShard(ctx context.Context, cfg config.Config, id int, js jetstream.JetStream, rdb redis.UniversalClient, m *metrics, log *slog.Logger) (*shard, error) {
@@ -171,13 +177,27 @@ func newShard(ctx context.Context, cfg config.Config, id int, js jetstream.JetSt
 	if err != nil {
 		return nil, fmt.Errorf("shard %d: outcome consumer: %w", id, err)
 	}
+	var dc jetstream.Consumer
+	if cfg.Common.Topology().Recrawl {
+		if dc, err = js.Consumer(ctx, topology.StreamRecrawl, topology.SchedulerRecrawlConsumer(id)); err != nil {
+			return nil, fmt.Errorf("shard %d: recrawl consumer: %w", id, err)
+		}
+	}
 	return &shard{
 		id: id, label: strconv.Itoa(id), cfg: cfg,
 		f:  frontier.New(rdb, FrontierOptions(cfg, id), Prioritizer(cfg)),
 		js: js, rdb: rdb, m: m, log: log.With("shard", id),
-		subject: topology.FetchSubject(id), frontC: fc, outcomeC: oc,
+		subject: topology.FetchSubject(id), frontC: fc, outcomeC: oc, dueC: dc,
 		wake: make(chan struct{}, 1), now: time.Now,
+		replicated: redisx.NewWaiter(rdb, cfg.RedisWait),
 	}, nil
+}
+
+// waitReplicated waits, when TRAWL_REDIS_WAIT is set, until a replica has the shard's
+// writes so far (redisx.Waiter).
+func (s *shard) waitReplicated(ctx context.Context) error {
+	_, err := s.replicated.Replicated(ctx, s.f.Keyspace().Key("replicated"))
+	return err
 }
 
 // FrontierOptions maps the configuration to shard's frontier options.
@@ -216,6 +236,9 @@ func (s *shard) start(r *runner.Runner) {
 	r.Go(fmt.Sprintf("shard %d reaper", s.id), func(ctx context.Context) error { s.every(ctx, reapEvery, s.reap); return nil })
 	r.Go(fmt.Sprintf("shard %d marker trim", s.id), func(ctx context.Context) error { s.every(ctx, trimEvery, s.trimMarkers); return nil })
 	r.Go(fmt.Sprintf("shard %d stats", s.id), func(ctx context.Context) error { s.every(ctx, statsEvery, s.refreshStats); return nil })
+	if s.dueC != nil {
+		r.Go(fmt.Sprintf("shard %d recrawl intake", s.id), func(ctx context.Context) error { s.dueLoop(ctx); return nil })
+	}
 }
 
 func (s *shard) poke() {

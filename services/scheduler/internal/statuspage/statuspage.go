@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/trawl/trawl/services/scheduler/internal/frontier"
+	"github.com/trawl/trawl/shared/recrawl"
 )
 
 //go:embed static
@@ -55,6 +56,8 @@ type Options struct {
 	Dispatch func(ctx context.Context) (d Dispatch, ok bool, err error)
 	// SeenFilter reads the dedup filter's figures as dedup publishes them (nil: not shown).
 	SeenFilter func(ctx context.Context) (map[string]string, error)
+	// Recrawl reads the recrawl backlog (nil, or a nil backlog: not shown).
+	Recrawl func(ctx context.Context) (*recrawl.Backlog, error)
 }
 
 // Dispatch is what holds dispatch back: the fetchers' capacity and the later stages'
@@ -282,6 +285,8 @@ type Report struct {
 	// SeenFilter is the dedup filter's growth (layers, fill, memory and the next layer's),
 	// absent until dedup has published it.
 	SeenFilter map[string]string `json:"seen_filter,omitempty"`
+	// Recrawl is the recrawl schedule's backlog, absent in a one-shot crawl.
+	Recrawl *recrawl.Backlog `json:"recrawl,omitempty"`
 }
 
 func intParam(r *http.Request, name string, def, hi int) int {
@@ -350,6 +355,11 @@ func (p *Page) Report(ctx context.Context, top, nErrors int) Report {
 	if p.o.SeenFilter != nil {
 		if f, err := p.o.SeenFilter(ctx); err == nil && len(f) > 0 {
 			rep.SeenFilter = f
+		}
+	}
+	if p.o.Recrawl != nil {
+		if b, err := p.o.Recrawl(ctx); err == nil {
+			rep.Recrawl = b
 		}
 	}
 	if rep.Total.Frontier == nil {

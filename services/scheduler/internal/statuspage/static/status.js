@@ -79,6 +79,16 @@
     text('fetch-queued', g ? int(g.fetch_queued) + ' / ' + int(g.fetch_queued_limit) : '–');
     text('fetch-busy', g ? int(g.fetch_busy) : '–');
     text('parser-backlog', g ? int(g.parser_backlog) : '–');
+    // The recrawl backlog, in adaptive mode only; its figures come from a sample of schedules.
+    const rc = d.recrawl;
+    document.querySelectorAll('.recrawl').forEach(function (el) { el.hidden = !rc; });
+    if (rc) {
+      const secs = function (ns) { return Math.round(ns / 1e9) + ' s'; };
+      text('recrawl-scheduled', int(rc.scheduled));
+      text('recrawl-due', int(rc.due) + ' (' + secs(rc.oldest_due_ns) + ')');
+      text('recrawl-interval', secs(rc.median_interval_ns));
+      text('recrawl-304', (100 * rc.not_modified_share).toFixed(0) + ' %');
+    }
 
     const most = Math.max.apply(null, [1].concat(t.frontier));
     fill('priorities', t.frontier.map(function (n, p) { return { p: p, n: n }; }), 3, function (tr, r) {

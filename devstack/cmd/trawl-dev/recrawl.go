@@ -1,0 +1,50 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/trawl/trawl/devstack/stack"
+	"github.com/trawl/trawl/shared/envconfig"
+)
+
+// recrawling says the services run with TRAWL_RECRAWL=adaptive (given to trawl-dev's
+// environment or set for the stack).
+func recrawling(env map[string]string) bool {
+	v, ok := env["TRAWL_RECRAWL"]
+	if !ok {
+		v = os.Getenv("TRAWL_RECRAWL")
+	}
+	return v == envconfig.RecrawlAdaptive
+}
+
+// runContinuous reports progress until ctx ends (Ctrl-C, or -timeout): a recrawling crawl
+// is never done, as every fetched URL comes back when it is due, so an empty frontier is
+// no end.
+func runContinuous(ctx context.Context, st *stack.Stack, every time.Duration, out io.Writer, start time.Time) error {
+	fmt.Fprintln(out, "TRAWL_RECRAWL=adaptive: every fetched URL is fetched again when due; the crawl runs until interrupted (Ctrl-C) or -timeout")
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				fmt.Fprintf(out, "\nstopped after %s (-timeout)\n", time.Since(start).Round(100*time.Millisecond))
+			}
+			return nil
+		case <-t.C:
+		}
+		p, err := st.Progress(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				continue
+			}
+			return err
+		}
+		fmt.Fprintf(out, "[%5.1fs] %s\n", time.Since(start).Seconds(), p)
+	}
+}

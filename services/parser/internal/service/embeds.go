@@ -1,0 +1,284 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/trawl/trawl/services/parser/internal/config"
+	"github.com/trawl/trawl/services/parser/internal/extract"
+	"github.com/trawl/trawl/services/parser/internal/scope"
+	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/topology"
+)
+
+// embedRecheck is how long TRAWL_EMBEDS=auto trusts its last look at the archiver's
+// consumer. The consumer's creation and deletion advisories make a change count at once;
+// looking again covers an advisory missed (a reconnect, a server that sends none).
+const embedRecheck = 30 * time.Second
+
+// embedRetry is how soon a look that failed is made again.
+const embedRetry = 5 * time.Second
+
+// embedSwitch says whether pages' requisites are found and published (TRAWL_EMBEDS). In
+// auto it is on while the archiver's durable consumer of crawl.pages exists: the parser
+// cannot see TRAWL_ARCHIVE_DIR, but a deployment that archives has that consumer, and one
+// that does not would fetch requisites nobody keeps.
+type embedSwitch struct {
+	mode string // config.EmbedsAuto, EmbedsOn, EmbedsOff
+	on   atomic.Bool
+	// auto only:
+	js      jetstream.JetStream
+	log     *slog.Logger
+	mu      sync.Mutex // one look at a time
+	checked atomic.Int64
+	stale   atomic.Bool // an advisory said the consumer changed
+	sub     *nats.Subscription
+}
+
+// newEmbedSwitch reads the mode; in auto it looks once and listens for the consumer's
+// advisories.
+func newEmbedSwitch(ctx context.Context, mode string, nc *nats.Conn, js jetstream.JetStream, log *slog.Logger) *embedSwitch {
+	e := &embedSwitch{mode: mode, js: js, log: log}
+	switch mode {
+	case config.EmbedsOn:
+		e.on.Store(true)
+		return e
+	case config.EmbedsOff:
+		return e
+	}
+	if nc != nil {
+		subj := "$JS.EVENT.ADVISORY.CONSUMER.*." + topology.StreamPages + "." + topology.ConsumerArchiver
+		sub, err := nc.Subscribe(subj, func(*nats.Msg) {
+			// Looked at here, on the subscription's goroutine, so that the pages handled
+			// next see the change.
+			e.stale.Store(true)
+			e.refresh(context.Background())
+		})
+		if err != nil {
+			// Without advisories a change is seen at the next look.
+			log.Warn("embeds: no consumer advisories", "subject", subj, "err", err)
+		}
+		e.sub = sub
+	}
+	e.refresh(ctx)
+	return e
+}
+
+// On reports whether requisites are wanted now.
+func (e *embedSwitch) On() bool { return e != nil && e.on.Load() }
+
+// refresh looks at the archiver's consumer again in auto when the last look is older than
+// embedRecheck or an advisory came since. A failed look keeps the previous answer.
+func (e *embedSwitch) refresh(ctx context.Context) {
+	if e == nil || e.mode != config.EmbedsAuto {
+		return
+	}
+	if !e.stale.Load() && time.Since(time.Unix(0, e.checked.Load())) < embedRecheck {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.stale.Load() && time.Since(time.Unix(0, e.checked.Load())) < embedRecheck {
+		return // another batch looked meanwhile
+	}
+	e.stale.Store(false)
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, err := e.js.Consumer(lctx, topology.StreamPages, topology.ConsumerArchiver)
+	var on bool
+	switch {
+	case err == nil:
+		on = true
+	case errors.Is(err, jetstream.ErrConsumerNotFound):
+	default:
+		e.log.Warn("embeds: cannot look for the archiver's consumer; keeping the last answer", "on", e.on.Load(), "err", err)
+		// Looked at again in a few seconds, not by every batch meanwhile.
+		e.checked.Store(time.Now().Add(embedRetry - embedRecheck).UnixNano())
+		return
+	}
+	e.checked.Store(time.Now().UnixNano())
+	if e.on.Swap(on) != on {
+		e.log.Info("embeds: page requisites turned "+map[bool]string{true: "on: the archiver's consumer exists", false: "off: the archiver's consumer is gone"}[on],
+			"stream", topology.StreamPages, "consumer", topology.ConsumerArchiver)
+	}
+}
+
+func (e *embedSwitch) close() {
+	if e != nil && e.sub != nil {
+		_ = e.sub.Unsubscribe()
+	}
+}
+
+// embedCounts are one page's requisite figures for the metrics.
+type embedCounts struct {
+	// requisite says the page was read for its requisites only: a page fetched as one (a
+	// frame's document, a style sheet), or a style sheet; no document is published.
+	requisite bool
+	found     int
+	emitted   int
+	rejected  scope.Rejected
+}
+
+// isCSS reports whether the page is a style sheet.
+func isCSS(m *crawlmsg.PageMeta) bool { return m.ContentType == "text/css" }
+
+// processRequisite handles the pages that are no document: a page fetched as a requisite
+// (Kind embed) and a style sheet. ok is false for any other page, which process handles.
+// A requisite whose body is HTML (a frame beyond where links go, or a requisite answered
+// with a page) is read for its own requisites and nothing else: no document, no links,
+// since a link found in it would lead outside what the crawl's links reach. A style sheet
+// is read for url() and @import. Every other body is never parsed.
+func (p *processor) processRequisite(page *crawlmsg.Page) (*outcome, bool) {
+	m := &page.Meta
+	sheet := isCSS(m) && p.embeds.On()
+	if m.Kind != crawlmsg.KindEmbed && !sheet {
+		return nil, false
+	}
+	o := &outcome{embed: &embedCounts{requisite: true}}
+	if !p.embeds.On() || m.Status < 200 || m.Status > 299 || !(m.IsHTML() || isCSS(m)) {
+		o.skipped = true
+		return o, true
+	}
+	start := time.Now()
+	var res *extract.Result
+	var err error
+	if isCSS(m) {
+		res, err = p.safeExtractCSS(page)
+	} else {
+		opt := p.extract
+		opt.Embeds, opt.MaxTextBytes = true, -1
+		res, err = p.safeExtractWith(page, opt)
+	}
+	o.duration = time.Since(start)
+	o.parseErr = err
+	if err != nil {
+		p.log.Warn("requisite read with errors", "url", m.URL, "err", err)
+	}
+	found, rej := p.filter.SelectEmbeds(scope.Page{URL: m.URL, Depth: m.Depth, Embeds: m.Embeds}, res.Embeds, nil)
+	o.embed.found, o.embed.emitted, o.embed.rejected = len(res.Embeds), len(found), rej
+	if len(found) > 0 {
+		o.follow = &crawlmsg.LinkGroup{Source: m.URL, URLs: found}
+	}
+	return o, true
+}
+
+// addEmbeds adds an HTML page's requisites to the links it follows.
+func (p *processor) addEmbeds(m *crawlmsg.PageMeta, res *extract.Result, o *outcome, found []crawlmsg.Discovered) []crawlmsg.Discovered {
+	if !p.embeds.On() {
+		return found
+	}
+	embeds, rej := p.filter.SelectEmbeds(scope.Page{URL: m.URL, Depth: m.Depth, Embeds: m.Embeds}, res.Embeds, found)
+	o.embed = &embedCounts{found: len(res.Embeds), emitted: len(embeds), rejected: rej}
+	return append(found, embeds...)
+}
+
+// extractOptionsNow are the extraction options for a page handled now.
+func (p *processor) extractOptionsNow() extract.Options {
+	opt := p.extract
+	opt.Embeds = p.embeds.On()
+	return opt
+}
+
+// safeExtractWith is safeExtract with other options.
+func (p *processor) safeExtractWith(page *crawlmsg.Page, opt extract.Options) (res *extract.Result, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			res, err = &extract.Result{}, errPanic(r)
+		}
+	}()
+	return extract.Extract(extract.Input{
+		URL:         page.Meta.URL,
+		Body:        page.Body,
+		ContentType: contentType(&page.Meta),
+		Header:      page.Meta.Header,
+	}, opt)
+}
+
+func errPanic(r any) error { return fmt.Errorf("parser: extract panicked: %v", r) }
+
+// safeExtractCSS is safeExtract for a style sheet.
+func (p *processor) safeExtractCSS(page *crawlmsg.Page) (res *extract.Result, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			res, err = &extract.Result{}, errPanic(r)
+		}
+	}()
+	return extract.ExtractCSS(extract.CSSInput{URL: page.Meta.URL, Body: page.Body, ContentType: contentType(&page.Meta)}, p.extract)
+}
+
+type embedMetrics struct {
+	pages    *prometheus.CounterVec
+	found    prometheus.Counter
+	emitted  prometheus.Counter
+	rejected *prometheus.CounterVec
+}
+
+func newEmbedMetrics(reg prometheus.Registerer) *embedMetrics {
+	m := &embedMetrics{
+		pages: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "trawl_parser_requisite_pages_total",
+			Help: "Pages read for their requisites only, no document published: fetched as a requisite (a style sheet, a frame's document) or a style sheet; skipped when requisites are off or the body is neither HTML nor CSS.",
+		}, []string{"result"}),
+		found: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "trawl_parser_embeds_total",
+			Help: "Distinct valid page requisites found (images, style sheets, scripts, fonts, media, frames) while requisites are on.",
+		}),
+		emitted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "trawl_parser_embeds_emitted_total",
+			Help: "Page requisites published to crawl.discovered as kind embed.",
+		}),
+		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "trawl_parser_embeds_rejected_total",
+			Help: "Page requisites not published, by rule (embed_hops: past TRAWL_MAX_EMBED_HOPS). A requisite also followed as a link is neither.",
+		}, []string{"reason"}),
+	}
+	reg.MustRegister(m.pages, m.found, m.emitted, m.rejected)
+	for _, r := range []string{"read", "skipped"} {
+		m.pages.WithLabelValues(r)
+	}
+	for _, r := range scope.Reasons {
+		m.rejected.WithLabelValues(string(r))
+	}
+	return m
+}
+
+// registerEmbedSwitch exports the switch's state.
+func registerEmbedSwitch(reg prometheus.Registerer, e *embedSwitch) {
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "trawl_parser_embeds_on",
+		Help: "1 while page requisites are found and published (TRAWL_EMBEDS; in auto, while the archiver's consumer exists).",
+	}, func() float64 {
+		if e.On() {
+			return 1
+		}
+		return 0
+	}))
+}
+
+// record adds one settled page's requisite figures; requisite reports whether the page was
+// read for requisites only, and is then counted nowhere else.
+func (m *embedMetrics) record(o *outcome) (requisite bool) {
+	c := o.embed
+	if c.requisite {
+		r := "read"
+		if o.skipped {
+			r = "skipped"
+		}
+		m.pages.WithLabelValues(r).Inc()
+	}
+	m.found.Add(float64(c.found))
+	m.emitted.Add(float64(c.emitted))
+	for r, n := range c.rejected {
+		m.rejected.WithLabelValues(string(r)).Add(float64(n))
+	}
+	return c.requisite
+}

@@ -1,0 +1,251 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/trawl/trawl/services/scheduler/internal/config"
+	"github.com/trawl/trawl/services/scheduler/internal/frontier"
+	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/ctxsleep"
+	"github.com/trawl/trawl/shared/frontierkeys"
+	"github.com/trawl/trawl/shared/natsx"
+	"github.com/trawl/trawl/shared/recrawl"
+	"github.com/trawl/trawl/shared/topology"
+)
+
+// dueBatch is the most due messages taken in one pull.
+const dueBatch = 256
+
+// dueIntake meters a shard's due recrawls into its frontier. While the shard holds fewer
+// than Backlog queued URLs, due URLs fill it up to that; beyond, they enter at most at
+// Share of the shard's dispatch rate (the dispatches counted in Redis since the last
+// reading), so a day's worth of due URLs waits on disk in CRAWL_RECRAWL instead of in
+// Redis, and new URLs keep most of the dispatch.
+type dueIntake struct {
+	backlog    int64
+	share      float64
+	credit     float64
+	dispatched int64 // the shard's dispatch counter at the last reading; -1 before the first
+}
+
+// allow returns how many due URLs may enter the frontier now, given the shard's queued
+// URLs and its dispatch counter.
+func (d *dueIntake) allow(queued, dispatched int64) int {
+	if d.dispatched >= 0 && dispatched >= d.dispatched {
+		d.credit = min(d.credit+d.share*float64(dispatched-d.dispatched), float64(d.backlog))
+	}
+	d.dispatched = dispatched
+	n := int64(d.credit)
+	if queued < d.backlog {
+		n = max(n, d.backlog-queued)
+	}
+	return int(min(n, dueBatch))
+}
+
+// took charges n due URLs that entered the frontier.
+func (d *dueIntake) took(n int) { d.credit = max(d.credit-float64(n), 0) }
+
+// dueLoop moves due recrawls (the server's copy of a URL's schedule message, once its time
+// came) into the shard's frontier, as frontier messages: the frontier consumer adds them
+// like new URLs (not through the seen test: the URL is known) with their state in the
+// queue entry. A due message is acked only after its frontier message is stored, and that
+// message's id is derived from the due message's, so a crash in between republishes it
+// into the duplicate window and nothing is lost or queued twice.
+func (s *shard) dueLoop(ctx context.Context) {
+	in := &dueIntake{backlog: int64(s.cfg.Recrawl.Backlog), share: s.cfg.Recrawl.Share, dispatched: -1}
+	for ctx.Err() == nil {
+		if s.crawl != nil {
+			if err := s.crawl.Gate(ctx); err != nil {
+				ctxsleep.Sleep(ctx, errorPause)
+				continue
+			}
+		}
+		n, err := s.dueAllowance(ctx, in)
+		if err != nil || n == 0 {
+			if err != nil && ctx.Err() == nil {
+				s.log.Warn("recrawl intake: frontier stats", "err", err)
+			}
+			ctxsleep.Sleep(ctx, errorPause)
+			continue
+		}
+		took, err := s.takeDue(ctx, n)
+		in.took(took)
+		if err != nil && ctx.Err() == nil {
+			s.log.Warn("recrawl intake", "err", err)
+			ctxsleep.Sleep(ctx, errorPause)
+		}
+	}
+}
+
+func (s *shard) dueAllowance(ctx context.Context, in *dueIntake) (int, error) {
+	key := frontierkeys.ForShard(s.cfg.RedisPrefix, s.id).Stats()
+	h, err := s.rdb.HGetAll(ctx, key).Result()
+	if err != nil {
+		return 0, fmt.Errorf("read %s: %w", key, err)
+	}
+	c := frontierkeys.ParseStats(h)
+	return in.allow(c.Queued, c.Dispatched), nil
+}
+
+// takeDue pulls up to n due messages and queues their URLs as they come: a pull waits up
+// to a second for n, and a due URL must not wait for the others. It returns how many it
+// queued.
+func (s *shard) takeDue(ctx context.Context, n int) (int, error) {
+	fctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	mb, err := s.dueC.Fetch(n, jetstream.FetchContext(fctx))
+	if err != nil {
+		return 0, fmt.Errorf("fetch due: %w", err)
+	}
+	in := mb.Messages()
+	took := 0
+	for m := range in {
+		// Those that arrived with it, or within a moment, go in the same publish.
+		chunk := []jetstream.Msg{m}
+		linger := time.NewTimer(dueLinger)
+	gather:
+		for len(chunk) < dueBatch {
+			select {
+			case m, ok := <-in:
+				if !ok {
+					break gather
+				}
+				chunk = append(chunk, m)
+			case <-linger.C:
+				break gather
+			}
+		}
+		linger.Stop()
+		k, err := s.queueDue(ctx, chunk)
+		took += k
+		if err != nil {
+			return took, err
+		}
+	}
+	if err := mb.Error(); err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) && !errors.Is(err, jetstream.ErrNoMessages) {
+		s.log.Debug("recrawl intake: fetch batch", "err", err)
+	}
+	return took, nil
+}
+
+// dueLinger is how long a due message waits for others to share its publish.
+const dueLinger = 5 * time.Millisecond
+
+// queueDue publishes the frontier messages of due messages, then acks them.
+func (s *shard) queueDue(ctx context.Context, due []jetstream.Msg) (int, error) {
+	var msgs []jetstream.Msg
+	var out []*nats.Msg
+	for _, m := range due {
+		e, err := crawlmsg.DecodeRecrawl(m.Data())
+		if err != nil {
+			s.m.terminated.WithLabelValues("recrawl", "permanent").Inc()
+			s.log.Error("terminating malformed due recrawl", "subject", m.Subject(), "err", err)
+			_ = m.TermWithReason("malformed recrawl entry")
+			continue
+		}
+		data, err := crawlmsg.Marshal(&crawlmsg.FrontierBatch{URLs: []crawlmsg.Discovered{e.Discovered()}})
+		if err != nil {
+			_ = m.Nak()
+			continue
+		}
+		msgs = append(msgs, m)
+		out = append(out, natsx.NewMsg(topology.FrontierSubject(s.id), "due:"+natsx.MsgID(m), data))
+	}
+	if len(out) == 0 {
+		return 0, nil
+	}
+	pctx, pcancel := context.WithTimeout(context.WithoutCancel(ctx), publishTimeout)
+	defer pcancel()
+	if err := natsx.PublishBatch(pctx, s.js, out); err != nil {
+		for _, m := range msgs {
+			_ = m.NakWithDelay(time.Second)
+		}
+		return 0, fmt.Errorf("queue due recrawls: %w", err)
+	}
+	for _, m := range msgs {
+		if err := m.Ack(); err != nil {
+			s.log.Warn("ack of a due recrawl failed; it comes back and is dropped as a duplicate", "err", err)
+		}
+	}
+	s.m.recrawlsDue.WithLabelValues(s.label).Add(float64(len(msgs)))
+	return len(msgs), nil
+}
+
+// rescheduleFailed writes the next schedule of every recrawled URL these outcomes ended
+// failed without a page (the parser, which schedules every URL it sees a response of,
+// never saw one): its interval is kept, as for any answer that says nothing of the
+// content, so a site that is down for a while is tried again later instead of forgotten.
+// A schedule that cannot be stored is logged and counted; the URL is then forgotten, as a
+// redelivered outcome finds its lease gone and fails nothing again.
+func (s *shard) rescheduleFailed(ctx context.Context, outs []crawlmsg.Outcome, applied []frontier.Applied) {
+	if !s.cfg.Common.Topology().Recrawl {
+		return
+	}
+	var msgs []*nats.Msg
+	for j, a := range applied {
+		o := outs[j]
+		if a.Result != frontier.ResultFailed || o.Recrawl == nil {
+			continue
+		}
+		at := time.UnixMilli(o.StartedAt)
+		if o.StartedAt == 0 {
+			at = s.now()
+		}
+		e := *o.Recrawl
+		f := recrawl.Fetch{FetchedAt: at}
+		e.State, _ = s.cfg.Recrawl.Next(&e.State, recrawl.Other, f)
+		m, err := recrawl.Schedule(s.id, &e, "fail:"+o.Lease)
+		if err != nil {
+			continue
+		}
+		msgs = append(msgs, m)
+	}
+	if len(msgs) == 0 {
+		return
+	}
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), publishTimeout)
+	defer cancel()
+	if err := natsx.PublishBatch(pctx, s.js, msgs); err != nil {
+		s.m.recrawlsLost.WithLabelValues(s.label).Add(float64(len(msgs)))
+		s.log.Error("recrawl schedules of failed URLs not stored; those URLs are forgotten", "count", len(msgs), "err", err)
+		return
+	}
+	s.m.recrawlsFailed.WithLabelValues(s.label).Add(float64(len(msgs)))
+}
+
+// recrawlBacklog reads the recrawl backlog for the status page at most every
+// backlogEvery: each reading samples schedules from the stream, and the page refreshes
+// every second. Nil in a one-shot crawl.
+func recrawlBacklog(cfg config.Config, js jetstream.JetStream, now func() time.Time) func(context.Context) (*recrawl.Backlog, error) {
+	if !cfg.Common.Topology().Recrawl {
+		return nil
+	}
+	var mu sync.Mutex
+	var last *recrawl.Backlog
+	var at time.Time
+	return func(ctx context.Context) (*recrawl.Backlog, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if last != nil && now().Sub(at) < backlogEvery {
+			return last, nil
+		}
+		b, err := recrawl.ReadBacklog(ctx, js, cfg.Shards, backlogSample, now())
+		if err != nil {
+			return nil, err
+		}
+		last, at = b, now()
+		return b, nil
+	}
+}
+
+const (
+	backlogEvery  = 10 * time.Second
+	backlogSample = 128
+)

@@ -1,0 +1,193 @@
+package redisx
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// TRAWL_REDIS_URL names one Redis server or a Redis Cluster:
+//
+//	redis://[user:password@]host:port[/db][?options]            one server (go-redis ParseURL)
+//	rediss://…                                                   the same over TLS
+//	redis://[user:password@]host:port,host:port,…[/0][?options]  a cluster: its seed nodes
+//	redis-cluster://[user:password@]host:port[,…][/0][?options]  a cluster, even from one seed
+//	rediss-cluster://…                                           a cluster over TLS
+//
+// A cluster's seeds need not be all its nodes: the client learns the slot map from any
+// one of them. A cluster has only database 0. Options are go-redis's URL options
+// (ParseURL, ParseClusterURL).
+
+// Timeouts are the client settings a caller chooses; the URL's own options override them.
+type Timeouts struct {
+	Dial, Read, Write time.Duration
+	Retries           int
+}
+
+// ErrURL marks a TRAWL_REDIS_URL that cannot be used.
+var ErrURL = errors.New("redisx: bad Redis URL")
+
+// IsCluster reports whether raw names a Redis Cluster.
+func IsCluster(raw string) bool {
+	scheme, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		return false
+	}
+	if strings.HasSuffix(scheme, "-cluster") {
+		return true
+	}
+	return strings.Contains(hostPart(rest), ",")
+}
+
+// hostPart is the host list of a URL without its scheme: after the userinfo, before the
+// path or query.
+func hostPart(rest string) string {
+	if i := strings.IndexAny(rest, "/?"); i >= 0 {
+		rest = rest[:i]
+	}
+	if i := strings.LastIndex(rest, "@"); i >= 0 {
+		rest = rest[i+1:]
+	}
+	return rest
+}
+
+// Addrs returns the address (or the cluster's seed addresses) of raw, for messages: never
+// the password.
+func Addrs(raw string) string {
+	_, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		return raw
+	}
+	return hostPart(rest)
+}
+
+// Check reports whether raw is a usable TRAWL_REDIS_URL, without connecting.
+func Check(raw string) error {
+	_, _, err := parse(raw)
+	return err
+}
+
+// parse reads raw into the options of one server or of a cluster (exactly one is set).
+func parse(raw string) (*redis.Options, *redis.ClusterOptions, error) {
+	if Addrs(raw) == "" {
+		return nil, nil, fmt.Errorf("%w: %q has no host", ErrURL, raw)
+	}
+	if !IsCluster(raw) {
+		o, err := redis.ParseURL(raw)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w %q: %w", ErrURL, Addrs(raw), err)
+		}
+		return o, nil, nil
+	}
+	scheme, rest, _ := strings.Cut(raw, "://")
+	scheme = strings.TrimSuffix(scheme, "-cluster")
+	hosts := hostPart(rest)
+	userinfo := ""
+	if i := strings.Index(rest, hosts); i > 0 {
+		userinfo = rest[:i]
+	}
+	tail := rest[len(userinfo)+len(hosts):]
+	path, query, _ := strings.Cut(tail, "?")
+	if db := strings.Trim(path, "/"); db != "" && db != "0" {
+		return nil, nil, fmt.Errorf("%w %q: a Redis Cluster has only database 0, not %q", ErrURL, hosts, db)
+	}
+	var addrs []string
+	for _, h := range strings.Split(hosts, ",") {
+		if _, _, err := net.SplitHostPort(h); err != nil {
+			return nil, nil, fmt.Errorf("%w %q: cluster seed %q: want host:port: %w", ErrURL, hosts, h, err)
+		}
+		addrs = append(addrs, h)
+	}
+	q, err := url.ParseQuery(query)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w %q: options: %w", ErrURL, hosts, err)
+	}
+	for _, a := range addrs[1:] {
+		q.Add("addr", a)
+	}
+	o, err := redis.ParseClusterURL(scheme + "://" + userinfo + addrs[0] + "?" + q.Encode())
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w %q: %w", ErrURL, hosts, err)
+	}
+	return nil, o, nil
+}
+
+// Open returns a client for raw without connecting: a *redis.Client for one server, a
+// *redis.ClusterClient for a cluster. t applies where the URL does not set a value.
+func Open(raw string, t Timeouts) (redis.UniversalClient, error) {
+	single, cluster, err := parse(raw)
+	if err != nil {
+		return nil, err
+	}
+	or := func(v, d time.Duration) time.Duration {
+		if v == 0 {
+			return d
+		}
+		return v
+	}
+	if single != nil {
+		single.DialTimeout = or(single.DialTimeout, t.Dial)
+		single.ReadTimeout = or(single.ReadTimeout, t.Read)
+		single.WriteTimeout = or(single.WriteTimeout, t.Write)
+		if single.MaxRetries == 0 {
+			single.MaxRetries = t.Retries
+		}
+		return redis.NewClient(single), nil
+	}
+	cluster.DialTimeout = or(cluster.DialTimeout, t.Dial)
+	cluster.ReadTimeout = or(cluster.ReadTimeout, t.Read)
+	cluster.WriteTimeout = or(cluster.WriteTimeout, t.Write)
+	if cluster.MaxRetries == 0 {
+		cluster.MaxRetries = t.Retries
+	}
+	if cluster.ClusterStateReloadInterval == 0 {
+		cluster.ClusterStateReloadInterval = clusterReload
+	}
+	cc := redis.NewClusterClient(cluster)
+	cc.AddHook(reloadOnNetErr{cc})
+	return cc, nil
+}
+
+// clusterReload is how old the cluster client's slot map may be before a command reloads
+// it (CLUSTER SLOTS, in the background). go-redis's default, 60 s, would send the commands
+// of a failed-over master's slots to the dead node for up to a minute; a MOVED from a
+// promoted replica reloads at once, but a dead node answers nothing.
+const clusterReload = 2 * time.Second
+
+// reloadOnNetErr reloads the cluster client's slot map when a command or pipeline fails on
+// the network, so that the promoted replica of a crashed master is found as soon as the
+// cluster has failed it over, not at the next periodic reload.
+type reloadOnNetErr struct{ c *redis.ClusterClient }
+
+func (h reloadOnNetErr) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h reloadOnNetErr) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		h.check(ctx, err)
+		return err
+	}
+}
+
+func (h reloadOnNetErr) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		h.check(ctx, err)
+		return err
+	}
+}
+
+func (h reloadOnNetErr) check(ctx context.Context, err error) {
+	var ne net.Error
+	if errors.As(err, &ne) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, io.EOF) {
+		h.c.ReloadState(ctx)
+	}
+}
