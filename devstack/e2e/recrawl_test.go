@@ -23,7 +23,9 @@ const recrawlMin = time.Second
 // In adaptive mode the pipeline keeps fetching a site: its changing page more often than
 // its static ones, with validators that the site's 304s answer, a page that ignores them
 // judged by its text, and no page fetched sooner than TRAWL_RECRAWL_MIN after its last
-// fetch or closer to another request than the host's gap.
+// fetch or closer to another request than the host's gap. Sitemaps are on in adaptive
+// mode by default: the one robots.txt names is fetched, and fetched again, and the page
+// only it lists is crawled.
 func TestRecrawlAdaptive(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -65,6 +67,12 @@ func TestRecrawlAdaptive(t *testing.T) {
 	}
 	t.Logf("fetches by path: %v", counts)
 
+	if n := len(by[synthweb.RecrawlListed]); n < 1 {
+		t.Errorf("%s, listed only in the sitemap robots.txt names, fetched %d times, want at least once", synthweb.RecrawlListed, n)
+	}
+	if n := len(by[synthweb.RecrawlSitemap]); n < 2 {
+		t.Errorf("the sitemap was fetched %d times, want it recrawled like a page", n)
+	}
 	if c, s := counts[synthweb.RecrawlChanging], counts[synthweb.RecrawlStatic]; c < s+3 {
 		t.Errorf("the changing page was fetched %d times, the static one %d: want the changing page clearly more often", c, s)
 	}

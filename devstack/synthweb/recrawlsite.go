@@ -28,6 +28,10 @@ const (
 	// RecrawlIgnores sends an ETag but ignores If-None-Match, and its text carries a stamp
 	// of the second it was served: the same page but for one word.
 	RecrawlIgnores = "/ignores"
+	// RecrawlSitemap is the sitemap robots.txt names; it lists RecrawlListed alone.
+	RecrawlSitemap = "/sitemap.xml"
+	// RecrawlListed is a page no page links to: only the sitemap finds it.
+	RecrawlListed = "/listed"
 )
 
 // RecrawlPaths are the site's pages, home first.
@@ -152,7 +156,15 @@ func (s *RecrawlSite) serve(rw http.ResponseWriter, r *http.Request, now time.Ti
 	switch r.URL.RequestURI() {
 	case "/robots.txt":
 		h.Set("Content-Type", textType)
-		return http.StatusOK, []byte("User-agent: *\nAllow: /\n")
+		return http.StatusOK, []byte("User-agent: *\nAllow: /\nSitemap: " + s.origin + RecrawlSitemap + "\n")
+	case RecrawlSitemap:
+		h.Set("Content-Type", "application/xml")
+		return http.StatusOK, []byte(`<?xml version="1.0" encoding="UTF-8"?>
+<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"><url><loc>` + s.origin + RecrawlListed +
+			`</loc><lastmod>2026-01-02</lastmod><priority>0.8</priority></url></urlset>
+`)
+	case RecrawlListed:
+		return page("listed in the sitemap only", recrawlWords("listed", 200))
 	case "/":
 		return page("recrawl home", recrawlWords("home", 120), RecrawlPaths[1:]...)
 	case RecrawlChanging:
