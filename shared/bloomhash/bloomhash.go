@@ -19,11 +19,13 @@
 package bloomhash
 
 import (
+	"fmt"
 	"math"
 	"math/bits"
 
 	"github.com/cespare/xxhash/v2"
 
+	"github.com/trawl/trawl/shared/envconfig"
 	"github.com/trawl/trawl/shared/redisx"
 )
 
@@ -53,6 +55,18 @@ func LayerSize(n uint64, p float64, s int, r float64, i int) (ni uint64, pi floa
 
 // MaxParts bounds the sub-filters the seen filter is split into (TRAWL_BLOOM_PARTS).
 const MaxParts = 1024
+
+// LoadParts reads TRAWL_BLOOM_PARTS: dedup splits the filter so, and trawlctl finds a
+// URL's part by it.
+func LoadParts(r *envconfig.Reader) int { return r.Int("BLOOM_PARTS", 1) }
+
+// CheckParts reports a TRAWL_BLOOM_PARTS out of range.
+func CheckParts(parts int) error {
+	if parts < 1 || parts > MaxParts {
+		return fmt.Errorf("TRAWL_BLOOM_PARTS=%d: want 1..%d", parts, MaxParts)
+	}
+	return nil
+}
 
 // seed3 seeds the hash that picks a URL's part, independent of the two that place its
 // bits, so that the URLs of one part are spread over all of its bits.

@@ -4,9 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
+	"github.com/trawl/trawl/shared/natsx"
 	"github.com/trawl/trawl/shared/redisx"
 	"github.com/trawl/trawl/shared/topology"
 )
@@ -18,7 +22,19 @@ type Conn struct {
 	RedisURL    string // TRAWL_REDIS_URL
 	RedisPrefix string // TRAWL_REDIS_PREFIX: first part of every key; two crawls can share a Redis
 	Shards      int    // TRAWL_SHARDS: scheduler shards
+	// NATSAuth is what a NATS connection presents beyond its URL: TRAWL_NATS_CREDS,
+	// TRAWL_NATS_NKEY, TRAWL_NATS_TLS_CA, TRAWL_NATS_TLS_CERT, TRAWL_NATS_TLS_KEY.
+	NATSAuth natsx.Auth
+	// RedisTLS are a rediss:// connection's files: TRAWL_REDIS_TLS_CA,
+	// TRAWL_REDIS_TLS_CERT, TRAWL_REDIS_TLS_KEY.
+	RedisTLS redisx.TLSFiles
 }
+
+// NATSOptions are the nats.go options presenting NATSAuth (natsx.Connect takes them).
+func (c Conn) NATSOptions() ([]nats.Option, error) { return c.NATSAuth.Options() }
+
+// RedisOptions are the redisx options presenting RedisTLS (redisx.Connect takes them).
+func (c Conn) RedisOptions() []redisx.Option { return []redisx.Option{redisx.WithTLS(c.RedisTLS)} }
 
 // DefaultLeaseTTL is TRAWL_LEASE_TTL's default: how long a fetch task holds its host.
 const DefaultLeaseTTL = 2 * time.Minute
@@ -36,6 +52,18 @@ func LoadConn(r *Reader) Conn {
 		RedisURL:    r.String("REDIS_URL", "redis://127.0.0.1:6379/0"),
 		RedisPrefix: r.String("REDIS_PREFIX", "trawl"),
 		Shards:      r.Int("SHARDS", 1),
+		NATSAuth: natsx.Auth{
+			Creds:    r.String("NATS_CREDS", ""),
+			NKeySeed: r.String("NATS_NKEY", ""),
+			TLSCA:    r.String("NATS_TLS_CA", ""),
+			TLSCert:  r.String("NATS_TLS_CERT", ""),
+			TLSKey:   r.String("NATS_TLS_KEY", ""),
+		},
+		RedisTLS: redisx.TLSFiles{
+			CA:   r.String("REDIS_TLS_CA", ""),
+			Cert: r.String("REDIS_TLS_CERT", ""),
+			Key:  r.String("REDIS_TLS_KEY", ""),
+		},
 	}
 }
 
@@ -67,7 +95,42 @@ func (c Conn) Validate(flag func(variable string) string) error {
 	if c.Shards < 1 || c.Shards > MaxShards {
 		errs = append(errs, fmt.Errorf("%s=%d: want 1..%d", name("TRAWL_SHARDS"), c.Shards, MaxShards))
 	}
-	return errors.Join(errs...)
+	return errors.Join(append(errs, c.checkFiles()...)...)
+}
+
+// checkFiles reports credential and TLS files that are missing, unreadable or given
+// without their partner, naming the variable; what the files hold is checked on connect.
+func (c Conn) checkFiles() []error {
+	var errs []error
+	for _, f := range []struct{ name, path string }{
+		{"TRAWL_NATS_CREDS", c.NATSAuth.Creds}, {"TRAWL_NATS_NKEY", c.NATSAuth.NKeySeed},
+		{"TRAWL_NATS_TLS_CA", c.NATSAuth.TLSCA}, {"TRAWL_NATS_TLS_CERT", c.NATSAuth.TLSCert},
+		{"TRAWL_NATS_TLS_KEY", c.NATSAuth.TLSKey}, {"TRAWL_REDIS_TLS_CA", c.RedisTLS.CA},
+		{"TRAWL_REDIS_TLS_CERT", c.RedisTLS.Cert}, {"TRAWL_REDIS_TLS_KEY", c.RedisTLS.Key},
+	} {
+		if f.path == "" {
+			continue
+		}
+		file, err := os.Open(f.path)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", f.name, err))
+			continue
+		}
+		file.Close()
+	}
+	if c.NATSAuth.Creds != "" && c.NATSAuth.NKeySeed != "" {
+		errs = append(errs, errors.New("TRAWL_NATS_CREDS and TRAWL_NATS_NKEY: set one, not both"))
+	}
+	if (c.NATSAuth.TLSCert == "") != (c.NATSAuth.TLSKey == "") {
+		errs = append(errs, errors.New("TRAWL_NATS_TLS_CERT and TRAWL_NATS_TLS_KEY: set both or neither"))
+	}
+	if (c.RedisTLS.Cert == "") != (c.RedisTLS.Key == "") {
+		errs = append(errs, errors.New("TRAWL_REDIS_TLS_CERT and TRAWL_REDIS_TLS_KEY: set both or neither"))
+	}
+	if c.RedisTLS.Set() && !strings.HasPrefix(c.RedisURL, "rediss") {
+		errs = append(errs, errors.New("TRAWL_REDIS_TLS_*: set, but TRAWL_REDIS_URL is not a rediss:// (TLS) URL"))
+	}
+	return errs
 }
 
 // Common is the configuration every service reads. The pipeline settings (shards, lease,

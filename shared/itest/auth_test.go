@@ -114,3 +114,31 @@ func TestRedisCredentials(t *testing.T) {
 		})
 	}
 }
+
+// compose.yaml builds the URLs from TRAWL_NATS_USER, TRAWL_NATS_PASSWORD and
+// TRAWL_REDIS_PASSWORD, which are empty unless an operator sets them: an empty userinfo
+// must connect to a server that asks for no credentials.
+func TestEmptyCredentialsInURL(t *testing.T) {
+	t.Parallel()
+	srv, err := natsembed.Start(natsembed.Options{StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	rs := redisproc.StartT(t, redisproc.Options{Ephemeral: true})
+	ctx, cancel := context.WithTimeout(testwait.Context(t), 10*time.Second)
+	defer cancel()
+	nc, _, err := natsx.Connect(ctx, "nats://:@"+strings.TrimPrefix(srv.URL(), "nats://"), "itest", slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatalf("NATS with an empty userinfo: %v", err)
+	}
+	nc.Close()
+	rdb, err := redisx.Connect(ctx, "redis://:@"+rs.Addr()+"/0", slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatalf("Redis with an empty userinfo: %v", err)
+	}
+	defer rdb.Close()
+	if err := redisx.Ping(ctx, rdb); err != nil {
+		t.Fatal(err)
+	}
+}

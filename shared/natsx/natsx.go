@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/trawl/trawl/shared/tlsx"
 	"github.com/trawl/trawl/shared/topology"
 )
 
@@ -112,12 +113,14 @@ func Ensure(ctx context.Context, js jetstream.JetStream, o topology.Options, t t
 	}
 }
 
-// ErrRefused: the NATS server refused the connection's credentials (or their absence).
-var ErrRefused = errors.New("NATS refused the credentials (TRAWL_NATS_URL's user and password, TRAWL_NATS_CREDS)")
+// ErrRefused: the NATS server refused the connection's credentials (or their absence),
+// or the TLS handshake failed on a certificate, on either side.
+var ErrRefused = errors.New("NATS refused the credentials (TRAWL_NATS_URL's user and password, TRAWL_NATS_CREDS, TRAWL_NATS_NKEY, TRAWL_NATS_TLS_*)")
 
 func isRefused(err error) bool {
 	return errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) ||
-		(err != nil && strings.Contains(strings.ToLower(err.Error()), "authorization violation"))
+		(err != nil && strings.Contains(strings.ToLower(err.Error()), "authorization violation")) ||
+		tlsx.Refused(err)
 }
 
 // Redact returns a NATS URL list without the passwords in it, for messages.

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/trawl/trawl/shared/tlsx"
 )
 
 // Connect opens TRAWL_REDIS_URL (see Open) and waits until the server answers PING or ctx
@@ -19,8 +21,8 @@ import (
 // Cluster failover by the cluster client's reloading of the slot map on MOVED and
 // connection errors; callers gate their consumption on Ping so they do not spend message
 // deliveries while Redis is away.
-func Connect(ctx context.Context, url string, log *slog.Logger) (redis.UniversalClient, error) {
-	c, err := Open(url, Timeouts{Dial: 2 * time.Second, Read: 10 * time.Second, Write: 10 * time.Second, Retries: 3})
+func Connect(ctx context.Context, url string, log *slog.Logger, opts ...Option) (redis.UniversalClient, error) {
+	c, err := Open(url, Timeouts{Dial: 2 * time.Second, Read: 10 * time.Second, Write: 10 * time.Second, Retries: 3}, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -47,8 +49,9 @@ func Connect(ctx context.Context, url string, log *slog.Logger) (redis.Universal
 	}
 }
 
-// ErrRefused: Redis refused the connection's credentials (or their absence).
-var ErrRefused = errors.New("Redis refused the credentials (TRAWL_REDIS_URL's user and password)")
+// ErrRefused: Redis refused the connection's credentials (or their absence), or the TLS
+// handshake failed on a certificate, on either side.
+var ErrRefused = errors.New("Redis refused the credentials (TRAWL_REDIS_URL's user and password, TRAWL_REDIS_TLS_*)")
 
 // IsRefused reports an authentication refusal: a wrong user or password (WRONGPASS), none
 // given to a server that wants one (NOAUTH), or a user without the rights (NOPERM).
@@ -57,7 +60,8 @@ func IsRefused(err error) bool {
 		return false
 	}
 	msg := err.Error()
-	return strings.HasPrefix(msg, "WRONGPASS") || strings.HasPrefix(msg, "NOAUTH") || strings.HasPrefix(msg, "NOPERM")
+	return strings.HasPrefix(msg, "WRONGPASS") || strings.HasPrefix(msg, "NOAUTH") || strings.HasPrefix(msg, "NOPERM") ||
+		tlsx.Refused(err)
 }
 
 // ProbeKey is the key readiness checks write (with a 10 s TTL). A Redis at maxmemory

@@ -2,6 +2,7 @@ package redisx
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -122,10 +123,28 @@ func parse(raw string) (*redis.Options, *redis.ClusterOptions, error) {
 
 // Open returns a client for raw without connecting: a *redis.Client for one server, a
 // *redis.ClusterClient for a cluster. t applies where the URL does not set a value.
-func Open(raw string, t Timeouts) (redis.UniversalClient, error) {
+func Open(raw string, t Timeouts, opts ...Option) (redis.UniversalClient, error) {
 	single, cluster, err := parse(raw)
 	if err != nil {
 		return nil, err
+	}
+	var o openOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.tls.Set() {
+		var cfg *tls.Config
+		if single != nil {
+			cfg = single.TLSConfig
+		} else {
+			cfg = cluster.TLSConfig
+		}
+		if cfg == nil {
+			return nil, fmt.Errorf("%w: TLS files given for %s, which is not a rediss:// URL", ErrURL, Addrs(raw))
+		}
+		if err := o.tls.apply(cfg); err != nil {
+			return nil, err
+		}
 	}
 	or := func(v, d time.Duration) time.Duration {
 		if v == 0 {

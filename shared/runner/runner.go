@@ -118,7 +118,11 @@ func Start(ctx context.Context, name string, c envconfig.Common, log *slog.Logge
 			err = fmt.Errorf("%s: %w", name, err)
 		}
 	}()
-	if r.NC, r.JS, err = natsx.Connect(ctx, c.NATSURL, "trawl-"+name, log); err != nil {
+	natsOpts, err := c.NATSOptions()
+	if err != nil {
+		return nil, err
+	}
+	if r.NC, r.JS, err = natsx.Connect(ctx, c.NATSURL, "trawl-"+name, log, natsOpts...); err != nil {
 		return nil, err
 	}
 	if err = natsx.Ensure(ctx, r.JS, r.Topology, c.Timings(), log); err != nil {
@@ -131,7 +135,7 @@ func Start(ctx context.Context, name string, c envconfig.Common, log *slog.Logge
 	}
 	checks := map[string]obs.Check{"nats": r.natsReady}
 	if o.redis {
-		if r.Redis, err = redisx.Connect(ctx, c.RedisURL, log); err != nil {
+		if r.Redis, err = redisx.Connect(ctx, c.RedisURL, log, c.RedisOptions()...); err != nil {
 			return nil, err
 		}
 		if r.Crawl, err = crawlid.Open(ctx, r.JS, r.Redis, c, log); err != nil {

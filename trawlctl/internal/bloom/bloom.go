@@ -28,7 +28,8 @@ var (
 )
 
 // Meta is the filter's parameters and layers as dedup stores them in
-// <prefix>:{dedup}:bloom:meta: the configured capacity n, rate p, growth and tightening,
+// <prefix>:{<tag>}:bloom:meta (tag from Tag; {dedup} for a filter of one part): the
+// part's capacity n, rate p, growth and tightening,
 // then "layers" and one "layer:<i>" = "<n> <m> <k> <keys>" per layer, oldest first.
 type Meta struct {
 	Capacity uint64  `json:"n"`
@@ -38,6 +39,8 @@ type Meta struct {
 	KeyBits  uint64  `json:"key_bits"`
 	Hash     string  `json:"hash"`
 	Layers   []Layer `json:"layers"`
+	// Parts is how many parts the filter was made in (its "parts" field; none = 1).
+	Parts int `json:"parts"`
 }
 
 // Layer is one plain Bloom filter of the stack.
@@ -57,12 +60,16 @@ func (m Meta) Positions(dst []Pos, l Layer, url string) []Pos {
 	return bloomhash.Positions(dst, url, l.M, l.K, m.KeyBits)
 }
 
-// MetaKey and BitmapKey name the filter's keys under the deployment prefix.
-func MetaKey(prefix string) string { return prefix + ":{dedup}:bloom:meta" }
+// Tag is the hash tag of the part of a filter split into parts (TRAWL_BLOOM_PARTS) that
+// holds url: each part is a filter of its own, with its own meta hash and bitmaps.
+func Tag(url string, parts int) string { return bloomhash.Tag(bloomhash.Part(url, parts), parts) }
 
-// BitmapKey is the name of bitmap j of layer i.
-func BitmapKey(prefix string, i int, j uint32) string {
-	return prefix + ":{dedup}:bloom:" + strconv.Itoa(i) + ":" + strconv.FormatUint(uint64(j), 10)
+// MetaKey names a part's meta hash under the deployment prefix (tag from Tag).
+func MetaKey(prefix, tag string) string { return prefix + ":{" + tag + "}:bloom:meta" }
+
+// BitmapKey is the name of bitmap j of layer i of a part.
+func BitmapKey(prefix, tag string, i int, j uint32) string {
+	return prefix + ":{" + tag + "}:bloom:" + strconv.Itoa(i) + ":" + strconv.FormatUint(uint64(j), 10)
 }
 
 // MaxLayers bounds the layers read, as dedup bounds those it adds.
@@ -92,6 +99,10 @@ func ParseMeta(h map[string]string) (Meta, error) {
 	m.Capacity, m.KeyBits, m.Growth = u("n"), u("key_bits"), int(u("growth"))
 	m.FPRate, m.Tighten, m.Hash = f("p"), f("tighten"), h["hash"]
 	layers := int(u("layers"))
+	m.Parts = 1
+	if _, ok := h["parts"]; ok {
+		m.Parts = int(u("parts"))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return m, fmt.Errorf("%w: %w", ErrMeta, err)
 	}
@@ -116,24 +127,24 @@ func ParseMeta(h map[string]string) (Meta, error) {
 	return m, nil
 }
 
-// ReadMeta reads and checks the filter's parameters.
-func ReadMeta(ctx context.Context, c redis.Cmdable, prefix string) (Meta, error) {
-	h, err := c.HGetAll(ctx, MetaKey(prefix)).Result()
+// ReadMeta reads and checks the parameters of the part tagged tag.
+func ReadMeta(ctx context.Context, c redis.Cmdable, prefix, tag string) (Meta, error) {
+	h, err := c.HGetAll(ctx, MetaKey(prefix, tag)).Result()
 	if err != nil {
-		return Meta{}, fmt.Errorf("bloom: read %s: %w", MetaKey(prefix), err)
+		return Meta{}, fmt.Errorf("bloom: read %s: %w", MetaKey(prefix, tag), err)
 	}
 	return ParseMeta(h)
 }
 
-// Test reports, per layer, which of url's bits are set (one pipeline of GETBITs for all
-// layers), and whether all bits of some layer are: the filter's "seen" answer, which may
-// be a false positive.
-func (m Meta) Test(ctx context.Context, c redis.Cmdable, prefix, url string) (bits [][]bool, seen bool, err error) {
+// Test reports, per layer of the part tagged tag (which must be url's), which of url's
+// bits are set (one pipeline of GETBITs for all layers), and whether all bits of some
+// layer are: the filter's "seen" answer, which may be a false positive.
+func (m Meta) Test(ctx context.Context, c redis.Cmdable, prefix, tag, url string) (bits [][]bool, seen bool, err error) {
 	cmds := make([][]*redis.IntCmd, len(m.Layers))
 	_, err = c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, l := range m.Layers {
 			for _, ps := range m.Positions(nil, l, url) {
-				cmds[i] = append(cmds[i], p.GetBit(ctx, BitmapKey(prefix, i, ps.Key), int64(ps.Offset)))
+				cmds[i] = append(cmds[i], p.GetBit(ctx, BitmapKey(prefix, tag, i, ps.Key), int64(ps.Offset)))
 			}
 		}
 		return nil

@@ -51,13 +51,13 @@ func runExplain(ctx context.Context, e *env, args []string) error {
 		return fmt.Errorf("invalid URL %q: %w", fs.Arg(0), err)
 	}
 	o := inspect.Options{
-		Prefix: e.cfg.RedisPrefix, Shards: e.cfg.Shards, FrontQueues: e.cfg.FrontQueues,
+		Prefix: e.cfg.RedisPrefix, Shards: e.cfg.Shards, BloomParts: e.cfg.BloomParts, FrontQueues: e.cfg.FrontQueues,
 		Agent: e.cfg.RobotsAgent, MaxDepth: e.cfg.MaxDepth, MaxURLLength: e.cfg.MaxURLLength,
 		ScanLimit: *scanLimit,
 	}
 	// Validate compiled them already; this cannot fail.
 	o.Include, o.Exclude, _ = e.cfg.Regexps()
-	rdb, err := conn.Redis(ctx, e.cfg.RedisURL)
+	rdb, err := conn.Redis(ctx, e.cfg.Conn)
 	if err != nil {
 		return err
 	}
@@ -80,7 +80,7 @@ func runExplain(ctx context.Context, e *env, args []string) error {
 // explainRecrawl adds the URL's recrawl history, read from CRAWL_RECRAWL by the URL's
 // subject. NATS is asked only for this part: a report without it still says the rest.
 func explainRecrawl(ctx context.Context, e *env, r *inspect.Report) {
-	nc, js, err := conn.NATS(ctx, e.cfg.NATSURL)
+	nc, js, err := conn.NATS(ctx, e.cfg.Conn)
 	if err != nil {
 		r.RecrawlNote = "unknown: " + err.Error()
 		return

@@ -51,7 +51,7 @@ func runPause(ctx context.Context, e *env, c *command, args []string, pause bool
 	default:
 		shards = append(shards, *shard)
 	}
-	rdb, err := conn.Redis(ctx, e.cfg.RedisURL)
+	rdb, err := conn.Redis(ctx, e.cfg.Conn)
 	if err != nil {
 		return err
 	}

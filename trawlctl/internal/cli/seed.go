@@ -73,7 +73,7 @@ func runSeed(ctx context.Context, e *env, args []string) error {
 	if *depth > e.cfg.MaxDepth {
 		e.infof("note: depth %d is beyond TRAWL_MAX_DEPTH=%d: the frontier will count these seeds out of scope", *depth, e.cfg.MaxDepth)
 	}
-	nc, js, err := conn.NATS(ctx, e.cfg.NATSURL)
+	nc, js, err := conn.NATS(ctx, e.cfg.Conn)
 	if err != nil {
 		return err
 	}

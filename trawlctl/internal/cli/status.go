@@ -40,12 +40,12 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 	if *interval <= 0 || *sample < 0 {
 		return usagef("-interval must be positive and -sample not negative")
 	}
-	rdb, err := conn.Redis(ctx, e.cfg.RedisURL)
+	rdb, err := conn.Redis(ctx, e.cfg.Conn)
 	if err != nil {
 		return err
 	}
 	defer rdb.Close()
-	nc, js, err := conn.NATS(ctx, e.cfg.NATSURL)
+	nc, js, err := conn.NATS(ctx, e.cfg.Conn)
 	if err != nil {
 		return err
 	}

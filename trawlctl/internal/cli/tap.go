@@ -46,7 +46,7 @@ func runTap(ctx context.Context, e *env, args []string) error {
 		return usagef("-n %d: want at least 0", o.Count)
 	}
 	o.Subject = fs.Arg(0)
-	nc, js, err := conn.NATS(ctx, e.cfg.NATSURL)
+	nc, js, err := conn.NATS(ctx, e.cfg.Conn)
 	if err != nil {
 		return err
 	}

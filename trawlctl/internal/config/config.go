@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/trawl/trawl/shared/bloomhash"
 	"github.com/trawl/trawl/shared/crawlscope"
 	"github.com/trawl/trawl/shared/envconfig"
 	"github.com/trawl/trawl/shared/frontierconf"
@@ -22,6 +23,7 @@ type Config struct {
 	RobotsAgent string // TRAWL_ROBOTS_AGENT: the token the fetchers match robots.txt with
 	UserAgent   string // TRAWL_USER_AGENT: the User-Agent header of robots check's fetch
 	MaxDepth    int    // TRAWL_MAX_DEPTH
+	BloomParts  int    // TRAWL_BLOOM_PARTS: the parts dedup split the seen filter into
 	// Settings are the parser's scope settings, which explain applies.
 	crawlscope.Settings
 }
@@ -34,6 +36,7 @@ func Load(r *envconfig.Reader) Config {
 		RobotsAgent: robots.LoadAgent(r),
 		UserAgent:   robots.LoadUserAgent(r),
 		MaxDepth:    frontierconf.LoadMaxDepth(r),
+		BloomParts:  bloomhash.LoadParts(r),
 		Settings:    crawlscope.Load(r),
 	}
 }
@@ -53,6 +56,9 @@ func (c Config) Validate() error {
 		}
 	}
 	if err := robots.CheckAgent(c.RobotsAgent); err != nil {
+		errs = append(errs, err)
+	}
+	if err := bloomhash.CheckParts(c.BloomParts); err != nil {
 		errs = append(errs, err)
 	}
 	if err := robots.CheckUserAgent(c.UserAgent); err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/trawl/trawl/shared/envconfig"
 	"github.com/trawl/trawl/shared/natsx"
 	"github.com/trawl/trawl/shared/redisx"
 )
@@ -23,14 +24,20 @@ const Timeout = 3 * time.Second
 // ErrUnreachable marks a server that could not be reached.
 var ErrUnreachable = errors.New("unreachable")
 
-// NATS connects to url and returns the connection and its JetStream context.
-func NATS(ctx context.Context, url string) (*nats.Conn, jetstream.JetStream, error) {
+// NATS connects to c's TRAWL_NATS_URL, with its credentials, and returns the connection
+// and its JetStream context.
+func NATS(ctx context.Context, c envconfig.Conn) (*nats.Conn, jetstream.JetStream, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
 	}
-	nc, err := nats.Connect(url, nats.Name("trawlctl"), nats.Timeout(Timeout),
+	auth, err := c.NATSOptions()
+	if err != nil {
+		return nil, nil, err
+	}
+	url := c.NATSURL
+	nc, err := nats.Connect(url, append([]nats.Option{nats.Name("trawlctl"), nats.Timeout(Timeout),
 		// A tool's session is short: give up on a lost server rather than hang.
-		nats.MaxReconnects(5), nats.ReconnectWait(250*time.Millisecond))
+		nats.MaxReconnects(5), nats.ReconnectWait(250 * time.Millisecond)}, auth...)...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("NATS at %s %w: %v", natsx.Redact(url), ErrUnreachable, err)
 	}
@@ -42,10 +49,11 @@ func NATS(ctx context.Context, url string) (*nats.Conn, jetstream.JetStream, err
 	return nc, js, nil
 }
 
-// Redis connects to TRAWL_REDIS_URL (one server or a cluster, redisx.Open) and checks
-// that the server answers.
-func Redis(ctx context.Context, url string) (redis.UniversalClient, error) {
-	c, err := redisx.Open(url, redisx.Timeouts{Dial: Timeout, Read: 10 * time.Second, Write: 10 * time.Second, Retries: 1})
+// Redis connects to c's TRAWL_REDIS_URL (one server or a cluster, redisx.Open), with its
+// TLS files, and checks that the server answers.
+func Redis(ctx context.Context, cc envconfig.Conn) (redis.UniversalClient, error) {
+	url := cc.RedisURL
+	c, err := redisx.Open(url, redisx.Timeouts{Dial: Timeout, Read: 10 * time.Second, Write: 10 * time.Second, Retries: 1}, cc.RedisOptions()...)
 	if err != nil {
 		return nil, err
 	}

@@ -32,6 +32,7 @@ import (
 type Options struct {
 	Prefix       string
 	Shards       int
+	BloomParts   int // TRAWL_BLOOM_PARTS: the seen filter's parts, as dedup made it; 0 = 1
 	FrontQueues  int // F; 0 = probe every queue a scheduler may have (64)
 	Agent        string
 	MaxDepth     int
@@ -202,7 +203,7 @@ func Explain(ctx context.Context, rdb redis.UniversalClient, o Options, rawURL s
 		fqLen                    = make([]*redis.IntCmd, o.FrontQueues)
 	)
 	_, err = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		meta = p.HGetAll(ctx, bloom.MetaKey(o.Prefix))
+		meta = p.HGetAll(ctx, bloom.MetaKey(o.Prefix, bloom.Tag(norm, o.BloomParts)))
 		robotsRaw = p.Get(ctx, robotsKey)
 		robotsTTL = p.PTTL(ctx, robotsKey)
 		active = p.HExists(ctx, ks.Hosts(), r.Host)
@@ -223,7 +224,7 @@ func Explain(ctx context.Context, rdb redis.UniversalClient, o Options, rawURL s
 		return nil, fmt.Errorf("explain: redis: %w", err)
 	}
 
-	if err := r.seen(ctx, rdb, o.Prefix, meta.Val()); err != nil {
+	if err := r.seen(ctx, rdb, o.Prefix, max(1, o.BloomParts), meta.Val()); err != nil {
 		return nil, err
 	}
 	r.robots(robotsKey, robotsRaw, robotsTTL, o.Agent)
@@ -291,17 +292,23 @@ func Explain(ctx context.Context, rdb redis.UniversalClient, o Options, rawURL s
 	return r, nil
 }
 
-func (r *Report) seen(ctx context.Context, rdb redis.UniversalClient, prefix string, h map[string]string) error {
+func (r *Report) seen(ctx context.Context, rdb redis.UniversalClient, prefix string, parts int, h map[string]string) error {
+	tag := bloom.Tag(r.URL, parts)
 	m, err := bloom.ParseMeta(h)
 	switch {
 	case errors.Is(err, bloom.ErrNoFilter):
-		r.Seen = SeenReport{State: "unknown", Detail: "no Bloom filter under " + bloom.MetaKey(prefix) + " (dedup has not started with this TRAWL_REDIS_PREFIX)"}
+		r.Seen = SeenReport{State: "unknown", Detail: fmt.Sprintf("no Bloom filter under %s (dedup has not started with this TRAWL_REDIS_PREFIX, "+
+			"or with another TRAWL_BLOOM_PARTS than %d)", bloom.MetaKey(prefix, tag), parts)}
 		return nil
 	case err != nil:
 		r.Seen = SeenReport{State: "unknown", Detail: err.Error()}
 		return nil
+	case m.Parts != parts:
+		r.Seen = SeenReport{State: "unknown", Detail: fmt.Sprintf("the Bloom filter under %s is made of %d parts, TRAWL_BLOOM_PARTS says %d: set it as dedup has it",
+			bloom.MetaKey(prefix, tag), m.Parts, parts)}
+		return nil
 	}
-	bits, seen, err := m.Test(ctx, rdb, prefix, r.URL)
+	bits, seen, err := m.Test(ctx, rdb, prefix, tag, r.URL)
 	if err != nil {
 		return fmt.Errorf("explain: %w", err)
 	}

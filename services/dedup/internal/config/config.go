@@ -56,7 +56,7 @@ func Load(r *envconfig.Reader) (Config, error) {
 			KeyBits:  uint64(max(0, r.Int("BLOOM_KEY_BITS", 1<<31))),
 			Growth:   r.Int("BLOOM_GROWTH", bloom.DefaultGrowth),
 			Tighten:  r.Float("BLOOM_TIGHTEN", bloom.DefaultTighten),
-			Parts:    r.Int("BLOOM_PARTS", 1),
+			Parts:    bloomhash.LoadParts(r),
 		},
 		MemoTrimInterval: r.Duration("DEDUP_MEMO_TRIM_INTERVAL", 30*time.Second),
 		MaxDepth:         frontierconf.LoadMaxDepth(r),
@@ -91,8 +91,8 @@ func (c Config) Validate() error {
 	if !(p.Tighten > 0 && p.Tighten < 1) {
 		errs = append(errs, fmt.Errorf("TRAWL_BLOOM_TIGHTEN=%v: want 0 < r < 1", p.Tighten))
 	}
-	if p.Parts < 1 || p.Parts > bloomhash.MaxParts {
-		errs = append(errs, fmt.Errorf("TRAWL_BLOOM_PARTS=%d: want 1..%d", p.Parts, bloomhash.MaxParts))
+	if err := bloomhash.CheckParts(p.Parts); err != nil {
+		errs = append(errs, err)
 	}
 	if errors.Join(errs[1:]...) == nil {
 		// The individual values are fine; check what they imply (number of keys, k).
