@@ -171,8 +171,10 @@ func (c *Cluster) WaitReady(ctx context.Context) error {
 				break
 			}
 			if leader {
-				if led = peers >= running; !led {
-					last = fmt.Sprintf("the meta leader (node %d) sees %d of %d JetStream peers online", i, peers, running)
+				// Exactly: a stopped node the leader still counts online would be given
+				// replicas that can never elect a leader.
+				if led = peers == running; !led {
+					last = fmt.Sprintf("the meta leader (node %d) sees %d JetStream peers online, want the %d running", i, peers, running)
 				}
 			}
 		}
