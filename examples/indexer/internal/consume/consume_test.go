@@ -83,7 +83,12 @@ func runUntil(t *testing.T, js jetstream.JetStream, store *index.Store, done fun
 		if time.Now().After(deadline) {
 			t.Fatalf("consumer did not get there: %+v", last)
 		}
-		time.Sleep(10 * time.Millisecond)
+		select {
+		case err := <-result:
+			// Run ended before the condition: say why instead of waiting out the deadline.
+			t.Fatalf("consumer stopped early at %+v: %v", last, err)
+		case <-time.After(10 * time.Millisecond):
+		}
 	}
 	cancel()
 	select {
