@@ -40,23 +40,29 @@ func keysPerMaster(t *testing.T, c *redis.ClusterClient, pattern string) []int {
 	return out
 }
 
+// clusterSeen starts a Redis Cluster and a seen tester over a filter in clusterParts parts.
+func clusterSeen(t *testing.T) (*rediscluster.Cluster, *redis.ClusterClient, bloom.Parts, *seen.Store) {
+	t.Helper()
+	cl := rediscluster.StartT(t, rediscluster.Options{})
+	c := cl.Client(t)
+	parts, err := bloom.NewParts("trawl", bloom.Params{Capacity: 120_000, FPRate: 0.001, KeyBits: 1 << 20, Parts: clusterParts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := parts.Init(testwait.Context(t), c); err != nil {
+		t.Fatal(err)
+	}
+	return cl, c, parts, seen.NewParts(c, parts)
+}
+
 // On a Redis Cluster the seen filter and its memos are spread over every master, each
 // part's script keeps its keys in one slot (a CROSSSLOT would fail the call), the seen
 // test is exact across parts, a redelivery is answered from the memos of every part it
 // touches, and Forget and Trim reach every part.
 func TestSeenOnRedisCluster(t *testing.T) {
 	t.Parallel()
-	cl := rediscluster.StartT(t, rediscluster.Options{})
-	c := cl.Client(t)
+	_, c, _, s := clusterSeen(t)
 	ctx := testwait.Context(t)
-	parts, err := bloom.NewParts("trawl", bloom.Params{Capacity: 120_000, FPRate: 0.001, KeyBits: 1 << 20, Parts: clusterParts})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := parts.Init(ctx, c); err != nil {
-		t.Fatal(err)
-	}
-	s := seen.NewParts(c, parts)
 
 	first := urls("cl", 0, 3000)
 	msgs := []seen.Message{msg("A:1", first[:1500]...), msg("A:2", first[1000:]...)}
@@ -108,17 +114,8 @@ func TestSeenOnRedisCluster(t *testing.T) {
 // new a second time: the bound docs/architecture.md states.
 func TestSeenSurvivesMasterFailover(t *testing.T) {
 	t.Parallel()
-	cl := rediscluster.StartT(t, rediscluster.Options{})
-	c := cl.Client(t)
+	cl, c, parts, s := clusterSeen(t)
 	ctx := testwait.Context(t)
-	parts, err := bloom.NewParts("trawl", bloom.Params{Capacity: 120_000, FPRate: 0.001, KeyBits: 1 << 20, Parts: clusterParts})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := parts.Init(ctx, c); err != nil {
-		t.Fatal(err)
-	}
-	s := seen.NewParts(c, parts)
 	before := urls("fo", 0, 2000)
 	if _, err := s.TestAndSet(ctx, []seen.Message{msg("A:1", before...)}); err != nil {
 		t.Fatal(err)
