@@ -162,6 +162,9 @@ func TestComposeClusterServices(t *testing.T) {
 			if n, err := strconv.Atoi(env(s, "TRAWL_BLOOM_PARTS")); err != nil || n < 2 {
 				t.Errorf("TRAWL_BLOOM_PARTS %q: the seen filter would sit on one master", env(s, "TRAWL_BLOOM_PARTS"))
 			}
+			if n, err := strconv.Atoi(env(s, "TRAWL_CONTENT_PARTS")); err != nil || n < 2 {
+				t.Errorf("TRAWL_CONTENT_PARTS %q: the content-dedup index would sit on one master", env(s, "TRAWL_CONTENT_PARTS"))
+			}
 			if env(s, "TRAWL_REDIS_WAIT") == "" || env(s, "TRAWL_REDIS_WAIT") == "0" {
 				t.Error("TRAWL_REDIS_WAIT unset: a master's failover could lose frontier adds and leases")
 			}

@@ -37,6 +37,7 @@ func TestCrawlOnClusters(t *testing.T) {
 			"TRAWL_SHARDS":          "2",
 			"TRAWL_STREAM_REPLICAS": "3",
 			"TRAWL_BLOOM_PARTS":     "6",
+			"TRAWL_CONTENT_PARTS":   "6",
 			"TRAWL_REDIS_WAIT":      "250ms",
 		},
 		Replicas: map[string]int{"scheduler": 2, "fetcher": 3},

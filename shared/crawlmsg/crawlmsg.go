@@ -289,6 +289,10 @@ type Outcome struct {
 	DurationMs int64   `json:"duration_ms,omitempty"` // request time to last body byte
 	Bytes      int64   `json:"bytes,omitempty"`
 	CrawlDelay float64 `json:"crawl_delay,omitempty"` // seconds, from the host's robots.txt (uncapped)
+	// Robots says the task fetched the host's robots.txt first and then, the host's gap
+	// after it having passed already, made the URL's own request or decision: CrawlDelay is
+	// the fresh file's (0 = none), as in a robots outcome.
+	Robots     bool    `json:"robots,omitempty"`
 	RetryAfter float64 `json:"retry_after,omitempty"` // seconds, from a 429/503 Retry-After header
 	Location   string  `json:"location,omitempty"`    // normalised redirect target for 3xx
 	// Addr is the server address the task's request went to, or would have gone to (a

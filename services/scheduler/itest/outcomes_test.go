@@ -331,6 +331,15 @@ func TestCappedCrawlDelayReportedOnce(t *testing.T) {
 			return o
 		}
 	}
+	// A task that fetched robots.txt and then its URL carries the fresh file's Crawl-delay,
+	// none included, as a robots outcome does.
+	afterRobots := func(kind crawlmsg.OutcomeKind, cd float64) func(crawlmsg.FetchTask) crawlmsg.Outcome {
+		return func(tk crawlmsg.FetchTask) crawlmsg.Outcome {
+			o := with(kind, cd)(tk)
+			o.Robots, o.Requested = true, true
+			return o
+		}
+	}
 	now := t0
 	for i, tc := range []struct {
 		answer      func(crawlmsg.FetchTask) crawlmsg.Outcome
@@ -345,6 +354,10 @@ func TestCappedCrawlDelayReportedOnce(t *testing.T) {
 		{with(crawlmsg.OutcomeFetched, 20), false, false, 20 * time.Second},
 		{with(crawlmsg.OutcomeDisallowed, 3600), false, true, 0},
 		{with(crawlmsg.OutcomeFetched, 3600), true, false, 30 * time.Second},
+		{afterRobots(crawlmsg.OutcomeFetched, 0), false, false, time.Second},
+		{with(crawlmsg.OutcomeFetched, 0), false, false, time.Second},
+		{afterRobots(crawlmsg.OutcomeDisallowed, 20), false, false, 20 * time.Second},
+		{with(crawlmsg.OutcomeFetched, 0), false, false, 20 * time.Second},
 	} {
 		ap := f.step(now, tc.answer)
 		if ap.CrawlDelayCapped != tc.capped || ap.NewCappedCrawlDelay != tc.new {

@@ -81,6 +81,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Service, 
 	}
 	if cfg.Revisits {
 		s.digs = newDigests(s.run.Redis, cfg.Common.RedisPrefix)
+		if _, err = s.digs.migrate(ctx, log); err != nil {
+			return nil, err
+		}
 	}
 	if s.cons, err = s.js.CreateOrUpdateConsumer(ctx, topology.StreamPages, topology.ArchiverConsumer(cfg.Common.Timings())); err != nil {
 		return nil, fmt.Errorf("archiver: consumer %s/%s: %w", topology.StreamPages, topology.ConsumerArchiver, err)

@@ -14,6 +14,7 @@ type metrics struct {
 	blocked         prometheus.Counter
 	expired         prometheus.Counter
 	robotsDeferred  prometheus.Counter
+	robotsThenPage  prometheus.Counter
 	serverBusy      prometheus.Counter
 	terminated      *prometheus.CounterVec // reason: permanent
 	outcomes        *prometheus.CounterVec // kind: crawlmsg.OutcomeKind
@@ -54,6 +55,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		robotsDeferred: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "trawl_fetcher_robots_deferred_total", Help: "Tasks deferred without a request because their robots.txt redirects to another host inside its gap.",
 		}),
+		robotsThenPage: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "trawl_fetcher_robots_then_url_total", Help: "Tasks that fetched robots.txt and then went on to their own URL in the same task, the host's gap after robots.txt having passed already (no delay set).",
+		}),
 		serverBusy: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "trawl_fetcher_server_busy_total", Help: "Requests not made because their server address was busy (TRAWL_POLITENESS=ip); each task ended server-busy, or a robots.txt chain stopped at that hop.",
 		}),
@@ -91,7 +95,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.sitemaps = newSitemapsMetric()
 	m.sitemaps.WithLabelValues("robots")
 	m.sitemaps.WithLabelValues("default")
-	reg.MustRegister(m.sitemaps, m.dnsLookups, m.pages, m.bytes, m.duration, m.robotsDecisions, m.robotsFetches, m.inflight,
+	reg.MustRegister(m.sitemaps, m.dnsLookups, m.pages, m.bytes, m.duration, m.robotsDecisions, m.robotsFetches, m.robotsThenPage, m.inflight,
 		m.blocked, m.expired, m.robotsDeferred, m.serverBusy, m.terminated, m.outcomes, m.outcomeBatches, m.publishFailures, m.publishRetries, m.tooLarge, m.bodiesByRef, m.paused)
 	return m
 }

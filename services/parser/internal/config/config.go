@@ -40,6 +40,7 @@ type Config struct {
 	NearDupDistance  int  // TRAWL_NEAR_DUP_DISTANCE: SimHash bits within which texts are near duplicates
 	NearDupMinWords  int  // TRAWL_NEAR_DUP_MIN_WORDS: fewer words are too few for a near-duplicate lookup
 	NearDupBucketCap int  // TRAWL_NEAR_DUP_BUCKET_CAP: most originals per SimHash band bucket
+	ContentParts     int  // TRAWL_CONTENT_PARTS: partitions of the index, each in its own cluster slot
 
 	// TRAWL_EMBEDS: auto, on or off: find and publish page requisites.
 	Embeds string
@@ -74,6 +75,7 @@ func Load(r *envconfig.Reader) (Config, error) {
 		NearDupDistance:  r.Int("NEAR_DUP_DISTANCE", simhash.MaxDistance),
 		NearDupMinWords:  r.Int("NEAR_DUP_MIN_WORDS", 20),
 		NearDupBucketCap: r.Int("NEAR_DUP_BUCKET_CAP", 64),
+		ContentParts:     r.Int("CONTENT_PARTS", 1),
 		Embeds:           strings.ToLower(strings.TrimSpace(r.String("EMBEDS", EmbedsAuto))),
 		MaxEmbedHops:     r.Int("MAX_EMBED_HOPS", 2),
 		EmbedScope:       strings.ToLower(strings.TrimSpace(r.String("EMBED_SCOPE", string(scope.EmbedAny)))),
@@ -131,6 +133,9 @@ func (c Config) Validate() error {
 	if c.NearDupBucketCap < 1 || c.NearDupBucketCap > contentdup.MaxBucketCap {
 		bad("TRAWL_NEAR_DUP_BUCKET_CAP=%d: want 1..%d", c.NearDupBucketCap, contentdup.MaxBucketCap)
 	}
+	if c.ContentParts < 1 || c.ContentParts > contentdup.MaxParts {
+		bad("TRAWL_CONTENT_PARTS=%d: want 1..%d", c.ContentParts, contentdup.MaxParts)
+	}
 	if c.Common.Recrawl == envconfig.RecrawlAdaptive {
 		errs = append(errs, c.Recrawl.Validate())
 	}
@@ -185,5 +190,5 @@ func (c Config) ScopeConfig(maxBatchBytes int) (scope.Config, error) {
 
 // ContentDedupOptions returns the duplicate index's options.
 func (c Config) ContentDedupOptions() contentdup.Options {
-	return contentdup.Options{MaxDistance: c.NearDupDistance, BucketCap: c.NearDupBucketCap}
+	return contentdup.Options{MaxDistance: c.NearDupDistance, BucketCap: c.NearDupBucketCap, Parts: c.ContentParts}
 }

@@ -23,7 +23,7 @@ func TestDefaults(t *testing.T) {
 		Common: c.Common, MaxDepth: 20, Settings: crawlscope.Settings{Scope: "any", MaxURLLength: 2048}, MaxOutlinks: 1000,
 		MaxTextBytes: 256 << 10, ParseConcurrency: runtime.GOMAXPROCS(0), ParseBatch: 32,
 		ParseInFlight: 4, RobotsAgent: "trawl",
-		ContentDedup: true, NearDupDistance: 3, NearDupMinWords: 20, NearDupBucketCap: 64,
+		ContentDedup: true, NearDupDistance: 3, NearDupMinWords: 20, NearDupBucketCap: 64, ContentParts: 1,
 		Embeds: "auto", MaxEmbedHops: 2, EmbedScope: "any",
 		SitemapMaxURLs: 50000, SitemapMaxBytes: 50 << 20,
 		Recrawl: recrawl.Defaults,
@@ -48,12 +48,15 @@ func TestLoadAndValidate(t *testing.T) {
 			"TRAWL_MAX_TEXT_BYTES": "64KiB", "TRAWL_INCLUDE": `^https://example\.com/`, "TRAWL_EXCLUDE": `\.pdf$`,
 			"TRAWL_PARSE_CONCURRENCY": "4", "TRAWL_PARSE_BATCH": "8", "TRAWL_ROBOTS_AGENT": "MyBot",
 			"TRAWL_CONTENT_DEDUP": "false", "TRAWL_NEAR_DUP_DISTANCE": "0", "TRAWL_NEAR_DUP_MIN_WORDS": "50", "TRAWL_NEAR_DUP_BUCKET_CAP": "4096",
+			"TRAWL_CONTENT_PARTS": "1024",
 		}},
 		{name: "unreadable dedup switch", env: map[string]string{"TRAWL_CONTENT_DEDUP": "maybe"}, loadErr: "TRAWL_CONTENT_DEDUP"},
 		{name: "near-dup distance beyond the bands", env: map[string]string{"TRAWL_NEAR_DUP_DISTANCE": "4"}, badVars: []string{"TRAWL_NEAR_DUP_DISTANCE"}},
 		{name: "near-dup settings out of range", env: map[string]string{
 			"TRAWL_NEAR_DUP_DISTANCE": "-1", "TRAWL_NEAR_DUP_MIN_WORDS": "0", "TRAWL_NEAR_DUP_BUCKET_CAP": "5000",
 		}, badVars: []string{"TRAWL_NEAR_DUP_DISTANCE", "TRAWL_NEAR_DUP_MIN_WORDS", "TRAWL_NEAR_DUP_BUCKET_CAP"}},
+		{name: "no content partition", env: map[string]string{"TRAWL_CONTENT_PARTS": "0"}, badVars: []string{"TRAWL_CONTENT_PARTS"}},
+		{name: "too many content partitions", env: map[string]string{"TRAWL_CONTENT_PARTS": "1025"}, badVars: []string{"TRAWL_CONTENT_PARTS"}},
 		{name: "unreadable numbers", env: map[string]string{"TRAWL_MAX_DEPTH": "deep", "TRAWL_MAX_TEXT_BYTES": "lots"}, loadErr: "TRAWL_MAX_DEPTH"},
 		{name: "out of range", env: map[string]string{
 			"TRAWL_MAX_DEPTH": "-1", "TRAWL_MAX_URL_LENGTH": "10", "TRAWL_MAX_OUTLINKS": "0", "TRAWL_MAX_TEXT_BYTES": "64MiB",
@@ -107,12 +110,12 @@ func TestLoadAndValidate(t *testing.T) {
 }
 
 func TestContentDedupOptions(t *testing.T) {
-	c, err := Load(envconfig.FromMap(map[string]string{"TRAWL_NEAR_DUP_DISTANCE": "2", "TRAWL_NEAR_DUP_BUCKET_CAP": "16"}))
+	c, err := Load(envconfig.FromMap(map[string]string{"TRAWL_NEAR_DUP_DISTANCE": "2", "TRAWL_NEAR_DUP_BUCKET_CAP": "16", "TRAWL_CONTENT_PARTS": "12"}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	o := c.ContentDedupOptions()
-	if o.MaxDistance != 2 || o.BucketCap != 16 {
+	if o.MaxDistance != 2 || o.BucketCap != 16 || o.Parts != 12 {
 		t.Errorf("options = %+v", o)
 	}
 	if err := o.Validate(); err != nil {

@@ -22,6 +22,9 @@ func TestOptionsValidate(t *testing.T) {
 		{"negative distance", Options{MaxDistance: -1, BucketCap: 64}, false},
 		{"no bucket room", Options{MaxDistance: 3, BucketCap: 0}, false},
 		{"cap too large", Options{MaxDistance: 3, BucketCap: MaxBucketCap + 1}, false},
+		{"most partitions", Options{MaxDistance: 3, BucketCap: 64, Parts: MaxParts}, true},
+		{"too many partitions", Options{MaxDistance: 3, BucketCap: 64, Parts: MaxParts + 1}, false},
+		{"negative partitions", Options{MaxDistance: 3, BucketCap: 64, Parts: -1}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -58,35 +61,7 @@ func TestKeyNames(t *testing.T) {
 	}
 }
 
-func TestParseReply(t *testing.T) {
-	good := []any{int64(0), "", int64(0), int64(1), "http://a/", int64(0), int64(2), "http://b/", int64(3), int64(5)}
-	res, err := parseReply(good, 3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []Verdict{{Original, "", 0}, {Exact, "http://a/", 0}, {Near, "http://b/", 3}}
-	for i, v := range want {
-		if res.Verdicts[i] != v {
-			t.Errorf("verdict %d = %+v, want %+v", i, res.Verdicts[i], v)
-		}
-	}
-	if res.FullBuckets != 5 {
-		t.Errorf("full buckets = %d", res.FullBuckets)
-	}
-	for name, bad := range map[string][]any{
-		"short":        good[:9],
-		"kind unknown": {int64(7), "", int64(0), int64(0)},
-		"url a number": {int64(1), int64(3), int64(0), int64(0)},
-		"full missing": {int64(0), "", int64(0), "x"},
-	} {
-		n := 3
-		if len(bad) == 4 {
-			n = 1
-		}
-		if _, err := parseReply(bad, n); err == nil {
-			t.Errorf("%s: accepted %v", name, bad)
-		}
-	}
+func TestKindString(t *testing.T) {
 	for k, s := range map[Kind]string{Original: "original", Exact: "exact", Near: "near", Kind(9): "Kind(9)"} {
 		if k.String() != s {
 			t.Errorf("Kind %d = %q, want %q", int(k), k.String(), s)
@@ -94,17 +69,17 @@ func TestParseReply(t *testing.T) {
 	}
 }
 
-// TestPopTable checks the byte popcount table written as a constant in lua/check.lua: a
+// TestPopTable checks the byte popcount table written as a constant in lua/lookup.lua: a
 // wrong entry would miscount distances and report false near duplicates, or miss real ones.
 func TestPopTable(t *testing.T) {
-	src, err := fs.ReadFile(luaFS, "lua/check.lua")
+	src, err := fs.ReadFile(luaFS, "lua/lookup.lua")
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, rest, ok := strings.Cut(string(src), "local pop = {")
 	body, _, ok2 := strings.Cut(rest, "}")
 	if !ok || !ok2 {
-		t.Fatal("lua/check.lua has no 'local pop = {...}' table")
+		t.Fatal("lua/lookup.lua has no 'local pop = {...}' table")
 	}
 	body, ok = strings.CutPrefix(strings.TrimSpace(body), "[0]=")
 	if !ok {

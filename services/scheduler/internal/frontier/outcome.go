@@ -162,9 +162,10 @@ func (f *Frontier) Complete(ctx context.Context, outs []crawlmsg.Outcome) ([]App
 			continue
 		}
 		cd := int64(-1)
-		// A robots outcome carries the freshly fetched file's Crawl-delay (0 = none), so it
-		// replaces the stored one; other outcomes only ever bring a positive value.
-		if o.Kind == crawlmsg.OutcomeRobots || o.CrawlDelay > 0 {
+		// A robots outcome, or one whose task fetched robots.txt first, carries the freshly
+		// fetched file's Crawl-delay (0 = none), so it replaces the stored one; other
+		// outcomes only ever bring a positive value.
+		if o.Kind == crawlmsg.OutcomeRobots || o.Robots || o.CrawlDelay > 0 {
 			cd = secondsToMs(o.CrawlDelay)
 		}
 		args = append(args, o.Host, o.Lease, strconv.Itoa(int(p.act)), b01(o.Requested),
