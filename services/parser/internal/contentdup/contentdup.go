@@ -36,7 +36,10 @@
 //     before one of the batch); the page is a near duplicate of it.
 //  3. A page that is neither is an original: its SimHash is added to its four buckets, each
 //     capped at BucketCap entries so that a popular bucket costs bounded time. A full
-//     bucket keeps its first entries; the page is still found through its other bands.
+//     bucket keeps its first entries; the page is still found through its other bands. A
+//     bucket is counted again before an insert only when the lookup found it within a
+//     batch's length of the cap, so two parsers inserting near the cap at the same moment
+//     may take it a few entries past.
 //
 // Only originals are indexed, so a page is always reported as a duplicate of an original,
 // never of another duplicate (no chains; a slow drift of edits is not followed). A match
@@ -60,7 +63,7 @@
 // pages in the batches of two parsers at the same moment can both become originals (each
 // looked before the other inserted). Within one batch the order is exact. A batch whose
 // call failed is safe to retry: a page's own exact key and band entries never count
-// against it, and an existing band entry is never overwritten.
+// against it, and the insert skips the band entries its lookup found present.
 package contentdup
 
 import (
@@ -320,12 +323,12 @@ type partCall struct {
 type calls struct {
 	ix     *Index
 	script *redis.Script
-	head   any // the first argument, after which come the entries
+	head   []any // the first arguments, after which come the entries
 	by     map[int]*partCall
 	order  []*partCall
 }
 
-func (ix *Index) newCalls(script *redis.Script, head any) *calls {
+func (ix *Index) newCalls(script *redis.Script, head ...any) *calls {
 	return &calls{ix: ix, script: script, head: head, by: make(map[int]*partCall)}
 }
 
@@ -333,7 +336,7 @@ func (ix *Index) newCalls(script *redis.Script, head any) *calls {
 func (cs *calls) add(p, i int, entry ...any) {
 	c := cs.by[p]
 	if c == nil {
-		c = &partCall{call: call{script: cs.script, keys: []string{cs.ix.parts[p]}, args: []any{cs.head}}}
+		c = &partCall{call: call{script: cs.script, keys: []string{cs.ix.parts[p]}, args: append([]any(nil), cs.head...)}}
 		cs.by[p] = c
 		cs.order = append(cs.order, c)
 	}
@@ -373,6 +376,7 @@ type found struct {
 	first   string      // URL stored under its digest before the call ("" none)
 	cands   []candidate // the best original of each partition holding some of its buckets
 	present int         // mask of the bands whose bucket holds its SimHash already
+	near    int         // mask of the bands whose bucket the batch could fill to BucketCap
 }
 
 // candidate is an indexed original within MaxDistance.
@@ -417,7 +421,7 @@ func (ix *Index) Check(ctx context.Context, pages []Page) (Result, error) {
 // lookup is the first phase: what each page's keys hold, and the first of the seq
 // numbers reserved for the pages that may become originals.
 func (ix *Index) lookup(ctx context.Context, pages []Page) ([]found, int64, error) {
-	cs := ix.newCalls(lookupScript, ix.opts.MaxDistance)
+	cs := ix.newCalls(lookupScript, ix.opts.MaxDistance, ix.opts.BucketCap)
 	reserve := 0
 	for i, pg := range pages {
 		var pp pageParts
@@ -502,7 +506,8 @@ func (c *partCall) parseLookup(fs []found) error {
 		if dist >= 0 {
 			f.cands = append(f.cands, candidate{dist: int(dist), seq: seq, url: url})
 		}
-		f.present |= int(present)
+		f.present |= int(present) & (1<<simhash.Bands - 1)
+		f.near |= int(present) >> simhash.Bands
 	}
 	return nil
 }
@@ -556,7 +561,7 @@ func (ix *Index) decide(pages []Page, fs []found, seq int64) (Result, []*call) {
 		var pp pageParts
 		for b := range simhash.Bands {
 			if f.present&(1<<b) == 0 {
-				pp.bands[pp.add(ix.BandPart(b, pg.SimHash))] |= 1 << b
+				pp.bands[pp.add(ix.BandPart(b, pg.SimHash))] |= 1<<b | f.near&(1<<b)<<simhash.Bands
 			}
 		}
 		val, sh := strconv.FormatInt(seq, 10)+" "+pg.URL, simhash.Format(pg.SimHash)

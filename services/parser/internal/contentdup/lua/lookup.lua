@@ -3,7 +3,7 @@
 --
 -- KEYS[1] = the partition's key prefix, with its hash tag: every key the script builds
 -- starts with it, so it routes the call and is the slot of them all. ARGV[1] = max
--- distance, then five arguments per page that has keys in the partition, in batch order:
+-- distance, ARGV[2] = bucket cap, then five arguments per page that has keys in the partition, in batch order:
 -- URL; text digest when its exact key is in the partition, else ""; "1" when the page may
 -- be stored; SimHash as 16 hex digits, or "" when it takes no near lookup; and the mask of
 -- its bands whose bucket is in the partition (bit b-1 for band b).
@@ -11,7 +11,11 @@
 -- none, and then the page's URL is stored if it may be); the distance of the closest
 -- original within the max distance in its buckets here that is not the page's URL (-1
 -- when none; ties: the lower seq), that original's seq and URL; and the mask of the
--- buckets that hold the page's SimHash already. A page found an exact duplicate here
+-- buckets that hold the page's SimHash already (bit b-1 for band b) plus 16 times the mask
+-- of those that may be at BucketCap by the page's insert: the entries read, plus one for
+-- each earlier page of the batch that read the bucket, reach the cap. Only for those does
+-- the insert count the bucket again, so a bucket far from its cap costs no more than its
+-- read. A page found an exact duplicate here
 -- skips its near lookup, which cannot change its verdict.
 --
 -- Lua 5.1 numbers are doubles and the bit library works on 32 bits, so a SimHash is
@@ -22,7 +26,7 @@
 -- comparison stops once it exceeds the best distance so far. A bucket several pages of the
 -- batch read is read once.
 
-local prefix, maxd = KEYS[1], tonumber(ARGV[1])
+local prefix, maxd, cap = KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2])
 local pop = {
   [0]=0,1,1,2,1,2,2,3,1,2,2,3,2,3,3,4,
   1,2,2,3,2,3,3,4,2,3,3,4,3,4,4,5,
@@ -42,8 +46,8 @@ local pop = {
   4,5,5,6,5,6,6,7,5,6,6,7,6,7,7,8
 }
 local band, rshift, bxor = bit.band, bit.rshift, bit.bxor
-local out, buckets = {}, {}
-for a = 2, #ARGV, 5 do
+local out, buckets, readers = {}, {}, {}
+for a = 3, #ARGV, 5 do
   local url, dig, sh, mask = ARGV[a], ARGV[a+1], ARGV[a+3], tonumber(ARGV[a+4])
   local first = ''
   if dig ~= '' then
@@ -67,6 +71,9 @@ for a = 2, #ARGV, 5 do
           e = redis.call('HGETALL', key)
           buckets[key] = e
         end
+        local k = readers[key] or 0
+        readers[key] = k + 1
+        if #e / 2 + k >= cap then present = present + 16 * m end
         for i = 1, #e, 2 do
           local f = e[i]
           if f == sh then present = present + m end
