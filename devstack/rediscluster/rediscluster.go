@@ -9,8 +9,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -420,4 +422,23 @@ func (c *Cluster) Stop() error {
 		errs = append(errs, s.Stop())
 	}
 	return errors.Join(errs...)
+}
+
+// KeysPerMaster counts, on each master c reaches, the keys matching pattern, in ascending
+// order: how evenly a key family spread over the masters.
+func KeysPerMaster(ctx context.Context, c *redis.ClusterClient, pattern string) ([]int, error) {
+	var mu sync.Mutex
+	var out []int
+	err := c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		keys, err := m.Keys(ctx, pattern).Result()
+		mu.Lock()
+		out = append(out, len(keys))
+		mu.Unlock()
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("rediscluster: keys %s per master: %w", pattern, err)
+	}
+	slices.Sort(out)
+	return out, nil
 }

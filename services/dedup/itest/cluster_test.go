@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,19 +23,10 @@ const clusterParts = 12
 // keysPerMaster counts, on each master, the keys matching pattern.
 func keysPerMaster(t *testing.T, c *redis.ClusterClient, pattern string) []int {
 	t.Helper()
-	var mu sync.Mutex
-	var out []int
-	err := c.ForEachMaster(testwait.Context(t), func(ctx context.Context, m *redis.Client) error {
-		keys, err := m.Keys(ctx, pattern).Result()
-		mu.Lock()
-		out = append(out, len(keys))
-		mu.Unlock()
-		return err
-	})
+	out, err := rediscluster.KeysPerMaster(testwait.Context(t), c, pattern)
 	if err != nil {
 		t.Fatal(err)
 	}
-	slices.Sort(out)
 	return out
 }
 

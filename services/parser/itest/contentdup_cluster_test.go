@@ -1,13 +1,11 @@
 package itest
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -21,19 +19,10 @@ import (
 // keysPerMaster counts, on each master, the keys matching pattern, ascending.
 func keysPerMaster(t *testing.T, c *redis.ClusterClient, pattern string) []int {
 	t.Helper()
-	var mu sync.Mutex
-	var out []int
-	err := c.ForEachMaster(testwait.Context(t), func(ctx context.Context, m *redis.Client) error {
-		keys, err := m.Keys(ctx, pattern).Result()
-		mu.Lock()
-		out = append(out, len(keys))
-		mu.Unlock()
-		return err
-	})
+	out, err := rediscluster.KeysPerMaster(testwait.Context(t), c, pattern)
 	if err != nil {
 		t.Fatal(err)
 	}
-	slices.Sort(out)
 	return out
 }
 
