@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/trawl/trawl/devstack/redisproc"
 	"github.com/trawl/trawl/shared/redisx"
@@ -165,12 +166,31 @@ func (c *Cluster) port(i int) string {
 }
 
 // do runs one command on node i with a fresh connection, so a killed node leaves nothing
-// behind.
+// behind. The call is bounded by doTimeout whatever happens inside the client: a RESP3
+// handshake read was once seen to outlive its read deadline by many minutes during a
+// failover, so the connection speaks RESP2 and a call past its time is abandoned and its
+// connection closed.
 func (c *Cluster) do(ctx context.Context, i int, args ...any) *redis.Cmd {
-	cl := redis.NewClient(&redis.Options{Addr: c.Nodes[i].Addr(), MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: 5 * time.Second})
+	ctx, cancel := context.WithTimeout(ctx, doTimeout)
+	defer cancel()
+	cl := redis.NewClient(&redis.Options{Addr: c.Nodes[i].Addr(), Protocol: 2, MaxRetries: -1,
+		DialTimeout: time.Second, ReadTimeout: doTimeout, WriteTimeout: doTimeout,
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}})
 	defer cl.Close()
-	return cl.Do(ctx, args...)
+	done := make(chan *redis.Cmd, 1)
+	go func() { done <- cl.Do(ctx, args...) }()
+	select {
+	case cmd := <-done:
+		return cmd
+	case <-ctx.Done():
+		cmd := redis.NewCmd(ctx, args...)
+		cmd.SetErr(fmt.Errorf("rediscluster: node %d: %v: %w", i, args, ctx.Err()))
+		return cmd
+	}
 }
+
+// doTimeout bounds one command of do.
+const doTimeout = 5 * time.Second
 
 func (c *Cluster) poll(ctx context.Context, what string, cond func(context.Context) error) error {
 	var last error

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 )
 
 // TRAWL_REDIS_URL names one Redis server or a Redis Cluster:
@@ -152,7 +153,13 @@ func Open(raw string, t Timeouts, opts ...Option) (redis.UniversalClient, error)
 		}
 		return v
 	}
+	// Maintenance notifications serve hitless upgrades of managed Redis offerings; an
+	// open-source server refuses the handshake's CLIENT MAINT_NOTIFICATIONS, so go-redis's
+	// default (auto) only adds a command to every new connection and a timeout-relaxing code
+	// path to every read. Off.
+	maint := &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 	if single != nil {
+		single.MaintNotificationsConfig = maint
 		single.DialTimeout = or(single.DialTimeout, t.Dial)
 		single.ReadTimeout = or(single.ReadTimeout, t.Read)
 		single.WriteTimeout = or(single.WriteTimeout, t.Write)
@@ -161,6 +168,7 @@ func Open(raw string, t Timeouts, opts ...Option) (redis.UniversalClient, error)
 		}
 		return redis.NewClient(single), nil
 	}
+	cluster.MaintNotificationsConfig = maint
 	cluster.DialTimeout = or(cluster.DialTimeout, t.Dial)
 	cluster.ReadTimeout = or(cluster.ReadTimeout, t.Read)
 	cluster.WriteTimeout = or(cluster.WriteTimeout, t.Write)
