@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/trawl/trawl/devstack/natscluster"
 	"github.com/trawl/trawl/devstack/natsembed"
@@ -132,11 +133,9 @@ func TestEnsureRefusesReplicasOnOneServer(t *testing.T) {
 	}
 }
 
-// TRAWL_REDIS_URL as a seed list gives a cluster client that reaches every master, and
-// the readiness write works through it; a Redis Cluster refuses a script whose keys span
-// slots, which is why every script's keys share one hash tag.
-func TestRedisClusterURL(t *testing.T) {
-	t.Parallel()
+// connectCluster starts a Redis Cluster and connects to it as the services do.
+func connectCluster(t *testing.T) (*rediscluster.Cluster, context.Context, redis.UniversalClient) {
+	t.Helper()
 	cl := rediscluster.StartT(t, rediscluster.Options{})
 	ctx := testwait.Context(t)
 	rdb, err := redisx.Connect(ctx, cl.URL(), slog.Default())
@@ -144,6 +143,15 @@ func TestRedisClusterURL(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rdb.Close() })
+	return cl, ctx, rdb
+}
+
+// TRAWL_REDIS_URL as a seed list gives a cluster client that reaches every master, and
+// the readiness write works through it; a Redis Cluster refuses a script whose keys span
+// slots, which is why every script's keys share one hash tag.
+func TestRedisClusterURL(t *testing.T) {
+	t.Parallel()
+	cl, ctx, rdb := connectCluster(t)
 	if err := redisx.Ping(ctx, rdb); err != nil {
 		t.Fatal(err)
 	}
@@ -199,13 +207,7 @@ func TestEnsureConcurrentlyOnCluster(t *testing.T) {
 // for long: the wait gives up after its timeout, and the next one at once.
 func TestWaiterSurvivesMasterFailover(t *testing.T) {
 	t.Parallel()
-	cl := rediscluster.StartT(t, rediscluster.Options{})
-	ctx := testwait.Context(t)
-	rdb, err := redisx.Connect(ctx, cl.URL(), slog.Default())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rdb.Close() })
+	cl, ctx, rdb := connectCluster(t)
 	w := redisx.NewWaiter(rdb, 2*time.Second)
 	ks := redisx.NewKeyspace("trawl", "s0")
 	for i := range 500 {
