@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/trawl/trawl/devstack/stack"
 )
@@ -36,11 +35,7 @@ func TestArchiveReadByWarcio(t *testing.T) {
 		"TRAWL_ARCHIVE_MAX_SIZE": "256KiB", // several files
 	}}, nil)
 	checkInvariants(t, r, env, 0)
-	waitArchived(t, r.stack)
-	// SIGTERM seals the file being written.
-	if err := r.stack.Proc(stack.Archiver, 0).Stop(15 * time.Second); err != nil {
-		t.Fatal(err)
-	}
+	sealArchive(t, r.stack)
 	files, err := filepath.Glob(filepath.Join(dir, "*.warc.gz"))
 	if err != nil || len(files) < 2 {
 		t.Fatalf("WARC files %v (%v): want several", files, err)

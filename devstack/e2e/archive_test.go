@@ -43,11 +43,7 @@ func TestArchiveArchiverKilled(t *testing.T) {
 		}
 	})
 	checkInvariants(t, r, env, 0)
-	waitArchived(t, r.stack)
-	// SIGTERM seals the file being written.
-	if err := r.stack.Proc(stack.Archiver, 0).Stop(15 * time.Second); err != nil {
-		t.Fatal(err)
-	}
+	sealArchive(t, r.stack)
 
 	a, err := warccheck.Check(dir)
 	if err != nil {
@@ -128,8 +124,13 @@ func get(c *http.Client, url string) ([]byte, int, error) {
 	return b, resp.StatusCode, err
 }
 
-// waitArchived waits until the archiver has acked every page of CRAWL_PAGES.
-func waitArchived(t *testing.T, st *stack.Stack) {
+// sealArchive waits until the archiver has acked every page of CRAWL_PAGES, then stops it,
+// which seals the file being written.
+func sealArchive(t *testing.T, st *stack.Stack) {
 	t.Helper()
 	natsembed.WaitSettled(t, st.JetStream(), topology.StreamPages, topology.ConsumerArchiver, time.Minute)
+	// SIGTERM seals the file being written.
+	if err := st.Proc(stack.Archiver, 0).Stop(15 * time.Second); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/trawl/trawl/devstack/stack"
 	"github.com/trawl/trawl/devstack/synthweb"
@@ -36,10 +35,7 @@ func TestArchiveRequisites(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "warc")
 	r := crawl(t, wcfg, env, stack.Options{Env: map[string]string{"TRAWL_ARCHIVE_DIR": dir}}, nil)
 	checkInvariants(t, r, env, 0)
-	waitArchived(t, r.stack)
-	if err := r.stack.Proc(stack.Archiver, 0).Stop(15 * time.Second); err != nil {
-		t.Fatal(err)
-	}
+	sealArchive(t, r.stack)
 	a, err := warccheck.Check(dir)
 	if err != nil {
 		t.Fatalf("the archive does not read back:\n%v", err)
