@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -33,11 +34,16 @@ import (
 //	                     binaries must serve TRAWL_PPROF. Profiling and the traffic tap cost
 //	                     CPU, so CPU per page in such a run is not comparable.
 //	TRAWL_BENCH_ONLY     run only the scenarios whose name contains this
+//	TRAWL_BENCH_ROUNDS   crawls per scenario (default 3; 1 when profiling): the figures
+//	                     reported are the round with the median CPU per page, beside the
+//	                     range of every round, because on a shared 2-core machine one
+//	                     crawl's CPU per page varies by ±10% from the next
 const (
 	envBenchBin     = "TRAWL_BENCH_BIN"
 	envBenchProfile = "TRAWL_BENCH_PROFILE"
 	envBenchSeconds = "TRAWL_BENCH_PROFILE_SECONDS"
 	envBenchOnly    = "TRAWL_BENCH_ONLY"
+	envBenchRounds  = "TRAWL_BENCH_ROUNDS"
 )
 
 // benchScenario is one crawl of BenchmarkPipeline.
@@ -69,17 +75,47 @@ var benchScenarios = []benchScenario{
 func BenchmarkPipeline(b *testing.B) {
 	natsBin := buildNATS(b)
 	only := os.Getenv(envBenchOnly)
+	rounds := benchRounds(b)
 	for _, sc := range benchScenarios {
 		if only != "" && !strings.Contains(sc.name, only) {
 			continue
 		}
 		b.Run(sc.name, func(b *testing.B) {
 			for range b.N {
-				r := runPipelineBench(b, sc, natsBin)
-				r.report(b)
+				rs := make([]benchResult, 0, rounds)
+				for range rounds {
+					rs = append(rs, runPipelineBench(b, sc, natsBin))
+				}
+				medianRound(rs).report(b, rs)
 			}
 		})
 	}
+}
+
+// benchRounds reads TRAWL_BENCH_ROUNDS; a profiled run is one round, whose profiles the
+// next round would overwrite.
+func benchRounds(b *testing.B) int {
+	b.Helper()
+	if os.Getenv(envBenchProfile) != "" {
+		return 1
+	}
+	v := os.Getenv(envBenchRounds)
+	if v == "" {
+		return 3
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > 100 {
+		b.Fatalf("%s=%q: want a whole number of rounds, 1 to 100", envBenchRounds, v)
+	}
+	return n
+}
+
+// medianRound is the round with the median total CPU per page (the lower middle one of an
+// even count).
+func medianRound(rs []benchResult) benchResult {
+	s := slices.Clone(rs)
+	slices.SortFunc(s, func(a, b benchResult) int { return cmp.Compare(a.totalCPU(), b.totalCPU()) })
+	return s[(len(s)-1)/2]
 }
 
 func buildNATS(b testing.TB) string {
@@ -370,7 +406,9 @@ func roleOf(id string) string {
 	return id
 }
 
-func (r benchResult) report(b *testing.B) {
+// perPage is CPU-ms per page by role (the bench process as "bench") and their total over
+// the pipeline's processes.
+func (r benchResult) perPage() (map[string]float64, float64) {
 	pages := float64(r.trawl.pages)
 	perPage := map[string]float64{}
 	var total float64
@@ -381,6 +419,17 @@ func (r benchResult) report(b *testing.B) {
 			total += ms
 		}
 	}
+	return perPage, total
+}
+
+func (r benchResult) totalCPU() float64 {
+	_, t := r.perPage()
+	return t
+}
+
+// report prints and reports r, the median of rounds.
+func (r benchResult) report(b *testing.B, rounds []benchResult) {
+	perPage, total := r.perPage()
 	trawl := r.trawl.pagesPerSec()
 	b.ReportMetric(trawl, "pages/s")
 	b.ReportMetric(float64(r.trawl.gapP50)/float64(time.Millisecond), "host-gap-p50-ms")
@@ -417,6 +466,15 @@ func (r benchResult) report(b *testing.B) {
 	}
 	fmt.Fprintf(tw, "%.3f\t%.3f\t\n", total, perPage["bench"])
 	tw.Flush()
+	if len(rounds) > 1 {
+		cpus := make([]float64, len(rounds))
+		rates := make([]float64, len(rounds))
+		for i, x := range rounds {
+			cpus[i], rates[i] = x.totalCPU(), x.trawl.pagesPerSec()
+		}
+		fmt.Fprintf(&sb, "%d rounds, the median's figures above: total CPU-ms/page %s, pages/s %s\n",
+			len(rounds), spread(cpus, "%.3f"), spread(rates, "%.0f"))
+	}
 	// Machine-wide, so other processes' connections count too; the crawler's dials
 	// dominate when keep-alive fails.
 	fmt.Fprintf(&sb, "TCP connections opened during the crawl (machine-wide): %d, %.2f per request\n",
@@ -428,6 +486,15 @@ func (r benchResult) report(b *testing.B) {
 	sb.WriteString("\n")
 	sb.WriteString(r.trafficNotes)
 	fmt.Print(sb.String())
+}
+
+// spread formats the values of the rounds in the order they ran, and their range.
+func spread(v []float64, format string) string {
+	parts := make([]string, len(v))
+	for i, x := range v {
+		parts[i] = fmt.Sprintf(format, x)
+	}
+	return fmt.Sprintf("%s (range "+format+"–"+format+")", strings.Join(parts, ", "), slices.Min(v), slices.Max(v))
 }
 
 // bareCrawl is the reference: the least a crawler must do on this web, in one process

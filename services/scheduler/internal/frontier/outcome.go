@@ -151,7 +151,7 @@ func secondsToMs(s float64) int64 {
 func (f *Frontier) Complete(ctx context.Context, outs []crawlmsg.Outcome) ([]Applied, error) {
 	applied := make([]Applied, len(outs))
 	idx := make([]int, 0, len(outs))
-	args := f.args(1 + 12*len(outs))
+	args := f.args(1 + completeFields*len(outs))
 	nArg := len(args)
 	args = append(args, "0")
 	for i, o := range outs {
@@ -168,10 +168,9 @@ func (f *Frontier) Complete(ctx context.Context, outs []crawlmsg.Outcome) ([]App
 		if o.Kind == crawlmsg.OutcomeRobots || o.Robots || o.CrawlDelay > 0 {
 			cd = secondsToMs(o.CrawlDelay)
 		}
-		args = append(args, o.Host, o.Lease, strconv.Itoa(int(p.act)), b01(o.Requested),
+		args = append(args, o.Host, o.Lease, strconv.Itoa(p.flags(o.Requested)),
 			strconv.FormatInt(max(o.DurationMs, 0), 10), strconv.FormatInt(cd, 10),
-			strconv.FormatInt(secondsToMs(o.RetryAfter), 10), b01(p.resetStreak), b01(p.refund),
-			strconv.Itoa(int(p.health)), errorLine(o, p), o.Addr)
+			strconv.FormatInt(secondsToMs(o.RetryAfter), 10), errorLine(o, p), o.Addr)
 		idx = append(idx, i)
 	}
 	if len(idx) == 0 {
@@ -214,9 +213,21 @@ func (f *Frontier) Complete(ctx context.Context, outs []crawlmsg.Outcome) ([]App
 	return applied, nil
 }
 
-func b01(b bool) string {
-	if b {
-		return "1"
+// completeFields is the number of complete.lua arguments per outcome.
+const completeFields = 8
+
+// flags packs the plan and whether a request was made into complete.lua's flags argument:
+// action + 8·requested + 16·resetStreak + 32·refund + 64·health.
+func (p plan) flags(requested bool) int {
+	f := int(p.act) + 64*int(p.health)
+	if requested {
+		f += 8
 	}
-	return "0"
+	if p.resetStreak {
+		f += 16
+	}
+	if p.refund {
+		f += 32
+	}
+	return f
 }

@@ -1,11 +1,13 @@
--- Complete. ARGV[A]: number of outcomes; then per outcome 12 fields: host, token, action
--- (1 fetched, 2 retry, 3 failed, 4 disallowed, 5 requeue), requested (0/1), duration ms,
--- crawl-delay ms (-1 = keep the stored one), retry-after ms, reset error streak (0/1),
--- refund the page charge (0/1: no page request was made), health (0 says nothing about the
--- host, 1 a failure: error, timeout, 5xx, robots unavailable; 2 the host answered), and
--- the error log line "<kind>\t<status>\t<host>\t<url>\t<error>" ('' = not an error), and
--- the server address the request went to ('' = unknown; the stored one stays), kept in
--- host:<host> as addr for the status views.
+-- Complete. ARGV[A]: number of outcomes; then per outcome 8 fields: host, token, flags,
+-- duration ms, crawl-delay ms (-1 = keep the stored one), retry-after ms, the error log
+-- line "<kind>\t<status>\t<host>\t<url>\t<error>" ('' = not an error), and the server
+-- address the request went to ('' = unknown; the stored one stays), kept in host:<host> as
+-- addr for the status views. flags packs five small fields into one number, because every
+-- argument costs the script a string and a table slot: action (1 fetched, 2 retry,
+-- 3 failed, 4 disallowed, 5 requeue) + 8 × requested (0/1) + 16 × reset error streak (0/1)
+-- + 32 × refund the page charge (0/1: no page request was made) + 64 × health (0 says
+-- nothing about the host, 1 a failure: error, timeout, 5xx, robots unavailable; 2 the host
+-- answered).
 -- Returns per outcome {result, next time ms, crawl-delay flags, retired} where result is
 -- 0 stale, 1 fetched, 2 retry queued, 3 failed, 4 disallowed, 5 requeued; the flags are
 -- 1 (the delay was capped) + 2 (this outcome stored a new Crawl-delay above the cap); and
@@ -34,20 +36,30 @@
 -- whose average fell to the view's floor leaves it, and one left out re-enters on its next
 -- outcome above the floor.
 local n = tonumber(ARGV[A])
-local i = A + 1
+local W = 8
 local out = {}
--- All leases of the batch in one call.
-local leaseHosts = {}
-for j = 1, n do leaseHosts[j] = ARGV[A + 1 + 12 * (j - 1)] end
+-- All leases of the batch in one call. The lease deadlines are only needed for outcomes
+-- that made no request (to tell a late one), which are few.
+local leaseHosts, askDeadline = {}, {}
+for j = 1, n do
+  local b = A + 1 + W * (j - 1)
+  leaseHosts[j] = ARGV[b]
+  if tonumber(ARGV[b + 2]) % 16 < 8 then askDeadline[#askDeadline + 1] = j end
+end
 local leases, deadlines = {}, {}
 for c = 1, n, 1000 do
-  local hs = {unpack(leaseHosts, c, math.min(c + 999, n))}
-  local r = redis.call('HMGET', K_LEASE, unpack(hs))
-  local d = redis.call('ZMSCORE', K_INFLIGHT, unpack(hs))
-  for j = 1, #r do
-    leases[c + j - 1] = r[j]
-    deadlines[c + j - 1] = tonumber(d[j] or 0) or 0
+  local r = redis.call('HMGET', K_LEASE, unpack(leaseHosts, c, math.min(c + 999, n)))
+  for j = 1, #r do leases[c + j - 1] = r[j] end
+end
+for c = 1, #askDeadline, 1000 do
+  local hs, js = {}, {}
+  for k = c, math.min(c + 999, #askDeadline) do
+    local j = askDeadline[k]
+    js[#js + 1] = j
+    hs[#hs + 1] = leaseHosts[j]
   end
+  local d = redis.call('ZMSCORE', K_INFLIGHT, unpack(hs))
+  for k = 1, #js do deadlines[js[k]] = tonumber(d[k] or 0) or 0 end
 end
 local leaseDel, heapArgs, freed = {}, {}, {}
 local busyArgs, slowArgs, slowDel, errLines = {}, {}, {}, {}
@@ -57,13 +69,16 @@ local busyFloor, slowFloor = top_floor(K_BUSIEST), top_floor(K_SLOWEST)
 -- Leases are deleted in bulk at the end, so a lease consumed earlier in this batch (the same
 -- outcome twice) is remembered here.
 local consumed = {}
+local floor = math.floor
+local i = A + 1
 for o = 1, n do
-  local h, tok = ARGV[i], ARGV[i + 1]
-  local act, requested = tonumber(ARGV[i + 2]), ARGV[i + 3] == '1'
-  local dur, newcd, ra = tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5]), tonumber(ARGV[i + 6])
-  local reset, refund = ARGV[i + 7] == '1', ARGV[i + 8] == '1'
-  local health, errLine, addr = ARGV[i + 9], ARGV[i + 10], ARGV[i + 11]
-  i = i + 12
+  local h, tok, fl = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
+  local durS = ARGV[i + 3]
+  local dur, newcd, ra = tonumber(durS), tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5])
+  local errLine, addr = ARGV[i + 6], ARGV[i + 7]
+  i = i + W
+  local act, requested = fl % 8, fl % 16 >= 8
+  local reset, refund, health = fl % 32 >= 16, fl % 64 >= 32, floor(fl / 64)
   local v = leases[o]
   local sp = v and string.find(v, ' ', 1, true)
   if not sp or consumed[h] or string.sub(v, 1, sp - 1) ~= tok then
@@ -75,8 +90,8 @@ for o = 1, n do
   else
     leaseDel[#leaseDel + 1] = h
     consumed[h] = true
-    local e = string.sub(v, sp + 1)
-    local st = redis.call('HMGET', hk(h), 'next', 'cd', 'err', 'fails', 'fetched', 'rtavg', 'rt')
+    local hkey = hk(h)
+    local st = redis.call('HMGET', hkey, 'next', 'cd', 'err', 'fails', 'fetched', 'rtavg', 'rt')
     local stNext = tonumber(st[1] or '0') or 0
     local cd = tonumber(st[2] or '0') or 0
     local stErr = tonumber(st[3] or '0') or 0
@@ -92,10 +107,10 @@ for o = 1, n do
       if cd > MAXCD then capped = 2 end
     end
     local retire = false
-    if health == '1' then
+    if health == 1 then
       fails = fails + 1
       retire = RETIRE > 0 and fails >= RETIRE
-    elseif health == '2' then
+    elseif health == 2 then
       fails = 0
     end
     -- A retry is an error: the host's error streak grows and sets its backoff.
@@ -113,45 +128,49 @@ for o = 1, n do
     if act == 1 then
       bump('fetched', 1)
     elseif act == 3 then
-      res = 3
       bump('failed', 1)
     elseif act == 4 then
       bump('disallowed', 1)
-    elseif act == 5 and late then
-      -- Counted as an expired lease, as the reaper would have.
-      bump('expired', 1)
-      local d, hp, att, u = parse(e)
-      if d and att + 1 <= MAXR then
-        redis.call('LPUSH', bq(h), d .. ' ' .. hp .. ' ' .. n2s(att + 1) .. ' ' .. u)
-        bump('queued', 1)
-        back = 1
-        res = 2
-      else
-        res = 3
-        bump('failed', 1)
-      end
-    elseif act == 5 then
-      redis.call('LPUSH', bq(h), e)
-      bump('queued', 1)
-      back = 1
     else
-      local d, hp, att, u = parse(e)
-      if not d or att + 1 > MAXR or retire then
-        res = 3
-        bump('failed', 1)
-      else
-        redis.call('LPUSH', bq(h), d .. ' ' .. hp .. ' ' .. n2s(att + 1) .. ' ' .. u)
+      -- The entry is only needed when the URL goes back to its queue.
+      local e = string.sub(v, sp + 1)
+      if act == 5 and late then
+        -- Counted as an expired lease, as the reaper would have.
+        bump('expired', 1)
+        local d, hp, att, u = parse(e)
+        if d and att + 1 <= MAXR then
+          redis.call('LPUSH', bq(h), d .. ' ' .. hp .. ' ' .. n2s(att + 1) .. ' ' .. u)
+          bump('queued', 1)
+          back = 1
+          res = 2
+        else
+          res = 3
+          bump('failed', 1)
+        end
+      elseif act == 5 then
+        redis.call('LPUSH', bq(h), e)
         bump('queued', 1)
         back = 1
+      else
+        local d, hp, att, u = parse(e)
+        if not d or att + 1 > MAXR or retire then
+          res = 3
+          bump('failed', 1)
+        else
+          redis.call('LPUSH', bq(h), d .. ' ' .. hp .. ' ' .. n2s(att + 1) .. ' ' .. u)
+          bump('queued', 1)
+          back = 1
+        end
       end
     end
     if refund then
       bump('pages', -1)
-      if MAXPH > 0 then redis.call('HINCRBY', hk(h), 'pages', -1) end
+      if MAXPH > 0 then redis.call('HINCRBY', hkey, 'pages', -1) end
     end
     if reset then errs = 0 end
+    local teS = n2s(te)
     set[#set + 1] = 'next'
-    set[#set + 1] = n2s(te)
+    set[#set + 1] = teS
     if addr ~= '' then
       set[#set + 1] = 'addr'
       set[#set + 1] = addr
@@ -159,13 +178,14 @@ for o = 1, n do
     if requested then
       local old = tonumber(st[6] or '')
       local avg = dur
-      if old then avg = math.floor(old + (dur - old) / 4 + 0.5) end
+      if old then avg = floor(old + (dur - old) / 4 + 0.5) end
+      -- The duration arrives as a decimal integer, so it is stored as it came.
       set[#set + 1] = 'rt'
-      set[#set + 1] = n2s(dur)
+      set[#set + 1] = durS
       set[#set + 1] = 'rtavg'
       set[#set + 1] = n2s(avg)
       if not slowFloor or avg > slowFloor then
-        slowArgs[#slowArgs + 1] = n2s(avg)
+        slowArgs[#slowArgs + 1] = avg
         slowArgs[#slowArgs + 1] = h
       elseif old and old > slowFloor then
         -- It may be in the view with its old, higher average: it drops out instead.
@@ -175,10 +195,10 @@ for o = 1, n do
     if act == 1 then
       local nf = (tonumber(st[5] or '0') or 0) + 1
       set[#set + 1] = 'fetched'
-      set[#set + 1] = n2s(nf)
+      set[#set + 1] = nf
       -- Counts only grow, so a host left out of a full view is below every member.
       if not busyFloor or nf > busyFloor then
-        busyArgs[#busyArgs + 1] = n2s(nf)
+        busyArgs[#busyArgs + 1] = nf
         busyArgs[#busyArgs + 1] = h
       end
     end
@@ -204,14 +224,14 @@ for o = 1, n do
       set[#set + 1] = 'retired'
       set[#set + 1] = n2s(NOW)
     end
-    redis.call('HSET', hk(h), unpack(set))
+    redis.call('HSET', hkey, unpack(set))
     if errLine ~= '' and (res == 2 or res == 3) then
       local r = 'retry'
       if retire then r = 'retired' elseif res == 3 then r = 'failed' end
       errLines[#errLines + 1] = n2s(NOW) .. '\t' .. r .. '\t' .. errLine
     end
     if not retire and (back == 1 or redis.call('EXISTS', bq(h)) == 1) then
-      heapArgs[#heapArgs + 1] = n2s(te)
+      heapArgs[#heapArgs + 1] = teS
       heapArgs[#heapArgs + 1] = h
     else
       freed[#freed + 1] = h
