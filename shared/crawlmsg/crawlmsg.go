@@ -198,31 +198,38 @@ const TasksHeader = "Trawl-Tasks"
 // ErrVersion (permanent): its tasks come from one dispatch, and their leases bring their
 // URLs back.
 func DecodeTasks(data []byte) ([]FetchTask, error) {
-	var b TaskBatch
-	if err := decode(data, &b); err != nil {
-		return nil, fmt.Errorf("%w: %T: %v", ErrMalformed, &b, err)
+	var m taskMsg
+	if err := decode(data, &m); err != nil {
+		return nil, fmt.Errorf("%w: %T: %v", ErrMalformed, (*TaskBatch)(nil), err)
 	}
-	switch b.V {
+	switch m.V {
 	case TaskBatchVersion:
 	case Version:
-		var t FetchTask
-		if err := Unmarshal(data, &t); err != nil {
-			return nil, err
+		if !m.FetchTask.valid() {
+			return nil, fmt.Errorf("%w: fetch task lacks url, host or lease", ErrMalformed)
 		}
-		return []FetchTask{t}, nil
+		return []FetchTask{m.FetchTask}, nil
 	default:
-		return nil, fmt.Errorf("%w: task batch has v=%d, want %d", ErrVersion, b.V, TaskBatchVersion)
+		return nil, fmt.Errorf("%w: task batch has v=%d, want %d", ErrVersion, m.V, TaskBatchVersion)
 	}
-	if len(b.Tasks) == 0 {
+	if len(m.Tasks) == 0 {
 		return nil, fmt.Errorf("%w: task batch holds no task", ErrMalformed)
 	}
-	for i := range b.Tasks {
-		if !b.Tasks[i].valid() {
+	for i := range m.Tasks {
+		if !m.Tasks[i].valid() {
 			return nil, fmt.Errorf("%w: task %d of a batch lacks url, host or lease", ErrMalformed, i)
 		}
-		b.Tasks[i].V = Version
+		m.Tasks[i].V = Version
 	}
-	return b.Tasks, nil
+	return m.Tasks, nil
+}
+
+// taskMsg reads either form of a crawl.fetch message in one pass: a single task's fields
+// (version 1) or a batch's tasks (version 2); the two share only "v". Decoding a lone
+// task as a batch first and then again as a task cost every lone task two decodes.
+type taskMsg struct {
+	FetchTask
+	Tasks []FetchTask `json:"tasks"`
 }
 
 func (t *FetchTask) valid() bool { return t.URL != "" && t.Host != "" && t.Lease != "" }
@@ -512,6 +519,7 @@ func Marshal(v any) ([]byte, error) {
 		m.V = Version
 	case *PageMeta:
 		m.V = Version
+		return appendPageMeta(nil, m), nil
 	default:
 		return nil, fmt.Errorf("crawlmsg: marshal %T: not a wire type", v)
 	}

@@ -130,6 +130,46 @@ func TestDecodeTasks(t *testing.T) {
 	}
 }
 
+// A lone task decodes field for field as Unmarshal reads it, whichever fields it has, and
+// a batch's tasks keep theirs: the one-pass decoder must not lose a field to the other form.
+func TestDecodeTasksEveryField(t *testing.T) {
+	var full FetchTask
+	fill(t, reflect.ValueOf(&full).Elem(), 1)
+	full.V = 0
+	tests := []struct {
+		name string
+		v    any
+		want func() []FetchTask
+	}{
+		{"single", &full, func() []FetchTask {
+			var want FetchTask
+			data, _ := Marshal(&full)
+			if err := Unmarshal(data, &want); err != nil {
+				t.Fatal(err)
+			}
+			return []FetchTask{want}
+		}},
+		{"batch", &TaskBatch{Tasks: []FetchTask{full, full}}, func() []FetchTask {
+			w := full
+			w.V = Version
+			return []FetchTask{w, w}
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			data, err := Marshal(tc.v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := tc.want()
+			got, err := DecodeTasks(data)
+			if err != nil || !reflect.DeepEqual(got, want) {
+				t.Fatalf("DecodeTasks(%s) = %+v, %v; want %+v", data, got, err, want)
+			}
+		})
+	}
+}
+
 func TestPageMsg(t *testing.T) {
 	p := &Page{Meta: PageMeta{URL: "http://a/", Status: 200, ContentType: "text/html"}, Body: []byte("<html>")}
 	m, err := PageMsg("crawl.pages", p)

@@ -9,13 +9,11 @@ import (
 )
 
 // PageMsg builds the NATS message for a raw page on subject.
+// The error is always nil: the metadata is written by hand (encodeMeta); it is kept so
+// callers need not change if encoding could fail again.
 func PageMsg(subject string, p *Page) (*nats.Msg, error) {
-	meta, err := Marshal(&p.Meta)
-	if err != nil {
-		return nil, err
-	}
 	m := nats.NewMsg(subject)
-	m.Header.Set(MetaHeader, string(meta))
+	m.Header.Set(MetaHeader, encodeMeta(&p.Meta))
 	if len(p.Raw) > 0 {
 		m.Header.Set(RawHeader, base64.StdEncoding.EncodeToString(p.Raw))
 	}

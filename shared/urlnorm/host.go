@@ -37,6 +37,11 @@ func normalizeHost(h string) (string, error) {
 	if h == "" {
 		return "", fmt.Errorf("%w: no host", ErrInvalid)
 	}
+	if isDottedQuad(h) {
+		// Already the form net.IP.String gives; parsing and formatting it again would
+		// cost two allocations per link on a web of addresses.
+		return h, nil
+	}
 	if ip := net.ParseIP(h); ip != nil {
 		if ip4 := ip.To4(); ip4 != nil && !strings.Contains(h, ":") {
 			return ip4.String(), nil
@@ -82,6 +87,29 @@ func normalizeHost(h string) (string, error) {
 		}
 	}
 	return ascii, nil
+}
+
+// isDottedQuad reports whether h is an IPv4 address in its normal form: four decimal
+// parts of 0..255 without leading zeros.
+func isDottedQuad(h string) bool {
+	parts, v, digits := 0, 0, 0
+	for i := 0; i <= len(h); i++ {
+		if i == len(h) || h[i] == '.' {
+			if digits == 0 || v > 255 {
+				return false
+			}
+			parts++
+			v, digits = 0, 0
+			continue
+		}
+		c := h[i]
+		if c < '0' || c > '9' || (digits == 1 && v == 0) || digits == 3 {
+			return false
+		}
+		v = v*10 + int(c-'0')
+		digits++
+	}
+	return parts == 4
 }
 
 // endsInNumber is the WHATWG "ends in a number checker": a host whose last label (after

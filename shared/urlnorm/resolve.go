@@ -16,12 +16,20 @@ func Resolve(base *url.URL, ref string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if u, ok := resolveFast(base, s); ok {
+		return u, nil
+	}
+	return resolveClean(base, s)
+}
+
+// resolveClean is Resolve of a reference clean has prepared, by the general rules.
+func resolveClean(base *url.URL, s string) (string, error) {
 	if scheme, rest, ok := splitScheme(s); ok {
 		// A special scheme equal to the base's, not followed by "//", is relative to the
 		// base (WHATWG "special relative or authority state"); any other scheme makes ref
 		// absolute.
 		if !strings.EqualFold(scheme, base.Scheme) || !isSpecial(scheme) || strings.HasPrefix(slashes(rest), "//") {
-			return normalizeClean(s)
+			return normalizeGeneral(s)
 		}
 		s = rest
 	}

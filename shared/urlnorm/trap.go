@@ -22,11 +22,44 @@ func RepeatsSegment(u string) bool {
 	if i := strings.IndexAny(path, "?#"); i >= 0 {
 		path = path[:i]
 	}
-	segs := strings.Split(strings.Trim(path, "/"), "/")
-	if len(segs) < TrapRepeats {
+	path = strings.Trim(path, "/")
+	n := strings.Count(path, "/") + 1
+	if n < TrapRepeats {
 		return false
 	}
-	// Paths are short (a scope rule caps URL length), but a map keeps a hostile one linear.
+	if n > shortPath {
+		// A scope rule caps URL length, but a map keeps a hostile path linear.
+		return repeatsByMap(strings.Split(path, "/"))
+	}
+	// Nearly every path: its segments compared pairwise, without allocating.
+	var segs [shortPath]string
+	k := 0
+	for s := range strings.SplitSeq(path, "/") {
+		segs[k] = s
+		k++
+	}
+	for i, s := range segs[:k] {
+		if s == "" {
+			continue
+		}
+		c := 1
+		for _, t := range segs[:i] {
+			if t == s {
+				c++
+			}
+		}
+		if c >= TrapRepeats {
+			return true
+		}
+	}
+	return false
+}
+
+// shortPath is the most segments compared pairwise.
+const shortPath = 32
+
+// repeatsByMap reports whether a non-empty segment occurs TrapRepeats times.
+func repeatsByMap(segs []string) bool {
 	counts := make(map[string]int, len(segs))
 	for _, s := range segs {
 		if s == "" {

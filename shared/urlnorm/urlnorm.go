@@ -60,11 +60,19 @@ func Normalize(raw string) (string, error) {
 // normalizeClean is Normalize of a string clean has already prepared (cleaning twice
 // would trim spaces that the first pass left inside the URL).
 func normalizeClean(s string) (string, error) {
+	if u, ok := plainAbsolute(s); ok {
+		return u, nil
+	}
+	return normalizeGeneral(s)
+}
+
+// normalizeGeneral is normalizeClean by the general rules.
+func normalizeGeneral(s string) (string, error) {
 	scheme, rest, ok := splitScheme(s)
 	if !ok {
 		return "", fmt.Errorf("%w: not absolute: %q", ErrInvalid, s)
 	}
-	abs, err := absolute(scheme, rest)
+	abs, err := absolute(s, scheme, rest)
 	if err != nil {
 		return "", err
 	}
@@ -235,11 +243,38 @@ func normalizeEscapes(s, safe string) string {
 	return b.String()
 }
 
+// hasDotSegment reports whether a segment of p is "." or "..".
+func hasDotSegment(p string) bool {
+	for i := strings.IndexByte(p, '.'); i >= 0; {
+		if i == 0 || p[i-1] == '/' {
+			j := i + 1
+			if j < len(p) && p[j] == '.' {
+				j++
+			}
+			if j == len(p) || p[j] == '/' {
+				return true
+			}
+		}
+		k := strings.IndexByte(p[i+1:], '.')
+		if k < 0 {
+			return false
+		}
+		i += 1 + k
+	}
+	return false
+}
+
 // removeDotSegments is RFC 3986 §5.2.4.
 func removeDotSegments(p string) string {
-	if !strings.Contains(p, ".") {
+	if !hasDotSegment(p) {
+		// Without a "." or ".." segment the algorithm gives p back as it is.
 		return p
 	}
+	return dotSegments(p)
+}
+
+// dotSegments is the algorithm of §5.2.4 itself.
+func dotSegments(p string) string {
 	in := p
 	out := make([]string, 0, strings.Count(p, "/")+1)
 	for in != "" {

@@ -64,21 +64,26 @@ func slashes(s string) string {
 	return strings.ReplaceAll(s[:end], `\`, "/") + s[end:]
 }
 
-// absolute rebuilds an absolute URL of the given scheme in a form net/url parses the way
-// the WHATWG parser reads it.
-func absolute(scheme, rest string) (string, error) {
-	scheme = strings.ToLower(scheme)
-	if !isSpecial(scheme) {
-		return "", fmt.Errorf("%w: %s", ErrScheme, scheme)
+// absolute rebuilds s, an absolute URL of the given scheme (s is scheme:rest), in a form
+// net/url parses the way the WHATWG parser reads it.
+func absolute(s, scheme, rest string) (string, error) {
+	low := strings.ToLower(scheme)
+	if !isSpecial(low) {
+		return "", fmt.Errorf("%w: %s", ErrScheme, low)
 	}
 	// Any number of slashes, even none, introduces the authority of a special URL.
-	rest = strings.TrimLeft(slashes(rest), "/")
-	auth, tail := splitAuthority(rest)
-	auth, err := authority(auth)
+	trimmed := strings.TrimLeft(slashes(rest), "/")
+	auth, tail := splitAuthority(trimmed)
+	fixed, err := authority(auth)
 	if err != nil {
 		return "", err
 	}
-	return scheme + "://" + auth + escapeTail(tail), nil
+	escaped := escapeTail(tail)
+	if low == scheme && len(rest) == len(trimmed)+2 && rest[:2] == "//" && rest[2:] == trimmed && fixed == auth && escaped == tail {
+		// The common link is in that form already: s itself, without building it again.
+		return s, nil
+	}
+	return low + "://" + fixed + escaped, nil
 }
 
 // splitAuthority splits "authority/path?query" after the "//".

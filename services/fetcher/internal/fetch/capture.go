@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptrace"
@@ -99,11 +100,28 @@ func (c *recConn) appendHead(p []byte) {
 func (c *recConn) take() (req, head []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.reqOver && len(c.req) > 0 {
-		req = bytes.Clone(c.req)
+	reqOK := !c.reqOver && len(c.req) > 0
+	headOK := c.headDone && !c.headOver && len(c.head) > 0
+	// One allocation for both: they travel and are freed together.
+	n := 0
+	if reqOK {
+		n += len(c.req)
 	}
-	if c.headDone && !c.headOver && len(c.head) > 0 {
-		head = bytes.Clone(c.head)
+	if headOK {
+		n += len(c.head)
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	both := make([]byte, 0, n)
+	if reqOK {
+		both = append(both, c.req...)
+		req = both[:len(c.req):len(c.req)]
+	}
+	if headOK {
+		start := len(both)
+		both = append(both, c.head...)
+		head = both[start:len(both):len(both)]
 	}
 	return req, head
 }
@@ -191,27 +209,59 @@ func recordingTLSDial(cfg Config) func(ctx context.Context, network, addr string
 	}
 }
 
-// exchange collects the connection a request went out on.
+// exchange is one request's state besides the request itself: the connection it went out
+// on (from its client trace) and the readers over its body. Exchanges are pooled, trace
+// and all, so a request allocates none of it: an exchange goes back to the pool only once
+// its response arrived, when no trace callback of its request can still come.
 type exchange struct {
 	mu   sync.Mutex
 	conn net.Conn
+	ctx  context.Context // the request's, for the pin check
+	ct   httptrace.ClientTrace
+	got  func(httptrace.GotConnInfo) // x.gotConn, bound once
+
+	wire countingReader   // the body as read from the network
+	body io.LimitedReader // the decoded body, one octet over the cap
 }
 
-func (x *exchange) trace(ctx context.Context) context.Context {
-	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-		GotConn: func(info httptrace.GotConnInfo) {
-			if info.Reused && offPin(ctx, info.Conn) {
-				// A pooled connection to another address of the host (it moved, or has
-				// several): closed before anything is written, so the transport dials the
-				// pinned address instead.
-				_ = info.Conn.Close()
-				return
-			}
-			x.mu.Lock()
-			x.conn = info.Conn
-			x.mu.Unlock()
-		},
-	})
+var exchanges = sync.Pool{New: func() any {
+	x := &exchange{}
+	x.got = x.gotConn
+	return x
+}}
+
+// getExchange is a fresh exchange whose trace is bound to ctx; trace is the context to
+// send the request under.
+func getExchange(ctx context.Context) (x *exchange, trace context.Context) {
+	x = exchanges.Get().(*exchange)
+	x.ctx = ctx
+	// Set afresh each time: WithClientTrace composes an outer trace into it in place.
+	x.ct = httptrace.ClientTrace{GotConn: x.got}
+	return x, httptrace.WithClientTrace(ctx, &x.ct)
+}
+
+// put returns x to the pool. Call it only once the request's response arrived (its
+// connection is known), never after a failed request, whose dial may still report.
+func (x *exchange) put() {
+	x.mu.Lock()
+	x.conn, x.ctx = nil, nil
+	x.mu.Unlock()
+	x.wire = countingReader{}
+	x.body = io.LimitedReader{}
+	exchanges.Put(x)
+}
+
+func (x *exchange) gotConn(info httptrace.GotConnInfo) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if info.Reused && offPin(x.ctx, info.Conn) {
+		// A pooled connection to another address of the host (it moved, or has
+		// several): closed before anything is written, so the transport dials the
+		// pinned address instead.
+		_ = info.Conn.Close()
+		return
+	}
+	x.conn = info.Conn
 }
 
 // capture fills out's wire fields from the exchange's connection, or rebuilds them.

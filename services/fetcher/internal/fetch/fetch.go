@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/trawl/trawl/services/fetcher/internal/safedial"
@@ -53,8 +54,11 @@ type Config struct {
 
 // Client issues bounded GETs. It is safe for concurrent use.
 type Client struct {
-	cfg Config
-	hc  *http.Client
+	cfg       Config
+	hc        *http.Client
+	tr        *http.Transport // hc's
+	userAgent []string        // the User-Agent header's value, shared by every request
+	types     mediaTypes
 }
 
 // New builds a client from cfg.
@@ -79,7 +83,7 @@ func New(cfg Config) *Client {
 		// transport's transparent decoding would have no cap on decoded bytes.
 		DisableCompression: true,
 	}
-	return &Client{cfg: cfg, hc: &http.Client{
+	return &Client{cfg: cfg, tr: tr, userAgent: []string{cfg.UserAgent}, hc: &http.Client{
 		Transport: tr,
 		// Redirects are not followed inline: the target is published as a discovered URL
 		// so that it is deduplicated and scheduled politely like any other.
@@ -163,9 +167,16 @@ func (c *Client) GetIf(ctx context.Context, rawURL string, v Validators) (*Respo
 	if err != nil {
 		return nil, err
 	}
+	return c.GetParsed(ctx, rawURL, u, v)
+}
+
+// GetParsed is GetIf for a URL its caller has parsed already: u is rawURL parsed, with an
+// http or https scheme and a host (what GetIf checks). It spares the page path a second
+// parse of every URL.
+func (c *Client) GetParsed(ctx context.Context, rawURL string, u *url.URL, v Validators) (*Response, error) {
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
-	return c.do(ctx, u, AcceptPage, c.cfg.MaxBody, v)
+	return c.do(ctx, rawURL, u, AcceptPage, c.cfg.MaxBody, v)
 }
 
 // withTimeout bounds ctx by Timeout from now. A caller whose deadline is already that
@@ -204,10 +215,10 @@ func (c *Client) GetFollow(ctx context.Context, rawURL string, maxHops int, maxB
 	defer cancel()
 	var hops []string
 	for hop := 0; ; hop++ {
-		resp, err := c.do(ctx, u, AcceptRobots, maxBody, Validators{})
+		resp, err := c.do(ctx, rawURL, u, AcceptRobots, maxBody, Validators{})
 		if err != nil {
 			if hop > 0 {
-				return nil, &RedirectError{Hop: hop, URL: u.String(), Err: err}
+				return nil, &RedirectError{Hop: hop, URL: rawURL, Err: err}
 			}
 			return nil, err
 		}
@@ -216,7 +227,8 @@ func (c *Client) GetFollow(ctx context.Context, rawURL string, maxHops int, maxB
 			return resp, nil
 		}
 		hops = append(hops, resp.URL)
-		if u, err = url.Parse(resp.Location); err != nil {
+		rawURL = resp.Location
+		if u, err = url.Parse(rawURL); err != nil {
 			return resp, nil
 		}
 	}
@@ -244,39 +256,56 @@ func parseURL(raw string) (*url.URL, error) {
 	return u, nil
 }
 
-func (c *Client) do(ctx context.Context, u *url.URL, accept string, maxBody int64, v Validators) (*Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidURL, err)
-	}
-	req.Header.Set("User-Agent", c.cfg.UserAgent)
-	req.Header.Set("Accept", accept)
-	req.Header.Set("Accept-Encoding", "gzip")
-	if v.ETag != "" {
-		req.Header.Set("If-None-Match", v.ETag)
-	}
-	if v.LastModified != "" {
-		req.Header.Set("If-Modified-Since", v.LastModified)
-	}
+// Request header values, shared by every request: the transport only reads them.
+var (
+	acceptPage     = []string{AcceptPage}
+	acceptRobots   = []string{AcceptRobots}
+	acceptEncoding = []string{"gzip"}
+)
+
+// do makes one request for u (rawURL parsed).
+func (c *Client) do(ctx context.Context, rawURL string, u *url.URL, accept string, maxBody int64, v Validators) (*Response, error) {
 	if _, pinned := pinOf(ctx); pinned && c.cfg.Proxy != nil {
-		if pu, perr := c.cfg.Proxy(req); perr == nil && pu != nil {
+		// The proxy is chosen by the request's URL (ProxyFromEnvironment reads nothing else).
+		if pu, perr := c.cfg.Proxy(&http.Request{Method: http.MethodGet, URL: u, Header: http.Header{}, Host: u.Host}); perr == nil && pu != nil {
 			// The proxy connects to the server; the fetcher's connection is the proxy's.
 			ctx = context.WithValue(ctx, pinKey{}, pin{})
 		}
 	}
-	var x exchange
-	req = req.WithContext(x.trace(ctx))
-	started := time.Now()
-	resp, err := c.hc.Do(req)
+	x, tctx := getExchange(ctx)
+	// The request is built on u as parsed, not from its string parsed again; its header
+	// names are canonical and its values shared, so nothing is canonicalised or copied.
+	req, err := http.NewRequestWithContext(tctx, http.MethodGet, "", nil)
 	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidURL, err)
+	}
+	// NewRequest's Host: u's, an empty port dropped.
+	req.URL, req.Host = u, strings.TrimSuffix(u.Host, ":")
+	req.Header["User-Agent"] = c.userAgent
+	req.Header["Accept"] = acceptRobots
+	if accept == AcceptPage {
+		req.Header["Accept"] = acceptPage
+	}
+	req.Header["Accept-Encoding"] = acceptEncoding
+	if v.ETag != "" {
+		req.Header["If-None-Match"] = []string{v.ETag}
+	}
+	if v.LastModified != "" {
+		req.Header["If-Modified-Since"] = []string{v.LastModified}
+	}
+	started := time.Now()
+	resp, err := c.roundTrip(req)
+	if err != nil {
+		// x is not returned to the pool: a dial of this request may still report to it.
 		return nil, fmt.Errorf("fetch: %w", err)
 	}
 	defer resp.Body.Close()
+	defer x.put()
 
 	// The response's header map is the caller's to keep: nothing else holds it once the
 	// body is closed, so it is not copied.
 	out := &Response{
-		URL:       u.String(),
+		URL:       rawURL,
 		Status:    resp.StatusCode,
 		Header:    resp.Header,
 		StartedAt: started,
@@ -287,7 +316,8 @@ func (c *Client) do(ctx context.Context, u *url.URL, accept string, maxBody int6
 	// The wire cap leaves room for gzip overhead on incompressible data; whichever cap
 	// is hit first marks the body truncated.
 	wireCap := maxBody + maxBody/16 + 64<<10
-	wire := &countingReader{r: io.LimitReader(resp.Body, wireCap)}
+	wire := &x.wire
+	*wire = countingReader{r: resp.Body, left: wireCap}
 	var body io.Reader = wire
 	gzipped := strings.EqualFold(strings.TrimSpace(resp.Header.Get("Content-Encoding")), "gzip")
 	if gzipped {
@@ -313,7 +343,8 @@ func (c *Client) do(ctx context.Context, u *url.URL, accept string, maxBody int6
 		hint = min(resp.ContentLength, maxBody, maxPresize) + 1
 	}
 	out.buf = bodyBufs.Get().(*[]byte)
-	buf, err := readAll(io.LimitReader(body, maxBody+1), (*out.buf)[:0], hint)
+	x.body = io.LimitedReader{R: body, N: maxBody + 1}
+	buf, err := readAll(&x.body, (*out.buf)[:0], hint)
 	if gzipped && err == nil && int64(len(buf)) <= maxBody {
 		// The whole stream was decoded: octets after its end belong to the body as
 		// received too (still under the wire cap).
@@ -336,7 +367,7 @@ func (c *Client) do(ctx context.Context, u *url.URL, accept string, maxBody int6
 	}
 	out.Body = buf
 	out.Duration = time.Since(started)
-	out.MediaType, out.Charset = contentType(resp.Header.Get("Content-Type"))
+	out.MediaType, out.Charset = c.types.parse(resp.Header.Get("Content-Type"))
 	if isRedirect(resp.StatusCode) {
 		if loc := resp.Header.Get("Location"); loc != "" {
 			if abs, err := urlnorm.Resolve(u, loc); err == nil {
@@ -345,6 +376,34 @@ func (c *Client) do(ctx context.Context, u *url.URL, accept string, maxBody int6
 		}
 	}
 	return out, nil
+}
+
+// roundTrip is http.Client.Do for this client's requests, without the client's work per
+// request for redirects and cookies, which it never follows nor keeps (a copy of the
+// headers, a clone of the URL): the request goes to the transport, and what the client
+// would add is added here — a malformed Location of a 3xx is an error, a TLS answer in
+// plain HTTP is http.ErrSchemeMismatch, and errors are *url.Error. A URL with user
+// information, which the client sends as Basic authorization, takes the client's path.
+func (c *Client) roundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.User != nil {
+		return c.hc.Do(req)
+	}
+	resp, err := c.tr.RoundTrip(req)
+	if err != nil {
+		if tlsErr, ok := err.(tls.RecordHeaderError); ok && string(tlsErr.RecordHeader[:]) == "HTTP/" {
+			err = http.ErrSchemeMismatch
+		}
+		return nil, &url.Error{Op: "Get", URL: req.URL.String(), Err: err}
+	}
+	if isRedirect(resp.StatusCode) {
+		if loc := resp.Header.Get("Location"); loc != "" {
+			if _, perr := req.URL.Parse(loc); perr != nil {
+				_ = resp.Body.Close()
+				return nil, &url.Error{Op: "Get", URL: req.URL.String(), Err: fmt.Errorf("failed to parse Location header %q: %v", loc, perr)}
+			}
+		}
+	}
+	return resp, nil
 }
 
 // readAll is io.ReadAll appending to buf, first grown to hold hint octets.
@@ -367,20 +426,59 @@ func readAll(r io.Reader, buf []byte, hint int64) ([]byte, error) {
 	}
 }
 
+// countingReader reads at most left octets of r (as io.LimitReader) and counts them.
 type countingReader struct {
 	r    io.Reader
+	left int64
 	n    int64
 	keep bool   // append what is read to kept
 	kept []byte // the octets read, when keep
 }
 
 func (c *countingReader) Read(p []byte) (int, error) {
+	if c.left <= 0 {
+		return 0, io.EOF
+	}
+	if int64(len(p)) > c.left {
+		p = p[:c.left]
+	}
 	n, err := c.r.Read(p)
+	c.left -= int64(n)
 	c.n += int64(n)
 	if c.keep {
 		c.kept = append(c.kept, p[:n]...)
 	}
 	return n, err
+}
+
+// mediaTypes remembers what contentType made of the Content-Type values seen: a crawl
+// meets few distinct ones, and parsing one allocates its parameter map every time. It
+// stops learning at maxMediaTypes values (no eviction: a web that sends endless distinct
+// values is only parsed each time), and values longer than maxMediaTypeLen are not kept.
+type mediaTypes struct {
+	m sync.Map // value → *mediaType
+	n atomic.Int32
+}
+
+type mediaType struct{ mt, charset string }
+
+const (
+	maxMediaTypes   = 1024
+	maxMediaTypeLen = 128
+)
+
+func (t *mediaTypes) parse(h string) (mt, charset string) {
+	if v, ok := t.m.Load(h); ok {
+		e := v.(*mediaType)
+		return e.mt, e.charset
+	}
+	mt, charset = contentType(h)
+	if len(h) <= maxMediaTypeLen && t.n.Load() < maxMediaTypes {
+		if _, loaded := t.m.LoadOrStore(strings.Clone(h), &mediaType{mt, charset}); !loaded {
+			t.n.Add(1)
+		}
+	}
+	return mt, charset
 }
 
 // contentType splits a Content-Type header into the lowercased media type and charset.

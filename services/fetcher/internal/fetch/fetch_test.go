@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -480,6 +482,165 @@ func TestContentType(t *testing.T) {
 				t.Errorf("contentType(%q) = %q, %q; want %q, %q", c.in, mt, cs, c.mt, c.cs)
 			}
 		})
+	}
+}
+
+// TestRequestHeads: each way of asking sends its own Accept, the validators it is given
+// and nothing else of its own, to the request-target and Host of the URL as given; and
+// requests in turn on one client do not leak headers into each other.
+func TestRequestHeads(t *testing.T) {
+	type sent struct {
+		uri, host string
+		h         http.Header
+	}
+	var mu sync.Mutex
+	var got []sent
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, sent{r.RequestURI, r.Host, r.Header.Clone()})
+		mu.Unlock()
+	}))
+	t.Cleanup(srv.Close)
+	host := strings.TrimPrefix(srv.URL, "http://")
+	c := New(testConfig("127.0.0.0/8"))
+	ctx := context.Background()
+	cases := []struct {
+		name    string
+		do      func(url string) error
+		path    string
+		accept  string
+		inm, lm string
+	}{
+		{"get", func(u string) error { _, err := c.Get(ctx, u); return err }, "/a", AcceptPage, "", ""},
+		{"conditional", func(u string) error {
+			_, err := c.GetIf(ctx, u, Validators{ETag: `W/"x y"`, LastModified: "Tue, 24 Nov 2026 04:00:00 GMT"})
+			return err
+		}, "/p%2Fq/%7Ex?a=b%20c&d=%C3%A9", AcceptPage, `W/"x y"`, "Tue, 24 Nov 2026 04:00:00 GMT"},
+		{"etag only", func(u string) error { _, err := c.GetIf(ctx, u, Validators{ETag: `"e"`}); return err }, "/e", AcceptPage, `"e"`, ""},
+		{"unconditional after conditional", func(u string) error { _, err := c.GetIf(ctx, u, Validators{}); return err }, "/b", AcceptPage, "", ""},
+		{"robots", func(u string) error { _, err := c.GetFollow(ctx, u, 0, 1<<10); return err }, "/robots.txt", AcceptRobots, "", ""},
+		{"page after robots", func(u string) error { _, err := c.Get(ctx, u); return err }, "/c", AcceptPage, "", ""},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.do(srv.URL + tc.path); err != nil {
+				t.Fatal(err)
+			}
+			mu.Lock()
+			s := got[i]
+			mu.Unlock()
+			if s.uri != tc.path || s.host != host {
+				t.Errorf("request-target %q host %q, want %q %q", s.uri, s.host, tc.path, host)
+			}
+			want := http.Header{"User-Agent": {"trawl-test/1"}, "Accept": {tc.accept}, "Accept-Encoding": {"gzip"}}
+			if tc.inm != "" {
+				want["If-None-Match"] = []string{tc.inm}
+			}
+			if tc.lm != "" {
+				want["If-Modified-Since"] = []string{tc.lm}
+			}
+			if !reflect.DeepEqual(s.h, want) {
+				t.Errorf("headers %v, want %v", s.h, want)
+			}
+		})
+	}
+}
+
+// TestRoundTripAsClient: the client's requests skip http.Client, so for every kind of
+// answer they must come out as http.Client.Do gives them: the same status, or the same
+// error (a malformed redirect target, a refused connection, TLS spoken to plain HTTP), and
+// a URL's user information still sent as Basic authorization.
+func TestRoundTripAsClient(t *testing.T) {
+	var mu sync.Mutex
+	var auth []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		auth = append(auth, r.Header.Get("Authorization"))
+		mu.Unlock()
+		switch r.URL.Path {
+		case "/moved":
+			w.Header().Set("Location", "/there")
+			w.WriteHeader(http.StatusFound)
+		case "/bad-location":
+			w.Header().Set("Location", "http://[::1")
+			w.WriteHeader(http.StatusMovedPermanently)
+		case "/no-location":
+			w.WriteHeader(http.StatusTemporaryRedirect)
+		default:
+			io.WriteString(w, "ok")
+		}
+	}))
+	t.Cleanup(srv.Close)
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closedURL := closed.URL
+	closed.Close()
+	c := New(testConfig("127.0.0.0/8"))
+	cases := []struct{ name, url string }{
+		{"ok", srv.URL + "/"},
+		{"redirect", srv.URL + "/moved"},
+		{"malformed location", srv.URL + "/bad-location"},
+		{"redirect without location", srv.URL + "/no-location"},
+		{"refused", closedURL + "/"},
+		{"tls to plain http", strings.Replace(srv.URL, "http://", "https://", 1) + "/"},
+		{"user info", strings.Replace(srv.URL, "http://", "http://u:p@", 1) + "/"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			outcome := func(do func(*http.Request) (*http.Response, error)) string {
+				req, err := http.NewRequest(http.MethodGet, tc.url, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp, err := do(req)
+				if err != nil {
+					return "error: " + err.Error()
+				}
+				resp.Body.Close()
+				return fmt.Sprintf("status %d location %q", resp.StatusCode, resp.Header.Get("Location"))
+			}
+			got, want := outcome(c.roundTrip), outcome(c.hc.Do)
+			if got != want {
+				t.Errorf("roundTrip: %s\nhttp.Client: %s", got, want)
+			}
+		})
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	basic := "Basic " + base64.StdEncoding.EncodeToString([]byte("u:p"))
+	if n := len(auth); n < 2 || auth[n-1] != basic || auth[n-2] != basic {
+		t.Errorf("authorization sent %q, want the last two %q", auth, basic)
+	}
+}
+
+// TestMediaTypesRemembered: a remembered Content-Type gives what parsing it gives, on its
+// first and later sightings; the memory stops growing at its bound and skips long values,
+// which are still parsed right.
+func TestMediaTypesRemembered(t *testing.T) {
+	long := "text/html; charset=utf-8; x=" + strings.Repeat("y", maxMediaTypeLen)
+	values := []string{"text/html", "Text/HTML; Charset=ISO-8859-1", "text/html; charset=utf-8", `text/plain; charset="us-ascii"`,
+		"text/html; charset", "no/type/here;", "", long}
+	var mt mediaTypes
+	for round := range 2 {
+		for _, v := range values {
+			wantMT, wantCS := contentType(v)
+			if gotMT, gotCS := mt.parse(v); gotMT != wantMT || gotCS != wantCS {
+				t.Errorf("round %d: parse(%q) = %q, %q; want %q, %q", round, v, gotMT, gotCS, wantMT, wantCS)
+			}
+		}
+	}
+	if _, ok := mt.m.Load(long); ok {
+		t.Error("a value longer than maxMediaTypeLen was remembered")
+	}
+	for i := range 2 * maxMediaTypes {
+		mt.parse(fmt.Sprintf("text/x-%d", i))
+	}
+	n := 0
+	mt.m.Range(func(any, any) bool { n++; return true })
+	if n > maxMediaTypes || int(mt.n.Load()) != n {
+		t.Errorf("remembered %d values (counted %d), want at most %d", n, mt.n.Load(), maxMediaTypes)
+	}
+	if got, _ := mt.parse("text/x-1999"); got != "text/x-1999" {
+		t.Errorf("past the bound, parse gives %q", got)
 	}
 }
 

@@ -16,14 +16,16 @@ import (
 
 // attachCapture puts on the page what an archive needs beside the decoded body: the
 // request and response heads, the remote address, and the body as received when it is
-// not the decoded body (a gzip body).
-func attachCapture(page *crawlmsg.Page, resp *fetch.Response) {
-	page.Meta.Capture = &crawlmsg.Capture{
+// not the decoded body (a gzip body). c is where the capture is kept (the caller's
+// allocation).
+func attachCapture(page *crawlmsg.Page, c *crawlmsg.Capture, resp *fetch.Response) {
+	*c = crawlmsg.Capture{
 		Request:  resp.RequestHead,
 		Response: resp.ResponseHead,
 		Verbatim: resp.Verbatim,
 		IP:       resp.RemoteIP,
 	}
+	page.Meta.Capture = c
 	if resp.Raw != nil {
 		page.Meta.Capture.RawSize = int64(len(resp.Raw))
 		page.Raw = resp.Raw

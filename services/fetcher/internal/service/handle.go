@@ -5,10 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -53,15 +53,7 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg) error {
 	if err != nil {
 		return err // ErrMalformed / ErrVersion: permanent, terminated by natsx
 	}
-	if len(tasks) == 1 {
-		s.work.run(ctx, &tasks[0])
-		return nil
-	}
-	var wg sync.WaitGroup
-	for i := range tasks {
-		wg.Go(func() { s.work.run(ctx, &tasks[i]) })
-	}
-	wg.Wait()
+	s.work.runAll(ctx, tasks)
 	return nil
 }
 
@@ -110,13 +102,18 @@ func (s *Service) handleTask(ctx context.Context, task *crawlmsg.FetchTask) {
 		page.resp.Release()
 	}
 	s.m.outcomes.WithLabelValues(string(out.Kind)).Inc()
-	s.log.Debug("task done", "url", task.URL, "kind", out.Kind, "status", out.Status, "ms", out.DurationMs)
+	if s.log.Enabled(ctx, slog.LevelDebug) {
+		// Checked first: the arguments alone would cost every page four allocations.
+		s.log.Debug("task done", "url", task.URL, "kind", out.Kind, "status", out.Status, "ms", out.DurationMs)
+	}
 }
 
 // pageResult is what a page request produced besides its outcome: the page and, for a
 // redirect, the target to discover.
 type pageResult struct {
-	page     *crawlmsg.Page
+	page     *crawlmsg.Page // &pageMem
+	pageMem  crawlmsg.Page
+	capture  crawlmsg.Capture // page's, in the same allocation
 	redirect *nats.Msg
 	resp     *fetch.Response // holds the body's buffer
 	// reusable: the body went inline and its page message was acknowledged on the first
@@ -290,7 +287,7 @@ func (s *Service) process(ctx context.Context, task *crawlmsg.FetchTask) (*crawl
 		out.Error = fmt.Sprintf("unfetchable URL %q", task.URL)
 		return out, nil, nil
 	}
-	origin := u.Scheme + "://" + u.Host
+	origin := originOf(task.URL, u)
 
 	// Whatever the robots lookup below costs, the request ends deadlineSlack before the
 	// lease: its context carries that cut-off, on top of the fetch timeout.
@@ -349,7 +346,18 @@ func (s *Service) process(ctx context.Context, task *crawlmsg.FetchTask) (*crawl
 	}
 	s.m.robotsDecisions.WithLabelValues("allowed").Inc()
 	out.CrawlDelay = d.CrawlDelay.Seconds()
-	return s.fetchPage(ctx, reqCtx, task, out)
+	return s.fetchPage(ctx, reqCtx, task, u, out)
+}
+
+// originOf is u's scheme://host[:port], rawURL's own prefix when it is written so (a
+// normalised URL is), which spares a string per task.
+func originOf(rawURL string, u *url.URL) string {
+	n := len(u.Scheme) + len("://") + len(u.Host)
+	if n <= len(rawURL) && rawURL[:len(u.Scheme)] == u.Scheme && rawURL[len(u.Scheme):len(u.Scheme)+3] == "://" && rawURL[len(u.Scheme)+3:n] == u.Host &&
+		(n == len(rawURL) || rawURL[n] == '/' || rawURL[n] == '?' || rawURL[n] == '#') {
+		return rawURL[:n]
+	}
+	return u.Scheme + "://" + u.Host
 }
 
 // robotsFetched is a robots.txt that a task fetched in one request to its own host.
@@ -605,9 +613,9 @@ func isRedirectErr(err error) bool {
 	return errors.As(err, &re)
 }
 
-// fetchPage requests the page under reqCtx and builds the page and, for a redirect, the
-// discovered target.
-func (s *Service) fetchPage(ctx, reqCtx context.Context, task *crawlmsg.FetchTask, out *crawlmsg.Outcome) (*crawlmsg.Outcome, *pageResult, error) {
+// fetchPage requests the page (u is task.URL parsed) under reqCtx and builds the page
+// and, for a redirect, the discovered target.
+func (s *Service) fetchPage(ctx, reqCtx context.Context, task *crawlmsg.FetchTask, u *url.URL, out *crawlmsg.Outcome) (*crawlmsg.Outcome, *pageResult, error) {
 	lease, reqErr, err := s.atServer(reqCtx, task.URL, time.Duration(out.CrawlDelay*float64(time.Second)))
 	if err != nil {
 		return nil, nil, err
@@ -622,11 +630,11 @@ func (s *Service) fetchPage(ctx, reqCtx context.Context, task *crawlmsg.FetchTas
 		// The dial would have failed the same way.
 		err = reqErr
 	case lease != nil:
-		resp, err = s.client.GetIf(lease.ctx, task.URL, validators(task))
+		resp, err = s.client.GetParsed(lease.ctx, task.URL, u, validators(task))
 		s.releaseServer(ctx, lease, s.now().Sub(started))
 		out.Addr = lease.claim.Addr.String()
 	default:
-		resp, err = s.client.GetIf(reqCtx, task.URL, validators(task))
+		resp, err = s.client.GetParsed(reqCtx, task.URL, u, validators(task))
 	}
 	if err != nil {
 		switch {
@@ -646,7 +654,9 @@ func (s *Service) fetchPage(ctx, reqCtx context.Context, task *crawlmsg.FetchTas
 	s.m.bytes.Add(float64(resp.WireBytes))
 	s.m.duration.Observe(resp.Duration.Seconds())
 
-	page := &crawlmsg.Page{
+	// The page, its capture and the result are one allocation.
+	res := &pageResult{resp: resp}
+	res.pageMem = crawlmsg.Page{
 		Meta: crawlmsg.PageMeta{
 			URL:         task.URL,
 			Host:        task.Host,
@@ -670,8 +680,8 @@ func (s *Service) fetchPage(ctx, reqCtx context.Context, task *crawlmsg.FetchTas
 		},
 		Body: resp.Body,
 	}
-	attachCapture(page, resp)
-	res := &pageResult{page: page, resp: resp}
+	res.page = &res.pageMem
+	attachCapture(res.page, &res.capture, resp)
 
 	if resp.Location != "" {
 		out.Location = resp.Location

@@ -2,6 +2,7 @@ package service
 
 import (
 	"net/http"
+	"net/url"
 	"testing"
 	"time"
 
@@ -30,5 +31,32 @@ func TestRetryAfterOnlyWhereItMeansBackOff(t *testing.T) {
 		if got := retryAfter(&fetch.Response{Status: c.status, Header: h}, now); got != c.want {
 			t.Errorf("status %d: retryAfter = %v, want %v", c.status, got, c.want)
 		}
+	}
+}
+
+// TestOriginOf: a task's origin is scheme://host[:port] of its parsed URL whether the URL
+// string is written in that form (and sliced) or not (and built).
+func TestOriginOf(t *testing.T) {
+	cases := []struct{ raw, want string }{
+		{"http://a.example/p?q=1", "http://a.example"},
+		{"https://a.example:8443/", "https://a.example:8443"},
+		{"http://a.example", "http://a.example"},
+		{"http://a.example?q", "http://a.example"},
+		{"http://a.example#f", "http://a.example"},
+		{"http://[::1]:8080/x", "http://[::1]:8080"},
+		{"HTTP://a.example/", "http://a.example"},
+		{"http://u:p@a.example/", "http://a.example"},
+		{"http://%C3%A9.example/", "http://é.example"},
+	}
+	for _, c := range cases {
+		t.Run(c.raw, func(t *testing.T) {
+			u, err := url.Parse(c.raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := originOf(c.raw, u); got != c.want || got != u.Scheme+"://"+u.Host {
+				t.Errorf("originOf(%q) = %q, want %q", c.raw, got, c.want)
+			}
+		})
 	}
 }

@@ -102,7 +102,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 
 func statusClass(code int) string {
 	if code >= 100 && code < 600 {
-		return string(rune('0'+code/100)) + "xx"
+		// Constants: a label built per page would be a string allocated per page.
+		return [...]string{"1xx", "2xx", "3xx", "4xx", "5xx"}[code/100-1]
 	}
 	return "other"
 }

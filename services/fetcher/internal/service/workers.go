@@ -11,32 +11,32 @@ import (
 // task. The consume loop starts a goroutine per message; a task run there would grow that
 // fresh stack again inside the JSON decoder and the HTTP client every time, while a
 // long-lived worker keeps the stack it grew. The consume loop's goroutine only hands the
-// task over and waits for its result, so acking, naking, draining and gating stay the
-// loop's.
+// message's tasks over, one after the other, and waits for them all, so acking, naking,
+// draining and gating stay the loop's, and a batch of tasks costs no goroutine of its own.
 type workers struct {
 	jobs chan *job
 	wg   sync.WaitGroup
-	pool sync.Pool // *job, each with its own result channel
+	pool sync.Pool // *job
 }
 
 type job struct {
 	ctx  context.Context
 	task *crawlmsg.FetchTask
-	done chan struct{}
+	done *sync.WaitGroup // the handing-over call's
 }
 
 // startWorkers starts n workers running h. n must be at least the tasks the consume loop
 // holds at once, so a handed-over task never waits for a worker.
 func startWorkers(n int, h func(context.Context, *crawlmsg.FetchTask)) *workers {
 	w := &workers{jobs: make(chan *job)}
-	w.pool.New = func() any { return &job{done: make(chan struct{}, 1)} }
+	w.pool.New = func() any { return new(job) }
 	w.wg.Add(n)
 	for range n {
 		go func() {
 			defer w.wg.Done()
 			for j := range w.jobs {
 				h(j.ctx, j.task)
-				j.done <- struct{}{}
+				j.done.Done()
 			}
 		}()
 	}
@@ -45,11 +45,40 @@ func startWorkers(n int, h func(context.Context, *crawlmsg.FetchTask)) *workers 
 
 // run runs the task on a worker and returns when it is done.
 func (w *workers) run(ctx context.Context, task *crawlmsg.FetchTask) {
+	var done sync.WaitGroup
+	done.Add(1)
+	j := w.hand(ctx, task, &done)
+	done.Wait()
+	w.put(j)
+}
+
+// runAll runs every task at once, each on a worker, and returns when all are done. The
+// caller holds no more tasks than there are idle workers (the consume loop's slots), so
+// each hand-over is taken at once.
+func (w *workers) runAll(ctx context.Context, tasks []crawlmsg.FetchTask) {
+	var done sync.WaitGroup
+	done.Add(len(tasks))
+	var small [8]*job
+	js := small[:0]
+	for i := range tasks {
+		js = append(js, w.hand(ctx, &tasks[i], &done))
+	}
+	done.Wait()
+	for _, j := range js {
+		w.put(j)
+	}
+}
+
+// hand gives task to a worker, which marks done when it has run it.
+func (w *workers) hand(ctx context.Context, task *crawlmsg.FetchTask, done *sync.WaitGroup) *job {
 	j := w.pool.Get().(*job)
-	j.ctx, j.task = ctx, task
+	j.ctx, j.task, j.done = ctx, task, done
 	w.jobs <- j
-	<-j.done
-	j.ctx, j.task = nil, nil
+	return j
+}
+
+func (w *workers) put(j *job) {
+	*j = job{}
 	w.pool.Put(j)
 }
 

@@ -8,8 +8,10 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/testwait"
 )
 
 type taskKey struct{}
@@ -62,4 +64,35 @@ func goroutineID() string {
 		panic(errors.New("no goroutine id in stack header"))
 	}
 	return string(id)
+}
+
+// TestWorkersRunAllAtOnce: the tasks of one batch run at the same time, one per worker
+// (each handler waits, up to a bound, until all of them have started), and runAll returns
+// only once every one has finished.
+func TestWorkersRunAllAtOnce(t *testing.T) {
+	const n = 4
+	ctx, cancel := context.WithTimeout(testwait.Context(t), 10*time.Second)
+	defer cancel()
+	var started sync.WaitGroup
+	started.Add(n)
+	release := make(chan struct{})
+	go func() { started.Wait(); close(release) }()
+	w := startWorkers(n, func(_ context.Context, task *crawlmsg.FetchTask) {
+		started.Done()
+		select {
+		case <-release:
+			task.Lease = "ran with the others"
+		case <-ctx.Done():
+			// Not all started: they are run one after the other.
+			task.Lease = "ran alone"
+		}
+	})
+	defer w.stop()
+	tasks := make([]crawlmsg.FetchTask, n)
+	w.runAll(context.Background(), tasks)
+	for i, tk := range tasks {
+		if tk.Lease != "ran with the others" {
+			t.Errorf("task %d: %q when runAll returned", i, tk.Lease)
+		}
+	}
 }

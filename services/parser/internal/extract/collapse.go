@@ -33,7 +33,7 @@ func (c *collapser) write(p []byte) {
 			}
 			// Copy a run of visible ASCII at once: most text is.
 			j := i + 1
-			for j < len(p) && p[j] < utf8.RuneSelf && !asciiSpace(p[j]) {
+			for j < len(p) && visibleASCII[p[j]] {
 				j++
 			}
 			c.putASCII(p[i:j])
@@ -117,6 +117,15 @@ func (c *collapser) reset() {
 	c.pending = false
 	c.full = false
 }
+
+// visibleASCII marks the ASCII bytes that are not white space: one load per byte in the
+// loop that copies runs of them.
+var visibleASCII = func() (t [256]bool) {
+	for b := range utf8.RuneSelf {
+		t[b] = !asciiSpace(byte(b))
+	}
+	return t
+}()
 
 // isSpace is white space, plus U+FEFF, which survives decoding of BOM-prefixed bodies and
 // is invisible.

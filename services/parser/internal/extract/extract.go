@@ -7,12 +7,12 @@
 package extract
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"net/url"
 	"strings"
+	"sync"
 
 	"golang.org/x/net/html"
 
@@ -132,6 +132,25 @@ var blockElements = map[string]bool{
 	"select": true, "textarea": true, "iframe": true, "frame": true, "hgroup": true,
 }
 
+// Classes of a tag name, from the sets above, so that a tag costs one lookup instead of
+// one per set.
+const (
+	script          = 1 << iota // scriptLike
+	fallbackContent             // fallback
+	inHead                      // headElements
+	block                       // blockElements
+)
+
+var tagClasses = func() map[string]uint8 {
+	m := map[string]uint8{}
+	for set, class := range map[*map[string]bool]uint8{&scriptLike: script, &fallback: fallbackContent, &headElements: inHead, &blockElements: block} {
+		for name := range *set {
+			m[name] |= class
+		}
+	}
+	return m
+}()
+
 // rawLink is a link as found, before resolution: resolution waits for the end of the
 // document because <base href> applies to links that precede it too.
 type rawLink struct {
@@ -146,6 +165,7 @@ type parser struct {
 	opt   Options
 	links []rawLink
 	byRef map[string]int // href → index in links, so repeats merge before resolution
+	seen  map[string]int // resolved URL → index in Result.Links
 	res   Result
 
 	text, anchor, title, desc collapser
@@ -170,6 +190,36 @@ type parser struct {
 	embeds   embedSet
 	inStyle  bool   // inside a <style> element (Options.Embeds)
 	styleBuf []byte // its text, read for url() and @import at its end
+}
+
+// scratch is what one extraction needs only while it runs: the raw links and the maps
+// that merge repeats. Kept for the next page (per worker, through a pool) instead of
+// allocated and grown again for every page.
+type scratch struct {
+	links []rawLink
+	byRef map[string]int
+	seen  map[string]int
+}
+
+// scratchKeep is the most links whose table and maps are kept for the next page: clearing
+// a map costs its size, and a page of thousands of links is rare.
+const scratchKeep = 1024
+
+var scratches = sync.Pool{New: func() any {
+	return &scratch{byRef: make(map[string]int), seen: make(map[string]int)}
+}}
+
+// put gives the scratch back, emptied; it holds no reference into the page any more.
+func (sc *scratch) put() {
+	if len(sc.links) > scratchKeep {
+		*sc = scratch{byRef: make(map[string]int), seen: make(map[string]int)}
+	} else {
+		clear(sc.links)
+		sc.links = sc.links[:0]
+		clear(sc.byRef)
+		clear(sc.seen)
+	}
+	scratches.Put(sc)
 }
 
 // Extract parses one page. It always returns a Result with whatever could be extracted;
@@ -197,11 +247,12 @@ func Extract(in Input, opt Options) (res *Result, err error) {
 	// Sizing the text buffer up front saves regrowing it: visible text measured 58–68% of
 	// the markup on both the article fixture and the synthetic web's pages.
 	p.text.buf = make([]byte, 0, min(opt.MaxTextBytes, len(body)*2/3))
-	// Nearly every link is an <a>: counting the tag openings (a fast byte search) sizes the
-	// link table once instead of regrowing it and its index.
-	hint := min(opt.MaxLinks, bytes.Count(body, []byte("<a"))+bytes.Count(body, []byte("<A"))+4)
-	p.links = make([]rawLink, 0, hint)
-	p.byRef = make(map[string]int, hint)
+	// The link table and its index keep their size from page to page (scratch), so the
+	// body is not scanned to size them.
+	sc := scratches.Get().(*scratch)
+	defer sc.put()
+	p.links, p.byRef, p.seen = sc.links, sc.byRef, sc.seen
+	defer func() { sc.links = p.links }()
 	r, cs := decode(body, in.ContentType)
 	p.res.Charset = cs
 	tokErr := p.tokenize(r)
@@ -332,33 +383,14 @@ func tagName(z *html.Tokenizer, buf *[32]byte) []byte {
 	return buf[:n]
 }
 
-// attrs reads up to four attributes of the current tag (an array keeps it allocation-free)
-// and reports whether the tag has any attribute at all.
-func attrs(z *html.Tokenizer, want ...string) (out [4]string, has bool) {
-	for more, first := true, true; more; first = false {
-		var k, v []byte
-		k, v, more = z.TagAttr()
-		if first {
-			// Only attributes with a name are kept, so an empty first name means none.
-			has = len(k) > 0
-		}
-		for i, w := range want {
-			// The first occurrence of an attribute wins, as in the HTML parser.
-			if out[i] == "" && string(k) == w {
-				out[i] = string(v)
-			}
-		}
-	}
-	return out, has
-}
-
 func (p *parser) onStart(z *html.Tokenizer, selfClosing bool) {
 	// name must not escape (link tags below are literals), so it stays off the heap.
 	name := string(tagName(z, &p.nameBuf))
-	if p.inHead && !headElements[name] {
+	class := tagClasses[name]
+	if p.inHead && class&inHead == 0 {
 		p.inHead = false
 	}
-	if blockElements[name] {
+	if class&block != 0 {
 		p.text.sep()
 		p.anchor.sep()
 	}
@@ -463,15 +495,16 @@ func (p *parser) onStart(z *html.Tokenizer, selfClosing bool) {
 	// HTML ignores the self-closing flag on non-void elements (and the tokenizer still
 	// enters raw text mode for <script/>), so it does not end a hidden element here.
 	switch {
-	case scriptLike[name]:
+	case class&script != 0:
 		p.scriptDepth++
-	case fallback[name]:
+	case class&fallbackContent != 0:
 		p.fallDepth++
 	}
 }
 
 func (p *parser) onEnd(name string) {
-	if blockElements[name] {
+	class := tagClasses[name]
+	if class&block != 0 {
 		p.text.sep()
 		p.anchor.sep()
 	}
@@ -493,9 +526,9 @@ func (p *parser) onEnd(name string) {
 		}
 	}
 	switch {
-	case scriptLike[name] && p.scriptDepth > 0:
+	case class&script != 0 && p.scriptDepth > 0:
 		p.scriptDepth--
-	case fallback[name] && p.fallDepth > 0:
+	case class&fallbackContent != 0 && p.fallDepth > 0:
 		p.fallDepth--
 	}
 }
@@ -672,7 +705,7 @@ func (p *parser) resolve(page *url.URL, linkHeader []string) {
 		}
 	}
 
-	seen := make(map[string]int, len(p.links))
+	seen := p.seen
 	out := make([]crawlmsg.Link, 0, len(p.links))
 	for _, l := range p.links {
 		u, err := urlnorm.Resolve(base, l.href)

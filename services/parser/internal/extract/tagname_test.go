@@ -72,3 +72,20 @@ func TestTagNameMatchesTokenizer(t *testing.T) {
 		})
 	}
 }
+
+// One lookup of tagClasses stands for the four sets; it must say what each of them says.
+func TestTagClassesAreTheSets(t *testing.T) {
+	names := []string{"", "x", "span", "A"}
+	for _, set := range []map[string]bool{scriptLike, fallback, headElements, blockElements} {
+		for name := range set {
+			names = append(names, name)
+		}
+	}
+	for _, name := range names {
+		c := tagClasses[name]
+		if c&script != 0 != scriptLike[name] || c&fallbackContent != 0 != fallback[name] ||
+			c&inHead != 0 != headElements[name] || c&block != 0 != blockElements[name] {
+			t.Errorf("%q: class %04b disagrees with the sets", name, c)
+		}
+	}
+}

@@ -187,7 +187,8 @@ func (f *Filter) Select(p Page, links []crawlmsg.Link) ([]crawlmsg.Discovered, R
 	}
 	pageHost := hostOf(p.URL)
 	pageKey := f.key(pageHost)
-	var out []crawlmsg.Discovered
+	// Sized once: most links of a page pass.
+	out := make([]crawlmsg.Discovered, 0, len(links))
 	size := 0
 	for _, l := range links {
 		r, ok := f.check(l, pageHost, pageKey)

@@ -63,36 +63,11 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 // and opens the HTTP listener. The caller must call Run (which closes everything when it
 // returns) or Close.
 func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Service, err error) {
-	topo := cfg.Common.Topology()
-	maxMsg := int(topo.MaxMsgSize) - headerRoom
-	scfg, err := cfg.ScopeConfig(maxMsg)
+	proc, err := newProcessorOf(cfg, log)
 	if err != nil {
 		return nil, err
 	}
-	filter, err := scope.New(scfg)
-	if err != nil {
-		return nil, err
-	}
-	sitemaps, err := sitemapRulesOf(cfg, scfg)
-	if err != nil {
-		return nil, err
-	}
-	s := &Service{
-		cfg: cfg,
-		log: log,
-		proc: &processor{
-			extract: extractOptions(cfg),
-			filter:  filter,
-			maxDoc:  maxMsg,
-			// Half a message: the size of a group is an estimate, and JSON escapes some
-			// URL characters in more octets than the estimate counts.
-			linkBudget: maxMsg / 2,
-			minWords:   cfg.NearDupMinWords,
-			sitemaps:   sitemaps,
-			log:        log,
-			recrawl:    recrawlOf(cfg),
-		},
-	}
+	s := &Service{cfg: cfg, log: log, proc: proc}
 	opts := []runner.Option{runner.WithBodies()}
 	if cfg.ContentDedup {
 		opts = append(opts, runner.WithRedis())
@@ -125,6 +100,38 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Service, 
 	s.run.OnClose(s.proc.embeds.close)
 	registerEmbedSwitch(s.run.Registry, s.proc.embeds)
 	return s, nil
+}
+
+// newProcessorOf builds the per-page work from the configuration: extraction, scope,
+// sitemaps, recrawl and the message sizes the stream allows. Requisites stay off until
+// the service sets its switch.
+func newProcessorOf(cfg config.Config, log *slog.Logger) (*processor, error) {
+	topo := cfg.Common.Topology()
+	maxMsg := int(topo.MaxMsgSize) - headerRoom
+	scfg, err := cfg.ScopeConfig(maxMsg)
+	if err != nil {
+		return nil, err
+	}
+	filter, err := scope.New(scfg)
+	if err != nil {
+		return nil, err
+	}
+	sitemaps, err := sitemapRulesOf(cfg, scfg)
+	if err != nil {
+		return nil, err
+	}
+	return &processor{
+		extract: extractOptions(cfg),
+		filter:  filter,
+		maxDoc:  maxMsg,
+		// Half a message: the size of a group is an estimate, and JSON escapes some
+		// URL characters in more octets than the estimate counts.
+		linkBudget: maxMsg / 2,
+		minWords:   cfg.NearDupMinWords,
+		sitemaps:   sitemaps,
+		log:        log,
+		recrawl:    recrawlOf(cfg),
+	}, nil
 }
 
 // extractOptions maps the configuration onto extraction limits.

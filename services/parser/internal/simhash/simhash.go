@@ -44,6 +44,7 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/cespare/xxhash/v2"
 )
@@ -83,17 +84,11 @@ func Of(text string) Fingerprint {
 	return fp
 }
 
-// digest is the hex SHA-256 of s, fed in chunks: []byte(s) would copy a text of up to
-// several MiB.
+// digest is the hex SHA-256 of s, read in place: []byte(s) would copy a text of up to
+// several MiB, and Sum256 only reads its input.
 func digest(s string) string {
-	d := sha256.New()
-	var chunk [4096]byte
-	for len(s) > 0 {
-		n := copy(chunk[:], s)
-		d.Write(chunk[:n])
-		s = s[n:]
-	}
-	return hex.EncodeToString(d.Sum(nil))
+	sum := sha256.Sum256(unsafe.Slice(unsafe.StringData(s), len(s)))
+	return hex.EncodeToString(sum[:])
 }
 
 // collapse folds every run of white space into one space and trims the ends, as
@@ -110,6 +105,12 @@ func isCollapsed(s string) bool {
 	prevSpace := true // so that a leading space fails
 	for i := 0; i < len(s); {
 		b := s[i]
+		if b-'!' < utf8.RuneSelf-'!' {
+			// Visible ASCII, most of a text: one comparison.
+			prevSpace = false
+			i++
+			continue
+		}
 		if b < utf8.RuneSelf {
 			i++
 			if b == ' ' {

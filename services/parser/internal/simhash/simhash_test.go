@@ -303,3 +303,24 @@ func BenchmarkOf(b *testing.B) {
 		Of(text)
 	}
 }
+
+// isCollapsed decides whether the text is fingerprinted as it is; it must say exactly
+// whether folding white space would change it, for every kind of byte and rune.
+func TestIsCollapsedIsFieldsJoin(t *testing.T) {
+	pieces := []string{"a", "Z", "0", "!", "~", "\x7f", " ", "  ", "\t", "\n", "\r", "\v", "\f", "\x00", "\x1f",
+		"é", "\u00a0", "\u2003", "\u3000", "\ufeff", "\xff", "\xc3", "中"}
+	rng := rand.New(rand.NewPCG(7, 8))
+	cases := []string{"", " ", "a", " a", "a ", "a  b", "a b"}
+	for range 50000 {
+		var b strings.Builder
+		for range rng.IntN(6) {
+			b.WriteString(pieces[rng.IntN(len(pieces))])
+		}
+		cases = append(cases, b.String())
+	}
+	for _, s := range cases {
+		if got, want := isCollapsed(s), s == strings.Join(strings.Fields(s), " "); got != want {
+			t.Errorf("isCollapsed(%q) = %v, want %v", s, got, want)
+		}
+	}
+}

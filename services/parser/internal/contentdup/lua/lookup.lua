@@ -45,27 +45,31 @@ local pop = {
   3,4,4,5,4,5,5,6,4,5,5,6,5,6,6,7,
   4,5,5,6,5,6,6,7,5,6,6,7,6,7,7,8
 }
-local band, rshift, bxor = bit.band, bit.rshift, bit.bxor
+local band, rshift, bxor, sub = bit.band, bit.rshift, bit.bxor, string.sub
 local out, buckets, readers = {}, {}, {}
+-- A page's SimHash in hex and as numbers, four 16-bit parts; reused from page to page.
+local hex, parts = {}, {}
 for a = 3, #ARGV, 5 do
   local url, dig, sh, mask = ARGV[a], ARGV[a+1], ARGV[a+3], tonumber(ARGV[a+4])
   local first = ''
   if dig ~= '' then
     local key = prefix .. 'exact:' .. dig
-    first = redis.call('GET', key)
-    if not first then
-      first = ''
-      if ARGV[a+2] == '1' then redis.call('SET', key, url) end
+    -- A page that may be stored sets the key if it is absent, the common case, and reads
+    -- it only if it was there: one command where GET then SET were two.
+    if ARGV[a+2] ~= '1' or not redis.call('SET', key, url, 'NX') then
+      first = redis.call('GET', key) or ''
     end
   end
   local best, bestSeq, bestURL, present = maxd, 0, nil, 0
   if mask ~= 0 and (first == '' or first == url) then
-    local parts = {}
-    for q = 1, 4 do parts[q] = tonumber(string.sub(sh, 4*q-3, 4*q), 16) end
+    for q = 1, 4 do
+      hex[q] = sub(sh, 4*q-3, 4*q)
+      parts[q] = tonumber(hex[q], 16)
+    end
     for b = 1, 4 do
       local m = 2^(b-1)
       if band(mask, m) ~= 0 then
-        local key = prefix .. 'band:' .. (b-1) .. ':' .. string.sub(sh, 4*b-3, 4*b)
+        local key = prefix .. 'band:' .. (b-1) .. ':' .. hex[b]
         local e = buckets[key]
         if not e then
           e = redis.call('HGETALL', key)
@@ -80,7 +84,7 @@ for a = 3, #ARGV, 5 do
           local d = 0
           for q = 1, 4 do
             if q ~= b then
-              local x = bxor(parts[q], tonumber(string.sub(f, 4*q-3, 4*q), 16))
+              local x = bxor(parts[q], tonumber(sub(f, 4*q-3, 4*q), 16))
               d = d + pop[band(x, 255)] + pop[rshift(x, 8)]
               if d > best then break end
             end
@@ -88,7 +92,7 @@ for a = 3, #ARGV, 5 do
           if d <= best then
             local v = e[i+1]
             local sp = string.find(v, ' ', 1, true)
-            local s, u = tonumber(string.sub(v, 1, sp-1)), string.sub(v, sp+1)
+            local s, u = tonumber(sub(v, 1, sp-1)), sub(v, sp+1)
             if u ~= url and (bestURL == nil or d < best or s < bestSeq) then
               best, bestSeq, bestURL = d, s, u
             end

@@ -1,0 +1,204 @@
+package itest
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/trawl/trawl/devstack/redisproc"
+	"github.com/trawl/trawl/devstack/synthweb"
+	"github.com/trawl/trawl/services/parser/internal/config"
+	"github.com/trawl/trawl/services/parser/internal/service"
+	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/envconfig"
+	"github.com/trawl/trawl/shared/topology"
+)
+
+// The pipeline benchmark's wide web and batch size (devstack/e2e, TRAWL_PARSE_BATCH).
+const (
+	wideHosts    = 2000
+	widePages    = 12
+	benchBatch   = 32
+	benchBatches = 12
+)
+
+// widePageMsgs fetches benchBatches × benchBatch pages of the wide web, spread over its
+// hosts, and builds their page messages as the fetcher does (response header, capture).
+func widePageMsgs(b *testing.B) []*nats.Msg {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cfg := synthweb.DefaultConfig()
+	cfg.Special = false
+	cfg.Hosts, cfg.PagesPerHost = wideHosts, widePages
+	web, err := synthweb.Start(ctx, cfg)
+	if err != nil {
+		b.Fatalf("start synthetic web: %v", err)
+	}
+	defer web.Close()
+	urls := make([]string, 0, wideHosts*widePages)
+	for u := range web.Expected(20).Fetch {
+		urls = append(urls, u)
+	}
+	slices.Sort(urls)
+	n := benchBatches * benchBatch
+	if len(urls) < n {
+		b.Fatalf("the web has %d pages, want %d", len(urls), n)
+	}
+	client := &http.Client{Timeout: 10 * time.Second}
+	msgs := make([]*nats.Msg, 0, n)
+	for i := range n {
+		u := urls[i*len(urls)/n]
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			b.Fatalf("fetch %s: %v", u, err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			b.Fatalf("fetch %s: %d %v", u, resp.StatusCode, err)
+		}
+		var head strings.Builder
+		fmt.Fprintf(&head, "HTTP/1.1 %s\r\n", resp.Status)
+		_ = resp.Header.Write(&head)
+		head.WriteString("\r\n")
+		host := req.URL.Hostname()
+		page := &crawlmsg.Page{
+			Meta: crawlmsg.PageMeta{
+				URL: u, Host: host, Depth: 1 + i%5, Status: resp.StatusCode, Header: resp.Header,
+				ContentType: "text/html", Charset: "utf-8", FetchedAt: time.Now().UnixMilli(), DurationMs: 1,
+				Lease: "0-" + strconv.Itoa(i) + "-bench",
+				Capture: &crawlmsg.Capture{
+					Request:  []byte("GET " + req.URL.RequestURI() + " HTTP/1.1\r\nHost: " + req.URL.Host + "\r\nUser-Agent: trawl\r\n\r\n"),
+					Response: []byte(head.String()),
+					Verbatim: true,
+					IP:       host,
+				},
+			},
+			Body: body,
+		}
+		m, err := crawlmsg.PageMsg(topology.SubjectPages, page)
+		if err != nil {
+			b.Fatal(err)
+		}
+		msgs = append(msgs, m)
+	}
+	return msgs
+}
+
+// cpuTime is this process's user + system CPU time.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkPages is the parser's whole per-page path without NATS (service.Offline): the
+// pages of the pipeline benchmark's wide web, decoded from their messages, extracted,
+// fingerprinted, checked against content dedup on a real redis-server, encoded as
+// documents and packed as link batches, one batch of 32 pages per op with the default
+// settings and GOGC, as the parser runs them. Every page is new to the index, as in a
+// crawl: the index is emptied (clock stopped) before the pages come round again.
+// Reported per page: the process's CPU time (cpu-µs/page, both workers), allocations
+// (allocs/page) and redis-server's CPU time (redis-µs/page).
+func BenchmarkPages(b *testing.B) {
+	msgs := widePageMsgs(b)
+	rs := redisproc.StartT(b, redisproc.Options{})
+	opt, err := redis.ParseURL(rs.URL())
+	if err != nil {
+		b.Fatal(err)
+	}
+	rdb := redis.NewClient(opt)
+	b.Cleanup(func() { rdb.Close() })
+	cfg, err := config.Load(envconfig.FromMap(map[string]string{
+		"TRAWL_MAX_DEPTH":    "20",
+		"TRAWL_ROBOTS_AGENT": synthweb.ProductToken,
+	}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		b.Fatal(err)
+	}
+	ctx := ctxT(b)
+	off, err := service.NewOffline(ctx, cfg, rdb, slog.New(slog.DiscardHandler))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer debug.SetGCPercent(debug.SetGCPercent(400)) // the services' default (runner.SetGCDefault)
+
+	batch := func(i int) []*nats.Msg { return msgs[(i%benchBatches)*benchBatch:][:benchBatch] }
+	// One pass unmeasured, so the first op pays no one-time cost (scripts loaded, pools).
+	for i := range benchBatches {
+		docs, _, err := off.Batch(ctx, batch(i))
+		if err != nil || len(docs) != benchBatch {
+			b.Fatalf("warm-up batch %d: %d documents, %v", i, len(docs), err)
+		}
+	}
+	empty := func() {
+		if err := rdb.FlushDB(ctx).Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	empty()
+	redisCPU := func() float64 {
+		info, err := rdb.Info(ctx, "cpu").Result()
+		if err != nil {
+			b.Fatal(err)
+		}
+		var sum float64
+		for _, l := range strings.Split(info, "\r\n") {
+			if k, v, _ := strings.Cut(l, ":"); k == "used_cpu_sys" || k == "used_cpu_user" {
+				f, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					b.Fatalf("INFO cpu %s: %v", l, err)
+				}
+				sum += f
+			}
+		}
+		return sum
+	}
+	var ms0, ms1 runtime.MemStats
+	runtime.ReadMemStats(&ms0)
+	cpu0, rcpu0 := cpuTime(b), redisCPU()
+	b.ReportAllocs()
+	b.ResetTimer()
+	i := 0
+	for b.Loop() {
+		if i > 0 && i%benchBatches == 0 {
+			b.StopTimer()
+			empty()
+			b.StartTimer()
+		}
+		if _, _, err := off.Batch(ctx, batch(i)); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+	b.StopTimer()
+	cpu1 := cpuTime(b)
+	runtime.ReadMemStats(&ms1)
+	pages := float64(i * benchBatch)
+	b.ReportMetric(float64((cpu1-cpu0).Microseconds())/pages, "cpu-µs/page")
+	b.ReportMetric(float64(ms1.Mallocs-ms0.Mallocs)/pages, "allocs/page")
+	b.ReportMetric((redisCPU()-rcpu0)*1e6/pages, "redis-µs/page")
+}
