@@ -227,6 +227,28 @@ func startStack(t *testing.T, ctx context.Context, opts stack.Options) *stack.St
 	return st
 }
 
+// A local stack starts where NATS may set aside 4 GiB only, three quarters of a small
+// disk's free space, which the production stream caps (18 GiB) would not fit; a service
+// given those caps there stops and names the settings.
+func TestLocalStackFitsASmallDisk(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	st := startStack(t, ctx, stack.Options{NATSMaxStore: 4 << 30, Env: testEnv().vars()})
+	if err := st.Seed(ctx, []string{"http://127.0.0.1:1/"}); err != nil {
+		t.Fatalf("seed: %v", err)
+	}
+
+	prod := map[string]string{"TRAWL_PAGES_MAX_BYTES": "8GiB", "TRAWL_DOCS_MAX_BYTES": "2GiB"}
+	for k, v := range testEnv().vars() {
+		prod[k] = v
+	}
+	opts := stack.Options{BinDir: binDir, NATSMaxStore: 4 << 30, Env: prod}
+	_, err := stack.Start(ctx, opts)
+	if err == nil || !strings.Contains(err.Error(), "TRAWL_PAGES_MAX_BYTES") {
+		t.Fatalf("a stack with the production caps on 4 GiB: %v, want a service stopping with the settings to change", err)
+	}
+}
+
 // A service started with another TRAWL_SHARDS than the crawl's refuses to start, saying
 // why: hosts would move between shards mid-crawl.
 func TestServicesRefuseAnotherShardCount(t *testing.T) {

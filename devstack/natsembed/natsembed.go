@@ -41,6 +41,9 @@ type Options struct {
 	Cluster *Cluster
 	// Username and Password, when set, are the only credentials the server accepts.
 	Username, Password string
+	// MaxStore is JetStream's file storage limit in bytes; 0 leaves the server's default,
+	// three quarters of the store directory's free disk at start.
+	MaxStore int64
 }
 
 // Cluster is the route side of a clustered server.
@@ -108,12 +111,13 @@ func (s *Server) start() error {
 		name = "trawl-devstack"
 	}
 	nopts := &server.Options{
-		ServerName: name,
-		Host:       s.opts.Host,
-		Port:       s.port,
-		MaxPayload: s.opts.MaxPayload,
-		JetStream:  true,
-		StoreDir:   s.opts.StoreDir,
+		ServerName:        name,
+		Host:              s.opts.Host,
+		Port:              s.port,
+		MaxPayload:        s.opts.MaxPayload,
+		JetStream:         true,
+		StoreDir:          s.opts.StoreDir,
+		JetStreamMaxStore: s.opts.MaxStore,
 		// The embedding process owns signal handling.
 		NoSigs:   true,
 		Username: s.opts.Username,

@@ -71,6 +71,9 @@ type Options struct {
 	NATSBin string
 	// NATSArgs are extra trawl-nats flags, e.g. {"-pprof", "127.0.0.1:6060"}.
 	NATSArgs []string
+	// NATSMaxStore, if set, is JetStream's file storage limit in bytes instead of three
+	// quarters of the free disk (to stand for a small disk).
+	NATSMaxStore int64
 	// NATSURL, if set, is a NATS the stack uses instead of starting one (e.g. a cluster of
 	// devstack/natscluster: several comma-separated URLs); NATS() is nil then.
 	NATSURL string
@@ -198,6 +201,14 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	}
 	env["TRAWL_NATS_URL"] = natsURL
 	env["TRAWL_REDIS_URL"] = redisURL
+	// NATS sets each stream's byte cap aside out of three quarters of the free disk, so the
+	// production caps (18 GiB in all) would keep a local stack from starting on a small
+	// disk; the environment's own values still win.
+	for k, v := range localStreamCaps {
+		if _, set := env[k]; !set && os.Getenv(k) == "" {
+			env[k] = v
+		}
+	}
 	if v := env["TRAWL_SHARDS"]; v != "" {
 		fmt.Sscan(v, &s.shards)
 	}
@@ -249,7 +260,7 @@ func (s *Stack) startNATS(ctx context.Context) (string, error) {
 	store := filepath.Join(s.dir, "nats")
 	if s.opts.NATSBin == "" {
 		var err error
-		if s.nats, err = natsembed.Start(natsembed.Options{StoreDir: store}); err != nil {
+		if s.nats, err = natsembed.Start(natsembed.Options{StoreDir: store, MaxStore: s.opts.NATSMaxStore}); err != nil {
 			return "", fmt.Errorf("stack: nats: %w", err)
 		}
 		return s.nats.URL(), nil
@@ -264,7 +275,11 @@ func (s *Stack) startNATS(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("stack: %w", err)
 	}
 	s.files = append(s.files, f)
-	p := &Proc{Name: "nats", bin: s.opts.NATSBin, args: append([]string{"-store", store, "-host", host, "-port", port}, s.opts.NATSArgs...), env: os.Environ(), logOut: f}
+	args := []string{"-store", store, "-host", host, "-port", port}
+	if s.opts.NATSMaxStore > 0 {
+		args = append(args, "-max-store", strconv.FormatInt(s.opts.NATSMaxStore, 10))
+	}
+	p := &Proc{Name: "nats", bin: s.opts.NATSBin, args: append(args, s.opts.NATSArgs...), env: os.Environ(), logOut: f}
 	if err := p.Start(); err != nil {
 		return "", err
 	}
@@ -296,6 +311,13 @@ func (s *Stack) pin(p *Proc) error {
 		return nil
 	}
 	return Pin(p.PID(), s.opts.CPUs)
+}
+
+// localStreamCaps are a local stack's stream caps: 2.5 GiB set aside in all, room for
+// thousands of unparsed pages.
+var localStreamCaps = map[string]string{
+	"TRAWL_PAGES_MAX_BYTES": "1GiB",
+	"TRAWL_DOCS_MAX_BYTES":  "512MiB",
 }
 
 func (s *Stack) newProc(name string, i int, env map[string]string) (*Proc, error) {

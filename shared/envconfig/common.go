@@ -155,7 +155,17 @@ type Common struct {
 	// RedisWait is TRAWL_REDIS_WAIT: how long the writes that must survive a Redis master's
 	// crash wait for a replica to have them (redisx.Waiter); 0 = never.
 	RedisWait time.Duration
+	// PagesMaxBytes (TRAWL_PAGES_MAX_BYTES) caps the pages stream and, apart, the bodies
+	// object store; DocsMaxBytes (TRAWL_DOCS_MAX_BYTES) the docs stream. JetStream reserves
+	// a file stream's cap out of its storage limit when the stream is made, so together
+	// they set the free disk NATS needs (topology.Options).
+	PagesMaxBytes int64
+	DocsMaxBytes  int64
 }
+
+// MinStreamBytes is the least TRAWL_PAGES_MAX_BYTES and TRAWL_DOCS_MAX_BYTES: room for
+// several of the largest messages (topology.Options.MaxMsgSize).
+const MinStreamBytes = 64 << 20
 
 // MaxRedisWait bounds TRAWL_REDIS_WAIT, below the Redis client's read timeout.
 const MaxRedisWait = 5 * time.Second
@@ -169,18 +179,20 @@ const (
 // LoadCommon reads the common settings; defaultHTTP is the service's own /metrics address.
 func LoadCommon(r *Reader, defaultHTTP string) Common {
 	return Common{
-		Conn:        LoadConn(r),
-		HTTPAddr:    r.String("HTTP_ADDR", defaultHTTP),
-		LogLevel:    r.String("LOG_LEVEL", "info"),
-		LogFormat:   r.String("LOG_FORMAT", "text"),
-		LeaseTTL:    r.Duration("LEASE_TTL", DefaultLeaseTTL),
-		AckWait:     r.Duration("ACK_WAIT", 30*time.Second),
-		MaxDeliver:  r.Int("MAX_DELIVER", 20),
-		Replicas:    r.Int("STREAM_REPLICAS", 1),
-		MemoryStore: r.Bool("STREAM_MEMORY", false),
-		TaskBatch:   r.Int("TASK_BATCH", 8),
-		Recrawl:     r.String("RECRAWL", RecrawlOff),
-		RedisWait:   r.Duration("REDIS_WAIT", 0),
+		Conn:          LoadConn(r),
+		HTTPAddr:      r.String("HTTP_ADDR", defaultHTTP),
+		LogLevel:      r.String("LOG_LEVEL", "info"),
+		LogFormat:     r.String("LOG_FORMAT", "text"),
+		LeaseTTL:      r.Duration("LEASE_TTL", DefaultLeaseTTL),
+		AckWait:       r.Duration("ACK_WAIT", 30*time.Second),
+		MaxDeliver:    r.Int("MAX_DELIVER", 20),
+		Replicas:      r.Int("STREAM_REPLICAS", 1),
+		MemoryStore:   r.Bool("STREAM_MEMORY", false),
+		TaskBatch:     r.Int("TASK_BATCH", 8),
+		Recrawl:       r.String("RECRAWL", RecrawlOff),
+		RedisWait:     r.Duration("REDIS_WAIT", 0),
+		PagesMaxBytes: r.Bytes("PAGES_MAX_BYTES", topology.DefaultOptions(0).PagesMaxBytes),
+		DocsMaxBytes:  r.Bytes("DOCS_MAX_BYTES", topology.DefaultOptions(0).DocsMaxBytes),
 	}
 }
 
@@ -210,6 +222,12 @@ func (c Common) Validate() error {
 	if c.RedisWait < 0 || c.RedisWait > MaxRedisWait {
 		errs = append(errs, fmt.Errorf("TRAWL_REDIS_WAIT=%s: want 0 (off) to %s", c.RedisWait, MaxRedisWait))
 	}
+	if c.PagesMaxBytes < MinStreamBytes {
+		errs = append(errs, fmt.Errorf("TRAWL_PAGES_MAX_BYTES=%d: want at least %d (64MiB)", c.PagesMaxBytes, MinStreamBytes))
+	}
+	if c.DocsMaxBytes < MinStreamBytes {
+		errs = append(errs, fmt.Errorf("TRAWL_DOCS_MAX_BYTES=%d: want at least %d (64MiB)", c.DocsMaxBytes, MinStreamBytes))
+	}
 	if c.Recrawl != RecrawlOff && c.Recrawl != RecrawlAdaptive {
 		errs = append(errs, fmt.Errorf("TRAWL_RECRAWL=%q: want %s or %s", c.Recrawl, RecrawlOff, RecrawlAdaptive))
 	}
@@ -231,6 +249,7 @@ func (c Common) Topology() topology.Options {
 	o := topology.DefaultOptions(c.Shards)
 	o.Replicas = c.Replicas
 	o.Recrawl = c.Recrawl == RecrawlAdaptive
+	o.PagesMaxBytes, o.DocsMaxBytes = c.PagesMaxBytes, c.DocsMaxBytes
 	if c.MemoryStore {
 		o.Storage = 1 // jetstream.MemoryStorage
 	}

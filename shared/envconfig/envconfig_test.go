@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/trawl/trawl/shared/topology"
 )
 
 func TestReader(t *testing.T) {
@@ -74,6 +76,8 @@ func TestCommonValidate(t *testing.T) {
 		{"log format", map[string]string{"TRAWL_LOG_FORMAT": "xml"}, "TRAWL_LOG_FORMAT"},
 		{"max deliver", map[string]string{"TRAWL_MAX_DELIVER": "1"}, "TRAWL_MAX_DELIVER"},
 		{"ack wait beyond half the lease", map[string]string{"TRAWL_LEASE_TTL": "20s", "TRAWL_ACK_WAIT": "15s"}, "TRAWL_ACK_WAIT"},
+		{"pages cap below a few messages", map[string]string{"TRAWL_PAGES_MAX_BYTES": "8MiB"}, "TRAWL_PAGES_MAX_BYTES"},
+		{"docs cap below a few messages", map[string]string{"TRAWL_DOCS_MAX_BYTES": "1MiB"}, "TRAWL_DOCS_MAX_BYTES"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -82,6 +86,19 @@ func TestCommonValidate(t *testing.T) {
 				t.Fatalf("Validate() = %v, want an error naming %s", err, tc.want)
 			}
 		})
+	}
+}
+
+// The stream caps reach the topology every service declares: a service that read them
+// but declared the defaults would fight the others over the streams' configuration.
+func TestStreamCapsReachTopology(t *testing.T) {
+	o := LoadCommon(FromMap(map[string]string{"TRAWL_PAGES_MAX_BYTES": "1GiB", "TRAWL_DOCS_MAX_BYTES": "256MiB"}), ":9100").Topology()
+	if o.PagesMaxBytes != 1<<30 || o.DocsMaxBytes != 256<<20 {
+		t.Fatalf("topology caps pages %d docs %d, want %d and %d", o.PagesMaxBytes, o.DocsMaxBytes, 1<<30, 256<<20)
+	}
+	d := LoadCommon(FromMap(nil), ":9100").Topology()
+	if def := topology.DefaultOptions(0); d.PagesMaxBytes != def.PagesMaxBytes || d.DocsMaxBytes != def.DocsMaxBytes {
+		t.Fatalf("default caps pages %d docs %d, want the topology's %d and %d", d.PagesMaxBytes, d.DocsMaxBytes, def.PagesMaxBytes, def.DocsMaxBytes)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -84,6 +85,48 @@ func TestEnsureIsIdempotent(t *testing.T) {
 	}
 	if n := streamMsgs(t, js, topology.StreamFetched); n != 1 {
 		t.Fatalf("fetched stream holds %d messages, want 1", n)
+	}
+}
+
+// JetStream sets every file stream's byte cap aside out of its storage limit, which by
+// default follows the free disk: a server short of it must stop the service with the
+// settings to change, not a NATS error code, and caps that fit must be accepted.
+func TestStreamCapsBeyondTheStorageLimit(t *testing.T) {
+	srv, err := natsembed.Start(natsembed.Options{StoreDir: t.TempDir(), MaxStore: 1 << 30})
+	if err != nil {
+		t.Fatalf("natsembed: start embedded NATS server: %v", err)
+	}
+	t.Cleanup(srv.Shutdown)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	nc, js, err := natsx.Connect(ctx, srv.URL(), "test", slog.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	tm := topology.StageTimings{AckWait: 30 * time.Second, FetchAckWait: 150 * time.Second, MaxDeliver: 20}
+
+	// The default caps, 8 GiB for pages and for bodies and 2 GiB for docs, against 1 GiB.
+	o := topology.DefaultOptions(1)
+	err = natsx.Ensure(ctx, js, o, tm, slog.Default())
+	if !errors.Is(err, natsx.ErrNoStorage) || !strings.Contains(err.Error(), "TRAWL_PAGES_MAX_BYTES") {
+		t.Fatalf("Ensure with caps beyond the limit = %v, want ErrNoStorage naming TRAWL_PAGES_MAX_BYTES", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("Ensure waited for the deadline instead of stopping")
+	}
+
+	o.PagesMaxBytes, o.DocsMaxBytes = 256<<20, 64<<20
+	if err := natsx.Ensure(ctx, js, o, tm, slog.Default()); err != nil {
+		t.Fatalf("Ensure with caps that fit: %v", err)
+	}
+	if _, err := natsx.ObjectStore(ctx, js, topology.Bodies(o)); err != nil {
+		t.Fatalf("bodies store with a cap that fits: %v", err)
+	}
+	big := o
+	big.PagesMaxBytes = 2 << 30
+	if _, err := natsx.ObjectStore(ctx, js, topology.Bodies(big)); !errors.Is(err, natsx.ErrNoStorage) {
+		t.Fatalf("bodies store beyond the limit = %v, want ErrNoStorage", err)
 	}
 }
 

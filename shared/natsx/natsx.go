@@ -95,6 +95,10 @@ func Ensure(ctx context.Context, js jetstream.JetStream, o topology.Options, t t
 		if lastErr = ensureOnce(ctx, js, o, t); lastErr == nil {
 			return nil
 		}
+		// Waiting does not make disk: the service stops with what to change.
+		if err := noStorage(lastErr); errors.Is(err, ErrNoStorage) {
+			return err
+		}
 		switch err := tooFewPeers(lastErr, o.Replicas); {
 		case errors.Is(err, ErrNotClustered):
 			return err
@@ -137,16 +141,35 @@ func Redact(urls string) string {
 	return strings.Join(parts, ",")
 }
 
+// ErrNoStorage: the NATS server cannot set aside a stream's byte cap. JetStream reserves
+// every file stream's cap out of its storage limit when the stream is made, so the caps
+// together must fit that limit, whatever the streams hold.
+var ErrNoStorage = errors.New("natsx: NATS cannot reserve the streams' byte caps: the pages stream and the bodies store " +
+	"take TRAWL_PAGES_MAX_BYTES each and the docs stream TRAWL_DOCS_MAX_BYTES out of JetStream's file storage limit " +
+	"(max_file_store; by default three quarters of the disk that was free when the server started); " +
+	"free disk space, raise max_file_store, or lower those settings")
+
+// noStorage wraps the server's refusal to reserve a stream's cap in ErrNoStorage, and
+// returns other errors as they are.
+func noStorage(err error) error {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeStorageExceeded {
+		return fmt.Errorf("%w: %w", ErrNoStorage, err)
+	}
+	return err
+}
+
 // ErrNotClustered: streams of several replicas were asked of a NATS server that is not
 // part of a JetStream cluster.
 var ErrNotClustered = errors.New("natsx: NATS is not a JetStream cluster")
 
 // Error codes of the JetStream API (nats-server's JSStreamReplicasNotSupportedErr,
-// JSInsufficientResourcesErr, JSClusterNoPeersErr).
+// JSInsufficientResourcesErr, JSClusterNoPeersErr, JSStorageResourcesExceededErr).
 const (
 	errCodeReplicasNotSupported jetstream.ErrorCode = 10074
 	errCodeInsufficient         jetstream.ErrorCode = 10023
 	errCodeNoPeers              jetstream.ErrorCode = 10005
+	errCodeStorageExceeded      jetstream.ErrorCode = 10047
 )
 
 // tooFewPeers turns the server's refusal to place a replicated stream into an error that
@@ -319,7 +342,7 @@ func KeyValue(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValu
 
 // ObjectStore is KeyValue for an object store.
 func ObjectStore(ctx context.Context, js jetstream.JetStream, cfg jetstream.ObjectStoreConfig) (jetstream.ObjectStore, error) {
-	return retryUnanswered(ctx, func(ctx context.Context) (jetstream.ObjectStore, error) {
+	st, err := retryUnanswered(ctx, func(ctx context.Context) (jetstream.ObjectStore, error) {
 		st, err := js.CreateObjectStore(ctx, cfg)
 		if errors.Is(err, jetstream.ErrBucketExists) {
 			st, err = js.UpdateObjectStore(ctx, cfg)
@@ -329,6 +352,7 @@ func ObjectStore(ctx context.Context, js jetstream.JetStream, cfg jetstream.Obje
 		}
 		return st, err
 	})
+	return st, noStorage(err)
 }
 
 // retryUnanswered calls fn until it succeeds, fails otherwise than by going unanswered, or

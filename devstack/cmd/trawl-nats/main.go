@@ -26,6 +26,7 @@ func main() {
 	flag.StringVar(&opts.Host, "host", "127.0.0.1", "listen address")
 	flag.IntVar(&opts.Port, "port", 4222, "client port (0 = a free one)")
 	pprofAddr := flag.String("pprof", "", "also serve the Go profiler (/debug/pprof/) on this address, to profile the server")
+	flag.Int64Var(&opts.MaxStore, "max-store", 0, "JetStream file storage limit in bytes (default: three quarters of the free disk)")
 	flag.StringVar(&opts.ServerName, "name", "", "server name (distinct in a cluster; default trawl-devstack)")
 	cluster := flag.String("cluster", "", "join a NATS cluster of this name, with clustered JetStream (needs -cluster-port and -routes)")
 	clusterPort := flag.Int("cluster-port", 0, "route listen port")
