@@ -27,7 +27,17 @@ import (
 
 func connect(t *testing.T) jetstream.JetStream {
 	t.Helper()
-	srv := natsembed.StartT(t)
+	return connectTo(t, natsembed.Options{StoreDir: t.TempDir()})
+}
+
+// connectTo starts a server with opts and connects to it as the services do.
+func connectTo(t *testing.T, opts natsembed.Options) jetstream.JetStream {
+	t.Helper()
+	srv, err := natsembed.Start(opts)
+	if err != nil {
+		t.Fatalf("natsembed: start embedded NATS server: %v", err)
+	}
+	t.Cleanup(srv.Shutdown)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	nc, js, err := natsx.Connect(ctx, srv.URL(), "test", slog.Default())
@@ -92,23 +102,14 @@ func TestEnsureIsIdempotent(t *testing.T) {
 // default follows the free disk: a server short of it must stop the service with the
 // settings to change, not a NATS error code, and caps that fit must be accepted.
 func TestStreamCapsBeyondTheStorageLimit(t *testing.T) {
-	srv, err := natsembed.Start(natsembed.Options{StoreDir: t.TempDir(), MaxStore: 1 << 30})
-	if err != nil {
-		t.Fatalf("natsembed: start embedded NATS server: %v", err)
-	}
-	t.Cleanup(srv.Shutdown)
+	js := connectTo(t, natsembed.Options{StoreDir: t.TempDir(), MaxStore: 1 << 30})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	nc, js, err := natsx.Connect(ctx, srv.URL(), "test", slog.Default())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
 	tm := topology.StageTimings{AckWait: 30 * time.Second, FetchAckWait: 150 * time.Second, MaxDeliver: 20}
 
 	// The default caps, 8 GiB for pages and for bodies and 2 GiB for docs, against 1 GiB.
 	o := topology.DefaultOptions(1)
-	err = natsx.Ensure(ctx, js, o, tm, slog.Default())
+	err := natsx.Ensure(ctx, js, o, tm, slog.Default())
 	if !errors.Is(err, natsx.ErrNoStorage) || !strings.Contains(err.Error(), "TRAWL_PAGES_MAX_BYTES") {
 		t.Fatalf("Ensure with caps beyond the limit = %v, want ErrNoStorage naming TRAWL_PAGES_MAX_BYTES", err)
 	}
