@@ -462,3 +462,15 @@ func KeysPerMaster(ctx context.Context, c *redis.ClusterClient, pattern string) 
 	slices.Sort(out)
 	return out, nil
 }
+
+// KeysPerMasterT is KeysPerMaster for a test, which it fails on error.
+func KeysPerMasterT(t testing.TB, c *redis.ClusterClient, pattern string) []int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := KeysPerMaster(ctx, c, pattern)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}

@@ -107,12 +107,7 @@ func TestDigestsOnRedisCluster(t *testing.T) {
 	s.waitArchived()
 	stop()
 
-	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
-	defer cancel()
-	per, err := rediscluster.KeysPerMaster(ctx, c, "trawl:archive:digests:{*}")
-	if err != nil {
-		t.Fatal(err)
-	}
+	per := rediscluster.KeysPerMasterT(t, c, "trawl:archive:digests:{*}")
 	if len(per) != 3 || per[0] < pages/3/2 {
 		t.Errorf("digest buckets per master %v: want every one of the 3 masters to hold a share of %d", per, pages)
 	}

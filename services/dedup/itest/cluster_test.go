@@ -20,16 +20,6 @@ import (
 // so each master takes about a third of the parts.
 const clusterParts = 12
 
-// keysPerMaster counts, on each master, the keys matching pattern.
-func keysPerMaster(t *testing.T, c *redis.ClusterClient, pattern string) []int {
-	t.Helper()
-	out, err := rediscluster.KeysPerMaster(testwait.Context(t), c, pattern)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
 // clusterSeen starts a Redis Cluster and a seen tester over a filter in clusterParts parts.
 func clusterSeen(t *testing.T) (*rediscluster.Cluster, *redis.ClusterClient, bloom.Parts, *seen.Store) {
 	t.Helper()
@@ -78,8 +68,8 @@ func TestSeenOnRedisCluster(t *testing.T) {
 		t.Errorf("a later message found %d of 500 known URLs new (%v)", len(seenNow[0]), err)
 	}
 
-	bits := keysPerMaster(t, c, "trawl:{dedup*}:bloom:*")
-	memos := keysPerMaster(t, c, "trawl:{dedup*}:memo")
+	bits := rediscluster.KeysPerMasterT(t, c, "trawl:{dedup*}:bloom:*")
+	memos := rediscluster.KeysPerMasterT(t, c, "trawl:{dedup*}:memo")
 	if len(bits) != 3 || bits[0] == 0 || bits[2] > 2*bits[0]+2 {
 		t.Errorf("filter keys per master %v: want every one of the 3 masters to hold a share", bits)
 	}
@@ -160,7 +150,7 @@ func TestServiceOnRedisCluster(t *testing.T) {
 	testwait.Eventually(t, 10*time.Second, "fill ratio measured", func() bool {
 		return s.metric(t, "trawl_dedup_bloom_fill_ratio") > 0
 	})
-	if n := keysPerMaster(t, cl.Client(t), "trawl:{dedup*}:bloom:meta"); len(n) != 3 || n[0] == 0 {
+	if n := rediscluster.KeysPerMasterT(t, cl.Client(t), "trawl:{dedup*}:bloom:meta"); len(n) != 3 || n[0] == 0 {
 		t.Errorf("filter parts per master %v: want the 6 parts spread over the 3 masters", n)
 	}
 }

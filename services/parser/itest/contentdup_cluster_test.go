@@ -8,23 +8,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/trawl/trawl/devstack/rediscluster"
 	"github.com/trawl/trawl/services/parser/internal/contentdup"
 	"github.com/trawl/trawl/services/parser/internal/simhash"
 	"github.com/trawl/trawl/shared/testwait"
 )
-
-// keysPerMaster counts, on each master, the keys matching pattern, ascending.
-func keysPerMaster(t *testing.T, c *redis.ClusterClient, pattern string) []int {
-	t.Helper()
-	out, err := rediscluster.KeysPerMaster(testwait.Context(t), c, pattern)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
 
 // On a Redis Cluster the index in 16 partitions finds exact and near duplicates within a
 // batch and across batches, each partition's script keeps its keys in one slot (a
@@ -107,15 +95,15 @@ func TestContentDedupOnRedisCluster(t *testing.T) {
 		}
 	}
 
-	exact := keysPerMaster(t, c, "trawl:{content:*}:exact:*")
-	bands := keysPerMaster(t, c, "trawl:{content:*}:band:*")
+	exact := rediscluster.KeysPerMasterT(t, c, "trawl:{content:*}:exact:*")
+	bands := rediscluster.KeysPerMasterT(t, c, "trawl:{content:*}:band:*")
 	if len(exact) != 3 || exact[0] == 0 || exact[2] > 3*exact[0] {
 		t.Errorf("exact keys per master %v: want every one of the 3 masters to hold a share", exact)
 	}
 	if len(bands) != 3 || bands[0] == 0 || bands[2] > 2*bands[0] {
 		t.Errorf("band buckets per master %v: want every one of the 3 masters to hold a share", bands)
 	}
-	if old := keysPerMaster(t, c, "trawl:{content}:[eb]*"); slices.Max(old) != 0 {
+	if old := rediscluster.KeysPerMasterT(t, c, "trawl:{content}:[eb]*"); slices.Max(old) != 0 {
 		t.Errorf("keys of the one-partition layout per master: %v, want none", old)
 	}
 }
