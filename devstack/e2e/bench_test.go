@@ -21,6 +21,7 @@ import (
 
 	"github.com/trawl/trawl/devstack/stack"
 	"github.com/trawl/trawl/devstack/synthweb"
+	"github.com/trawl/trawl/shared/durability"
 	"github.com/trawl/trawl/shared/robots"
 )
 
@@ -56,10 +57,14 @@ type benchScenario struct {
 	// that the web's own cost does not compete with the crawler's.
 	pinned bool
 	bare   bool // also crawl the web with the bare reference loop
+	// fsync is TRAWL_FSYNC for NATS and Redis ("" = the default, fsync every write), so
+	// the cost of the weaker level is measured beside it.
+	fsync durability.Level
 }
 
 var benchScenarios = []benchScenario{
 	{name: "plain", hosts: 250, pages: 80, replicas: 1, bare: true},
+	{name: "plain/fsync=1s", hosts: 250, pages: 80, replicas: 1, fsync: durability.EverySecond},
 	{name: "wide", hosts: 2000, pages: 12, replicas: 1, bare: true},
 	{name: "plain-pinned/replicas=1", hosts: 250, pages: 80, replicas: 1, pinned: true},
 	{name: "plain-pinned/replicas=2", hosts: 250, pages: 80, replicas: 2, pinned: true},
@@ -277,13 +282,14 @@ func runPipelineBench(b *testing.B, sc benchScenario, natsBin string) benchResul
 		natsArgs = []string{"-pprof", a}
 	}
 	st, err := stack.Start(ctx, stack.Options{
-		BinDir:   bins,
-		Dir:      b.TempDir(),
-		Replicas: map[string]int{"fetcher": sc.replicas, "parser": sc.replicas},
-		Env:      env,
-		NATSBin:  natsBin,
-		NATSArgs: natsArgs,
-		CPUs:     cpus,
+		BinDir:     bins,
+		Dir:        b.TempDir(),
+		Replicas:   map[string]int{"fetcher": sc.replicas, "parser": sc.replicas},
+		Env:        env,
+		NATSBin:    natsBin,
+		NATSArgs:   natsArgs,
+		CPUs:       cpus,
+		Durability: sc.fsync,
 	})
 	if err != nil {
 		b.Fatal(err)
