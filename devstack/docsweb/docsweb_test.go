@@ -247,7 +247,7 @@ func TestSummary(t *testing.T) {
 	es := correctCrawl(t)
 	es = append(es, es[2])
 	got := Summary(es, []Site{unitSite}, es[len(es)-1].End.Add(time.Second))
-	for _, want := range []string{"nginx served 11 requests", "unit.docs.test: 11 requests of 10 URLs", "status 10×200 1×404", "2× unit.docs.test/a.html"} {
+	for _, want := range []string{"nginx served 11 requests", "unit.docs.test: 11 requests of 10 URLs", "status 10×200 1×404", "closest gap -5ms", "2× unit.docs.test/a.html"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("summary lacks %q:\n%s", want, got)
 		}

@@ -19,13 +19,16 @@ func Summary(entries []Entry, sites []Site, now time.Time) string {
 		urls             map[string]int
 		status           map[int]int
 		last             Entry
+		prev             *Entry
+		closest          time.Duration // smallest gap from one request's end to the next's start
 	}
 	stats := map[string]*hostStats{}
 	var hosts []string
 	for _, s := range sites {
 		hosts = append(hosts, s.Host())
 	}
-	for _, e := range entries {
+	sorted := slices.SortedStableFunc(slices.Values(entries), func(a, b Entry) int { return a.Start.Compare(b.Start) })
+	for _, e := range sorted {
 		h := stats[e.Host]
 		if h == nil {
 			h = &hostStats{urls: map[string]int{}, status: map[int]int{}}
@@ -47,6 +50,12 @@ func Summary(entries []Entry, sites []Site, now time.Time) string {
 		if !e.End.Before(h.last.End) {
 			h.last = e
 		}
+		if h.prev != nil {
+			if gap := e.Start.Sub(h.prev.End); h.reqs == 2 || gap < h.closest {
+				h.closest = gap
+			}
+		}
+		h.prev = &e
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "nginx served %d requests:\n", len(entries))
@@ -61,8 +70,12 @@ func Summary(entries []Entry, sites []Site, now time.Time) string {
 		for _, code := range slices.Sorted(maps.Keys(h.status)) {
 			st = append(st, fmt.Sprintf("%d×%d", h.status[code], code))
 		}
-		fmt.Fprintf(&b, "  %s: %d requests of %d URLs, %d HTML pages (%d gzip-encoded), %d body octets, status %s; last %s %s %d, %s ago\n",
-			host, h.reqs, len(h.urls), h.html, h.gzip, h.bytes, strings.Join(st, " "),
+		closest := "-"
+		if h.reqs > 1 {
+			closest = h.closest.String()
+		}
+		fmt.Fprintf(&b, "  %s: %d requests of %d URLs, %d HTML pages (%d gzip-encoded), %d body octets, status %s; closest gap %s; last %s %s %d, %s ago\n",
+			host, h.reqs, len(h.urls), h.html, h.gzip, h.bytes, strings.Join(st, " "), closest,
 			h.last.End.Format(stamp), h.last.URI, h.last.Status, now.Sub(h.last.End).Round(100*time.Millisecond))
 		for k, n := range h.urls {
 			if n > 1 {
