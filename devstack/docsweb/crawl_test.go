@@ -102,6 +102,10 @@ func TestCrawlRealDocs(t *testing.T) {
 	}
 	took := run.lastLine(`^crawl finished in`)
 	t.Logf("make run: %s; %s\n%s", time.Since(began).Round(time.Second), took, summary)
+	// nginx answered every request it logged, so the crawler has no cause to give a URL up.
+	if failed := run.lastLine(`^\s+failed \(after retries\)\s+\d+$`); !strings.HasSuffix(failed, " 0") {
+		t.Errorf("the crawl's summary: %q, want 0; the services' last warnings and errors:\n%s", strings.TrimSpace(failed), warnings(filepath.Join(state, "logs"), 4))
+	}
 
 	// What this crawl is for: pages whose compressed body alone is larger than a NATS
 	// header may be. Should nginx stop compressing them, the check would pass on a crawl that
