@@ -232,15 +232,16 @@ func (m *makeRun) watch(srv *Server) string {
 			}
 			if len(seen) > distinct {
 				distinct, lastNew = len(seen), time.Now()
-				lastURL = entries[len(entries)-1].Host + entries[len(entries)-1].URI
+				last := entries[len(entries)-1]
+				lastURL = fmt.Sprintf("%s%s at %s", last.Host, last.URI, last.End.Format(stamp))
 			}
 		}
 		switch {
 		case time.Since(start) > runDeadline:
 			reason = fmt.Sprintf("make run still running after %s", runDeadline)
 		case !seeded.IsZero() && time.Since(latest(seeded, lastNew)) > stallAfter:
-			reason = fmt.Sprintf("stalled: nginx served no URL it had not served before for %s (%d distinct URLs, the last new one %s at %s)",
-				stallAfter, distinct, lastURL, lastNew.Format(stamp))
+			reason = fmt.Sprintf("stalled: nginx served no URL it had not served before for %s (%d distinct URLs; when the last was new, the latest request was %s)",
+				stallAfter, distinct, lastURL)
 		}
 		if reason != "" {
 			return reason + m.interrupt()
