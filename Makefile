@@ -16,7 +16,7 @@ BENCH_TIME ?= 1s
 
 export GOFLAGS ?= -buildvcs=false
 
-.PHONY: all build test vet run bench fuzz tidy clean interop
+.PHONY: all build test vet run bench fuzz tidy clean interop docs-crawl
 
 all: build
 
@@ -42,6 +42,15 @@ interop: build
 	@$(GO) run ./devstack/cmd/trawl-deps redis-server node npm
 	cd devstack/warcio && npm ci --no-audit --no-fund --silent
 	$(GO) test -tags interop -count=1 -run TestArchiveReadByWarcio -v ./devstack/e2e/
+
+## docs-crawl: real documentation no one here wrote (Debian's Python, PostgreSQL, Git and Debian
+## Reference packages) served by nginx with gzip on, crawled by `make run` with the archiver and
+## judged from nginx's access log; the WARC files are read back by warcio.js (installs nginx,
+## the packages, node, npm and warcio when missing)
+docs-crawl: build
+	@$(GO) run ./devstack/cmd/trawl-deps redis-server nginx node npm
+	cd devstack/warcio && npm ci --no-audit --no-fund --silent
+	$(GO) test -tags docscrawl -count=1 -timeout 30m -run TestCrawlRealDocs -v ./devstack/docsweb/
 
 ## run: crawl SEEDS (space- or comma-separated) or the built-in demo web, then print a summary; DIR=path keeps the crawl there and resumes it;
 ## PARK_AFTER=2m ends once only hosts due later than that remain, listing them and leaving them queued for a later run with the same DIR

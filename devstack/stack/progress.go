@@ -79,7 +79,7 @@ func (p Progress) sameSeqs(q Progress) bool {
 // String is the one-line progress report of `make run`.
 func (p Progress) String() string {
 	var backlog []string
-	for _, k := range []string{"dedup", "scheduler", "fetch", "outcomes", "parser"} {
+	for _, k := range []string{"dedup", "scheduler", "fetch", "outcomes", "parser", "archiver"} {
 		if n := p.Backlog[k]; n > 0 {
 			backlog = append(backlog, fmt.Sprintf("%s=%d", k, n))
 		}
@@ -204,6 +204,14 @@ func ReadProgress(ctx context.Context, js jetstream.JetStream, rdb redis.Univers
 		return p, err
 	}
 	p.Backlog["parser"] = n
+	// The archiver's consumer exists only once an archiver ran (TRAWL_ARCHIVE_DIR). A crawl
+	// is not over while pages wait for it: `make run` would stop it before they are written.
+	switch n, err := pending(topology.StreamPages, topology.ConsumerArchiver); {
+	case err == nil:
+		p.Backlog["archiver"] = n
+	case !errors.Is(err, jetstream.ErrConsumerNotFound):
+		return p, err
+	}
 	for shard := range shards {
 		n, err := pending(topology.StreamFetched, topology.SchedulerFetchedConsumer(shard))
 		if err != nil {

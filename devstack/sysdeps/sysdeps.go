@@ -1,6 +1,6 @@
 // Package sysdeps makes sure the system programs Trawl's local stack and tests run are
 // installed: redis-server for every integration test and `make run`, chromium for the status
-// page's browser test. On a fresh Debian machine `make test` and `make run` must work alone,
+// page's browser test, nginx and documentation packages for the crawl of real pages. On a fresh Debian machine `make test` and `make run` must work alone,
 // so a missing program is installed with apt-get when this process may do so (root, apt-get
 // on PATH); otherwise the error names the package to install.
 package sysdeps
@@ -12,16 +12,43 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 )
 
 // ErrNotInstalled reports a program that is missing and could not be installed here.
 var ErrNotInstalled = errors.New("not installed")
 
-// Program is a binary and the Debian package that provides it.
+// Program is a binary, or a file, and the Debian package that provides it.
 type Program struct {
 	Binary  string
 	Package string
+	// File, when set, is a path the package installs: it counts as installed when the file
+	// exists even if Binary is not on PATH (nginx lives in /usr/sbin, which a user's PATH
+	// often lacks), and it is the only check for a package with no program (documentation).
+	File string
+}
+
+// Installed reports whether the program is there, and where.
+func (p Program) Installed() (string, bool) {
+	if p.Binary != "" {
+		if path, err := exec.LookPath(p.Binary); err == nil {
+			return path, true
+		}
+	}
+	if p.File != "" {
+		if _, err := os.Stat(p.File); err == nil {
+			return p.File, true
+		}
+	}
+	return "", false
+}
+
+func (p Program) name() string {
+	if p.Binary != "" {
+		return p.Binary
+	}
+	return p.File
 }
 
 // Known are the programs the project needs, by binary name.
@@ -30,13 +57,14 @@ var Known = map[string]Program{
 	"chromium":     {Binary: "chromium", Package: "chromium"},
 	"node":         {Binary: "node", Package: "nodejs"},
 	"npm":          {Binary: "npm", Package: "npm"},
+	"nginx":        {Binary: "nginx", Package: "nginx", File: "/usr/sbin/nginx"},
 }
 
 // Lookup returns the known program for a binary name.
 func Lookup(binary string) (Program, error) {
 	p, ok := Known[binary]
 	if !ok {
-		return Program{}, fmt.Errorf("sysdeps: unknown program %q (known: redis-server, chromium, node, npm)", binary)
+		return Program{}, fmt.Errorf("sysdeps: unknown program %q (known: redis-server, chromium, node, npm, nginx)", binary)
 	}
 	return p, nil
 }
@@ -47,7 +75,7 @@ func Lookup(binary string) (Program, error) {
 func Ensure(ctx context.Context, w io.Writer, progs ...Program) error {
 	var missing []string
 	for _, p := range progs {
-		if _, err := exec.LookPath(p.Binary); err != nil {
+		if _, ok := p.Installed(); !ok && !slices.Contains(missing, p.Package) {
 			missing = append(missing, p.Package)
 		}
 	}
@@ -76,8 +104,8 @@ func Ensure(ctx context.Context, w io.Writer, progs ...Program) error {
 		}
 	}
 	for _, p := range progs {
-		if _, err := exec.LookPath(p.Binary); err != nil {
-			return fmt.Errorf("sysdeps: %s still not on PATH after installing %s: %w", p.Binary, p.Package, err)
+		if _, ok := p.Installed(); !ok {
+			return fmt.Errorf("sysdeps: %s still missing after installing %s", p.name(), p.Package)
 		}
 	}
 	return nil

@@ -17,6 +17,10 @@ func TestEnsure(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("PATH", dir)
+	doc := filepath.Join(dir, "doc.html")
+	if err := os.WriteFile(doc, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name    string
 		progs   []Program
@@ -24,6 +28,13 @@ func TestEnsure(t *testing.T) {
 	}{
 		{name: "nothing asked", progs: nil},
 		{name: "present", progs: []Program{{Binary: "present", Package: "pkg-present"}}},
+		{name: "a file for a package with no program", progs: []Program{{File: doc, Package: "pkg-present"}}},
+		{name: "a file where the binary is off PATH", progs: []Program{{Binary: "sbin-only", File: doc, Package: "pkg-present"}}},
+		{
+			name:    "a missing file names its package once",
+			progs:   []Program{{File: filepath.Join(dir, "a"), Package: "pkg-doc"}, {File: filepath.Join(dir, "b"), Package: "pkg-doc"}},
+			wantErr: []string{"apt-get install -y pkg-doc`"},
+		},
 		{
 			name:    "missing names every package",
 			progs:   []Program{Known["redis-server"], {Binary: "present", Package: "pkg-present"}, Known["chromium"]},
@@ -55,12 +66,12 @@ func TestEnsure(t *testing.T) {
 }
 
 func TestLookup(t *testing.T) {
-	for _, name := range []string{"redis-server", "chromium"} {
+	for _, name := range []string{"redis-server", "chromium", "nginx"} {
 		if p, err := Lookup(name); err != nil || p.Binary != name {
 			t.Errorf("Lookup(%q) = %+v, %v", name, p, err)
 		}
 	}
-	if _, err := Lookup("nginx"); err == nil {
+	if _, err := Lookup("no-such-program"); err == nil {
 		t.Error("Lookup of an unknown program succeeded")
 	}
 }
