@@ -30,6 +30,9 @@ const (
 // crawlmsg.PageMeta.BodyRef.
 const BodiesBucket = "CRAWL_BODIES"
 
+// BodiesStream is the stream behind BodiesBucket (the object store's own naming).
+const BodiesStream = "OBJ_" + BodiesBucket
+
 // Subjects. Sharded subjects end in the shard number.
 const (
 	SubjectDiscovered = "crawl.discovered"
@@ -66,6 +69,35 @@ func ArchiverConsumer(t StageTimings) jetstream.ConsumerConfig {
 		MaxAckPending: 4096,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 	}
+}
+
+// RegisteredMeta is the consumer metadata key that registers a durable consumer of
+// CRAWL_DOCS as an indexer (value "true"). CRAWL_DOCS is kept by limits, so a consumer
+// falling behind would lose the oldest documents; the scheduler's dispatch gate counts
+// every registered consumer's lag and holds the crawl before the stream's byte limit drops
+// a document the consumer has not acked. An unregistered consumer (an ad-hoc tap) costs
+// the crawl nothing and may miss documents. Registering is a promise to keep up: an
+// abandoned registered consumer holds the crawl until it is deleted.
+const RegisteredMeta = "trawl.registered"
+
+// RegisteredDocsConsumer is the configuration of a registered indexer's durable consumer on
+// CRAWL_DOCS: explicit acks, starting at the oldest document kept, marked RegisteredMeta.
+func RegisteredDocsConsumer(name, description string, ackWait time.Duration, maxAckPending int) jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:       name,
+		Description:   description,
+		FilterSubject: SubjectDocs,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       ackWait,
+		MaxAckPending: maxAckPending,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		Metadata:      map[string]string{RegisteredMeta: "true"},
+	}
+}
+
+// Registered reports whether a consumer of CRAWL_DOCS is a registered indexer.
+func Registered(c jetstream.ConsumerConfig) bool {
+	return c.Durable != "" && c.Metadata[RegisteredMeta] == "true"
 }
 
 // FrontierSubject is where dedup sends new URLs of shard's hosts.
