@@ -152,6 +152,9 @@ type Common struct {
 	// Recrawl is TRAWL_RECRAWL: RecrawlOff (a one-shot crawl) or RecrawlAdaptive (every
 	// fetched URL is fetched again on its own schedule; shared/recrawl holds the rest).
 	Recrawl string
+	// RecrawlSplit is TRAWL_RECRAWL_STREAMS: the streams the recrawl schedules are split
+	// over (topology.Options.RecrawlStreams), 1..TRAWL_SHARDS.
+	RecrawlSplit int
 	// RedisWait is TRAWL_REDIS_WAIT: how long the writes that must survive a Redis master's
 	// crash wait for a replica to have them (redisx.Waiter); 0 = never.
 	RedisWait time.Duration
@@ -190,6 +193,7 @@ func LoadCommon(r *Reader, defaultHTTP string) Common {
 		MemoryStore:   r.Bool("STREAM_MEMORY", false),
 		TaskBatch:     r.Int("TASK_BATCH", 8),
 		Recrawl:       r.String("RECRAWL", RecrawlOff),
+		RecrawlSplit:  r.Int("RECRAWL_STREAMS", 1),
 		RedisWait:     r.Duration("REDIS_WAIT", 0),
 		PagesMaxBytes: r.Bytes("PAGES_MAX_BYTES", topology.DefaultOptions(0).PagesMaxBytes),
 		DocsMaxBytes:  r.Bytes("DOCS_MAX_BYTES", topology.DefaultOptions(0).DocsMaxBytes),
@@ -231,6 +235,9 @@ func (c Common) Validate() error {
 	if c.Recrawl != RecrawlOff && c.Recrawl != RecrawlAdaptive {
 		errs = append(errs, fmt.Errorf("TRAWL_RECRAWL=%q: want %s or %s", c.Recrawl, RecrawlOff, RecrawlAdaptive))
 	}
+	if c.RecrawlSplit < 1 || c.RecrawlSplit > max(c.Shards, 1) {
+		errs = append(errs, fmt.Errorf("TRAWL_RECRAWL_STREAMS=%d: want 1..TRAWL_SHARDS (%d)", c.RecrawlSplit, c.Shards))
+	}
 	switch c.LogFormat {
 	case "text", "json":
 	default:
@@ -249,6 +256,7 @@ func (c Common) Topology() topology.Options {
 	o := topology.DefaultOptions(c.Shards)
 	o.Replicas = c.Replicas
 	o.Recrawl = c.Recrawl == RecrawlAdaptive
+	o.RecrawlStreams = c.RecrawlSplit
 	o.PagesMaxBytes, o.DocsMaxBytes = c.PagesMaxBytes, c.DocsMaxBytes
 	if c.MemoryStore {
 		o.Storage = 1 // jetstream.MemoryStorage

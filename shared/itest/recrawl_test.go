@@ -1,8 +1,10 @@
 package itest
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -67,4 +69,90 @@ func TestRecrawlBacklogAndLookup(t *testing.T) {
 			t.Errorf("Lookup(%s) = %+v, %v; want %q", tc.url, h, err, tc.where)
 		}
 	}
+}
+
+// TestRecrawlSplitOverStreams: with TRAWL_RECRAWL_STREAMS=2 the schedules of 4 shards lie in
+// two streams (even shards in CRAWL_RECRAWL_0, odd ones in CRAWL_RECRAWL_1), each shard's
+// due consumer on its own shard's stream, so the server memory they cost (a per-subject
+// index entry and a timer per known URL) can sit on two servers; the operator's figures
+// and a URL's lookup find them without being told the split.
+func TestRecrawlSplitOverStreams(t *testing.T) {
+	js := connect(t)
+	ctx := testwait.Context(t)
+	o := topology.DefaultOptions(4)
+	o.Recrawl, o.RecrawlStreams, o.Storage = true, 2, jetstream.MemoryStorage
+	if err := natsx.Ensure(ctx, js, o, topology.StageTimings{AckWait: 5 * time.Second, FetchAckWait: 10 * time.Second, MaxDeliver: -1}, slog.Default()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Stream(ctx, topology.StreamRecrawl); err == nil {
+		t.Fatalf("%s exists beside the split streams", topology.StreamRecrawl)
+	}
+	now := time.Now()
+	var msgs []*nats.Msg
+	for s := range 4 {
+		for i := range s + 1 {
+			e := &crawlmsg.RecrawlEntry{URL: fmt.Sprintf("http://s%d.test/%d", s, i), State: crawlmsg.Recrawl{
+				Interval: 60_000, Fetches: 2, Changes: 1, Due: now.Add(time.Hour).UnixMilli()}}
+			if i == 0 {
+				e.State.Due = now.UnixMilli() // one due at once per shard
+			}
+			m, err := recrawl.Schedule(s, e, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			msgs = append(msgs, m)
+		}
+	}
+	if err := natsx.PublishBatch(ctx, js, msgs); err != nil {
+		t.Fatal(err)
+	}
+	for g, want := range []uint64{1 + 3, 2 + 4} {
+		name := topology.RecrawlStreamName(g, 2)
+		str, err := js.Stream(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := str.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.State.Msgs != want {
+			t.Errorf("%s holds %d schedules, want %d (shards %d and %d)", name, info.State.Msgs, want, g, g+2)
+		}
+		for s := g; s < 4; s += 2 {
+			if _, err := str.Consumer(ctx, topology.SchedulerRecrawlConsumer(s)); err != nil {
+				t.Errorf("due consumer of shard %d on %s: %v", s, name, err)
+			}
+		}
+	}
+	var b *recrawl.Backlog
+	testwait.Eventually(t, 10*time.Second, "one URL due per shard", func() bool {
+		var err error
+		b, err = recrawl.ReadBacklog(ctx, js, 4, 200, time.Now().Add(time.Minute))
+		return err == nil && b.Due == 4
+	})
+	if b.Scheduled != 6 || b.Sampled == 0 || b.MedianInterval != time.Minute || b.ChangedShare != 0.5 {
+		t.Fatalf("backlog %+v", b)
+	}
+	for s := range 4 {
+		// URL 0 of each shard is due; its last one, when it has more, is scheduled.
+		for _, i := range []int{0, s} {
+			where := "scheduled"
+			if i == 0 {
+				where = "due"
+			}
+			url := fmt.Sprintf("http://s%d.test/%d", s, i)
+			if h, err := recrawl.Lookup(ctx, js, s, url); err != nil || h.Where != where || h.URL != url {
+				t.Errorf("Lookup(%s) = %+v, %v; want %q", url, h, err, where)
+			}
+		}
+	}
+
+	// Another split on the same crawl is refused, not a second set of schedules.
+	o.RecrawlStreams = 1
+	err := natsx.Ensure(ctx, js, o, topology.StageTimings{AckWait: 5 * time.Second, FetchAckWait: 10 * time.Second, MaxDeliver: -1}, slog.Default())
+	if !errors.Is(err, natsx.ErrOverlap) || !strings.Contains(err.Error(), topology.StreamRecrawl) {
+		t.Fatalf("Ensure with another split: %v, want a refusal naming %s", err, topology.StreamRecrawl)
+	}
+	t.Logf("another split: %v", err)
 }

@@ -99,6 +99,9 @@ func Ensure(ctx context.Context, js jetstream.JetStream, o topology.Options, t t
 		if err := noStorage(lastErr); errors.Is(err, ErrNoStorage) {
 			return err
 		}
+		if err := overlap(lastErr); err != nil {
+			return err
+		}
 		switch err := tooFewPeers(lastErr, o.Replicas); {
 		case errors.Is(err, ErrNotClustered):
 			return err
@@ -115,6 +118,23 @@ func Ensure(ctx context.Context, js jetstream.JetStream, o topology.Options, t t
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
+}
+
+// ErrOverlap: a stream could not be made because another holds some of its subjects. The
+// recrawl schedules' streams follow TRAWL_RECRAWL_STREAMS, so a crawl made with another
+// split has them under other names; no wait changes that.
+var ErrOverlap = errors.New("natsx: a stream's subjects are held by another stream: TRAWL_RECRAWL_STREAMS must stay what the crawl was started with (or delete the crawl's CRAWL_RECRAWL* streams, which forgets every recrawl schedule)")
+
+// jsErrSubjectOverlap is JetStream's error code for a stream whose subjects overlap
+// another's (nats-server JSStreamSubjectOverlapErr).
+const jsErrSubjectOverlap jetstream.ErrorCode = 10065
+
+func overlap(err error) error {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && apiErr.ErrorCode == jsErrSubjectOverlap {
+		return fmt.Errorf("%w: %w", ErrOverlap, err)
+	}
+	return nil
 }
 
 // ErrRefused: the NATS server refused the connection's credentials (or their absence),

@@ -33,18 +33,27 @@ type Backlog struct {
 
 // ReadBacklog reads the backlog of a crawl of shards shards, sampling up to sample
 // schedules. It returns nil without error when the crawl does not recrawl (no stream).
+// The schedules may be split over several streams (TRAWL_RECRAWL_STREAMS): they are found
+// by their subjects, so the reader needs no setting.
 func ReadBacklog(ctx context.Context, js jetstream.JetStream, shards, sample int, now time.Time) (*Backlog, error) {
-	str, err := js.Stream(ctx, topology.StreamRecrawl)
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
+	strs, err := recrawlStreams(ctx, js)
+	if err != nil {
+		return nil, err
+	}
+	if len(strs) == 0 {
 		return nil, nil
 	}
-	if err != nil {
-		return nil, fmt.Errorf("recrawl: stream: %w", err)
-	}
-	st := str.CachedInfo().State
 	b := &Backlog{}
+	var msgs uint64
+	for _, str := range strs {
+		msgs += str.CachedInfo().State.Msgs
+	}
 	for s := range shards {
-		c, err := js.Consumer(ctx, topology.StreamRecrawl, topology.SchedulerRecrawlConsumer(s))
+		str, err := streamOf(ctx, js, strs, topology.DueFilter(s))
+		if err != nil {
+			return nil, err
+		}
+		c, err := str.Consumer(ctx, topology.SchedulerRecrawlConsumer(s))
 		if err != nil {
 			return nil, fmt.Errorf("recrawl: consumer of shard %d: %w", s, err)
 		}
@@ -59,13 +68,28 @@ func ReadBacklog(ctx context.Context, js jetstream.JetStream, shards, sample int
 			b.OldestDue = max(b.OldestDue, now.Sub(m.Time))
 		}
 	}
-	b.Scheduled = st.Msgs - min(b.Due, st.Msgs)
-	if st.Msgs == 0 || sample <= 0 {
+	b.Scheduled = msgs - min(b.Due, msgs)
+	if msgs == 0 || sample <= 0 {
 		return b, nil
 	}
 	var intervals []int64
 	var fetches, notModified, changed int
 	for range sample {
+		// A stream drawn in proportion to the schedules it holds, then a sequence in it.
+		k := rand.Uint64N(msgs)
+		str := strs[0]
+		for _, x := range strs {
+			if n := x.CachedInfo().State.Msgs; k >= n {
+				k -= n
+			} else {
+				str = x
+				break
+			}
+		}
+		st := str.CachedInfo().State
+		if st.Msgs == 0 {
+			continue
+		}
 		seq := st.FirstSeq + rand.Uint64N(st.LastSeq-st.FirstSeq+1)
 		m, err := str.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(topology.ScheduleFilter))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
@@ -95,6 +119,42 @@ func ReadBacklog(ctx context.Context, js jetstream.JetStream, shards, sample int
 	return b, nil
 }
 
+// recrawlStreams are the streams holding recrawl schedules (none when the crawl does not
+// recrawl), with their info.
+func recrawlStreams(ctx context.Context, js jetstream.JetStream) ([]jetstream.Stream, error) {
+	var strs []jetstream.Stream
+	l := js.ListStreams(ctx, jetstream.WithStreamListSubject(topology.ScheduleFilter))
+	for info := range l.Info() {
+		str, err := js.Stream(ctx, info.Config.Name)
+		if err != nil {
+			return nil, fmt.Errorf("recrawl: stream %s: %w", info.Config.Name, err)
+		}
+		strs = append(strs, str)
+	}
+	if err := l.Err(); err != nil {
+		return nil, fmt.Errorf("recrawl: streams: %w", err)
+	}
+	return strs, nil
+}
+
+// streamOf is the stream of strs, or else of the server, that holds subject.
+func streamOf(ctx context.Context, js jetstream.JetStream, strs []jetstream.Stream, subject string) (jetstream.Stream, error) {
+	name, err := js.StreamNameBySubject(ctx, subject)
+	if err != nil {
+		return nil, fmt.Errorf("recrawl: stream of %s: %w", subject, err)
+	}
+	for _, s := range strs {
+		if s.CachedInfo().Config.Name == name {
+			return s, nil
+		}
+	}
+	s, err := js.Stream(ctx, name)
+	if err != nil {
+		return nil, fmt.Errorf("recrawl: stream %s: %w", name, err)
+	}
+	return s, nil
+}
+
 // History is what CRAWL_RECRAWL holds of one URL: its entry and where it is.
 type History struct {
 	crawlmsg.RecrawlEntry
@@ -107,9 +167,9 @@ type History struct {
 
 // Lookup reads url's schedule (a URL of shard's hosts).
 func Lookup(ctx context.Context, js jetstream.JetStream, shard int, url string) (History, error) {
-	str, err := js.Stream(ctx, topology.StreamRecrawl)
+	str, err := streamOf(ctx, js, nil, topology.ScheduleSubject(shard, url))
 	if err != nil {
-		return History{}, fmt.Errorf("recrawl: stream: %w", err)
+		return History{}, err
 	}
 	for _, w := range []struct{ where, subject string }{
 		{"due", topology.DueSubject(shard, url)},

@@ -21,7 +21,8 @@ const (
 	StreamPages      = "CRAWL_PAGES"
 	StreamDocs       = "CRAWL_DOCS"
 	// StreamRecrawl holds one schedule message per known URL in adaptive recrawl mode
-	// (declared only then; see Options.Recrawl and Recrawl).
+	// (declared only then; see Options.Recrawl and Recrawl). Split into several streams
+	// (Options.RecrawlStreams) it is their name's stem: RecrawlStreamName.
 	StreamRecrawl = "CRAWL_RECRAWL"
 )
 
@@ -29,6 +30,9 @@ const (
 // inline on crawl.pages (its stream is OBJ_CRAWL_BODIES). A page names its object in
 // crawlmsg.PageMeta.BodyRef.
 const BodiesBucket = "CRAWL_BODIES"
+
+// BodiesStream is the stream behind BodiesBucket (the object store's own naming).
+const BodiesStream = "OBJ_" + BodiesBucket
 
 // Subjects. Sharded subjects end in the shard number.
 const (
@@ -66,6 +70,35 @@ func ArchiverConsumer(t StageTimings) jetstream.ConsumerConfig {
 		MaxAckPending: 4096,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 	}
+}
+
+// RegisteredMeta is the consumer metadata key that registers a durable consumer of
+// CRAWL_DOCS as an indexer (value "true"). CRAWL_DOCS is kept by limits, so a consumer
+// falling behind would lose the oldest documents; the scheduler's dispatch gate counts
+// every registered consumer's lag and holds the crawl before the stream's byte limit drops
+// a document the consumer has not acked. An unregistered consumer (an ad-hoc tap) costs
+// the crawl nothing and may miss documents. Registering is a promise to keep up: an
+// abandoned registered consumer holds the crawl until it is deleted.
+const RegisteredMeta = "trawl.registered"
+
+// RegisteredDocsConsumer is the configuration of a registered indexer's durable consumer on
+// CRAWL_DOCS: explicit acks, starting at the oldest document kept, marked RegisteredMeta.
+func RegisteredDocsConsumer(name, description string, ackWait time.Duration, maxAckPending int) jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:       name,
+		Description:   description,
+		FilterSubject: SubjectDocs,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       ackWait,
+		MaxAckPending: maxAckPending,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		Metadata:      map[string]string{RegisteredMeta: "true"},
+	}
+}
+
+// Registered reports whether a consumer of CRAWL_DOCS is a registered indexer.
+func Registered(c jetstream.ConsumerConfig) bool {
+	return c.Durable != "" && c.Metadata[RegisteredMeta] == "true"
 }
 
 // FrontierSubject is where dedup sends new URLs of shard's hosts.
@@ -147,6 +180,27 @@ type Options struct {
 	// adaptive). Message schedules need nats-server 2.12 or later; the one-shot crawl does
 	// not, so the stream exists only in adaptive mode.
 	Recrawl bool
+	// RecrawlStreams splits the schedules over this many streams (TRAWL_RECRAWL_STREAMS;
+	// 0 or 1: one, CRAWL_RECRAWL): shard s's are in stream s mod RecrawlStreams. The NATS
+	// server keeps a stream's per-subject index and schedule timers in memory, one entry
+	// per known URL, so one stream puts them all on one server; a cluster places each
+	// stream on a server of its own choosing, spreading them.
+	RecrawlStreams int
+}
+
+// RecrawlStreamName is recrawl stream g of n: CRAWL_RECRAWL when there is one (the name
+// before the split existed), else CRAWL_RECRAWL_<g>.
+func RecrawlStreamName(g, n int) string {
+	if n <= 1 {
+		return StreamRecrawl
+	}
+	return fmt.Sprintf("%s_%d", StreamRecrawl, g)
+}
+
+// RecrawlStreamOf is the recrawl stream holding shard's schedules.
+func RecrawlStreamOf(shard int, o Options) string {
+	n := max(o.RecrawlStreams, 1)
+	return RecrawlStreamName(shard%n, n)
 }
 
 // DefaultOptions returns the production sizing for n shards.
@@ -230,7 +284,9 @@ func Streams(o Options) []jetstream.StreamConfig {
 		},
 	}
 	if o.Recrawl {
-		streams = append(streams, Recrawl(o))
+		for g := range max(o.RecrawlStreams, 1) {
+			streams = append(streams, Recrawl(o, g))
+		}
 	}
 	return streams
 }
@@ -241,11 +297,20 @@ func Streams(o Options) []jetstream.StreamConfig {
 // due message per URL waits for its scheduler. Work-queue retention: a due message is gone
 // once its scheduler acked it (the server purged the schedule when it fired), and schedule
 // subjects, which no consumer reads, stay until replaced. No age or byte limit: dropping a
-// schedule would forget the URL.
-func Recrawl(o Options) jetstream.StreamConfig {
+// schedule would forget the URL. Recrawl(o, g) is stream g of o.RecrawlStreams: all the
+// subjects when there is one, else those of the shards s with s mod RecrawlStreams = g.
+func Recrawl(o Options, g int) jetstream.StreamConfig {
+	n := max(o.RecrawlStreams, 1)
+	subjects := []string{schedPrefix + ">", duePrefix + ">"}
+	if n > 1 {
+		subjects = nil
+		for s := g; s < o.Shards; s += n {
+			subjects = append(subjects, fmt.Sprintf("%s%d.*", schedPrefix, s), DueFilter(s))
+		}
+	}
 	return jetstream.StreamConfig{
-		Name:              StreamRecrawl,
-		Subjects:          []string{schedPrefix + ">", duePrefix + ">"},
+		Name:              RecrawlStreamName(g, n),
+		Subjects:          subjects,
 		Retention:         jetstream.WorkQueuePolicy,
 		Storage:           o.Storage,
 		Replicas:          o.Replicas,
@@ -315,7 +380,7 @@ func Consumers(o Options, t StageTimings) []ConsumerSpec {
 			ConsumerSpec{StreamFetched, explicit(SchedulerFetchedConsumer(s), FetchedSubject(s), t.AckWait, 10000)},
 		)
 		if o.Recrawl {
-			specs = append(specs, ConsumerSpec{StreamRecrawl, explicit(SchedulerRecrawlConsumer(s), DueFilter(s), t.AckWait, 4096)})
+			specs = append(specs, ConsumerSpec{RecrawlStreamOf(s, o), explicit(SchedulerRecrawlConsumer(s), DueFilter(s), t.AckWait, 4096)})
 		}
 	}
 	return specs

@@ -3,8 +3,10 @@ package itest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -102,5 +104,56 @@ func TestBodiesByReference(t *testing.T) {
 	}
 	if _, ok := docs["http://site.test/gone"]; ok {
 		t.Error("a document was published for a page whose body is gone")
+	}
+}
+
+// A tap that holds one old page pins only the bodies whose pages may be among those it
+// holds: a body stored later, whose page every consumer acked, is swept once its page's
+// window has passed, while the store would otherwise fill behind the old page.
+func TestSweepFreesBodiesBehindALaggingTap(t *testing.T) {
+	s := newStack(t, map[string]string{"TRAWL_CONTENT_DEDUP": "false", "TRAWL_LEASE_TTL": "2s"})
+	s.run()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	tap, err := s.js.CreateConsumer(ctx, topology.StreamPages, jetstream.ConsumerConfig{Durable: "lagging", AckPolicy: jetstream.AckExplicitPolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tail := strings.Repeat("<p>padding</p>", 1000)
+	old := time.Now()
+	s.publishByRef("http://site.test/held", "<title>Held</title>"+tail, true)
+	s.waitSettled()
+	// The later page arrives clearly after the held one (more than the servers' clock
+	// allowance), as pages do in a crawl where a tap is stuck on one.
+	testwait.Eventually(t, 10*time.Second, "time to pass after the held page", func() bool { return time.Since(old) > 3*time.Second })
+	s.publishByRef("http://site.test/acked", "<title>Acked</title>"+tail, true)
+	s.waitSettled()
+	// The tap reads both and acks only the later page.
+	mb, err := tap.Fetch(2, jetstream.FetchMaxWait(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for m := range mb.Messages() {
+		n++
+		if m.Headers().Get(nats.MsgIdHdr) == "page:http://site.test/acked" {
+			if err := m.DoubleAck(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if n != 2 {
+		t.Fatalf("tap read %d pages, want 2", n)
+	}
+
+	testwait.EventuallyState(t, 90*time.Second, "the acked page's body swept", func() (bool, string) {
+		n, err := s.svc.SweepBodies(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		return !s.bodyStored("page:http://site.test/acked"), fmt.Sprintf("still stored (swept %d)", n)
+	})
+	if !s.bodyStored("page:http://site.test/held") {
+		t.Error("a body was swept while a tap had not read its page")
 	}
 }

@@ -391,3 +391,43 @@ func TestCheckFailsWhileRedisIsDown(t *testing.T) {
 		t.Errorf("after restart: %+v", got[0])
 	}
 }
+
+// A URL fetched again with another text gives up its previous text's exact key, whichever
+// partition holds it; a URL that was only a copy of that text leaves the original's key.
+func TestReplacesGivesUpTheOldExactKey(t *testing.T) {
+	ix, rdb := index(t, contentdup.Options{MaxDistance: 3, BucketCap: 64, Parts: 8})
+	old, copyText, next := "first text of the page", "what the copy says now", "second text of the page"
+	page := func(url, text, was string) contentdup.Page {
+		p := textPage(url, text)
+		if was != "" {
+			p.Replaces = simhash.Of(was).Digest
+		}
+		return p
+	}
+	steps := []struct {
+		page contentdup.Page
+		want contentdup.Verdict
+	}{
+		{page("http://a.test/", old, ""), contentdup.Verdict{Kind: contentdup.Original}},
+		{page("http://b.test/", old, ""), contentdup.Verdict{Kind: contentdup.Exact, Of: "http://a.test/"}},
+		// b changes: a still has the old text, so its key stays.
+		{page("http://b.test/", copyText, old), contentdup.Verdict{Kind: contentdup.Original}},
+		{page("http://c.test/", old, ""), contentdup.Verdict{Kind: contentdup.Exact, Of: "http://a.test/"}},
+		// a changes: the old text is no longer a's.
+		{page("http://a.test/", next, old), contentdup.Verdict{Kind: contentdup.Original}},
+	}
+	for i, st := range steps {
+		if got := check(t, ix, st.page)[0]; got.Kind != st.want.Kind || got.Of != st.want.Of {
+			t.Fatalf("step %d (%s): %+v, want %+v", i, st.page.URL, got, st.want)
+		}
+	}
+	ctx := ctxT(t)
+	if n, err := rdb.Exists(ctx, ix.ExactKey(simhash.Of(old).Digest)).Result(); err != nil || n != 0 {
+		t.Errorf("the old text's key is still there (%d, %v)", n, err)
+	}
+	for text, url := range map[string]string{next: "http://a.test/", copyText: "http://b.test/"} {
+		if got, err := rdb.Get(ctx, ix.ExactKey(simhash.Of(text).Digest)).Result(); err != nil || got != url {
+			t.Errorf("key of %q holds %q (%v), want %s", text, got, err, url)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package itest
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -151,5 +152,43 @@ func TestRecrawlFailedRescheduled(t *testing.T) {
 	})
 	if next.State.Interval != 60_000 || next.State.ETag != `"x"` || next.Depth != 1 || next.State.Due < time.Now().Add(50*time.Second).UnixMilli() {
 		t.Fatalf("next schedule %+v: want the same interval and validators, due a minute on", next)
+	}
+}
+
+// With the schedules split over two streams (TRAWL_RECRAWL_STREAMS=2), each shard's
+// scheduler takes its due URLs from its own shard's stream.
+func TestRecrawlSplitDueReachesItsShard(t *testing.T) {
+	s := startStack(t, redisproc.Options{}, map[string]string{"TRAWL_RECRAWL": "adaptive", "TRAWL_SHARDS": "2", "TRAWL_RECRAWL_STREAMS": "2"})
+	ctx, cancel := context.WithCancel(testwait.Context(t))
+	defer cancel()
+	fx := s.runFetcher(ctx, fetched200)
+	want := map[int]string{}
+	for h := 0; len(want) < 2; h++ {
+		host := fmt.Sprintf("split%d.test", h)
+		if sh := topology.ShardOf(host, 2); want[sh] == "" {
+			want[sh] = "http://" + host + "/page"
+		}
+	}
+	for sh, u := range want {
+		e := &crawlmsg.RecrawlEntry{URL: u, State: crawlmsg.Recrawl{Digest: "d", Interval: 5000, Due: time.Now().UnixMilli()}}
+		m, err := recrawl.Schedule(sh, e, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := natsx.PublishBatch(ctx, s.js, []*nats.Msg{m}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testwait.EventuallyState(t, 20*time.Second, "both shards' due URLs dispatched", func() (bool, string) {
+		seen := map[string]bool{}
+		for _, tk := range fx.snapshot() {
+			seen[tk.URL] = true
+		}
+		return seen[want[0]] && seen[want[1]], fmt.Sprintf("dispatched %v of %v", seen, want)
+	})
+	for g := range 2 {
+		testwait.Eventually(t, 10*time.Second, "due messages acked in "+topology.RecrawlStreamName(g, 2), func() bool {
+			return s.streamMsgs(topology.RecrawlStreamName(g, 2)) == 0
+		})
 	}
 }

@@ -23,7 +23,12 @@ crawl.fetched.* an ephemeral consumer reads from now (or -from-start); -durable 
 the position in a durable consumer so the next run resumes after the last printed
 message (delete it with "nats consumer rm" when done; a durable tap on crawl.fetched.*
 keeps outcomes in the stream until it reads them). Work subjects can only be peeked at
-with -from-start: the messages waiting now, read without consuming them.`,
+with -from-start: the messages waiting now, read without consuming them.
+
+crawl.docs is kept by limits: a tap that falls behind misses the oldest documents, and is
+warned with how many (a jump in the stream sequence). -durable NAME -register makes the
+consumer a registered indexer instead: the crawl holds while it lags (TRAWL_HOLD_DOCS_FILL)
+and it loses nothing to the byte limit; delete it when done, or the crawl stays held.`,
 }
 
 func init() { tapCmd.run = runTap }
@@ -33,6 +38,7 @@ func runTap(ctx context.Context, e *env, args []string) error {
 	var o tap.Options
 	fs.BoolVar(&o.FromStart, "from-start", false, "start at the oldest message kept instead of now")
 	fs.StringVar(&o.Durable, "durable", "", "durable consumer `NAME` to create or resume")
+	fs.BoolVar(&o.Register, "register", false, "crawl.docs with -durable: register the consumer as an indexer, so the crawl holds rather than drop documents it has not read")
 	fs.IntVar(&o.Count, "n", 0, "stop after `COUNT` messages (0 = until interrupted)")
 	fs.BoolVar(&o.Body, "body", false, "crawl.pages: include the body as a string")
 	e.connFlags(fs, true, false)

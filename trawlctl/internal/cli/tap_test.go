@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -285,5 +286,63 @@ func TestTapWorkQueueAndErrors(t *testing.T) {
 			t.Fatal(err)
 		}
 		expectOneLine(t, s.inv.run(t, "tap", "-durable", "mine", "crawl.fetched.*"), ExitFailure, `consumer mine on CRAWL_FETCHED exists with filter "crawl.fetched.0"`)
+	})
+}
+
+// CRAWL_DOCS drops its oldest documents under its limits: a tap that was away is told how
+// many it missed; a registered tap is marked for the scheduler's gate to wait for.
+func TestTapDocsGapsAndRegistration(t *testing.T) {
+	s := startStack(t, 1)
+	ctx := testwait.Context(t)
+	str, err := s.js.Stream(ctx, topology.StreamDocs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := str.CachedInfo().Config
+	sc.MaxMsgs = 10
+	if _, err := s.js.UpdateStream(ctx, sc); err != nil {
+		t.Fatal(err)
+	}
+	s.publishDoc(t, "http://first.test/")
+
+	t.Run("a resumed tap is told what it missed", func(t *testing.T) {
+		if r := s.inv.run(t, "tap", "-durable", "late", "-from-start", "-n", "1", "crawl.docs"); r.code != 0 || strings.Contains(r.stderr, "missed") {
+			t.Fatalf("exit %d: %s", r.code, r.stderr)
+		}
+		// Sequences 2..26; the stream keeps the last 10, 17..26.
+		for i := range 25 {
+			s.publishDoc(t, fmt.Sprintf("http://p%d.test/", i))
+		}
+		r := s.inv.run(t, "tap", "-durable", "late", "-n", "2", "crawl.docs")
+		if r.code != 0 {
+			t.Fatalf("exit %d: %s", r.code, r.stderr)
+		}
+		if got := strings.Join(docURLs(t, r.stdout), " "); got != "http://p15.test/ http://p16.test/" {
+			t.Errorf("tapped %s", got)
+		}
+		if !strings.Contains(r.stderr, "missed 15 messages (stream sequences 2..16)") {
+			t.Errorf("stderr %q: want a warning that 15 documents were missed", r.stderr)
+		}
+	})
+
+	t.Run("register", func(t *testing.T) {
+		for _, name := range []string{"fresh", "late"} {
+			r := s.inv.run(t, "tap", "-durable", name, "-register", "-from-start", "-n", "1", "crawl.docs")
+			if r.code != 0 || !strings.Contains(r.stderr, "registered") {
+				t.Fatalf("%s: exit %d: %s", name, r.code, r.stderr)
+			}
+			c, err := s.js.Consumer(ctx, topology.StreamDocs, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !topology.Registered(c.CachedInfo().Config) {
+				t.Errorf("%s: consumer metadata %v, want registered", name, c.CachedInfo().Config.Metadata)
+			}
+		}
+		for _, args := range [][]string{{"-register", "crawl.docs"}, {"-durable", "x", "-register", "crawl.fetched.0"}} {
+			if r := s.inv.run(t, append([]string{"tap"}, args...)...); r.code == 0 || !strings.Contains(r.stderr, "-register needs -durable") {
+				t.Errorf("%v: exit %d, stderr %q: want refused", args, r.code, r.stderr)
+			}
+		}
 	})
 }

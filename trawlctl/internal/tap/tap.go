@@ -29,6 +29,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/natsx"
 	"github.com/trawl/trawl/shared/topology"
 )
 
@@ -47,6 +48,9 @@ type Options struct {
 	Durable   string // durable consumer name; "" = ephemeral ordered consumer
 	Count     int    // stop after this many messages; 0 = until ctx ends
 	Body      bool   // include crawl.pages bodies as strings
+	// Register makes the durable consumer a registered indexer of crawl.docs
+	// (topology.RegisteredMeta): the crawl holds rather than drop what it has not read.
+	Register bool
 	// AckWait of a newly created durable tap consumer (default 30s).
 	AckWait time.Duration
 }
@@ -92,10 +96,34 @@ func (t *Tapper) Run(ctx context.Context, o Options) (int, error) {
 		}
 		return t.peek(ctx, s, info, o)
 	}
-	if o.Durable != "" {
-		return t.durable(ctx, stream, o)
+	if o.Register && (o.Durable == "" || stream != topology.StreamDocs) {
+		return 0, fmt.Errorf("%w: -register needs -durable NAME on %s (a registered indexer is a durable consumer of %s)", ErrDurable, topology.SubjectDocs, topology.StreamDocs)
 	}
-	return t.ordered(ctx, stream, o)
+	// On a limits stream of this one subject the sequence has no holes but at its front, so
+	// a jump is what the limits dropped before the tap read it.
+	var gaps *natsx.SeqGaps
+	if info.Config.Retention == jetstream.LimitsPolicy && len(info.Config.Subjects) == 1 && info.Config.Subjects[0] == o.Subject {
+		gaps = &natsx.SeqGaps{}
+	}
+	if o.Durable != "" {
+		return t.durable(ctx, stream, o, gaps)
+	}
+	return t.ordered(ctx, stream, o, gaps)
+}
+
+// missed warns when the message at stream sequence seq comes after a gap.
+func (t *Tapper) missed(gaps *natsx.SeqGaps, stream string, m jetstream.Msg) {
+	if gaps == nil {
+		return
+	}
+	md, err := m.Metadata()
+	if err != nil {
+		return
+	}
+	if n := gaps.Next(md.Sequence.Stream); n > 0 {
+		t.warn(fmt.Sprintf("missed %d messages (stream sequences %d..%d): %s dropped them under its limits before this tap read them; a registered durable tap (-durable NAME -register) makes the crawl wait instead",
+			n, md.Sequence.Stream-n, md.Sequence.Stream-1, stream))
+	}
 }
 
 func (t *Tapper) streamOf(ctx context.Context, subject string) (string, error) {
@@ -124,7 +152,7 @@ func deliver(fromStart bool) (jetstream.DeliverPolicy, string) {
 	return jetstream.DeliverNewPolicy, "from now"
 }
 
-func (t *Tapper) ordered(ctx context.Context, stream string, o Options) (int, error) {
+func (t *Tapper) ordered(ctx context.Context, stream string, o Options, gaps *natsx.SeqGaps) (int, error) {
 	policy, from := deliver(o.FromStart)
 	cons, err := t.JS.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{o.Subject},
@@ -150,6 +178,7 @@ func (t *Tapper) ordered(ctx context.Context, stream string, o Options) (int, er
 			}
 			return n, fmt.Errorf("tap: next: %w", err)
 		}
+		t.missed(gaps, stream, m)
 		if err := t.print(m.Subject(), m.Headers(), m.Data(), o); err != nil {
 			return n, err
 		}
@@ -164,7 +193,7 @@ var pipelineName = regexp.MustCompile(`^(` + regexp.QuoteMeta(topology.ConsumerD
 	regexp.QuoteMeta(topology.ConsumerFetcher) + `|` + regexp.QuoteMeta(topology.ConsumerParser) +
 	`|scheduler-\d+(-outcomes)?)$`)
 
-func (t *Tapper) durable(ctx context.Context, stream string, o Options) (int, error) {
+func (t *Tapper) durable(ctx context.Context, stream string, o Options, gaps *natsx.SeqGaps) (int, error) {
 	if pipelineName.MatchString(o.Durable) {
 		return 0, fmt.Errorf("%w: %q is a pipeline stage's consumer; a tap through it would take that stage's messages", ErrDurable, o.Durable)
 	}
@@ -176,7 +205,7 @@ func (t *Tapper) durable(ctx context.Context, stream string, o Options) (int, er
 		if ackWait <= 0 {
 			ackWait = 30 * time.Second
 		}
-		cons, err = t.JS.CreateConsumer(ctx, stream, jetstream.ConsumerConfig{
+		cc := jetstream.ConsumerConfig{
 			Durable:       o.Durable,
 			Description:   "trawlctl tap",
 			FilterSubject: o.Subject,
@@ -184,11 +213,16 @@ func (t *Tapper) durable(ctx context.Context, stream string, o Options) (int, er
 			AckWait:       ackWait,
 			DeliverPolicy: policy,
 			MaxAckPending: 1000,
-		})
+		}
+		if o.Register {
+			cc = topology.RegisteredDocsConsumer(o.Durable, "trawlctl tap", ackWait, 1000)
+			cc.DeliverPolicy = policy
+		}
+		cons, err = t.JS.CreateConsumer(ctx, stream, cc)
 		if err != nil {
 			return 0, fmt.Errorf("tap: create consumer %s on %s: %w", o.Durable, stream, err)
 		}
-		t.info(fmt.Sprintf("tapping %s on %s %s (durable consumer %s created; a later run with -durable %s resumes here)", o.Subject, stream, from, o.Durable, o.Durable))
+		t.info(fmt.Sprintf("tapping %s on %s %s (durable consumer %s created%s; a later run with -durable %s resumes here)", o.Subject, stream, from, o.Durable, registeredNote(o.Register), o.Durable))
 	case err != nil:
 		return 0, fmt.Errorf("tap: consumer %s on %s: %w", o.Durable, stream, err)
 	default:
@@ -196,7 +230,17 @@ func (t *Tapper) durable(ctx context.Context, stream string, o Options) (int, er
 		if ci.Config.FilterSubject != o.Subject || len(ci.Config.FilterSubjects) > 0 || ci.Config.AckPolicy != jetstream.AckExplicitPolicy {
 			return 0, fmt.Errorf("%w: consumer %s on %s exists with filter %q; choose another name or delete it", ErrDurable, o.Durable, stream, ci.Config.FilterSubject)
 		}
-		t.info(fmt.Sprintf("tapping %s on %s, resuming durable consumer %s (%d messages pending)", o.Subject, stream, o.Durable, ci.NumPending))
+		if o.Register && !topology.Registered(ci.Config) {
+			cc := ci.Config
+			cc.Metadata = topology.RegisteredDocsConsumer(o.Durable, "", 0, 0).Metadata
+			if cons, err = t.JS.UpdateConsumer(ctx, stream, cc); err != nil {
+				return 0, fmt.Errorf("tap: register consumer %s on %s: %w", o.Durable, stream, err)
+			}
+		}
+		t.info(fmt.Sprintf("tapping %s on %s, resuming durable consumer %s%s (%d messages pending)", o.Subject, stream, o.Durable, registeredNote(topology.Registered(cons.CachedInfo().Config)), ci.NumPending))
+		if gaps != nil {
+			gaps.Resume(ci.AckFloor.Stream)
+		}
 	}
 
 	n := 0
@@ -223,6 +267,7 @@ func (t *Tapper) durable(ctx context.Context, stream string, o Options) (int, er
 				_ = m.Nak()
 				continue
 			}
+			t.missed(gaps, stream, m)
 			if err := t.print(m.Subject(), m.Headers(), m.Data(), o); err != nil {
 				_ = m.Nak()
 				cancel()
@@ -245,6 +290,13 @@ func (t *Tapper) durable(ctx context.Context, stream string, o Options) (int, er
 		}
 	}
 	return n, nil
+}
+
+func registeredNote(registered bool) string {
+	if registered {
+		return ", registered: the crawl waits for it; delete it when done"
+	}
+	return ""
 }
 
 func (t *Tapper) peek(ctx context.Context, s jetstream.Stream, info *jetstream.StreamInfo, o Options) (int, error) {

@@ -45,7 +45,7 @@ func runIndex(ctx context.Context, args []string, log *slog.Logger) error {
 	fs := flag.NewFlagSet("indexer", flag.ContinueOnError)
 	natsURL := fs.String("nats", envconfig.LoadConn(r).NATSURL, "NATS server (TRAWL_NATS_URL)")
 	db := fs.String("db", "indexer.db", "SQLite index file")
-	durable := fs.String("durable", "indexer", "durable consumer name on CRAWL_DOCS: one per index")
+	durable := fs.String("durable", "indexer", "registered durable consumer name on CRAWL_DOCS: one per index (the crawl waits for it; delete it with the index)")
 	batch := fs.Int("batch", 256, "documents written per transaction")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -68,7 +68,7 @@ func runIndex(ctx context.Context, args []string, log *slog.Logger) error {
 	defer nc.Drain()
 	log.Info("indexing crawl.docs", "db", *db, "durable", *durable)
 	st, err := consume.Run(ctx, js, store, consume.Options{Durable: *durable, Batch: *batch, Log: log})
-	log.Info("stopped", "documents", st.Messages, "upserted", st.Upserted, "removed", st.Removed, "malformed", st.Malformed)
+	log.Info("stopped", "documents", st.Messages, "upserted", st.Upserted, "removed", st.Removed, "malformed", st.Malformed, "missed", st.Missed)
 	return err
 }
 

@@ -1,7 +1,11 @@
 // Package consume feeds the index from crawl.docs through a durable JetStream consumer of
 // the indexer's own: the crawler's streams are not work queues for taps, so the indexer
 // takes nothing from anyone, and its durable consumer remembers how far it got, so a
-// restart resumes instead of starting over.
+// restart resumes instead of starting over. The consumer is registered
+// (topology.RegisteredDocsConsumer): the crawl holds while the indexer lags rather than let
+// CRAWL_DOCS's byte limit drop documents it has not read. What the stream's limits dropped
+// anyway (its age limit, while the indexer was stopped longer than that) shows as a jump in
+// the stream sequence, which is logged and counted.
 package consume
 
 import (
@@ -16,6 +20,7 @@ import (
 	"github.com/trawl/trawl/examples/indexer/internal/index"
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/ctxsleep"
+	"github.com/trawl/trawl/shared/natsx"
 	"github.com/trawl/trawl/shared/topology"
 )
 
@@ -40,6 +45,7 @@ type Stats struct {
 	Upserted  int
 	Removed   int
 	Malformed int // terminated: not a Document this code reads
+	Missed    int // dropped by the stream's limits before the indexer read them
 }
 
 // Run consumes until ctx ends. A batch is written in one transaction and acked only after
@@ -63,6 +69,8 @@ func Run(ctx context.Context, js jetstream.JetStream, store Store, o Options) (S
 	if err != nil {
 		return st, err
 	}
+	var gaps natsx.SeqGaps
+	gaps.Resume(cons.CachedInfo().AckFloor.Stream)
 	for ctx.Err() == nil {
 		fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		mb, err := cons.Fetch(o.Batch, jetstream.FetchContext(fctx))
@@ -86,7 +94,7 @@ func Run(ctx context.Context, js jetstream.JetStream, store Store, o Options) (S
 		// What was fetched is finished even when ctx ended meanwhile, so a shutdown does
 		// not leave messages to wait out AckWait.
 		work, wcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		err = handle(work, store, msgs, &st, o)
+		err = handle(work, store, msgs, &gaps, &st, o)
 		wcancel()
 		if err != nil {
 			return st, err
@@ -102,15 +110,8 @@ func consumer(ctx context.Context, js jetstream.JetStream, o Options) (jetstream
 	for i := 0; ; i++ {
 		// CreateOrUpdate keeps an existing consumer's position; DeliverAll only decides
 		// where a new one starts: at the oldest document the stream still keeps.
-		cons, err := js.CreateOrUpdateConsumer(ctx, topology.StreamDocs, jetstream.ConsumerConfig{
-			Durable:       o.Durable,
-			Description:   "trawl example indexer",
-			FilterSubject: topology.SubjectDocs,
-			AckPolicy:     jetstream.AckExplicitPolicy,
-			AckWait:       o.AckWait,
-			MaxAckPending: 4 * o.Batch,
-			DeliverPolicy: jetstream.DeliverAllPolicy,
-		})
+		cons, err := js.CreateOrUpdateConsumer(ctx, topology.StreamDocs,
+			topology.RegisteredDocsConsumer(o.Durable, "trawl example indexer", o.AckWait, 4*o.Batch))
 		if err == nil {
 			return cons, nil
 		}
@@ -127,11 +128,18 @@ func consumer(ctx context.Context, js jetstream.JetStream, o Options) (jetstream
 	}
 }
 
-func handle(ctx context.Context, store Store, msgs []jetstream.Msg, st *Stats, o Options) error {
+func handle(ctx context.Context, store Store, msgs []jetstream.Msg, gaps *natsx.SeqGaps, st *Stats, o Options) error {
 	docs := make([]crawlmsg.Document, 0, len(msgs))
 	keep := msgs[:0:0]
 	for _, m := range msgs {
 		st.Messages++
+		if md, err := m.Metadata(); err == nil {
+			if n := gaps.Next(md.Sequence.Stream); n > 0 {
+				st.Missed += int(n)
+				o.Log.Warn("documents missed: the stream dropped them under its limits before they were read",
+					"missed", n, "first_seq", md.Sequence.Stream-n, "last_seq", md.Sequence.Stream-1)
+			}
+		}
 		var d crawlmsg.Document
 		if err := crawlmsg.Unmarshal(m.Data(), &d); err != nil || d.URL == "" {
 			// Redelivering a document this code cannot read would never help.

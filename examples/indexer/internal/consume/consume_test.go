@@ -2,6 +2,7 @@ package consume_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -230,5 +231,49 @@ func TestCommandLine(t *testing.T) {
 	var out, errOut strings.Builder
 	if code := cmd.Run(context.Background(), []string{"search", "-db", filepath.Join(t.TempDir(), "none.db"), "x"}, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), "run the indexer first") {
 		t.Errorf("search without an index: exit %d, %q", code, errOut.String())
+	}
+}
+
+// The indexer registers its consumer, so the crawl waits for it; what the stream dropped
+// anyway while it was stopped is counted.
+func TestRegisteredAndGapsCounted(t *testing.T) {
+	_, js := crawl(t)
+	ctx := context.Background()
+	str, err := js.Stream(ctx, topology.StreamDocs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := str.CachedInfo().Config
+	sc.MaxMsgs = 5
+	if _, err := js.UpdateStream(ctx, sc); err != nil {
+		t.Fatal(err)
+	}
+	store, err := index.Open(ctx, filepath.Join(t.TempDir(), "idx.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	doc := func(i int) crawlmsg.Document {
+		return crawlmsg.Document{URL: fmt.Sprintf("http://%d.test/", i), Title: "t", FetchedAt: 1}
+	}
+	publish(t, js, doc(0))
+	if st := runUntil(t, js, store, func(s consume.Stats) bool { return s.Messages == 1 }); st.Missed != 0 {
+		t.Fatalf("first run %+v", st)
+	}
+	cons, err := js.Consumer(ctx, topology.StreamDocs, "indexer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !topology.Registered(cons.CachedInfo().Config) {
+		t.Fatalf("indexer consumer metadata %v: not registered", cons.CachedInfo().Config.Metadata)
+	}
+
+	// Sequences 2..13 while the indexer is stopped; the stream keeps 9..13.
+	for i := 1; i <= 12; i++ {
+		publish(t, js, doc(i))
+	}
+	st := runUntil(t, js, store, func(s consume.Stats) bool { return s.Messages >= 5 })
+	if st.Messages != 5 || st.Missed != 7 {
+		t.Errorf("restart %+v: want 5 documents read and 7 missed", st)
 	}
 }

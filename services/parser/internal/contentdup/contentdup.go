@@ -27,7 +27,10 @@
 // Pages are taken in batch order, which is stream order, and the first writer wins:
 //
 //  1. Exact: the first page with a text digest stores its URL under exact:<digest>; a later
-//     page with that digest and another URL is an exact duplicate of it.
+//     page with that digest and another URL is an exact duplicate of it. A URL fetched again
+//     with another text (Page.Replaces) removes the key of its previous text if it holds
+//     the URL: an exact key names a URL that still has that text, and there is at most one
+//     per URL whose text was an original.
 //  2. Near: a page that is not an exact duplicate reads the four buckets its SimHash bands
 //     select. Two SimHashes within 3 bits agree on at least one of four 16-bit bands
 //     (pigeonhole), so every indexed original within MaxDistance is among the candidates.
@@ -155,6 +158,11 @@ type Page struct {
 	SimHash uint64
 	Near    bool // take part in the near-duplicate lookup (enough text to be meaningful)
 	Store   bool // may become an original others are reported against
+	// Replaces is the URL's previous text digest when it was fetched before with another
+	// text (adaptive recrawl): its exact key is removed if it still names the URL, since
+	// the URL no longer holds that text. So the exact keys stay one per URL however often
+	// its text changes, and the next page with the old text becomes its original.
+	Replaces string
 }
 
 // Verdict is what a page was found to be.
@@ -356,8 +364,8 @@ func (cs *calls) list() []*call {
 // whose bucket lies there (bit b for band b).
 type pageParts struct {
 	n     int
-	part  [1 + simhash.Bands]int
-	bands [1 + simhash.Bands]int
+	part  [2 + simhash.Bands]int
+	bands [2 + simhash.Bands]int
 }
 
 func (pp *pageParts) add(p int) int {
@@ -425,9 +433,12 @@ func (ix *Index) lookup(ctx context.Context, pages []Page) ([]found, int64, erro
 	reserve := 0
 	for i, pg := range pages {
 		var pp pageParts
-		dig := -1
+		dig, old := -1, -1
 		if pg.Digest != "" {
 			dig = pp.add(ix.ExactPart(pg.Digest))
+			if pg.Replaces != "" && pg.Replaces != pg.Digest {
+				old = pp.add(ix.ExactPart(pg.Replaces))
+			}
 		}
 		sh := ""
 		if pg.Near {
@@ -440,11 +451,14 @@ func (ix *Index) lookup(ctx context.Context, pages []Page) ([]found, int64, erro
 			}
 		}
 		for j := range pp.n {
-			d := ""
+			d, r := "", ""
 			if j == dig {
 				d = pg.Digest
 			}
-			cs.add(pp.part[j], i, pg.URL, d, storeArg(pg.Store), sh, pp.bands[j])
+			if j == old {
+				r = pg.Replaces
+			}
+			cs.add(pp.part[j], i, pg.URL, d, storeArg(pg.Store), sh, pp.bands[j], r)
 		}
 	}
 	var incr *redis.IntCmd

@@ -5,8 +5,10 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"sort"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/trawl/trawl/shared/crawlmsg"
@@ -17,7 +19,11 @@ import (
 // Bodies above the fetcher's inline threshold are objects in topology.BodiesBucket. The
 // parser reads them, and they are removed once no consumer of crawl.pages can still ask
 // for them: at once after parsing when the parser is the stream's only consumer, else by
-// the sweeper once the page is gone from the stream (every tap acked it).
+// the sweeper once the page is gone from the stream (every tap acked it). Which page
+// names which body is not needed: a body's page is published within a window after the
+// body is stored, so a body is free once no page that arrived within its window is kept.
+// One lagging tap then pins only the bodies stored shortly before the pages it holds, not
+// every later body (which would fill the store while the crawl goes on).
 
 const (
 	// bodySweepInterval is how often leftover bodies are looked for.
@@ -25,6 +31,9 @@ const (
 	// publishSlack covers the fetcher's publish floor (it may retry its page up to 5 s
 	// past the lease deadline) and clock skew between the NATS server and this process.
 	publishSlack = 15 * time.Second
+	// storeSkew covers clock differences between the NATS servers that lead the bodies
+	// store and the pages stream: a page arrives after its body was stored, by their clocks.
+	storeSkew = time.Second
 )
 
 // resolveBody reads a page body stored by reference. A missing object cannot come back
@@ -134,9 +143,37 @@ func (s *Service) SweepBodies(ctx context.Context) (int, error) {
 	}
 	state := st.CachedInfo().State
 	window := s.cfg.Common.LeaseTTL + publishSlack
+	now := time.Now()
 	n := 0
+	var maybe []*jetstream.ObjectInfo
 	for _, o := range objs {
-		if !bodyUnreferenced(o.ModTime, window, state, time.Now()) {
+		switch {
+		case !now.After(o.ModTime.Add(window)):
+			// Its page may still come.
+		case bodyUnreferenced(o.ModTime, window, state, now):
+			if err := s.deleteBody(ctx, o.Name); err != nil {
+				return n, fmt.Errorf("delete body %s: %w", o.Name, err)
+			}
+			n++
+		default:
+			maybe = append(maybe, o)
+		}
+	}
+	if len(maybe) == 0 {
+		return n, nil
+	}
+	// Pages older than these bodies are kept (a tap lags): look at when the kept pages
+	// arrived, over the span of these bodies' windows.
+	from, to := maybe[0].ModTime, maybe[0].ModTime
+	for _, o := range maybe {
+		from, to = minTime(from, o.ModTime), maxTime(to, o.ModTime)
+	}
+	kept, err := s.keptPageTimes(ctx, state, from.Add(-storeSkew), to.Add(window))
+	if err != nil {
+		return n, err
+	}
+	for _, o := range maybe {
+		if bodyPinned(o.ModTime, window, kept) {
 			continue
 		}
 		if err := s.deleteBody(ctx, o.Name); err != nil {
@@ -145,6 +182,100 @@ func (s *Service) SweepBodies(ctx context.Context) (int, error) {
 		n++
 	}
 	return n, nil
+}
+
+// keptPageTimes returns, in order, when the pages crawl.pages still keeps arrived, for
+// those that arrived between from and to. It reads headers only, through an ephemeral
+// consumer without acks, deleted when done: on an interest stream any consumer holds what
+// it has not been sent, so it must not outlive the scan.
+func (s *Service) keptPageTimes(ctx context.Context, pages jetstream.StreamState, from, to time.Time) ([]time.Time, error) {
+	if pages.Msgs == 0 || pages.LastTime.Before(from) {
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Common.AckWait)
+	defer cancel()
+	cons, err := s.js.CreateConsumer(ctx, topology.StreamPages, jetstream.ConsumerConfig{
+		Description:       "parser body sweep",
+		FilterSubject:     topology.SubjectPages,
+		DeliverPolicy:     jetstream.DeliverByStartTimePolicy,
+		OptStartTime:      &from,
+		AckPolicy:         jetstream.AckNonePolicy,
+		HeadersOnly:       true,
+		InactiveThreshold: 30 * time.Second,
+		MemoryStorage:     true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("scan kept pages: %w", err)
+	}
+	defer func() {
+		dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer dcancel()
+		_ = s.js.DeleteConsumer(dctx, topology.StreamPages, cons.CachedInfo().Name)
+	}()
+	var times []time.Time
+	for {
+		mb, err := cons.Fetch(256, jetstream.FetchMaxWait(time.Second))
+		if err != nil {
+			return nil, fmt.Errorf("scan kept pages: %w", err)
+		}
+		got, done := 0, false
+		for m := range mb.Messages() {
+			got++
+			md, err := m.Metadata()
+			if err != nil {
+				return nil, fmt.Errorf("scan kept pages: %w", err)
+			}
+			// A page arriving during the scan is later than every window.
+			if md.Timestamp.After(to) {
+				done = true
+				continue
+			}
+			times = append(times, md.Timestamp)
+			if md.NumPending == 0 {
+				done = true
+			}
+		}
+		if err := mb.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
+			return nil, fmt.Errorf("scan kept pages: %w", err)
+		}
+		if done {
+			return times, nil
+		}
+		if got == 0 {
+			// Nothing came within the wait: the scan is complete only if nothing is
+			// pending (the pages left may have been acked meanwhile); a partial list
+			// would free bodies still named.
+			info, err := cons.Info(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("scan kept pages: %w", err)
+			}
+			if info.NumPending == 0 {
+				return times, nil
+			}
+		}
+	}
+}
+
+// bodyPinned tells whether a kept page (kept: arrival times, in order) arrived within the
+// window after a body stored at stored: that page may name it.
+func bodyPinned(stored time.Time, window time.Duration, kept []time.Time) bool {
+	lo := stored.Add(-storeSkew)
+	i := sort.Search(len(kept), func(i int) bool { return !kept[i].Before(lo) })
+	return i < len(kept) && !kept[i].After(stored.Add(window))
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // bodyUnreferenced tells whether no message of the pages stream can name a body stored at

@@ -58,6 +58,8 @@ type outcome struct {
 	// the URL is forgotten.
 	schedule *crawlmsg.RecrawlEntry
 	verdict  recrawl.Verdict
+	// prevDigest is the URL's digest at its last fetch (adaptive recrawl; "" none).
+	prevDigest string
 	// changed are the URLs a recrawled sitemap says changed since it was last read
 	// (lastmod after its last fetch), whose schedules are brought forward.
 	changed []crawlmsg.Discovered
@@ -158,7 +160,8 @@ func (p *processor) dupPage(o *outcome) (contentdup.Page, bool) {
 		Near:    o.fp.Tokens >= p.minWords,
 		// A noindex page is checked but never stands for others: an indexer drops it, and
 		// would then have neither it nor its duplicates.
-		Store: !o.document.NoIndex,
+		Store:    !o.document.NoIndex,
+		Replaces: o.prevDigest,
 	}, true
 }
 

@@ -54,6 +54,9 @@ func (p *processor) judgeRecrawl(page *crawlmsg.Page, o *outcome) {
 	if m.Kind == crawlmsg.KindSitemap && m.Recrawl != nil {
 		o.changed = changedSince(o, m.Recrawl.LastFetch)
 	}
+	if m.Recrawl != nil {
+		o.prevDigest = m.Recrawl.Digest
+	}
 	o.verdict = p.recrawl.Judge(m.Recrawl, f)
 	st, keep := p.recrawl.Next(m.Recrawl, o.verdict, f)
 	if keep {

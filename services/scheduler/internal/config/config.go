@@ -53,7 +53,8 @@ type Config struct {
 // resumes once every watched backlog is below Resume times its threshold.
 type Hold struct {
 	ParserBacklog   int     // TRAWL_HOLD_PARSER_BACKLOG: pages not yet parsed
-	PagesFill       float64 // TRAWL_HOLD_PAGES_FILL: fraction of CRAWL_PAGES's byte limit
+	PagesFill       float64 // TRAWL_HOLD_PAGES_FILL: fraction of CRAWL_PAGES's byte limit, and of CRAWL_BODIES's
+	DocsFill        float64 // TRAWL_HOLD_DOCS_FILL: fraction of CRAWL_DOCS's byte limit the slowest registered indexer lags
 	DedupBacklog    int     // TRAWL_HOLD_DEDUP_BACKLOG: discovered batches not yet deduplicated
 	FrontierBacklog int     // TRAWL_HOLD_FRONTIER_BACKLOG: frontier messages not yet added
 	Resume          float64 // TRAWL_HOLD_RESUME
@@ -75,6 +76,7 @@ func Load(r *envconfig.Reader) (Config, error) {
 		Hold: Hold{
 			ParserBacklog:   r.Int("HOLD_PARSER_BACKLOG", 20_000),
 			PagesFill:       r.Float("HOLD_PAGES_FILL", 0.5),
+			DocsFill:        r.Float("HOLD_DOCS_FILL", 0.5),
 			DedupBacklog:    r.Int("HOLD_DEDUP_BACKLOG", 20_000),
 			FrontierBacklog: r.Int("HOLD_FRONTIER_BACKLOG", 50_000),
 			Resume:          r.Float("HOLD_RESUME", 0.5),
@@ -159,6 +161,9 @@ func (c Config) Validate() error {
 	}
 	if !(c.Hold.PagesFill >= 0 && c.Hold.PagesFill < 1) {
 		bad("TRAWL_HOLD_PAGES_FILL=%g: want 0 (not watched) or a fraction below 1 of CRAWL_PAGES's byte limit", c.Hold.PagesFill)
+	}
+	if !(c.Hold.DocsFill >= 0 && c.Hold.DocsFill < 1) {
+		bad("TRAWL_HOLD_DOCS_FILL=%g: want 0 (not watched) or a fraction below 1 of CRAWL_DOCS's byte limit", c.Hold.DocsFill)
 	}
 	if !(c.Hold.Resume > 0 && c.Hold.Resume <= 1) {
 		bad("TRAWL_HOLD_RESUME=%g: want 0 < resume <= 1 (fraction of each threshold)", c.Hold.Resume)

@@ -37,7 +37,7 @@ func TestDefaults(t *testing.T) {
 		PriorityX:       1,
 		PriorityY:       1,
 		DispatchAhead:   3,
-		Hold:            Hold{ParserBacklog: 20_000, PagesFill: 0.5, DedupBacklog: 20_000, FrontierBacklog: 50_000, Resume: 0.5},
+		Hold:            Hold{ParserBacklog: 20_000, PagesFill: 0.5, DocsFill: 0.5, DedupBacklog: 20_000, FrontierBacklog: 50_000, Resume: 0.5},
 		Recrawl:         recrawl.Defaults,
 	}
 	if !reflect.DeepEqual(c, want) {

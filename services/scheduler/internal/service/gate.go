@@ -41,9 +41,16 @@ type Figures struct {
 	// reach: (TRAWL_DISPATCH_AHEAD−1) × max(FetchBusy, 4).
 	FetchQueued, FetchBusy, FetchLimit uint64
 	// Backlogs: pages not yet parsed, discovered batches not yet deduplicated, frontier
-	// messages not yet added; PagesBytes of PagesMaxBytes (0 = unlimited) in CRAWL_PAGES.
-	Parser, Dedup, Frontier   uint64
-	PagesBytes, PagesMaxBytes int64
+	// messages not yet added; PagesBytes of PagesMaxBytes (0 = unlimited) in CRAWL_PAGES,
+	// BodiesBytes of BodiesMaxBytes in the CRAWL_BODIES object store.
+	Parser, Dedup, Frontier     uint64
+	PagesBytes, PagesMaxBytes   int64
+	BodiesBytes, BodiesMaxBytes int64
+	// DocsLag is the bytes of CRAWL_DOCS the slowest registered indexer (Indexers of them,
+	// topology.RegisteredMeta) has not acked yet, DocsMaxBytes the stream's byte limit:
+	// the oldest unacked document is dropped when the lag reaches it.
+	DocsLag, DocsMaxBytes int64
+	Indexers              int
 	// Held names the stages over their threshold while dispatch is held ("" = running).
 	Held string
 }
@@ -266,17 +273,31 @@ func (g *gate) pollBacklogs(ctx context.Context) error {
 		f.PagesBytes, f.PagesMaxBytes = int64(info.State.Bytes), info.Config.MaxBytes
 	}
 
+	if s, err := g.js.Stream(ctx, topology.BodiesStream); err == nil {
+		info := s.CachedInfo()
+		f.BodiesBytes, f.BodiesMaxBytes = int64(info.State.Bytes), info.Config.MaxBytes
+	} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
+		errs = append(errs, fmt.Errorf("stream %s: %w", topology.BodiesStream, err))
+	}
+	if err := readDocsLag(ctx, g.js, &f); err != nil {
+		errs = append(errs, err)
+	}
+
 	h := g.cfg.Hold
-	pagesHigh := 0.0
-	if f.PagesMaxBytes > 0 {
-		pagesHigh = h.PagesFill * float64(f.PagesMaxBytes)
+	fill := func(frac float64, limit int64) float64 {
+		if limit <= 0 {
+			return 0
+		}
+		return frac * float64(limit)
 	}
 	stages := []struct {
 		name      string
 		v, thresh float64
 	}{
 		{"parser", float64(f.Parser), float64(h.ParserBacklog)},
-		{"pages-bytes", float64(f.PagesBytes), pagesHigh},
+		{"pages-bytes", float64(f.PagesBytes), fill(h.PagesFill, f.PagesMaxBytes)},
+		{"bodies-bytes", float64(f.BodiesBytes), fill(h.PagesFill, f.BodiesMaxBytes)},
+		{"docs-lag", float64(f.DocsLag), fill(h.DocsFill, f.DocsMaxBytes)},
 		{"dedup", float64(f.Dedup), float64(h.DedupBacklog)},
 		{"frontier", float64(f.Frontier), float64(h.FrontierBacklog)},
 	}
@@ -307,7 +328,9 @@ func (g *gate) pollBacklogs(ctx context.Context) error {
 		p.HSet(ctx, g.key, "held", f.Held,
 			"fetch_queued", f.FetchQueued, "fetch_busy", f.FetchBusy, "fetch_limit", f.FetchLimit,
 			"parser", f.Parser, "dedup", f.Dedup, "frontier", f.Frontier,
-			"pages_bytes", f.PagesBytes, "pages_max_bytes", f.PagesMaxBytes)
+			"pages_bytes", f.PagesBytes, "pages_max_bytes", f.PagesMaxBytes,
+			"bodies_bytes", f.BodiesBytes, "bodies_max_bytes", f.BodiesMaxBytes,
+			"docs_lag", f.DocsLag, "docs_max_bytes", f.DocsMaxBytes, "indexers", f.Indexers)
 		if newHold {
 			p.HIncrBy(ctx, g.key, "holds", 1)
 		}
@@ -318,6 +341,44 @@ func (g *gate) pollBacklogs(ctx context.Context) error {
 		errs = append(errs, fmt.Errorf("redis %s: %w", g.key, err))
 	}
 	return errors.Join(errs...)
+}
+
+// readDocsLag reads the lag of the slowest registered indexer on CRAWL_DOCS into f. A
+// limits stream drops its oldest messages first, whoever acked them, so what counts is the
+// span from a consumer's ack floor to the stream's end, not how many messages it has yet to
+// take: the bytes of that span are estimated from the stream's mean message size.
+func readDocsLag(ctx context.Context, js jetstream.JetStream, f *Figures) error {
+	s, err := js.Stream(ctx, topology.StreamDocs)
+	if err != nil {
+		return fmt.Errorf("stream %s: %w", topology.StreamDocs, err)
+	}
+	info := s.CachedInfo()
+	st := info.State
+	f.DocsMaxBytes = info.Config.MaxBytes
+	var lag int64
+	n := 0
+	l := s.ListConsumers(ctx)
+	for ci := range l.Info() {
+		if !topology.Registered(ci.Config) {
+			continue
+		}
+		n++
+		lag = max(lag, spanBytes(st, ci.AckFloor.Stream))
+	}
+	if err := l.Err(); err != nil {
+		return fmt.Errorf("consumers of %s: %w", topology.StreamDocs, err)
+	}
+	f.DocsLag, f.Indexers = lag, n
+	return nil
+}
+
+// spanBytes estimates the bytes a stream keeps after sequence floor.
+func spanBytes(st jetstream.StreamState, floor uint64) int64 {
+	if st.Msgs == 0 || floor >= st.LastSeq {
+		return 0
+	}
+	span := st.LastSeq - max(floor, st.FirstSeq-1)
+	return int64(float64(st.Bytes) * min(float64(span)/float64(st.Msgs), 1))
 }
 
 // DispatchState is the dispatch figures as published in Redis (frontierkeys.Dispatch).
@@ -341,7 +402,10 @@ func ReadDispatchState(ctx context.Context, rdb redis.UniversalClient, prefix st
 	return DispatchState{Holds: i("holds"), Figures: Figures{
 		FetchQueued: u("fetch_queued"), FetchBusy: u("fetch_busy"), FetchLimit: u("fetch_limit"),
 		Parser: u("parser"), Dedup: u("dedup"), Frontier: u("frontier"),
-		PagesBytes: i("pages_bytes"), PagesMaxBytes: i("pages_max_bytes"), Held: h["held"],
+		PagesBytes: i("pages_bytes"), PagesMaxBytes: i("pages_max_bytes"),
+		BodiesBytes: i("bodies_bytes"), BodiesMaxBytes: i("bodies_max_bytes"),
+		DocsLag: i("docs_lag"), DocsMaxBytes: i("docs_max_bytes"), Indexers: int(i("indexers")),
+		Held: h["held"],
 	}}, true, nil
 }
 

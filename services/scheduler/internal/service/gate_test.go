@@ -3,6 +3,8 @@ package service
 import (
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 func TestFetchLimit(t *testing.T) {
@@ -48,5 +50,29 @@ func TestTakeRate(t *testing.T) {
 		if got := g.takeRate(t0.Add(st.at), st.delivered); got != st.want {
 			t.Fatalf("step %d: takeRate = %v, want %v", i, got, st.want)
 		}
+	}
+}
+
+func TestSpanBytes(t *testing.T) {
+	// 100 messages of 10 bytes at sequences 51..150.
+	st := jetstream.StreamState{Msgs: 100, Bytes: 1000, FirstSeq: 51, LastSeq: 150}
+	tests := []struct {
+		name  string
+		st    jetstream.StreamState
+		floor uint64
+		want  int64
+	}{
+		{"caught up", st, 150, 0},
+		{"half behind", st, 100, 500},
+		{"behind the stream's start: everything kept", st, 10, 1000},
+		{"at the start", st, 50, 1000},
+		{"empty stream", jetstream.StreamState{FirstSeq: 151, LastSeq: 150}, 0, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := spanBytes(tc.st, tc.floor); got != tc.want {
+				t.Fatalf("spanBytes(floor %d) = %d, want %d", tc.floor, got, tc.want)
+			}
+		})
 	}
 }

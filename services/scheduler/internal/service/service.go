@@ -178,8 +178,8 @@ func newShard(ctx context.Context, cfg config.Config, id int, js jetstream.JetSt
 		return nil, fmt.Errorf("shard %d: outcome consumer: %w", id, err)
 	}
 	var dc jetstream.Consumer
-	if cfg.Common.Topology().Recrawl {
-		if dc, err = js.Consumer(ctx, topology.StreamRecrawl, topology.SchedulerRecrawlConsumer(id)); err != nil {
+	if o := cfg.Common.Topology(); o.Recrawl {
+		if dc, err = js.Consumer(ctx, topology.RecrawlStreamOf(id, o), topology.SchedulerRecrawlConsumer(id)); err != nil {
 			return nil, fmt.Errorf("shard %d: recrawl consumer: %w", id, err)
 		}
 	}

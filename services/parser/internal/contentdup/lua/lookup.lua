@@ -3,10 +3,12 @@
 --
 -- KEYS[1] = the partition's key prefix, with its hash tag: every key the script builds
 -- starts with it, so it routes the call and is the slot of them all. ARGV[1] = max
--- distance, ARGV[2] = bucket cap, then five arguments per page that has keys in the partition, in batch order:
+-- distance, ARGV[2] = bucket cap, then six arguments per page that has keys in the partition, in batch order:
 -- URL; text digest when its exact key is in the partition, else ""; "1" when the page may
--- be stored; SimHash as 16 hex digits, or "" when it takes no near lookup; and the mask of
--- its bands whose bucket is in the partition (bit b-1 for band b).
+-- be stored; SimHash as 16 hex digits, or "" when it takes no near lookup; the mask of
+-- its bands whose bucket is in the partition (bit b-1 for band b); and the URL's previous
+-- text digest when its exact key is in the partition and the text changed, else "": that
+-- key is deleted if it still holds the URL.
 -- Returns five values per page: the URL stored under the digest before the call ("" when
 -- none, and then the page's URL is stored if it may be); the distance of the closest
 -- original within the max distance in its buckets here that is not the page's URL (-1
@@ -49,8 +51,12 @@ local band, rshift, bxor, sub = bit.band, bit.rshift, bit.bxor, string.sub
 local out, buckets, readers = {}, {}, {}
 -- A page's SimHash in hex and as numbers, four 16-bit parts; reused from page to page.
 local hex, parts = {}, {}
-for a = 3, #ARGV, 5 do
+for a = 3, #ARGV, 6 do
   local url, dig, sh, mask = ARGV[a], ARGV[a+1], ARGV[a+3], tonumber(ARGV[a+4])
+  if ARGV[a+5] ~= '' then
+    local key = prefix .. 'exact:' .. ARGV[a+5]
+    if redis.call('GET', key) == url then redis.call('DEL', key) end
+  end
   local first = ''
   if dig ~= '' then
     local key = prefix .. 'exact:' .. dig
