@@ -3,15 +3,21 @@ package composecheck
 import (
 	"debug/elf"
 	"go/version"
+	"maps"
 	"os"
 	"os/exec"
 	"path"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/moby/buildkit/frontend/dockerfile/instructions"
+	"github.com/moby/buildkit/frontend/dockerfile/parser"
+	"go.yaml.in/yaml/v4"
+
+	"github.com/trawl/trawl/devstack/stack"
 )
 
 // The images compose.yaml builds, one per service.
@@ -166,5 +172,147 @@ func assertGoImageCovers(t *testing.T, df *dockerfile, r *replay) {
 	modGo := "go" + strings.TrimSpace(string(out))
 	if version.Compare(version.Lang(modGo), version.Lang(imageGo)) > 0 {
 		t.Errorf("%s needs %s; the builder image %s has %s", moduleDir, modGo, builder, imageGo)
+	}
+}
+
+// imageVar is how compose.yaml names an image: a TRAWL_…_IMAGE variable with a default.
+var imageVar = regexp.MustCompile(`^\$\{(TRAWL_[A-Z0-9_]+_IMAGE):-([^}]+)\}$`)
+
+// Every image compose.yaml runs or builds from is a setting with today's image as its
+// default, for a site that mirrors images into its own registry or has none: each image:
+// is a TRAWL_…_IMAGE variable, and each build passes every build argument its Dockerfile
+// declares before FROM as TRAWL_<argument>, defaulting to the Dockerfile's own default.
+// The settings are documented in README.md and .env.example.
+func TestComposeImagesAreSettings(t *testing.T) {
+	root, err := stack.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(root, "compose.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Services map[string]struct {
+			Image string `yaml:"image"`
+			Build *struct {
+				Dockerfile string            `yaml:"dockerfile"`
+				Args       map[string]string `yaml:"args"`
+			} `yaml:"build"`
+		} `yaml:"services"`
+	}
+	if err := yaml.Unmarshal(raw, &doc); err != nil {
+		t.Fatalf("compose.yaml: %v", err)
+	}
+	vars := map[string]string{} // variable → its default
+	use := func(service, v, def string) {
+		if old, ok := vars[v]; ok && old != def {
+			t.Errorf("%s: %s defaults to %s here and to %s elsewhere", service, v, def, old)
+		}
+		vars[v] = def
+	}
+	checked := map[string]bool{}
+	for _, name := range slices.Sorted(maps.Keys(doc.Services)) {
+		s := doc.Services[name]
+		switch {
+		case s.Image != "" && s.Build != nil:
+			t.Errorf("%s has both image and build", name)
+		case s.Image != "":
+			m := imageVar.FindStringSubmatch(s.Image)
+			if m == nil {
+				t.Errorf("%s: image %q, want ${TRAWL_…_IMAGE:-default}", name, s.Image)
+				continue
+			}
+			use(name, m[1], m[2])
+		case s.Build != nil:
+			df := readDockerfile(t, filepath.Join(root, filepath.FromSlash(s.Build.Dockerfile)))
+			if !checked[df.path] {
+				checked[df.path] = true
+				assertBasesAreArgs(t, df)
+			}
+			args := df.argDefaults()
+			for arg, def := range args {
+				v, ok := s.Build.Args[arg]
+				m := imageVar.FindStringSubmatch(v)
+				switch {
+				case !ok:
+					t.Errorf("%s: build arg %s of %s is not passed", name, arg, s.Build.Dockerfile)
+				case m == nil || m[1] != "TRAWL_"+arg:
+					t.Errorf("%s: build arg %s = %q, want ${TRAWL_%s:-default}", name, arg, v, arg)
+				case def == nil || m[2] != *def:
+					t.Errorf("%s: TRAWL_%s defaults to %s, the Dockerfile's %s to %v", name, arg, m[2], arg, def)
+				default:
+					use(name, m[1], m[2])
+				}
+			}
+			for arg := range s.Build.Args {
+				if _, ok := args[arg]; !ok {
+					t.Errorf("%s: build arg %s is not declared before FROM in %s", name, arg, s.Build.Dockerfile)
+				}
+			}
+		}
+	}
+	want := []string{"TRAWL_GO_IMAGE", "TRAWL_NATS_IMAGE", "TRAWL_PROMETHEUS_IMAGE", "TRAWL_REDIS_IMAGE", "TRAWL_RUNTIME_IMAGE"}
+	if got := slices.Sorted(maps.Keys(vars)); !slices.Equal(got, want) {
+		t.Errorf("image settings %v, want %v", got, want)
+	}
+
+	// Set, they reach every service of every profile.
+	var env []string
+	for _, v := range want {
+		env = append(env, v+"=registry.example/"+strings.ToLower(v))
+	}
+	p, _ := loadProfiles(t, []string{"*"}, env...)
+	for _, s := range p.Services {
+		if s.Build != nil {
+			for arg, v := range s.Build.Args {
+				if want := "registry.example/trawl_" + strings.ToLower(arg); v == nil || *v != want {
+					t.Errorf("%s: build arg %s = %v with TRAWL_%s set, want %s", s.Name, arg, v, arg, want)
+				}
+			}
+		} else if !strings.HasPrefix(s.Image, "registry.example/") {
+			t.Errorf("%s: image %s with every TRAWL_…_IMAGE set", s.Name, s.Image)
+		}
+	}
+
+	for _, file := range []string{"README.md", ".env.example"} {
+		body, err := os.ReadFile(filepath.Join(root, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range want {
+			if !strings.Contains(string(body), v) {
+				t.Errorf("%s does not document %s", file, v)
+			}
+		}
+	}
+}
+
+// Every FROM that is not an earlier stage names its image through a build argument, and
+// no `# syntax=` line makes BuildKit pull its frontend from a registry (its built-in one
+// reads these files).
+func assertBasesAreArgs(t *testing.T, df *dockerfile) {
+	t.Helper()
+	body, err := os.ReadFile(df.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if syntax, _, _, ok := parser.DetectSyntax(body); ok {
+		t.Errorf("%s: `# syntax=%s` pulls the Dockerfile frontend from a registry", df.path, syntax)
+	}
+	args := df.argDefaults()
+	var stages []string
+	for _, s := range df.stages {
+		base := s.BaseName
+		arg, isArg := strings.CutPrefix(base, "${")
+		arg, isArg = strings.CutSuffix(arg, "}")
+		switch {
+		case slices.Contains(stages, strings.ToLower(base)):
+		case !isArg:
+			t.Errorf("%s: FROM %s, want FROM ${ARG} with the image as the argument's default", df.path, base)
+		case args[arg] == nil:
+			t.Errorf("%s: FROM %s: %s is not declared with a default before the first FROM", df.path, base, arg)
+		}
+		stages = append(stages, strings.ToLower(s.Name))
 	}
 }
