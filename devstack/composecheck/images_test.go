@@ -2,6 +2,7 @@ package composecheck
 
 import (
 	"debug/elf"
+	"encoding/json"
 	"go/version"
 	"maps"
 	"os"
@@ -314,5 +315,38 @@ func assertBasesAreArgs(t *testing.T, df *dockerfile) {
 			t.Errorf("%s: FROM %s: %s is not declared with a default before the first FROM", df.path, base, arg)
 		}
 		stages = append(stages, strings.ToLower(s.Name))
+	}
+}
+
+// Every module of the workspace resolves its packages and their tests alone, with
+// GOWORK=off, as an image build or a user of one module does: its own go.mod/go.sum must
+// cover what shared/ imports. The images check the five services by building them; this
+// covers the rest (trawlctl, devstack, examples, the itests) at the cost of loading
+// packages.
+func TestModulesResolveAlone(t *testing.T) {
+	_, root := load(t)
+	out, err := exec.CommandContext(t.Context(), "go", "work", "edit", "-json", filepath.Join(root, "go.work")).Output()
+	if err != nil {
+		t.Fatalf("go work edit -json: %v", err)
+	}
+	var work struct{ Use []struct{ DiskPath string } }
+	if err := json.Unmarshal(out, &work); err != nil {
+		t.Fatal(err)
+	}
+	if len(work.Use) == 0 {
+		t.Fatal("go.work uses no module")
+	}
+	env := append(goImageEnv(t), "GOWORK=off", "GOFLAGS=-mod=readonly")
+	for _, u := range work.Use {
+		t.Run(strings.TrimPrefix(u.DiskPath, "./"), func(t *testing.T) {
+			cmd := exec.CommandContext(t.Context(), "go", "list", "-e", "-deps", "-test",
+				"-f", "{{with .Error}}{{.}}\n{{end}}{{range .DepsErrors}}{{.}}\n{{end}}", "./...")
+			cmd.Dir = filepath.Join(root, filepath.FromSlash(u.DiskPath))
+			cmd.Env = env
+			out, err := cmd.CombinedOutput()
+			if err != nil || strings.TrimSpace(string(out)) != "" {
+				t.Errorf("GOWORK=off go list -deps -test ./... in %s: %v\n%s", u.DiskPath, err, out)
+			}
+		})
 	}
 }
