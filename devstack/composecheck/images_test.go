@@ -70,7 +70,7 @@ func TestImagesBuild(t *testing.T) {
 }
 
 // compose.yaml builds exactly these images, in every profile.
-func TestImagesAreComposes(t *testing.T) {
+func TestImagesCoverCompose(t *testing.T) {
 	p, root := loadProfiles(t, []string{"*"})
 	var built []string
 	for _, s := range p.Services {
