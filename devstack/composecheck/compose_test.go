@@ -1,5 +1,7 @@
 // Package composecheck loads the repository's compose.yaml with the Compose
-// specification's own loader and checks that it runs Trawl as documented.
+// specification's own loader and checks that it runs Trawl as documented, and replays each
+// service's Dockerfile build stage (read with BuildKit's parser) with this host's go, so an
+// image that would not build fails `make test` without Docker.
 package composecheck
 
 import (

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"strconv"
@@ -52,6 +53,9 @@ type Options struct {
 	// write while an fsync is slow, which would make crash tests racy.
 	FsyncAlways bool
 	Binary      string // default: "redis-server" from PATH
+	// Password, set, is required of every client (--requirepass), as compose.yaml runs
+	// Redis with TRAWL_REDIS_PASSWORD; URL carries it.
+	Password string
 	// Args are further redis-server options, after the package's own (e.g. cluster mode
 	// for devstack/rediscluster).
 	Args []string
@@ -150,8 +154,14 @@ func (s *Server) Addr() string {
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port))
 }
 
-// URL is a redis:// URL for database 0.
-func (s *Server) URL() string { return "redis://" + s.Addr() + "/0" }
+// URL is a redis:// URL for database 0, with the password when one is set.
+func (s *Server) URL() string {
+	u := url.URL{Scheme: "redis", Host: s.Addr(), Path: "/0"}
+	if s.opts.Password != "" {
+		u.User = url.UserPassword("", s.opts.Password)
+	}
+	return u.String()
+}
 
 // Dir is the data directory holding the AOF/RDB files.
 func (s *Server) Dir() string { return s.dir }
@@ -235,7 +245,7 @@ func (s *Server) args() []string {
 	if s.opts.FsyncAlways {
 		fsync = "always"
 	}
-	return append([]string{
+	args := []string{
 		"--port", strconv.Itoa(s.port),
 		"--bind", "127.0.0.1",
 		"--dir", s.dir,
@@ -246,7 +256,11 @@ func (s *Server) args() []string {
 		"--protected-mode", "no",
 		"--loglevel", "warning",
 		"--logfile", "",
-	}, s.opts.Args...)
+	}
+	if s.opts.Password != "" {
+		args = append(args, "--requirepass", s.opts.Password)
+	}
+	return append(args, s.opts.Args...)
 }
 
 // launch starts one process and waits for PING; on failure the process is
@@ -267,7 +281,7 @@ func (s *Server) launch(ctx context.Context) (*process, error) {
 		close(p.done)
 	}()
 
-	if err := waitPing(ctx, s.Addr(), p.done); err != nil {
+	if err := waitPing(ctx, s.Addr(), s.opts.Password, p.done); err != nil {
 		_ = p.kill()
 		tail := out.Tail(20)
 		if strings.Contains(tail, "Address already in use") {
@@ -281,11 +295,12 @@ func (s *Server) launch(ctx context.Context) (*process, error) {
 // waitPing polls with a short backoff until redis answers PING (which also
 // means any AOF has finished loading), the process exits, or ctx /
 // readyTimeout runs out.
-func waitPing(ctx context.Context, addr string, exited <-chan struct{}) error {
+func waitPing(ctx context.Context, addr, password string, exited <-chan struct{}) error {
 	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
 	client := redis.NewClient(&redis.Options{
 		Addr:         addr,
+		Password:     password,
 		DialTimeout:  250 * time.Millisecond,
 		ReadTimeout:  250 * time.Millisecond,
 		WriteTimeout: 250 * time.Millisecond,

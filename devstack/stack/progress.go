@@ -286,7 +286,9 @@ func WaitIdle(ctx context.Context, every time.Duration, read func(context.Contex
 
 // WaitIdleOrParked is WaitIdle that also returns, with parked true, once the crawl is
 // Parked(parkAfter) in two consecutive snapshots with no message published between them:
-// only hosts that wait longer than parkAfter hold it. parkAfter 0 never parks.
+// only hosts that wait longer than parkAfter hold it. parkAfter 0 never parks. A failed
+// reading (Redis or NATS unreachable) is retried at the next tick and breaks the run of
+// consecutive snapshots.
 func WaitIdleOrParked(ctx context.Context, every, parkAfter time.Duration, read func(context.Context) (Progress, error), report func(Progress)) (Progress, bool, error) {
 	var prev Progress
 	var havePrev bool
@@ -297,7 +299,11 @@ func WaitIdleOrParked(ctx context.Context, every, parkAfter time.Duration, read 
 		if errors.Is(err, crawlid.ErrLost) {
 			return prev, false, err
 		}
-		if err == nil {
+		if err != nil {
+			// Nothing is known while a reading fails (Redis unreachable): the crawl is over
+			// only after two readings in a row that say so, taken after it.
+			havePrev = false
+		} else {
 			if report != nil {
 				report(p)
 			}

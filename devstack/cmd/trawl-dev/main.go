@@ -170,7 +170,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		return runContinuous(wctx, st, o.every, out, start)
 	}
 	var last stack.Progress
-	final, parked, err := st.WaitIdleOrParked(wctx, o.every, o.parkAfter, func(p stack.Progress) {
+	final, parked, err := stack.WaitIdleOrParked(wctx, o.every, o.parkAfter, readSaying(st, out, start), func(p stack.Progress) {
 		elapsed := time.Since(start)
 		rate := float64(p.Fetched-last.Fetched) / p.At.Sub(orStart(last.At, start)).Seconds()
 		fmt.Fprintf(out, "[%5.1fs] %s | %.1f pages/s\n", elapsed.Seconds(), p, rate)
@@ -193,6 +193,19 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		printParked(out, final, hosts, o)
 	}
 	return nil
+}
+
+// readSaying reads the crawl's progress and prints a line for each reading that fails:
+// while the frontier cannot be read (Redis unreachable) the crawl is not over, and the
+// user sees why no progress line comes.
+func readSaying(st *stack.Stack, out io.Writer, start time.Time) func(context.Context) (stack.Progress, error) {
+	return func(ctx context.Context) (stack.Progress, error) {
+		p, err := st.Progress(ctx)
+		if err != nil && ctx.Err() == nil {
+			fmt.Fprintf(out, "[%5.1fs] progress unreadable, so the crawl is not over: %v\n", time.Since(start).Seconds(), err)
+		}
+		return p, err
+	}
 }
 
 // Bounds of the parked hosts listed in the summary.

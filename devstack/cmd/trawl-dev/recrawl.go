@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/trawl/trawl/devstack/stack"
+	"github.com/trawl/trawl/shared/crawlid"
 	"github.com/trawl/trawl/shared/envconfig"
 )
 
@@ -38,12 +39,12 @@ func runContinuous(ctx context.Context, st *stack.Stack, every time.Duration, ou
 			return nil
 		case <-t.C:
 		}
-		p, err := st.Progress(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				continue
-			}
+		p, err := readSaying(st, out, start)(ctx)
+		if errors.Is(err, crawlid.ErrLost) {
 			return err
+		}
+		if err != nil {
+			continue // said; Redis or NATS may come back
 		}
 		fmt.Fprintf(out, "[%5.1fs] %s\n", time.Since(start).Seconds(), p)
 	}

@@ -103,7 +103,7 @@ func startStack(t *testing.T, redisOpts redisproc.Options, env map[string]string
 	if s.js, err = jetstream.New(nc); err != nil {
 		t.Fatal(err)
 	}
-	s.rdb = redis.NewClient(&redis.Options{Addr: rs.Addr()})
+	s.rdb = redis.NewClient(&redis.Options{Addr: rs.Addr(), Password: redisOpts.Password})
 	t.Cleanup(func() { _ = s.rdb.Close() })
 	s.f = frontier.New(s.rdb, service.FrontierOptions(s.cfg, 0), service.Prioritizer(s.cfg))
 	return s

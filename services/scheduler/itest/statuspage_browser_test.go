@@ -288,6 +288,9 @@ func TestStatusPageInChromium(t *testing.T) {
 		if got := js[string](t, tab, `document.getElementById('fetched').textContent + ' ' + document.body.className`); got != "27 stale" {
 			t.Fatalf("during the outage: %q, want the last numbers, dimmed", got)
 		}
+		if why := js[string](t, tab, `document.getElementById('state').title`); !strings.HasPrefix(why, "the frontier cannot be read: shard 0: ") {
+			t.Errorf("the state's title %q, want why the frontier cannot be read", why)
+		}
 		if n := s.metric("trawl_scheduler_redis_errors_total", map[string]string{"shard": "0", "step": "status"}); n == 0 {
 			t.Error("failed status reads not counted in trawl_scheduler_redis_errors_total{step=\"status\"}")
 		}

@@ -84,7 +84,13 @@ type stack struct {
 // services do at start-up.
 func startStack(t testing.TB, shards int) *stack {
 	t.Helper()
-	s := &stack{nats: natsembed.StartT(t), redis: redisproc.StartT(t, redisproc.Options{})}
+	return startStackWith(t, shards, redisproc.Options{})
+}
+
+// startStackWith is startStack with redis-server started with ro.
+func startStackWith(t testing.TB, shards int, ro redisproc.Options) *stack {
+	t.Helper()
+	s := &stack{nats: natsembed.StartT(t), redis: redisproc.StartT(t, ro)}
 	opt, err := redis.ParseURL(s.redis.URL())
 	if err != nil {
 		t.Fatal(err)

@@ -133,6 +133,10 @@ type Options struct {
 	Now func() time.Time
 }
 
+// ErrFrontierUnreadable marks a snapshot that could not be taken because Redis did not
+// answer: no numbers are better than zeros that read as an empty crawl.
+var ErrFrontierUnreadable = errors.New("the frontier cannot be read from Redis")
+
 // Reader takes snapshots. js may be nil (Redis-only report).
 type Reader struct {
 	RDB redis.UniversalClient
@@ -152,7 +156,7 @@ func (r *Reader) Read(ctx context.Context) (*Snapshot, error) {
 	}
 	w, err := frontierkeys.ReadWaits(ctx, r.RDB, r.O.Prefix, r.O.Shards, waitSample)
 	if err != nil {
-		return nil, fmt.Errorf("progress: %w", err)
+		return nil, fmt.Errorf("progress: %w: %w", ErrFrontierUnreadable, err)
 	}
 	s.Waits = w
 	if r.JS != nil {
@@ -197,7 +201,7 @@ func (r *Reader) readRedis(ctx context.Context, s *Snapshot) error {
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("progress: redis: %w", err)
+		return fmt.Errorf("progress: %w: %w", ErrFrontierUnreadable, err)
 	}
 	shown := r.O.FrontQueues
 	if shown <= 0 {

@@ -79,7 +79,7 @@ func start(ctx context.Context, cfg config.Config, log *slog.Logger, o options) 
 	}()
 	js, rdb := r.JS, r.Redis
 	m := newMetrics(r.Registry)
-	page := newStatusPage(cfg, rdb, js, m, log, o.now)
+	page := newStatusPage(cfg, rdb, redisx.TrackErrors(rdb), js, m, log, o.now)
 	page.Register(r.HTTP)
 	gt := newGate(cfg, js, rdb, m, log)
 	r.Go("status page sampler", func(ctx context.Context) error { page.Run(ctx); return nil })
@@ -97,8 +97,9 @@ func start(ctx context.Context, cfg config.Config, log *slog.Logger, o options) 
 }
 
 // newStatusPage shows every shard of the crawl, not only those this process serves: the
-// state is all in Redis, so any scheduler can show the whole crawl.
-func newStatusPage(cfg config.Config, rdb redis.UniversalClient, js jetstream.JetStream, m *metrics, log *slog.Logger, now func() time.Time) *statuspage.Page {
+// state is all in Redis, so any scheduler can show the whole crawl. A shard read cut short
+// by the page's deadline says why Redis did not answer (why).
+func newStatusPage(cfg config.Config, rdb redis.UniversalClient, why *redisx.LastError, js jetstream.JetStream, m *metrics, log *slog.Logger, now func() time.Time) *statuspage.Page {
 	served := map[int]bool{}
 	for _, s := range cfg.SchedulerShards {
 		served[s] = true
@@ -106,7 +107,7 @@ func newStatusPage(cfg config.Config, rdb redis.UniversalClient, js jetstream.Je
 	shards := make([]statuspage.Shard, cfg.Shards)
 	for i := range shards {
 		shards[i] = statuspage.Shard{ID: i, Served: served[i],
-			Source: frontier.New(rdb, FrontierOptions(cfg, i), Prioritizer(cfg))}
+			Source: explained{frontier.New(rdb, FrontierOptions(cfg, i), Prioritizer(cfg)), why}}
 	}
 	var mu sync.Mutex
 	var lastLog time.Time
@@ -137,6 +138,22 @@ func newStatusPage(cfg config.Config, rdb redis.UniversalClient, js jetstream.Je
 		},
 		Recrawl: recrawlBacklog(cfg, js, now),
 	})
+}
+
+// explained is a shard's frontier whose errors say why Redis did not answer.
+type explained struct {
+	f   *frontier.Frontier
+	why *redisx.LastError
+}
+
+func (e explained) Stats(ctx context.Context) (frontier.Stats, error) {
+	st, err := e.f.Stats(ctx)
+	return st, e.why.Explain(err)
+}
+
+func (e explained) Status(ctx context.Context, now time.Time, top, errors int) (frontier.Status, error) {
+	st, err := e.f.Status(ctx, now, top, errors)
+	return st, e.why.Explain(err)
 }
 
 // shard is one shard's loops around its frontier.

@@ -87,10 +87,11 @@ func perSecond(delta int64, dt float64) *float64 {
 	return &v
 }
 
-// Point is the crawl's fetch rate over one sampling interval.
+// Point is the crawl's fetch rate over one sampling interval; null when no shard was
+// read at both ends of it (Redis unreachable), which is no rate of zero.
 type Point struct {
-	AtMs           int64   `json:"t_ms"`
-	PagesPerSecond float64 `json:"pages_per_second"`
+	AtMs           int64    `json:"t_ms"`
+	PagesPerSecond *float64 `json:"pages_per_second"`
 }
 
 // history returns the fetch rate over each interval between consecutive readings, oldest
@@ -105,11 +106,13 @@ func (r *ring) history() []Point {
 		if dt <= 0 {
 			continue
 		}
-		var sum float64
+		var sum *float64
 		for i := range min(len(a.ok), len(b.ok)) {
-			if a.ok[i] && b.ok[i] && b.fetched[i] >= a.fetched[i] {
-				sum += float64(b.fetched[i]-a.fetched[i]) / dt
+			if !a.ok[i] || !b.ok[i] {
+				continue
 			}
+			// A counter that went backwards (a reset) adds nothing to the interval.
+			sum = addRate(sum, new(float64(max(b.fetched[i]-a.fetched[i], 0))/dt))
 		}
 		out = append(out, Point{AtMs: b.at.UnixMilli(), PagesPerSecond: sum})
 	}

@@ -10,6 +10,7 @@ import (
 	"context"
 	"embed"
 	"encoding/json"
+	"fmt"
 	"io/fs"
 	"net/http"
 	"slices"
@@ -269,14 +270,19 @@ type Unavailable struct {
 
 // Report is the body of /status.json.
 type Report struct {
-	V                 int           `json:"v"`
-	NowMs             int64         `json:"now_ms"`
-	RateWindowSeconds float64       `json:"rate_window_seconds"`
-	Total             Counts        `json:"total"`
-	Shards            []ShardStatus `json:"shards"`
-	Busiest           []HostRow     `json:"busiest"`
-	Slowest           []HostRow     `json:"slowest"`
-	Errors            []ErrorRow    `json:"errors"`
+	V                 int     `json:"v"`
+	NowMs             int64   `json:"now_ms"`
+	RateWindowSeconds float64 `json:"rate_window_seconds"`
+	// Error says that the frontier cannot be read (in full) and why; then the response is
+	// a 503 and Unavailable names each shard that could not be read.
+	Error string `json:"error,omitempty"`
+	// Total sums the shards that were read; null when none could be, never zeros that
+	// would read as an empty crawl.
+	Total   *Counts       `json:"total"`
+	Shards  []ShardStatus `json:"shards"`
+	Busiest []HostRow     `json:"busiest"`
+	Slowest []HostRow     `json:"slowest"`
+	Errors  []ErrorRow    `json:"errors"`
 	// History is the crawl's pages/s over each sampling interval, oldest first.
 	History     []Point       `json:"history"`
 	Unavailable []Unavailable `json:"unavailable"`
@@ -306,8 +312,9 @@ func (p *Page) serveJSON(w http.ResponseWriter, r *http.Request) {
 	securityHeaders(w.Header())
 	w.Header().Set("Content-Type", "application/json")
 	code := http.StatusOK
-	if len(p.shards) > 0 && len(rep.Unavailable) == len(p.shards) {
-		// Nothing could be read: say so to scripts and to the page.
+	if rep.Error != "" {
+		// Counters of a frontier not read in full are no crawl's state: a probe must not
+		// take them for an empty or finished crawl.
 		code = http.StatusServiceUnavailable
 	}
 	w.WriteHeader(code)
@@ -323,7 +330,7 @@ func (p *Page) Report(ctx context.Context, top, nErrors int) Report {
 	rep := Report{
 		V: 1, NowMs: now.UnixMilli(), RateWindowSeconds: p.o.RateWindow.Seconds(),
 		Shards: []ShardStatus{}, Busiest: []HostRow{}, Slowest: []HostRow{}, Errors: []ErrorRow{},
-		History: p.ring.history(), Unavailable: []Unavailable{},
+		History: p.ring.history(), Unavailable: []Unavailable{}, Total: &Counts{},
 	}
 	for i, sh := range p.shards {
 		st, err := sh.Source.Status(ctx, now, top, nErrors)
@@ -364,6 +371,15 @@ func (p *Page) Report(ctx context.Context, top, nErrors int) Report {
 	}
 	if rep.Total.Frontier == nil {
 		rep.Total.Frontier = []int64{}
+	}
+	if n := len(rep.Unavailable); n > 0 {
+		u := rep.Unavailable[0]
+		if n == len(p.shards) {
+			rep.Total = nil
+			rep.Error = fmt.Sprintf("the frontier cannot be read: shard %d: %s", u.Shard, u.Error)
+		} else {
+			rep.Error = fmt.Sprintf("the frontier cannot be read in full: %d of %d shards unreadable (shard %d: %s)", n, len(p.shards), u.Shard, u.Error)
+		}
 	}
 	// Ties are broken by host so that the order does not flicker between refreshes.
 	slices.SortFunc(rep.Busiest, func(a, b HostRow) int {

@@ -52,6 +52,14 @@ type clock struct{ t time.Time }
 func (c *clock) now() time.Time          { return c.t }
 func (c *clock) advance(d time.Duration) { c.t = c.t.Add(d) }
 
+// pps is a history point's rate, -1 for none.
+func pps(p Point) float64 {
+	if p.PagesPerSecond == nil {
+		return -1
+	}
+	return *p.PagesPerSecond
+}
+
 func TestRates(t *testing.T) {
 	a, b := &fakeSource{}, &fakeSource{}
 	clk := &clock{t: time.UnixMilli(1_700_000_000_000)}
@@ -120,13 +128,24 @@ func TestRates(t *testing.T) {
 		if len(h) != 15 {
 			t.Fatalf("%d points, want 15", len(h))
 		}
-		if h[0].PagesPerSecond != 5 || h[12].PagesPerSecond != 50 || h[13].PagesPerSecond != 0 {
+		// The interval with shard 0 unreadable counts the shard read at both ends.
+		if v := pps(h[0]); v != 5 || pps(h[12]) != 50 || pps(h[13]) != 0 {
 			t.Fatalf("history %+v", h)
 		}
 		for i := 1; i < len(h); i++ {
 			if h[i].AtMs <= h[i-1].AtMs {
 				t.Fatalf("history not oldest first: %+v", h)
 			}
+		}
+	})
+	t.Run("history has no rate while no shard is read", func(t *testing.T) {
+		a.err, b.err = errors.New("redis down"), errors.New("redis down")
+		clk.advance(time.Second)
+		p.Sample(ctx)
+		a.err, b.err = nil, nil
+		h := p.ring.history()
+		if last := h[len(h)-1]; last.PagesPerSecond != nil {
+			t.Fatalf("an interval with nothing read has rate %v, want null (not a stopped crawl)", *last.PagesPerSecond)
 		}
 	})
 	t.Run("ring is bounded", func(t *testing.T) {
@@ -276,7 +295,7 @@ func TestHandlers(t *testing.T) {
 			t.Fatalf("markup not escaped in %s", body)
 		}
 	})
-	t.Run("one shard down: partial report", func(t *testing.T) {
+	t.Run("one shard down: partial report, 503", func(t *testing.T) {
 		var seen []int
 		p := New([]Shard{{ID: 0, Source: a}, {ID: 1, Source: &fakeSource{err: errors.New("connection refused")}}},
 			Options{OnError: func(s int, _ error) { seen = append(seen, s) }})
@@ -287,8 +306,10 @@ func TestHandlers(t *testing.T) {
 		if err := json.Unmarshal(w.Body.Bytes(), &rep); err != nil {
 			t.Fatal(err)
 		}
-		if w.Code != 200 || len(rep.Shards) != 1 || len(rep.Unavailable) != 1 || rep.Unavailable[0].Shard != 1 ||
-			!strings.Contains(rep.Unavailable[0].Error, "refused") || rep.Total.Accepted != 10 {
+		// The shards read are shown, but the totals are not the crawl's: a probe must see it.
+		if w.Code != http.StatusServiceUnavailable || len(rep.Shards) != 1 || len(rep.Unavailable) != 1 || rep.Unavailable[0].Shard != 1 ||
+			!strings.Contains(rep.Unavailable[0].Error, "refused") || rep.Total == nil || rep.Total.Accepted != 10 ||
+			rep.Error != "the frontier cannot be read in full: 1 of 2 shards unreadable (shard 1: connection refused)" {
 			t.Fatalf("status %d, report %+v", w.Code, rep)
 		}
 		if len(seen) != 1 || seen[0] != 1 {
@@ -300,7 +321,9 @@ func TestHandlers(t *testing.T) {
 		m := http.NewServeMux()
 		p.Register(m)
 		w := get(t, m, "GET", "/status.json")
-		if w.Code != http.StatusServiceUnavailable || !strings.Contains(w.Body.String(), `"unavailable":[{"shard":0`) {
+		if w.Code != http.StatusServiceUnavailable || !strings.Contains(w.Body.String(), `"unavailable":[{"shard":0`) ||
+			!strings.Contains(w.Body.String(), `"error":"the frontier cannot be read: shard 0: down"`) ||
+			!strings.Contains(w.Body.String(), `"total":null`) {
 			t.Fatalf("%d %s", w.Code, w.Body)
 		}
 	})

@@ -160,9 +160,11 @@
     document.body.dataset.renders = String(renders);
   }
 
-  function live(ok, msg) {
+  // why is the server's reason (status.json's error), shown on hover.
+  function live(ok, msg, why) {
     const s = $('state');
     s.textContent = msg;
+    s.title = why || '';
     s.className = 'pill ' + (ok ? 'live' : 'down');
     document.body.classList.toggle('stale', !ok);
   }
@@ -171,14 +173,15 @@
     try {
       const resp = await fetch('status.json', { cache: 'no-store' });
       const d = await resp.json();
-      if (!resp.ok) {
-        // The last numbers stay on screen, dimmed, rather than zeros that never were.
-        live(false, 'Redis unavailable');
+      if (!resp.ok && !d.total) {
+        // Nothing could be read: the last numbers stay on screen, dimmed, rather than
+        // zeros that never were.
+        live(false, 'Redis unavailable', d.error);
         return;
       }
       render(d);
       if (d.unavailable.length > 0) {
-        live(false, d.unavailable.length + ' shard(s) unavailable');
+        live(false, d.unavailable.length + ' shard(s) unavailable', d.error);
       } else {
         live(true, 'live');
       }
