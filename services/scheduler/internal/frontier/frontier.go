@@ -225,8 +225,11 @@ func (f *Frontier) Now(ctx context.Context) (time.Time, error) {
 	return t, nil
 }
 
+// run runs one frontier step. Every step changes state, so it runs at most once per call
+// (redisx.RunOnce): a step whose reply was lost fails, and its caller's retry finds what
+// the step did (add markers, lease tokens) instead of doing it again.
 func (f *Frontier) run(ctx context.Context, s *redis.Script, args []any) (any, error) {
-	v, err := s.Run(ctx, f.rdb, f.keys, args...).Result()
+	v, err := redisx.RunOnce(ctx, f.rdb, s, f.keys, args...).Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("frontier: shard %d: %w", f.o.Shard, err)
 	}
