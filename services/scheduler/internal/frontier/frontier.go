@@ -69,6 +69,10 @@ type Options struct {
 	// (key errors).
 	TopHosts     int
 	RecentErrors int
+	// KeepFailedRecrawls (adaptive recrawl) keeps the recrawled URLs that end failed
+	// without a page in the shard's outbox (FailedRecrawls), with their state, in the step
+	// that fails them.
+	KeepFailedRecrawls bool
 	// Clock, when set, replaces the Redis server's clock in every script. Only tests that
 	// drive time step by step set it; a scheduler uses the one clock its processes share.
 	Clock func() time.Time
@@ -165,6 +169,12 @@ func New(rdb redis.UniversalClient, o Options, p Prioritizer) *Frontier {
 	for q := range o.FrontQueues {
 		keys = append(keys, k.FrontQueue(q))
 	}
+	nKeys := fixedKeys + o.FrontQueues
+	if o.KeepFailedRecrawls {
+		// After the front queues: lua/common.lua's K_OUTBOX, absent when not kept.
+		keys = append(keys, k.RecrawlOutbox())
+		nKeys++
+	}
 	ms := func(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
 	conf := []any{
 		strconv.Itoa(o.FrontQueues),
@@ -187,7 +197,7 @@ func New(rdb redis.UniversalClient, o Options, p Prioritizer) *Frontier {
 		strconv.Itoa(o.RecentErrors),
 		strconv.Itoa(o.BacklinkHosts),
 	}
-	if len(keys) != fixedKeys+o.FrontQueues || 3+len(conf) != argStart-1 {
+	if len(keys) != nKeys || 3+len(conf) != argStart-1 {
 		panic("frontier: KEYS/ARGV layout out of step with lua/common.lua")
 	}
 	bs, _ := p.(BacklinkScorer)
@@ -538,4 +548,71 @@ func (f *Frontier) Stats(ctx context.Context) (Stats, error) {
 		return Stats{}, fmt.Errorf("frontier: stats: %w", err)
 	}
 	return sc.stats(), nil
+}
+
+// FailedRecrawl is a recrawled URL that ended failed without a page (its host retired, its
+// retries spent, its lease reaped past them), kept with its state in the step that failed
+// it (Options.KeepFailedRecrawls) until its next schedule is written.
+type FailedRecrawl struct {
+	// Raw is the outbox item, which DropFailedRecrawls takes.
+	Raw string
+	// At is when it failed (the frontier's clock); Requested says a request was made for it
+	// (an outcome), so the failure counts as a fetch of the URL.
+	At        time.Time
+	Requested bool
+	Entry     Entry
+}
+
+// FailedRecrawls returns up to n of the oldest kept failed recrawls. Items that do not
+// parse come back with err set in bad (their Raw), so the caller can drop them.
+func (f *Frontier) FailedRecrawls(ctx context.Context, n int) (kept []FailedRecrawl, bad []string, err error) {
+	raws, err := f.rdb.LRange(ctx, f.k.RecrawlOutbox(), 0, int64(n)-1).Result()
+	if err != nil {
+		return nil, nil, fmt.Errorf("frontier: shard %d: read failed recrawls: %w", f.o.Shard, err)
+	}
+	for _, raw := range raws {
+		fr, ok := parseFailedRecrawl(raw)
+		if !ok {
+			bad = append(bad, raw)
+			continue
+		}
+		kept = append(kept, fr)
+	}
+	return kept, bad, nil
+}
+
+func parseFailedRecrawl(raw string) (FailedRecrawl, bool) {
+	ms, rest, ok := strings.Cut(raw, " ")
+	if !ok {
+		return FailedRecrawl{}, false
+	}
+	req, entry, ok := strings.Cut(rest, " ")
+	at, err := strconv.ParseInt(ms, 10, 64)
+	if !ok || err != nil || (req != "0" && req != "1") {
+		return FailedRecrawl{}, false
+	}
+	e, err := frontierkeys.ParseEntry(entry)
+	if err != nil {
+		return FailedRecrawl{}, false
+	}
+	return FailedRecrawl{Raw: raw, At: time.UnixMilli(at), Requested: req == "1", Entry: e}, true
+}
+
+// DropFailedRecrawls removes outbox items (FailedRecrawl.Raw) whose schedules are
+// written. Each goes by value, so several processes draining one shard remove only what
+// they wrote, and one already removed is no error.
+func (f *Frontier) DropFailedRecrawls(ctx context.Context, raws []string) error {
+	if len(raws) == 0 {
+		return nil
+	}
+	_, err := f.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, r := range raws {
+			p.LRem(ctx, f.k.RecrawlOutbox(), 1, r)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("frontier: shard %d: drop failed recrawls: %w", f.o.Shard, err)
+	}
+	return nil
 }

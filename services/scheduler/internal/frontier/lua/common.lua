@@ -58,6 +58,19 @@ local function hk(h) return PFX .. 'host:' .. h end
 -- Numbers are formatted explicitly: tostring would print large ones in exponent form.
 local function n2s(x) return string.format('%.0f', x) end
 
+-- In adaptive recrawl mode Go passes one more key after the front queues: the shard's
+-- outbox of recrawled URLs that end failed without a page (their host retired, their
+-- retries spent). Such a URL's entry carries its recrawl state, which the script would
+-- otherwise drop with it; kept here in the same step as "<now ms> <requested 0|1>
+-- <entry>", it is scheduled again by Go (service.rescheduleLoop), so a site that is
+-- down a while loses no URL. Only entries with an extension can carry state.
+local K_OUTBOX = KEYS[13 + F]
+local function keep_recrawl(e, requested)
+  if K_OUTBOX and string.find(e, '^%d+ %d+ %d+ [^ ]+ [^ ]') then
+    redis.call('RPUSH', K_OUTBOX, n2s(NOW) .. ' ' .. requested .. ' ' .. e)
+  end
+end
+
 -- A host's state (host:<host>) outlives its back queue so that its next fetch time, streaks,
 -- budget and retirement hold when it is admitted again, but not forever: when the host gives
 -- up its back queue the hash expires HOSTTTL after the host's next fetch time, and the
@@ -296,6 +309,7 @@ local function route()
       elseif state == 'retired' then
         bump('queued', -1)
         bump('failed', 1)
+        keep_recrawl(e, 0)
       else
         if newStored[h] then redis.call('PERSIST', hk(h)) end
         redis.call('RPUSH', bq(h), e)
