@@ -382,6 +382,11 @@ func luaHost(u string) string {
 // Dispatch hands out up to max tasks, one per host whose next fetch time has come by the
 // Redis clock, each holding its host's lease until that clock's now+LeaseTTL. It first
 // lets the router fill free back queues. Nothing is dispatched while the shard is paused.
+//
+// A step whose reply is lost (the connection dropped after Redis ran it) may have leased
+// hosts: they are found by the call's nonce, which every lease token of the call ends
+// with, and returned with the error, so the caller publishes them instead of leaving them
+// to the reaper.
 func (f *Frontier) Dispatch(ctx context.Context, max int) ([]crawlmsg.FetchTask, error) {
 	if max <= 0 {
 		return nil, nil
@@ -389,7 +394,12 @@ func (f *Frontier) Dispatch(ctx context.Context, max int) ([]crawlmsg.FetchTask,
 	args := append(f.args(1), strconv.Itoa(max))
 	v, err := f.run(ctx, scriptDispatch, args)
 	if err != nil {
-		return nil, err
+		nonce, _ := args[2].(string)
+		tasks, rerr := f.recoverDispatch(ctx, nonce)
+		if rerr != nil {
+			return nil, fmt.Errorf("%w (its leases, if it ran, are left to the reaper: %w)", err, rerr)
+		}
+		return tasks, err
 	}
 	arr, ok := v.([]any)
 	if !ok {
@@ -405,23 +415,81 @@ func (f *Frontier) Dispatch(ctx context.Context, max int) ([]crawlmsg.FetchTask,
 		host, _ := rest[i].(string)
 		tok, _ := rest[i+1].(string)
 		entry, _ := rest[i+2].(string)
-		e, err := frontierkeys.ParseEntry(entry)
+		t, err := f.task(host, tok, entry, deadline)
 		if err != nil {
 			// The lease is recorded; expiry will account for the task.
-			return tasks, fmt.Errorf("frontier: dispatch: host %s: %w", host, err)
+			return tasks, err
 		}
-		x, err := crawlmsg.DecodeExtra(e.Ext)
-		if err != nil {
-			return tasks, fmt.Errorf("frontier: dispatch: host %s: %w", host, err)
-		}
-		tasks = append(tasks, crawlmsg.FetchTask{
-			V: crawlmsg.Version, Shard: f.o.Shard, Host: host, URL: e.URL,
-			Depth: e.Depth, Hops: e.Hops, Attempt: e.Attempt, Kind: x.Kind, Embeds: x.Embeds, Recrawl: x.Recrawl, Under: x.Under,
-			Lease: tok, Deadline: deadline,
-		})
+		tasks = append(tasks, t)
 	}
 	return tasks, nil
 }
+
+// task is the fetch task of one lease.
+func (f *Frontier) task(host, tok, entry string, deadline int64) (crawlmsg.FetchTask, error) {
+	e, err := frontierkeys.ParseEntry(entry)
+	if err != nil {
+		return crawlmsg.FetchTask{}, fmt.Errorf("frontier: dispatch: host %s: %w", host, err)
+	}
+	x, err := crawlmsg.DecodeExtra(e.Ext)
+	if err != nil {
+		return crawlmsg.FetchTask{}, fmt.Errorf("frontier: dispatch: host %s: %w", host, err)
+	}
+	return crawlmsg.FetchTask{
+		V: crawlmsg.Version, Shard: f.o.Shard, Host: host, URL: e.URL,
+		Depth: e.Depth, Hops: e.Hops, Attempt: e.Attempt, Kind: x.Kind, Embeds: x.Embeds, Recrawl: x.Recrawl, Under: x.Under,
+		Lease: tok, Deadline: deadline,
+	}, nil
+}
+
+// recoverDispatch returns the tasks of the leases a failed dispatch call made, found by
+// its nonce (the last part of each lease token; lua/dispatch.lua). It reads the lease
+// table, so it runs only after a failed call, under its own short deadline: the caller's
+// context may be what ended the call.
+func (f *Frontier) recoverDispatch(ctx context.Context, nonce string) ([]crawlmsg.FetchTask, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recoverTimeout)
+	defer cancel()
+	suffix := "-" + nonce
+	var hosts, toks, entries []string
+	var cursor uint64
+	for {
+		kv, next, err := f.rdb.HScan(ctx, f.k.Lease(), cursor, "", 1000).Result()
+		if err != nil {
+			return nil, fmt.Errorf("frontier: shard %d: find the leases of a failed dispatch: %w", f.o.Shard, err)
+		}
+		for i := 0; i+1 < len(kv); i += 2 {
+			tok, entry, ok := strings.Cut(kv[i+1], " ")
+			if ok && strings.HasSuffix(tok, suffix) {
+				hosts, toks, entries = append(hosts, kv[i]), append(toks, tok), append(entries, entry)
+			}
+		}
+		if cursor = next; cursor == 0 {
+			break
+		}
+	}
+	if len(hosts) == 0 {
+		return nil, nil
+	}
+	dl, err := f.rdb.ZMScore(ctx, f.k.Inflight(), hosts...).Result()
+	if err != nil {
+		return nil, fmt.Errorf("frontier: shard %d: deadlines of a failed dispatch's leases: %w", f.o.Shard, err)
+	}
+	tasks := make([]crawlmsg.FetchTask, 0, len(hosts))
+	for i, h := range hosts {
+		if i >= len(dl) || dl[i] == 0 {
+			continue
+		}
+		t, err := f.task(h, toks[i], entries[i], int64(dl[i]))
+		if err != nil {
+			continue
+		}
+		tasks = append(tasks, t)
+	}
+	return tasks, nil
+}
+
+// recoverTimeout bounds the search for a failed dispatch's leases.
+const recoverTimeout = 2 * time.Second
 
 // Entry is a decoded queue entry "<depth> <hops> <attempt> <url>".
 type Entry = frontierkeys.Entry
