@@ -1,7 +1,8 @@
 -- Prelude shared by every frontier script (prepended in Go before loading).
 --
 -- KEYS: 1 stats, 2 heap, 3 hosts, 4 inflight, 5 lease, 6 paused, 7 seq, 8 backlinks,
---       9 busiest, 10 slowest, 11 errors, 12 applied, 13.. fq:0..fq:F-1
+--       9 busiest, 10 slowest, 11 errors, 12 applied, 13.. fq:0..fq:F-1,
+--       13+F recrawl-outbox (adaptive recrawl only; K_OUTBOX)
 -- ARGV: 1 key prefix "trawl:{s<n>}:", 2 now (unix ms; '' = the server's TIME, which is
 --       what a scheduler passes), 3 random seed, 4 F, 5 B, 6 bias,
 --       7 min delay ms, 8 delay factor k, 9 max crawl-delay ms, 10 max backoff ms,
