@@ -78,6 +78,11 @@ func (s Shard) Errors() string { return s.ks.Key("errors") }
 // Applied is the zset message id → stream sequence of applied frontier messages.
 func (s Shard) Applied() string { return s.ks.Key("applied") }
 
+// RecrawlOutbox is the list of recrawled URLs that ended failed without a page, each
+// "<unix ms> <requested 0|1> <entry>", waiting for the scheduler to write their next
+// schedules (adaptive recrawl only).
+func (s Shard) RecrawlOutbox() string { return s.ks.Key("recrawl-outbox") }
+
 // FrontQueue is front queue q (0 = highest priority).
 func (s Shard) FrontQueue(q int) string { return s.ks.Key("fq", strconv.Itoa(q)) }
 

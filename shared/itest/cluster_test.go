@@ -203,8 +203,8 @@ func TestEnsureConcurrentlyOnCluster(t *testing.T) {
 }
 
 // A write the Waiter has seen reach a replica survives the SIGKILL of its master: the
-// promoted replica has it. A promoted master with no replica of its own is not waited on
-// for long: the wait gives up after its timeout, and the next one at once.
+// promoted replica has it. A promoted master with no replica of its own is not waited on:
+// it has none to fail over to.
 func TestWaiterSurvivesMasterFailover(t *testing.T) {
 	t.Parallel()
 	cl, ctx, rdb := connectCluster(t)
@@ -239,8 +239,8 @@ func TestWaiterSurvivesMasterFailover(t *testing.T) {
 	if ok, err := w.Replicated(ctx, ks.Key("replicated")); ok || err != nil {
 		t.Errorf("Replicated on a master without replicas = %v, %v; want false", ok, err)
 	}
-	if took := time.Since(start); took > 3*time.Second {
-		t.Errorf("the unanswered wait took %s, want about its 2s timeout", took)
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("the wait on a master without replicas took %s, want no wait", took)
 	}
 	start = time.Now()
 	if ok, _ := w.Replicated(ctx, ks.Key("replicated")); ok || time.Since(start) > 500*time.Millisecond {

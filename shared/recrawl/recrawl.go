@@ -183,6 +183,20 @@ func (s Settings) Next(prev *crawlmsg.Recrawl, v Verdict, f Fetch) (st crawlmsg.
 	return st, st.Gone < GoneLimit
 }
 
+// Postpone is the state of a URL that failed without a request (its host retired, its
+// lease expired past the retries): nothing was learnt of it, so its counters, validators
+// and last fetch stay, and it is due again one interval (within Min and Max) after at.
+func (s Settings) Postpone(prev crawlmsg.Recrawl, at time.Time) crawlmsg.Recrawl {
+	iv := time.Duration(prev.Interval) * time.Millisecond
+	if iv <= 0 {
+		iv = s.Default
+	}
+	iv = min(max(iv, s.Min), s.Max)
+	prev.Interval = iv.Milliseconds()
+	prev.Due = at.Add(iv).UnixMilli()
+	return prev
+}
+
 // BringForward is when a URL a sitemap says changed at lastmod (unix seconds), seen at
 // now, is due: at once, but never before TRAWL_RECRAWL_MIN after its last fetch. ok is
 // false when its schedule is to be left alone: it has none waiting (h.Where is not

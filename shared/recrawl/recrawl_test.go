@@ -154,3 +154,28 @@ func TestBringForward(t *testing.T) {
 		})
 	}
 }
+
+func TestPostpone(t *testing.T) {
+	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name string
+		iv   time.Duration
+		want time.Duration
+	}{
+		{"interval kept", 30 * time.Second, 30 * time.Second},
+		{"no interval: the default", 0, testSettings.Default},
+		{"below the minimum", time.Millisecond, testSettings.Min},
+		{"above the maximum", 1000 * 24 * time.Hour, testSettings.Max},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			prev := crawlmsg.Recrawl{ETag: `"e"`, Fetches: 3, LastFetch: at.Add(-time.Hour).UnixMilli(), Interval: tc.iv.Milliseconds()}
+			got := testSettings.Postpone(prev, at)
+			if got.Due != at.Add(tc.want).UnixMilli() || got.Interval != tc.want.Milliseconds() {
+				t.Fatalf("due %s, interval %dms; want %s, %s", time.UnixMilli(got.Due).UTC(), got.Interval, at.Add(tc.want), tc.want)
+			}
+			if got.Fetches != 3 || got.ETag != `"e"` || got.LastFetch != prev.LastFetch {
+				t.Fatalf("state %+v: want counters, validators and last fetch kept", got)
+			}
+		})
+	}
+}

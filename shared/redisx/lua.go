@@ -1,8 +1,11 @@
 package redisx
 
 import (
+	"context"
+	"fmt"
 	"io/fs"
 	"strings"
+	"sync"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -28,5 +31,51 @@ func Script(files ...Lua) *redis.Script {
 		b.Write(src)
 		b.WriteByte('\n')
 	}
-	return redis.NewScript(b.String())
+	s := redis.NewScript(b.String())
+	sources.Store(s.Hash(), b.String())
+	return s
+}
+
+// sources holds each script's source by hash, for RunOnce's EVAL.
+var sources sync.Map
+
+// RunOnce runs a script that changes state at most once: EVALSHA, then EVAL when Redis
+// does not have the script. go-redis sends a command again after a read timeout or a
+// connection lost mid-reply (MaxRetries, and a cluster client's redirects); for a script
+// that would run its effects a second time while the first run's reply was lost (leases
+// handed out twice, an outcome found stale by its own first run). Here such an error is
+// returned instead, and the caller decides: its step fails and is redelivered, finding what
+// the first run did through its own idempotency (message markers, lease tokens). Errors
+// that say the script did not run (MOVED, READONLY, LOADING, a dial or pool timeout) are
+// still retried by go-redis.
+func RunOnce(ctx context.Context, c redis.UniversalClient, s *redis.Script, keys []string, args ...any) *redis.Cmd {
+	cmd := once(ctx, "evalsha", s.Hash(), keys, args)
+	_ = c.Process(ctx, cmd)
+	if err := cmd.Err(); err == nil || !IsNoScript(err) {
+		return cmd.Cmd
+	}
+	src, ok := sources.Load(s.Hash())
+	if !ok {
+		cmd.SetErr(fmt.Errorf("redisx: script %s was not built by redisx.Script: %w", s.Hash(), cmd.Err()))
+		return cmd.Cmd
+	}
+	// EVAL caches the script, so later calls find it by hash again.
+	cmd = once(ctx, "eval", src.(string), keys, args)
+	_ = c.Process(ctx, cmd)
+	return cmd.Cmd
+}
+
+// onceCmd is a script call go-redis must not send again once it may have been sent.
+type onceCmd struct{ *redis.Cmd }
+
+func (onceCmd) NoRetry() bool { return true }
+
+func once(ctx context.Context, verb, script string, keys []string, args []any) onceCmd {
+	a := make([]any, 0, 3+len(keys)+len(args))
+	a = append(a, verb, script, len(keys))
+	for _, k := range keys {
+		a = append(a, k)
+	}
+	a = append(a, args...)
+	return onceCmd{redis.NewCmd(ctx, a...)}
 }

@@ -69,6 +69,10 @@ type Options struct {
 	// (key errors).
 	TopHosts     int
 	RecentErrors int
+	// KeepFailedRecrawls (adaptive recrawl) keeps the recrawled URLs that end failed
+	// without a page in the shard's outbox (FailedRecrawls), with their state, in the step
+	// that fails them.
+	KeepFailedRecrawls bool
 	// Clock, when set, replaces the Redis server's clock in every script. Only tests that
 	// drive time step by step set it; a scheduler uses the one clock its processes share.
 	Clock func() time.Time
@@ -165,6 +169,12 @@ func New(rdb redis.UniversalClient, o Options, p Prioritizer) *Frontier {
 	for q := range o.FrontQueues {
 		keys = append(keys, k.FrontQueue(q))
 	}
+	nKeys := fixedKeys + o.FrontQueues
+	if o.KeepFailedRecrawls {
+		// After the front queues: lua/common.lua's K_OUTBOX, absent when not kept.
+		keys = append(keys, k.RecrawlOutbox())
+		nKeys++
+	}
 	ms := func(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
 	conf := []any{
 		strconv.Itoa(o.FrontQueues),
@@ -187,7 +197,7 @@ func New(rdb redis.UniversalClient, o Options, p Prioritizer) *Frontier {
 		strconv.Itoa(o.RecentErrors),
 		strconv.Itoa(o.BacklinkHosts),
 	}
-	if len(keys) != fixedKeys+o.FrontQueues || 3+len(conf) != argStart-1 {
+	if len(keys) != nKeys || 3+len(conf) != argStart-1 {
 		panic("frontier: KEYS/ARGV layout out of step with lua/common.lua")
 	}
 	bs, _ := p.(BacklinkScorer)
@@ -225,8 +235,11 @@ func (f *Frontier) Now(ctx context.Context) (time.Time, error) {
 	return t, nil
 }
 
+// run runs one frontier step. Every step changes state, so it runs at most once per call
+// (redisx.RunOnce): a step whose reply was lost fails, and its caller's retry finds what
+// the step did (add markers, lease tokens) instead of doing it again.
 func (f *Frontier) run(ctx context.Context, s *redis.Script, args []any) (any, error) {
-	v, err := s.Run(ctx, f.rdb, f.keys, args...).Result()
+	v, err := redisx.RunOnce(ctx, f.rdb, s, f.keys, args...).Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("frontier: shard %d: %w", f.o.Shard, err)
 	}
@@ -369,6 +382,11 @@ func luaHost(u string) string {
 // Dispatch hands out up to max tasks, one per host whose next fetch time has come by the
 // Redis clock, each holding its host's lease until that clock's now+LeaseTTL. It first
 // lets the router fill free back queues. Nothing is dispatched while the shard is paused.
+//
+// A step whose reply is lost (the connection dropped after Redis ran it) may have leased
+// hosts: they are found by the call's nonce, which every lease token of the call ends
+// with, and returned with the error, so the caller publishes them instead of leaving them
+// to the reaper.
 func (f *Frontier) Dispatch(ctx context.Context, max int) ([]crawlmsg.FetchTask, error) {
 	if max <= 0 {
 		return nil, nil
@@ -376,7 +394,12 @@ func (f *Frontier) Dispatch(ctx context.Context, max int) ([]crawlmsg.FetchTask,
 	args := append(f.args(1), strconv.Itoa(max))
 	v, err := f.run(ctx, scriptDispatch, args)
 	if err != nil {
-		return nil, err
+		nonce, _ := args[2].(string)
+		tasks, rerr := f.recoverDispatch(ctx, nonce)
+		if rerr != nil {
+			return nil, fmt.Errorf("%w (its leases, if it ran, are left to the reaper: %w)", err, rerr)
+		}
+		return tasks, err
 	}
 	arr, ok := v.([]any)
 	if !ok {
@@ -392,23 +415,81 @@ func (f *Frontier) Dispatch(ctx context.Context, max int) ([]crawlmsg.FetchTask,
 		host, _ := rest[i].(string)
 		tok, _ := rest[i+1].(string)
 		entry, _ := rest[i+2].(string)
-		e, err := frontierkeys.ParseEntry(entry)
+		t, err := f.task(host, tok, entry, deadline)
 		if err != nil {
 			// The lease is recorded; expiry will account for the task.
-			return tasks, fmt.Errorf("frontier: dispatch: host %s: %w", host, err)
+			return tasks, err
 		}
-		x, err := crawlmsg.DecodeExtra(e.Ext)
-		if err != nil {
-			return tasks, fmt.Errorf("frontier: dispatch: host %s: %w", host, err)
-		}
-		tasks = append(tasks, crawlmsg.FetchTask{
-			V: crawlmsg.Version, Shard: f.o.Shard, Host: host, URL: e.URL,
-			Depth: e.Depth, Hops: e.Hops, Attempt: e.Attempt, Kind: x.Kind, Embeds: x.Embeds, Recrawl: x.Recrawl, Under: x.Under,
-			Lease: tok, Deadline: deadline,
-		})
+		tasks = append(tasks, t)
 	}
 	return tasks, nil
 }
+
+// task is the fetch task of one lease.
+func (f *Frontier) task(host, tok, entry string, deadline int64) (crawlmsg.FetchTask, error) {
+	e, err := frontierkeys.ParseEntry(entry)
+	if err != nil {
+		return crawlmsg.FetchTask{}, fmt.Errorf("frontier: dispatch: host %s: %w", host, err)
+	}
+	x, err := crawlmsg.DecodeExtra(e.Ext)
+	if err != nil {
+		return crawlmsg.FetchTask{}, fmt.Errorf("frontier: dispatch: host %s: %w", host, err)
+	}
+	return crawlmsg.FetchTask{
+		V: crawlmsg.Version, Shard: f.o.Shard, Host: host, URL: e.URL,
+		Depth: e.Depth, Hops: e.Hops, Attempt: e.Attempt, Kind: x.Kind, Embeds: x.Embeds, Recrawl: x.Recrawl, Under: x.Under,
+		Lease: tok, Deadline: deadline,
+	}, nil
+}
+
+// recoverDispatch returns the tasks of the leases a failed dispatch call made, found by
+// its nonce (the last part of each lease token; lua/dispatch.lua). It reads the lease
+// table, so it runs only after a failed call, under its own short deadline: the caller's
+// context may be what ended the call.
+func (f *Frontier) recoverDispatch(ctx context.Context, nonce string) ([]crawlmsg.FetchTask, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recoverTimeout)
+	defer cancel()
+	suffix := "-" + nonce
+	var hosts, toks, entries []string
+	var cursor uint64
+	for {
+		kv, next, err := f.rdb.HScan(ctx, f.k.Lease(), cursor, "", 1000).Result()
+		if err != nil {
+			return nil, fmt.Errorf("frontier: shard %d: find the leases of a failed dispatch: %w", f.o.Shard, err)
+		}
+		for i := 0; i+1 < len(kv); i += 2 {
+			tok, entry, ok := strings.Cut(kv[i+1], " ")
+			if ok && strings.HasSuffix(tok, suffix) {
+				hosts, toks, entries = append(hosts, kv[i]), append(toks, tok), append(entries, entry)
+			}
+		}
+		if cursor = next; cursor == 0 {
+			break
+		}
+	}
+	if len(hosts) == 0 {
+		return nil, nil
+	}
+	dl, err := f.rdb.ZMScore(ctx, f.k.Inflight(), hosts...).Result()
+	if err != nil {
+		return nil, fmt.Errorf("frontier: shard %d: deadlines of a failed dispatch's leases: %w", f.o.Shard, err)
+	}
+	tasks := make([]crawlmsg.FetchTask, 0, len(hosts))
+	for i, h := range hosts {
+		if i >= len(dl) || dl[i] == 0 {
+			continue
+		}
+		t, err := f.task(h, toks[i], entries[i], int64(dl[i]))
+		if err != nil {
+			continue
+		}
+		tasks = append(tasks, t)
+	}
+	return tasks, nil
+}
+
+// recoverTimeout bounds the search for a failed dispatch's leases.
+const recoverTimeout = 2 * time.Second
 
 // Entry is a decoded queue entry "<depth> <hops> <attempt> <url>".
 type Entry = frontierkeys.Entry
@@ -535,4 +616,71 @@ func (f *Frontier) Stats(ctx context.Context) (Stats, error) {
 		return Stats{}, fmt.Errorf("frontier: stats: %w", err)
 	}
 	return sc.stats(), nil
+}
+
+// FailedRecrawl is a recrawled URL that ended failed without a page (its host retired, its
+// retries spent, its lease reaped past them), kept with its state in the step that failed
+// it (Options.KeepFailedRecrawls) until its next schedule is written.
+type FailedRecrawl struct {
+	// Raw is the outbox item, which DropFailedRecrawls takes.
+	Raw string
+	// At is when it failed (the frontier's clock); Requested says a request was made for it
+	// (an outcome), so the failure counts as a fetch of the URL.
+	At        time.Time
+	Requested bool
+	Entry     Entry
+}
+
+// FailedRecrawls returns up to n of the oldest kept failed recrawls. Items that do not
+// parse come back with err set in bad (their Raw), so the caller can drop them.
+func (f *Frontier) FailedRecrawls(ctx context.Context, n int) (kept []FailedRecrawl, bad []string, err error) {
+	raws, err := f.rdb.LRange(ctx, f.k.RecrawlOutbox(), 0, int64(n)-1).Result()
+	if err != nil {
+		return nil, nil, fmt.Errorf("frontier: shard %d: read failed recrawls: %w", f.o.Shard, err)
+	}
+	for _, raw := range raws {
+		fr, ok := parseFailedRecrawl(raw)
+		if !ok {
+			bad = append(bad, raw)
+			continue
+		}
+		kept = append(kept, fr)
+	}
+	return kept, bad, nil
+}
+
+func parseFailedRecrawl(raw string) (FailedRecrawl, bool) {
+	ms, rest, ok := strings.Cut(raw, " ")
+	if !ok {
+		return FailedRecrawl{}, false
+	}
+	req, entry, ok := strings.Cut(rest, " ")
+	at, err := strconv.ParseInt(ms, 10, 64)
+	if !ok || err != nil || (req != "0" && req != "1") {
+		return FailedRecrawl{}, false
+	}
+	e, err := frontierkeys.ParseEntry(entry)
+	if err != nil {
+		return FailedRecrawl{}, false
+	}
+	return FailedRecrawl{Raw: raw, At: time.UnixMilli(at), Requested: req == "1", Entry: e}, true
+}
+
+// DropFailedRecrawls removes outbox items (FailedRecrawl.Raw) whose schedules are
+// written. Each goes by value, so several processes draining one shard remove only what
+// they wrote, and one already removed is no error.
+func (f *Frontier) DropFailedRecrawls(ctx context.Context, raws []string) error {
+	if len(raws) == 0 {
+		return nil
+	}
+	_, err := f.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, r := range raws {
+			p.LRem(ctx, f.k.RecrawlOutbox(), 1, r)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("frontier: shard %d: drop failed recrawls: %w", f.o.Shard, err)
+	}
+	return nil
 }

@@ -65,9 +65,19 @@ func (s *shard) dispatchLoop(ctx context.Context) {
 				s.log.Warn("dispatch failed", "err", err, "consecutive", failures+1)
 			}
 			failures++
-			// Tasks already leased in a failed step are recovered by the reaper.
-			jsDown = !s.publish(ctx, tasks)
-			s.gate.published(n, len(tasks))
+			// Tasks the failed step leased and the frontier found (a lost reply) are
+			// published like any others, after their leases are on a replica; the rest are
+			// recovered by the reaper.
+			published := 0
+			if len(tasks) > 0 {
+				if werr := s.confirmLeases(ctx, tasks); werr != nil {
+					s.log.Warn("dispatch: leases not confirmed on a replica; tasks held for the reaper", "tasks", len(tasks), "err", werr)
+				} else {
+					jsDown = !s.publish(ctx, tasks)
+					published = len(tasks)
+				}
+			}
+			s.gate.published(n, published)
 			s.sleep(ctx, errorPause)
 			continue
 		}

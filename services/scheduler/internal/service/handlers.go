@@ -114,7 +114,7 @@ func (s *shard) handleOutcomes(ctx context.Context, msgs []jetstream.Msg) []erro
 		}
 		return errs
 	}
-	released := false
+	released, failed := false, false
 	for j, a := range applied {
 		o := outs[j]
 		kind := string(o.Kind)
@@ -134,6 +134,7 @@ func (s *shard) handleOutcomes(ctx context.Context, msgs []jetstream.Msg) []erro
 			continue
 		}
 		released = true
+		failed = failed || a.Result == frontier.ResultFailed
 		if a.CrawlDelayCapped {
 			s.m.cappedDelays.WithLabelValues(s.label).Inc()
 		}
@@ -153,6 +154,12 @@ func (s *shard) handleOutcomes(ctx context.Context, msgs []jetstream.Msg) []erro
 	if released {
 		s.poke()
 	}
-	s.rescheduleFailed(ctx, outs, applied)
+	if failed {
+		// Their recrawl states wait in the outbox (rescheduleLoop).
+		select {
+		case s.resched <- struct{}{}:
+		default:
+		}
+	}
 	return errs
 }

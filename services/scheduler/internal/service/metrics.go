@@ -12,7 +12,6 @@ type metrics struct {
 	added           *prometheus.CounterVec
 	recrawlsDue     *prometheus.CounterVec
 	recrawlsFailed  *prometheus.CounterVec
-	recrawlsLost    *prometheus.CounterVec
 	duplicates      *prometheus.CounterVec
 	outcomes        *prometheus.CounterVec
 	results         *prometheus.CounterVec
@@ -54,8 +53,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		publishFailures: counter("publish_failures_total", "Dispatched tasks whose publish failed (their leases expire and the reaper requeues them).", "shard"),
 		added:           counter("urls_added_total", "URLs queued from frontier messages.", "shard"),
 		recrawlsDue:     counter("recrawls_due_total", "Due recrawls sent to the frontier (TRAWL_RECRAWL=adaptive).", "shard"),
-		recrawlsFailed:  counter("recrawls_failed_rescheduled_total", "Recrawled URLs that ended failed without a page, scheduled again.", "shard"),
-		recrawlsLost:    counter("recrawls_failed_lost_total", "Recrawled URLs that ended failed whose next schedule could not be stored.", "shard"),
+		recrawlsFailed:  counter("recrawls_failed_rescheduled_total", "Recrawled URLs that ended failed without a page (host retired, retries spent), scheduled again.", "shard"),
 		duplicates:      counter("frontier_duplicates_total", "Frontier messages skipped because they were already applied.", "shard"),
 		outcomes:        counter("outcomes_total", "Fetch outcomes received, by kind.", "shard", "kind"),
 		results:         counter("outcome_results_total", "What applying an outcome did: fetched, retry, failed, disallowed, requeued, stale, invalid (unknown kind), malformed (no host, lease or kind; skipped).", "shard", "result"),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -11,7 +12,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/trawl/trawl/services/scheduler/internal/config"
-	"github.com/trawl/trawl/services/scheduler/internal/frontier"
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/ctxsleep"
 	"github.com/trawl/trawl/shared/frontierkeys"
@@ -178,46 +178,94 @@ func (s *shard) queueDue(ctx context.Context, due []jetstream.Msg) (int, error) 
 	return len(msgs), nil
 }
 
-// rescheduleFailed writes the next schedule of every recrawled URL these outcomes ended
-// failed without a page (the parser, which schedules every URL it sees a response of,
-// never saw one): its interval is kept, as for any answer that says nothing of the
-// content, so a site that is down for a while is tried again later instead of forgotten.
-// A schedule that cannot be stored is logged and counted; the URL is then forgotten, as a
-// redelivered outcome finds its lease gone and fails nothing again.
-func (s *shard) rescheduleFailed(ctx context.Context, outs []crawlmsg.Outcome, applied []frontier.Applied) {
-	if !s.cfg.Common.Topology().Recrawl {
-		return
-	}
-	var msgs []*nats.Msg
-	for j, a := range applied {
-		o := outs[j]
-		if a.Result != frontier.ResultFailed || o.Recrawl == nil {
+// rescheduleLoop writes the next schedules of the recrawled URLs the frontier failed
+// without a page (their host retired, their retries spent, a reap past them). The step
+// that failed them kept them with their state in the shard's outbox
+// (frontier.FailedRecrawls), so a scheduler that dies, a drain that times out or a step
+// whose reply was lost loses none. An item leaves the outbox only once its schedule is
+// stored, under an id derived from the item, so a crash in between writes the same
+// schedule again (a duplicate JetStream drops, or the same message replacing itself). A
+// failure to read or publish is logged and tried again at the next tick; the items wait in
+// Redis meanwhile.
+func (s *shard) rescheduleLoop(ctx context.Context) {
+	t := time.NewTicker(rescheduleEvery)
+	defer t.Stop()
+	failures := 0
+	for ctx.Err() == nil {
+		n, err := s.rescheduleFailed(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			if failures%30 == 0 {
+				s.log.Warn("failed recrawls not scheduled yet; they wait in Redis and are tried again", "err", err, "consecutive", failures+1)
+			}
+			failures++
+		case err == nil && failures > 0:
+			s.log.Info("failed recrawls scheduled again", "after_failures", failures)
+			failures = 0
+		}
+		if err == nil && n >= dueBatch {
 			continue
 		}
-		at := time.UnixMilli(o.StartedAt)
-		if o.StartedAt == 0 {
-			at = s.now()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-s.resched:
 		}
-		e := *o.Recrawl
-		f := recrawl.Fetch{FetchedAt: at}
-		e.State, _ = s.cfg.Recrawl.Next(&e.State, recrawl.Other, f)
-		m, err := recrawl.Schedule(s.id, &e, "fail:"+o.Lease)
+	}
+}
+
+// rescheduleEvery is how often the outbox of failed recrawls is read without a wake-up.
+const rescheduleEvery = time.Second
+
+// rescheduleFailed writes the schedules of up to dueBatch failed recrawls and drops them
+// from the outbox; it returns how many items it took. A URL for which a request was made
+// counts that as a fetch answered "other" (interval kept); one that failed without a
+// request (its host retired) is only postponed by its interval, its state otherwise kept.
+func (s *shard) rescheduleFailed(ctx context.Context) (int, error) {
+	kept, bad, err := s.f.FailedRecrawls(ctx, dueBatch)
+	if err != nil {
+		return 0, err
+	}
+	drop := bad
+	for _, raw := range bad {
+		s.log.Error("dropping a malformed failed-recrawl item", "item", raw)
+	}
+	var msgs []*nats.Msg
+	for _, fr := range kept {
+		x, err := crawlmsg.DecodeExtra(fr.Entry.Ext)
+		if err != nil || x.Recrawl == nil {
+			// No state to keep: a plain URL that carries only its kind.
+			drop = append(drop, fr.Raw)
+			continue
+		}
+		e := crawlmsg.RecrawlEntry{URL: fr.Entry.URL, Depth: fr.Entry.Depth, Kind: x.Kind, Embeds: x.Embeds}
+		if fr.Requested {
+			e.State, _ = s.cfg.Recrawl.Next(x.Recrawl, recrawl.Other, recrawl.Fetch{FetchedAt: fr.At})
+		} else {
+			e.State = s.cfg.Recrawl.Postpone(*x.Recrawl, fr.At)
+		}
+		m, err := recrawl.Schedule(s.id, &e, "fail:"+strconv.FormatInt(fr.At.UnixMilli(), 10)+":"+topology.RecrawlKey(e.URL))
 		if err != nil {
+			s.log.Error("dropping a failed recrawl whose schedule cannot be encoded", "url", e.URL, "err", err)
+			drop = append(drop, fr.Raw)
 			continue
 		}
 		msgs = append(msgs, m)
+		drop = append(drop, fr.Raw)
 	}
-	if len(msgs) == 0 {
-		return
+	if len(msgs) > 0 {
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), publishTimeout)
+		defer cancel()
+		if err := natsx.PublishBatch(pctx, s.js, msgs); err != nil {
+			return 0, fmt.Errorf("publish %d schedules of failed recrawls: %w", len(msgs), err)
+		}
+		s.m.recrawlsFailed.WithLabelValues(s.label).Add(float64(len(msgs)))
 	}
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), publishTimeout)
-	defer cancel()
-	if err := natsx.PublishBatch(pctx, s.js, msgs); err != nil {
-		s.m.recrawlsLost.WithLabelValues(s.label).Add(float64(len(msgs)))
-		s.log.Error("recrawl schedules of failed URLs not stored; those URLs are forgotten", "count", len(msgs), "err", err)
-		return
+	if err := s.f.DropFailedRecrawls(ctx, drop); err != nil {
+		return 0, err
 	}
-	s.m.recrawlsFailed.WithLabelValues(s.label).Add(float64(len(msgs)))
+	return len(kept) + len(bad), nil
 }
 
 // recrawlBacklog reads the recrawl backlog for the status page at most every

@@ -183,6 +183,8 @@ type shard struct {
 	// replicated makes the adds and leases of the shard reach a Redis replica before
 	// their message is acked or their tasks published (TRAWL_REDIS_WAIT).
 	replicated *redisx.Waiter
+	// resched tells the loop that schedules failed recrawls that outcomes failed URLs.
+	resched chan struct{}
 }
 
 func newShard(ctx context.Context, cfg config.Config, id int, js jetstream.JetStream, rdb redis.UniversalClient, m *metrics, log *slog.Logger) (*shard, error) {
@@ -205,7 +207,7 @@ func newShard(ctx context.Context, cfg config.Config, id int, js jetstream.JetSt
 		f:  frontier.New(rdb, FrontierOptions(cfg, id), Prioritizer(cfg)),
 		js: js, rdb: rdb, m: m, log: log.With("shard", id),
 		subject: topology.FetchSubject(id), frontC: fc, outcomeC: oc, dueC: dc,
-		wake: make(chan struct{}, 1), now: time.Now,
+		wake: make(chan struct{}, 1), resched: make(chan struct{}, 1), now: time.Now,
 		replicated: redisx.NewWaiter(rdb, cfg.RedisWait),
 	}, nil
 }
@@ -224,6 +226,7 @@ func FrontierOptions(cfg config.Config, shard int) frontier.Options {
 	o.Settings = cfg.Settings
 	o.Rules = cfg.Rules
 	o.LeaseTTL = cfg.LeaseTTL
+	o.KeepFailedRecrawls = cfg.Common.Topology().Recrawl
 	return o
 }
 
@@ -255,6 +258,7 @@ func (s *shard) start(r *runner.Runner) {
 	r.Go(fmt.Sprintf("shard %d stats", s.id), func(ctx context.Context) error { s.every(ctx, statsEvery, s.refreshStats); return nil })
 	if s.dueC != nil {
 		r.Go(fmt.Sprintf("shard %d recrawl intake", s.id), func(ctx context.Context) error { s.dueLoop(ctx); return nil })
+		r.Go(fmt.Sprintf("shard %d failed recrawls", s.id), func(ctx context.Context) error { s.rescheduleLoop(ctx); return nil })
 	}
 }
 

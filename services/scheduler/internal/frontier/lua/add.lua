@@ -18,7 +18,8 @@
 -- stream sequence) with ZADD NX in this same script, which keeps the queues and the
 -- backlink counts exact under redelivery. The markers are trimmed below the frontier
 -- consumer's ack floor (Go, TrimApplied): nothing acknowledged is delivered again.
--- A URL of a retired host ends as failed; one beyond a page budget as over budget.
+-- A URL of a retired host ends as failed (a recrawl keeps its state in the outbox); one
+-- beyond a page budget as over budget.
 -- Returns per batch the number of URLs queued, or -1 for an already applied batch.
 local nb = tonumber(ARGV[A])
 local X = tonumber(ARGV[A + 1])
@@ -93,6 +94,7 @@ for b = 1, nb do
       end
       if s == 'retired' then
         bump('failed', 1)
+        keep_recrawl(e, 0)
       elseif s == 'over' or (MAXP > 0 and pages_used() >= MAXP) then
         bump('over_budget', 1)
       else

@@ -1,7 +1,8 @@
 -- Prelude shared by every frontier script (prepended in Go before loading).
 --
 -- KEYS: 1 stats, 2 heap, 3 hosts, 4 inflight, 5 lease, 6 paused, 7 seq, 8 backlinks,
---       9 busiest, 10 slowest, 11 errors, 12 applied, 13.. fq:0..fq:F-1
+--       9 busiest, 10 slowest, 11 errors, 12 applied, 13.. fq:0..fq:F-1,
+--       13+F recrawl-outbox (adaptive recrawl only; K_OUTBOX)
 -- ARGV: 1 key prefix "trawl:{s<n>}:", 2 now (unix ms; '' = the server's TIME, which is
 --       what a scheduler passes), 3 random seed, 4 F, 5 B, 6 bias,
 --       7 min delay ms, 8 delay factor k, 9 max crawl-delay ms, 10 max backoff ms,
@@ -57,6 +58,19 @@ local function hk(h) return PFX .. 'host:' .. h end
 
 -- Numbers are formatted explicitly: tostring would print large ones in exponent form.
 local function n2s(x) return string.format('%.0f', x) end
+
+-- In adaptive recrawl mode Go passes one more key after the front queues: the shard's
+-- outbox of recrawled URLs that end failed without a page (their host retired, their
+-- retries spent). Such a URL's entry carries its recrawl state, which the script would
+-- otherwise drop with it; kept here in the same step as "<now ms> <requested 0|1>
+-- <entry>", it is scheduled again by Go (service.rescheduleLoop), so a site that is
+-- down a while loses no URL. Only entries with an extension can carry state.
+local K_OUTBOX = KEYS[13 + F]
+local function keep_recrawl(e, requested)
+  if K_OUTBOX and string.find(e, '^%d+ %d+ %d+ [^ ]+ [^ ]') then
+    redis.call('RPUSH', K_OUTBOX, n2s(NOW) .. ' ' .. requested .. ' ' .. e)
+  end
+end
 
 -- A host's state (host:<host>) outlives its back queue so that its next fetch time, streaks,
 -- budget and retirement hold when it is admitted again, but not forever: when the host gives
@@ -296,6 +310,7 @@ local function route()
       elseif state == 'retired' then
         bump('queued', -1)
         bump('failed', 1)
+        keep_recrawl(e, 0)
       else
         if newStored[h] then redis.call('PERSIST', hk(h)) end
         redis.call('RPUSH', bq(h), e)

@@ -212,10 +212,14 @@ for o = 1, n do
       set[#set + 1] = 'fails'
       set[#set + 1] = n2s(fails)
     end
+    if res == 3 then keep_recrawl(string.sub(v, sp + 1), requested and 1 or 0) end
     local retired = -1
     if retire then
       retired = redis.call('LLEN', bq(h))
       if retired > 0 then
+        if K_OUTBOX then
+          for _, q in ipairs(redis.call('LRANGE', bq(h), 0, -1)) do keep_recrawl(q, 0) end
+        end
         redis.call('DEL', bq(h))
         bump('queued', -retired)
         bump('failed', retired)

@@ -29,6 +29,7 @@ for _, h in ipairs(hs) do
     else
       bump('failed', 1)
       failed = failed + 1
+      keep_recrawl(string.sub(v, sp + 1), 0)
     end
     -- Queued URLs are normalised ASCII, so cutting bytes cannot split a character; an
     -- entry's extension follows its URL after a space and is not part of it.
