@@ -51,7 +51,7 @@ type Service struct {
 	m      *metrics
 	now    func() time.Time
 	// lease places the tasks' lease deadlines (Redis's clock) on this process's clock.
-	lease *leaseClock
+	lease  *leaseClock
 	bodies jetstream.ObjectStore // page bodies too large to travel inline
 	run    *runner.Runner
 	cons   jetstream.Consumer
