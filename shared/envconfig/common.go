@@ -3,7 +3,6 @@ package envconfig
 import (
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -80,11 +79,8 @@ func (c Conn) Validate(flag func(variable string) string) error {
 	}
 	var errs []error
 	// Several NATS servers are one comma-separated list, as nats.Connect takes it.
-	for raw := range strings.SplitSeq(c.NATSURL, ",") {
-		if u, err := url.Parse(strings.TrimSpace(raw)); err != nil || u.Host == "" {
-			errs = append(errs, fmt.Errorf("%s=%q: want a URL with a host, or several separated by commas", name("TRAWL_NATS_URL"), c.NATSURL))
-			break
-		}
+	if err := natsx.CheckURL(c.NATSURL); err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", name("TRAWL_NATS_URL"), err))
 	}
 	if err := redisx.Check(c.RedisURL); err != nil {
 		errs = append(errs, fmt.Errorf("%s: %w", name("TRAWL_REDIS_URL"), err))

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/trawl/trawl/shared/redact"
 	"github.com/trawl/trawl/shared/tlsx"
 	"github.com/trawl/trawl/shared/topology"
 )
@@ -27,10 +28,32 @@ import (
 // longer than the client's 5 s default.
 const APITimeout = 15 * time.Second
 
+// ErrURL marks a TRAWL_NATS_URL that cannot be used.
+var ErrURL = errors.New("natsx: bad NATS URL")
+
+// CheckURL reports whether urls, one URL or several separated by commas, is a usable
+// TRAWL_NATS_URL. The error quotes the value redacted and leaves net/url's error out
+// (redact.EncodingHint).
+func CheckURL(urls string) error {
+	for raw := range strings.SplitSeq(urls, ",") {
+		u, err := url.Parse(strings.TrimSpace(raw))
+		if err != nil {
+			return fmt.Errorf("%w %q: not a valid URL (%s)", ErrURL, redact.URL(urls), redact.EncodingHint)
+		}
+		if u.Host == "" {
+			return fmt.Errorf("%w %q: want a URL with a host, or several separated by commas", ErrURL, redact.URL(urls))
+		}
+	}
+	return nil
+}
+
 // Connect dials url (the servers of a cluster comma-separated: the client picks one and
 // moves to another when it is lost) and keeps reconnecting forever: a NATS restart must
 // not stop a service. It waits until the first connection is up or ctx ends.
 func Connect(ctx context.Context, url, name string, log *slog.Logger, opts ...nats.Option) (*nats.Conn, jetstream.JetStream, error) {
+	if err := CheckURL(url); err != nil {
+		return nil, nil, err
+	}
 	refused := make(chan error, 1)
 	nc, err := nats.Connect(url, append([]nats.Option{
 		nats.Name(name),
@@ -57,21 +80,21 @@ func Connect(ctx context.Context, url, name string, log *slog.Logger, opts ...na
 		if isRefused(err) {
 			err = errors.Join(ErrRefused, err)
 		}
-		return nil, nil, fmt.Errorf("natsx: connect %s: %w", Redact(url), err)
+		return nil, nil, fmt.Errorf("natsx: connect %s: %w", redact.URL(url), redact.Error(err))
 	}
 	for !nc.IsConnected() {
 		select {
 		case <-ctx.Done():
 			nc.Close()
-			return nil, nil, fmt.Errorf("natsx: connect %s: %w", Redact(url), ctx.Err())
+			return nil, nil, fmt.Errorf("natsx: connect %s: %w", redact.URL(url), ctx.Err())
 		case err := <-refused:
 			// Credentials do not get better by retrying: say so and stop.
 			nc.Close()
-			return nil, nil, fmt.Errorf("natsx: connect %s: %w: %w", Redact(url), ErrRefused, err)
+			return nil, nil, fmt.Errorf("natsx: connect %s: %w: %w", redact.URL(url), ErrRefused, err)
 		case <-time.After(50 * time.Millisecond):
 			if err := nc.LastError(); isRefused(err) {
 				nc.Close()
-				return nil, nil, fmt.Errorf("natsx: connect %s: %w: %w", Redact(url), ErrRefused, err)
+				return nil, nil, fmt.Errorf("natsx: connect %s: %w: %w", redact.URL(url), ErrRefused, err)
 			}
 		}
 	}
@@ -125,20 +148,6 @@ func isRefused(err error) bool {
 	return errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) ||
 		(err != nil && strings.Contains(strings.ToLower(err.Error()), "authorization violation")) ||
 		tlsx.Refused(err)
-}
-
-// Redact returns a NATS URL list without the passwords in it, for messages.
-func Redact(urls string) string {
-	parts := strings.Split(urls, ",")
-	for i, p := range parts {
-		if u, err := url.Parse(strings.TrimSpace(p)); err == nil && u.User != nil {
-			if _, has := u.User.Password(); has {
-				u.User = url.UserPassword(u.User.Username(), "redacted")
-			}
-			parts[i] = u.String()
-		}
-	}
-	return strings.Join(parts, ",")
 }
 
 // ErrNoStorage: the NATS server cannot set aside a stream's byte cap. JetStream reserves
