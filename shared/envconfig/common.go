@@ -129,8 +129,9 @@ func (c Conn) checkFiles() []error {
 	return errs
 }
 
-// Common is the configuration every service reads. The pipeline settings (shards, lease,
-// ack wait) must agree across services because each one declares the shared consumers.
+// Common is the configuration every service reads. Each pipeline consumer takes its ack
+// wait from the service that owns it (topology.ConsumerSpec.Owner); another service whose
+// TRAWL_ACK_WAIT or TRAWL_LEASE_TTL would give it another is refused (natsx.Ensure).
 type Common struct {
 	Conn
 	HTTPAddr    string        // TRAWL_HTTP_ADDR: /metrics, /healthz, /readyz
@@ -262,5 +263,6 @@ func (c Common) Timings() topology.StageTimings {
 		AckWait:      c.AckWait,
 		FetchAckWait: c.LeaseTTL + max(c.LeaseTTL/4, 5*time.Second),
 		MaxDeliver:   -1,
+		LeaseTTL:     c.LeaseTTL,
 	}
 }

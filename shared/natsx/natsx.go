@@ -122,6 +122,9 @@ func Ensure(ctx context.Context, js jetstream.JetStream, o topology.Options, t t
 		if err := noStorage(lastErr); errors.Is(err, ErrNoStorage) {
 			return err
 		}
+		if errors.Is(lastErr, ErrSettingsDiffer) {
+			return lastErr
+		}
 		switch err := tooFewPeers(lastErr, o.Replicas); {
 		case errors.Is(err, ErrNotClustered):
 			return err
@@ -235,7 +238,12 @@ func ensureOnce(ctx context.Context, js jetstream.JetStream, o topology.Options,
 		err := call(func(ctx context.Context) error {
 			_, err := js.CreateConsumer(ctx, c.Stream, c.Config)
 			if err != nil && !errors.Is(err, context.DeadlineExceeded) {
-				if _, ierr := js.Consumer(ctx, c.Stream, c.Config.Durable); ierr == nil {
+				if cons, ierr := js.Consumer(ctx, c.Stream, c.Config.Durable); ierr == nil {
+					// Only the owner changes a consumer's settings; another service takes
+					// them as they are, or refuses to run with settings that differ.
+					if t.As != "" && t.As != c.Owner {
+						return differs(c, cons.CachedInfo().Config, t.As)
+					}
 					_, err = js.UpdateConsumer(ctx, c.Stream, c.Config)
 				}
 			}
@@ -246,6 +254,29 @@ func ensureOnce(ctx context.Context, js jetstream.JetStream, o topology.Options,
 		}
 	}
 	return nil
+}
+
+// ErrSettingsDiffer: a service's setting differs from the one a pipeline consumer was
+// made with by the service that owns it. Waiting does not change it: the service stops
+// with what to change.
+var ErrSettingsDiffer = errors.New("natsx: settings differ between services")
+
+// differs compares what service would give the consumer of spec with the consumer as it
+// is (have), and names the variable and both values when they differ.
+func differs(spec topology.ConsumerSpec, have jetstream.ConsumerConfig, service string) error {
+	if have.AckWait == spec.Config.AckWait {
+		return nil
+	}
+	by, value := have.Metadata[topology.MetaSetBy], have.Metadata[topology.MetaValue]
+	if by == "" {
+		by = "an earlier version"
+	}
+	if value == "" || have.Metadata[topology.MetaSetting] != spec.Setting {
+		value = "? (ack wait " + have.AckWait.String() + ")"
+	}
+	return fmt.Errorf("%w: the %s has %s=%s, but the consumer was made with %s=%s by the %s, which owns it (ack wait %s, not %s): "+
+		"give %s one value in every service", ErrSettingsDiffer, service, spec.Setting, spec.Value, spec.Setting, value, by,
+		have.AckWait, spec.Config.AckWait, spec.Setting)
 }
 
 // ensureTimeout bounds one request of Ensure.
