@@ -198,9 +198,28 @@ func Open(raw string, t Timeouts, opts ...Option) (redis.UniversalClient, error)
 	if cluster.ClusterStateReloadInterval == 0 {
 		cluster.ClusterStateReloadInterval = clusterReload
 	}
+	if cluster.TLSConfig != nil {
+		cluster.NewClient = perNodeServerName
+	}
 	cc := redis.NewClusterClient(cluster)
 	cc.AddHook(reloadOnNetErr{cc})
 	return cc, nil
+}
+
+// perNodeServerName makes the client of one cluster node verify that node's certificate
+// against the node's own host name (or address), as the slot map names it. go-redis gives
+// every node the TLS configuration made from the URL, whose ServerName is the first seed's:
+// a cluster whose nodes have certificates of their own would fail verification on every
+// other node.
+func perNodeServerName(opt *redis.Options) *redis.Client {
+	if opt.TLSConfig != nil {
+		if host, _, err := net.SplitHostPort(opt.Addr); err == nil && host != "" {
+			cfg := opt.TLSConfig.Clone()
+			cfg.ServerName = host
+			opt.TLSConfig = cfg
+		}
+	}
+	return redis.NewClient(opt)
 }
 
 // clusterReload is how old the cluster client's slot map may be before a command reloads
