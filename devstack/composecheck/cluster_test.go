@@ -1,7 +1,9 @@
 package composecheck
 
 import (
+	"flag"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -11,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/compose-spec/compose-go/v2/types"
+	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/trawl/trawl/shared/redisx"
 )
@@ -55,14 +58,9 @@ func TestComposeClusterNATS(t *testing.T) {
 			t.Fatal(err)
 		}
 		conf := mountedFile(t, s, "/etc/nats/nats.conf")
-		for _, want := range []string{"jetstream", "store_dir: /data", "max_payload: 8MB", "server_name: $TRAWL_NATS_NODE", "listen: 0.0.0.0:6222"} {
+		for _, want := range []string{"jetstream", "store_dir: /data", "max_payload: 8MB", "server_name: $TRAWL_NATS_NODE"} {
 			if !strings.Contains(conf, want) {
 				t.Errorf("%s: config lacks %q", name, want)
-			}
-		}
-		for _, peer := range clusterNATS {
-			if !strings.Contains(conf, "nats-route://"+peer+":6222") {
-				t.Errorf("%s: config has no route to %s", name, peer)
 			}
 		}
 		names[env(s, "TRAWL_NATS_NODE")] = true
@@ -81,6 +79,88 @@ func TestComposeClusterNATS(t *testing.T) {
 	if len(volumes) != len(clusterNATS) {
 		t.Errorf("JetStream volumes %v: each node needs its own", volumes)
 	}
+}
+
+// A node takes as a cluster peer only a server presenting TRAWL_NATS_ROUTE_USER and
+// TRAWL_NATS_ROUTE_PASSWORD, and presents them on its routes to the others: the options
+// nats-server makes of each node's command line and config file.
+func TestComposeClusterNATSRoutes(t *testing.T) {
+	_, root := load(t)
+	example, err := os.ReadFile(filepath.Join(root, ".env.example"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{"TRAWL_NATS_ROUTE_USER=", "TRAWL_NATS_ROUTE_PASSWORD="} {
+		if !strings.Contains(string(example), v) {
+			t.Errorf(".env.example does not list %s", v)
+		}
+	}
+	for _, tc := range []struct{ name, user, password string }{
+		{"with route credentials", "route-user", "route-s3cret"},
+		{"without", "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, _ := loadProfiles(t, []string{"cluster"}, "TRAWL_NATS_ROUTE_USER="+tc.user, "TRAWL_NATS_ROUTE_PASSWORD="+tc.password)
+			for _, name := range clusterNATS {
+				s, err := p.GetService(name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				o := natsServerOptions(t, s)
+				if o.Cluster.Name != "trawl" || o.Cluster.Host != "0.0.0.0" || o.Cluster.Port != 6222 {
+					t.Errorf("%s: cluster %q on %s:%d, want trawl on 0.0.0.0:6222", name, o.Cluster.Name, o.Cluster.Host, o.Cluster.Port)
+				}
+				if o.Cluster.Username != tc.user || o.Cluster.Password != tc.password {
+					t.Errorf("%s: routes accept user %q password %q, want %q %q (TRAWL_NATS_ROUTE_USER, TRAWL_NATS_ROUTE_PASSWORD)",
+						name, o.Cluster.Username, o.Cluster.Password, tc.user, tc.password)
+				}
+				routes := map[string]bool{}
+				for _, r := range o.Routes {
+					pw, _ := r.User.Password()
+					if r.Scheme != "nats-route" || r.User.Username() != tc.user || pw != tc.password {
+						t.Errorf("%s: route %s does not present the route credentials", name, r.Redacted())
+					}
+					routes[r.Host] = true
+				}
+				for _, peer := range clusterNATS {
+					if !routes[peer+":6222"] {
+						t.Errorf("%s: no route to %s", name, peer)
+					}
+				}
+			}
+		})
+	}
+}
+
+// natsServerOptions parses s's command line as nats-server does, its config file the host
+// file mounted at /etc/nats/nats.conf.
+func natsServerOptions(t *testing.T, s types.ServiceConfig) *server.Options {
+	t.Helper()
+	var conf string
+	for _, v := range s.Volumes {
+		if v.Target == "/etc/nats/nats.conf" {
+			conf = v.Source
+		}
+	}
+	args := slices.Clone([]string(s.Command))
+	if i := slices.Index(args, "-c"); i >= 0 && i+1 < len(args) && conf != "" {
+		args[i+1] = conf
+	} else {
+		t.Fatalf("%s: command %v has no -c with the mounted config", s.Name, args)
+	}
+	// The config reads the node's environment (TRAWL_NATS_NODE, TRAWL_FSYNC).
+	for k, v := range s.Environment {
+		if v != nil {
+			t.Setenv(k, *v)
+		}
+	}
+	fs := flag.NewFlagSet("nats-server", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	o, err := server.ConfigureOptions(fs, args, func() {}, func() {}, func() {})
+	if err != nil {
+		t.Fatalf("%s: nats-server refuses %v: %v", s.Name, args, err)
+	}
+	return o
 }
 
 // Six redis-server nodes in cluster mode, joined as three masters with a replica each.

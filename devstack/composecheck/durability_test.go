@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/compose-spec/compose-go/v2/types"
-	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/trawl/trawl/shared/durability"
 )
@@ -95,27 +94,10 @@ func TestComposeFsyncIsOneSetting(t *testing.T) {
 	})
 }
 
-// natsSync reads the node's mounted nats.conf with nats-server's own parser, in the
-// node's environment, and returns the JetStream sync it configures.
+// natsSync is the JetStream sync a NATS node runs with: the options nats-server makes of
+// its command line and mounted config, in its environment.
 func natsSync(t *testing.T, s types.ServiceConfig) (bool, time.Duration) {
 	t.Helper()
-	var conf string
-	for _, v := range s.Volumes {
-		if v.Target == "/etc/nats/nats.conf" {
-			conf = v.Source
-		}
-	}
-	if conf == "" {
-		t.Fatalf("%s: no nats.conf mounted", s.Name)
-	}
-	for k, v := range s.Environment {
-		if v != nil {
-			t.Setenv(k, *v)
-		}
-	}
-	opts, err := server.ProcessConfigFile(conf)
-	if err != nil {
-		t.Fatalf("%s: nats-server refuses %s: %v", s.Name, conf, err)
-	}
-	return opts.SyncAlways, opts.SyncInterval
+	o := natsServerOptions(t, s)
+	return o.SyncAlways, o.SyncInterval
 }

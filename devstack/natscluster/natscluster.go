@@ -6,6 +6,7 @@ package natscluster
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"log/slog"
 	"net"
@@ -33,9 +34,14 @@ type Options struct {
 
 // Cluster is a running NATS cluster; its methods are for one goroutine at a time.
 type Cluster struct {
-	Nodes   []*natsembed.Server // in-process nodes (nil with Options.Bin)
-	procs   []*node             // child-process nodes (Options.Bin)
-	stopped map[int]bool
+	// RouteUser and RoutePassword are what a server must present to join the cluster,
+	// made at random by Start: a cluster on loopback is still reached by every local
+	// process. RouteURLs are the nodes' route addresses, without them.
+	RouteUser, RoutePassword string
+	RouteURLs                []string
+	Nodes                    []*natsembed.Server // in-process nodes (nil with Options.Bin)
+	procs                    []*node             // child-process nodes (Options.Bin)
+	stopped                  map[int]bool
 }
 
 // readyTimeout bounds the wait for the JetStream meta group when ctx has no deadline.
@@ -47,7 +53,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if opts.Nodes == 0 {
 		opts.Nodes = 3
 	}
-	c := &Cluster{stopped: map[int]bool{}}
+	c := &Cluster{stopped: map[int]bool{}, RouteUser: "trawl-route", RoutePassword: rand.Text()}
 	defer func() {
 		if err != nil {
 			c.Stop()
@@ -61,6 +67,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	for i, p := range ports {
 		routes[i] = "nats-route://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(p))
 	}
+	c.RouteURLs = routes
 	if opts.Bin != "" {
 		if opts.StoreDir == "" {
 			return nil, fmt.Errorf("natscluster: a cluster of %s processes needs Options.StoreDir", opts.Bin)
@@ -74,7 +81,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		o := natsembed.Options{
 			ServerName: "trawl-n" + strconv.Itoa(i),
 			Logger:     opts.Logger,
-			Cluster:    &natsembed.Cluster{Name: "trawl", Port: p, Routes: routes},
+			Cluster:    &natsembed.Cluster{Name: "trawl", Port: p, Routes: routes, User: c.RouteUser, Password: c.RoutePassword},
 		}
 		if opts.StoreDir != "" {
 			o.StoreDir = fmt.Sprintf("%s/n%d", opts.StoreDir, i)

@@ -2,12 +2,16 @@ package natscluster
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/trawl/trawl/devstack/natsembed"
+	"github.com/trawl/trawl/shared/testwait"
 )
 
 // A stopped node leaves a cluster that still places replicated streams on the other
@@ -44,5 +48,51 @@ func TestStopAndStartNode(t *testing.T) {
 	}
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "R3", Subjects: []string{"r3"}, Replicas: 3}); err != nil {
 		t.Fatalf("a stream of three replicas once the node is back: %v", err)
+	}
+}
+
+// A server that reaches the route ports but lacks the route credentials is not taken as a
+// peer; with them it is.
+func TestRoutesNeedCredentials(t *testing.T) {
+	t.Parallel()
+	c := StartT(t, Options{})
+	before := c.Nodes[0].Routes()
+	for _, tc := range []struct {
+		name           string
+		user, password string
+		joins          bool
+	}{
+		{"without credentials", "", "", false},
+		{"with a wrong password", c.RouteUser, "wrong", false},
+		{"with the cluster's", c.RouteUser, c.RoutePassword, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ports, err := freePorts(1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var logs testwait.Buffer
+			s, err := natsembed.Start(natsembed.Options{
+				StoreDir: t.TempDir(), ServerName: "stranger", Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+				Cluster: &natsembed.Cluster{Name: "trawl", Port: ports[0], Routes: c.RouteURLs, User: tc.user, Password: tc.password},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Shutdown()
+			if tc.joins {
+				testwait.Eventually(t, 20*time.Second, "the server with the credentials to be routed to every node", func() bool { return s.Routes() >= len(c.Nodes) })
+				return
+			}
+			testwait.Eventually(t, 20*time.Second, "the cluster to refuse the route (an authorization error in the stranger's log)", func() bool {
+				return strings.Contains(strings.ToLower(logs.String()), "authorization")
+			})
+			if n := s.Routes(); n != 0 {
+				t.Errorf("the stranger has %d routes into the cluster, want 0", n)
+			}
+			if n := c.Nodes[0].Routes(); n != before {
+				t.Errorf("node 0 has %d routes, want the %d to its peers", n, before)
+			}
+		})
 	}
 }

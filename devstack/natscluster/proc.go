@@ -17,11 +17,19 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
+// The variables trawl-nats reads its route credentials from (natsembed.Cluster's User and
+// Password); compose.yaml's cluster profile takes the same names from .env.
+const (
+	RouteUserEnv     = "TRAWL_NATS_ROUTE_USER"
+	RoutePasswordEnv = "TRAWL_NATS_ROUTE_PASSWORD"
+)
+
 // node is one trawl-nats child process of a cluster started with Options.Bin.
 type node struct {
 	bin  string
 	args []string
-	log  string // file the process writes its output to
+	env  []string // the route credentials: out of the command line, which ps shows
+	log  string   // file the process writes its output to
 	url  string
 
 	mu   sync.Mutex
@@ -37,6 +45,7 @@ func (n *node) start() error {
 		return fmt.Errorf("natscluster: %w", err)
 	}
 	cmd := exec.Command(n.bin, n.args...)
+	cmd.Env = append(os.Environ(), n.env...)
 	cmd.Stdout, cmd.Stderr = f, f
 	// A test that dies must not leave servers behind.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -84,7 +93,7 @@ func (c *Cluster) startProcs(ctx context.Context, opts Options, ports []int, rou
 			"-store", store, "-host", "127.0.0.1", "-port", strconv.Itoa(clientPorts[i]),
 			"-name", "trawl-n" + strconv.Itoa(i), "-cluster", "trawl", "-cluster-port", strconv.Itoa(p),
 			"-routes", strings.Join(routes, ","),
-		}}
+		}, env: []string{RouteUserEnv + "=" + c.RouteUser, RoutePasswordEnv + "=" + c.RoutePassword}}
 		if err := n.start(); err != nil {
 			return err
 		}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -56,6 +57,10 @@ type Cluster struct {
 	Name   string   // the cluster's name, the same on every server
 	Port   int      // route listen port on Host; must be set (every server routes to it)
 	Routes []string // nats-route://host:port of every server of the cluster (its own is skipped)
+	// User and Password, when set, are what a peer must present to be routed to, and what
+	// this server presents on its routes: without them anything that reaches the route
+	// port joins the cluster.
+	User, Password string
 }
 
 // Server is a running (or shut down, awaiting Restart) embedded NATS server.
@@ -136,15 +141,17 @@ func (s *Server) start() error {
 		Password: s.opts.Password,
 	}
 	if c := s.opts.Cluster; c != nil {
-		nopts.Cluster = server.ClusterOpts{Name: c.Name, Host: s.opts.Host, Port: c.Port}
-		own := "nats-route://" + net.JoinHostPort(s.opts.Host, strconv.Itoa(c.Port))
-		var routes []string
-		for _, r := range c.Routes {
-			if r != own {
-				routes = append(routes, r)
+		nopts.Cluster = server.ClusterOpts{Name: c.Name, Host: s.opts.Host, Port: c.Port, Username: c.User, Password: c.Password}
+		own := net.JoinHostPort(s.opts.Host, strconv.Itoa(c.Port))
+		for _, r := range server.RoutesFromStr(strings.Join(c.Routes, ",")) {
+			if r.Host == own || r.Host == "" {
+				continue
 			}
+			if c.User != "" {
+				r.User = url.UserPassword(c.User, c.Password)
+			}
+			nopts.Routes = append(nopts.Routes, r)
 		}
-		nopts.Routes = server.RoutesFromStr(strings.Join(routes, ","))
 	}
 	// Payloads above the default pending limit would be refused per client.
 	if int64(nopts.MaxPayload)*4 > server.MAX_PENDING_SIZE {
@@ -299,6 +306,17 @@ func (s *Server) JetStreamPeers() (peers int, leader, current bool) {
 		return 0, false, false
 	}
 	return len(ns.JetStreamClusterPeers()), ns.JetStreamIsLeader(), ns.JetStreamIsCurrent()
+}
+
+// Routes is how many route connections to other servers of its cluster the server has.
+func (s *Server) Routes() int {
+	s.mu.Lock()
+	ns := s.ns
+	s.mu.Unlock()
+	if ns == nil {
+		return 0
+	}
+	return ns.NumRoutes()
 }
 
 // Stop shuts the server down, keeping its store and port for Restart (a node of a

@@ -3,7 +3,6 @@ package envconfig
 import (
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -80,11 +79,8 @@ func (c Conn) Validate(flag func(variable string) string) error {
 	}
 	var errs []error
 	// Several NATS servers are one comma-separated list, as nats.Connect takes it.
-	for raw := range strings.SplitSeq(c.NATSURL, ",") {
-		if u, err := url.Parse(strings.TrimSpace(raw)); err != nil || u.Host == "" {
-			errs = append(errs, fmt.Errorf("%s=%q: want a URL with a host, or several separated by commas", name("TRAWL_NATS_URL"), c.NATSURL))
-			break
-		}
+	if err := natsx.CheckURL(c.NATSURL); err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", name("TRAWL_NATS_URL"), err))
 	}
 	if err := redisx.Check(c.RedisURL); err != nil {
 		errs = append(errs, fmt.Errorf("%s: %w", name("TRAWL_REDIS_URL"), err))
@@ -133,8 +129,9 @@ func (c Conn) checkFiles() []error {
 	return errs
 }
 
-// Common is the configuration every service reads. The pipeline settings (shards, lease,
-// ack wait) must agree across services because each one declares the shared consumers.
+// Common is the configuration every service reads. Each pipeline consumer takes its ack
+// wait from the service that owns it (topology.ConsumerSpec.Owner); another service whose
+// TRAWL_ACK_WAIT or TRAWL_LEASE_TTL would give it another is refused (natsx.Ensure).
 type Common struct {
 	Conn
 	HTTPAddr    string        // TRAWL_HTTP_ADDR: /metrics, /healthz, /readyz
@@ -274,5 +271,6 @@ func (c Common) Timings() topology.StageTimings {
 		AckWait:      c.AckWait,
 		FetchAckWait: c.LeaseTTL + max(c.LeaseTTL/4, 5*time.Second),
 		MaxDeliver:   -1,
+		LeaseTTL:     c.LeaseTTL,
 	}
 }

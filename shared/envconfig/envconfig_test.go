@@ -144,9 +144,9 @@ func TestConnValidate(t *testing.T) {
 		{"defaults", nil, nil, ""},
 		{"shards", map[string]string{"TRAWL_SHARDS": "1025"}, nil, "TRAWL_SHARDS=1025: want 1..1024"},
 		{"shards with its flag", map[string]string{"TRAWL_SHARDS": "0"}, flags, "TRAWL_SHARDS (-shards)=0"},
-		{"nats url", map[string]string{"TRAWL_NATS_URL": "localhost"}, flags, `TRAWL_NATS_URL="localhost"`},
+		{"nats url", map[string]string{"TRAWL_NATS_URL": "localhost"}, flags, `TRAWL_NATS_URL: natsx: bad NATS URL "localhost"`},
 		{"nats cluster", map[string]string{"TRAWL_NATS_URL": "nats://a:4222, nats://b:4222,nats://c:4222"}, nil, ""},
-		{"nats cluster with a bad server", map[string]string{"TRAWL_NATS_URL": "nats://a:4222,b"}, nil, `TRAWL_NATS_URL="nats://a:4222,b"`},
+		{"nats cluster with a bad server", map[string]string{"TRAWL_NATS_URL": "nats://a:4222,b"}, nil, `TRAWL_NATS_URL: natsx: bad NATS URL "nats://a:4222,b"`},
 		{"redis cluster", map[string]string{"TRAWL_REDIS_URL": "redis://a:7000,b:7001,c:7002"}, nil, ""},
 		{"redis cluster with a database", map[string]string{"TRAWL_REDIS_URL": "redis://a:7000,b:7001/2"}, nil, "TRAWL_REDIS_URL: redisx: bad Redis URL"},
 		{"redis cluster with a seed without port", map[string]string{"TRAWL_REDIS_URL": "redis://a:7000,b"}, nil, "TRAWL_REDIS_URL"},
@@ -167,5 +167,40 @@ func TestConnValidate(t *testing.T) {
 	}
 	if c := LoadCommon(FromMap(nil), ":1"); c.Conn != LoadConn(FromMap(nil)) {
 		t.Errorf("Common reads other connection defaults (%+v) than LoadConn", c.Conn)
+	}
+}
+
+// A URL that is refused is quoted without its password, also when it does not parse: a
+// password with a bare '%', '/', '?', '#' or '@' is the usual reason it does not.
+func TestConnValidateHidesPasswords(t *testing.T) {
+	const pw = "Pw7%zzSekr3t"
+	for _, tc := range []struct{ name, variable, value string }{
+		{"nats bare percent", "TRAWL_NATS_URL", "nats://trawl:" + pw + "@nats:4222"},
+		{"nats no host", "TRAWL_NATS_URL", "nats://trawl:" + pw + "@"},
+		{"nats slash", "TRAWL_NATS_URL", "nats://trawl:Pw7/zzSekr3t@nats:4222"},
+		{"nats list", "TRAWL_NATS_URL", "nats://a:4222,nats://trawl:" + pw + "@b:4222"},
+		{"nats token", "TRAWL_NATS_URL", "nats://" + pw + "@nats:4222"},
+		{"redis bare percent", "TRAWL_REDIS_URL", "redis://:" + pw + "@redis:6379/0"},
+		{"redis no host", "TRAWL_REDIS_URL", "redis://:" + pw + "@/0"},
+		{"redis slash", "TRAWL_REDIS_URL", "redis://u:Pw7/zzSekr3t@redis:6379/0"},
+		{"redis question mark", "TRAWL_REDIS_URL", "redis://u:Pw7?zzSekr3t@redis:6379/0"},
+		{"redis cluster slash", "TRAWL_REDIS_URL", "redis-cluster://u:Pw7/zzSekr3t@a:7000,b:7001"},
+		{"redis cluster bare percent", "TRAWL_REDIS_URL", "redis://u:" + pw + "@a:7000,b:7001"},
+		{"redis no scheme", "TRAWL_REDIS_URL", "u:" + pw + "@redis:6379"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := LoadConn(FromMap(map[string]string{tc.variable: tc.value})).Validate(nil)
+			if err == nil {
+				t.Fatalf("%s=%s accepted", tc.variable, tc.value)
+			}
+			if !strings.Contains(err.Error(), tc.variable) {
+				t.Errorf("Validate = %v, want it to name %s", err, tc.variable)
+			}
+			for _, piece := range []string{"Pw7", "zzSekr3t", "%zz"} {
+				if strings.Contains(err.Error(), piece) {
+					t.Errorf("Validate = %v: shows %q of the password", err, piece)
+				}
+			}
+		})
 	}
 }

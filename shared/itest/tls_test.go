@@ -81,15 +81,20 @@ func (p *pki) ca(t *testing.T, name string) (*x509.Certificate, *ecdsa.PrivateKe
 }
 
 func (p *pki) leaf(t *testing.T, name string) (certFile, keyFile string) {
+	return p.leafFor(t, name, net.IPv4(127, 0, 0, 1))
+}
+
+// leafFor is a certificate for ip alone, signed by the CA.
+func (p *pki) leafFor(t *testing.T, name string, ip net.IP) (certFile, keyFile string) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
 	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: ip.String()},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+		IPAddresses: []net.IP{ip},
 		KeyUsage:    x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 	}

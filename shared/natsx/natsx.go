@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/trawl/trawl/shared/redact"
 	"github.com/trawl/trawl/shared/tlsx"
 	"github.com/trawl/trawl/shared/topology"
 )
@@ -27,10 +28,32 @@ import (
 // longer than the client's 5 s default.
 const APITimeout = 15 * time.Second
 
+// ErrURL marks a TRAWL_NATS_URL that cannot be used.
+var ErrURL = errors.New("natsx: bad NATS URL")
+
+// CheckURL reports whether urls, one URL or several separated by commas, is a usable
+// TRAWL_NATS_URL. The error quotes the value redacted and leaves net/url's error out
+// (redact.EncodingHint).
+func CheckURL(urls string) error {
+	for raw := range strings.SplitSeq(urls, ",") {
+		u, err := url.Parse(strings.TrimSpace(raw))
+		if err != nil {
+			return fmt.Errorf("%w %q: not a valid URL (%s)", ErrURL, redact.URL(urls), redact.EncodingHint)
+		}
+		if u.Host == "" {
+			return fmt.Errorf("%w %q: want a URL with a host, or several separated by commas", ErrURL, redact.URL(urls))
+		}
+	}
+	return nil
+}
+
 // Connect dials url (the servers of a cluster comma-separated: the client picks one and
 // moves to another when it is lost) and keeps reconnecting forever: a NATS restart must
 // not stop a service. It waits until the first connection is up or ctx ends.
 func Connect(ctx context.Context, url, name string, log *slog.Logger, opts ...nats.Option) (*nats.Conn, jetstream.JetStream, error) {
+	if err := CheckURL(url); err != nil {
+		return nil, nil, err
+	}
 	refused := make(chan error, 1)
 	nc, err := nats.Connect(url, append([]nats.Option{
 		nats.Name(name),
@@ -57,21 +80,21 @@ func Connect(ctx context.Context, url, name string, log *slog.Logger, opts ...na
 		if isRefused(err) {
 			err = errors.Join(ErrRefused, err)
 		}
-		return nil, nil, fmt.Errorf("natsx: connect %s: %w", Redact(url), err)
+		return nil, nil, fmt.Errorf("natsx: connect %s: %w", redact.URL(url), redact.Error(err))
 	}
 	for !nc.IsConnected() {
 		select {
 		case <-ctx.Done():
 			nc.Close()
-			return nil, nil, fmt.Errorf("natsx: connect %s: %w", Redact(url), ctx.Err())
+			return nil, nil, fmt.Errorf("natsx: connect %s: %w", redact.URL(url), ctx.Err())
 		case err := <-refused:
 			// Credentials do not get better by retrying: say so and stop.
 			nc.Close()
-			return nil, nil, fmt.Errorf("natsx: connect %s: %w: %w", Redact(url), ErrRefused, err)
+			return nil, nil, fmt.Errorf("natsx: connect %s: %w: %w", redact.URL(url), ErrRefused, err)
 		case <-time.After(50 * time.Millisecond):
 			if err := nc.LastError(); isRefused(err) {
 				nc.Close()
-				return nil, nil, fmt.Errorf("natsx: connect %s: %w: %w", Redact(url), ErrRefused, err)
+				return nil, nil, fmt.Errorf("natsx: connect %s: %w: %w", redact.URL(url), ErrRefused, err)
 			}
 		}
 	}
@@ -101,6 +124,9 @@ func Ensure(ctx context.Context, js jetstream.JetStream, o topology.Options, t t
 		}
 		if err := overlap(lastErr); err != nil {
 			return err
+		}
+		if errors.Is(lastErr, ErrSettingsDiffer) {
+			return lastErr
 		}
 		switch err := tooFewPeers(lastErr, o.Replicas); {
 		case errors.Is(err, ErrNotClustered):
@@ -145,20 +171,6 @@ func isRefused(err error) bool {
 	return errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) ||
 		(err != nil && strings.Contains(strings.ToLower(err.Error()), "authorization violation")) ||
 		tlsx.Refused(err)
-}
-
-// Redact returns a NATS URL list without the passwords in it, for messages.
-func Redact(urls string) string {
-	parts := strings.Split(urls, ",")
-	for i, p := range parts {
-		if u, err := url.Parse(strings.TrimSpace(p)); err == nil && u.User != nil {
-			if _, has := u.User.Password(); has {
-				u.User = url.UserPassword(u.User.Username(), "redacted")
-			}
-			parts[i] = u.String()
-		}
-	}
-	return strings.Join(parts, ",")
 }
 
 // ErrNoStorage: the NATS server cannot set aside a stream's byte cap. JetStream reserves
@@ -246,7 +258,12 @@ func ensureOnce(ctx context.Context, js jetstream.JetStream, o topology.Options,
 		err := call(func(ctx context.Context) error {
 			_, err := js.CreateConsumer(ctx, c.Stream, c.Config)
 			if err != nil && !errors.Is(err, context.DeadlineExceeded) {
-				if _, ierr := js.Consumer(ctx, c.Stream, c.Config.Durable); ierr == nil {
+				if cons, ierr := js.Consumer(ctx, c.Stream, c.Config.Durable); ierr == nil {
+					// Only the owner changes a consumer's settings; another service takes
+					// them as they are, or refuses to run with settings that differ.
+					if t.As != "" && t.As != c.Owner {
+						return differs(c, cons.CachedInfo().Config, t.As)
+					}
 					_, err = js.UpdateConsumer(ctx, c.Stream, c.Config)
 				}
 			}
@@ -257,6 +274,29 @@ func ensureOnce(ctx context.Context, js jetstream.JetStream, o topology.Options,
 		}
 	}
 	return nil
+}
+
+// ErrSettingsDiffer: a service's setting differs from the one a pipeline consumer was
+// made with by the service that owns it. Waiting does not change it: the service stops
+// with what to change.
+var ErrSettingsDiffer = errors.New("natsx: settings differ between services")
+
+// differs compares what service would give the consumer of spec with the consumer as it
+// is (have), and names the variable and both values when they differ.
+func differs(spec topology.ConsumerSpec, have jetstream.ConsumerConfig, service string) error {
+	if have.AckWait == spec.Config.AckWait {
+		return nil
+	}
+	by, value := have.Metadata[topology.MetaSetBy], have.Metadata[topology.MetaValue]
+	if by == "" {
+		by = "an earlier version"
+	}
+	if value == "" || have.Metadata[topology.MetaSetting] != spec.Setting {
+		value = "? (ack wait " + have.AckWait.String() + ")"
+	}
+	return fmt.Errorf("%w: the %s has %s=%s, but the consumer was made with %s=%s by the %s, which owns it (ack wait %s, not %s): "+
+		"give %s one value in every service", ErrSettingsDiffer, service, spec.Setting, spec.Value, spec.Setting, value, by,
+		have.AckWait, spec.Config.AckWait, spec.Setting)
 }
 
 // ensureTimeout bounds one request of Ensure.

@@ -14,6 +14,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
+
+	"github.com/trawl/trawl/shared/redact"
 )
 
 // TRAWL_REDIS_URL names one Redis server or a Redis Cluster:
@@ -62,11 +64,11 @@ func hostPart(rest string) string {
 }
 
 // Addrs returns the address (or the cluster's seed addresses) of raw, for messages: never
-// the password.
+// the password, even of a URL that does not parse.
 func Addrs(raw string) string {
-	_, rest, ok := strings.Cut(raw, "://")
+	_, rest, ok := strings.Cut(redact.URL(raw), "://")
 	if !ok {
-		return raw
+		return redact.URL(raw)
 	}
 	return hostPart(rest)
 }
@@ -80,18 +82,22 @@ func Check(raw string) error {
 // parse reads raw into the options of one server or of a cluster (exactly one is set).
 func parse(raw string) (*redis.Options, *redis.ClusterOptions, error) {
 	if Addrs(raw) == "" {
-		return nil, nil, fmt.Errorf("%w: %q has no host", ErrURL, raw)
+		return nil, nil, fmt.Errorf("%w: %q has no host", ErrURL, redact.URL(raw))
 	}
 	if !IsCluster(raw) {
 		o, err := redis.ParseURL(raw)
 		if err != nil {
-			return nil, nil, fmt.Errorf("%w %q: %w", ErrURL, Addrs(raw), err)
+			return nil, nil, parseError(raw, Addrs(raw), err)
 		}
 		return o, nil, nil
 	}
 	scheme, rest, _ := strings.Cut(raw, "://")
 	scheme = strings.TrimSuffix(scheme, "-cluster")
 	hosts := hostPart(rest)
+	if hosts != Addrs(raw) {
+		// A '/', '?' or '@' in the password, not percent-encoded, moved the host list.
+		return nil, nil, badURL(raw)
+	}
 	userinfo := ""
 	if i := strings.Index(rest, hosts); i > 0 {
 		userinfo = rest[:i]
@@ -117,9 +123,23 @@ func parse(raw string) (*redis.Options, *redis.ClusterOptions, error) {
 	}
 	o, err := redis.ParseClusterURL(scheme + "://" + userinfo + addrs[0] + "?" + q.Encode())
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w %q: %w", ErrURL, hosts, err)
+		return nil, nil, parseError(raw, hosts, err)
 	}
 	return nil, o, nil
+}
+
+// parseError is go-redis's refusal of raw, without the URL: net/url's error quotes the
+// whole URL, or the piece of a password that is not valid percent-encoding.
+func parseError(raw, addrs string, err error) error {
+	if ue := (*url.Error)(nil); errors.As(err, &ue) {
+		return badURL(raw)
+	}
+	return fmt.Errorf("%w %q: %w", ErrURL, addrs, redact.Error(err))
+}
+
+// badURL says raw does not parse as a URL, quoting it redacted.
+func badURL(raw string) error {
+	return fmt.Errorf("%w %q: not a valid URL (%s)", ErrURL, redact.URL(raw), redact.EncodingHint)
 }
 
 // Open returns a client for raw without connecting: a *redis.Client for one server, a
@@ -178,9 +198,28 @@ func Open(raw string, t Timeouts, opts ...Option) (redis.UniversalClient, error)
 	if cluster.ClusterStateReloadInterval == 0 {
 		cluster.ClusterStateReloadInterval = clusterReload
 	}
+	if cluster.TLSConfig != nil {
+		cluster.NewClient = perNodeServerName
+	}
 	cc := redis.NewClusterClient(cluster)
 	cc.AddHook(reloadOnNetErr{cc})
 	return cc, nil
+}
+
+// perNodeServerName makes the client of one cluster node verify that node's certificate
+// against the node's own host name (or address), as the slot map names it. go-redis gives
+// every node the TLS configuration made from the URL, whose ServerName is the first seed's:
+// a cluster whose nodes have certificates of their own would fail verification on every
+// other node.
+func perNodeServerName(opt *redis.Options) *redis.Client {
+	if opt.TLSConfig != nil {
+		if host, _, err := net.SplitHostPort(opt.Addr); err == nil && host != "" {
+			cfg := opt.TLSConfig.Clone()
+			cfg.ServerName = host
+			opt.TLSConfig = cfg
+		}
+	}
+	return redis.NewClient(opt)
 }
 
 // clusterReload is how old the cluster client's slot map may be before a command reloads

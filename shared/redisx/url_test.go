@@ -85,3 +85,26 @@ func TestOpenRefuses(t *testing.T) {
 		})
 	}
 }
+
+// Over TLS, each node of a cluster is verified against its own host name, not the first
+// seed's that go-redis puts in the configuration it shares between the nodes.
+func TestOpenClusterTLSNamesEachNode(t *testing.T) {
+	t.Parallel()
+	c, err := Open("rediss-cluster://a.example:7000,b.example:7001", Timeouts{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	o := c.(*redis.ClusterClient).Options()
+	if o.NewClient == nil {
+		t.Fatal("no per-node client hook")
+	}
+	node := o.NewClient(&redis.Options{Addr: "c.example:7002", TLSConfig: o.TLSConfig})
+	defer node.Close()
+	if got := node.Options().TLSConfig.ServerName; got != "c.example" {
+		t.Errorf("node c.example:7002 verified as %q", got)
+	}
+	if got := o.TLSConfig.ServerName; got != "a.example" {
+		t.Errorf("the shared configuration was changed: ServerName %q", got)
+	}
+}

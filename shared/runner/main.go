@@ -7,10 +7,12 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"slices"
 	"syscall"
 
 	"github.com/trawl/trawl/shared/envconfig"
 	"github.com/trawl/trawl/shared/obs"
+	"github.com/trawl/trawl/shared/redact"
 )
 
 // Exit codes of a service binary.
@@ -43,8 +45,15 @@ func Main(name string, c envconfig.Common, cfgErr error, run func(ctx context.Co
 	if obs.HealthcheckArg() {
 		os.Exit(obs.Probe(context.Background(), c.HTTPAddr, os.Stderr))
 	}
+	if len(os.Args) > 1 && slices.Contains([]string{"-h", "-help", "--help", "help"}, os.Args[1]) {
+		// A service takes no flags: -h must not start it.
+		fmt.Fprintf(os.Stdout, "usage: %s [healthcheck]\n\nThe Trawl %s service, configured by TRAWL_* environment variables (README.md, Configuration).\n"+
+			"`%s healthcheck` asks the running instance's /readyz (TRAWL_HTTP_ADDR) and exits 0 or 1.\n", name, name, name)
+		os.Exit(ExitOK)
+	}
+	// Errors pass through redact as a last guard: a library's error may quote a URL.
 	if cfgErr != nil {
-		fmt.Fprintf(os.Stderr, "%s: configuration: %v\n", name, cfgErr)
+		fmt.Fprintf(os.Stderr, "%s: configuration: %v\n", name, redact.Error(cfgErr))
 		os.Exit(ExitConfig)
 	}
 	SetGCDefault()
@@ -53,7 +62,7 @@ func Main(name string, c envconfig.Common, cfgErr error, run func(ctx context.Co
 	err := run(ctx, log)
 	stop()
 	if err != nil {
-		log.Error(name+" failed", "err", err)
+		log.Error(name+" failed", "err", redact.Error(err))
 		os.Exit(ExitFailed)
 	}
 	os.Exit(ExitOK)

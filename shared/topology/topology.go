@@ -340,7 +340,43 @@ func Bodies(o Options) jetstream.ObjectStoreConfig {
 type ConsumerSpec struct {
 	Stream string
 	Config jetstream.ConsumerConfig
+	// Owner is the service whose settings the consumer takes: the one that reads it, or
+	// for the fetch tasks the scheduler, whose TRAWL_LEASE_TTL the ack wait must exceed.
+	// Every service creates a consumer that is missing (a stream may keep messages only
+	// for consumers that exist), but only the owner changes one that exists (natsx.Ensure).
+	Owner string
+	// Setting is the variable the consumer's AckWait comes from, and Value its value in the
+	// service that declares it; both are also kept in the consumer's metadata.
+	Setting, Value string
 }
+
+// Metadata keys of a pipeline consumer: the variable its ack wait comes from, that
+// variable's value, and the service that made or last changed it.
+const (
+	MetaSetting = "trawl_setting"
+	MetaValue   = "trawl_value"
+	MetaSetBy   = "trawl_set_by"
+)
+
+// LeaseTTL is the fetch tasks' lease TTL in force: the TRAWL_LEASE_TTL of the scheduler,
+// read from the metadata of the fetch consumer it owns (fetch), or that consumer's ack
+// wait, which exceeds it, when the metadata does not hold it. A service that needs the
+// lease TTL takes it from here, not from its own TRAWL_LEASE_TTL, which may differ.
+func LeaseTTL(fetch jetstream.ConsumerConfig) time.Duration {
+	if fetch.Metadata[MetaSetting] == "TRAWL_LEASE_TTL" {
+		if d, err := time.ParseDuration(fetch.Metadata[MetaValue]); err == nil && d > 0 {
+			return d
+		}
+	}
+	return fetch.AckWait
+}
+
+// Services that own consumers (ConsumerSpec.Owner).
+const (
+	ServiceScheduler = "scheduler"
+	ServiceDedup     = "dedup"
+	ServiceParser    = "parser"
+)
 
 // StageTimings are the redelivery settings of the pipeline's consumers.
 type StageTimings struct {
@@ -354,12 +390,26 @@ type StageTimings struct {
 	// because a temporary error must never end a message; the consume loops terminate only
 	// permanent errors (envconfig.Common.Timings).
 	MaxDeliver int
+	// LeaseTTL is TRAWL_LEASE_TTL, which FetchAckWait derives from; recorded in the fetch
+	// consumer's metadata so that a mismatch names it (0 = not recorded).
+	LeaseTTL time.Duration
+	// As is the service declaring the consumers: those another service owns are used as
+	// they are when they exist. "" declares every consumer as its owner (tests, tools).
+	As string
 }
 
 // Consumers returns the durable consumers the pipeline needs for o.Shards shards.
 func Consumers(o Options, t StageTimings) []ConsumerSpec {
-	explicit := func(name, filter string, ackWait time.Duration, maxAck int) jetstream.ConsumerConfig {
-		return jetstream.ConsumerConfig{
+	spec := func(stream, owner, name, filter string, maxAck int) ConsumerSpec {
+		setting, value, ackWait := "TRAWL_ACK_WAIT", t.AckWait.String(), t.AckWait
+		if name == ConsumerFetcher {
+			setting, value, ackWait = "TRAWL_LEASE_TTL", t.LeaseTTL.String(), t.FetchAckWait
+		}
+		meta := map[string]string{MetaSetting: setting, MetaValue: value, MetaSetBy: t.As}
+		if t.As == "" {
+			meta[MetaSetBy] = owner
+		}
+		return ConsumerSpec{Stream: stream, Owner: owner, Setting: setting, Value: value, Config: jetstream.ConsumerConfig{
 			Durable:       name,
 			FilterSubject: filter,
 			AckPolicy:     jetstream.AckExplicitPolicy,
@@ -367,20 +417,21 @@ func Consumers(o Options, t StageTimings) []ConsumerSpec {
 			MaxDeliver:    t.MaxDeliver,
 			MaxAckPending: maxAck,
 			DeliverPolicy: jetstream.DeliverAllPolicy,
-		}
+			Metadata:      meta,
+		}}
 	}
 	specs := []ConsumerSpec{
-		{StreamDiscovered, explicit(ConsumerDedup, SubjectDiscovered, t.AckWait, 4096)},
-		{StreamFetch, explicit(ConsumerFetcher, fetchPrefix+">", t.FetchAckWait, 10000)},
-		{StreamPages, explicit(ConsumerParser, SubjectPages, t.AckWait, 4096)},
+		spec(StreamDiscovered, ServiceDedup, ConsumerDedup, SubjectDiscovered, 4096),
+		spec(StreamFetch, ServiceScheduler, ConsumerFetcher, fetchPrefix+">", 10000),
+		spec(StreamPages, ServiceParser, ConsumerParser, SubjectPages, 4096),
 	}
 	for s := 0; s < o.Shards; s++ {
 		specs = append(specs,
-			ConsumerSpec{StreamFrontier, explicit(SchedulerFrontierConsumer(s), FrontierSubject(s), t.AckWait, 4096)},
-			ConsumerSpec{StreamFetched, explicit(SchedulerFetchedConsumer(s), FetchedSubject(s), t.AckWait, 10000)},
+			spec(StreamFrontier, ServiceScheduler, SchedulerFrontierConsumer(s), FrontierSubject(s), 4096),
+			spec(StreamFetched, ServiceScheduler, SchedulerFetchedConsumer(s), FetchedSubject(s), 10000),
 		)
 		if o.Recrawl {
-			specs = append(specs, ConsumerSpec{RecrawlStreamOf(s, o), explicit(SchedulerRecrawlConsumer(s), DueFilter(s), t.AckWait, 4096)})
+			specs = append(specs, spec(RecrawlStreamOf(s, o), ServiceScheduler, SchedulerRecrawlConsumer(s), DueFilter(s), 4096))
 		}
 	}
 	return specs

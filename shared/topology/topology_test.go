@@ -3,6 +3,8 @@ package topology
 import (
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // The host → shard map must never change: a change moves hosts between shards mid-crawl.
@@ -58,5 +60,35 @@ func TestConsumersCoverShards(t *testing.T) {
 		if c.Config.Durable == ConsumerFetcher && c.Config.AckWait != time.Minute {
 			t.Fatalf("fetcher AckWait = %s, want the lease-derived %s", c.Config.AckWait, time.Minute)
 		}
+	}
+}
+
+// Each consumer names its owner and the variable its ack wait comes from; the fetch
+// consumer records the lease TTL, which LeaseTTL reads back.
+func TestConsumersOwnersAndLease(t *testing.T) {
+	tm := StageTimings{AckWait: 10 * time.Second, FetchAckWait: 150 * time.Second, LeaseTTL: 2 * time.Minute, As: "fetcher"}
+	for _, c := range Consumers(DefaultOptions(2), tm) {
+		want := ServiceScheduler
+		switch c.Config.Durable {
+		case ConsumerDedup:
+			want = ServiceDedup
+		case ConsumerParser:
+			want = ServiceParser
+		}
+		if c.Owner != want {
+			t.Errorf("%s: owner %q, want %q", c.Config.Durable, c.Owner, want)
+		}
+		if c.Config.Metadata[MetaSetBy] != "fetcher" || c.Config.Metadata[MetaSetting] != c.Setting {
+			t.Errorf("%s: metadata %v", c.Config.Durable, c.Config.Metadata)
+		}
+		if c.Config.Durable == ConsumerFetcher {
+			if c.Setting != "TRAWL_LEASE_TTL" || LeaseTTL(c.Config) != 2*time.Minute {
+				t.Errorf("fetch consumer: setting %s, lease %s, want TRAWL_LEASE_TTL 2m", c.Setting, LeaseTTL(c.Config))
+			}
+		}
+	}
+	// A consumer made before the metadata: its ack wait, which exceeds the lease.
+	if got := LeaseTTL(jetstream.ConsumerConfig{AckWait: 150 * time.Second}); got != 150*time.Second {
+		t.Errorf("LeaseTTL without metadata = %s, want the ack wait", got)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/trawl/trawl/devstack/natscluster"
 	"github.com/trawl/trawl/devstack/natsembed"
 	"github.com/trawl/trawl/shared/durability"
 	"github.com/trawl/trawl/shared/runner"
@@ -34,12 +35,15 @@ func main() {
 		return err
 	})
 	flag.StringVar(&opts.ServerName, "name", "", "server name (distinct in a cluster; default trawl-devstack)")
-	cluster := flag.String("cluster", "", "join a NATS cluster of this name, with clustered JetStream (needs -cluster-port and -routes)")
+	cluster := flag.String("cluster", "", "join a NATS cluster of this name, with clustered JetStream (needs -cluster-port and -routes); "+
+		"with TRAWL_NATS_ROUTE_USER and TRAWL_NATS_ROUTE_PASSWORD set, peers must present them and the routes do")
 	clusterPort := flag.Int("cluster-port", 0, "route listen port")
 	routes := flag.String("routes", "", "comma-separated nats-route://host:port of every server of the cluster")
 	flag.Parse()
 	if *cluster != "" {
-		opts.Cluster = &natsembed.Cluster{Name: *cluster, Port: *clusterPort, Routes: strings.Split(*routes, ",")}
+		// The route credentials come from the environment, out of the command line.
+		opts.Cluster = &natsembed.Cluster{Name: *cluster, Port: *clusterPort, Routes: strings.Split(*routes, ","),
+			User: os.Getenv(natscluster.RouteUserEnv), Password: os.Getenv(natscluster.RoutePasswordEnv)}
 	}
 	// The server gets the services' collector target: its CPU per message counts as theirs.
 	runner.SetGCDefault()

@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/trawl/trawl/shared/envconfig"
+	"github.com/trawl/trawl/shared/redact"
 	"github.com/trawl/trawl/trawlctl/internal/config"
 )
 
@@ -138,7 +139,8 @@ func report(e *env, err error) int {
 	case errors.Is(err, errSilent):
 		return ExitFailure
 	}
-	fmt.Fprintf(e.Stderr, "trawlctl %s: %s\n", e.name, oneLine(err.Error()))
+	// redact as a last guard: a library's error may quote a URL.
+	fmt.Fprintf(e.Stderr, "trawlctl %s: %s\n", e.name, oneLine(redact.Text(err.Error())))
 	var ue *usageError
 	if errors.As(err, &ue) {
 		return ExitUsage
@@ -177,10 +179,10 @@ func (e *env) parse(c *command, fs *flag.FlagSet, args []string) error {
 // connFlags registers the overrides of the connection settings a command uses.
 func (e *env) connFlags(fs *flag.FlagSet, nats, redis bool) {
 	if nats {
-		fs.StringVar(&e.cfg.NATSURL, "nats", e.cfg.NATSURL, "NATS server URL (TRAWL_NATS_URL)")
+		fs.Var(redact.Flag(&e.cfg.NATSURL), "nats", "NATS server `URL` (TRAWL_NATS_URL)")
 	}
 	if redis {
-		fs.StringVar(&e.cfg.RedisURL, "redis", e.cfg.RedisURL, "Redis URL (TRAWL_REDIS_URL)")
+		fs.Var(redact.Flag(&e.cfg.RedisURL), "redis", "Redis `URL` (TRAWL_REDIS_URL)")
 		fs.StringVar(&e.cfg.RedisPrefix, "prefix", e.cfg.RedisPrefix, "Redis key prefix of the crawl (TRAWL_REDIS_PREFIX)")
 		fs.IntVar(&e.cfg.Shards, "shards", e.cfg.Shards, "scheduler shards (TRAWL_SHARDS)")
 	}

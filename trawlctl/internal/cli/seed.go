@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/trawl/trawl/shared/redact"
 	"github.com/trawl/trawl/shared/seed"
 	"github.com/trawl/trawl/shared/topology"
 	"github.com/trawl/trawl/trawlctl/internal/conn"
@@ -80,7 +81,7 @@ func runSeed(ctx context.Context, e *env, args []string) error {
 	defer nc.Close()
 	n, err := seed.Publish(ctx, js, urls, *depth)
 	if errors.Is(err, jetstream.ErrNoStreamResponse) {
-		return fmt.Errorf("no stream takes %s on %s: start a Trawl service first (services create the streams)", topology.SubjectDiscovered, e.cfg.NATSURL)
+		return fmt.Errorf("no stream takes %s on %s: start a Trawl service first (services create the streams)", topology.SubjectDiscovered, redact.URL(e.cfg.NATSURL))
 	}
 	if err != nil {
 		return fmt.Errorf("published %d of %d URLs: %w", n, len(urls), err)

@@ -14,7 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/trawl/trawl/shared/envconfig"
-	"github.com/trawl/trawl/shared/natsx"
+	"github.com/trawl/trawl/shared/redact"
 	"github.com/trawl/trawl/shared/redisx"
 )
 
@@ -39,7 +39,7 @@ func NATS(ctx context.Context, c envconfig.Conn) (*nats.Conn, jetstream.JetStrea
 		// A tool's session is short: give up on a lost server rather than hang.
 		nats.MaxReconnects(5), nats.ReconnectWait(250 * time.Millisecond)}, auth...)...)
 	if err != nil {
-		return nil, nil, fmt.Errorf("NATS at %s %w: %v", natsx.Redact(url), ErrUnreachable, err)
+		return nil, nil, fmt.Errorf("NATS at %s %w: %v", redact.URL(url), ErrUnreachable, redact.Error(err))
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -61,7 +61,7 @@ func Redis(ctx context.Context, cc envconfig.Conn) (redis.UniversalClient, error
 	defer cancel()
 	if err := c.Ping(pctx).Err(); err != nil {
 		c.Close()
-		return nil, fmt.Errorf("Redis at %s %w: %v", redisx.Addrs(url), ErrUnreachable, err)
+		return nil, fmt.Errorf("Redis at %s %w: %v", redisx.Addrs(url), ErrUnreachable, redact.Error(err))
 	}
 	return c, nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/trawl/trawl/examples/indexer/internal/index"
 	"github.com/trawl/trawl/shared/envconfig"
 	"github.com/trawl/trawl/shared/natsx"
+	"github.com/trawl/trawl/shared/redact"
 )
 
 // Run runs the indexer command line and returns the exit status.
@@ -43,7 +44,8 @@ var errUsage = errors.New("usage")
 func runIndex(ctx context.Context, args []string, log *slog.Logger) error {
 	r := &envconfig.Reader{}
 	fs := flag.NewFlagSet("indexer", flag.ContinueOnError)
-	natsURL := fs.String("nats", envconfig.LoadConn(r).NATSURL, "NATS server (TRAWL_NATS_URL)")
+	natsURL := envconfig.LoadConn(r).NATSURL
+	fs.Var(redact.Flag(&natsURL), "nats", "NATS server `URL` (TRAWL_NATS_URL)")
 	db := fs.String("db", "indexer.db", "SQLite index file")
 	durable := fs.String("durable", "indexer", "registered durable consumer name on CRAWL_DOCS: one per index (the crawl waits for it; delete it with the index)")
 	batch := fs.Int("batch", 256, "documents written per transaction")
@@ -61,7 +63,7 @@ func runIndex(ctx context.Context, args []string, log *slog.Logger) error {
 		return err
 	}
 	defer store.Close()
-	nc, js, err := natsx.Connect(ctx, *natsURL, "trawl-indexer", log)
+	nc, js, err := natsx.Connect(ctx, natsURL, "trawl-indexer", log)
 	if err != nil {
 		return err
 	}

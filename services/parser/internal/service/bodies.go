@@ -142,7 +142,13 @@ func (s *Service) SweepBodies(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("pages stream: %w", err)
 	}
 	state := st.CachedInfo().State
-	window := s.cfg.Common.LeaseTTL + publishSlack
+	// The scheduler's lease TTL, not this parser's own TRAWL_LEASE_TTL, bounds when a page
+	// is published after its body.
+	fetch, err := s.js.Consumer(ctx, topology.StreamFetch, topology.ConsumerFetcher)
+	if err != nil {
+		return 0, fmt.Errorf("fetch consumer: %w", err)
+	}
+	window := topology.LeaseTTL(fetch.CachedInfo().Config) + publishSlack
 	now := time.Now()
 	n := 0
 	var maybe []*jetstream.ObjectInfo
