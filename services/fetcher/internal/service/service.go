@@ -51,16 +51,17 @@ type Service struct {
 	m      *metrics
 	now    func() time.Time
 	bodies jetstream.ObjectStore // page bodies too large to travel inline
-	// archive says whether the archiver's consumer of crawl.pages exists: pages carry what
-	// an archive needs (attachCapture) only then.
-	archive *natsx.ConsumerWatch
-	run     *runner.Runner
-	cons    jetstream.Consumer
+	run    *runner.Runner
+	cons   jetstream.Consumer
 	// outcomes gathers outcomes into one crawl.fetched message per shard and flush.
 	outcomes *outcomeBatcher
 	maxMsg   int32 // the pages stream's largest message
 
 	crawl *crawlid.Guard
+
+	// archive says whether the archiver's consumer of crawl.pages exists: pages carry what
+	// an archive needs (attachCapture) only then.
+	archive *natsx.ConsumerWatch
 }
 
 // Run builds the service and runs it until ctx ends.
