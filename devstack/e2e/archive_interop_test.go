@@ -3,12 +3,15 @@
 package e2e
 
 import (
+	"crypto/sha1"
+	"encoding/base32"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
 
 	"github.com/trawl/trawl/devstack/stack"
+	"github.com/trawl/trawl/devstack/warccheck"
 )
 
 // TestArchiveReadByWarcio crawls the synthetic web with the archiver and reads every WARC
@@ -16,18 +19,6 @@ import (
 // every record, find every payload digest right and index every record where Trawl's CDXJ
 // says it is. It runs under `make interop`, which installs node, npm and warcio first.
 func TestArchiveReadByWarcio(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatalf("node is not installed: run `make interop`, which installs it (%v)", err)
-	}
-	root, err := filepath.Abs("..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	checker := filepath.Join(root, "warcio", "check.mjs")
-	if _, err := os.Stat(filepath.Join(root, "warcio", "node_modules", "warcio")); err != nil {
-		t.Fatalf("warcio.js is not installed in devstack/warcio: run `make interop` (%v)", err)
-	}
 	env := testEnv()
 	dir := filepath.Join(t.TempDir(), "warc")
 	r := crawl(t, testWeb(), env, stack.Options{Env: map[string]string{
@@ -39,6 +30,51 @@ func TestArchiveReadByWarcio(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join(dir, "*.warc.gz"))
 	if err != nil || len(files) < 2 {
 		t.Fatalf("WARC files %v (%v): want several", files, err)
+	}
+	readByWarcio(t, files)
+}
+
+// TestArchiveReadByWarcioCoded is the same for the archive of compressed responses
+// (TestArchiveCodedPages' crawl: gzip at 50 KB to 20 MB as sent, chunked, deflate):
+// warcio.js finds every payload digest right, and each digest is that of the octets the
+// site sent, so warcio reads each payload byte for byte as sent.
+func TestArchiveReadByWarcioCoded(t *testing.T) {
+	site, dir := codedCrawl(t)
+	a, err := warccheck.Check(dir)
+	if err != nil {
+		t.Fatalf("the archive does not read back:\n%v", err)
+	}
+	digests := map[string]string{}
+	for _, c := range a.Captures() {
+		digests[c.Get("WARC-Target-URI")] = c.Get("WARC-Payload-Digest")
+	}
+	for _, path := range site.Paths() {
+		sum := sha1.Sum(site.Wire(path))
+		if want := "sha1:" + base32.StdEncoding.EncodeToString(sum[:]); digests[site.Origin()+path] != want {
+			t.Errorf("%s: payload digest %q, the octets sent are %s", path, digests[site.Origin()+path], want)
+		}
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "*.warc.gz"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("WARC files %v (%v)", files, err)
+	}
+	readByWarcio(t, files)
+}
+
+// readByWarcio runs devstack/warcio/check.mjs on files.
+func readByWarcio(t *testing.T, files []string) {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatalf("node is not installed: run `make interop`, which installs it (%v)", err)
+	}
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checker := filepath.Join(root, "warcio", "check.mjs")
+	if _, err := os.Stat(filepath.Join(root, "warcio", "node_modules", "warcio")); err != nil {
+		t.Fatalf("warcio.js is not installed in devstack/warcio: run `make interop` (%v)", err)
 	}
 	out, err := exec.Command(node, append([]string{checker}, files...)...).CombinedOutput()
 	t.Logf("%s", out)

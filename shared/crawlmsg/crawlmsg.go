@@ -366,17 +366,27 @@ func DecodeOutcomes(data []byte) (outs []Outcome, invalid int, err error) {
 func (o *Outcome) valid() bool { return o.Host != "" && o.Lease != "" && o.Kind != "" }
 
 // Page is a raw HTTP response as published on crawl.pages: the body is the message payload
-// and PageMeta travels in the MetaHeader header.
+// and PageMeta travels in the MetaHeader header. A page with a capture (version
+// PageCaptureVersion) carries the capture's octets in the payload after the body.
 type Page struct {
 	Meta PageMeta
 	Body []byte
-	// Raw is the body as received when it differs from Body (Meta.Capture.RawSize), and
-	// travels inline (RawHeader); nil otherwise.
+	// Raw is the body as received when it differs from Body (Meta.Capture.RawSize) and
+	// travels inline; nil otherwise.
 	Raw []byte
 }
 
-// RawHeader is the NATS header holding a Page's Raw body, standard base64. A header and not
-// the payload, so that every reader of the payload keeps seeing the body alone.
+// PageCaptureVersion is the version of a page message that carries a capture. Its payload
+// is the body (none when it goes by reference, BodyRef), then the request head, the
+// response head and the body as received (none when it goes by reference, RawRef), whose
+// lengths the capture gives (RequestSize, ResponseSize, RawSize): what an archive needs
+// travels like the body, never in a header, which JetStream bounds to 64 KiB in all. A
+// page without a capture is version 1 and its payload is the body alone, as before.
+const PageCaptureVersion = 2
+
+// RawHeader is where version 1 pages (fetchers of earlier releases) carried Raw, standard
+// base64. It is read, never written: a header over 64 KiB makes JetStream refuse the
+// message, and a gzip body over about 48 KiB made one.
 const RawHeader = "Trawl-Raw-Body"
 
 // MetaHeader is the NATS header holding a Page's JSON-encoded PageMeta.
@@ -421,20 +431,27 @@ type PageMeta struct {
 }
 
 // Capture is what an archive keeps of an exchange beside the decoded body. The heads are
-// octets (JSON base64): a header value need not be UTF-8.
+// octets (a header value need not be UTF-8): in the payload of a version 2 page, whose
+// metadata gives their lengths; in the metadata as JSON base64 in a version 1 page.
+// DecodePage fills Request and Response either way.
 type Capture struct {
 	// Request is the request line and headers sent, ending in the blank line.
-	Request []byte `json:"request"`
+	Request []byte `json:"request,omitempty"`
 	// Response is the status line and headers received, ending in the blank line.
-	Response []byte `json:"response"`
+	Response []byte `json:"response,omitempty"`
+	// RequestSize and ResponseSize are the heads' lengths in a version 2 page's payload.
+	// Written from Request and Response; only the wire form carries them.
+	RequestSize  int64 `json:"request_size,omitempty"`
+	ResponseSize int64 `json:"response_size,omitempty"`
 	// Verbatim says Request and Response are the octets on the wire; false when they were
 	// rebuilt in HTTP/1.1 form from parsed fields (HTTP/2, HTTPS through a proxy).
 	Verbatim bool   `json:"verbatim,omitempty"`
 	IP       string `json:"ip,omitempty"` // the address the connection went to
 	// RawSize, when not 0, says the body as received (content coding intact, transfer
-	// coding removed) differs from the page's body, which is decoded: it travels inline in
-	// the RawHeader header, or as the object RawRef when the page is too large for both.
-	// 0 means the page's body is also the body as received.
+	// coding removed) differs from the page's body, which is decoded: it travels inline at
+	// the end of the payload (a version 1 page: in the RawHeader header), or as the object
+	// RawRef when the page is too large for both. 0 means the page's body is also the body
+	// as received.
 	RawSize int64    `json:"raw_size,omitempty"`
 	RawRef  *BodyRef `json:"raw_ref,omitempty"`
 }
@@ -518,7 +535,7 @@ func Marshal(v any) ([]byte, error) {
 	case *Document:
 		m.V = Version
 	case *PageMeta:
-		m.V = Version
+		m.V = pageVersion(m)
 		return appendPageMeta(nil, m), nil
 	default:
 		return nil, fmt.Errorf("crawlmsg: marshal %T: not a wire type", v)
@@ -559,6 +576,12 @@ func Unmarshal(data []byte, v any) error {
 		got = m.V
 		if m.URL == "" {
 			return fmt.Errorf("%w: page lacks url", ErrMalformed)
+		}
+		if got == PageCaptureVersion {
+			if m.Capture == nil {
+				return fmt.Errorf("%w: page of v=%d lacks its capture", ErrMalformed, got)
+			}
+			return nil
 		}
 	default:
 		return fmt.Errorf("crawlmsg: unmarshal %T: not a wire type", v)

@@ -2,10 +2,13 @@ package crawlmsg
 
 import (
 	"bytes"
+	"encoding/base64"
 	"errors"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/nats-io/nats.go"
 )
 
 func TestRoundTrip(t *testing.T) {
@@ -188,31 +191,108 @@ func TestPageMsg(t *testing.T) {
 	}
 }
 
-// The body as received travels beside the payload, which stays the decoded body every
-// reader of crawl.pages expects; a raw header that disagrees with the capture is refused.
-func TestPageMsgRaw(t *testing.T) {
+// A page with a capture is version 2: the heads and the body as received follow the body
+// in the payload, never in a header (JetStream refuses headers over 64 KiB in all), and
+// are cut back out by the lengths the metadata gives, whatever their size, a body or a raw
+// body by reference included. A payload that does not hold what the metadata names is
+// refused.
+func TestPageMsgCapture(t *testing.T) {
+	req, resp := []byte("GET / HTTP/1.1\r\n\r\n"), []byte("HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\n\r\n")
+	big := bytes.Repeat([]byte{0x1f, 0x8b, 0, 0xff, '\r', '\n'}, 50_000) // 300 KB, base64 400 KB
+	ref := &BodyRef{Bucket: "CRAWL_BODIES", Name: "x", Size: 9}
+	for _, tc := range []struct {
+		name            string
+		body, raw       []byte
+		bodyRef, rawRef bool
+	}{
+		{name: "plain page, no raw", body: []byte("<html>")},
+		{name: "small raw", body: []byte("<html>"), raw: []byte{0x1f, 0x8b, 0, 0xff}},
+		{name: "raw of 300 KB", body: []byte("<html>"), raw: big},
+		{name: "empty body", raw: big},
+		{name: "body by reference, raw inline", bodyRef: true, raw: big},
+		{name: "raw by reference", body: []byte("<html>"), raw: big, rawRef: true},
+		{name: "both by reference", bodyRef: true, raw: big, rawRef: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &Page{Meta: PageMeta{URL: "http://a/", Status: 200, Capture: &Capture{Request: req, Response: resp, RawSize: int64(len(tc.raw))}}, Body: tc.body, Raw: tc.raw}
+			if tc.bodyRef {
+				p.Meta.BodyRef, p.Body = ref, nil
+			}
+			if tc.rawRef {
+				p.Meta.Capture.RawRef, p.Raw = ref, nil
+			}
+			m, err := PageMsg("crawl.pages", p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.Header.Get(RawHeader) != "" || len(m.Header.Get(MetaHeader)) > 1024 {
+				t.Fatalf("headers carry octets: %d of metadata, raw header %t", len(m.Header.Get(MetaHeader)), m.Header.Get(RawHeader) != "")
+			}
+			if len(m.Data) != PayloadSize(p) {
+				t.Fatalf("payload %d octets, PayloadSize says %d", len(m.Data), PayloadSize(p))
+			}
+			got, err := DecodePage(m.Header, m.Data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Meta.V != PageCaptureVersion {
+				t.Fatalf("v=%d, want %d", got.Meta.V, PageCaptureVersion)
+			}
+			c := got.Meta.Capture
+			if !bytes.Equal(got.Body, p.Body) || !bytes.Equal(c.Request, req) || !bytes.Equal(c.Response, resp) || !bytes.Equal(got.Raw, p.Raw) {
+				t.Fatalf("decoded body %d octets, request %q, response %q, raw %d octets", len(got.Body), c.Request, c.Response, len(got.Raw))
+			}
+			if c.RawSize != int64(len(tc.raw)) || (c.RawRef != nil) != tc.rawRef || (got.Meta.BodyRef != nil) != tc.bodyRef {
+				t.Fatalf("capture %+v, body ref %v", c, got.Meta.BodyRef)
+			}
+			// An append to the body must not write over the heads that follow it.
+			_ = append(got.Body, 'X')
+			if !bytes.Equal(c.Request, req) {
+				t.Fatal("the body's slice reaches into the request head")
+			}
+			if _, err := DecodePage(m.Header, m.Data[:len(m.Data)-1]); tc.bodyRef && !errors.Is(err, ErrMalformed) {
+				t.Fatalf("payload one octet short, body by reference: %v", err)
+			}
+		})
+	}
+	// The metadata names more than the payload holds.
+	p := &Page{Meta: PageMeta{URL: "http://a/", Capture: &Capture{Request: req, Response: resp}}}
+	m, _ := PageMsg("crawl.pages", p)
+	if _, err := DecodePage(m.Header, m.Data[:3]); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("short payload: %v", err)
+	}
+	// A version 2 page without its capture.
+	h := nats.Header{}
+	h.Set(MetaHeader, `{"v":2,"url":"http://a/","status":200}`)
+	if _, err := DecodePage(h, []byte("x")); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("v2 without capture: %v", err)
+	}
+	// A page without a capture is still version 1, its payload the body alone.
+	m, _ = PageMsg("crawl.pages", &Page{Meta: PageMeta{URL: "http://a/"}, Body: []byte("<html>")})
+	if got, err := DecodePage(m.Header, m.Data); err != nil || got.Meta.V != Version || string(m.Data) != "<html>" {
+		t.Fatalf("page without capture: %+v, %v", got, err)
+	}
+}
+
+// Version 1 pages, written by fetchers of the earlier release, are still read: the heads
+// in the metadata as base64, the raw body in the Trawl-Raw-Body header, the payload the
+// body alone. A raw header that disagrees with the capture is refused.
+func TestDecodePageVersion1(t *testing.T) {
 	raw := []byte{0x1f, 0x8b, 0, 0xff, '\r', '\n'}
-	p := &Page{
-		Meta: PageMeta{URL: "http://a/", Status: 200, Capture: &Capture{Request: []byte("GET / HTTP/1.1\r\n\r\n"), RawSize: int64(len(raw))}},
-		Body: []byte("<html>"),
-		Raw:  raw,
-	}
-	m, err := PageMsg("crawl.pages", p)
+	h := nats.Header{}
+	h.Set(MetaHeader, `{"v":1,"url":"http://a/","host":"a","depth":0,"status":200,"fetched_at":1,"duration_ms":1,`+
+		`"capture":{"request":"R0VUIC8gSFRUUC8xLjENCg0K","response":"SFRUUC8xLjEgMjAwIE9LDQoNCg==","verbatim":true,"raw_size":6}}`)
+	h.Set(RawHeader, base64.StdEncoding.EncodeToString(raw))
+	got, err := DecodePage(h, []byte("<html>"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(m.Data, p.Body) {
-		t.Fatalf("payload %q, want the decoded body", m.Data)
+	c := got.Meta.Capture
+	if got.Meta.V != 1 || string(got.Body) != "<html>" || !bytes.Equal(got.Raw, raw) || string(c.Request) != "GET / HTTP/1.1\r\n\r\n" || string(c.Response) != "HTTP/1.1 200 OK\r\n\r\n" {
+		t.Fatalf("decoded %+v, capture %+v", got, c)
 	}
-	got, err := DecodePage(m.Header, m.Data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got.Raw, raw) || !bytes.Equal(got.Body, p.Body) || string(got.Meta.Capture.Request) != "GET / HTTP/1.1\r\n\r\n" {
-		t.Fatalf("decoded raw %q body %q capture %+v", got.Raw, got.Body, got.Meta.Capture)
-	}
-	m.Header.Set(RawHeader, "AAAA")
-	if _, err := DecodePage(m.Header, m.Data); !errors.Is(err, ErrMalformed) {
+	h.Set(RawHeader, "AAAA")
+	if _, err := DecodePage(h, []byte("<html>")); !errors.Is(err, ErrMalformed) {
 		t.Fatalf("raw body of the wrong size: %v", err)
 	}
 }

@@ -8,21 +8,43 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-// PageMsg builds the NATS message for a raw page on subject.
-// The error is always nil: the metadata is written by hand (encodeMeta); it is kept so
-// callers need not change if encoding could fail again.
+// PageMsg builds the NATS message for a raw page on subject. A page with a capture is
+// written as version PageCaptureVersion: the payload is the body, the request head, the
+// response head and the body as received (Raw), in this order, each left out where it goes
+// by reference. The error is always nil: the metadata is written by hand (encodeMeta); it
+// is kept so callers need not change if encoding could fail again.
 func PageMsg(subject string, p *Page) (*nats.Msg, error) {
 	m := nats.NewMsg(subject)
 	m.Header.Set(MetaHeader, encodeMeta(&p.Meta))
-	if len(p.Raw) > 0 {
-		m.Header.Set(RawHeader, base64.StdEncoding.EncodeToString(p.Raw))
-	}
 	m.Data = p.Body
+	if c := p.Meta.Capture; c != nil {
+		m.Data = make([]byte, 0, PayloadSize(p))
+		m.Data = append(m.Data, p.Body...)
+		m.Data = append(m.Data, c.Request...)
+		m.Data = append(m.Data, c.Response...)
+		if c.RawRef == nil {
+			m.Data = append(m.Data, p.Raw...)
+		}
+	}
 	return m, nil
 }
 
+// PayloadSize is the length of the payload PageMsg writes for p.
+func PayloadSize(p *Page) int {
+	n := len(p.Body)
+	if c := p.Meta.Capture; c != nil {
+		n += len(c.Request) + len(c.Response)
+		if c.RawRef == nil {
+			n += len(p.Raw)
+		}
+	}
+	return n
+}
+
 // DecodePage reads a raw page from a message's header and payload. When the page's body
-// travels by reference (Meta.BodyRef), Body is empty and the reader fetches the object.
+// travels by reference (Meta.BodyRef), Body is empty and the reader fetches the object;
+// so does the body as received when the capture names it (Capture.RawRef). Body, Raw and
+// the capture's heads share the payload's memory.
 func DecodePage(header nats.Header, data []byte) (*Page, error) {
 	raw := header.Get(MetaHeader)
 	if raw == "" {
@@ -33,6 +55,13 @@ func DecodePage(header nats.Header, data []byte) (*Page, error) {
 		return nil, err
 	}
 	p.Body = data
+	if p.Meta.V == PageCaptureVersion {
+		if err := p.splitPayload(); err != nil {
+			return nil, err
+		}
+		return &p, nil
+	}
+	// Version 1: a capture's octets are in the metadata, its raw body in a header.
 	if raw := header.Get(RawHeader); raw != "" {
 		b, err := base64.StdEncoding.DecodeString(raw)
 		if err != nil {
@@ -44,6 +73,34 @@ func DecodePage(header nats.Header, data []byte) (*Page, error) {
 		p.Raw = b
 	}
 	return &p, nil
+}
+
+// splitPayload cuts a version 2 page's payload into the body, the heads and the body as
+// received, by the lengths its capture gives.
+func (p *Page) splitPayload() error {
+	c, data := p.Meta.Capture, p.Body
+	rawIn := int64(0)
+	if c.RawRef == nil {
+		rawIn = c.RawSize
+	}
+	if c.RequestSize < 0 || c.ResponseSize < 0 || rawIn < 0 {
+		return fmt.Errorf("%w: page %s: negative capture sizes", ErrMalformed, p.Meta.URL)
+	}
+	tail := c.RequestSize + c.ResponseSize + rawIn
+	if tail > int64(len(data)) || (p.Meta.BodyRef != nil && tail != int64(len(data))) {
+		return fmt.Errorf("%w: page %s: payload of %d octets does not hold the %d its capture names (body by reference: %t)",
+			ErrMalformed, p.Meta.URL, len(data), tail, p.Meta.BodyRef != nil)
+	}
+	// Full slice expressions: an append to one part never writes over the next.
+	cut := len(data) - int(tail)
+	p.Body = data[:cut:cut]
+	rest := data[cut:]
+	c.Request, rest = rest[:c.RequestSize:c.RequestSize], rest[c.RequestSize:]
+	c.Response, rest = rest[:c.ResponseSize:c.ResponseSize], rest[c.ResponseSize:]
+	if rawIn > 0 {
+		p.Raw = rest
+	}
+	return nil
 }
 
 // MarshalIndent is Marshal for humans (trawlctl, logs).

@@ -1,7 +1,6 @@
 package crawlmsg
 
 import (
-	"encoding/base64"
 	"slices"
 	"strconv"
 	"sync"
@@ -22,9 +21,18 @@ var metaBufs = sync.Pool{New: func() any { b := make([]byte, 0, 2<<10); return &
 // maxPooledMeta keeps a page with a huge header block from pinning its buffer.
 const maxPooledMeta = 64 << 10
 
+// pageVersion is the version a page's message is written in: PageCaptureVersion when it
+// carries a capture, whose octets then travel in the payload.
+func pageVersion(m *PageMeta) int {
+	if m.Capture != nil {
+		return PageCaptureVersion
+	}
+	return Version
+}
+
 // encodeMeta stamps the version on m and returns its JSON as a string.
 func encodeMeta(m *PageMeta) string {
-	m.V = Version
+	m.V = pageVersion(m)
 	bp := metaBufs.Get().(*[]byte)
 	b := appendPageMeta((*bp)[:0], m)
 	s := string(b)
@@ -78,10 +86,11 @@ func appendPageMeta(b []byte, m *PageMeta) []byte {
 		b = appendBodyRef(b, m.BodyRef)
 	}
 	if c := m.Capture; c != nil {
-		b = append(b, `,"capture":{"request":`...)
-		b = appendBytes(b, c.Request)
-		b = append(b, `,"response":`...)
-		b = appendBytes(b, c.Response)
+		// The wire form (wireCapture): the heads' lengths, their octets in the payload.
+		b = append(b, `,"capture":{`...)
+		start := len(b)
+		b = appendOptInt(b, `,"request_size":`, headSize(c.Request, c.RequestSize))
+		b = appendOptInt(b, `,"response_size":`, headSize(c.Response, c.ResponseSize))
 		if c.Verbatim {
 			b = append(b, `,"verbatim":true`...)
 		}
@@ -91,9 +100,31 @@ func appendPageMeta(b []byte, m *PageMeta) []byte {
 			b = append(b, `,"raw_ref":`...)
 			b = appendBodyRef(b, c.RawRef)
 		}
+		if len(b) > start {
+			// Every field was written with a leading comma; the first one's is dropped.
+			b = append(b[:start], b[start+1:]...)
+		}
 		b = append(b, '}')
 	}
 	return append(b, '}')
+}
+
+// headSize is a head's length on the wire: its octets', or, for a capture decoded from the
+// metadata alone (no payload to cut them from), the length the metadata gave.
+func headSize(head []byte, size int64) int64 {
+	if head == nil {
+		return size
+	}
+	return int64(len(head))
+}
+
+// wireCapture is c as a version 2 page's metadata carries it: the heads' lengths and not
+// their octets, which travel in the payload.
+func wireCapture(c *Capture) *Capture {
+	w := *c
+	w.RequestSize, w.ResponseSize = headSize(c.Request, c.RequestSize), headSize(c.Response, c.ResponseSize)
+	w.Request, w.Response = nil, nil
+	return &w
 }
 
 func appendRecrawl(b []byte, r *Recrawl) []byte {
@@ -159,16 +190,6 @@ func appendStrings(b []byte, ss []string) []byte {
 		b = appendJSONString(b, s)
 	}
 	return append(b, ']')
-}
-
-// appendBytes writes octets as encoding/json does: standard base64, or null for nil.
-func appendBytes(b []byte, p []byte) []byte {
-	if p == nil {
-		return append(b, "null"...)
-	}
-	b = append(b, '"')
-	b = base64.StdEncoding.AppendEncode(b, p)
-	return append(b, '"')
 }
 
 func appendOptString(b []byte, key, s string) []byte {

@@ -40,7 +40,8 @@ func TestWireMatchesEncodingJSON(t *testing.T) {
 			ContentType: "text/html", Charset: "utf-8", FetchedAt: 1790000000000, DurationMs: 5, Truncated: true,
 			Redirects: []string{"http://a.example/old"}, Location: "http://a.example/new", Hops: 1, Lease: "0-1-2",
 			BodyRef: &BodyRef{Bucket: "CRAWL_BODIES", Name: "page:0-1-2", Size: 20 << 20},
-			Capture: &Capture{Request: []byte("GET / HTTP/1.1\r\nHost: a.example\r\n\r\n"), Response: []byte("HTTP/1.1 200 OK\r\nX-L1: \xe9\r\n\r\n"),
+			// The wire form: the heads' lengths, their octets in the payload (DecodePage).
+			Capture: &Capture{RequestSize: 35, ResponseSize: 28,
 				Verbatim: true, IP: "192.0.2.1", RawSize: 9 << 20, RawRef: &BodyRef{Bucket: "CRAWL_BODIES", Name: "raw:0-1-2", Size: 9 << 20}}},
 			func() any { return new(PageMeta) }},
 		{"document", &Document{URL: "http://a.example/", Host: "a.example", Depth: 1, Status: 200, FetchedAt: 17, ContentType: "text/html",

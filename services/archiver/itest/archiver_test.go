@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"os"
 	"path/filepath"
 	"sort"
@@ -61,6 +62,14 @@ func TestArchive(t *testing.T) {
 	cut := exchange("http://a.example/cut", 200, "Content-Type: text/html\r\n", html[:10], false)
 	cut.Meta.Truncated = true
 	s.publish(cut, "l8")
+	// A gzip body of 300 KB as received travels in the payload (version 2) …
+	noise := make([]byte, 300_000)
+	rand.Read(noise)
+	large := []byte(base64.StdEncoding.EncodeToString(noise))
+	s.publish(exchange("http://a.example/gzlarge", 200, "Content-Type: text/plain\r\n", large, true), "l9")
+	// … and a version 1 page, from a fetcher of the earlier release, is still read: the
+	// heads in the metadata, the raw body in the Trawl-Raw-Body header.
+	s.publishV1(exchange("http://a.example/v1gz", 200, "Content-Type: text/plain\r\n", text, true), "l10")
 	bad := nats.NewMsg(topology.SubjectPages)
 	bad.Data = []byte("no metadata")
 	if _, err := s.js.PublishMsg(context.Background(), bad); err != nil {
@@ -95,6 +104,8 @@ func TestArchive(t *testing.T) {
 		{"inline body", "http://a.example/plain", html},
 		{"gzip body as received", "http://a.example/gz", rawOf(t, s, "http://a.example/gz", text)},
 		{"body by reference", "http://a.example/big", big},
+		{"gzip body of 300 KB as received", "http://a.example/gzlarge", rawOf(t, s, "http://a.example/gzlarge", large)},
+		{"version 1 page", "http://a.example/v1gz", rawOf(t, s, "http://a.example/v1gz", text)},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

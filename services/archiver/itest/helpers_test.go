@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"log/slog"
 	"os"
 	"strconv"
@@ -121,6 +123,27 @@ func (s *stack) publish(p *crawlmsg.Page, lease string) uint64 {
 		s.t.Fatal(err)
 	}
 	return ack.Sequence
+}
+
+// publishV1 publishes p as a fetcher of the earlier release did (version 1): the heads as
+// base64 in the metadata, the raw body in the Trawl-Raw-Body header, the payload the body.
+func (s *stack) publishV1(p *crawlmsg.Page, lease string) {
+	s.t.Helper()
+	p.Meta.Lease, p.Meta.V = lease, 1
+	meta, err := json.Marshal(&p.Meta)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	m := nats.NewMsg(topology.SubjectPages)
+	m.Header.Set(crawlmsg.MetaHeader, string(meta))
+	m.Header.Set(crawlmsg.RawHeader, base64.StdEncoding.EncodeToString(p.Raw))
+	m.Header.Set(nats.MsgIdHdr, "page:"+lease)
+	m.Data = p.Body
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	if _, err := s.js.PublishMsg(ctx, m); err != nil {
+		s.t.Fatal(err)
+	}
 }
 
 func (s *stack) putObject(name string, data []byte) *crawlmsg.BodyRef {

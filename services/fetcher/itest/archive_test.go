@@ -5,11 +5,15 @@ import (
 	"compress/gzip"
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/testwait"
+	"github.com/trawl/trawl/shared/topology"
 )
 
 func gzipOf(t *testing.T, data []byte) []byte {
@@ -21,10 +25,22 @@ func gzipOf(t *testing.T, data []byte) []byte {
 	return b.Bytes()
 }
 
-// TestCaptureStored: every page carries what an archive needs — the request sent, the
-// response head as received, the remote IP — and a gzip body as received travels inline
-// beside the decoded body only when both fit the inline threshold together; otherwise it
-// is an object, so a large body is never inlined twice. The payload stays the decoded body.
+// archiving declares the archiver's consumer of crawl.pages, as a running archiver does:
+// fetchers keep what an archive needs only while it exists.
+func (st *stack) archiving() {
+	st.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	if _, err := st.js.CreateOrUpdateConsumer(ctx, topology.StreamPages, topology.ArchiverConsumer(st.common.Timings())); err != nil {
+		st.t.Fatal(err)
+	}
+}
+
+// TestCaptureStored: while an archive is written, every page carries what it needs — the
+// request sent, the response head as received, the remote IP — and a gzip body as
+// received travels in the payload after the decoded body only when both fit the inline
+// threshold together (the body counted when it goes inline itself); otherwise it is an
+// object. The decoded body stays what a reader of the page gets as its body.
 func TestCaptureStored(t *testing.T) {
 	small := []byte(strings.Repeat("<p>small and compressible</p>", 100))
 	noise := make([]byte, 40<<10)
@@ -45,6 +61,7 @@ func TestCaptureStored(t *testing.T) {
 		"/noise":      gz("/noise"),
 		"/large":      gz("/large"),
 	})
+	st.archiving()
 	st.start(st.config(map[string]string{"TRAWL_BODY_INLINE_MAX": "64KiB"}), "a")
 	st.warmRobots(s)
 
@@ -56,7 +73,7 @@ func TestCaptureStored(t *testing.T) {
 	}{
 		{"/small", small, false, false},
 		{"/noise", noise, true, false}, // body inline, but body + raw would not fit
-		{"/large", large, true, true},  // body by reference, so raw too
+		{"/large", large, false, true}, // body by reference, the small raw body inline
 	}
 	for _, c := range cases {
 		t.Run(c.path, func(t *testing.T) {
@@ -116,4 +133,129 @@ func (st *stack) object(ref *crawlmsg.BodyRef) []byte {
 		st.t.Fatal(err)
 	}
 	return b
+}
+
+// noise is text whose gzip is about n octets: n random octets in base64, which gzip
+// brings back to about their own size (decoded, the page is a third larger).
+func noise(t *testing.T, n int) []byte {
+	t.Helper()
+	b := make([]byte, n)
+	rand.Read(b)
+	return []byte(base64.StdEncoding.EncodeToString(b))
+}
+
+// TestLargeCompressedPagesPublished: gzip pages whose compressed bodies are far above
+// JetStream's 64 KiB header limit — 50 KB, 300 KB (sent chunked, as nginx sends gzip), 600
+// KB, 5 MB — are stored with the default inline threshold while an archive is written:
+// each page is published, its outcome is fetched, and its body as received comes back
+// octet for octet, in the payload or by reference, never in a header.
+func TestLargeCompressedPagesPublished(t *testing.T) {
+	served, decoded := map[string][]byte{}, map[string][]byte{}
+	routes := map[string]http.HandlerFunc{"/robots.txt": text(robotsTxt)}
+	for _, c := range []struct {
+		path    string
+		size    int
+		chunked bool
+	}{{"/50k", 50_000, false}, {"/300k", 300_000, true}, {"/600k", 600_000, false}, {"/5m", 5_000_000, false}} {
+		decoded[c.path] = noise(t, c.size)
+		served[c.path] = gzipOf(t, decoded[c.path])
+		body := served[c.path]
+		routes[c.path] = func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/html")
+			w.Header().Set("Content-Encoding", "gzip")
+			if !c.chunked {
+				w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+				w.Write(body)
+				return
+			}
+			for p := body; len(p) > 0; {
+				n := min(len(p), 16<<10)
+				w.Write(p[:n])
+				w.(http.Flusher).Flush()
+				p = p[n:]
+			}
+		}
+	}
+	st := newStack(t)
+	s := newSite(t, routes)
+	st.archiving()
+	st.start(st.config(nil), "a")
+	st.warmRobots(s)
+	for _, c := range []struct {
+		path              string
+		bodyRef, rawByRef bool
+	}{
+		{"/50k", false, false},
+		{"/300k", false, false},
+		{"/600k", false, true}, // body inline (800 KB); body and raw together over 1 MiB
+		{"/5m", true, true},
+	} {
+		t.Run(c.path[1:], func(t *testing.T) {
+			tk := task(s.URL + c.path)
+			st.publishTask(tk)
+			if o := st.outcome(tk.Lease); o.Kind != crawlmsg.OutcomeFetched {
+				t.Fatalf("outcome %+v", o)
+			}
+			p := st.page(tk.Lease)
+			cp := p.Meta.Capture
+			if cp == nil || p.Meta.V != crawlmsg.PageCaptureVersion {
+				t.Fatalf("page v=%d, capture %+v", p.Meta.V, cp)
+			}
+			if (cp.RawRef != nil) != c.rawByRef || (p.Meta.BodyRef != nil) != c.bodyRef {
+				t.Errorf("raw by reference %v, body by reference %v; want %v, %v", cp.RawRef != nil, p.Meta.BodyRef != nil, c.rawByRef, c.bodyRef)
+			}
+			raw, body := p.Raw, p.Body
+			if cp.RawRef != nil {
+				raw = st.object(cp.RawRef)
+			}
+			if p.Meta.BodyRef != nil {
+				body = st.object(p.Meta.BodyRef)
+			}
+			if cp.RawSize != int64(len(served[c.path])) || !bytes.Equal(raw, served[c.path]) {
+				t.Errorf("raw body of %d octets (capture says %d) is not the %d served", len(raw), cp.RawSize, len(served[c.path]))
+			}
+			if !bytes.Equal(body, decoded[c.path]) {
+				t.Errorf("the page's body (%d octets) is not the decoded body (%d)", len(body), len(decoded[c.path]))
+			}
+			if !bytes.Contains(cp.Response, []byte("Content-Encoding: gzip\r\n")) {
+				t.Errorf("response head %q", cp.Response)
+			}
+		})
+	}
+}
+
+// TestNoCaptureWithoutArchive: with no archiver's consumer, nothing is kept that no reader
+// asks for — a gzip page carries no capture, its payload is the decoded body alone and no
+// raw body is stored — until the consumer is made: its advisory turns the capture on.
+func TestNoCaptureWithoutArchive(t *testing.T) {
+	page := []byte(strings.Repeat("<p>compressible</p>", 5000))
+	served := gzipOf(t, page)
+	st := newStack(t)
+	s := newSite(t, map[string]http.HandlerFunc{
+		"/robots.txt": text(robotsTxt),
+		"/p": func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/html")
+			w.Header().Set("Content-Encoding", "gzip")
+			w.Write(served)
+		},
+	})
+	st.start(st.config(nil), "a")
+	st.warmRobots(s)
+	tk := task(s.URL + "/p")
+	st.publishTask(tk)
+	if o := st.outcome(tk.Lease); o.Kind != crawlmsg.OutcomeFetched {
+		t.Fatalf("outcome %+v", o)
+	}
+	p := st.page(tk.Lease)
+	if p.Meta.Capture != nil || p.Raw != nil || p.Meta.V != crawlmsg.Version || !bytes.Equal(p.Body, page) {
+		t.Fatalf("page without an archive: v=%d capture %+v, raw %d octets, body %d octets", p.Meta.V, p.Meta.Capture, len(p.Raw), len(p.Body))
+	}
+	st.archiving()
+	testwait.Eventually(t, waitFor, "a page with its capture once the archiver's consumer exists", func() bool {
+		tk := task(s.URL + "/p")
+		st.publishTask(tk)
+		st.outcome(tk.Lease)
+		p := st.page(tk.Lease)
+		return p.Meta.Capture != nil && bytes.Equal(p.Raw, served)
+	})
 }

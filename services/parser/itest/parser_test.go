@@ -411,7 +411,7 @@ func TestMalformedPagesAreTerminated(t *testing.T) {
 	badJSON.Header.Set(crawlmsg.MetaHeader, "{not json")
 	s.publish(badJSON)
 	future := nats.NewMsg(topology.SubjectPages)
-	future.Header.Set(crawlmsg.MetaHeader, `{"v":2,"url":"http://site.test/v2","status":200,"content_type":"text/html"}`)
+	future.Header.Set(crawlmsg.MetaHeader, `{"v":3,"url":"http://site.test/v3","status":200,"content_type":"text/html"}`)
 	s.publish(future)
 	// The service keeps going: a good page after the bad ones is parsed.
 	s.publishPage(htmlMeta("http://site.test/after", 0), `<title>After</title><a href="/next">n</a>`)

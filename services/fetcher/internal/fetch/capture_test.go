@@ -131,6 +131,32 @@ func TestCaptureVerbatim(t *testing.T) {
 	}
 }
 
+// TestKeepRaw: a gzip body's octets as received are kept only when KeepRaw says so (the
+// fetcher asks while an archive is written); the body is decoded either way, and Decoded
+// says it is not the body as received.
+func TestKeepRaw(t *testing.T) {
+	page := []byte(strings.Repeat("<p>kept or not</p>", 50))
+	gz := gzipped(t, page)
+	head := "HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: " + itoa(len(gz)) + "\r\n\r\n"
+	for _, keep := range []bool{true, false} {
+		t.Run(strconv.FormatBool(keep), func(t *testing.T) {
+			url, _ := rawServer(t, head+string(gz))
+			cfg := testConfig("127.0.0.0/8")
+			cfg.KeepRaw = func() bool { return keep }
+			resp, err := New(cfg).Get(context.Background(), url+"/")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(resp.Body, page) || !resp.Decoded {
+				t.Fatalf("body %d octets, decoded %v", len(resp.Body), resp.Decoded)
+			}
+			if want := map[bool][]byte{true: gz}[keep]; !bytes.Equal(resp.Raw, want) || (resp.Raw == nil) == keep {
+				t.Errorf("raw %d octets (nil %v), want %d", len(resp.Raw), resp.Raw == nil, len(want))
+			}
+		})
+	}
+}
+
 // TestCaptureKeepAlive: the second exchange on a kept-alive connection records its own
 // request and head, not the first one's.
 func TestCaptureKeepAlive(t *testing.T) {

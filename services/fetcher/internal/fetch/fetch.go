@@ -50,6 +50,10 @@ type Config struct {
 	// proxy and not the target.
 	Proxy     func(*http.Request) (*url.URL, error)
 	TLSConfig *tls.Config // nil: system roots
+	// KeepRaw says, per gzip response, whether its octets as received are kept beside the
+	// decoded body (Response.Raw); nil keeps them always. The fetcher keeps them only while
+	// an archive is written, the one reader of them.
+	KeepRaw func() bool
 }
 
 // Client issues bounded GETs. It is safe for concurrent use.
@@ -121,6 +125,9 @@ type Response struct {
 	// it differs from Body (a gzip body); nil when Body is also the body as received.
 	// Truncated applies to it too.
 	Raw []byte
+	// Decoded says Body is the content decoded (a gzip body), so not the body as received:
+	// Raw is that, when it was kept (Config.KeepRaw).
+	Decoded bool
 
 	buf *[]byte // Body's pooled backing array, until Release
 }
@@ -322,7 +329,8 @@ func (c *Client) do(ctx context.Context, rawURL string, u *url.URL, accept strin
 	gzipped := strings.EqualFold(strings.TrimSpace(resp.Header.Get("Content-Encoding")), "gzip")
 	if gzipped {
 		// The archive keeps the octets as received; the parser gets them decoded.
-		wire.keep = true
+		out.Decoded = true
+		wire.keep = c.cfg.KeepRaw == nil || c.cfg.KeepRaw()
 		zr, err := gzip.NewReader(wire)
 		if err != nil && !errors.Is(err, io.EOF) {
 			return nil, fmt.Errorf("fetch: gzip body: %w", err)
@@ -351,8 +359,11 @@ func (c *Client) do(ctx context.Context, rawURL string, u *url.URL, accept strin
 		_, _ = io.Copy(io.Discard, wire)
 	}
 	out.WireBytes = wire.n
-	if gzipped {
+	if wire.keep {
 		out.Raw = wire.kept
+		if out.Raw == nil {
+			out.Raw = []byte{} // kept, and empty
+		}
 	}
 	if int64(len(buf)) > maxBody {
 		buf, out.Truncated = buf[:maxBody], true

@@ -3,7 +3,6 @@ package service
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"fmt"
 	"time"
 
@@ -16,9 +15,16 @@ import (
 
 // attachCapture puts on the page what an archive needs beside the decoded body: the
 // request and response heads, the remote address, and the body as received when it is
-// not the decoded body (a gzip body). c is where the capture is kept (the caller's
-// allocation).
-func attachCapture(page *crawlmsg.Page, c *crawlmsg.Capture, resp *fetch.Response) {
+// not the decoded body (a gzip body). It does so only while an archive is written (the
+// archiver's consumer of crawl.pages exists; s.archive), the one reader of them, and never
+// for a decoded body whose octets as received were not kept (the archiver appeared while
+// it was fetched): a page without a capture is archived with heads rebuilt from its
+// fields, which describe the decoded body, not with a decoded body under the heads of a
+// gzip one. c is where the capture is kept (the caller's allocation).
+func (s *Service) attachCapture(page *crawlmsg.Page, c *crawlmsg.Capture, resp *fetch.Response) {
+	if !s.archive.Exists() || (resp.Decoded && resp.Raw == nil) {
+		return
+	}
 	*c = crawlmsg.Capture{
 		Request:  resp.RequestHead,
 		Response: resp.ResponseHead,
@@ -32,13 +38,28 @@ func attachCapture(page *crawlmsg.Page, c *crawlmsg.Capture, resp *fetch.Respons
 	}
 }
 
+// keepRaw tells the HTTP client whether to keep a gzip body's octets as received.
+func (s *Service) keepRaw() bool { return s.archive.Exists() }
+
 // rawObject names the object holding a page's body as received when it goes by reference.
 func rawObject(lease string) string { return "raw:" + lease }
 
-// storeRaw decides how the page's body as received travels. It goes inline (a header)
-// only when the decoded body goes inline too and both fit the inline threshold; otherwise
-// it is put in the bodies object store and the capture names it, so a large body is never
-// inlined twice. The parser's sweeper removes it with the page's other objects.
+// headsLen is what a page's capture adds to its payload besides the body and the body as
+// received: the heads, which always travel in the payload (bounded by
+// TRAWL_MAX_HEADER_BYTES), so they count with the metadata against the message size and
+// not against the inline threshold.
+func headsLen(page *crawlmsg.Page) int {
+	if c := page.Meta.Capture; c != nil {
+		return len(c.Request) + len(c.Response)
+	}
+	return 0
+}
+
+// storeRaw decides how the page's body as received travels: in the payload after the
+// body and the heads when it fits the inline threshold together with the body (the body
+// counted only when it goes inline itself, see storePage), otherwise as an object in the
+// bodies store named by the capture, so a large body never makes a message too large.
+// The parser's sweeper removes it with the page's other objects.
 func (s *Service) storeRaw(deadline time.Time, task *crawlmsg.FetchTask, page *crawlmsg.Page) error {
 	c := page.Meta.Capture
 	if c == nil || len(page.Raw) == 0 {
@@ -48,8 +69,12 @@ func (s *Service) storeRaw(deadline time.Time, task *crawlmsg.FetchTask, page *c
 	if err != nil {
 		return fmt.Errorf("encode page %s: %w", task.URL, err)
 	}
-	limit := s.inlineMax(len(meta))
-	if inline := int64(len(page.Body) + base64.StdEncoding.EncodedLen(len(page.Raw))); inline <= limit {
+	limit := s.inlineMax(len(meta) + headsLen(page))
+	body := int64(len(page.Body))
+	if body > limit {
+		body = 0 // goes by reference
+	}
+	if body+int64(len(page.Raw)) <= limit {
 		return nil
 	}
 	ref := &crawlmsg.BodyRef{Bucket: topology.BodiesBucket, Name: rawObject(task.Lease), Size: int64(len(page.Raw))}

@@ -59,7 +59,7 @@ func TestClientProxyFromEnvironment(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			before := len(seen)
-			cl, _ := newClient(loadConfig(t, c.env), nil)
+			cl, _ := newClient(loadConfig(t, c.env), nil, nil)
 			resp, err := cl.Get(context.Background(), target)
 			if c.blocked {
 				if !fetch.IsBlocked(err) {
@@ -103,7 +103,7 @@ func TestClientDNSCache(t *testing.T) {
 				mu.Lock()
 				got[r]++
 				mu.Unlock()
-			})
+			}, nil)
 			for range 2 {
 				// .invalid never resolves (RFC 2606): the lookup fails, however the local
 				// resolver reports it, and a failure is cached too.

@@ -166,7 +166,7 @@ func (s *Service) storePage(deadline time.Time, task *crawlmsg.FetchTask, res *p
 	if err != nil {
 		return fmt.Errorf("encode page %s: %w", task.URL, err)
 	}
-	if int64(len(page.Body)) > s.inlineMax(len(pm.Header.Get(crawlmsg.MetaHeader))) {
+	if int64(len(page.Body)) > s.inlineMax(len(pm.Header.Get(crawlmsg.MetaHeader))+headsLen(page)) {
 		ref := &crawlmsg.BodyRef{Bucket: topology.BodiesBucket, Name: "page:" + task.Lease, Size: int64(len(page.Body))}
 		tries++
 		// A body of many megabytes gets a second per 8 MiB on top of the usual wait.
@@ -178,7 +178,7 @@ func (s *Service) storePage(deadline time.Time, task *crawlmsg.FetchTask, res *p
 			return fmt.Errorf("store body of %s: %w", task.URL, err)
 		}
 		s.m.bodiesByRef.Inc()
-		page = &crawlmsg.Page{Meta: page.Meta, Body: nil}
+		page = &crawlmsg.Page{Meta: page.Meta, Body: nil, Raw: page.Raw}
 		page.Meta.BodyRef = ref
 		if pm, err = crawlmsg.PageMsg(topology.SubjectPages, page); err != nil {
 			return fmt.Errorf("encode page %s: %w", task.URL, err)
@@ -687,7 +687,7 @@ func (s *Service) fetchPage(ctx, reqCtx context.Context, task *crawlmsg.FetchTas
 		Body: resp.Body,
 	}
 	res.page = &res.pageMem
-	attachCapture(res.page, &res.capture, resp)
+	s.attachCapture(res.page, &res.capture, resp)
 
 	if resp.Location != "" {
 		out.Location = resp.Location

@@ -60,6 +60,10 @@ type Service struct {
 	maxMsg   int32 // the pages stream's largest message
 
 	crawl *crawlid.Guard
+
+	// archive says whether the archiver's consumer of crawl.pages exists: pages carry what
+	// an archive needs (attachCapture) only then.
+	archive *natsx.ConsumerWatch
 }
 
 // Run builds the service and runs it until ctx ends.
@@ -103,8 +107,13 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Optio
 		run:    r,
 		cons:   cons,
 	}
+	s.archive = natsx.WatchConsumer(ctx, r.NC, r.JS, topology.StreamPages, topology.ConsumerArchiver, log, func(on bool) {
+		log.Info("capture for the archive turned "+map[bool]string{true: "on: the archiver's consumer exists", false: "off: the archiver's consumer is gone"}[on],
+			"stream", topology.StreamPages, "consumer", topology.ConsumerArchiver)
+	})
+	r.OnClose(s.archive.Close)
 	var dialer *safedial.Dialer
-	s.client, dialer = newClient(cfg, func(result string) { m.dnsLookups.WithLabelValues(result).Inc() })
+	s.client, dialer = newClient(cfg, func(result string) { m.dnsLookups.WithLabelValues(result).Inc() }, s.keepRaw)
 	if cfg.Politeness.Per == politeness.PerIP {
 		s.servers = politeness.NewServers(r.Redis, cfg.Common.RedisPrefix, cfg.Politeness)
 		s.pick = dialer.Pick
@@ -141,7 +150,7 @@ func WithWallClock(now func() time.Time) Option {
 // front of the system resolver, and the proxy from the environment (HTTP_PROXY,
 // HTTPS_PROXY, NO_PROXY). onDNS is told how each name lookup was answered. The dialer is
 // returned too, to resolve hosts exactly as the client's dials do.
-func newClient(cfg config.Config, onDNS func(result string)) (*fetch.Client, *safedial.Dialer) {
+func newClient(cfg config.Config, onDNS func(result string), keepRaw func() bool) (*fetch.Client, *safedial.Dialer) {
 	dialer := &safedial.Dialer{Policy: safedial.NewPolicy(cfg.AllowCIDRs...), Timeout: min(cfg.DialTimeout, cfg.FetchTimeout)}
 	if cfg.DNSTTL > 0 {
 		// The cache holds raw answers; the dialer applies the address policy to every
@@ -169,6 +178,7 @@ func newClient(cfg config.Config, onDNS func(result string)) (*fetch.Client, *sa
 		MaxIdleConns:    cfg.MaxIdleConns,
 		Dial:            dialer.DialContext,
 		Proxy:           http.ProxyFromEnvironment,
+		KeepRaw:         keepRaw,
 	}), dialer
 }
 
@@ -179,6 +189,7 @@ func (s *Service) Addr() string { return s.obs.Addr() }
 // fetch timeout plus publishing), closes everything and returns.
 func (s *Service) Run(ctx context.Context) error {
 	s.run.Go("clock", s.lease.keep)
+	s.run.Go("archive watch", s.archive.Loop)
 	s.run.Go("consume", func(ctx context.Context) error {
 		// On shutdown the batches waiting are published at once, not after their linger, so
 		// the tasks in hand finish (and are acked) well inside the drain.

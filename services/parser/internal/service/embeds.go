@@ -2,10 +2,8 @@ package service
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -17,37 +15,23 @@ import (
 	"github.com/trawl/trawl/services/parser/internal/extract"
 	"github.com/trawl/trawl/services/parser/internal/scope"
 	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/natsx"
 	"github.com/trawl/trawl/shared/topology"
 )
-
-// embedRecheck is how long TRAWL_EMBEDS=auto trusts its last look at the archiver's
-// consumer. The consumer's creation and deletion advisories make a change count at once;
-// looking again covers an advisory missed (a reconnect, a server that sends none).
-const embedRecheck = 30 * time.Second
-
-// embedRetry is how soon a look that failed is made again.
-const embedRetry = 5 * time.Second
 
 // embedSwitch says whether pages' requisites are found and published (TRAWL_EMBEDS). In
 // auto it is on while the archiver's durable consumer of crawl.pages exists: the parser
 // cannot see TRAWL_ARCHIVE_DIR, but a deployment that archives has that consumer, and one
 // that does not would fetch requisites nobody keeps.
 type embedSwitch struct {
-	mode string // config.EmbedsAuto, EmbedsOn, EmbedsOff
-	on   atomic.Bool
-	// auto only:
-	js      jetstream.JetStream
-	log     *slog.Logger
-	mu      sync.Mutex // one look at a time
-	checked atomic.Int64
-	stale   atomic.Bool // an advisory said the consumer changed
-	sub     *nats.Subscription
+	mode  string               // config.EmbedsAuto, EmbedsOn, EmbedsOff
+	on    atomic.Bool          // EmbedsOn
+	watch *natsx.ConsumerWatch // auto only
 }
 
-// newEmbedSwitch reads the mode; in auto it looks once and listens for the consumer's
-// advisories.
+// newEmbedSwitch reads the mode; in auto it watches the archiver's consumer.
 func newEmbedSwitch(ctx context.Context, mode string, nc *nats.Conn, js jetstream.JetStream, log *slog.Logger) *embedSwitch {
-	e := &embedSwitch{mode: mode, js: js, log: log}
+	e := &embedSwitch{mode: mode}
 	switch mode {
 	case config.EmbedsOn:
 		e.on.Store(true)
@@ -55,66 +39,35 @@ func newEmbedSwitch(ctx context.Context, mode string, nc *nats.Conn, js jetstrea
 	case config.EmbedsOff:
 		return e
 	}
-	if nc != nil {
-		subj := "$JS.EVENT.ADVISORY.CONSUMER.*." + topology.StreamPages + "." + topology.ConsumerArchiver
-		sub, err := nc.Subscribe(subj, func(*nats.Msg) {
-			// Looked at here, on the subscription's goroutine, so that the pages handled
-			// next see the change.
-			e.stale.Store(true)
-			e.refresh(context.Background())
-		})
-		if err != nil {
-			// Without advisories a change is seen at the next look.
-			log.Warn("embeds: no consumer advisories", "subject", subj, "err", err)
-		}
-		e.sub = sub
-	}
-	e.refresh(ctx)
+	e.watch = natsx.WatchConsumer(ctx, nc, js, topology.StreamPages, topology.ConsumerArchiver, log, func(on bool) {
+		log.Info("embeds: page requisites turned "+map[bool]string{true: "on: the archiver's consumer exists", false: "off: the archiver's consumer is gone"}[on],
+			"stream", topology.StreamPages, "consumer", topology.ConsumerArchiver)
+	})
 	return e
 }
 
 // On reports whether requisites are wanted now.
-func (e *embedSwitch) On() bool { return e != nil && e.on.Load() }
+func (e *embedSwitch) On() bool {
+	if e == nil {
+		return false
+	}
+	if e.watch != nil {
+		return e.watch.Exists()
+	}
+	return e.on.Load()
+}
 
-// refresh looks at the archiver's consumer again in auto when the last look is older than
-// embedRecheck or an advisory came since. A failed look keeps the previous answer.
+// refresh looks at the archiver's consumer again in auto when the last look is old or an
+// advisory came since.
 func (e *embedSwitch) refresh(ctx context.Context) {
-	if e == nil || e.mode != config.EmbedsAuto {
-		return
-	}
-	if !e.stale.Load() && time.Since(time.Unix(0, e.checked.Load())) < embedRecheck {
-		return
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if !e.stale.Load() && time.Since(time.Unix(0, e.checked.Load())) < embedRecheck {
-		return // another batch looked meanwhile
-	}
-	e.stale.Store(false)
-	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	_, err := e.js.Consumer(lctx, topology.StreamPages, topology.ConsumerArchiver)
-	var on bool
-	switch {
-	case err == nil:
-		on = true
-	case errors.Is(err, jetstream.ErrConsumerNotFound):
-	default:
-		e.log.Warn("embeds: cannot look for the archiver's consumer; keeping the last answer", "on", e.on.Load(), "err", err)
-		// Looked at again in a few seconds, not by every batch meanwhile.
-		e.checked.Store(time.Now().Add(embedRetry - embedRecheck).UnixNano())
-		return
-	}
-	e.checked.Store(time.Now().UnixNano())
-	if e.on.Swap(on) != on {
-		e.log.Info("embeds: page requisites turned "+map[bool]string{true: "on: the archiver's consumer exists", false: "off: the archiver's consumer is gone"}[on],
-			"stream", topology.StreamPages, "consumer", topology.ConsumerArchiver)
+	if e != nil {
+		e.watch.Refresh(ctx)
 	}
 }
 
 func (e *embedSwitch) close() {
-	if e != nil && e.sub != nil {
-		_ = e.sub.Unsubscribe()
+	if e != nil {
+		e.watch.Close()
 	}
 }
 
