@@ -25,10 +25,15 @@ import (
 	"github.com/trawl/trawl/shared/urlnorm"
 )
 
-// Accept headers: pages ask for HTML first, robots.txt for plain text.
+// Accept headers: pages ask for HTML first, robots.txt for plain text, sitemaps for XML;
+// page requisites (images, style sheets, scripts, fonts) take anything, as a browser's
+// requests for them do, so that a server choosing by Accept sends the requisite and not
+// an HTML page about it.
 const (
-	AcceptPage   = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
-	AcceptRobots = "text/plain,*/*;q=0.8"
+	AcceptPage    = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
+	AcceptRobots  = "text/plain,*/*;q=0.8"
+	AcceptSitemap = "application/xml,text/xml;q=0.9,*/*;q=0.8"
+	AcceptAny     = "*/*"
 )
 
 // ErrInvalidURL marks a URL that cannot be requested at all (unparseable, not http(s)).
@@ -174,16 +179,16 @@ func (c *Client) GetIf(ctx context.Context, rawURL string, v Validators) (*Respo
 	if err != nil {
 		return nil, err
 	}
-	return c.GetParsed(ctx, rawURL, u, v)
+	return c.GetParsed(ctx, rawURL, u, AcceptPage, v)
 }
 
 // GetParsed is GetIf for a URL its caller has parsed already: u is rawURL parsed, with an
 // http or https scheme and a host (what GetIf checks). It spares the page path a second
 // parse of every URL.
-func (c *Client) GetParsed(ctx context.Context, rawURL string, u *url.URL, v Validators) (*Response, error) {
+func (c *Client) GetParsed(ctx context.Context, rawURL string, u *url.URL, accept string, v Validators) (*Response, error) {
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
-	return c.do(ctx, rawURL, u, AcceptPage, c.cfg.MaxBody, v)
+	return c.do(ctx, rawURL, u, accept, c.cfg.MaxBody, v)
 }
 
 // withTimeout bounds ctx by Timeout from now. A caller whose deadline is already that
@@ -265,8 +270,9 @@ func parseURL(raw string) (*url.URL, error) {
 
 // Request header values, shared by every request: the transport only reads them.
 var (
-	acceptPage     = []string{AcceptPage}
-	acceptRobots   = []string{AcceptRobots}
+	acceptValues = map[string][]string{
+		AcceptPage: {AcceptPage}, AcceptRobots: {AcceptRobots}, AcceptSitemap: {AcceptSitemap}, AcceptAny: {AcceptAny},
+	}
 	acceptEncoding = []string{"gzip"}
 )
 
@@ -289,9 +295,10 @@ func (c *Client) do(ctx context.Context, rawURL string, u *url.URL, accept strin
 	// NewRequest's Host: u's, an empty port dropped.
 	req.URL, req.Host = u, strings.TrimSuffix(u.Host, ":")
 	req.Header["User-Agent"] = c.userAgent
-	req.Header["Accept"] = acceptRobots
-	if accept == AcceptPage {
-		req.Header["Accept"] = acceptPage
+	if vs, ok := acceptValues[accept]; ok {
+		req.Header["Accept"] = vs
+	} else {
+		req.Header["Accept"] = []string{accept}
 	}
 	req.Header["Accept-Encoding"] = acceptEncoding
 	if v.ETag != "" {

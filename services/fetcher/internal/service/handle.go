@@ -349,6 +349,17 @@ func (s *Service) process(ctx context.Context, task *crawlmsg.FetchTask) (*crawl
 	return s.fetchPage(ctx, reqCtx, task, u, out)
 }
 
+// acceptFor is the Accept header of a request for a URL of this kind.
+func acceptFor(k crawlmsg.Kind) string {
+	switch k {
+	case crawlmsg.KindEmbed:
+		return fetch.AcceptAny
+	case crawlmsg.KindSitemap:
+		return fetch.AcceptSitemap
+	}
+	return fetch.AcceptPage
+}
+
 // originOf is u's scheme://host[:port], rawURL's own prefix when it is written so (a
 // normalised URL is), which spares a string per task.
 func originOf(rawURL string, u *url.URL) string {
@@ -636,11 +647,11 @@ func (s *Service) fetchPage(ctx, reqCtx context.Context, task *crawlmsg.FetchTas
 		// The dial would have failed the same way.
 		err = reqErr
 	case lease != nil:
-		resp, err = s.client.GetParsed(lease.ctx, task.URL, u, validators(task))
+		resp, err = s.client.GetParsed(lease.ctx, task.URL, u, acceptFor(task.Kind), validators(task))
 		s.releaseServer(ctx, lease, s.now().Sub(started))
 		out.Addr = lease.claim.Addr.String()
 	default:
-		resp, err = s.client.GetParsed(reqCtx, task.URL, u, validators(task))
+		resp, err = s.client.GetParsed(reqCtx, task.URL, u, acceptFor(task.Kind), validators(task))
 	}
 	if err != nil {
 		switch {
