@@ -24,6 +24,7 @@ type Request struct {
 	End    time.Time // when the response was written bar its last byte, so always before the client had all of it
 	Status int       // status sent; 0 if the client went away before one was written
 	Bytes  int       // body bytes written
+	Remote string    // the client's address (IP only): which crawler process asked
 }
 
 // Web is a running synthetic web.
@@ -209,7 +210,8 @@ func (w *Web) handle(rw http.ResponseWriter, r *http.Request) {
 		written += n
 	}
 
-	req := Request{Host: host, Addr: addr, Path: r.URL.RequestURI(), Start: start, End: end, Status: status, Bytes: written}
+	remote, _, _ := net.SplitHostPort(r.RemoteAddr)
+	req := Request{Host: host, Addr: addr, Path: r.URL.RequestURI(), Start: start, End: end, Status: status, Bytes: written, Remote: remote}
 	w.mu.Lock()
 	w.log = append(w.log, req)
 	w.active--
@@ -234,7 +236,7 @@ func localIP(r *http.Request) string {
 // header, which a buggy crawler might get wrong; only on the virtual hosts' shared
 // address does the Host header name the host, as it does on a real shared server.
 func (w *Web) hostOf(r *http.Request, addr string) string {
-	if w.m.cfg.VirtualHosts == 0 || addr != w.m.hosts[0].Addr {
+	if w.m.cfg.VirtualHosts == 0 || (addr != w.m.hosts[0].Addr && w.m.hosts[0].Addr != "0.0.0.0") {
 		return addr
 	}
 	name, _, err := net.SplitHostPort(r.Host)

@@ -1,6 +1,6 @@
 // Package sysdeps makes sure the system programs Trawl's local stack and tests run are
 // installed: redis-server for every integration test and `make run`, chromium for the status
-// page's browser test. On a fresh Debian machine `make test` and `make run` must work alone,
+// page's browser test, a Docker engine and docker-compose for the compose test. On a fresh Debian machine `make test` and `make run` must work alone,
 // so a missing program is installed with apt-get when this process may do so (root, apt-get
 // on PATH); otherwise the error names the package to install.
 package sysdeps
@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 )
 
@@ -30,13 +31,23 @@ var Known = map[string]Program{
 	"chromium":     {Binary: "chromium", Package: "chromium"},
 	"node":         {Binary: "node", Package: "nodejs"},
 	"npm":          {Binary: "npm", Package: "npm"},
+	// The compose test: a Docker engine (and its CLI), docker-compose 1.29, and debootstrap
+	// for the stand-in base images where no registry answers.
+	"dockerd":        {Binary: "dockerd", Package: "docker.io"},
+	"docker-compose": {Binary: "docker-compose", Package: "docker-compose"},
+	"debootstrap":    {Binary: "debootstrap", Package: "debootstrap"},
 }
 
 // Lookup returns the known program for a binary name.
 func Lookup(binary string) (Program, error) {
 	p, ok := Known[binary]
 	if !ok {
-		return Program{}, fmt.Errorf("sysdeps: unknown program %q (known: redis-server, chromium, node, npm)", binary)
+		names := make([]string, 0, len(Known))
+		for n := range Known {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		return Program{}, fmt.Errorf("sysdeps: unknown program %q (known: %s)", binary, strings.Join(names, ", "))
 	}
 	return p, nil
 }
