@@ -340,11 +340,19 @@ func (s *Stack) docker(args ...string) string {
 }
 
 // kill SIGKILLs a container's process, as a crash would; the restart policy brings it
-// back, which this waits for.
+// back, which this waits for. The signal goes to the process from this host (the engine's):
+// `docker kill` counts as a stop by hand, after which "unless-stopped" leaves it down.
 func (s *Stack) kill(id, what string) {
 	s.t.Helper()
 	before := s.docker("inspect", "-f", "{{.RestartCount}} {{.State.Pid}}", id)
-	s.docker("kill", "-s", "KILL", id)
+	_, pidStr, _ := strings.Cut(before, " ")
+	pid, err := strconv.Atoi(pidStr)
+	if err != nil || pid <= 0 {
+		s.t.Fatalf("%s (%s) has no running process: %q", what, id[:12], before)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		s.t.Fatalf("SIGKILL %s (pid %d on this host; the engine must run here, as root): %v", what, pid, err)
+	}
 	s.t.Logf("SIGKILLed %s (%s)", what, id[:12])
 	s.eventually(2*time.Minute, what+" restarted by its restart policy", func() (bool, string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
