@@ -78,7 +78,7 @@ func pluginDir() (string, error) {
 // Compose1Version returns the version of docker-compose (1.x), or says how to install it.
 func Compose1Version(ctx context.Context) (string, error) {
 	if _, err := exec.LookPath("docker-compose"); err != nil {
-		return "", fmt.Errorf("dockerhost: docker-compose %w (Debian package docker-compose): %w", errNoCompose, err)
+		return "", fmt.Errorf("dockerhost: docker-compose %w (Debian package docker-compose): %w", errNotInstalled, err)
 	}
 	v, err := Output(ctx, nil, "docker-compose", "version", "--short")
 	if err != nil {

@@ -125,4 +125,4 @@ func tail(s string, n int) string {
 	return s
 }
 
-var errNoCompose = errors.New("not installed")
+var errNotInstalled = errors.New("not installed")

@@ -147,7 +147,7 @@ func (s Standins) base(ctx context.Context) (string, error) {
 		return tag, nil
 	}
 	if _, err := exec.LookPath("debootstrap"); err != nil {
-		return "", fmt.Errorf("dockerhost: debootstrap %w (Debian package debootstrap), needed to build stand-in base images: %w", errNoCompose, err)
+		return "", fmt.Errorf("dockerhost: debootstrap %w (Debian package debootstrap), needed to build stand-in base images: %w", errNotInstalled, err)
 	}
 	if os.Geteuid() != 0 {
 		return "", fmt.Errorf("dockerhost: debootstrap needs root to build the stand-in base images")
