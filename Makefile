@@ -1,7 +1,7 @@
 # Trawl: build, test, run, bench. Every target works on a fresh machine with Go installed;
 # `make run` and `make test` install what they need with apt-get when it is missing (as root):
-# redis-server for both, chromium for the status page's browser test; otherwise they name the
-# packages to install.
+# redis-server for both, chromium for the status page's browser test (`make compose-test`: a
+# Docker engine, docker-compose, debootstrap); otherwise they name the packages to install.
 
 SERVICES   := scheduler fetcher parser dedup archiver
 MODULES    := shared shared/itest devstack $(addprefix services/,$(SERVICES)) $(addsuffix /itest,$(addprefix services/,$(SERVICES))) trawlctl examples/indexer
@@ -16,7 +16,7 @@ BENCH_TIME ?= 1s
 
 export GOFLAGS ?= -buildvcs=false
 
-.PHONY: all build test vet run bench fuzz tidy clean interop docs-crawl
+.PHONY: all build test vet run bench fuzz tidy clean interop docs-crawl compose-test
 
 all: build
 
@@ -51,6 +51,16 @@ docs-crawl: build
 	@$(GO) run ./devstack/cmd/trawl-deps redis-server nginx node npm
 	cd devstack/warcio && npm ci --no-audit --no-fund --silent
 	$(GO) test -tags docscrawl -count=1 -timeout 30m -run TestCrawlRealDocs -v ./devstack/docsweb/
+
+## compose-test: compose.yaml on a real Docker engine with Compose v2 and docker-compose 1.29, every
+## profile's crawl judged from a synthetic web's own request log (devstack/composetest). Installs
+## docker.io, docker-compose and debootstrap when missing, starts dockerd when no engine answers
+## (as root), builds Compose v2 as a CLI plugin when the CLI has none, and builds local stand-ins
+## for the base images no registry serves
+compose-test:
+	@$(GO) run ./devstack/cmd/trawl-deps dockerd docker-compose debootstrap
+	$(GO) vet -tags compose ./devstack/composetest/
+	$(GO) test -tags compose -count=1 -timeout 60m -v ./devstack/composetest/
 
 ## run: crawl SEEDS (space- or comma-separated) or the built-in demo web, then print a summary; DIR=path keeps the crawl there and resumes it;
 ## PARK_AFTER=2m ends once only hosts due later than that remain, listing them and leaving them queued for a later run with the same DIR

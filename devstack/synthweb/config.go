@@ -227,11 +227,19 @@ func hostIPs(cfg Config) (ips, addrs []string, err error) {
 	return ips, addrs, nil
 }
 
-// hostAddrs returns n consecutive loopback addresses starting at base.
+// hostAddrs returns n consecutive loopback addresses starting at base. A web of virtual
+// hosts only (n is 1) may also take 0.0.0.0: every address of a machine or container, for
+// a web that other containers reach by name.
 func hostAddrs(base string, n int) ([]string, error) {
 	ip, err := netip.ParseAddr(base)
 	if err != nil || !ip.Is4() {
 		return nil, fmt.Errorf("synthweb: BaseIP %q is not an IPv4 address", base)
+	}
+	if ip.IsUnspecified() {
+		if n != 1 {
+			return nil, fmt.Errorf("synthweb: BaseIP %s serves virtual hosts only, and %d hosts have an address of their own", base, n-1)
+		}
+		return []string{base}, nil
 	}
 	loopback := netip.MustParsePrefix("127.0.0.0/8")
 	b := ip.As4()

@@ -25,6 +25,7 @@ type Request struct {
 	Status int       // status sent; 0 if the client went away before one was written
 	Bytes  int       // body bytes written
 	Agent  string    // the User-Agent header: which crawler process asked, where each has its own
+	Remote string    // the client's address (IP only)
 }
 
 // Web is a running synthetic web.
@@ -210,7 +211,8 @@ func (w *Web) handle(rw http.ResponseWriter, r *http.Request) {
 		written += n
 	}
 
-	req := Request{Host: host, Addr: addr, Path: r.URL.RequestURI(), Start: start, End: end, Status: status, Bytes: written, Agent: r.UserAgent()}
+	remote, _, _ := net.SplitHostPort(r.RemoteAddr)
+	req := Request{Host: host, Addr: addr, Path: r.URL.RequestURI(), Start: start, End: end, Status: status, Bytes: written, Agent: r.UserAgent(), Remote: remote}
 	w.mu.Lock()
 	w.log = append(w.log, req)
 	w.active--
@@ -235,7 +237,7 @@ func localIP(r *http.Request) string {
 // header, which a buggy crawler might get wrong; only on the virtual hosts' shared
 // address does the Host header name the host, as it does on a real shared server.
 func (w *Web) hostOf(r *http.Request, addr string) string {
-	if w.m.cfg.VirtualHosts == 0 || addr != w.m.hosts[0].Addr {
+	if w.m.cfg.VirtualHosts == 0 || (addr != w.m.hosts[0].Addr && w.m.hosts[0].Addr != "0.0.0.0") {
 		return addr
 	}
 	name, _, err := net.SplitHostPort(r.Host)

@@ -1,6 +1,7 @@
 // Package sysdeps makes sure the system programs Trawl's local stack and tests run are
 // installed: redis-server for every integration test and `make run`, chromium for the status
-// page's browser test, nginx and documentation packages for the crawl of real pages. On a fresh Debian machine `make test` and `make run` must work alone,
+// page's browser test, nginx and documentation packages for the crawl of real pages, a
+// Docker engine and docker-compose for the compose test. On a fresh Debian machine `make test` and `make run` must work alone,
 // so a missing program is installed with apt-get when this process may do so (root, apt-get
 // on PATH); otherwise the error names the package to install.
 package sysdeps
@@ -58,13 +59,23 @@ var Known = map[string]Program{
 	"node":         {Binary: "node", Package: "nodejs"},
 	"npm":          {Binary: "npm", Package: "npm"},
 	"nginx":        {Binary: "nginx", Package: "nginx", File: "/usr/sbin/nginx"},
+	// The compose test: a Docker engine (and its CLI), docker-compose 1.29, and debootstrap
+	// for the stand-in base images where no registry answers.
+	"dockerd":        {Binary: "dockerd", Package: "docker.io", File: "/usr/sbin/dockerd"},
+	"docker-compose": {Binary: "docker-compose", Package: "docker-compose"},
+	"debootstrap":    {Binary: "debootstrap", Package: "debootstrap", File: "/usr/sbin/debootstrap"},
 }
 
 // Lookup returns the known program for a binary name.
 func Lookup(binary string) (Program, error) {
 	p, ok := Known[binary]
 	if !ok {
-		return Program{}, fmt.Errorf("sysdeps: unknown program %q (known: redis-server, chromium, node, npm, nginx)", binary)
+		names := make([]string, 0, len(Known))
+		for n := range Known {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		return Program{}, fmt.Errorf("sysdeps: unknown program %q (known: %s)", binary, strings.Join(names, ", "))
 	}
 	return p, nil
 }

@@ -1,5 +1,6 @@
 // Command trawl-deps installs the system programs named on its command line (redis-server,
-// chromium) when they are missing, so `make test` and `make run` work on a fresh machine.
+// chromium, dockerd, docker-compose, …) when they are missing, so `make test`, `make run` and
+// `make compose-test` work on a fresh machine.
 package main
 
 import (

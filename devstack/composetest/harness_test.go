@@ -1,0 +1,579 @@
+//go:build compose
+
+// Package composetest runs compose.yaml on a real Docker engine, with both Compose
+// implementations the README promises, and judges each crawl from a synthetic web's own
+// request log (`make compose-test`). The base images come from a registry when one
+// answers, else from local stand-ins (devstack/dockerhost).
+package composetest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/trawl/trawl/devstack/dockerhost"
+	"github.com/trawl/trawl/devstack/stack"
+	"github.com/trawl/trawl/devstack/synthweb"
+)
+
+const (
+	project      = "trawl-composetest"
+	overrideFile = "devstack/composetest/compose.test.yaml"
+	minDelay     = 300 * time.Millisecond
+	// The shortest lease the default TRAWL_ACK_WAIT (30s, at most half of it) allows: a
+	// killed fetcher's tasks come back after it.
+	leaseTTL   = "60s"
+	maxRetries = 3 // TRAWL_MAX_RETRIES's default
+	webPort    = 8080
+	// buildTimeout bounds building the images and starting a stack: cold, five Go builds.
+	buildTimeout = 30 * time.Minute
+)
+
+// taskBatch is TRAWL_TASK_BATCH's default: a fetcher holds at most that many URLs of a host,
+// so a fetcher lost with its tasks costs at most hosts × taskBatch refetches.
+const (
+	taskBatch = 8
+	webHosts  = 3
+	// crawlTimeout bounds a crawl of the small web, a lease expiry included.
+	crawlTimeout = 10 * time.Minute
+)
+
+var (
+	root      string
+	composeV2 string
+	compose1  string
+)
+
+func TestMain(m *testing.M) {
+	ctx := context.Background()
+	var err error
+	if root, err = stack.RepoRoot(); err != nil {
+		fmt.Fprintln(os.Stderr, "composetest:", err)
+		os.Exit(1)
+	}
+	start := time.Now()
+	if err := prepare(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "composetest:", err)
+		os.Exit(1)
+	}
+	fmt.Fprintf(os.Stderr, "composetest: engine, Compose and base images ready in %s\n", time.Since(start).Round(time.Second))
+	os.Exit(m.Run())
+}
+
+func prepare(ctx context.Context) error {
+	v, err := dockerhost.EnsureEngine(ctx, os.Stderr, filepath.Join(os.TempDir(), "trawl-dockerd.log"))
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "composetest: Docker engine %s\n", v)
+	t0 := time.Now()
+	if composeV2, err = dockerhost.EnsureComposeV2(ctx, os.Stderr); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "composetest: docker compose %s (%s)\n", composeV2, time.Since(t0).Round(time.Second))
+	if compose1, err = dockerhost.Compose1Version(ctx); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "composetest: docker-compose %s\n", compose1)
+	return dockerhost.Standins{Root: root, Log: os.Stderr}.Ensure(ctx)
+}
+
+// readmeCommands returns the Compose commands of the README's sh blocks, continuation
+// lines joined and comments dropped, as a user would paste them.
+func readmeCommands(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cmds []string
+	rest := string(b)
+	for {
+		var block string
+		var ok bool
+		if _, rest, ok = strings.Cut(rest, "```sh\n"); !ok {
+			break
+		}
+		block, rest, _ = strings.Cut(rest, "```")
+		cur := ""
+		for _, l := range strings.Split(block, "\n") {
+			if i := strings.Index(l, "#"); i >= 0 {
+				l = l[:i]
+			}
+			l = strings.TrimSpace(l)
+			if l == "" {
+				continue
+			}
+			cont := strings.HasSuffix(l, "\\")
+			cur += strings.TrimSpace(strings.TrimSuffix(l, "\\")) + " "
+			if !cont {
+				if c := strings.TrimSpace(cur); strings.HasPrefix(c, "docker compose ") {
+					cmds = append(cmds, c)
+				}
+				cur = ""
+			}
+		}
+	}
+	return cmds
+}
+
+// readmeCommand returns the README's one Compose command that pick chooses.
+func readmeCommand(t *testing.T, what string, pick func(args []string) bool) string {
+	t.Helper()
+	var found []string
+	for _, c := range readmeCommands(t) {
+		if pick(strings.Fields(c)) {
+			found = append(found, c)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("the README has %d Compose commands for %s, want 1: %q (all: %q)", len(found), what, found, readmeCommands(t))
+	}
+	return found[0]
+}
+
+func has(args []string, prefix string) bool {
+	return slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, prefix) })
+}
+
+// Tool is a Compose implementation.
+type Tool struct {
+	Name string
+	argv []string // what replaces the README's "docker compose"
+}
+
+var (
+	v2 = Tool{"Compose v2", []string{"docker", "compose"}}
+	v1 = Tool{"docker-compose 1.29", []string{"docker-compose"}}
+)
+
+// Stack is one project on the engine, run with one Compose tool.
+type Stack struct {
+	t          *testing.T
+	tool       Tool
+	env        []string
+	statusPort int
+	logPort    int
+	dir        string
+	ups        []*upProc
+	lastIP     string // the address busyFetcher found
+}
+
+// upProc is a foreground `up` and its end.
+type upProc struct {
+	cmd  *exec.Cmd
+	done chan struct{} // closed when it exited, with err
+	err  error
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// newStack starts from a clean project (no containers, no volumes) and the synthetic
+// web; it removes everything when the test ends.
+func newStack(t *testing.T, tool Tool, pages int, extraEnv ...string) *Stack {
+	s := &Stack{t: t, tool: tool, statusPort: freePort(t), logPort: freePort(t), dir: t.TempDir()}
+	seeds := make([]string, 3)
+	for i := range seeds {
+		seeds[i] = fmt.Sprintf("http://vhost%d.synth.test:%d/", i+1, webPort)
+	}
+	s.env = append(os.Environ(),
+		"COMPOSE_PROJECT_NAME="+project,
+		"COMPOSE_FILE=compose.yaml"+string(os.PathListSeparator)+overrideFile,
+		// BuildKit would fetch the Dockerfiles' syntax image from a registry; the classic
+		// builder reads them as they are.
+		"DOCKER_BUILDKIT=0", "COMPOSE_DOCKER_CLI_BUILD=0",
+		"TRAWL_SEEDS="+strings.Join(seeds, ","),
+		// The synthetic web is on the Compose network, a private range.
+		"TRAWL_ALLOW_CIDRS=10.0.0.0/8,172.16.0.0/12,192.168.0.0/16",
+		"TRAWL_MIN_DELAY="+minDelay.String(),
+		"TRAWL_LEASE_TTL="+leaseTTL,
+		"TRAWL_MAX_DEPTH=20",
+		"TRAWL_LOG_FORMAT=text",
+		"TRAWL_STATUS_PORT="+strconv.Itoa(s.statusPort),
+		"TRAWL_DEDUP_METRICS_PORT="+strconv.Itoa(freePort(t)),
+		"TRAWL_TEST_WEB_LOG_PORT="+strconv.Itoa(s.logPort),
+		"TRAWL_TEST_WEB_PAGES="+strconv.Itoa(pages),
+	)
+	s.env = append(s.env, extraEnv...)
+	s.down()
+	t.Cleanup(func() {
+		s.stopUps()
+		if t.Failed() {
+			out, _ := s.output(2*time.Minute, "--profile", "cluster", "--profile", "archive", "logs", "--no-color", "--tail", "40")
+			t.Logf("last log lines of the project:\n%s", out)
+		}
+		s.down()
+	})
+	start := time.Now()
+	s.compose(15*time.Minute, "up", "-d", "--build", "synthweb")
+	t.Logf("%s: synthetic web up in %s", tool.Name, time.Since(start).Round(time.Second))
+	return s
+}
+
+func (s *Stack) cmd(ctx context.Context, args ...string) *exec.Cmd {
+	argv := append(slices.Clone(s.tool.argv), args...)
+	c := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	c.Dir, c.Env = root, s.env
+	return c
+}
+
+func (s *Stack) output(timeout time.Duration, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	out, err := s.cmd(ctx, args...).CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("%s %s: %w\n%s", strings.Join(s.tool.argv, " "), strings.Join(args, " "), err, out)
+	}
+	return string(out), nil
+}
+
+func (s *Stack) compose(timeout time.Duration, args ...string) string {
+	s.t.Helper()
+	out, err := s.output(timeout, args...)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return out
+}
+
+func (s *Stack) down() {
+	if _, err := s.output(5*time.Minute, "--profile", "cluster", "--profile", "archive", "down", "-v", "--remove-orphans", "-t", "5"); err != nil {
+		s.t.Logf("down: %v", err)
+	}
+}
+
+// up runs a README command as printed, in the foreground as a user would, with the tool's
+// own name in place of "docker compose"; its output goes to a file of the test.
+func (s *Stack) up(readme string) {
+	s.t.Helper()
+	args := strings.Fields(strings.TrimPrefix(readme, "docker compose "))
+	logPath := filepath.Join(s.dir, fmt.Sprintf("up-%d.log", len(s.ups)))
+	f, err := os.Create(logPath)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	c := s.cmd(context.Background(), args...)
+	c.Stdout, c.Stderr = f, f
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	s.t.Logf("%s: %s", s.tool.Name, strings.Join(c.Args, " "))
+	if err := c.Start(); err != nil {
+		s.t.Fatal(err)
+	}
+	f.Close()
+	u := &upProc{cmd: c, done: make(chan struct{})}
+	go func() { u.err = c.Wait(); close(u.done) }()
+	s.ups = append(s.ups, u)
+	// An `up` that refuses its arguments exits at once: say why.
+	select {
+	case <-u.done:
+		out, _ := os.ReadFile(logPath)
+		s.t.Fatalf("%s exited (%v) before the crawl:\n%s", strings.Join(c.Args, " "), u.err, out)
+	case <-time.After(3 * time.Second):
+	}
+	s.t.Cleanup(func() {
+		if s.t.Failed() {
+			out, _ := os.ReadFile(logPath)
+			s.t.Logf("%s output (tail):\n%s", strings.Join(c.Args, " "), lastLines(string(out), 60))
+		}
+	})
+}
+
+// stopUps ends the foreground `up`s as Ctrl-C would: Compose stops the containers.
+func (s *Stack) stopUps() {
+	for _, u := range s.ups {
+		_ = u.cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-u.done:
+		case <-time.After(90 * time.Second):
+			s.t.Logf("%s did not stop within 90s of SIGINT; killing it", strings.Join(u.cmd.Args, " "))
+			_ = syscall.Kill(-u.cmd.Process.Pid, syscall.SIGKILL)
+			<-u.done
+		}
+	}
+	s.ups = nil
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// containers lists the container ids of a service.
+func (s *Stack) containers(service string) []string {
+	s.t.Helper()
+	out := s.compose(time.Minute, "ps", "-q", service)
+	return strings.Fields(out)
+}
+
+func (s *Stack) docker(args ...string) string {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, err := dockerhost.Output(ctx, nil, "docker", args...)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return strings.TrimSpace(out)
+}
+
+// kill SIGKILLs a container's process, as a crash would; the restart policy brings it
+// back, which this waits for. The signal goes to the process from this host (the engine's):
+// `docker kill` counts as a stop by hand, after which "unless-stopped" leaves it down.
+func (s *Stack) kill(id, what string) {
+	s.t.Helper()
+	before := s.docker("inspect", "-f", "{{.RestartCount}} {{.State.Pid}}", id)
+	_, pidStr, _ := strings.Cut(before, " ")
+	pid, err := strconv.Atoi(pidStr)
+	if err != nil || pid <= 0 {
+		s.t.Fatalf("%s (%s) has no running process: %q", what, id[:12], before)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		s.t.Fatalf("SIGKILL %s (pid %d on this host; the engine must run here, as root): %v", what, pid, err)
+	}
+	s.t.Logf("SIGKILLed %s (%s)", what, id[:12])
+	s.eventually(2*time.Minute, what+" restarted by its restart policy", func() (bool, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		now, err := dockerhost.Output(ctx, nil, "docker", "inspect", "-f", "{{.RestartCount}} {{.State.Pid}} {{.State.Running}}", id)
+		now = strings.TrimSpace(now)
+		return err == nil && strings.HasSuffix(now, " true") && !strings.HasPrefix(now, before+" "), fmt.Sprintf("before %q, now %q %v", before, now, err)
+	})
+}
+
+// eventually polls cond until it holds, failing after timeout with what it last said.
+func (s *Stack) eventually(timeout time.Duration, what string, cond func() (bool, string)) {
+	s.t.Helper()
+	deadline := time.Now().Add(timeout)
+	var last string
+	for {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		last = state
+		if time.Now().After(deadline) {
+			s.t.Fatalf("waited %s for %s; last: %s", timeout, what, last)
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// webLog reads the synthetic web's own log.
+func (s *Stack) webLog() (synthweb.Snapshot, error) {
+	var snap synthweb.Snapshot
+	err := getJSON(fmt.Sprintf("http://127.0.0.1:%d/log", s.logPort), &snap)
+	return snap, err
+}
+
+func getJSON(url string, v any) error {
+	c := &http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s: %s", url, resp.Status, body)
+	}
+	return json.Unmarshal(body, v)
+}
+
+// status is what the test reads of the scheduler's /status.json.
+type status struct {
+	Total struct {
+		Accepted int64 `json:"accepted"`
+		Queued   int64 `json:"queued"`
+		Inflight int64 `json:"inflight"`
+		Terminal struct {
+			Fetched    int64 `json:"fetched"`
+			Failed     int64 `json:"failed"`
+			Disallowed int64 `json:"disallowed"`
+			OutOfScope int64 `json:"out_of_scope"`
+			OverBudget int64 `json:"over_budget"`
+		} `json:"terminal"`
+	} `json:"total"`
+	Dispatch *struct {
+		FetchQueued uint64 `json:"fetch_queued"`
+		FetchBusy   uint64 `json:"fetch_busy"`
+		Parser      uint64 `json:"parser_backlog"`
+		Dedup       uint64 `json:"dedup_backlog"`
+		Frontier    uint64 `json:"frontier_backlog"`
+	} `json:"dispatch"`
+	Unavailable []json.RawMessage `json:"unavailable"`
+}
+
+func (st status) done() bool {
+	t := st.Total
+	term := t.Terminal.Fetched + t.Terminal.Failed + t.Terminal.Disallowed + t.Terminal.OutOfScope + t.Terminal.OverBudget
+	if t.Accepted == 0 || t.Queued != 0 || t.Inflight != 0 || term != t.Accepted || len(st.Unavailable) != 0 || st.Dispatch == nil {
+		return false
+	}
+	d := st.Dispatch
+	return d.FetchQueued == 0 && d.FetchBusy == 0 && d.Parser == 0 && d.Dedup == 0 && d.Frontier == 0
+}
+
+// waitStatus waits for the scheduler's status page, which answers once the images are
+// built and the stack is up.
+func (s *Stack) waitStatus(timeout time.Duration) {
+	s.t.Helper()
+	start := time.Now()
+	s.eventually(timeout, "the scheduler's status page (images built, stack up)", func() (bool, string) {
+		var cur status
+		err := getJSON(fmt.Sprintf("http://127.0.0.1:%d/status.json", s.statusPort), &cur)
+		return err == nil, fmt.Sprint(err)
+	})
+	s.t.Logf("%s: stack up in %s", s.tool.Name, time.Since(start).Round(time.Second))
+}
+
+// waitDone waits until the status JSON says the crawl ended, twice in a row 5 s apart
+// (a page still in a stage shows in its backlog), and every expected page was requested.
+func (s *Stack) waitDone(timeout time.Duration) status {
+	s.t.Helper()
+	s.waitStatus(buildTimeout)
+	start := time.Now()
+	defer func() { s.t.Logf("crawl ended %s after the stack was up", time.Since(start).Round(time.Second)) }()
+	var st status
+	var doneSince time.Time
+	s.eventually(timeout, "the crawl to end (status.json: nothing queued, in flight or in a backlog)", func() (bool, string) {
+		var cur status
+		if err := getJSON(fmt.Sprintf("http://127.0.0.1:%d/status.json", s.statusPort), &cur); err != nil {
+			doneSince = time.Time{}
+			return false, err.Error()
+		}
+		b, _ := json.Marshal(cur)
+		if !cur.done() {
+			doneSince = time.Time{}
+			return false, string(b)
+		}
+		if doneSince.IsZero() || cur.Total != st.Total {
+			doneSince, st = time.Now(), cur
+			return false, "ended once: " + string(b)
+		}
+		return time.Since(doneSince) >= 5*time.Second, "ended: " + string(b)
+	})
+	return st
+}
+
+// waitRequests waits until the web has logged at least n page requests.
+func (s *Stack) waitRequests(n int) synthweb.Snapshot {
+	s.t.Helper()
+	var snap synthweb.Snapshot
+	s.eventually(5*time.Minute, fmt.Sprintf("%d requests in the web's log", n), func() (bool, string) {
+		var err error
+		snap, err = s.webLog()
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(snap.Requests) >= n, fmt.Sprintf("%d requests", len(snap.Requests))
+	})
+	return snap
+}
+
+func origin(host string) string { return "http://" + net.JoinHostPort(host, strconv.Itoa(webPort)) }
+
+// judge checks the crawl from the web's log: every expected page requested, nothing else,
+// no two requests in flight to one host, no gap below the delay; at most refetchBound
+// pages requested more than once, each at most 1+TRAWL_MAX_RETRIES times.
+func (s *Stack) judge(st status, refetchBound int) synthweb.Snapshot {
+	s.t.Helper()
+	snap, err := s.webLog()
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	exp := snap.Expected
+	var pages []synthweb.Request
+	for _, r := range snap.Requests {
+		if r.Path != "/robots.txt" {
+			pages = append(pages, r)
+		}
+	}
+	counts := synthweb.CountByURL(pages, origin)
+	refetched := 0
+	for u := range exp.Fetch {
+		switch c := counts[u]; {
+		case c == 0:
+			s.t.Errorf("never requested: %s", u)
+		case c > 1+maxRetries:
+			s.t.Errorf("requested %d times, beyond the duplicate bound 1+%d: %s", c, maxRetries, u)
+		case c > 1:
+			refetched++
+			s.t.Logf("requested %d times: %s", c, u)
+		}
+	}
+	for u, c := range counts {
+		if !exp.Fetch[u] {
+			s.t.Errorf("unexpected URL requested %d times: %s", c, u)
+		}
+	}
+	if refetched > refetchBound {
+		s.t.Errorf("%d pages requested more than once, want at most %d", refetched, refetchBound)
+	}
+	for _, v := range synthweb.Overlaps(snap.Requests) {
+		s.t.Errorf("two requests in flight to one host: %s", v)
+	}
+	for _, v := range synthweb.Gaps(snap.Requests, func(string) time.Duration { return minDelay }) {
+		s.t.Errorf("gap below TRAWL_MIN_DELAY=%s: %s", minDelay, v)
+	}
+	if got, want := st.Total.Terminal.Fetched, int64(len(exp.Fetch)); got != want {
+		s.t.Errorf("status.json: %d URLs fetched, the web has %d pages", got, want)
+	}
+	s.t.Logf("%d pages, %d requests (robots.txt included), %d requested more than once", len(exp.Fetch), len(snap.Requests), refetched)
+	return snap
+}
+
+// imagesNamed checks that the project's files still name the base images the stand-ins
+// take the names of, so that the stand-ins are what the builds use.
+func TestBaseImagesNamed(t *testing.T) {
+	read := func(p string) string {
+		b, err := os.ReadFile(filepath.Join(root, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	dockerfiles, _ := filepath.Glob(filepath.Join(root, "services", "*", "Dockerfile"))
+	if len(dockerfiles) == 0 {
+		t.Fatal("no services/*/Dockerfile")
+	}
+	for _, df := range dockerfiles {
+		rel, _ := filepath.Rel(root, df)
+		for _, img := range []string{dockerhost.GoImage, dockerhost.RuntimeImage} {
+			if !strings.Contains(read(rel), img) {
+				t.Errorf("%s does not name %s, which the stand-ins provide", rel, img)
+			}
+		}
+	}
+	c := read("compose.yaml")
+	for _, img := range []string{dockerhost.NATSImage, dockerhost.RedisImage} {
+		if !strings.Contains(c, img) {
+			t.Errorf("compose.yaml does not name %s, which the stand-ins provide", img)
+		}
+	}
+}
