@@ -18,6 +18,7 @@ import (
 	"github.com/trawl/trawl/services/fetcher/internal/robotscache"
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/ctxsleep"
+	"github.com/trawl/trawl/shared/errclass"
 	"github.com/trawl/trawl/shared/natsx"
 	"github.com/trawl/trawl/shared/politeness"
 	"github.com/trawl/trawl/shared/robots"
@@ -83,6 +84,11 @@ func (s *Service) handleTask(ctx context.Context, task *crawlmsg.FetchTask) {
 	// An error comes before any request (Redis failed for robots.txt): the task is tried
 	// again in place, and past its deadline process answers expired.
 	for try := uint64(1); err != nil; try++ {
+		if v := errclass.Of(err); v.Class == errclass.Permanent {
+			s.m.permanentErrors.WithLabelValues("task", v.Reason).Inc()
+			s.log.Error("task failed for good before its request; its lease will bring the URL back, counting an attempt", "url", task.URL, "reason", v.Reason, "err", err)
+			return
+		}
 		if !ctxsleep.Sleep(ctx, natsx.DefaultBackoff(try)) {
 			s.log.Error("task given up before its request; its lease will bring the URL back", "url", task.URL, "err", err)
 			return
@@ -226,13 +232,16 @@ func (s *Service) chunkSize() uint32 {
 }
 
 // isTooLarge reports a message that can never be stored: over the server's max_payload
-// (refused by the client) or the stream's maximum message size (refused by JetStream).
+// (refused by the client), the stream's maximum message size or JetStream's header limit,
+// or refused for any other reason shared/errclass calls permanent. Its URL ends too-large
+// with the error as its reason; retried, it would only hold its host until the lease ends.
 func isTooLarge(err error) bool {
-	return errors.Is(err, nats.ErrMaxPayload) || errors.Is(err, jetstream.ErrStreamMessageExceedsMaximum)
+	return errors.Is(err, nats.ErrMaxPayload) || errors.Is(err, jetstream.ErrStreamMessageExceedsMaximum) ||
+		errclass.IsPermanent(err)
 }
 
-// retry runs op, each attempt bounded by wait, until it succeeds, fails for good (too
-// large) or the deadline passes. Each attempt's context is the only one made for it (no
+// retry runs op, each attempt bounded by wait, until it succeeds, fails for good (an error
+// shared/errclass calls permanent) or the deadline passes. Each attempt's context is the only one made for it (no
 // parent to cancel it): one timer per publish.
 func (s *Service) retry(deadline time.Time, about string, what string, wait time.Duration, op func(ctx context.Context) error) error {
 	backoff := 100 * time.Millisecond
@@ -240,7 +249,12 @@ func (s *Service) retry(deadline time.Time, about string, what string, wait time
 		pctx, pcancel := context.WithDeadline(context.Background(), earliest(deadline, time.Now().Add(wait)))
 		err := op(pctx)
 		pcancel()
-		if err == nil || isTooLarge(err) {
+		if err == nil {
+			return nil
+		}
+		if v := errclass.Of(err); v.Class == errclass.Permanent {
+			s.m.permanentErrors.WithLabelValues(what, v.Reason).Inc()
+			s.log.Warn("publish failed for good; not retried", "what", what, "about", about, "reason", v.Reason, "err", err)
 			return err
 		}
 		s.m.publishRetries.WithLabelValues(what).Inc()
