@@ -137,7 +137,7 @@ type Frontier struct {
 // Positions shared with lua/common.lua: the front queues follow the fixed KEYS, and script
 // arguments follow the common ARGV.
 const (
-	fixedKeys = 12
+	fixedKeys = 13
 	argStart  = 23
 )
 
@@ -161,7 +161,7 @@ func New(rdb redis.UniversalClient, o Options, p Prioritizer) *Frontier {
 	k := frontierkeys.ForShard(o.KeyPrefix, o.Shard)
 	keys := []string{k.Stats(), k.Heap(), k.Hosts(), k.Inflight(),
 		k.Lease(), k.Paused(), k.Seq(), k.Backlinks(),
-		k.Busiest(), k.Slowest(), k.Errors(), k.Applied()}
+		k.Busiest(), k.Slowest(), k.Errors(), k.Applied(), k.LastErr()}
 	for q := range o.FrontQueues {
 		keys = append(keys, k.FrontQueue(q))
 	}
