@@ -90,9 +90,20 @@ type StuckLease struct {
 	URL      string    `json:"url"`
 	Attempt  int       `json:"attempt"`
 	Deadline time.Time `json:"deadline"`
+	// Since is when the task was leased (its deadline less the lease TTL the reader was
+	// given; zero without one).
+	Since time.Time `json:"since,omitempty"`
 	// LastError is the fetcher's last error for this task; nil when it reported none (it
 	// is still fetching, or died or hung before it could).
 	LastError *LeaseError `json:"last_error,omitempty"`
+}
+
+// Stuck says the task makes no progress: its lease is overdue, its fetcher reported an
+// error for it, or it has been out for more than half the lease TTL, which no request
+// needs (a request ends TRAWL_FETCH_TIMEOUT after it starts, and the lease TTL exceeds that
+// by 5 s at least; half of the default 2 m is twice the default fetch timeout).
+func (l StuckLease) Stuck(now time.Time, leaseTTL time.Duration) bool {
+	return l.Overdue(now) || l.LastError != nil || (leaseTTL > 0 && now.Sub(l.Since) > leaseTTL/2)
 }
 
 // Overdue says the lease's deadline has passed at now: the task's fetcher has not answered
@@ -104,6 +115,9 @@ func (l StuckLease) Overdue(now time.Time) bool { return !now.Before(l.Deadline)
 func (l StuckLease) Describe(now time.Time) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s (host %s, attempt %d): ", l.URL, l.Host, l.Attempt+1)
+	if !l.Since.IsZero() {
+		fmt.Fprintf(&b, "out for %s, ", now.Sub(l.Since).Round(time.Second))
+	}
 	if l.Overdue(now) {
 		fmt.Fprintf(&b, "lease overdue by %s", now.Sub(l.Deadline).Round(time.Second))
 	} else {
@@ -118,10 +132,31 @@ func (l StuckLease) Describe(now time.Time) string {
 	return b.String()
 }
 
+// stuckScan bounds the leases of each shard ReadStuck looks at (the oldest).
+const stuckScan = 64
+
+// ReadStuck reads the tasks out that are Stuck (leaseTTL is TRAWL_LEASE_TTL), oldest
+// first, at most limit of them, among the stuckScan oldest leases of each shard, with the
+// Redis clock's now.
+func ReadStuck(ctx context.Context, rdb redis.UniversalClient, prefix string, shards int, leaseTTL time.Duration, limit int) ([]StuckLease, time.Time, error) {
+	ls, now, err := ReadLeases(ctx, rdb, prefix, shards, leaseTTL, stuckScan)
+	if err != nil {
+		return nil, now, err
+	}
+	out := ls[:0]
+	for _, l := range ls {
+		if l.Stuck(now, leaseTTL) && len(out) < limit {
+			out = append(out, l)
+		}
+	}
+	return out, now, nil
+}
+
 // ReadLeases reads the tasks out on shards 0..shards-1, the earliest deadline first, at
-// most limit of them (oldest leases first: the likeliest stuck), with the Redis clock's
-// now. Costs two round trips however many leases are out.
-func ReadLeases(ctx context.Context, rdb redis.UniversalClient, prefix string, shards, limit int) ([]StuckLease, time.Time, error) {
+// most limit of each shard (the oldest leases: the likeliest stuck), with the Redis clock's
+// now; leaseTTL (0 = unknown) dates them. Costs three round trips however many leases are
+// out.
+func ReadLeases(ctx context.Context, rdb redis.UniversalClient, prefix string, shards int, leaseTTL time.Duration, limit int) ([]StuckLease, time.Time, error) {
 	now, err := rdb.Time(ctx).Result()
 	if err != nil {
 		return nil, now, fmt.Errorf("frontier leases: time: %w", err)
@@ -146,7 +181,11 @@ func ReadLeases(ctx context.Context, rdb redis.UniversalClient, prefix string, s
 			for _, m := range z.Val() {
 				h, _ := m.Member.(string)
 				hosts = append(hosts, h)
-				out = append(out, StuckLease{Shard: k, Host: h, Deadline: time.UnixMilli(int64(m.Score))})
+				l := StuckLease{Shard: k, Host: h, Deadline: time.UnixMilli(int64(m.Score))}
+				if leaseTTL > 0 {
+					l.Since = l.Deadline.Add(-leaseTTL)
+				}
+				out = append(out, l)
 			}
 			if len(hosts) > 0 {
 				ks := ForShard(prefix, k)
@@ -182,8 +221,5 @@ func ReadLeases(ctx context.Context, rdb redis.UniversalClient, prefix string, s
 		}
 	}
 	sort.SliceStable(out, func(a, b int) bool { return out[a].Deadline.Before(out[b].Deadline) })
-	if len(out) > limit {
-		out = out[:limit]
-	}
 	return out, now, nil
 }

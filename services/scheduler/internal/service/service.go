@@ -21,6 +21,7 @@ import (
 	"github.com/trawl/trawl/services/scheduler/internal/statuspage"
 	"github.com/trawl/trawl/shared/bloomhash"
 	"github.com/trawl/trawl/shared/crawlid"
+	"github.com/trawl/trawl/shared/frontierkeys"
 	"github.com/trawl/trawl/shared/natsx"
 	"github.com/trawl/trawl/shared/redisx"
 	"github.com/trawl/trawl/shared/runner"
@@ -136,6 +137,9 @@ func newStatusPage(cfg config.Config, rdb redis.UniversalClient, js jetstream.Je
 			return rdb.HGetAll(ctx, bloomhash.StatsKey(cfg.RedisPrefix)).Result()
 		},
 		Recrawl: recrawlBacklog(cfg, js, now),
+		Stuck: func(ctx context.Context) ([]frontierkeys.StuckLease, time.Time, error) {
+			return frontierkeys.ReadStuck(ctx, rdb, cfg.RedisPrefix, cfg.Shards, cfg.LeaseTTL, statuspage.MaxStuck)
+		},
 	})
 }
 
