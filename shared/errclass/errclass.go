@@ -213,6 +213,10 @@ func redisServer(err error) (Verdict, bool) {
 		return Verdict{Permanent, ReasonRedisWrongType}, true
 	case "NOPERM", "NOAUTH", "WRONGPASS":
 		return Verdict{Permanent, ReasonPermission}, true
+	case "CROSSSLOT", "EXECABORT":
+		// A command's keys in several cluster slots, or a transaction discarded for an
+		// earlier error: the same command fails again.
+		return Verdict{Permanent, ReasonRedisCommand}, true
 	case "ERR":
 		if strings.HasPrefix(msg, "ERR max number of clients") {
 			return Verdict{Temporary, ReasonRedisBusy}, true

@@ -244,6 +244,9 @@ func TestErrorClassesRedis(t *testing.T) {
 		{"ASK", func(ctx context.Context) error {
 			return node0.Get(ctx, askKey).Err()
 		}, errclass.Temporary, errclass.ReasonRedisCluster, "ASK"},
+		{"CROSSSLOT", func(ctx context.Context) error {
+			return node0.MGet(ctx, own0, "{"+other+"}x").Err()
+		}, errclass.Permanent, errclass.ReasonRedisCommand, "CROSSSLOT"},
 		{"WRONGTYPE", func(ctx context.Context) error {
 			return rdb.LPush(ctx, "str", "x").Err()
 		}, errclass.Permanent, errclass.ReasonRedisWrongType, "WRONGTYPE"},
