@@ -92,7 +92,7 @@ func TestComposeClusterRedis(t *testing.T) {
 			t.Fatal(err)
 		}
 		cmd := strings.Join(s.Command, " ")
-		for _, want := range []string{"--cluster-enabled yes", "--appendonly yes", "--appendfsync always", "--requirepass", "--masterauth"} {
+		for _, want := range []string{"--cluster-enabled yes", "--appendonly yes", "--requirepass", "--masterauth"} {
 			if !strings.Contains(cmd, want) {
 				t.Errorf("%s: command lacks %q: %s", name, want, cmd)
 			}
@@ -294,9 +294,15 @@ func TestComposeCredentials(t *testing.T) {
 					t.Errorf("%s: command %q, want --user %q --pass %q", name, s.Command, tc.natsUser, tc.natsPw)
 				}
 			}
-			redis, _ := p.GetService("redis")
-			if got := argAfter(redis.Command, "--requirepass"); !slices.Equal(got, []string{tc.redisPw}) {
-				t.Errorf("redis: --requirepass %q, want %q", got, tc.redisPw)
+			for _, name := range append([]string{"redis"}, clusterRedis...) {
+				s, _ := p.GetService(name)
+				args, err := redisArgs(t, s)
+				if err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+				if got := argAfter(args, "--requirepass"); !slices.Equal(got, []string{tc.redisPw}) {
+					t.Errorf("%s: --requirepass %q, want %q", name, got, tc.redisPw)
+				}
 			}
 			for _, name := range append(append([]string{"cluster-redis-init"}, clusterRedis...), "redis") {
 				s, _ := p.GetService(name)

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -20,12 +21,15 @@ const chaosStep = 12
 // binary with the same environment, Redis on the same port, configuration and data dir.
 // The crawl must still finish with every invariant holding in the web's own request log.
 //
-// The duplicate bound asserted is the design's: a killed scheduler, dedup or parser costs
-// no request, nor does a SIGKILLed redis-server whose AOF is fsynced on every write; a
-// killed fetcher costs at most one extra request per task it held (its leases expire and
-// the URLs are requested again). The in-flight count just after a fetcher's kill bounds
-// the tasks it held, so the extra requests over the whole crawl are at most the sum of
-// those counts, and no URL is requested more than 1 + TRAWL_MAX_RETRIES times.
+// The duplicate bound asserted is the design's, per kill: a killed scheduler, dedup or
+// parser costs no request, nor does a SIGKILLed redis-server whose AOF is fsynced on every
+// write; a killed fetcher costs at most one extra request per task it held (its leases
+// expire and the URLs are requested again). Each fetcher sends its own User-Agent, so the
+// web's log tells which fetcher made each request: every repeated request must follow one
+// by a fetcher that was killed after it began, and each kill is charged no more repeats
+// than the tasks its fetcher held (its in-flight count read just before the kill, plus the
+// requests it began between that read and the kill). No URL is requested more than 1 +
+// TRAWL_MAX_RETRIES times.
 func TestChaosEveryProcessKilledInTurn(t *testing.T) {
 	env := testEnv()
 	// A politeness delay twice the other tests' and more pages per host keep the crawl
@@ -41,10 +45,14 @@ func TestChaosEveryProcessKilledInTurn(t *testing.T) {
 		"TRAWL_FETCH_TIMEOUT": "2s",
 	}
 	var (
-		held int64 // upper bound on the tasks the killed fetchers held
-		hits []string
+		kills []fetcherKill
+		hits  []string
 	)
-	r := crawl(t, web, env, stack.Options{Env: vars, Replicas: map[string]int{"fetcher": 3}}, func(st *stack.Stack) {
+	procEnv := map[string]map[string]string{}
+	for i := range 3 {
+		procEnv[fmt.Sprintf("fetcher-%d", i)] = map[string]string{"TRAWL_USER_AGENT": chaosAgent(fmt.Sprintf("fetcher-%d", i))}
+	}
+	r := crawl(t, web, env, stack.Options{Env: vars, Replicas: map[string]int{"fetcher": 3}, ProcEnv: procEnv}, func(st *stack.Stack) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		type victim struct {
@@ -75,22 +83,25 @@ func TestChaosEveryProcessKilledInTurn(t *testing.T) {
 
 		last := waitFetched(t, st, 3*chaosStep)
 		for _, v := range victims {
-			busy := false
+			var k fetcherKill
 			if v.fetcher != nil {
 				// Prefer a moment when it holds a task, so that the kill costs a lease;
 				// the invariants must hold whether or not one is seen.
-				busy = holding(ctx, v.fetcher, 2*time.Second)
+				holding(ctx, v.fetcher, 2*time.Second)
+				k = fetcherKill{agent: chaosAgent(v.id), read: time.Now()}
+				n, _, err := v.fetcher.Metric(ctx, "trawl_fetcher_inflight")
+				if err != nil {
+					t.Fatalf("%s: in-flight tasks before its kill: %v", v.id, err)
+				}
+				k.held = int(n)
 			}
 			if err := v.kill(); err != nil {
 				t.Fatalf("kill %s: %v", v.id, err)
 			}
 			if v.fetcher != nil {
-				p, err := st.Progress(ctx)
-				if err != nil {
-					t.Fatalf("progress after killing %s: %v", v.id, err)
-				}
-				held += p.InFlight
-				t.Logf("%s killed holding a task: %v; %d leases out just after", v.id, busy, p.InFlight)
+				k.at = time.Now()
+				kills = append(kills, k)
+				t.Logf("%s killed holding %d task(s)", v.id, k.held)
 			}
 			if err := v.restart(); err != nil {
 				t.Fatalf("restart %s: %v", v.id, err)
@@ -105,28 +116,76 @@ func TestChaosEveryProcessKilledInTurn(t *testing.T) {
 		t.Fatalf("killed %v, want every service process and redis-server", hits)
 	}
 
-	checkInvariants(t, r, env, int(held))
-	pages := make([]synthweb.Request, 0, len(r.reqs))
+	// Requests a killed fetcher began after its in-flight count was read were tasks it
+	// took meanwhile: each may be repeated too.
+	held := 0
+	for i := range kills {
+		for _, q := range r.reqs {
+			if q.Agent == kills[i].agent && q.Start.After(kills[i].read) && !q.Start.After(kills[i].at) {
+				kills[i].held++
+			}
+		}
+		held += kills[i].held
+	}
+	checkInvariants(t, r, env, held)
+	exp := r.web.Expected(env.MaxDepth)
+	byURL := map[string][]synthweb.Request{}
 	for _, q := range r.reqs {
 		if q.Path != "/robots.txt" {
-			pages = append(pages, q)
+			u := r.web.Origin(q.Host) + q.Path
+			byURL[u] = append(byURL[u], q)
 		}
 	}
-	exp := r.web.Expected(env.MaxDepth)
 	extra := 0
-	for u, c := range synthweb.CountByURL(pages, r.web.Origin) {
-		if c > 1+env.MaxRetries {
-			t.Errorf("%s requested %d times, more than 1 + TRAWL_MAX_RETRIES (%d)", u, c, env.MaxRetries)
+	charged := make([]int, len(kills))
+	for u, qs := range byURL {
+		if len(qs) > 1+env.MaxRetries {
+			t.Errorf("%s requested %d times, more than 1 + TRAWL_MAX_RETRIES (%d)", u, len(qs), env.MaxRetries)
 		}
-		if exp.Fetch[u] && c > 1 {
-			extra += c - 1
+		if !exp.Fetch[u] {
+			continue // error pages are retried by design
+		}
+		// The log is in order of start, so each URL's requests are too.
+		for i := 1; i < len(qs); i++ {
+			extra++
+			k := killAfter(kills, qs[i-1])
+			if k < 0 {
+				t.Errorf("%s requested again at %s by %q after a request by %q at %s that no kill of its fetcher followed",
+					u, qs[i].Start.Format(time.StampMilli), qs[i].Agent, qs[i-1].Agent, qs[i-1].Start.Format(time.StampMilli))
+				continue
+			}
+			charged[k]++
 		}
 	}
-	if int64(extra) > held {
-		t.Errorf("%d extra page requests, more than the %d tasks the killed fetchers held", extra, held)
+	for i, k := range kills {
+		if charged[i] > k.held {
+			t.Errorf("the kill of %s at %s cost %d repeated requests, more than the %d task(s) it held", k.agent, k.at.Format(time.StampMilli), charged[i], k.held)
+		}
 	}
 	t.Logf("chaos crawl: %d requests, %d fetched, %d expired leases, %d extra requests (bound %d), %s",
 		len(r.reqs), r.progress.Fetched, r.progress.Expired, extra, held, r.took.Round(time.Millisecond))
+}
+
+// fetcherKill is one fetcher's SIGKILL during the chaos crawl.
+type fetcherKill struct {
+	agent string    // its User-Agent
+	read  time.Time // when its in-flight count was asked for
+	at    time.Time // the kill was done by then
+	held  int       // the tasks it may have held: that count, plus requests it began after read
+}
+
+// chaosAgent is the User-Agent of the fetcher process with this id.
+func chaosAgent(id string) string { return "trawl-chaos/" + id }
+
+// killAfter is the first kill of the fetcher that made q at or after q's start (its
+// request in flight, or its outcome not yet stored, when the fetcher died); -1 if none.
+func killAfter(kills []fetcherKill, q synthweb.Request) int {
+	for i, k := range kills {
+		if k.agent == q.Agent && !k.at.Before(q.Start) {
+			return i
+		}
+	}
+	return -1
 }
 
 // holding waits up to d for p to report a task in hand.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/trawl/trawl/devstack/stack"
+	"github.com/trawl/trawl/shared/durability"
 	"github.com/trawl/trawl/shared/testwait"
 )
 
@@ -71,7 +72,7 @@ func TestCrawlSchedulerKilled(t *testing.T) {
 // while it is away and resumes from the persisted frontier.
 func TestCrawlRedisRestarted(t *testing.T) {
 	env := testEnv()
-	r := crawl(t, testWeb(), env, stack.Options{AppendOnly: true}, func(st *stack.Stack) {
+	r := crawl(t, testWeb(), env, stack.Options{Durability: durability.EverySecond}, func(st *stack.Stack) {
 		waitFetched(t, st, 60)
 		if err := st.Redis().Stop(); err != nil {
 			t.Fatal(err)

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/trawl/trawl/shared/durability"
 )
 
 // readyTimeout bounds how long Start waits for the server to accept clients.
@@ -44,6 +46,9 @@ type Options struct {
 	// MaxStore is JetStream's file storage limit in bytes; 0 leaves the server's default,
 	// three quarters of the store directory's free disk at start.
 	MaxStore int64
+	// Durability is what an acknowledged write survives (TRAWL_FSYNC); "" is
+	// durability.Default, as compose.yaml runs NATS.
+	Durability durability.Level
 }
 
 // Cluster is the route side of a clustered server.
@@ -110,6 +115,11 @@ func (s *Server) start() error {
 	if name == "" {
 		name = "trawl-devstack"
 	}
+	level, err := durability.Parse(string(s.opts.Durability))
+	if err != nil {
+		return fmt.Errorf("natsembed: %w", err)
+	}
+	syncAlways, syncInterval := level.NATSSync()
 	nopts := &server.Options{
 		ServerName:        name,
 		Host:              s.opts.Host,
@@ -118,6 +128,8 @@ func (s *Server) start() error {
 		JetStream:         true,
 		StoreDir:          s.opts.StoreDir,
 		JetStreamMaxStore: s.opts.MaxStore,
+		SyncAlways:        syncAlways,
+		SyncInterval:      syncInterval,
 		// The embedding process owns signal handling.
 		NoSigs:   true,
 		Username: s.opts.Username,

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/trawl/trawl/shared/durability"
 	"github.com/trawl/trawl/shared/testwait"
 )
 
@@ -157,5 +158,37 @@ func TestLoggerReceivesServerLog(t *testing.T) {
 	s.Shutdown()
 	if out := buf.String(); !strings.Contains(out, "Server is ready") || !strings.Contains(out, "component=nats-server") {
 		t.Fatalf("server log not forwarded to slog; got:\n%s", out)
+	}
+}
+
+// The server's JetStream store syncs as TRAWL_FSYNC's level says, as Redis's AOF does; the
+// zero value is the default level, not JetStream's own two minutes.
+func TestDurabilityLevel(t *testing.T) {
+	for _, tc := range []struct {
+		level        durability.Level
+		wantAlways   bool
+		wantInterval time.Duration
+	}{
+		{"", true, 0},
+		{durability.Always, true, 0},
+		{durability.EverySecond, false, time.Second},
+	} {
+		t.Run(string(tc.level), func(t *testing.T) {
+			s, err := Start(Options{StoreDir: t.TempDir(), Durability: tc.level})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(s.Shutdown)
+			cfg := s.ns.JetStreamConfig()
+			if cfg == nil {
+				t.Fatal("JetStream is not enabled")
+			}
+			if cfg.SyncAlways != tc.wantAlways || (!tc.wantAlways && cfg.SyncInterval != tc.wantInterval) {
+				t.Errorf("JetStream sync always=%v interval=%s, want always=%v interval=%s", cfg.SyncAlways, cfg.SyncInterval, tc.wantAlways, tc.wantInterval)
+			}
+		})
+	}
+	if _, err := Start(Options{StoreDir: t.TempDir(), Durability: "sometimes"}); err == nil || !strings.Contains(err.Error(), durability.Env) {
+		t.Errorf("an unknown level started a server (err %v), want an error naming %s", err, durability.Env)
 	}
 }

@@ -28,6 +28,7 @@ import (
 
 	"github.com/trawl/trawl/devstack/natsembed"
 	"github.com/trawl/trawl/devstack/redisproc"
+	"github.com/trawl/trawl/shared/durability"
 	"github.com/trawl/trawl/shared/envconfig"
 	"github.com/trawl/trawl/shared/natsx"
 	"github.com/trawl/trawl/shared/redisx"
@@ -59,10 +60,11 @@ type Options struct {
 	Replicas map[string]int
 	// ProcEnv adds settings for one replica, keyed "name-index" (e.g. "scheduler-1").
 	ProcEnv map[string]map[string]string
-	// Redis runs as compose.yaml runs it: AOF on, fsynced on every write, so that a
-	// SIGKILLed redis-server (or a whole stack killed and started again on the same Dir)
-	// loses nothing it acknowledged. AppendOnly relaxes the fsync to once a second.
-	AppendOnly bool
+	// Durability is what a write acknowledged by Redis or NATS survives
+	// (TRAWL_FSYNC); "" is durability.Default, as compose.yaml runs them: both fsync
+	// every write. Either way the AOF is on, so a SIGKILLed redis-server (or a whole stack
+	// killed and started again on the same Dir) loses nothing it acknowledged.
+	Durability durability.Level
 	// Logs, if set, also receives every service's log lines prefixed with its id.
 	Logs io.Writer
 	// Log is the stack's own logger (default: discard).
@@ -152,6 +154,11 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	level, err := durability.Parse(string(opts.Durability))
+	if err != nil {
+		return nil, fmt.Errorf("stack: %w", err)
+	}
+	opts.Durability = level
 	s := &Stack{opts: opts, dir: opts.Dir, shards: 1, prefix: "trawl", leaseTTL: envconfig.DefaultLeaseTTL}
 	defer func() {
 		if err != nil {
@@ -178,7 +185,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	s.natsURL = natsURL
 	redisURL := opts.RedisURL
 	if redisURL == "" {
-		if s.redis, err = redisproc.Start(ctx, redisproc.Options{Dir: filepath.Join(s.dir, "redis"), AppendOnly: true, FsyncAlways: !opts.AppendOnly}); err != nil {
+		if s.redis, err = redisproc.Start(ctx, redisproc.Options{Dir: filepath.Join(s.dir, "redis"), AppendOnly: true, FsyncAlways: level.RedisAppendFsync() == "always"}); err != nil {
 			return nil, fmt.Errorf("stack: redis: %w", err)
 		}
 		redisURL = s.redis.URL()
@@ -268,7 +275,7 @@ func (s *Stack) startNATS(ctx context.Context) (string, error) {
 	store := filepath.Join(s.dir, "nats")
 	if s.opts.NATSBin == "" {
 		var err error
-		if s.nats, err = natsembed.Start(natsembed.Options{StoreDir: store, MaxStore: s.opts.NATSMaxStore}); err != nil {
+		if s.nats, err = natsembed.Start(natsembed.Options{StoreDir: store, MaxStore: s.opts.NATSMaxStore, Durability: s.opts.Durability}); err != nil {
 			return "", fmt.Errorf("stack: nats: %w", err)
 		}
 		return s.nats.URL(), nil
@@ -283,7 +290,7 @@ func (s *Stack) startNATS(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("stack: %w", err)
 	}
 	s.files = append(s.files, f)
-	args := []string{"-store", store, "-host", host, "-port", port}
+	args := []string{"-store", store, "-host", host, "-port", port, "-fsync", string(s.opts.Durability)}
 	if s.opts.NATSMaxStore > 0 {
 		args = append(args, "-max-store", strconv.FormatInt(s.opts.NATSMaxStore, 10))
 	}

@@ -24,6 +24,7 @@ type Request struct {
 	End    time.Time // when the response was written bar its last byte, so always before the client had all of it
 	Status int       // status sent; 0 if the client went away before one was written
 	Bytes  int       // body bytes written
+	Agent  string    // the User-Agent header: which crawler process asked, where each has its own
 }
 
 // Web is a running synthetic web.
@@ -209,7 +210,7 @@ func (w *Web) handle(rw http.ResponseWriter, r *http.Request) {
 		written += n
 	}
 
-	req := Request{Host: host, Addr: addr, Path: r.URL.RequestURI(), Start: start, End: end, Status: status, Bytes: written}
+	req := Request{Host: host, Addr: addr, Path: r.URL.RequestURI(), Start: start, End: end, Status: status, Bytes: written, Agent: r.UserAgent()}
 	w.mu.Lock()
 	w.log = append(w.log, req)
 	w.active--

@@ -22,6 +22,7 @@ import (
 	"github.com/trawl/trawl/devstack/redisproc"
 	"github.com/trawl/trawl/devstack/stack"
 	"github.com/trawl/trawl/devstack/synthweb"
+	"github.com/trawl/trawl/shared/durability"
 	"github.com/trawl/trawl/shared/envconfig"
 )
 
@@ -130,8 +131,10 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		Dir:      o.dir,
 		Env:      env,
 		Replicas: map[string]int{"fetcher": o.fetchers},
-		Logs:     logs,
-		Log:      slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		// An invalid TRAWL_FSYNC stops the start with what to set.
+		Durability: durability.Level(env[durability.Env]),
+		Logs:       logs,
+		Log:        slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	if err != nil {
 		return err

@@ -17,6 +17,7 @@ import (
 	"syscall"
 
 	"github.com/trawl/trawl/devstack/natsembed"
+	"github.com/trawl/trawl/shared/durability"
 	"github.com/trawl/trawl/shared/runner"
 )
 
@@ -27,6 +28,11 @@ func main() {
 	flag.IntVar(&opts.Port, "port", 4222, "client port (0 = a free one)")
 	pprofAddr := flag.String("pprof", "", "also serve the Go profiler (/debug/pprof/) on this address, to profile the server")
 	flag.Int64Var(&opts.MaxStore, "max-store", 0, "JetStream file storage limit in bytes (default: three quarters of the free disk)")
+	flag.Func("fsync", "how often JetStream fsyncs (TRAWL_FSYNC): always, or 1s; default "+string(durability.Default), func(v string) error {
+		l, err := durability.Parse(v)
+		opts.Durability = l
+		return err
+	})
 	flag.StringVar(&opts.ServerName, "name", "", "server name (distinct in a cluster; default trawl-devstack)")
 	cluster := flag.String("cluster", "", "join a NATS cluster of this name, with clustered JetStream (needs -cluster-port and -routes)")
 	clusterPort := flag.Int("cluster-port", 0, "route listen port")

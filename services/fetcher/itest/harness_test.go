@@ -155,13 +155,19 @@ func (st *stack) start(cfg config.Config, name string) *instance {
 	return st.startLogged(cfg, testLogger(st.t, name))
 }
 
+// startWith starts an instance built with opts.
+func (st *stack) startWith(cfg config.Config, name string, opts ...service.Option) *instance {
+	st.t.Helper()
+	return st.startLogged(cfg, testLogger(st.t, name), opts...)
+}
+
 // startLogged starts an instance logging to log (benchmarks keep the test log quiet).
-func (st *stack) startLogged(cfg config.Config, log *slog.Logger) *instance {
+func (st *stack) startLogged(cfg config.Config, log *slog.Logger, opts ...service.Option) *instance {
 	st.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	nctx, ncancel := context.WithTimeout(ctx, waitFor)
 	defer ncancel()
-	svc, err := service.New(nctx, cfg, log)
+	svc, err := service.New(nctx, cfg, log, opts...)
 	if err != nil {
 		cancel()
 		st.t.Fatal(err)

@@ -139,7 +139,7 @@ type pageResult struct {
 // outage until the task's lease deadline; the Nats-Msg-Ids and lease tokens make each
 // retry harmless.
 func (s *Service) deliver(task *crawlmsg.FetchTask, out *crawlmsg.Outcome, res *pageResult) error {
-	deadline := time.UnixMilli(task.Deadline)
+	deadline := s.lease.local(task.Deadline)
 	if floor := s.now().Add(publishTimeout); deadline.Before(floor) {
 		deadline = floor
 	}
@@ -323,7 +323,7 @@ func (s *Service) process(ctx context.Context, task *crawlmsg.FetchTask) (*crawl
 
 	// After the deadline the scheduler may give the host to another fetcher, so a request
 	// that could still be running then must not start.
-	if s.now().Add(s.cfg.FetchTimeout + deadlineSlack).After(time.UnixMilli(task.Deadline)) {
+	if s.now().Add(s.cfg.FetchTimeout + deadlineSlack).After(s.lease.local(task.Deadline)) {
 		return s.expired(out), nil, nil
 	}
 	u, err := url.Parse(task.URL)
@@ -337,7 +337,7 @@ func (s *Service) process(ctx context.Context, task *crawlmsg.FetchTask) (*crawl
 
 	// Whatever the robots lookup below costs, the request ends deadlineSlack before the
 	// lease: its context carries that cut-off, on top of the fetch timeout.
-	cutoff := time.UnixMilli(task.Deadline).Add(-deadlineSlack)
+	cutoff := s.lease.local(task.Deadline).Add(-deadlineSlack)
 	reqCtx := ctx
 	if d, ok := ctx.Deadline(); !ok || cutoff.Before(d) {
 		// Only when the cut-off is the tighter bound: otherwise ctx already ends first and
@@ -424,7 +424,7 @@ func (s *Service) goOnAfterRobots(ctx context.Context, task *crawlmsg.FetchTask,
 	}
 	now := s.now()
 	gap, _ := s.cfg.Politeness.Gap(f.entry.CrawlDelay(), f.took)
-	if now.Before(f.end.Add(gap)) || now.Add(s.cfg.FetchTimeout+deadlineSlack).After(time.UnixMilli(task.Deadline)) {
+	if now.Before(f.end.Add(gap)) || now.Add(s.cfg.FetchTimeout+deadlineSlack).After(s.lease.local(task.Deadline)) {
 		return false
 	}
 	dl, ok := ctx.Deadline()
@@ -497,8 +497,14 @@ func (s *Service) fetchRobots(ctx, reqCtx context.Context, out *crawlmsg.Outcome
 			return serverBusy(out, lease), nil, nil
 		}
 		var claim politeness.Claim
+		hopCtx := reqCtx
+		if lease != nil {
+			hopCtx = lease.ctx
+		}
 		if other {
-			window := min(time.Until(cutoffOf(reqCtx)), s.cfg.FetchTimeout) + time.Second
+			window, bounded, cancel := s.claimFor(hopCtx)
+			defer cancel()
+			hopCtx = bounded
 			claim, err = s.claims.Claim(reqCtx, to, window)
 			if err != nil || !claim.OK {
 				s.releaseServer(ctx, lease, -1)
@@ -527,10 +533,10 @@ func (s *Service) fetchRobots(ctx, reqCtx context.Context, out *crawlmsg.Outcome
 			// The dial would have failed the same way.
 			resp, err = nil, reqErr
 		case lease != nil:
-			resp, err = s.client.GetFollow(lease.ctx, target, 0, limit+1)
+			resp, err = s.client.GetFollow(hopCtx, target, 0, limit+1)
 			s.releaseServer(ctx, lease, s.now().Sub(t0))
 		default:
-			resp, err = s.client.GetFollow(reqCtx, target, 0, limit+1)
+			resp, err = s.client.GetFollow(hopCtx, target, 0, limit+1)
 		}
 		took := s.now().Sub(t0)
 		requested = true

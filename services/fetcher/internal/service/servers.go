@@ -15,8 +15,10 @@ import (
 // serverLease is a request's hold on its server address (TRAWL_POLITENESS=ip).
 type serverLease struct {
 	claim politeness.ServerClaim
-	// ctx is the request's context, its connection pinned to the claimed address.
-	ctx context.Context
+	// ctx is the request's context, its connection pinned to the claimed address and
+	// ending within the claim (nil when the claim was refused); cancel releases it.
+	ctx    context.Context
+	cancel context.CancelFunc
 }
 
 // atServer takes the address lease for one request to rawURL under reqCtx, where the
@@ -45,16 +47,36 @@ func (s *Service) atServer(reqCtx context.Context, rawURL string, crawlDelay tim
 	}
 	// The claim lasts as long as the request can: a fetcher that dies holds the address
 	// no longer than its request could have run.
-	window := min(time.Until(cutoffOf(reqCtx)), s.cfg.FetchTimeout) + time.Second
+	window, bounded, cancel := s.claimFor(reqCtx)
 	c, err := s.servers.Claim(reqCtx, addr, host, crawlDelay, window)
 	if err != nil {
+		cancel()
 		s.crawl.Invalidate()
 		return nil, nil, err
 	}
 	if !c.OK {
+		cancel()
 		s.m.serverBusy.Inc()
+		return &serverLease{claim: c}, nil, nil
 	}
-	return &serverLease{claim: c, ctx: fetch.At(reqCtx, host, addr)}, nil, nil
+	return &serverLease{claim: c, ctx: fetch.At(bounded, host, addr), cancel: cancel}, nil, nil
+}
+
+// claimSlack is how much longer a claim lasts than the request it covers may run: the
+// time to release it after the request ends.
+const claimSlack = time.Second
+
+// claimFor sizes a claim on a host or server address for a request under ctx, and bounds
+// the request to it. The claim's window runs from when it is taken, before the request
+// starts, while the request's own fetch timeout runs from its start: a stall in between
+// (a slow dial setup, a paused process) would let the request outlive the claim, and
+// another request to the same server begin while it still runs. So the request runs
+// under bounded, which ends when the window would without its slack.
+func (s *Service) claimFor(ctx context.Context) (window time.Duration, bounded context.Context, cancel context.CancelFunc) {
+	now := time.Now()
+	bound := min(cutoffOf(ctx).Sub(now), s.cfg.FetchTimeout)
+	bounded, cancel = context.WithDeadline(ctx, now.Add(bound))
+	return bound + claimSlack, bounded, cancel
 }
 
 // releaseServer ends a lease whose request took took (negative: no request was made).
@@ -62,6 +84,7 @@ func (s *Service) releaseServer(ctx context.Context, l *serverLease, took time.D
 	if l == nil || !l.claim.OK {
 		return
 	}
+	l.cancel()
 	if _, err := s.servers.Release(ctx, l.claim, took); err != nil {
 		// The claim's window still holds the address; it only waits longer.
 		s.log.Warn("server address lease not released", "addr", l.claim.Addr, "err", err)

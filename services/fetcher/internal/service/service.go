@@ -50,6 +50,8 @@ type Service struct {
 	client *fetch.Client
 	m      *metrics
 	now    func() time.Time
+	// lease places the tasks' lease deadlines (Redis's clock) on this process's clock.
+	lease *leaseClock
 	bodies jetstream.ObjectStore // page bodies too large to travel inline
 	run    *runner.Runner
 	cons   jetstream.Consumer
@@ -68,7 +70,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 // New connects to NATS and Redis, declares the topology and opens the metrics listener.
 // It waits for NATS and Redis until ctx ends. The caller must call Run (which closes
 // everything when it returns) or Close.
-func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Service, error) {
+func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Option) (*Service, error) {
 	r, err := runner.Start(ctx, "fetcher", cfg.Common, log, runner.WithRedis(), runner.WithBodies())
 	if err != nil {
 		return nil, err
@@ -108,11 +110,31 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Service, er
 		s.pick = dialer.Pick
 	}
 	r.OnClose(s.client.CloseIdle)
+	s.lease = &leaseClock{wall: time.Now, redisTime: func(ctx context.Context) (time.Time, error) { return r.Redis.Time(ctx).Result() }, log: log}
+	for _, o := range opts {
+		o(s)
+	}
+	if err := s.lease.measure(ctx); err != nil {
+		r.Close()
+		return nil, err
+	}
+	r.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "trawl_fetcher_clock_offset_seconds", Help: "Redis's clock minus this machine's, as last measured (lease deadlines are converted by it).",
+	}, func() float64 { return time.Duration(s.lease.offset.Load()).Seconds() }))
 	s.outcomes = newOutcomeBatcher(cfg.OutcomeBatch, cfg.OutcomeLinger, s.publishOutcomes)
 	r.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "trawl_fetcher_outcomes_waiting", Help: "Outcomes gathered for a crawl.fetched batch and not yet being published.",
 	}, func() float64 { return float64(s.outcomes.waiting()) }))
 	return s, nil
+}
+
+// Option changes how New builds the service.
+type Option func(*Service)
+
+// WithWallClock makes the service read the time of day from now instead of time.Now, as a
+// machine whose clock is off would (tests of clock skew).
+func WithWallClock(now func() time.Time) Option {
+	return func(s *Service) { s.lease.wall = now }
 }
 
 // newClient builds the HTTP client: the address policy in the dialer, the DNS cache in
@@ -156,6 +178,7 @@ func (s *Service) Addr() string { return s.obs.Addr() }
 // Run consumes fetch tasks until ctx ends, then finishes the tasks in hand (up to the
 // fetch timeout plus publishing), closes everything and returns.
 func (s *Service) Run(ctx context.Context) error {
+	s.run.Go("clock", s.lease.keep)
 	s.run.Go("consume", func(ctx context.Context) error {
 		// On shutdown the batches waiting are published at once, not after their linger, so
 		// the tasks in hand finish (and are acked) well inside the drain.
