@@ -41,7 +41,14 @@ type Progress struct {
 	// Waits is what the frontier waits on: hosts backing off, in Crawl-delay or in the
 	// politeness delay, retired hosts, and the slowest host's next time.
 	Waits frontierkeys.Waits
+	// Stuck are the tasks out that make no progress (frontierkeys.StuckLease.Stuck), oldest
+	// first, at most stuckShown; StuckNow is the frontier's clock they were judged by.
+	Stuck    []frontierkeys.StuckLease
+	StuckNow time.Time
 }
+
+// stuckShown bounds the stuck tasks a snapshot reads; the line names the first two.
+const stuckShown = 8
 
 // waitSample bounds the waiting hosts a progress snapshot classifies.
 const waitSample = 32
@@ -93,6 +100,18 @@ func (p Progress) String() string {
 	if w := p.Waits.String(); w != "" {
 		line += " | " + w
 	}
+	if len(p.Stuck) > 0 {
+		line += fmt.Sprintf(" | STUCK %d:", len(p.Stuck))
+		for i, l := range p.Stuck[:min(2, len(p.Stuck))] {
+			if i > 0 {
+				line += ";"
+			}
+			line += " " + l.Describe(p.StuckNow)
+		}
+		if len(p.Stuck) > 2 {
+			line += fmt.Sprintf(" (+%d more: trawlctl status)", len(p.Stuck)-2)
+		}
+	}
 	return line
 }
 
@@ -117,18 +136,18 @@ func (s *Stack) Progress(ctx context.Context) (Progress, error) {
 	// answered: the reading fails and the caller reads again instead of hanging.
 	ctx, cancel := context.WithTimeout(ctx, progressTimeout)
 	defer cancel()
-	return ReadProgress(ctx, s.js, s.rdb, s.prefix, s.shards)
+	return ReadProgress(ctx, s.js, s.rdb, s.prefix, s.shards, s.leaseTTL)
 }
 
 // progressTimeout bounds one Progress reading.
 const progressTimeout = 10 * time.Second
 
-// ReadProgress reads a snapshot of any deployment: prefix is TRAWL_REDIS_PREFIX and
-// shards TRAWL_SHARDS. It relies only on the documented Redis keys of the scheduler
+// ReadProgress reads a snapshot of any deployment: prefix is TRAWL_REDIS_PREFIX, shards
+// TRAWL_SHARDS and leaseTTL TRAWL_LEASE_TTL (which dates the tasks out). It relies only on the documented Redis keys of the scheduler
 // (docs/architecture.md) and the stream and consumer names in shared/topology. An error
 // wrapping crawlid.ErrLost means Redis no longer holds the crawl NATS knows: the counters
 // would read zero and the crawl can never finish.
-func ReadProgress(ctx context.Context, js jetstream.JetStream, rdb redis.UniversalClient, prefix string, shards int) (Progress, error) {
+func ReadProgress(ctx context.Context, js jetstream.JetStream, rdb redis.UniversalClient, prefix string, shards int, leaseTTL time.Duration) (Progress, error) {
 	p := Progress{At: time.Now(), Backlog: map[string]uint64{}, Seqs: map[string]uint64{}}
 	known, err := crawlid.Known(ctx, js, prefix)
 	if err != nil {
@@ -168,6 +187,11 @@ func ReadProgress(ctx context.Context, js jetstream.JetStream, rdb redis.Univers
 	}
 	if p.Waits, err = frontierkeys.ReadWaits(ctx, rdb, prefix, shards, waitSample); err != nil {
 		return p, fmt.Errorf("stack: progress: %w", err)
+	}
+	if p.InFlight > 0 {
+		if p.Stuck, p.StuckNow, err = frontierkeys.ReadStuck(ctx, rdb, prefix, shards, leaseTTL, stuckShown); err != nil {
+			return p, fmt.Errorf("stack: progress: %w", err)
+		}
 	}
 	for _, name := range []string{topology.StreamDiscovered, topology.StreamFrontier, topology.StreamFetch, topology.StreamFetched, topology.StreamPages, topology.StreamDocs} {
 		// Looking the stream up fetches its info already: one request per stream, since

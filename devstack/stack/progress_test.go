@@ -45,7 +45,7 @@ func TestProgressCountsTheArchiversBacklog(t *testing.T) {
 	if _, err := js.Publish(ctx, topology.SubjectPages, []byte("page")); err != nil {
 		t.Fatal(err)
 	}
-	p, err := ReadProgress(ctx, js, rdb, "trawl", 1)
+	p, err := ReadProgress(ctx, js, rdb, "trawl", 1, time.Minute)
 	if err != nil {
 		t.Fatalf("without an archiver: %v", err)
 	}
@@ -55,7 +55,7 @@ func TestProgressCountsTheArchiversBacklog(t *testing.T) {
 	if _, err := js.CreateOrUpdateConsumer(ctx, topology.StreamPages, topology.ArchiverConsumer(tm)); err != nil {
 		t.Fatal(err)
 	}
-	p, err = ReadProgress(ctx, js, rdb, "trawl", 1)
+	p, err = ReadProgress(ctx, js, rdb, "trawl", 1, time.Minute)
 	if err != nil {
 		t.Fatalf("with an archiver: %v", err)
 	}

@@ -5,6 +5,7 @@
 package stack
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -28,6 +29,7 @@ import (
 	"github.com/trawl/trawl/devstack/natsembed"
 	"github.com/trawl/trawl/devstack/redisproc"
 	"github.com/trawl/trawl/shared/durability"
+	"github.com/trawl/trawl/shared/envconfig"
 	"github.com/trawl/trawl/shared/natsx"
 	"github.com/trawl/trawl/shared/redisx"
 	"github.com/trawl/trawl/shared/seed"
@@ -105,6 +107,8 @@ type Stack struct {
 	files   []*os.File
 	shards  int
 	prefix  string
+	// leaseTTL is TRAWL_LEASE_TTL as the services run with it: it dates the tasks out.
+	leaseTTL time.Duration
 }
 
 // Build compiles the services (the archiver included) into outDir with the workspace at root.
@@ -155,7 +159,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		return nil, fmt.Errorf("stack: %w", err)
 	}
 	opts.Durability = level
-	s := &Stack{opts: opts, dir: opts.Dir, shards: 1, prefix: "trawl"}
+	s := &Stack{opts: opts, dir: opts.Dir, shards: 1, prefix: "trawl", leaseTTL: envconfig.DefaultLeaseTTL}
 	defer func() {
 		if err != nil {
 			_ = s.Close(context.WithoutCancel(ctx))
@@ -221,6 +225,10 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	}
 	if v := env["TRAWL_REDIS_PREFIX"]; v != "" {
 		s.prefix = v
+	}
+	// The services read the process environment too; opts.Env wins over it.
+	if d, err := time.ParseDuration(cmp.Or(env["TRAWL_LEASE_TTL"], os.Getenv("TRAWL_LEASE_TTL"))); err == nil {
+		s.leaseTTL = d
 	}
 	names := Services
 	if ArchiveDir(env) != "" {

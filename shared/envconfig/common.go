@@ -38,6 +38,10 @@ func (c Conn) RedisOptions() []redisx.Option { return []redisx.Option{redisx.Wit
 // DefaultLeaseTTL is TRAWL_LEASE_TTL's default: how long a fetch task holds its host.
 const DefaultLeaseTTL = 2 * time.Minute
 
+// LoadLeaseTTL reads TRAWL_LEASE_TTL, for the services and for the tools that date the
+// tasks out by it (trawlctl status).
+func LoadLeaseTTL(r *Reader) time.Duration { return r.Duration("LEASE_TTL", DefaultLeaseTTL) }
+
 // MaxTaskBatch bounds TRAWL_TASK_BATCH: a fetcher needs at least that many fetch slots.
 const MaxTaskBatch = 64
 
@@ -183,7 +187,7 @@ func LoadCommon(r *Reader, defaultHTTP string) Common {
 		HTTPAddr:      r.String("HTTP_ADDR", defaultHTTP),
 		LogLevel:      r.String("LOG_LEVEL", "info"),
 		LogFormat:     r.String("LOG_FORMAT", "text"),
-		LeaseTTL:      r.Duration("LEASE_TTL", DefaultLeaseTTL),
+		LeaseTTL:      LoadLeaseTTL(r),
 		AckWait:       r.Duration("ACK_WAIT", 30*time.Second),
 		MaxDeliver:    r.Int("MAX_DELIVER", 20),
 		Replicas:      r.Int("STREAM_REPLICAS", 1),

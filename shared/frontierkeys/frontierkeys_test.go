@@ -25,6 +25,7 @@ func TestKeyNames(t *testing.T) {
 		{"slowest", s.Slowest(), "trawl:{s3}:slowest"},
 		{"errors", s.Errors(), "trawl:{s3}:errors"},
 		{"applied", s.Applied(), "trawl:{s3}:applied"},
+		{"lasterr", s.LastErr(), "trawl:{s3}:lasterr"},
 		{"front queue", s.FrontQueue(7), "trawl:{s3}:fq:7"},
 		{"front queue name", FrontQueueName(7), "fq:7"},
 		{"back queue", s.BackQueue("a.example"), "trawl:{s3}:bq:a.example"},

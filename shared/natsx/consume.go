@@ -13,10 +13,14 @@ import (
 
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/ctxsleep"
+	"github.com/trawl/trawl/shared/errclass"
 )
 
 // ErrPermanent marks a handler error that redelivery cannot fix; the message is
-// terminated at once. crawlmsg.ErrMalformed and crawlmsg.ErrVersion count as permanent too.
+// terminated at once. crawlmsg.ErrMalformed and crawlmsg.ErrVersion count as permanent too,
+// and so does every NATS or Redis error that shared/errclass calls permanent (a message over
+// a size limit, a wrong expected sequence, WRONGTYPE, a script error): redelivered, it would
+// fail the same way for ever.
 //
 // Every other error is temporary (Redis at maxmemory, LOADING or READONLY, a connection
 // error, a full stream, a NATS timeout) and never terminates a message: a message whose
@@ -30,7 +34,8 @@ func Permanent(err error) error { return fmt.Errorf("%w: %w", ErrPermanent, err)
 
 // IsPermanent tells a poison message from a passing failure.
 func IsPermanent(err error) bool {
-	return errors.Is(err, ErrPermanent) || errors.Is(err, crawlmsg.ErrMalformed) || errors.Is(err, crawlmsg.ErrVersion)
+	return errors.Is(err, ErrPermanent) || errors.Is(err, crawlmsg.ErrMalformed) || errors.Is(err, crawlmsg.ErrVersion) ||
+		errclass.IsPermanent(err)
 }
 
 // ConsumeOptions configure a consume loop. Zero fields take the defaults in the comments.

@@ -50,7 +50,7 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer nc.Close()
-	rd := &progress.Reader{RDB: rdb, JS: js, O: progress.Options{Prefix: e.cfg.RedisPrefix, Shards: e.cfg.Shards, FrontQueues: e.cfg.FrontQueues}}
+	rd := &progress.Reader{RDB: rdb, JS: js, O: progress.Options{Prefix: e.cfg.RedisPrefix, Shards: e.cfg.Shards, FrontQueues: e.cfg.FrontQueues, LeaseTTL: e.cfg.LeaseTTL}}
 	show := func(s *progress.Snapshot) error {
 		if *asJSON {
 			return json.NewEncoder(e.Stdout).Encode(s)

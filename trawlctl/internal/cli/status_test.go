@@ -37,6 +37,10 @@ func frontierFixture(t *testing.T, rdb *redis.Client, prefix string) {
 		p.ZAdd(ctx, s0+"heap", redis.Z{Score: float64(now - 1000), Member: "h1.test"}, redis.Z{Score: float64(now + 60000), Member: "h2.test"})
 		p.ZAdd(ctx, s1+"heap", redis.Z{Score: float64(now + 60000), Member: "h4.test"})
 		p.ZAdd(ctx, s0+"inflight", redis.Z{Score: float64(now + 120000), Member: "h3.test"})
+		// h3.test's task fails to store its page: its fetcher recorded the error under the lease.
+		p.HSet(ctx, s0+"lease", "h3.test", "0-5-9 0 0 1 http://h3.test/slow")
+		p.HSet(ctx, s0+"lasterr", "h3.test", "0-5-9\t"+strconv.FormatInt(now-30000, 10)+"\t"+strconv.FormatInt(now-1000, 10)+
+			"\t7\tpage: nats: API error: code=400 err_code=10097 description=header size exceeds maximum allowed of 64k")
 		p.HSet(ctx, s0+"stats", "accepted", 20, "queued", 8, "dispatched", 12, "fetched", 7, "failed", 2, "disallowed", 1, "out_of_scope", 1, "over_budget", 0, "retired", 1)
 		p.HSet(ctx, s1+"stats", "accepted", 5, "queued", 3, "dispatched", 2, "fetched", 1, "failed", 1)
 		p.Set(ctx, s1+"paused", "1", 0)
@@ -115,6 +119,10 @@ func TestStatus(t *testing.T) {
 			w.Latest() == nil || w.Hosts[0].Host != "h2.test" || w.Hosts[0].LastError != "robots-unavailable 503" {
 			t.Errorf("waits %+v", w)
 		}
+		if len(snap.Stuck) != 1 || snap.Stuck[0].URL != "http://h3.test/slow" || snap.Stuck[0].Host != "h3.test" ||
+			snap.Stuck[0].LastError == nil || snap.Stuck[0].LastError.Tries != 7 {
+			t.Errorf("stuck %+v, want h3.test's task with its fetcher's last error", snap.Stuck)
+		}
 		if snap.Streams[topology.StreamPages].Msgs != 1 || snap.PagesPerSec != nil {
 			t.Errorf("streams %v, rate %v", snap.Streams, snap.PagesPerSec)
 		}
@@ -141,6 +149,8 @@ func TestStatus(t *testing.T) {
 			"errors=3",
 			"dedup=2 scheduler=0 fetch=0 outcomes=0 parser=1",
 			"dispatch   backpressure=HELD by parser holds=2  fetch: waiting=5/8 being-fetched=3",
+			"STUCK 1    http://h3.test/slow (host h3.test, attempt 2): out for ",
+			"(7 tries), last error ", "ago: page: nats: API error: code=400 err_code=10097",
 			"waits      hosts waiting: 1 backing off until " + time.UnixMilli(fixtureNow+60000).Format("15:04:05") +
 				" (last error h2.test: robots-unavailable 503), 1 in politeness delay, 1 retired, slowest ",
 		} {

@@ -5,6 +5,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/trawl/trawl/shared/bloomhash"
 	"github.com/trawl/trawl/shared/crawlscope"
@@ -24,6 +25,8 @@ type Config struct {
 	UserAgent   string // TRAWL_USER_AGENT: the User-Agent header of robots check's fetch
 	MaxDepth    int    // TRAWL_MAX_DEPTH
 	BloomParts  int    // TRAWL_BLOOM_PARTS: the parts dedup split the seen filter into
+	// LeaseTTL is TRAWL_LEASE_TTL: status dates the tasks out by it to name stuck ones.
+	LeaseTTL time.Duration
 	// Settings are the parser's scope settings, which explain applies.
 	crawlscope.Settings
 }
@@ -37,6 +40,7 @@ func Load(r *envconfig.Reader) Config {
 		UserAgent:   robots.LoadUserAgent(r),
 		MaxDepth:    frontierconf.LoadMaxDepth(r),
 		BloomParts:  bloomhash.LoadParts(r),
+		LeaseTTL:    envconfig.LoadLeaseTTL(r),
 		Settings:    crawlscope.Load(r),
 	}
 }

@@ -58,6 +58,14 @@ type Report struct {
 	Frontier  FrontierReport `json:"frontier"`
 	HostState HostReport     `json:"host_state"`
 	LastFetch string         `json:"last_fetch"`
+	// Outcome is the URL's newest line in its shard's error log: a retried or failed
+	// outcome, or an expired lease, with its reason ("attempts exhausted after N attempts:
+	// …" once its attempts ran out). OutcomeNote says where it was looked for when absent.
+	Outcome     *frontierkeys.ErrorRecord `json:"outcome,omitempty"`
+	OutcomeNote string                    `json:"outcome_note,omitempty"`
+	// TaskError is the last error the fetcher holding the URL's task reported (while the
+	// task is out, or the host's task if it is another URL's).
+	TaskError *frontierkeys.LeaseError `json:"task_error,omitempty"`
 	// Recrawl is the URL's recrawl history from CRAWL_RECRAWL (TRAWL_RECRAWL=adaptive);
 	// RecrawlNote says why there is none.
 	Recrawl     *recrawl.History `json:"recrawl,omitempty"`
@@ -196,6 +204,8 @@ func Explain(ctx context.Context, rdb redis.UniversalClient, o Options, rawURL s
 	var (
 		meta, hostHash           *redis.MapStringStringCmd
 		robotsRaw, lease         *redis.StringCmd
+		lastErr                  *redis.StringCmd
+		errLog                   *redis.StringSliceCmd
 		robotsTTL, hostTTL       *redis.DurationCmd
 		active                   *redis.BoolCmd
 		paused, bqLen            *redis.IntCmd
@@ -210,6 +220,8 @@ func Explain(ctx context.Context, rdb redis.UniversalClient, o Options, rawURL s
 		heapScore = p.ZScore(ctx, ks.Heap(), r.Host)
 		inflightScore = p.ZScore(ctx, ks.Inflight(), r.Host)
 		lease = p.HGet(ctx, ks.Lease(), r.Host)
+		lastErr = p.HGet(ctx, ks.LastErr(), r.Host)
+		errLog = p.LRange(ctx, ks.Errors(), 0, -1)
 		hostHash = p.HGetAll(ctx, ks.Host(r.Host))
 		hostTTL = p.PTTL(ctx, ks.Host(r.Host))
 		paused = p.Exists(ctx, ks.Paused())
@@ -254,6 +266,20 @@ func Explain(ctx context.Context, rdb redis.UniversalClient, o Options, rawURL s
 				r.Scope.Depth = &e.Depth
 			}
 		}
+	}
+	if v, err := lastErr.Result(); err == nil {
+		if le, ok := frontierkeys.ParseLeaseError(v); ok && le.Token == f.LeaseToken {
+			r.TaskError = &le
+		}
+	}
+	for _, line := range errLog.Val() {
+		if rec, ok := frontierkeys.ParseErrorRecord(line); ok && rec.URL == norm {
+			r.Outcome = &rec
+			break
+		}
+	}
+	if r.Outcome == nil {
+		r.OutcomeNote = fmt.Sprintf("not among the last %d retried or failed outcomes and expired leases of shard %d (%s)", len(errLog.Val()), r.Shard, ks.Errors())
 	}
 	f.BackQueue, err = scan(ctx, rdb, ks.BackQueue(r.Host), frontierkeys.BackQueueName(r.Host), bqLen.Val(), norm, o.ScanLimit)
 	if err != nil {

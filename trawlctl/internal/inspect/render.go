@@ -126,6 +126,14 @@ func WriteText(w io.Writer, r *Report, now time.Time) error {
 			p("    server %s", serverLine(sv, when))
 		}
 	}
+	if e := r.TaskError; e != nil {
+		p("task error %s (%d tries since %s) from the fetcher holding the task: %s", when(e.Last), e.Tries, when(e.First), e.Error)
+	}
+	if o := r.Outcome; o != nil {
+		p("outcome    %s %s: %s (%s, status %d)", strings.ToUpper(o.Result), when(o.At), o.Error, o.Kind, o.Status)
+	} else if r.OutcomeNote != "" {
+		p("outcome    %s", r.OutcomeNote)
+	}
 	p("last fetch %s", r.LastFetch)
 	switch h := r.Recrawl; {
 	case h != nil && h.Where != "":

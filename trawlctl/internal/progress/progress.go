@@ -96,6 +96,11 @@ type Snapshot struct {
 	// Waits is what the frontier waits on: hosts backing off (with their last error), in
 	// Crawl-delay or in the politeness delay, retired hosts, the slowest host's next time.
 	Waits frontierkeys.Waits `json:"waits"`
+	// Stuck are the tasks out that make no progress — overdue, failing, or out for more
+	// than half the lease TTL (frontierkeys.StuckLease.Stuck) — oldest first, at most
+	// stuckShown, judged at StuckNow (the frontier's clock).
+	Stuck    []frontierkeys.StuckLease `json:"stuck,omitempty"`
+	StuckNow time.Time                 `json:"stuck_now,omitzero"`
 	// Recrawl is the recrawl schedule's backlog (TRAWL_RECRAWL=adaptive); nil otherwise.
 	Recrawl *recrawl.Backlog `json:"recrawl,omitempty"`
 	// Warnings name what could not be read (e.g. a stream that does not exist yet).
@@ -118,6 +123,9 @@ type Dispatch struct {
 // waitSample bounds the waiting hosts a snapshot classifies.
 const waitSample = 32
 
+// stuckShown bounds the stuck tasks a snapshot lists.
+const stuckShown = 20
+
 // recrawlSample is how many recrawl schedules a snapshot reads for its median interval and
 // 304 share.
 const recrawlSample = 256
@@ -131,6 +139,9 @@ type Options struct {
 	FrontQueues int
 	// Now is the clock used for "ready" hosts (default time.Now).
 	Now func() time.Time
+	// LeaseTTL is TRAWL_LEASE_TTL, which dates the tasks out (0: undated; overdue and
+	// failing tasks are still named stuck).
+	LeaseTTL time.Duration
 }
 
 // ErrFrontierUnreadable marks a snapshot that could not be taken because Redis did not
@@ -159,6 +170,11 @@ func (r *Reader) Read(ctx context.Context) (*Snapshot, error) {
 		return nil, fmt.Errorf("progress: %w: %w", ErrFrontierUnreadable, err)
 	}
 	s.Waits = w
+	if w.InFlight > 0 {
+		if s.Stuck, s.StuckNow, err = frontierkeys.ReadStuck(ctx, r.RDB, r.O.Prefix, r.O.Shards, r.O.LeaseTTL, stuckShown); err != nil {
+			return nil, fmt.Errorf("progress: %w", err)
+		}
+	}
 	if r.JS != nil {
 		if err := r.readJetStream(ctx, s); err != nil {
 			return nil, err

@@ -36,6 +36,13 @@ func WriteText(w io.Writer, s *Snapshot) error {
 	if ws := s.Waits.String(); ws != "" {
 		fmt.Fprintf(&b, "waits      %s\n", ws)
 	}
+	for i, l := range s.Stuck {
+		label := ""
+		if i == 0 {
+			label = fmt.Sprintf("STUCK %d", len(s.Stuck))
+		}
+		fmt.Fprintf(&b, "%-10s %s\n", label, l.Describe(s.StuckNow))
+	}
 	fmt.Fprintf(&b, "urls       accepted=%d queued=%d dispatched=%d | fetched=%d failed=%d disallowed=%d out-of-scope=%d over-budget=%d\n",
 		c.Accepted, c.Queued, c.Dispatched, c.Fetched, c.Failed, c.Disallowed, c.OutOfScope, c.OverBudget)
 	rate := "n/a (one sample)"

@@ -18,6 +18,8 @@ import (
 	"github.com/trawl/trawl/services/fetcher/internal/robotscache"
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/ctxsleep"
+	"github.com/trawl/trawl/shared/errclass"
+	"github.com/trawl/trawl/shared/frontierkeys"
 	"github.com/trawl/trawl/shared/natsx"
 	"github.com/trawl/trawl/shared/politeness"
 	"github.com/trawl/trawl/shared/robots"
@@ -83,6 +85,12 @@ func (s *Service) handleTask(ctx context.Context, task *crawlmsg.FetchTask) {
 	// An error comes before any request (Redis failed for robots.txt): the task is tried
 	// again in place, and past its deadline process answers expired.
 	for try := uint64(1); err != nil; try++ {
+		s.noteError(task, "task", err)
+		if v := errclass.Of(err); v.Class == errclass.Permanent {
+			s.m.permanentErrors.WithLabelValues("task", v.Reason).Inc()
+			s.log.Error("task failed for good before its request; its lease will bring the URL back, counting an attempt", "url", task.URL, "reason", v.Reason, "err", err)
+			return
+		}
 		if !ctxsleep.Sleep(ctx, natsx.DefaultBackoff(try)) {
 			s.log.Error("task given up before its request; its lease will bring the URL back", "url", task.URL, "err", err)
 			return
@@ -171,7 +179,7 @@ func (s *Service) storePage(deadline time.Time, task *crawlmsg.FetchTask, res *p
 		tries++
 		// A body of many megabytes gets a second per 8 MiB on top of the usual wait.
 		wait := publishTimeout + time.Duration(ref.Size/(8<<20))*time.Second
-		if err := s.retry(deadline, task.URL, "body", wait, func(ctx context.Context) error {
+		if err := s.retryTask(deadline, task, "body", wait, func(ctx context.Context) error {
 			_, err := s.bodies.Put(ctx, jetstream.ObjectMeta{Name: ref.Name, Opts: &jetstream.ObjectMetaOptions{ChunkSize: s.chunkSize()}}, bytes.NewReader(page.Body))
 			return err
 		}); err != nil {
@@ -189,7 +197,7 @@ func (s *Service) storePage(deadline time.Time, task *crawlmsg.FetchTask, res *p
 	if res.redirect != nil {
 		msgs = append(msgs, res.redirect)
 	}
-	err = s.retry(deadline, task.URL, "page", publishTimeout, func(ctx context.Context) error {
+	err = s.retryTask(deadline, task, "page", publishTimeout, func(ctx context.Context) error {
 		tries++
 		return natsx.PublishBatch(ctx, s.js, msgs)
 	})
@@ -226,13 +234,16 @@ func (s *Service) chunkSize() uint32 {
 }
 
 // isTooLarge reports a message that can never be stored: over the server's max_payload
-// (refused by the client) or the stream's maximum message size (refused by JetStream).
+// (refused by the client), the stream's maximum message size or JetStream's header limit,
+// or refused for any other reason shared/errclass calls permanent. Its URL ends too-large
+// with the error as its reason; retried, it would only hold its host until the lease ends.
 func isTooLarge(err error) bool {
-	return errors.Is(err, nats.ErrMaxPayload) || errors.Is(err, jetstream.ErrStreamMessageExceedsMaximum)
+	return errors.Is(err, nats.ErrMaxPayload) || errors.Is(err, jetstream.ErrStreamMessageExceedsMaximum) ||
+		errclass.IsPermanent(err)
 }
 
-// retry runs op, each attempt bounded by wait, until it succeeds, fails for good (too
-// large) or the deadline passes. Each attempt's context is the only one made for it (no
+// retry runs op, each attempt bounded by wait, until it succeeds, fails for good (an error
+// shared/errclass calls permanent) or the deadline passes. Each attempt's context is the only one made for it (no
 // parent to cancel it): one timer per publish.
 func (s *Service) retry(deadline time.Time, about string, what string, wait time.Duration, op func(ctx context.Context) error) error {
 	backoff := 100 * time.Millisecond
@@ -240,7 +251,12 @@ func (s *Service) retry(deadline time.Time, about string, what string, wait time
 		pctx, pcancel := context.WithDeadline(context.Background(), earliest(deadline, time.Now().Add(wait)))
 		err := op(pctx)
 		pcancel()
-		if err == nil || isTooLarge(err) {
+		if err == nil {
+			return nil
+		}
+		if v := errclass.Of(err); v.Class == errclass.Permanent {
+			s.m.permanentErrors.WithLabelValues(what, v.Reason).Inc()
+			s.log.Warn("publish failed for good; not retried", "what", what, "about", about, "reason", v.Reason, "err", err)
 			return err
 		}
 		s.m.publishRetries.WithLabelValues(what).Inc()
@@ -255,6 +271,36 @@ func (s *Service) retry(deadline time.Time, about string, what string, wait time
 			return err
 		}
 		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+// retryTask is retry for a step of one task: each failure is also recorded as the task's
+// last error under its lease (noteError), so a task that cannot store its results is named
+// with its cause while it holds its host, and fails with it when its attempts run out.
+func (s *Service) retryTask(deadline time.Time, task *crawlmsg.FetchTask, what string, wait time.Duration, op func(ctx context.Context) error) error {
+	return s.retry(deadline, task.URL, what, wait, func(ctx context.Context) error {
+		err := op(ctx)
+		if err != nil {
+			s.noteError(task, what, err)
+		}
+		return err
+	})
+}
+
+// noteTimeout bounds recording a task's error: it informs, and must not hold the retry.
+const noteTimeout = time.Second
+
+// noteError records err as the last error of task's lease in the frontier
+// (frontierkeys.NoteLeaseError). A failure to record is only logged: Redis may be what
+// failed.
+func (s *Service) noteError(task *crawlmsg.FetchTask, what string, err error) {
+	if s.rdb == nil || task.Lease == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), noteTimeout)
+	defer cancel()
+	if _, nerr := frontierkeys.NoteLeaseError(ctx, s.rdb, s.cfg.Common.RedisPrefix, task.Shard, task.Host, task.Lease, fmt.Errorf("%s: %w", what, err)); nerr != nil {
+		s.log.Debug("last error of a task not recorded", "url", task.URL, "err", nerr)
 	}
 }
 

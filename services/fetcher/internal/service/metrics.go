@@ -21,6 +21,7 @@ type metrics struct {
 	outcomeBatches  prometheus.Counter
 	publishFailures prometheus.Counter
 	publishRetries  *prometheus.CounterVec // what: body, page, outcome
+	permanentErrors *prometheus.CounterVec // what, reason (shared/errclass)
 	tooLarge        prometheus.Counter
 	bodiesByRef     prometheus.Counter
 	paused          prometheus.Gauge
@@ -79,6 +80,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		publishRetries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "trawl_fetcher_publish_retries_total", Help: "Failed attempts to store a task's body, page or outcome, each retried until the lease deadline.",
 		}, []string{"what"}),
+		permanentErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "trawl_fetcher_permanent_errors_total", Help: "NATS or Redis errors that trying again cannot cure (shared/errclass), by step (body, page, outcome, task) and reason; not retried.",
+		}, []string{"what", "reason"}),
 		tooLarge: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "trawl_fetcher_too_large_total", Help: "Pages refused as larger than the largest message; their URLs end too-large.",
 		}),
@@ -96,7 +100,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.sitemaps.WithLabelValues("robots")
 	m.sitemaps.WithLabelValues("default")
 	reg.MustRegister(m.sitemaps, m.dnsLookups, m.pages, m.bytes, m.duration, m.robotsDecisions, m.robotsFetches, m.robotsThenPage, m.inflight,
-		m.blocked, m.expired, m.robotsDeferred, m.serverBusy, m.terminated, m.outcomes, m.outcomeBatches, m.publishFailures, m.publishRetries, m.tooLarge, m.bodiesByRef, m.paused)
+		m.blocked, m.expired, m.robotsDeferred, m.serverBusy, m.terminated, m.outcomes, m.outcomeBatches, m.publishFailures, m.publishRetries, m.permanentErrors, m.tooLarge, m.bodiesByRef, m.paused)
 	return m
 }
 

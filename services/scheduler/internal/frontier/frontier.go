@@ -141,7 +141,7 @@ type Frontier struct {
 // Positions shared with lua/common.lua: the front queues follow the fixed KEYS, and script
 // arguments follow the common ARGV.
 const (
-	fixedKeys = 12
+	fixedKeys = 13
 	argStart  = 23
 )
 
@@ -165,7 +165,7 @@ func New(rdb redis.UniversalClient, o Options, p Prioritizer) *Frontier {
 	k := frontierkeys.ForShard(o.KeyPrefix, o.Shard)
 	keys := []string{k.Stats(), k.Heap(), k.Hosts(), k.Inflight(),
 		k.Lease(), k.Paused(), k.Seq(), k.Backlinks(),
-		k.Busiest(), k.Slowest(), k.Errors(), k.Applied()}
+		k.Busiest(), k.Slowest(), k.Errors(), k.Applied(), k.LastErr()}
 	for q := range o.FrontQueues {
 		keys = append(keys, k.FrontQueue(q))
 	}
@@ -506,20 +506,28 @@ func ParseEntry(s string) (Entry, error) { return frontierkeys.ParseEntry(s) }
 // a grace period back, after the outcomes that could still release those leases were
 // applied: a lease with an outcome waiting must not be reaped.
 func (f *Frontier) Reap(ctx context.Context, cutoff time.Time) (int, error) {
+	n, _, err := f.ReapCounted(ctx, cutoff)
+	return n, err
+}
+
+// ReapCounted is Reap that also says how many of the reaped URLs ended failed because their
+// attempts ran out ("attempts exhausted").
+func (f *Frontier) ReapCounted(ctx context.Context, cutoff time.Time) (reaped, exhausted int, err error) {
 	total := 0
 	for {
 		args := append(f.args(2), strconv.Itoa(f.o.ReapLimit), strconv.FormatInt(cutoff.UnixMilli(), 10))
 		v, err := f.run(ctx, scriptReap, args)
 		if err != nil {
-			return total, err
+			return total, exhausted, err
 		}
 		r, err := redisx.Int64s(v)
-		if err != nil || len(r) < 1 {
-			return total, fmt.Errorf("frontier: reap: unexpected reply %v: %w", v, err)
+		if err != nil || len(r) < 3 {
+			return total, exhausted, fmt.Errorf("frontier: reap: unexpected reply %v: %w", v, err)
 		}
 		total += int(r[0])
+		exhausted += int(r[2])
 		if int(r[0]) < f.o.ReapLimit {
-			return total, nil
+			return total, exhausted, nil
 		}
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/trawl/trawl/services/scheduler/internal/statuspage"
 	"github.com/trawl/trawl/shared/bloomhash"
 	"github.com/trawl/trawl/shared/crawlid"
+	"github.com/trawl/trawl/shared/frontierkeys"
 	"github.com/trawl/trawl/shared/natsx"
 	"github.com/trawl/trawl/shared/redisx"
 	"github.com/trawl/trawl/shared/runner"
@@ -137,6 +138,9 @@ func newStatusPage(cfg config.Config, rdb redis.UniversalClient, why *redisx.Las
 			return rdb.HGetAll(ctx, bloomhash.StatsKey(cfg.RedisPrefix)).Result()
 		},
 		Recrawl: recrawlBacklog(cfg, js, now),
+		Stuck: func(ctx context.Context) ([]frontierkeys.StuckLease, time.Time, error) {
+			return frontierkeys.ReadStuck(ctx, rdb, cfg.RedisPrefix, cfg.Shards, cfg.LeaseTTL, statuspage.MaxStuck)
+		},
 	})
 }
 
@@ -309,7 +313,7 @@ func (s *shard) reapGrace() time.Duration { return s.cfg.AckWait }
 // first would fetch those URLs again.
 func (s *shard) reap(ctx context.Context) {
 	start := s.now()
-	n, err := s.reapStep(ctx)
+	n, exhausted, err := s.reapStep(ctx)
 	s.observe("reap", start, err)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -319,41 +323,44 @@ func (s *shard) reap(ctx context.Context) {
 	}
 	if n > 0 {
 		s.m.leaseExpiries.WithLabelValues(s.label).Add(float64(n))
-		s.log.Info("leases expired; URLs requeued", "count", n)
+		s.log.Info("leases expired; URLs requeued", "count", n, "attempts_exhausted", exhausted)
 		s.poke()
+	}
+	if exhausted > 0 {
+		s.m.attemptsExhausted.WithLabelValues(s.label).Add(float64(exhausted))
 	}
 }
 
-func (s *shard) reapStep(ctx context.Context) (int, error) {
+func (s *shard) reapStep(ctx context.Context) (reaped, exhausted int, err error) {
 	if s.reapAt == nil {
 		now, err := s.f.Now(ctx)
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		cutoff := now.Add(-s.reapGrace())
 		if n, err := s.f.Overdue(ctx, cutoff); err != nil || n == 0 {
-			return 0, err
+			return 0, 0, err
 		}
 		str, err := s.js.Stream(ctx, topology.StreamFetched)
 		if err != nil {
-			return 0, fmt.Errorf("reap: stream %s: %w", topology.StreamFetched, err)
+			return 0, 0, fmt.Errorf("reap: stream %s: %w", topology.StreamFetched, err)
 		}
 		s.reapAt = &reapRound{cutoff: cutoff, seq: str.CachedInfo().State.LastSeq}
 	}
 	ci, err := s.outcomeC.Info(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("reap: outcome consumer: %w", err)
+		return 0, 0, fmt.Errorf("reap: outcome consumer: %w", err)
 	}
 	if !outcomesApplied(ci, s.reapAt.seq) {
 		// The outcome consumer is behind or holds unacknowledged outcomes; the next round
 		// checks again with the same cutoff.
-		return 0, nil
+		return 0, 0, nil
 	}
-	n, err := s.f.Reap(ctx, s.reapAt.cutoff)
+	reaped, exhausted, err = s.f.ReapCounted(ctx, s.reapAt.cutoff)
 	if err == nil {
 		s.reapAt = nil
 	}
-	return n, err
+	return reaped, exhausted, err
 }
 
 // outcomesApplied reports whether every outcome of the consumer's subject up to stream

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/trawl/trawl/services/scheduler/internal/frontier"
+	"github.com/trawl/trawl/shared/frontierkeys"
 	"github.com/trawl/trawl/shared/recrawl"
 )
 
@@ -59,6 +60,27 @@ type Options struct {
 	SeenFilter func(ctx context.Context) (map[string]string, error)
 	// Recrawl reads the recrawl backlog (nil, or a nil backlog: not shown).
 	Recrawl func(ctx context.Context) (*recrawl.Backlog, error)
+	// Stuck reads the tasks out that make no progress, judged at now (nil: not shown).
+	Stuck func(ctx context.Context) (stuck []frontierkeys.StuckLease, now time.Time, err error)
+}
+
+// StuckRow is a task out that makes no progress (frontierkeys.StuckLease.Stuck).
+type StuckRow struct {
+	Shard      int    `json:"shard"`
+	Host       string `json:"host"`
+	URL        string `json:"url"`
+	Attempt    int    `json:"attempt"` // 1 for the first
+	SinceMs    int64  `json:"since_ms,omitempty"`
+	DeadlineMs int64  `json:"deadline_ms"`
+	Overdue    bool   `json:"overdue"`
+	// The fetcher's last error for the task, with when it first and last failed and how
+	// often; empty when it reported none.
+	Error        string `json:"error,omitempty"`
+	ErrorTries   int64  `json:"error_tries,omitempty"`
+	ErrorFirstMs int64  `json:"error_first_ms,omitempty"`
+	ErrorLastMs  int64  `json:"error_last_ms,omitempty"`
+	// Text is the row as trawlctl status and the progress line print it.
+	Text string `json:"text"`
 }
 
 // Dispatch is what holds dispatch back: the fetchers' capacity and the later stages'
@@ -85,6 +107,8 @@ const (
 	MaxTop        = 100
 	DefaultErrors = 20
 	MaxErrors     = 100
+	// MaxStuck bounds the stuck tasks listed.
+	MaxStuck = 20
 )
 
 // Page is the status page of a crawl's shards.
@@ -293,6 +317,9 @@ type Report struct {
 	SeenFilter map[string]string `json:"seen_filter,omitempty"`
 	// Recrawl is the recrawl schedule's backlog, absent in a one-shot crawl.
 	Recrawl *recrawl.Backlog `json:"recrawl,omitempty"`
+	// Stuck names the tasks out that make no progress: which URLs, on which hosts, for how
+	// long, with their fetcher's last error. Empty while the crawl moves.
+	Stuck []StuckRow `json:"stuck"`
 }
 
 func intParam(r *http.Request, name string, def, hi int) int {
@@ -330,7 +357,7 @@ func (p *Page) Report(ctx context.Context, top, nErrors int) Report {
 	rep := Report{
 		V: 1, NowMs: now.UnixMilli(), RateWindowSeconds: p.o.RateWindow.Seconds(),
 		Shards: []ShardStatus{}, Busiest: []HostRow{}, Slowest: []HostRow{}, Errors: []ErrorRow{},
-		History: p.ring.history(), Unavailable: []Unavailable{}, Total: &Counts{},
+		History: p.ring.history(), Unavailable: []Unavailable{}, Total: &Counts{}, Stuck: []StuckRow{},
 	}
 	for i, sh := range p.shards {
 		st, err := sh.Source.Status(ctx, now, top, nErrors)
@@ -369,6 +396,13 @@ func (p *Page) Report(ctx context.Context, top, nErrors int) Report {
 			rep.Recrawl = b
 		}
 	}
+	if p.o.Stuck != nil {
+		if ls, at, err := p.o.Stuck(ctx); err == nil {
+			for _, l := range ls {
+				rep.Stuck = append(rep.Stuck, stuckRow(l, at))
+			}
+		}
+	}
 	if rep.Total.Frontier == nil {
 		rep.Total.Frontier = []int64{}
 	}
@@ -393,6 +427,18 @@ func (p *Page) Report(ctx context.Context, top, nErrors int) Report {
 	rep.Slowest = rep.Slowest[:min(len(rep.Slowest), top)]
 	rep.Errors = rep.Errors[:min(len(rep.Errors), nErrors)]
 	return rep
+}
+
+func stuckRow(l frontierkeys.StuckLease, now time.Time) StuckRow {
+	r := StuckRow{Shard: l.Shard, Host: l.Host, URL: l.URL, Attempt: l.Attempt + 1,
+		DeadlineMs: l.Deadline.UnixMilli(), Overdue: l.Overdue(now), Text: l.Describe(now)}
+	if !l.Since.IsZero() {
+		r.SinceMs = l.Since.UnixMilli()
+	}
+	if e := l.LastError; e != nil {
+		r.Error, r.ErrorTries, r.ErrorFirstMs, r.ErrorLastMs = e.Error, e.Tries, e.First.UnixMilli(), e.Last.UnixMilli()
+	}
+	return r
 }
 
 func hostRow(shard int, a frontier.HostActivity, now time.Time) HostRow {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/trawl/trawl/services/scheduler/internal/frontier"
+	"github.com/trawl/trawl/shared/frontierkeys"
 )
 
 // fakeSource is a shard with fixed answers: the page's own logic (merging, rates,
@@ -397,6 +398,44 @@ func TestReportDispatch(t *testing.T) {
 			}
 			if !strings.Contains(string(body), tc.want) {
 				t.Fatalf("report %s\nwant it to contain %s", body, tc.want)
+			}
+		})
+	}
+}
+
+// The report names the stuck tasks — URL, host, attempt, time out, the lease's time left
+// or overdue, the fetcher's last error — and lists none while the crawl moves or the
+// reading fails.
+func TestReportStuck(t *testing.T) {
+	a, _ := twoShards()
+	now := time.UnixMilli(1_700_000_000_000)
+	failing := frontierkeys.StuckLease{Shard: 0, Host: "a.example", URL: "http://a.example/big", Attempt: 1,
+		Since: now.Add(-70 * time.Second), Deadline: now.Add(50 * time.Second),
+		LastError: &frontierkeys.LeaseError{Token: "0-1-2", First: now.Add(-60 * time.Second), Last: now.Add(-time.Second), Tries: 30, Error: "page: nats: no response from stream"}}
+	for _, tc := range []struct {
+		name string
+		read func(context.Context) ([]frontierkeys.StuckLease, time.Time, error)
+		want []string
+	}{
+		{"stuck", func(context.Context) ([]frontierkeys.StuckLease, time.Time, error) {
+			return []frontierkeys.StuckLease{failing}, now, nil
+		}, []string{`"host":"a.example"`, `"url":"http://a.example/big"`, `"attempt":2`, `"overdue":false`, `"error":"page: nats: no response from stream"`, `"error_tries":30`,
+			`"text":"http://a.example/big (host a.example, attempt 2): out for 1m10s, lease ends in 50s; failing for 1m0s (30 tries), last error 1s ago: page: nats: no response from stream"`}},
+		{"none", func(context.Context) ([]frontierkeys.StuckLease, time.Time, error) { return nil, now, nil }, []string{`"stuck":[]`}},
+		{"unreadable", func(context.Context) ([]frontierkeys.StuckLease, time.Time, error) {
+			return nil, now, errors.New("down")
+		}, []string{`"stuck":[]`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := New([]Shard{{ID: 0, Source: a}}, Options{Stuck: tc.read})
+			body, err := json.Marshal(p.Report(context.Background(), 1, 1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(string(body), w) {
+					t.Errorf("report %s\nwant it to contain %s", body, w)
+				}
 			}
 		})
 	}

@@ -1,8 +1,8 @@
 -- Prelude shared by every frontier script (prepended in Go before loading).
 --
 -- KEYS: 1 stats, 2 heap, 3 hosts, 4 inflight, 5 lease, 6 paused, 7 seq, 8 backlinks,
---       9 busiest, 10 slowest, 11 errors, 12 applied, 13.. fq:0..fq:F-1,
---       13+F recrawl-outbox (adaptive recrawl only; K_OUTBOX)
+--       9 busiest, 10 slowest, 11 errors, 12 applied, 13 lasterr, 14.. fq:0..fq:F-1,
+--       14+F recrawl-outbox (adaptive recrawl only; K_OUTBOX)
 -- ARGV: 1 key prefix "trawl:{s<n>}:", 2 now (unix ms; '' = the server's TIME, which is
 --       what a scheduler passes), 3 random seed, 4 F, 5 B, 6 bias,
 --       7 min delay ms, 8 delay factor k, 9 max crawl-delay ms, 10 max backoff ms,
@@ -19,6 +19,7 @@
 local K_STATS, K_HEAP, K_HOSTS, K_INFLIGHT = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local K_LEASE, K_PAUSED, K_SEQ, K_BACKLINKS = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local K_BUSIEST, K_SLOWEST, K_ERRORS, K_APPLIED = KEYS[9], KEYS[10], KEYS[11], KEYS[12]
+local K_LASTERR = KEYS[13]
 local PFX = ARGV[1]
 -- One clock for every decision about time (due hosts, lease deadlines, next fetch times,
 -- backoff, expiry): the Redis server's, never the calling process's. Reading TIME before
@@ -52,7 +53,7 @@ local ERRKEEP = tonumber(ARGV[21])
 local BLKEEP = tonumber(ARGV[22])
 local A = 23
 
-local function fq(p) return KEYS[13 + p] end
+local function fq(p) return KEYS[14 + p] end
 local function bq(h) return PFX .. 'bq:' .. h end
 local function hk(h) return PFX .. 'host:' .. h end
 
@@ -65,7 +66,7 @@ local function n2s(x) return string.format('%.0f', x) end
 -- otherwise drop with it; kept here in the same step as "<now ms> <requested 0|1>
 -- <entry>", it is scheduled again by Go (service.rescheduleLoop), so a site that is
 -- down a while loses no URL. Only entries with an extension can carry state.
-local K_OUTBOX = KEYS[13 + F]
+local K_OUTBOX = KEYS[14 + F]
 local function keep_recrawl(e, requested)
   if K_OUTBOX and string.find(e, '^%d+ %d+ %d+ [^ ]+ [^ ]') then
     redis.call('RPUSH', K_OUTBOX, n2s(NOW) .. ' ' .. requested .. ' ' .. e)
@@ -354,6 +355,22 @@ local function log_errors(entries)
     bulk('LPUSH', K_ERRORS, entries)
     redis.call('LTRIM', K_ERRORS, 0, ERRKEEP - 1)
   end
+end
+
+-- lease_error is the error a fetcher last reported for the task out under token on host h
+-- (lasterr, frontierkeys.NoteLeaseError), or nil.
+local function lease_error(h, tok)
+  local v = redis.call('HGET', K_LASTERR, h)
+  if not v then return nil end
+  local t, e = string.match(v, '^([^\t]*)\t%d+\t%d+\t%d+\t(.*)$')
+  if t == tok then return e end
+  return nil
+end
+
+-- exhausted is the reason of a URL that failed because its attempts ran out (att is the
+-- attempt of the one that just ended, counting from 0), followed by what ended the last.
+local function exhausted(att, text)
+  return 'attempts exhausted after ' .. n2s(att + 1) .. ' attempts: ' .. text
 end
 
 -- Releases the back queues of hosts that have nothing left, then refills them.

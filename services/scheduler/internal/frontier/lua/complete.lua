@@ -135,9 +135,12 @@ for o = 1, n do
       -- The entry is only needed when the URL goes back to its queue.
       local e = string.sub(v, sp + 1)
       if act == 5 and late then
-        -- Counted as an expired lease, as the reaper would have.
+        -- Counted as an expired lease, as the reaper would have, and logged alike.
         bump('expired', 1)
         local d, hp, att, u = parse(e)
+        local why = 'no outcome before the lease deadline'
+        local le = lease_error(h, tok)
+        if le then why = why .. '; last error: ' .. le end
         if d and att + 1 <= MAXR then
           redis.call('LPUSH', bq(h), d .. ' ' .. hp .. ' ' .. n2s(att + 1) .. ' ' .. u)
           bump('queued', 1)
@@ -146,7 +149,9 @@ for o = 1, n do
         else
           res = 3
           bump('failed', 1)
+          why = exhausted(att or 0, why)
         end
+        errLine = 'lease-expired\t0\t' .. h .. '\t' .. string.sub(string.match(u or '', '^[^ ]*'), 1, 512) .. '\t' .. why
       elseif act == 5 then
         redis.call('LPUSH', bq(h), e)
         bump('queued', 1)
@@ -156,6 +161,11 @@ for o = 1, n do
         if not d or att + 1 > MAXR or retire then
           res = 3
           bump('failed', 1)
+          if d and not retire and att + 1 > MAXR then
+            -- The error field is the line's fifth; it gets the reason in front.
+            local head, text = string.match(errLine, '^([^\t]*\t[^\t]*\t[^\t]*\t[^\t]*\t)(.*)$')
+            if head then errLine = head .. exhausted(att, text) end
+          end
         else
           redis.call('LPUSH', bq(h), d .. ' ' .. hp .. ' ' .. n2s(att + 1) .. ' ' .. u)
           bump('queued', 1)
@@ -248,6 +258,7 @@ for o = 1, n do
   end
 end
 bulk('HDEL', K_LEASE, leaseDel)
+bulk('HDEL', K_LASTERR, leaseDel)
 bulk('ZREM', K_INFLIGHT, leaseDel)
 bulk('ZADD', K_HEAP, heapArgs)
 if #busyArgs > 0 then

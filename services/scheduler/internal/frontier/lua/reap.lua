@@ -4,7 +4,9 @@
 -- fetchers ends), and the host is re-armed at
 -- now + max(min delay, capped crawl-delay, k x its last response time): the fetcher may
 -- have reached the host just before the deadline.
--- Each expiry is logged in errors with kind lease-expired, like a failed outcome.
+-- Each expiry is logged in errors with kind lease-expired, like a failed outcome, with the
+-- last error its fetcher reported for the task (lasterr), if any; a URL whose attempts ran
+-- out fails with "attempts exhausted after N attempts: …".
 -- Returns {reaped, requeued, failed}.
 local limit = tonumber(ARGV[A])
 local cutoff = tonumber(ARGV[A + 1])
@@ -20,6 +22,9 @@ for _, h in ipairs(hs) do
   if sp then
     local d, hp, att, u = parse(string.sub(v, sp + 1))
     local r = 'failed'
+    local why = 'no outcome before the lease deadline'
+    local le = lease_error(h, string.sub(v, 1, sp - 1))
+    if le then why = why .. '; last error: ' .. le end
     if d and att + 1 <= MAXR then
       redis.call('LPUSH', bq(h), d .. ' ' .. hp .. ' ' .. n2s(att + 1) .. ' ' .. u)
       bump('queued', 1)
@@ -30,11 +35,12 @@ for _, h in ipairs(hs) do
       bump('failed', 1)
       failed = failed + 1
       keep_recrawl(string.sub(v, sp + 1), 0)
+      why = exhausted(att or 0, why)
     end
     -- Queued URLs are normalised ASCII, so cutting bytes cannot split a character; an
     -- entry's extension follows its URL after a space and is not part of it.
     errLines[#errLines + 1] = n2s(NOW) .. '\t' .. r .. '\tlease-expired\t0\t' .. h .. '\t' ..
-      string.sub(string.match(u or '', '^[^ ]*'), 1, 512) .. '\tno outcome before the lease deadline'
+      string.sub(string.match(u or '', '^[^ ]*'), 1, 512) .. '\t' .. why
   end
   local st = redis.call('HMGET', hk(h), 'cd', 'rt')
   local te = NOW + gap(tonumber(st[1] or '0') or 0, tonumber(st[2] or '0') or 0)
@@ -48,6 +54,7 @@ for _, h in ipairs(hs) do
   end
 end
 bulk('HDEL', K_LEASE, hs)
+bulk('HDEL', K_LASTERR, hs)
 bulk('ZREM', K_INFLIGHT, hs)
 bulk('ZADD', K_HEAP, heapArgs)
 bump('expired', #hs)

@@ -135,6 +135,15 @@
       td(tr, int(h.fetched), 'n');
       td(tr, server(h, Date.now()), 'host');
     });
+    fill('stuck', d.stuck || [], 6, function (tr, k) {
+      tr.className = 'failed';
+      td(tr, k.host, 'host');
+      td(tr, k.url, 'url');
+      td(tr, String(k.attempt), 'n');
+      td(tr, k.since_ms ? Math.round((d.now_ms - k.since_ms) / 1000) + ' s' : '', 'n');
+      td(tr, k.overdue ? 'overdue by ' + Math.round((d.now_ms - k.deadline_ms) / 1000) + ' s' : 'ends in ' + Math.round((k.deadline_ms - d.now_ms) / 1000) + ' s');
+      td(tr, k.error ? k.error + ' (' + k.error_tries + ' tries)' : 'none reported', 'err');
+    });
     fill('errors', d.errors, 7, function (tr, e) {
       tr.className = e.result;
       td(tr, time(e.t_ms));
