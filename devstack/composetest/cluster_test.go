@@ -8,10 +8,16 @@ import (
 )
 
 // The cluster profile, started with the README's own command on docker-compose 1.29 (which
-// refuses options after service names): one NATS node and the Redis master of a shard
-// SIGKILLed mid-crawl, and the crawl still ends with every page.
+// refuses options after service names) and on Compose v2: one NATS node and the Redis
+// master of a shard SIGKILLed mid-crawl, and the crawl still ends with every page.
 func TestClusterProfile(t *testing.T) {
-	s := newStack(t, v1, 40)
+	for _, tool := range []Tool{v1, v2} {
+		t.Run(tool.Name, func(t *testing.T) { clusterProfile(t, tool) })
+	}
+}
+
+func clusterProfile(t *testing.T, tool Tool) {
+	s := newStack(t, tool, 40)
 	cmd := readmeCommand(t, "the cluster profile", func(a []string) bool { return has(a, "cluster") })
 	s.up(cmd)
 	s.waitStatus(buildTimeout)

@@ -12,11 +12,16 @@ func defaultCmd(t *testing.T) string {
 	})
 }
 
-// The default profile, started with the README's command: the crawl ends with every page
-// requested once, one request per host at a time, never below the delay.
+// The default profile, started with the README's command on Compose v2 and on
+// docker-compose 1.29: the crawl ends with every page requested once, one request per host
+// at a time, never below the delay.
 func TestDefaultProfile(t *testing.T) {
-	s := newStack(t, v2, 30)
-	s.up(defaultCmd(t))
-	st := s.waitDone(crawlTimeout)
-	s.judge(st, 0)
+	for _, tool := range tools {
+		t.Run(tool.Name, func(t *testing.T) {
+			s := newStack(t, tool, 30)
+			s.up(defaultCmd(t))
+			st := s.waitDone(crawlTimeout)
+			s.judge(st, 0)
+		})
+	}
 }

@@ -70,10 +70,17 @@ func TestFetcherDisconnected(t *testing.T) {
 	}
 }
 
-// The archive profile writes WARC files into its volume as the non-root user, and they read
-// back with a response record for every page.
+// The archive profile, started with the README's command on Compose v2 and on
+// docker-compose 1.29, writes WARC files into its volume as the non-root user, and they
+// read back with a response record for every page.
 func TestArchiveProfile(t *testing.T) {
-	s := newStack(t, v2, 20)
+	for _, tool := range tools {
+		t.Run(tool.Name, func(t *testing.T) { archiveProfile(t, tool) })
+	}
+}
+
+func archiveProfile(t *testing.T, tool Tool) {
+	s := newStack(t, tool, 20)
 	s.up(readmeCommand(t, "the archive profile", func(a []string) bool { return has(a, "archive") }))
 	st := s.waitDone(crawlTimeout)
 	snap := s.judge(st, 0)

@@ -157,6 +157,9 @@ type Tool struct {
 var (
 	v2 = Tool{"Compose v2", []string{"docker", "compose"}}
 	v1 = Tool{"docker-compose 1.29", []string{"docker-compose"}}
+	// tools are both: the README promises its commands on each. The scaling command runs
+	// on 1.29 with kills and on v2 with a fetcher cut off the network.
+	tools = []Tool{v2, v1}
 )
 
 // Stack is one project on the engine, run with one Compose tool.
