@@ -260,7 +260,7 @@ func (s *Stack) compose(timeout time.Duration, args ...string) string {
 }
 
 func (s *Stack) down() {
-	if _, err := s.output(5*time.Minute, "--profile", "cluster", "--profile", "archive", "down", "-v", "--remove-orphans", "-t", "5"); err != nil {
+	if _, err := s.output(5*time.Minute, "--profile", "cluster", "--profile", "archive", "--profile", "metrics", "down", "-v", "--remove-orphans", "-t", "5"); err != nil {
 		s.t.Logf("down: %v", err)
 	}
 }
@@ -574,7 +574,7 @@ func TestBaseImagesNamed(t *testing.T) {
 		}
 	}
 	c := read("compose.yaml")
-	for _, img := range []string{dockerhost.NATSImage, dockerhost.RedisImage} {
+	for _, img := range []string{dockerhost.NATSImage, dockerhost.RedisImage, dockerhost.PrometheusImage} {
 		if !strings.Contains(c, img) {
 			t.Errorf("compose.yaml does not name %s, which the stand-ins provide", img)
 		}

@@ -27,6 +27,8 @@ const (
 	RuntimeImage = "gcr.io/distroless/static-debian12:nonroot"
 	NATSImage    = "nats:2.12-alpine"
 	RedisImage   = "redis:7.4-alpine"
+	// PrometheusImage serves the `metrics` profile.
+	PrometheusImage = "prom/prometheus:v3.5.0"
 )
 
 // standinLabel marks an image built here, with the hash of what it was built from: an
@@ -60,18 +62,18 @@ func (s Standins) Ensure(ctx context.Context) error {
 		s.Log = io.Discard
 	}
 	need := map[string]bool{}
-	for _, img := range []string{GoImage, RuntimeImage, NATSImage, RedisImage} {
+	for _, img := range []string{GoImage, RuntimeImage, NATSImage, RedisImage, PrometheusImage} {
 		real, err := s.present(ctx, img)
 		if err != nil {
 			return err
 		}
 		need[img] = !real
 	}
-	if !need[GoImage] && !need[NATSImage] && !need[RedisImage] && !need[RuntimeImage] {
+	if !need[GoImage] && !need[NATSImage] && !need[RedisImage] && !need[RuntimeImage] && !need[PrometheusImage] {
 		return nil
 	}
 	var base string
-	if need[GoImage] || need[NATSImage] || need[RedisImage] {
+	if need[GoImage] || need[NATSImage] || need[RedisImage] || need[PrometheusImage] {
 		var err error
 		if base, err = s.base(ctx); err != nil {
 			return err
@@ -85,6 +87,7 @@ func (s Standins) Ensure(ctx context.Context) error {
 		{RedisImage, s.redis},
 		{NATSImage, s.nats},
 		{GoImage, s.golang},
+		{PrometheusImage, s.prometheus},
 	}
 	for _, st := range steps {
 		if need[st.img] {
@@ -384,6 +387,18 @@ func (s Standins) redis(ctx context.Context, base string) error {
 	df := "FROM " + base + "\nCOPY redis-server /usr/local/bin/redis-server\nWORKDIR /data\nEXPOSE 6379\nCMD [\"redis-server\"]\n"
 	return s.build(ctx, RedisImage, hashOf(recipe, df, redisWrapper), "Debian's redis-server and redis-cli on "+base,
 		buildCtx{dockerfile: df, files: []ctxFile{{"redis-server", 0o755, []byte(redisWrapper)}}})
+}
+
+// prometheus installs Debian's prometheus on the base, run as the official image runs it:
+// as nobody, its configuration at /etc/prometheus/prometheus.yml, its data in /prometheus.
+func (s Standins) prometheus(ctx context.Context, base string) error {
+	df := "FROM " + base + "\n" +
+		"RUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null && rm -rf /var/lib/apt/lists/*\n" +
+		"RUN mkdir -p /prometheus && chown nobody:nogroup /prometheus\n" +
+		"USER nobody\nWORKDIR /prometheus\nEXPOSE 9090\n" +
+		"ENTRYPOINT [\"/usr/bin/prometheus\"]\n" +
+		"CMD [\"--config.file=/etc/prometheus/prometheus.yml\", \"--storage.tsdb.path=/prometheus\"]\n"
+	return s.build(ctx, PrometheusImage, hashOf(recipe, df), "Debian's prometheus on "+base, buildCtx{dockerfile: df})
 }
 
 // nats builds nats-server from its Go module, at the version devstack's tests run.
