@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -198,6 +199,27 @@ func (s *Server) Kill() error {
 		return nil
 	}
 	return p.kill()
+}
+
+// Pause stops the running redis-server with SIGSTOP: its port still accepts connections
+// (the kernel completes them) but nothing answers, as when a server or its network stalls.
+// Resume lets it go on.
+func (s *Server) Pause() error { return s.signal(syscall.SIGSTOP) }
+
+// Resume continues a paused redis-server (SIGCONT).
+func (s *Server) Resume() error { return s.signal(syscall.SIGCONT) }
+
+func (s *Server) signal(sig syscall.Signal) error {
+	s.mu.Lock()
+	p := s.proc
+	s.mu.Unlock()
+	if p == nil || p.exited() {
+		return errors.New("redisproc: redis-server is not running")
+	}
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		return fmt.Errorf("redisproc: %s: %w", sig, err)
+	}
+	return nil
 }
 
 // Restart starts redis again on the same port and data dir after Stop or
