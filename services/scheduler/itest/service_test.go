@@ -496,3 +496,19 @@ func taskCount(m jetstream.Msg) int {
 	}
 	return 1
 }
+
+// capStream sets a stream's byte limit, as a small disk would, so a test reaches it with
+// a few hundred messages, and returns the stream.
+func (s *stack) capStream(ctx context.Context, t *testing.T, name string, maxBytes int64) jetstream.Stream {
+	t.Helper()
+	str, err := s.js.Stream(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := str.CachedInfo().Config
+	sc.MaxBytes = maxBytes
+	if _, err := s.js.UpdateStream(ctx, sc); err != nil {
+		t.Fatal(err)
+	}
+	return str
+}

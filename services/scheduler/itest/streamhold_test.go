@@ -39,15 +39,7 @@ func TestDispatchHoldsForRegisteredIndexer(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	const hosts, docSize, limit = 300, 1024, 200 * 1024
-	str, err := s.js.Stream(ctx, topology.StreamDocs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc := str.CachedInfo().Config
-	sc.MaxBytes = limit
-	if _, err := s.js.UpdateStream(ctx, sc); err != nil {
-		t.Fatal(err)
-	}
+	str := s.capStream(ctx, t, topology.StreamDocs, limit)
 	indexer, err := s.js.CreateConsumer(ctx, topology.StreamDocs, topology.RegisteredDocsConsumer("slow-indexer", "test", 30*time.Second, 1000))
 	if err != nil {
 		t.Fatal(err)

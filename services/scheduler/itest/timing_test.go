@@ -275,15 +275,7 @@ func TestDispatchHoldsWhileParserBehind(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	const hosts, pageSize, limit = 300, 1024, 200 * 1024
-	str, err := s.js.Stream(ctx, topology.StreamPages)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc := str.CachedInfo().Config
-	sc.MaxBytes = limit
-	if _, err := s.js.UpdateStream(ctx, sc); err != nil {
-		t.Fatal(err)
-	}
+	str := s.capStream(ctx, t, topology.StreamPages, limit)
 	body := make([]byte, pageSize)
 	// About 100 pages a second: the gate reads the backlog four times a second, so it holds
 	// a few dozen pages past the threshold, far below the limit.
