@@ -6,11 +6,8 @@ import (
 	"compress/zlib"
 	"context"
 	"encoding/base64"
-	"errors"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -49,11 +46,10 @@ func CodedPages() []CodedPage {
 // octets fixed at start so a test can compare an archive with them. Like Web it logs
 // every request from the server's side.
 type CodedSite struct {
-	addr, origin string
-	pages        map[string]codedPage
-	order        []string
-	srv          *http.Server
-	done         chan struct{}
+	siteServer
+	addr  string
+	pages map[string]codedPage
+	order []string
 
 	mu  sync.Mutex
 	log []Request
@@ -71,7 +67,7 @@ func StartCodedSite(ctx context.Context, addr string, pages []CodedPage) (*Coded
 	if addr == "" {
 		addr = "127.0.9.2"
 	}
-	s := &CodedSite{addr: addr, pages: map[string]codedPage{}, done: make(chan struct{})}
+	s := &CodedSite{addr: addr, pages: map[string]codedPage{}}
 	for i, p := range pages {
 		cp, err := buildCoded(p, uint64(i))
 		if err != nil {
@@ -80,20 +76,9 @@ func StartCodedSite(ctx context.Context, addr string, pages []CodedPage) (*Coded
 		s.pages[p.Path] = cp
 		s.order = append(s.order, p.Path)
 	}
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp4", net.JoinHostPort(addr, "0"))
-	if err != nil {
-		return nil, fmt.Errorf("synthweb: coded site: %w", err)
+	if err := s.serveSite(ctx, addr, "coded site", s.handle); err != nil {
+		return nil, err
 	}
-	s.origin = "http://" + ln.Addr().String()
-	s.srv = &http.Server{Handler: http.HandlerFunc(s.handle), ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog: slog.NewLogLogger(slog.Default().Handler(), slog.LevelWarn)}
-	go func() {
-		defer close(s.done)
-		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			slog.Error("synthweb: coded site", "err", err)
-		}
-	}()
 	return s, nil
 }
 
@@ -129,11 +114,7 @@ func buildCoded(p CodedPage, seed uint64) (codedPage, error) {
 }
 
 // Close stops the site; Requests is final afterwards.
-func (s *CodedSite) Close() error {
-	err := s.srv.Close()
-	<-s.done
-	return err
-}
+func (s *CodedSite) Close() error { return s.closeSite() }
 
 // Origin is "http://<addr>:<port>".
 func (s *CodedSite) Origin() string { return s.origin }

@@ -2,11 +2,8 @@ package synthweb
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"html"
-	"log/slog"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -53,11 +50,9 @@ type RecrawlRequest struct {
 // for testing a crawler that fetches pages again. Like Web it logs every request from the
 // server's side.
 type RecrawlSite struct {
+	siteServer
 	cfg     RecrawlConfig
-	origin  string
 	started time.Time
-	srv     *http.Server
-	done    chan struct{}
 
 	mu  sync.Mutex
 	log []RecrawlRequest
@@ -74,29 +69,15 @@ func StartRecrawlSite(ctx context.Context, cfg RecrawlConfig) (*RecrawlSite, err
 	if cfg.Change <= 0 {
 		cfg.Change = 2 * time.Second
 	}
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp4", net.JoinHostPort(cfg.Addr, "0"))
-	if err != nil {
-		return nil, fmt.Errorf("synthweb: recrawl site: %w", err)
+	s := &RecrawlSite{cfg: cfg, started: time.Now()}
+	if err := s.serveSite(ctx, cfg.Addr, "recrawl site", s.handle); err != nil {
+		return nil, err
 	}
-	s := &RecrawlSite{cfg: cfg, origin: "http://" + ln.Addr().String(), started: time.Now(), done: make(chan struct{})}
-	s.srv = &http.Server{Handler: http.HandlerFunc(s.handle), ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog: slog.NewLogLogger(slog.Default().Handler(), slog.LevelWarn)}
-	go func() {
-		defer close(s.done)
-		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			slog.Error("synthweb: recrawl site", "err", err)
-		}
-	}()
 	return s, nil
 }
 
 // Close stops the site; Requests is final afterwards.
-func (s *RecrawlSite) Close() error {
-	err := s.srv.Close()
-	<-s.done
-	return err
-}
+func (s *RecrawlSite) Close() error { return s.closeSite() }
 
 // Origin is "http://<addr>:<port>".
 func (s *RecrawlSite) Origin() string { return s.origin }
