@@ -270,6 +270,10 @@ const (
 	// back to the head of its host queue, not counted as an attempt, and the host waits
 	// RetryAfter (the address's wait) before its next task.
 	OutcomeServerBusy OutcomeKind = "server-busy"
+	// OutcomeParked: the task made no request because a live site policy blocks its URL
+	// (shared/policy). The URL is parked with the reason "blocked", not counted as an
+	// attempt, and resumes when the block is lifted.
+	OutcomeParked OutcomeKind = "parked"
 )
 
 // MaxBody is the largest body a page can carry (the ceiling of the fetcher's body cap).

@@ -83,6 +83,29 @@ func (s Shard) Applied() string { return s.ks.Key("applied") }
 // schedules (adaptive recrawl only).
 func (s Shard) RecrawlOutbox() string { return s.ks.Key("recrawl-outbox") }
 
+// Policy is the shard's copy of the live site policies' host and domain rules
+// (shared/policy), in the form the scripts read: field "h:<host>" or "d:<domain>" → the
+// rule's per-host limits. The scheduler writes it from the store on every change.
+func (s Shard) Policy() string { return s.ks.Key("policy") }
+
+// Park is the list of a blocked host's parked queue entries, in queue order.
+func (s Shard) Park(host string) string { return s.ks.Key("park", host) }
+
+// Parked is the hash host → "<reason> <entries>" of the hosts with a park list.
+func (s Shard) Parked() string { return s.ks.Key("parked") }
+
+// PolicyStats is the hash of per-rule counters: field "<scope>\t<counter>" (PolicyStat*).
+func (s Shard) PolicyStats() string { return s.ks.Key("policy-stats") }
+
+// Per-rule counters (Shard.PolicyStats), summed over shards by the status page.
+const (
+	PolicyStatHosts    = "hosts"    // hosts whose limits the rule decided, when admitted
+	PolicyStatRequests = "requests" // tasks dispatched under the rule
+	PolicyStatBlocked  = "blocked"  // URLs parked or refused by the rule's block
+	PolicyStatParked   = "parked"   // URLs parked now
+	PolicyStatExcluded = "excluded" // queued URLs that left the frontier when the rule narrowed its scope
+)
+
 // FrontQueue is front queue q (0 = highest priority).
 func (s Shard) FrontQueue(q int) string { return s.ks.Key("fq", strconv.Itoa(q)) }
 
