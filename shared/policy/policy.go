@@ -99,6 +99,11 @@ type Rule struct {
 	Cookies       *string           `json:"cookies,omitempty"`        // secret name: a Cookie header value
 	Credentials   *string           `json:"credentials,omitempty"`    // secret name: "user:password" for HTTP basic
 
+	// Render says whether the scope's HTML pages are rendered in a browser: "always",
+	// "never", or "auto" (when the parser detects an application shell). Unset: the
+	// process-wide TRAWL_RENDER.
+	Render *string `json:"render,omitempty"`
+
 	// Block stops every request to the scope: queued URLs are parked, not lost, and resume
 	// when a later change sets it false or removes the rule.
 	Block *bool `json:"block,omitempty"`
@@ -141,6 +146,7 @@ const (
 	FHeaders      Field = "headers"
 	FCookies      Field = "cookies"
 	FCredentials  Field = "credentials"
+	FRender       Field = "render"
 	FBlock        Field = "block"
 )
 
