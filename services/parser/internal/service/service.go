@@ -95,10 +95,10 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Service, 
 	if s.cons, err = s.js.Consumer(ctx, topology.StreamPages, topology.ConsumerParser); err != nil {
 		return nil, fmt.Errorf("parser: consumer %s/%s: %w", topology.StreamPages, topology.ConsumerParser, err)
 	}
-	s.m = newMetrics(s.run.Registry)
+	s.m = newMetrics(s.run.Metrics)
 	s.proc.embeds = newEmbedSwitch(ctx, s.cfg.Embeds, s.nc, s.js, log)
 	s.run.OnClose(s.proc.embeds.close)
-	registerEmbedSwitch(s.run.Registry, s.proc.embeds)
+	s.m.embedsOn = s.proc.embeds.On
 	return s, nil
 }
 
