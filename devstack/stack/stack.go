@@ -159,7 +159,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		return nil, fmt.Errorf("stack: %w", err)
 	}
 	opts.Durability = level
-	s := &Stack{opts: opts, dir: opts.Dir, shards: 1, prefix: "trawl", leaseTTL: envconfig.DefaultLeaseTTL}
+	s := &Stack{opts: opts, dir: opts.Dir, shards: 1, prefix: redisx.DefaultPrefix, leaseTTL: envconfig.DefaultLeaseTTL}
 	defer func() {
 		if err != nil {
 			_ = s.Close(context.WithoutCancel(ctx))

@@ -53,7 +53,7 @@ func LoadConn(r *Reader) Conn {
 	return Conn{
 		NATSURL:     r.String("NATS_URL", "nats://127.0.0.1:4222"),
 		RedisURL:    r.String("REDIS_URL", "redis://127.0.0.1:6379/0"),
-		RedisPrefix: r.String("REDIS_PREFIX", "trawl"),
+		RedisPrefix: r.String("REDIS_PREFIX", redisx.DefaultPrefix),
 		Shards:      r.Int("SHARDS", 1),
 		NATSAuth: natsx.Auth{
 			Creds:    r.String("NATS_CREDS", ""),

@@ -62,7 +62,7 @@ func (s *Service) publishSitemaps(ctx context.Context, lease, origin string, ent
 		s.log.Error("sitemaps not published", "origin", origin, "err", err)
 		return
 	}
-	msg := natsx.NewMsg(topology.SubjectDiscovered, "sitemaps:"+lease, data)
+	msg := natsx.NewMsg(topology.SubjectDiscovered, topology.SitemapsID(lease), data)
 	if err := s.retry(cutoffOf(ctx), origin, "sitemaps", publishTimeout, func(ctx context.Context) error {
 		return natsx.PublishBatch(ctx, s.js, []*nats.Msg{msg})
 	}); err != nil {

@@ -262,7 +262,7 @@ func (s *Service) HandleBatch(ctx context.Context, msgs []jetstream.Msg) []error
 		}
 		id := natsx.MsgID(msgs[i])
 		if o.doc != nil {
-			pub = append(pub, natsx.NewMsg(topology.SubjectDocs, "doc:"+id, o.doc))
+			pub = append(pub, natsx.NewMsg(topology.SubjectDocs, topology.DocID(id), o.doc))
 		}
 		if len(o.changed) > 0 {
 			nudges, err := s.bringForward(ctx, o, id)
@@ -272,7 +272,7 @@ func (s *Service) HandleBatch(ctx context.Context, msgs []jetstream.Msg) []error
 			}
 			pub = append(pub, nudges...)
 		}
-		if sm, err := s.proc.scheduleMsg(o, "sched:"+id); err != nil {
+		if sm, err := s.proc.scheduleMsg(o, topology.ScheduleID(id)); err != nil {
 			errs[i], outs[i] = natsx.Permanent(err), nil
 			continue
 		} else if sm != nil {
