@@ -149,7 +149,7 @@ func Start(ctx context.Context, name string, c envconfig.Common, log *slog.Logge
 		r.Crawl.Register(r.Metrics)
 		checks["redis"] = r.Crawl.Check
 	}
-	if r.HTTP, err = obs.NewServer(c.HTTPAddr, r.Registry, checks); err != nil {
+	if r.HTTP, err = obs.NewServer(c.HTTPAddr, r.Registry, checks, c.Pprof); err != nil {
 		return nil, err
 	}
 	return r, nil
