@@ -27,8 +27,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/redis/go-redis/v9"
+	"github.com/trawl/trawl/shared/obs"
 
 	"github.com/trawl/trawl/shared/envconfig"
 	"github.com/trawl/trawl/shared/natsx"
@@ -65,13 +66,12 @@ var claim = redisx.Script(redisx.Lua{FS: luaFS, Name: "lua/claim.lua"})
 
 // Guard holds the identity a service started with and checks that Redis still has it.
 type Guard struct {
-	rdb   redis.UniversalClient
-	key   string
-	id    Identity
-	log   *slog.Logger
-	gauge prometheus.Gauge
-	mu    sync.Mutex
-	lost  bool
+	rdb  redis.UniversalClient
+	key  string
+	id   Identity
+	log  *slog.Logger
+	mu   sync.Mutex
+	lost bool
 	// okAt is when Check last passed (unix ns); Gate trusts it for gateTrust.
 	okAt atomic.Int64
 }
@@ -145,10 +145,6 @@ func Open(ctx context.Context, js jetstream.JetStream, rdb redis.UniversalClient
 	}
 	g := &Guard{
 		rdb: rdb, key: key, id: stored, log: log,
-		gauge: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "trawl_crawl_state_lost",
-			Help: "1 while Redis lacks the crawl identity this process started with (its state was lost); consumption is stopped.",
-		}),
 	}
 	log.Info("crawl identity", "crawl", stored.ID, "created", stored.Created, "shards", stored.Shards, "key", key)
 	return g, nil
@@ -157,8 +153,24 @@ func Open(ctx context.Context, js jetstream.JetStream, rdb redis.UniversalClient
 // Identity is the crawl the service started with.
 func (g *Guard) Identity() Identity { return g.id }
 
-// Register adds trawl_crawl_state_lost to reg.
-func (g *Guard) Register(reg prometheus.Registerer) error { return reg.Register(g.gauge) }
+// Register declares trawl_crawl_state_lost, the series every service shares.
+func (g *Guard) Register(m *obs.Metrics) {
+	DeclareStateLost(m, func() bool {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return g.lost
+	})
+}
+
+// DeclareStateLost declares trawl_crawl_state_lost, read from lost at each scrape.
+func DeclareStateLost(m *obs.Metrics, lost func() bool) {
+	m.With("crawl").GaugeFunc("state_lost", "1 while Redis lacks the crawl identity this process started with (its state was lost); consumption is stopped.", func() float64 {
+		if lost() {
+			return 1
+		}
+		return 0
+	})
+}
 
 // Check is the readiness check and the consume gate of a service: Redis answers and takes
 // a write (redisx.Ping), and still holds this crawl's identity. Losing the identity is
@@ -222,7 +234,6 @@ func (g *Guard) check(ctx context.Context) error {
 		if g.lost {
 			g.log.Warn("crawl state is back in redis; consuming again", "crawl", g.id.ID, "key", g.key)
 			g.lost = false
-			g.gauge.Set(0)
 		}
 		return nil
 	}
@@ -231,7 +242,6 @@ func (g *Guard) check(ctx context.Context) error {
 	if !g.lost {
 		g.log.Error("REDIS LOST THE CRAWL STATE", "err", lost)
 		g.lost = true
-		g.gauge.Set(1)
 	}
 	return lost
 }

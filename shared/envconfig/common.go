@@ -53,7 +53,7 @@ func LoadConn(r *Reader) Conn {
 	return Conn{
 		NATSURL:     r.String("NATS_URL", "nats://127.0.0.1:4222"),
 		RedisURL:    r.String("REDIS_URL", "redis://127.0.0.1:6379/0"),
-		RedisPrefix: r.String("REDIS_PREFIX", "trawl"),
+		RedisPrefix: r.String("REDIS_PREFIX", redisx.DefaultPrefix),
 		Shards:      r.Int("SHARDS", 1),
 		NATSAuth: natsx.Auth{
 			Creds:    r.String("NATS_CREDS", ""),
@@ -141,6 +141,7 @@ type Common struct {
 	HTTPAddr    string        // TRAWL_HTTP_ADDR: /metrics, /healthz, /readyz
 	LogLevel    string        // TRAWL_LOG_LEVEL: debug, info, warn, error
 	LogFormat   string        // TRAWL_LOG_FORMAT: text or json
+	Pprof       bool          // TRAWL_PPROF: serve the Go profiler on HTTPAddr
 	LeaseTTL    time.Duration // TRAWL_LEASE_TTL: how long a fetch task holds its host
 	AckWait     time.Duration // TRAWL_ACK_WAIT: redelivery timeout of the fast stages
 	MaxDeliver  int           // TRAWL_MAX_DELIVER: deliveries after which a message still failing is logged at error level
@@ -187,6 +188,7 @@ func LoadCommon(r *Reader, defaultHTTP string) Common {
 		HTTPAddr:      r.String("HTTP_ADDR", defaultHTTP),
 		LogLevel:      r.String("LOG_LEVEL", "info"),
 		LogFormat:     r.String("LOG_FORMAT", "text"),
+		Pprof:         r.Bool("PPROF", false),
 		LeaseTTL:      LoadLeaseTTL(r),
 		AckWait:       r.Duration("ACK_WAIT", 30*time.Second),
 		MaxDeliver:    r.Int("MAX_DELIVER", 20),

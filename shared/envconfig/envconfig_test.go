@@ -204,3 +204,23 @@ func TestConnValidateHidesPasswords(t *testing.T) {
 		})
 	}
 }
+
+// A program that starts services with extra variables reads a setting as they will: its
+// own map first, then the process environment.
+func TestOverlay(t *testing.T) {
+	t.Setenv("TRAWL_FSYNC", "1s")
+	t.Setenv("TRAWL_SHARDS", "4")
+	r := Overlay(map[string]string{"TRAWL_SHARDS": "2"})
+	if got := r.String("FSYNC", "always"); got != "1s" {
+		t.Errorf("FSYNC = %q, want the process environment's 1s", got)
+	}
+	if got := r.Int("SHARDS", 1); got != 2 {
+		t.Errorf("SHARDS = %d, want the map's 2", got)
+	}
+	if got := r.Int("MAX_DEPTH", 20); got != 20 {
+		t.Errorf("MAX_DEPTH = %d, want the default", got)
+	}
+	if got := len(r.Read()); got != 3 {
+		t.Errorf("Read() has %d settings, want 3", got)
+	}
+}

@@ -283,7 +283,7 @@ func TestMsgIDUniqueAcrossStreamRecreation(t *testing.T) {
 		id := natsx.MsgID(got[0])
 		ids = append(ids, id)
 		// The stage's output, keyed as every stage keys its outputs.
-		if err := natsx.PublishBatch(ctx, js, []*nats.Msg{natsx.NewMsg("OUT.x", "front:"+id+":0", got[0].Data())}); err != nil {
+		if err := natsx.PublishBatch(ctx, js, []*nats.Msg{natsx.NewMsg("OUT.x", topology.FrontierID(id, 0), got[0].Data())}); err != nil {
 			t.Fatal(err)
 		}
 		if err := got[0].Ack(); err != nil {

@@ -331,7 +331,7 @@ func (st *stack) page(lease string) *crawlmsg.Page {
 	deadline := time.Now().Add(waitFor)
 	for {
 		if r, ok := st.pages[lease]; ok {
-			if r.msgID != "page:"+lease {
+			if r.msgID != topology.PageID(lease) {
 				st.t.Errorf("page Nats-Msg-Id %q, want page:%s", r.msgID, lease)
 			}
 			return r.v

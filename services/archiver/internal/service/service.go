@@ -74,7 +74,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Service, 
 		}
 	}()
 	s.nc, s.js, s.bodies, s.crawl = s.run.NC, s.run.JS, s.run.Bodies, s.run.Crawl
-	s.m = newMetrics(s.run.Registry)
+	s.m = newMetrics(s.run.Metrics)
 	if len(rec.Files) > 0 {
 		s.m.recovered.Add(float64(len(rec.Files)))
 		log.Warn("sealed files left open by a stopped archiver", "files", rec.Files, "cut_octets", rec.Cut, "records", len(rec.Records))

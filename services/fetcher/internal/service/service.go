@@ -15,7 +15,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/trawl/trawl/services/fetcher/internal/config"
@@ -84,7 +83,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Optio
 		r.Close()
 		return nil, fmt.Errorf("fetcher: consumer %s/%s: %w", topology.StreamFetch, topology.ConsumerFetcher, err)
 	}
-	m := newMetrics(r.Registry)
+	m := newMetrics(r.Metrics)
 	s := &Service{
 		cfg:   cfg,
 		log:   log,
@@ -127,13 +126,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Optio
 		r.Close()
 		return nil, err
 	}
-	r.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "trawl_fetcher_clock_offset_seconds", Help: "Redis's clock minus this machine's, as last measured (lease deadlines are converted by it).",
-	}, func() float64 { return time.Duration(s.lease.offset.Load()).Seconds() }))
+	s.m.clockOffset = func() float64 { return time.Duration(s.lease.offset.Load()).Seconds() }
 	s.outcomes = newOutcomeBatcher(cfg.OutcomeBatch, cfg.OutcomeLinger, s.publishOutcomes)
-	r.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "trawl_fetcher_outcomes_waiting", Help: "Outcomes gathered for a crawl.fetched batch and not yet being published.",
-	}, func() float64 { return float64(s.outcomes.waiting()) }))
+	s.m.outcomesWaiting = func() float64 { return float64(s.outcomes.waiting()) }
 	return s, nil
 }
 

@@ -156,7 +156,7 @@ func (s *shard) queueDue(ctx context.Context, due []jetstream.Msg) (int, error) 
 			continue
 		}
 		msgs = append(msgs, m)
-		out = append(out, natsx.NewMsg(topology.FrontierSubject(s.id), "due:"+natsx.MsgID(m), data))
+		out = append(out, natsx.NewMsg(topology.FrontierSubject(s.id), topology.DueID(natsx.MsgID(m)), data))
 	}
 	if len(out) == 0 {
 		return 0, nil

@@ -79,7 +79,7 @@ func start(ctx context.Context, cfg config.Config, log *slog.Logger, o options) 
 		}
 	}()
 	js, rdb := r.JS, r.Redis
-	m := newMetrics(r.Registry)
+	m := newMetrics(r.Metrics)
 	page := newStatusPage(cfg, rdb, redisx.TrackErrors(rdb), js, m, log, o.now)
 	page.Register(r.HTTP)
 	gt := newGate(cfg, js, rdb, m, log)
