@@ -542,7 +542,7 @@ func (s *Stack) Crash() error {
 	}
 	wg.Wait()
 	if s.nats != nil {
-		s.nats.Shutdown()
+		s.nats.Close()
 	}
 	return errors.Join(errs...)
 }
@@ -577,7 +577,7 @@ func (s *Stack) Close(ctx context.Context) error {
 		}
 	}
 	if s.nats != nil {
-		s.nats.Shutdown()
+		s.nats.Close()
 	}
 	if s.natsP != nil {
 		if err := s.natsP.Stop(15 * time.Second); err != nil {

@@ -26,7 +26,7 @@ import (
 // error, a full stream, a NATS timeout) and never terminates a message: a message whose
 // URLs are already marked seen has no other way into the crawl. It is nak'ed with backoff,
 // the loop holds off pulling while its batches keep failing, and a message still failing
-// after MaxDeliver deliveries is reported at error level on every further failure.
+// after ErrorAfter deliveries is reported at error level on every further failure.
 var ErrPermanent = errors.New("permanent failure")
 
 // Permanent wraps err so that IsPermanent reports true.
@@ -51,10 +51,10 @@ type ConsumeOptions struct {
 	// different batches are then settled in any order, so only a stage that does not need
 	// its input's order may set it. Up to Batch × InFlight messages are in hand at once.
 	InFlight int
-	// MaxDeliver is the delivery count from which a message that keeps failing with a
+	// ErrorAfter is the delivery count from which a message that keeps failing with a
 	// temporary error is logged at error level (default 20). It is never terminated, so the
 	// consumer's own MaxDeliver must be unlimited (-1; envconfig.Common.Timings).
-	MaxDeliver int
+	ErrorAfter int
 	// Backoff gives the nak delay for a message delivered n times (default 250ms·2^(n-1),
 	// capped at 30s).
 	Backoff func(n uint64) time.Duration
@@ -83,8 +83,8 @@ func (o *ConsumeOptions) defaults(batch int) {
 	if o.InFlight <= 0 {
 		o.InFlight = 1
 	}
-	if o.MaxDeliver <= 0 {
-		o.MaxDeliver = 20
+	if o.ErrorAfter <= 0 {
+		o.ErrorAfter = 20
 	}
 	if o.Backoff == nil {
 		o.Backoff = DefaultBackoff
@@ -336,7 +336,7 @@ func settle(m jetstream.Msg, err error, o ConsumeOptions) bool {
 	if md, mderr := m.Metadata(); mderr == nil {
 		delivered = md.NumDelivered
 	}
-	if delivered >= uint64(o.MaxDeliver) {
+	if delivered >= uint64(o.ErrorAfter) {
 		o.Log.Error("message keeps failing; retrying (a temporary error never terminates a message)",
 			"subject", m.Subject(), "id", MsgID(m), "deliveries", delivered, "err", err)
 	} else {

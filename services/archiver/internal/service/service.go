@@ -137,7 +137,7 @@ func (s *Service) consume(ctx context.Context) error {
 		"dir", s.cfg.Dir, "id", s.cfg.ID, "max_size", s.cfg.MaxSize, "revisits", s.cfg.Revisits, "http", s.Addr())
 	opts := natsx.ConsumeOptions{
 		Batch:      s.cfg.Batch,
-		MaxDeliver: s.cfg.Common.MaxDeliver,
+		ErrorAfter: s.cfg.Common.ErrorAfter,
 		OnTerm:     func(reason string) { s.m.terminated.WithLabelValues(reason).Inc() },
 		Log:        s.log,
 	}

@@ -106,7 +106,7 @@ func start(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *runner.
 	}
 	opts := natsx.ConsumeOptions{
 		Batch:      cfg.Batch,
-		MaxDeliver: cfg.MaxDeliver,
+		ErrorAfter: cfg.ErrorAfter,
 		Gate:       r.Crawl.Gate,
 		OnTerm:     func(reason string) { m.terminated.WithLabelValues(reason).Inc() },
 		Log:        log,

@@ -196,7 +196,7 @@ func (s *Service) Run(ctx context.Context) error {
 		return natsx.ConsumeEach(ctx, s.cons, natsx.ConsumeOptions{
 			Batch:        s.cfg.Concurrency,
 			Weight:       taskCount,
-			MaxDeliver:   s.cfg.Common.MaxDeliver,
+			ErrorAfter:   s.cfg.Common.ErrorAfter,
 			Gate:         s.gate,
 			DrainTimeout: s.taskBudget(),
 			OnTerm:       func(reason string) { s.m.terminated.WithLabelValues(reason).Inc() },

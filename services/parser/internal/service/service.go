@@ -172,7 +172,7 @@ func (s *Service) consume(ctx context.Context) error {
 	opts := natsx.ConsumeOptions{
 		Batch:      s.cfg.ParseBatch,
 		InFlight:   s.cfg.ParseInFlight,
-		MaxDeliver: s.cfg.Common.MaxDeliver,
+		ErrorAfter: s.cfg.Common.ErrorAfter,
 		OnTerm:     func(reason string) { s.m.terminated.WithLabelValues(reason).Inc() },
 		Log:        s.log,
 	}

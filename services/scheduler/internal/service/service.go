@@ -247,7 +247,7 @@ func (s *shard) start(r *runner.Runner) {
 	consume := func(name string, c jetstream.Consumer, h natsx.BatchHandler) func(context.Context) error {
 		return func(ctx context.Context) error {
 			return natsx.ConsumeBatches(ctx, c, natsx.ConsumeOptions{
-				MaxDeliver: s.cfg.MaxDeliver,
+				ErrorAfter: s.cfg.ErrorAfter,
 				Gate:       gate,
 				OnTerm:     func(reason string) { s.m.terminated.WithLabelValues(name, reason).Inc() },
 				Log:        s.log.With("consumer", name),
