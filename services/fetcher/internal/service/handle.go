@@ -544,10 +544,10 @@ func (s *Service) fetchRobots(ctx, reqCtx context.Context, out *crawlmsg.Outcome
 			// The dial would have failed the same way.
 			resp, err = nil, reqErr
 		case lease != nil:
-			resp, err = s.client.GetFollow(hopCtx, target, 0, limit+1)
+			resp, err = s.client.GetRobots(hopCtx, target, limit+1)
 			s.releaseServer(ctx, lease, s.now().Sub(t0))
 		default:
-			resp, err = s.client.GetFollow(hopCtx, target, 0, limit+1)
+			resp, err = s.client.GetRobots(hopCtx, target, limit+1)
 		}
 		took := s.now().Sub(t0)
 		requested = true
