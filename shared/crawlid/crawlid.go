@@ -72,15 +72,15 @@ type Guard struct {
 	log  *slog.Logger
 	mu   sync.Mutex
 	lost bool
-	// okAt is when Check last passed (unix ns); Gate trusts it for gateTrust.
+	// okAt is when Check last passed (unix ns); Ready trusts it for readyTrust.
 	okAt atomic.Int64
 }
 
-// gateTrust is how long a passed check lets Gate answer without Redis. A consume loop asks
+// readyTrust is how long a passed check lets Ready answer without Redis. A consume loop asks
 // before every pull, and a write probe each time would cost a round trip (and, with the AOF
 // fsynced on every write, an fsync) per batch; a real failure still surfaces at once as the
-// handler's own Redis error, and Invalidate makes the next Gate check again.
-const gateTrust = time.Second
+// handler's own Redis error, and Invalidate makes the next Ready check again.
+const readyTrust = time.Second
 
 // Open establishes the crawl's identity for a service configured by c: it creates it
 // when neither Redis nor NATS has one, copies Redis's to NATS when only Redis has one (a
@@ -186,9 +186,10 @@ func (g *Guard) Check(ctx context.Context) error {
 	return err
 }
 
-// Gate is Check for a consume loop: a check that passed less than a second ago stands.
-func (g *Guard) Gate(ctx context.Context) error {
-	if ok := g.okAt.Load(); ok != 0 && time.Since(time.Unix(0, ok)) < gateTrust {
+// Ready is Check for a consume loop (natsx.ConsumeOptions.Ready): a check that passed
+// less than a second ago stands.
+func (g *Guard) Ready(ctx context.Context) error {
+	if ok := g.okAt.Load(); ok != 0 && time.Since(time.Unix(0, ok)) < readyTrust {
 		return nil
 	}
 	return g.Check(ctx)
@@ -196,9 +197,9 @@ func (g *Guard) Gate(ctx context.Context) error {
 
 // Watch checks every second until ctx ends, so a service notices a Redis that lost the
 // crawl's state — log, metric and readiness — even while no message arrives and its consume
-// loops sit waiting; it also keeps Gate's answer fresh.
+// loops sit waiting; it also keeps Ready's answer fresh.
 func (g *Guard) Watch(ctx context.Context) {
-	t := time.NewTicker(gateTrust)
+	t := time.NewTicker(readyTrust)
 	defer t.Stop()
 	for {
 		_ = g.Check(ctx)
@@ -210,7 +211,7 @@ func (g *Guard) Watch(ctx context.Context) {
 	}
 }
 
-// Invalidate makes the next Gate check Redis again; a handler calls it when a Redis call
+// Invalidate makes the next Ready check Redis again; a handler calls it when a Redis call
 // failed, so that an outage stops consumption at the next pull.
 func (g *Guard) Invalidate() { g.okAt.Store(0) }
 

@@ -320,7 +320,7 @@ func TestConsumeGateHoldsMessages(t *testing.T) {
 		t.Fatal(err)
 	}
 	var handled atomic.Int32
-	go natsx.ConsumeBatches(ctx, cons, natsx.ConsumeOptions{Gate: func(ctx context.Context) error { return redisx.Ping(ctx, rdb) }},
+	go natsx.ConsumeBatches(ctx, cons, natsx.ConsumeOptions{Ready: func(ctx context.Context) error { return redisx.Ping(ctx, rdb) }},
 		func(_ context.Context, msgs []jetstream.Msg) []error {
 			handled.Add(int32(len(msgs)))
 			return nil

@@ -58,10 +58,10 @@ type ConsumeOptions struct {
 	// Backoff gives the nak delay for a message delivered n times (default 250ms·2^(n-1),
 	// capped at 30s).
 	Backoff func(n uint64) time.Duration
-	// Gate, if set, is called before pulling more messages; while it fails the loop waits
+	// Ready, if set, is called before pulling more messages; while it fails the loop waits
 	// instead of taking messages it would only nak (e.g. Redis is down or refuses writes).
 	// Deliveries are then not spent on an outage.
-	Gate func(ctx context.Context) error
+	Ready func(ctx context.Context) error
 	// DrainTimeout bounds how long messages already pulled are still handled after ctx
 	// ends (default 10s); what is not handled by then is redelivered after AckWait.
 	DrainTimeout time.Duration
@@ -161,7 +161,7 @@ func ConsumeBatches(ctx context.Context, cons jetstream.Consumer, o ConsumeOptio
 	for {
 		// After ctx ends the loop goes on draining what was already pulled.
 		hold.wait(ctx)
-		if err := waitGate(ctx, o); err != nil && ctx.Err() == nil {
+		if err := waitReady(ctx, o); err != nil && ctx.Err() == nil {
 			return err
 		}
 		first, err := it.Next()
@@ -194,7 +194,7 @@ func ConsumeBatches(ctx context.Context, cons jetstream.Consumer, o ConsumeOptio
 }
 
 // holdOff slows a loop whose work keeps failing with temporary errors (a dependency that
-// is up but refuses work, which the gate may not see): after each wholly failed round it
+// is up but refuses work, which Ready may not see): after each wholly failed round it
 // waits 250ms doubling to 5s before pulling again; one success resets it.
 type holdOff struct {
 	mu     sync.Mutex
@@ -261,7 +261,7 @@ func ConsumeEach(ctx context.Context, cons jetstream.Consumer, o ConsumeOptions,
 		if !hold.wait(ctx) {
 			break
 		}
-		if err := waitGate(ctx, o); err != nil {
+		if err := waitReady(ctx, o); err != nil {
 			break
 		}
 		// Wait for one idle slot, then take every idle one.
@@ -346,12 +346,12 @@ func settle(m jetstream.Msg, err error, o ConsumeOptions) bool {
 	return true
 }
 
-func waitGate(ctx context.Context, o ConsumeOptions) error {
-	if o.Gate == nil {
+func waitReady(ctx context.Context, o ConsumeOptions) error {
+	if o.Ready == nil {
 		return nil
 	}
 	for i := 0; ; i++ {
-		err := o.Gate(ctx)
+		err := o.Ready(ctx)
 		if err == nil {
 			return nil
 		}

@@ -55,7 +55,7 @@ type options struct {
 }
 
 // WithRedis connects to TRAWL_REDIS_URL and opens the crawl's identity (crawlid): Redis
-// becomes part of readiness, and Crawl.Gate is the consume gate for the service's loops.
+// becomes part of readiness, and Crawl.Ready is what the service's consume loops wait on for the service's loops.
 func WithRedis() Option {
 	return func(o *options) error { o.redis = true; return nil }
 }

@@ -143,7 +143,7 @@ func (s *Service) consume(ctx context.Context) error {
 	}
 	if s.crawl != nil {
 		// While Redis is away every batch would fail its digest lookup: wait instead.
-		opts.Gate = s.crawl.Gate
+		opts.Ready = s.crawl.Ready
 	}
 	// One batch at a time (InFlight 1): the file is one sequence, and a batch is acked
 	// only after its records are synced.

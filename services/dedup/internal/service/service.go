@@ -107,7 +107,7 @@ func start(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *runner.
 	opts := natsx.ConsumeOptions{
 		Batch:      cfg.Batch,
 		ErrorAfter: cfg.ErrorAfter,
-		Gate:       r.Crawl.Gate,
+		Ready:      r.Crawl.Ready,
 		OnTerm:     func(reason string) { m.terminated.WithLabelValues(reason).Inc() },
 		Log:        log,
 	}

@@ -197,7 +197,7 @@ func (s *Service) Run(ctx context.Context) error {
 			Batch:        s.cfg.Concurrency,
 			Weight:       taskCount,
 			ErrorAfter:   s.cfg.Common.ErrorAfter,
-			Gate:         s.gate,
+			Ready:        s.ready,
 			DrainTimeout: s.taskBudget(),
 			OnTerm:       func(reason string) { s.m.terminated.WithLabelValues(reason).Inc() },
 			Log:          s.log,
@@ -211,9 +211,9 @@ func (s *Service) Run(ctx context.Context) error {
 func (s *Service) Close() { s.run.Close() }
 
 // gate pauses consumption while Redis is down or lost the crawl, so an outage does not
-// spend deliveries; crawl.Gate keeps the check off the path of every pull.
-func (s *Service) gate(ctx context.Context) error {
-	if err := s.crawl.Gate(ctx); err != nil {
+// spend deliveries; crawl.Ready keeps the check off the path of every pull.
+func (s *Service) ready(ctx context.Context) error {
+	if err := s.crawl.Ready(ctx); err != nil {
 		s.m.paused.Set(1)
 		return err
 	}

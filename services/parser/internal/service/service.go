@@ -179,7 +179,7 @@ func (s *Service) consume(ctx context.Context) error {
 	if s.rdb != nil {
 		// While Redis is away every batch would fail its duplicate check: wait instead of
 		// spending deliveries.
-		opts.Gate = s.crawl.Gate
+		opts.Ready = s.crawl.Ready
 	}
 	return natsx.ConsumeBatches(ctx, s.cons, opts, s.HandleBatch)
 }

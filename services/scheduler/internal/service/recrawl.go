@@ -62,7 +62,7 @@ func (s *shard) dueLoop(ctx context.Context) {
 	in := &dueIntake{backlog: int64(s.cfg.Recrawl.Backlog), share: s.cfg.Recrawl.Share, dispatched: -1}
 	for ctx.Err() == nil {
 		if s.crawl != nil {
-			if err := s.crawl.Gate(ctx); err != nil {
+			if err := s.crawl.Ready(ctx); err != nil {
 				ctxsleep.Sleep(ctx, errorPause)
 				continue
 			}

@@ -243,12 +243,12 @@ func Prioritizer(cfg config.Config) frontier.Prioritizer {
 }
 
 func (s *shard) start(r *runner.Runner) {
-	gate := s.crawl.Gate
+	ready := s.crawl.Ready
 	consume := func(name string, c jetstream.Consumer, h natsx.BatchHandler) func(context.Context) error {
 		return func(ctx context.Context) error {
 			return natsx.ConsumeBatches(ctx, c, natsx.ConsumeOptions{
 				ErrorAfter: s.cfg.ErrorAfter,
-				Gate:       gate,
+				Ready:      ready,
 				OnTerm:     func(reason string) { s.m.terminated.WithLabelValues(name, reason).Inc() },
 				Log:        s.log.With("consumer", name),
 			}, h)
