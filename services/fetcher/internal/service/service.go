@@ -210,7 +210,7 @@ func (s *Service) Run(ctx context.Context) error {
 // Close releases the connections of a Service that is not Run (Run closes them itself).
 func (s *Service) Close() { s.run.Close() }
 
-// gate pauses consumption while Redis is down or lost the crawl, so an outage does not
+// ready pauses consumption while Redis is down or lost the crawl, so an outage does not
 // spend deliveries; crawl.Ready keeps the check off the path of every pull.
 func (s *Service) ready(ctx context.Context) error {
 	if err := s.crawl.Ready(ctx); err != nil {
