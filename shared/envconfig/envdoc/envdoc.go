@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"testing"
 	"time"
 
 	"github.com/trawl/trawl/shared/envconfig"
@@ -158,4 +159,25 @@ func duration(v string) (time.Duration, error) {
 		return time.Duration(f * float64(time.Second)), nil
 	}
 	return time.ParseDuration(v)
+}
+
+// Test is a program's settings test: load reads the program's settings from a Reader with
+// nothing set, which must succeed, and every setting it read must agree with the
+// documentation under root (the repository, relative to the test's package).
+func Test(t testing.TB, root string, load func(*envconfig.Reader) error) {
+	t.Helper()
+	r := envconfig.FromMap(nil)
+	if err := load(r); err != nil {
+		t.Fatalf("the defaults do not load: %v", err)
+	}
+	if len(r.Read()) < 5 {
+		t.Fatalf("only %d settings read", len(r.Read()))
+	}
+	doc, err := Read(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range doc.Check(r.Read()) {
+		t.Error(d)
+	}
 }

@@ -8,6 +8,9 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/trawl/trawl/shared/obs"
 )
@@ -87,4 +90,23 @@ func CheckName(d obs.Decl) error {
 		return fmt.Errorf("%s: a %s's name breaks the rule (counters end in _total, gauges do not, histograms end in _seconds, _bytes or _size)", d.Name, d.Type)
 	}
 	return nil
+}
+
+// Test is a service's metrics test: declare declares the service's series under
+// subsystem, and the document at path must list exactly those whose names start with
+// "trawl_<subsystem>_", each as declared and named by the rule.
+func Test(t testing.TB, path, subsystem string, declare func(*obs.Metrics)) {
+	t.Helper()
+	om := obs.NewMetrics(prometheus.NewRegistry(), subsystem)
+	declare(om)
+	if len(om.Declared()) == 0 {
+		t.Fatal("no series declared")
+	}
+	diffs, err := Diff(path, "trawl_"+subsystem+"_", om.Declared())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range diffs {
+		t.Error(d)
+	}
 }

@@ -3,8 +3,6 @@ package service
 import (
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/trawl/trawl/shared/obs"
 	"github.com/trawl/trawl/shared/obs/metricsdoc"
 )
@@ -13,16 +11,5 @@ import (
 // one documented with its type, labels and help, none documented that it does not serve,
 // each named by the rule.
 func TestMetricsDocumented(t *testing.T) {
-	om := obs.NewMetrics(prometheus.NewRegistry(), "scheduler")
-	newMetrics(om)
-	if len(om.Declared()) < 5 {
-		t.Fatalf("only %d series declared", len(om.Declared()))
-	}
-	diffs, err := metricsdoc.Diff("../../../../docs/metrics.md", "trawl_scheduler_", om.Declared())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, d := range diffs {
-		t.Error(d)
-	}
+	metricsdoc.Test(t, "../../../../docs/metrics.md", "scheduler", func(om *obs.Metrics) { newMetrics(om) })
 }
