@@ -87,7 +87,7 @@ func newStackWith(t testing.TB, nopts natsembed.Options) *stack {
 		"TRAWL_ALLOW_CIDRS":       "127.0.0.0/8",
 		"TRAWL_FETCH_TIMEOUT":     "5s",
 		"TRAWL_LEASE_TTL":         "1m",
-		"TRAWL_LOG_ERROR_AFTER":       "5",
+		"TRAWL_LOG_ERROR_AFTER":   "5",
 		"TRAWL_FETCH_CONCURRENCY": "8",
 		"TRAWL_LOG_LEVEL":         "debug",
 	}
