@@ -171,7 +171,7 @@ func TestPolicyStoreConcurrentApplies(t *testing.T) {
 	rdb := redisClient(t, redisproc.StartT(t, redisproc.Options{}))
 	ctx := testwait.Context(t)
 	st := policy.NewStore(rdb, "trawl")
-	const n = 8
+	const n = 16
 	var wg sync.WaitGroup
 	versions := make([]int64, n)
 	errs := make([]error, n)

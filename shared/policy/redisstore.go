@@ -7,9 +7,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sort"
 	"strconv"
 	"time"
+
+	"github.com/trawl/trawl/shared/ctxsleep"
 
 	"github.com/redis/go-redis/v9"
 
@@ -25,8 +28,13 @@ var applyScript = redisx.Script(redisx.Lua{FS: luaFS, Name: "lua/apply.lua"})
 var ErrVersionMoved = errors.New("policy: the rules changed since the plan was made")
 
 // applyTries bounds how often an apply without ifVersion plans again because another
-// apply landed between its read and its write.
-const applyTries = 5
+// apply moved the version between its read and its script; each try waits a random
+// while, up to applyBackoff, so that applies racing each other spread out: every round
+// lets one of them land, and the rest try again behind it.
+const (
+	applyTries   = 25
+	applyBackoff = 20 * time.Millisecond
+)
 
 func (st *Store) version(ctx context.Context) (int64, error) {
 	v, err := st.rdb.Get(ctx, st.keys.Version).Int64()
@@ -217,6 +225,9 @@ func (st *Store) apply(ctx context.Context, changes []Change, by string, ifVersi
 		}
 		if ifVersion > 0 {
 			return nv, nil, fmt.Errorf("%w (planned at version %d, now %d)", ErrVersionMoved, ifVersion, nv)
+		}
+		if !ctxsleep.Sleep(ctx, rand.N(applyBackoff)) {
+			return 0, nil, fmt.Errorf("policy: apply: %w", ctx.Err())
 		}
 	}
 	return 0, nil, fmt.Errorf("policy: apply: the rules changed under %d tries in a row; try again", applyTries)
