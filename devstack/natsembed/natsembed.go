@@ -102,11 +102,19 @@ func Start(opts Options) (*Server, error) {
 	return s, nil
 }
 
+// TestMaxStore is the JetStream file storage limit of a test's server. Services declare
+// their streams with the production byte caps (TRAWL_PAGES_MAX_BYTES …, 18 GiB in all),
+// which JetStream sets aside out of this limit when a stream is made, though a test writes
+// a few megabytes. The server's default, three quarters of the free disk, would let a
+// busy machine's disk decide whether the second of two tests running at once may start;
+// this is bookkeeping, not a promise of disk.
+const TestMaxStore = 1 << 40
+
 // StartT starts a server for a test with its store in t.TempDir and shuts it
 // down when the test ends.
 func StartT(t testing.TB) *Server {
 	t.Helper()
-	s, err := Start(Options{StoreDir: t.TempDir()})
+	s, err := Start(Options{StoreDir: t.TempDir(), MaxStore: TestMaxStore})
 	if err != nil {
 		t.Fatalf("natsembed: start embedded NATS server: %v", err)
 	}

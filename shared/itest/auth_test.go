@@ -21,7 +21,7 @@ import (
 // it connects and declares the topology.
 func TestNATSCredentials(t *testing.T) {
 	t.Parallel()
-	srv, err := natsembed.Start(natsembed.Options{StoreDir: t.TempDir(), Username: "trawl", Password: "s3cret-nats"})
+	srv, err := natsembed.Start(natsembed.Options{StoreDir: t.TempDir(), MaxStore: natsembed.TestMaxStore, Username: "trawl", Password: "s3cret-nats"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func TestRedisCredentials(t *testing.T) {
 // must connect to a server that asks for no credentials.
 func TestEmptyCredentialsInURL(t *testing.T) {
 	t.Parallel()
-	srv, err := natsembed.Start(natsembed.Options{StoreDir: t.TempDir()})
+	srv, err := natsembed.Start(natsembed.Options{StoreDir: t.TempDir(), MaxStore: natsembed.TestMaxStore})
 	if err != nil {
 		t.Fatal(err)
 	}

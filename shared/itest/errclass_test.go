@@ -62,7 +62,7 @@ func runErrCases(t *testing.T, cases []errCase) {
 
 // JetStream's answers, from an embedded nats-server, sorted into temporary and permanent.
 func TestErrorClassesNATS(t *testing.T) {
-	srv, err := natsembed.Start(natsembed.Options{StoreDir: t.TempDir()})
+	srv, err := natsembed.Start(natsembed.Options{StoreDir: t.TempDir(), MaxStore: natsembed.TestMaxStore})
 	if err != nil {
 		t.Fatalf("natsembed: start embedded NATS server: %v", err)
 	}

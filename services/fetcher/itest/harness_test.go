@@ -66,6 +66,9 @@ func newStackWith(t testing.TB, nopts natsembed.Options) *stack {
 	if nopts.StoreDir == "" {
 		nopts.StoreDir = t.TempDir()
 	}
+	if nopts.MaxStore == 0 {
+		nopts.MaxStore = natsembed.TestMaxStore
+	}
 	ns, err := natsembed.Start(nopts)
 	if err != nil {
 		t.Fatalf("natsembed: start embedded NATS server: %v", err)
