@@ -80,6 +80,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	for i, p := range ports {
 		o := natsembed.Options{
 			ServerName: "trawl-n" + strconv.Itoa(i),
+			MaxStore:   natsembed.TestMaxStore,
 			Logger:     opts.Logger,
 			Cluster:    &natsembed.Cluster{Name: "trawl", Port: p, Routes: routes, User: c.RouteUser, Password: c.RoutePassword},
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/trawl/trawl/devstack/natsembed"
 )
 
 // The variables trawl-nats reads its route credentials from (natsembed.Cluster's User and
@@ -92,7 +93,7 @@ func (c *Cluster) startProcs(ctx context.Context, opts Options, ports []int, rou
 		n := &node{bin: opts.Bin, log: store + ".log", url: "nats://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(clientPorts[i])), args: []string{
 			"-store", store, "-host", "127.0.0.1", "-port", strconv.Itoa(clientPorts[i]),
 			"-name", "trawl-n" + strconv.Itoa(i), "-cluster", "trawl", "-cluster-port", strconv.Itoa(p),
-			"-routes", strings.Join(routes, ","),
+			"-routes", strings.Join(routes, ","), "-max-store", strconv.FormatInt(natsembed.TestMaxStore, 10),
 		}, env: []string{RouteUserEnv + "=" + c.RouteUser, RoutePasswordEnv + "=" + c.RoutePassword}}
 		if err := n.start(); err != nil {
 			return err
