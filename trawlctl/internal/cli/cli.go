@@ -102,7 +102,19 @@ func Run(ctx context.Context, args []string, stdio IO) int {
 	c := lookup(args)
 	if c == nil {
 		name := args[0]
-		if (name == "robots" || name == "url" || name == "policy") && len(args) > 1 {
+		group := inGroup(name)
+		if len(group) > 0 && (len(args) == 1 || isHelpFlag(args[1])) {
+			// "trawlctl policy" or "trawlctl policy -h": the group's commands.
+			w, status := stdio.Stderr, ExitUsage
+			if len(args) > 1 {
+				w, status = stdio.Stdout, ExitOK
+			}
+			fmt.Fprintf(w, "usage: trawlctl %s <command> [flags] [args]\n\ncommands:\n", name)
+			writeCommands(w, group)
+			fmt.Fprintf(w, "\n\"trawlctl %s <command> -h\" describes a command.\n", name)
+			return status
+		}
+		if len(group) > 0 && len(args) > 1 {
 			name += " " + args[1]
 		}
 		fmt.Fprintf(stdio.Stderr, "trawlctl: unknown command %q (see trawlctl help)\n", name)
@@ -117,6 +129,29 @@ func Run(ctx context.Context, args []string, stdio IO) int {
 		return report(e, usagef("%v", err))
 	}
 	return report(e, c.run(ctx, e, rest))
+}
+
+// inGroup is the commands whose name is word followed by a second word ("policy" →
+// policy set, policy get …): a group, which answers -h with its commands.
+func inGroup(word string) []*command {
+	var out []*command
+	for _, c := range commands {
+		if strings.HasPrefix(c.name, word+" ") {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func isHelpFlag(a string) bool { return a == "-h" || a == "-help" || a == "--help" || a == "help" }
+
+// writeCommands lists commands with their summaries, sorted by name.
+func writeCommands(w io.Writer, commands []*command) {
+	cs := append([]*command(nil), commands...)
+	sort.Slice(cs, func(i, j int) bool { return cs[i].name < cs[j].name })
+	for _, c := range cs {
+		fmt.Fprintf(w, "  %-14s %s\n", c.name, c.summary)
+	}
 }
 
 // lookup finds the command named by the first one or two words of args.
@@ -202,11 +237,7 @@ func writeUsage(w io.Writer, c *command, fs *flag.FlagSet) {
 func writeHelp(w io.Writer) {
 	fmt.Fprintln(w, "trawlctl — operate a Trawl crawl")
 	fmt.Fprintln(w, "\nusage: trawlctl <command> [flags] [args]\n\ncommands:")
-	cs := append([]*command(nil), commands...)
-	sort.Slice(cs, func(i, j int) bool { return cs[i].name < cs[j].name })
-	for _, c := range cs {
-		fmt.Fprintf(w, "  %-14s %s\n", c.name, c.summary)
-	}
+	writeCommands(w, commands)
 	fmt.Fprint(w, `
 Connection settings come from the services' variables (TRAWL_NATS_URL, TRAWL_REDIS_URL,
 TRAWL_REDIS_PREFIX, TRAWL_SHARDS, …); the flags -nats, -redis, -prefix and -shards override

@@ -18,6 +18,7 @@ func TestUsageErrors(t *testing.T) {
 		{"no command", nil, nil, ""},
 		{"unknown command", nil, []string{"frobnicate"}, `unknown command "frobnicate"`},
 		{"unknown subcommand", nil, []string{"robots", "fetch"}, `unknown command "robots fetch"`},
+		{"unknown policy subcommand", nil, []string{"policy", "bogus"}, `unknown command "policy bogus"`},
 		{"unknown flag", nil, []string{"status", "-bogus"}, "flag provided but not defined: -bogus"},
 		{"bad flag value", nil, []string{"tap", "-n", "many", "crawl.docs"}, `invalid value "many" for flag -n`},
 		{"tap without subject", nil, []string{"tap"}, "want one SUBJECT"},
@@ -64,6 +65,9 @@ func TestHelp(t *testing.T) {
 		{[]string{"seed", "-h"}, []string{"usage: trawlctl seed", "-depth", "-file", "min(depth, F-1)"}},
 		{[]string{"help", "robots", "check"}, []string{"usage: trawlctl robots check", "-agent", "-status"}},
 		{[]string{"tap", "-help"}, []string{"-from-start", "-durable", "work"}},
+		// A group of commands answers -h with its commands.
+		{[]string{"policy", "-h"}, []string{"usage: trawlctl policy <command>", "policy set", "policy apply", "policy log"}},
+		{[]string{"robots", "-h"}, []string{"robots check"}},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
