@@ -37,9 +37,11 @@ var (
 	scriptReap     = load("reap.lua")
 )
 
-// load builds a frontier script: the common prelude, the politeness module, the script.
+// load builds a frontier script: the common prelude, the politeness and policy modules,
+// the shared steps, the script.
 func load(name string) *redis.Script {
 	return redisx.Script(redisx.Lua{FS: luaFS, Name: "lua/common.lua"}, politeness.Module,
+		politeness.PolicyModule, redisx.Lua{FS: luaFS, Name: "lua/steps.lua"},
 		redisx.Lua{FS: luaFS, Name: "lua/" + name})
 }
 
@@ -141,7 +143,7 @@ type Frontier struct {
 // Positions shared with lua/common.lua: the front queues follow the fixed KEYS, and script
 // arguments follow the common ARGV.
 const (
-	fixedKeys = 13
+	fixedKeys = 14
 	argStart  = 23
 )
 
@@ -165,7 +167,7 @@ func New(rdb redis.UniversalClient, o Options, p Prioritizer) *Frontier {
 	k := frontierkeys.ForShard(o.KeyPrefix, o.Shard)
 	keys := []string{k.Stats(), k.Heap(), k.Hosts(), k.Inflight(),
 		k.Lease(), k.Paused(), k.Seq(), k.Backlinks(),
-		k.Busiest(), k.Slowest(), k.Errors(), k.Applied(), k.LastErr()}
+		k.Busiest(), k.Slowest(), k.Errors(), k.Applied(), k.LastErr(), k.Policy()}
 	for q := range o.FrontQueues {
 		keys = append(keys, k.FrontQueue(q))
 	}

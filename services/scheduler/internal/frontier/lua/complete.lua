@@ -98,13 +98,14 @@ for o = 1, n do
     local stFails = tonumber(st[4] or '0') or 0
     local errs, fails = stErr, stFails
     local set = {}
+    local lim = host_limits(h)
     local capped = 0
     if newcd >= 0 and newcd ~= cd then
       cd = newcd
       set[#set + 1] = 'cd'
       set[#set + 1] = n2s(cd)
       -- Reported once per host and value: only the outcome that changes the stored value.
-      if cd > MAXCD then capped = 2 end
+      if cd > lim.maxcd then capped = 2 end
     end
     local retire = false
     if health == 1 then
@@ -121,7 +122,7 @@ for o = 1, n do
     end
     local late = not requested and deadlines[o] <= NOW
     local rtLast = tonumber(st[7] or '0') or 0
-    local te, isCapped = next_fetch(NOW, requested, dur, cd, stNext, late, rtLast, streak, ra)
+    local te, isCapped = next_fetch(NOW, requested, dur, cd, stNext, late, rtLast, streak, ra, lim)
     if isCapped then capped = capped + 1 end
     local res = act
     local back = 0
