@@ -1,10 +1,14 @@
 package frontierkeys
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Fields of a shard's policy table (Shard.Policy): a host rule's limits under
@@ -191,4 +195,38 @@ func (l HostLimits) Over(base HostLimits) HostLimits {
 		l.Block = base.Block
 	}
 	return l
+}
+
+// ParkBlocked is the reason of a park list whose host, or whose URLs, a live policy blocks.
+const ParkBlocked = "blocked"
+
+// ParkedHost is a host's entry in Shard.Parked: why its URLs are parked and how many.
+type ParkedHost struct {
+	Host    string
+	Reason  string
+	Entries int64
+}
+
+// ParseParked decodes a Shard.Parked value "<reason> <entries>".
+func ParseParked(host, v string) (ParkedHost, bool) {
+	r, n, ok := strings.Cut(v, " ")
+	c, err := strconv.ParseInt(n, 10, 64)
+	if !ok || err != nil {
+		return ParkedHost{}, false
+	}
+	return ParkedHost{Host: host, Reason: r, Entries: c}, true
+}
+
+// ReadParkedHost is a host's park list entry on its shard (trawlctl explain): ok is false
+// when none of its URLs is parked.
+func ReadParkedHost(ctx context.Context, rdb redis.UniversalClient, prefix string, shard int, host string) (p ParkedHost, ok bool, err error) {
+	v, err := rdb.HGet(ctx, ForShard(prefix, shard).Parked(), host).Result()
+	if errors.Is(err, redis.Nil) {
+		return ParkedHost{}, false, nil
+	}
+	if err != nil {
+		return ParkedHost{}, false, fmt.Errorf("frontier: shard %d: parked %s: %w", shard, host, err)
+	}
+	p, ok = ParseParked(host, v)
+	return p, ok, nil
 }

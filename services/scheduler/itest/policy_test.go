@@ -1,6 +1,8 @@
 package itest
 
 import (
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -128,5 +130,145 @@ func TestSyncPolicyWritesOnlyChanges(t *testing.T) {
 	l, err := frontierkeys.ParseHostLimits(got[frontierkeys.PolicyDomainField("b.example")])
 	if err != nil || len(got) != 1 || *l.Connections != 3 || *l.HostBudget != 10 || !*l.Block || l.MinDelay != nil {
 		t.Fatalf("table %v (%+v, %v)", got, l, err)
+	}
+}
+
+func (f *tf) applyPolicy(s *policy.Set) frontier.PolicyApplied {
+	f.t.Helper()
+	a, err := f.ApplyPolicy(testwait.Context(f.t), s)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.check()
+	return a
+}
+
+func (f *tf) parkList(host string) []string {
+	f.t.Helper()
+	l, err := f.rdb.LRange(testwait.Context(f.t), f.Keyspace().Key("park", host), 0, -1).Result()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return l
+}
+
+func urlsOf(entries []string) []string {
+	out := make([]string, len(entries))
+	for i, e := range entries {
+		en, _ := frontier.ParseEntry(e)
+		out[i] = en.URL
+	}
+	return out
+}
+
+// Block parks a host's queue (in order, counted, its back queue freed), the router parks
+// its new URLs, its task out finishes normally, a fetcher's parked outcome parks that URL
+// with the same attempt, nothing of it is dispatched while blocked, and lifting the block
+// resumes the park list in order.
+func TestPolicyBlockParksAndResumes(t *testing.T) {
+	rdb := startRedis(t)
+	f := newTF(t, rdb, testOptions(0))
+	var us []crawlmsg.Discovered
+	for i := range 5 {
+		us = append(us, urls(0, fmt.Sprintf("http://blocked.example/%d", i))...)
+	}
+	us = append(us, urls(0, "http://free.example/0", "http://free.example/1", "http://free.example/2")...)
+	f.add("m1", us...)
+	tasks := f.dispatch(at(0), 10)
+	if got := hostsOf(tasks); len(got) != 2 {
+		t.Fatalf("dispatched %v", got)
+	}
+	block := rules(t, 1, domainRule("blocked.example", policy.Rule{Block: pbool(true)}))
+	a := f.applyPolicy(block)
+	if a.Parked != 4 {
+		t.Fatalf("parked %d at the change, want the 4 queued", a.Parked)
+	}
+	if s := f.stats(); s.Parked != 4 || s.Inflight != 2 {
+		t.Fatalf("after block: %+v", s)
+	}
+	for _, tk := range tasks {
+		o := ok200(tk)
+		if tk.Host == "free.example" {
+			o = outcome(tk, crawlmsg.OutcomeParked, 0)
+		}
+		res := f.complete(at(time.Second), o)
+		want := frontier.ResultFetched
+		if tk.Host == "free.example" {
+			want = frontier.ResultParked
+		}
+		if res[0].Result != want {
+			t.Fatalf("%s: result %s, want %s", tk.Host, res[0].Result, want)
+		}
+	}
+	if n := f.rdb.HExists(testwait.Context(t), f.Keyspace().Key("hosts"), "blocked.example").Val(); n {
+		t.Fatal("blocked host still holds a back queue after its task ended")
+	}
+	f.add("m2", urls(1, "http://blocked.example/5", "http://blocked.example/6")...)
+	for step := 2; step < 10; step++ {
+		for _, tk := range f.dispatch(at(time.Duration(step)*time.Minute), 10) {
+			if tk.Host == "blocked.example" {
+				t.Fatalf("dispatched %s while blocked", tk.URL)
+			}
+			f.complete(at(time.Duration(step)*time.Minute+time.Second), ok200(tk))
+		}
+	}
+	want := []string{"http://blocked.example/1", "http://blocked.example/2", "http://blocked.example/3",
+		"http://blocked.example/4", "http://blocked.example/5", "http://blocked.example/6"}
+	if got := urlsOf(f.parkList("blocked.example")); !slices.Equal(got, want) {
+		t.Fatalf("park list %v, want %v", got, want)
+	}
+	if got := urlsOf(f.parkList("free.example")); !slices.Equal(got, []string{tasksURL(tasks, "free.example")}) {
+		t.Fatalf("free.example park list %v", got)
+	}
+	ph, err := f.Parked(testwait.Context(t))
+	if err != nil || len(ph) != 2 {
+		t.Fatalf("Parked = %+v, %v", ph, err)
+	}
+	a = f.applyPolicy(rules(t, 2))
+	if a.Resumed != 7 {
+		t.Fatalf("resumed %d, want 7", a.Resumed)
+	}
+	var got []string
+	for step := 20; step < 40 && len(got) < 6; step++ {
+		for _, tk := range f.dispatch(at(time.Duration(step)*time.Minute), 10) {
+			if tk.Host == "blocked.example" {
+				got = append(got, tk.URL)
+			}
+			if tk.Attempt != 0 {
+				t.Errorf("%s resumed with attempt %d", tk.URL, tk.Attempt)
+			}
+			f.complete(at(time.Duration(step)*time.Minute+time.Second), ok200(tk))
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("resumed in order %v, want %v", got, want)
+	}
+	if s := f.stats(); s.Parked != 0 || s.Queued != 0 || s.Fetched != s.Accepted {
+		t.Fatalf("at the end: %+v", s)
+	}
+}
+
+func tasksURL(tasks []crawlmsg.FetchTask, host string) string {
+	for _, tk := range tasks {
+		if tk.Host == host {
+			return tk.URL
+		}
+	}
+	return ""
+}
+
+// A host blocked in the table is never dispatched even before the park pass runs: the
+// dispatch parks it when it comes due.
+func TestPolicyBlockedHostParkedAtDispatch(t *testing.T) {
+	rdb := startRedis(t)
+	f := newTF(t, rdb, testOptions(0))
+	f.add("m1", urls(0, "http://a.example/0", "http://a.example/1", "http://b.example/0")...)
+	f.syncPolicy(rules(t, 1, hostRule("a.example", policy.Rule{Block: pbool(true)})))
+	tasks := f.dispatch(at(0), 10)
+	if got := hostsOf(tasks); !slices.Equal(got, []string{"b.example"}) {
+		t.Fatalf("dispatched %v, want only b.example", got)
+	}
+	if s := f.stats(); s.Parked != 2 || s.ActiveHosts != 1 {
+		t.Fatalf("after dispatch: %+v", s)
 	}
 }

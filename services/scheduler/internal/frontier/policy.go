@@ -3,6 +3,7 @@ package frontier
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -102,4 +103,103 @@ func (f *Frontier) SyncPolicy(ctx context.Context, s *policy.Set) (PolicyChange,
 		return PolicyChange{}, fmt.Errorf("frontier: shard %d: write the policy table: %w", f.o.Shard, err)
 	}
 	return ch, nil
+}
+
+// PolicyApplied is what ApplyPolicy did.
+type PolicyApplied struct {
+	PolicyChange
+	// Parked URLs of hosts the change blocks; Resumed URLs of hosts it unblocked.
+	Parked, Resumed int64
+}
+
+// resumeChunk bounds the entries one resume call moves, and so its run time.
+const resumeChunk = 1000
+
+// ApplyPolicy brings the shard in line with a rule set: it syncs the policy table
+// (SyncPolicy); when that changed anything it parks the queues of the active hosts the
+// rules now block (a blocked host would be parked when next due anyway; this does it at
+// once), and resumes every park list whose host is no longer blocked. Run it at start, on
+// every change, and once more a little after a change (ResumeParked then finds URLs a
+// fetcher parked under the old rules while the change spread).
+func (f *Frontier) ApplyPolicy(ctx context.Context, s *policy.Set) (PolicyApplied, error) {
+	ch, err := f.SyncPolicy(ctx, s)
+	if err != nil {
+		return PolicyApplied{}, err
+	}
+	a := PolicyApplied{PolicyChange: ch}
+	if ch.Empty() {
+		return a, nil
+	}
+	if a.Parked, err = f.ParkBlocked(ctx); err != nil {
+		return a, err
+	}
+	a.Resumed, err = f.ResumeParked(ctx)
+	return a, err
+}
+
+// ParkBlocked parks the queues of the active hosts that the policy table blocks, in
+// chunks of hosts, and returns how many URLs it parked.
+func (f *Frontier) ParkBlocked(ctx context.Context) (int64, error) {
+	hosts, err := f.rdb.HKeys(ctx, f.k.Hosts()).Result()
+	if err != nil {
+		return 0, fmt.Errorf("frontier: shard %d: active hosts: %w", f.o.Shard, err)
+	}
+	var n int64
+	for i := 0; i < len(hosts); i += resumeChunk {
+		chunk := hosts[i:min(i+resumeChunk, len(hosts))]
+		args := f.args(len(chunk))
+		for _, h := range chunk {
+			args = append(args, h)
+		}
+		v, err := f.run(ctx, scriptPark, args)
+		if err != nil {
+			return n, err
+		}
+		m, _ := v.(int64)
+		n += m
+	}
+	return n, nil
+}
+
+// ResumeParked moves the park lists of the hosts the policy table no longer blocks back
+// to the head of front queue 0, in their order, a chunk per script call so that dispatch
+// for other hosts goes on in between. It returns how many URLs it moved.
+func (f *Frontier) ResumeParked(ctx context.Context) (int64, error) {
+	hosts, err := f.rdb.HKeys(ctx, f.k.Parked()).Result()
+	if err != nil {
+		return 0, fmt.Errorf("frontier: shard %d: parked hosts: %w", f.o.Shard, err)
+	}
+	var n int64
+	for _, h := range hosts {
+		for {
+			v, err := f.run(ctx, scriptResume, append(f.args(2), h, strconv.Itoa(resumeChunk)))
+			if err != nil {
+				return n, err
+			}
+			m, _ := v.(int64)
+			if m <= 0 {
+				break
+			}
+			n += m
+			if m < resumeChunk {
+				break
+			}
+		}
+	}
+	return n, nil
+}
+
+// Parked is the shard's park lists: host → why and how many URLs.
+func (f *Frontier) Parked(ctx context.Context) ([]frontierkeys.ParkedHost, error) {
+	h, err := f.rdb.HGetAll(ctx, f.k.Parked()).Result()
+	if err != nil {
+		return nil, fmt.Errorf("frontier: shard %d: parked hosts: %w", f.o.Shard, err)
+	}
+	out := make([]frontierkeys.ParkedHost, 0, len(h))
+	for host, v := range h {
+		if p, ok := frontierkeys.ParseParked(host, v); ok {
+			out = append(out, p)
+		}
+	}
+	return out, nil
 }

@@ -1,8 +1,8 @@
 -- Prelude shared by every frontier script (prepended in Go before loading).
 --
 -- KEYS: 1 stats, 2 heap, 3 hosts, 4 inflight, 5 lease, 6 paused, 7 seq, 8 backlinks,
---       9 busiest, 10 slowest, 11 errors, 12 applied, 13 lasterr, 14 policy,
---       15.. fq:0..fq:F-1, 15+F recrawl-outbox (adaptive recrawl only; K_OUTBOX)
+--       9 busiest, 10 slowest, 11 errors, 12 applied, 13 lasterr, 14 policy, 15 parked,
+--       16.. fq:0..fq:F-1, 16+F recrawl-outbox (adaptive recrawl only; K_OUTBOX)
 -- ARGV: 1 key prefix "trawl:{s<n>}:", 2 now (unix ms; '' = the server's TIME, which is
 --       what a scheduler passes), 3 random seed, 4 F, 5 B, 6 bias,
 --       7 min delay ms, 8 delay factor k, 9 max crawl-delay ms, 10 max backoff ms,
@@ -19,7 +19,7 @@
 local K_STATS, K_HEAP, K_HOSTS, K_INFLIGHT = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local K_LEASE, K_PAUSED, K_SEQ, K_BACKLINKS = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local K_BUSIEST, K_SLOWEST, K_ERRORS, K_APPLIED = KEYS[9], KEYS[10], KEYS[11], KEYS[12]
-local K_LASTERR, K_POLICY = KEYS[13], KEYS[14]
+local K_LASTERR, K_POLICY, K_PARKED = KEYS[13], KEYS[14], KEYS[15]
 local PFX = ARGV[1]
 -- One clock for every decision about time (due hosts, lease deadlines, next fetch times,
 -- backoff, expiry): the Redis server's, never the calling process's. Reading TIME before
@@ -53,9 +53,10 @@ local ERRKEEP = tonumber(ARGV[21])
 local BLKEEP = tonumber(ARGV[22])
 local A = 23
 
-local function fq(p) return KEYS[15 + p] end
+local function fq(p) return KEYS[16 + p] end
 local function bq(h) return PFX .. 'bq:' .. h end
 local function hk(h) return PFX .. 'host:' .. h end
+local function pk(h) return PFX .. 'park:' .. h end
 
 -- Numbers are formatted explicitly: tostring would print large ones in exponent form.
 local function n2s(x) return string.format('%.0f', x) end
@@ -66,7 +67,7 @@ local function n2s(x) return string.format('%.0f', x) end
 -- otherwise drop with it; kept here in the same step as "<now ms> <requested 0|1>
 -- <entry>", it is scheduled again by Go (service.rescheduleLoop), so a site that is
 -- down a while loses no URL. Only entries with an extension can carry state.
-local K_OUTBOX = KEYS[15 + F]
+local K_OUTBOX = KEYS[16 + F]
 local function keep_recrawl(e, requested)
   if K_OUTBOX and string.find(e, '^%d+ %d+ %d+ [^ ]+ [^ ]') then
     redis.call('RPUSH', K_OUTBOX, n2s(NOW) .. ' ' .. requested .. ' ' .. e)
@@ -125,11 +126,23 @@ end
 
 -- Counter deltas are buffered and written once per script.
 local STAT_NAMES = {'accepted', 'queued', 'fetched', 'failed', 'disallowed', 'out_of_scope',
-  'over_budget', 'dispatched', 'pages', 'expired', 'retired'}
+  'over_budget', 'dispatched', 'pages', 'expired', 'retired', 'parked'}
 local delta = {}
 for _, n in ipairs(STAT_NAMES) do delta[n] = 0 end
 local function bump(name, n) delta[name] = delta[name] + n end
+-- Hosts whose park list (park:<host>) changed in this script: their entry in parked,
+-- "<reason> <entries>", is rewritten once, with the other counters.
+local parkTouched = {}
 local function flush_stats()
+  for h in pairs(parkTouched) do
+    local n = redis.call('LLEN', pk(h))
+    if n > 0 then
+      redis.call('HSET', K_PARKED, h, PARK_BLOCKED .. ' ' .. n)
+    else
+      redis.call('HDEL', K_PARKED, h)
+    end
+  end
+  parkTouched = {}
   for _, n in ipairs(STAT_NAMES) do
     if delta[n] ~= 0 then
       redis.call('HINCRBY', K_STATS, n, delta[n])

@@ -46,7 +46,11 @@ for _, h in ipairs(hs) do
   local st = redis.call('HMGET', hk(h), 'cd', 'rt')
   local te = NOW + gap(tonumber(st[1] or '0') or 0, tonumber(st[2] or '0') or 0, host_limits(h))
   redis.call('HSET', hk(h), 'next', n2s(te))
-  if back or redis.call('EXISTS', bq(h)) == 1 then
+  if host_limits(h).block then
+    park_queue(h)
+    freed[#freed + 1] = h
+    expire_state(h, te)
+  elseif back or redis.call('EXISTS', bq(h)) == 1 then
     heapArgs[#heapArgs + 1] = n2s(te)
     heapArgs[#heapArgs + 1] = h
   else

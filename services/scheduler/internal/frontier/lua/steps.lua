@@ -1,6 +1,47 @@
 -- The frontier's shared steps (the router and the helpers of several scripts), loaded after
 -- common.lua and the politeness modules, whose functions they call.
 
+-- Parking. A host a live policy blocks (host_limits(h).block) is never dispatched: its
+-- queued URLs move, in queue order, to the end of its park list (park:<host>), counted in
+-- stats as parked rather than queued, and its back queue is freed. park_entries appends
+-- entries; park_queue moves the host's whole back queue (a RENAME when there is no park
+-- list yet); park_host also takes an idle host out of the heap and frees its back queue (a
+-- host with a task out keeps its slot until the outcome, which parks what comes back).
+-- Unblocking moves the list back to the front queues (resume.lua).
+local function park_entries(h, es)
+  if #es == 0 then return end
+  bulk('RPUSH', pk(h), es)
+  bump('parked', #es)
+  parkTouched[h] = true
+end
+local function park_queue(h)
+  local n = redis.call('LLEN', bq(h))
+  if n == 0 then return 0 end
+  if redis.call('EXISTS', pk(h)) == 0 then
+    redis.call('RENAME', bq(h), pk(h))
+  else
+    while true do
+      local es = redis.call('LPOP', bq(h), 1000)
+      if not es then break end
+      bulk('RPUSH', pk(h), es)
+    end
+  end
+  bump('queued', -n)
+  bump('parked', n)
+  parkTouched[h] = true
+  return n
+end
+local function park_host(h)
+  local n = park_queue(h)
+  if redis.call('ZREM', K_HEAP, h) == 1 then
+    redis.call('HDEL', K_HOSTS, h)
+    local nx = tonumber(redis.call('HGET', hk(h), 'next') or '0') or 0
+    expire_state(h, nx)
+    return n, true
+  end
+  return n, false
+end
+
 local WEIGHT = {}
 for p = 0, F - 1 do WEIGHT[p] = BIAS ^ p end
 
@@ -117,7 +158,19 @@ local function route()
     if #ask > 0 then
       local r = redis.call('HMGET', K_HOSTS, unpack(ask))
       for j = 1, #ask do
-        if r[j] then known[ask[j]] = 'active' else known[ask[j]] = 'new' end
+        local h = ask[j]
+        if host_limits(h).block then
+          -- Its queue goes to the park list first, so the park list keeps queue order.
+          if r[j] then
+            local _, freed = park_host(h)
+            if freed then nh = nh - 1 end
+          end
+          known[h] = 'parked'
+        elseif r[j] then
+          known[h] = 'active'
+        else
+          known[h] = 'new'
+        end
       end
     end
     for k = 1, #draw do
@@ -146,6 +199,9 @@ local function route()
         bump('out_of_scope', 1)
       elseif state == 'active' then
         redis.call('RPUSH', bq(h), e)
+      elseif state == 'parked' then
+        bump('queued', -1)
+        park_entries(h, {e})
       elseif state == 'over' then
         bump('queued', -1)
         bump('over_budget', 1)
