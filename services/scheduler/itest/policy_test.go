@@ -112,7 +112,8 @@ func TestSyncPolicyWritesOnlyChanges(t *testing.T) {
 	f := newTF(t, rdb, testOptions(0))
 	a := hostRule("a.example", policy.Rule{MinDelay: pdur(2 * time.Second)})
 	b := domainRule("b.example", policy.Rule{Connections: pint(3), HostBudget: pi64(10)})
-	c := hostRule("c.example", policy.Rule{UserAgent: new(string)})
+	ua := "TestBot/1"
+	c := hostRule("c.example", policy.Rule{UserAgent: &ua})
 	ch := f.syncPolicy(rules(t, 1, a, b, c))
 	if len(ch.Set) != 2 || len(ch.Deleted) != 0 {
 		t.Fatalf("first sync %+v, want 2 entries set", ch)
