@@ -337,3 +337,51 @@ func TestServiceLivePolicyBlockAndUnblock(t *testing.T) {
 		t.Fatalf("a.example: %d tasks before the unblock, %d in all; want 40 in all", before, got)
 	}
 }
+
+// A rule's host_budget replaces TRAWL_MAX_PAGES_PER_HOST for the hosts it matches (0: no
+// limit), and a budget set mid-crawl stops the host at its count.
+func TestPolicyHostBudget(t *testing.T) {
+	rdb := startRedis(t)
+	o := testOptions(0)
+	o.MaxPagesPerHost = 3
+	f := newTF(t, rdb, o)
+	f.syncPolicy(rules(t, 1,
+		hostRule("two.example", policy.Rule{HostBudget: pi64(2)}),
+		domainRule("free.example", policy.Rule{HostBudget: pi64(0)}),
+	))
+	var us []crawlmsg.Discovered
+	for _, h := range []string{"two.example", "www.free.example", "plain.example", "later.example"} {
+		for i := range 6 {
+			us = append(us, urls(0, fmt.Sprintf("http://%s/%d", h, i))...)
+		}
+	}
+	f.add("m1", us...)
+	// later.example fetches one page, then gets a budget of 2.
+	got := map[string]int{}
+	for step := 0; got["later.example"] == 0; step++ {
+		for _, tk := range f.dispatch(at(time.Duration(step)*time.Minute), 10) {
+			got[tk.Host]++
+			f.complete(at(time.Duration(step)*time.Minute+time.Second), ok200(tk))
+		}
+	}
+	f.syncPolicy(rules(t, 2,
+		hostRule("two.example", policy.Rule{HostBudget: pi64(2)}),
+		domainRule("free.example", policy.Rule{HostBudget: pi64(0)}),
+		hostRule("later.example", policy.Rule{HostBudget: pi64(2)}),
+	))
+	for _, tk := range f.drain(at(time.Hour), 10) {
+		got[tk.Host]++
+	}
+	for _, tk := range f.dispatch(at(2*time.Hour), 10) {
+		got[tk.Host]++
+	}
+	want := map[string]int{"two.example": 2, "www.free.example": 6, "plain.example": 3, "later.example": 2}
+	for h, n := range want {
+		if got[h] != n {
+			t.Errorf("%s fetched %d pages, want %d", h, got[h], n)
+		}
+	}
+	if s := f.stats(); s.OverBudget != 4+3+4 {
+		t.Errorf("over budget %d, want 11", s.OverBudget)
+	}
+}
