@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -383,5 +384,78 @@ func TestPolicyHostBudget(t *testing.T) {
 	}
 	if s := f.stats(); s.OverBudget != 4+3+4 {
 		t.Errorf("over budget %d, want 11", s.OverBudget)
+	}
+}
+
+// A domain_budget holds for the domain's hosts together although they are on different
+// shards: the pages fetched from all of them stop at the budget, the rest end over budget,
+// and a task that made no request gives its charge back.
+func TestPolicyDomainBudgetAcrossShards(t *testing.T) {
+	rdb := startRedis(t)
+	set := rules(t, 1, domainRule("example.com", policy.Rule{DomainBudget: pi64(5)}))
+	var fs []*tf
+	for shard := range 2 {
+		f := newTF(t, rdb, testOptions(shard))
+		f.syncPolicy(set)
+		fs = append(fs, f)
+	}
+	// Two hosts on each shard (which shard a host is on is the caller's choice here).
+	hosts := [][]string{{"a.example.com", "b.example.com"}, {"c.example.com", "www.example.com"}}
+	for shard, hs := range hosts {
+		var us []crawlmsg.Discovered
+		for _, h := range hs {
+			for i := range 4 {
+				us = append(us, urls(0, fmt.Sprintf("http://%s/%d", h, i))...)
+			}
+		}
+		us = append(us, urls(0, fmt.Sprintf("http://other%d.example/0", shard))...)
+		fs[shard].add("m", us...)
+	}
+	ctx := testwait.Context(t)
+	fetched, deferred := 0, false
+	for step := range 20 {
+		now := at(time.Duration(step) * time.Minute)
+		for _, f := range fs {
+			tasks := f.dispatch(now, 10)
+			kept, _, err := f.ChargeDomains(ctx, set, tasks)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.check()
+			var outs []crawlmsg.Outcome
+			for _, tk := range kept {
+				o := ok200(tk)
+				if !deferred && strings.HasSuffix(tk.Host, "example.com") {
+					// No request made: its charge comes back.
+					o, deferred = outcome(tk, crawlmsg.OutcomeDeferred, 0), true
+				} else if strings.HasSuffix(tk.Host, "example.com") {
+					fetched++
+				}
+				outs = append(outs, o)
+			}
+			if len(outs) > 0 {
+				if err := f.RefundDomains(ctx, set, f.complete(now.Add(time.Second), outs...)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	if fetched != 5 {
+		t.Errorf("fetched %d pages of example.com, want the budget 5", fetched)
+	}
+	var over, others int64
+	for _, f := range fs {
+		s := f.stats()
+		over += s.OverBudget
+		others += s.Fetched
+		if s.Queued != 0 || s.Inflight != 0 {
+			t.Errorf("shard left work: %+v", s)
+		}
+	}
+	if over != 16-5 || others != 5+2 {
+		t.Errorf("over budget %d (want 11), fetched %d (want 7)", over, others)
+	}
+	if n, _ := rdb.Get(ctx, frontierkeys.DomainPages("t", "example.com")).Int64(); n != 5 {
+		t.Errorf("domain counter %d, want 5", n)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/trawl/trawl/shared/crawlid"
 	"github.com/trawl/trawl/shared/frontierkeys"
 	"github.com/trawl/trawl/shared/natsx"
+	"github.com/trawl/trawl/shared/policy"
 	"github.com/trawl/trawl/shared/redisx"
 	"github.com/trawl/trawl/shared/runner"
 	"github.com/trawl/trawl/shared/topology"
@@ -96,6 +97,7 @@ func start(ctx context.Context, cfg config.Config, log *slog.Logger, o options) 
 		}
 		s.gate, s.now = gt, o.now
 		s.crawl = r.Crawl
+		s.rules = pol.w.Current
 		pol.shards = append(pol.shards, s)
 	}
 	// The tables are right before any shard dispatches: a blocked host is never handed out
@@ -203,6 +205,8 @@ type shard struct {
 	replicated *redisx.Waiter
 	// resched tells the loop that schedules failed recrawls that outcomes failed URLs.
 	resched chan struct{}
+	// rules are the live site policies as last loaded (domain budgets).
+	rules func() *policy.Set
 }
 
 func newShard(ctx context.Context, cfg config.Config, id int, js jetstream.JetStream, rdb redis.UniversalClient, m *metrics, log *slog.Logger) (*shard, error) {
