@@ -3,6 +3,7 @@ package itest
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -457,5 +458,44 @@ func TestPolicyDomainBudgetAcrossShards(t *testing.T) {
 	}
 	if n, _ := rdb.Get(ctx, frontierkeys.DomainPages("t", "example.com")).Int64(); n != 5 {
 		t.Errorf("domain counter %d, want 5", n)
+	}
+}
+
+// Each rule counts, in Shard.PolicyStats, the hosts it was admitted under, the tasks
+// dispatched under it, the URLs its block parked and how many are parked now;
+// frontierkeys.ReadPolicyStats sums them over shards.
+func TestPolicyStatsPerRule(t *testing.T) {
+	rdb := startRedis(t)
+	f := newTF(t, rdb, testOptions(0))
+	dom := domainRule("x.example", policy.Rule{MinDelay: pdur(0)})
+	blk := hostRule("b.x.example", policy.Rule{Block: pbool(true)})
+	f.applyPolicy(rules(t, 1, dom, blk))
+	f.add("m1", urls(0, "http://a.x.example/0", "http://a.x.example/1", "http://a.x.example/2",
+		"http://b.x.example/0", "http://b.x.example/1", "http://c.example/0")...)
+	f.drain(at(0), 10)
+	ctx := testwait.Context(t)
+	stats := func() map[string]frontierkeys.PolicyStat {
+		st, err := frontierkeys.ReadPolicyStats(ctx, rdb, "t", 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	got := stats()
+	want := map[string]frontierkeys.PolicyStat{
+		dom.Scope.String(): {Hosts: 1, Requests: 3},
+		blk.Scope.String(): {Blocked: 2, Parked: 2},
+	}
+	if !maps.Equal(got, want) {
+		t.Fatalf("policy stats %+v, want %+v", got, want)
+	}
+	f.applyPolicy(rules(t, 2, dom))
+	f.drain(at(time.Hour), 10)
+	want = map[string]frontierkeys.PolicyStat{
+		dom.Scope.String(): {Hosts: 2, Requests: 5},
+		blk.Scope.String(): {Blocked: 2, Parked: 0},
+	}
+	if got := stats(); !maps.Equal(got, want) {
+		t.Fatalf("after the unblock: policy stats %+v, want %+v", got, want)
 	}
 }

@@ -41,7 +41,10 @@ var (
 )
 
 // names are the constants of frontierkeys that the scripts use.
-var names = redisx.Lua{Name: "names", Source: fmt.Sprintf("local PARK_BLOCKED = %q\n", frontierkeys.ParkBlocked)}
+var names = redisx.Lua{Name: "names", Source: fmt.Sprintf(
+	"local PARK_BLOCKED = %q\nlocal PSTAT_HOSTS, PSTAT_REQUESTS, PSTAT_BLOCKED, PSTAT_PARKED = %q, %q, %q, %q\n",
+	frontierkeys.ParkBlocked, frontierkeys.PolicyStatHosts, frontierkeys.PolicyStatRequests,
+	frontierkeys.PolicyStatBlocked, frontierkeys.PolicyStatParked)}
 
 // load builds a frontier script: the names from Go, the common prelude, the politeness and
 // policy modules, the shared steps, the script.
@@ -149,7 +152,7 @@ type Frontier struct {
 // Positions shared with lua/common.lua: the front queues follow the fixed KEYS, and script
 // arguments follow the common ARGV.
 const (
-	fixedKeys = 15
+	fixedKeys = 16
 	argStart  = 23
 )
 
@@ -173,7 +176,7 @@ func New(rdb redis.UniversalClient, o Options, p Prioritizer) *Frontier {
 	k := frontierkeys.ForShard(o.KeyPrefix, o.Shard)
 	keys := []string{k.Stats(), k.Heap(), k.Hosts(), k.Inflight(),
 		k.Lease(), k.Paused(), k.Seq(), k.Backlinks(),
-		k.Busiest(), k.Slowest(), k.Errors(), k.Applied(), k.LastErr(), k.Policy(), k.Parked()}
+		k.Busiest(), k.Slowest(), k.Errors(), k.Applied(), k.LastErr(), k.Policy(), k.Parked(), k.PolicyStats()}
 	for q := range o.FrontQueues {
 		keys = append(keys, k.FrontQueue(q))
 	}
