@@ -76,7 +76,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			reg.MustRegister(h)
 			return h
 		}(),
-		urls:        gauge("frontier_urls", "URLs of the shard by state: accepted, queued, inflight and the terminal states.", "shard", "state"),
+		urls:        gauge("frontier_urls", "URLs of the shard by state: accepted, queued, inflight, parked and the terminal states.", "shard", "state"),
 		queued:      gauge("queued_urls", "URLs waiting in each front queue (0 = highest priority).", "shard", "priority"),
 		activeHosts: gauge("active_hosts", "Hosts holding a back queue.", "shard"),
 		readyHosts:  gauge("ready_hosts", "Active hosts idle in the heap (not in flight).", "shard"),

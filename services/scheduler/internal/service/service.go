@@ -427,7 +427,7 @@ func (s *shard) refreshStats(ctx context.Context) {
 	for state, v := range map[string]int64{
 		"accepted": st.Accepted, "queued": st.Queued, "inflight": st.Inflight,
 		"fetched": st.Fetched, "failed": st.Failed, "disallowed": st.Disallowed,
-		"out_of_scope": st.OutOfScope, "over_budget": st.OverBudget,
+		"out_of_scope": st.OutOfScope, "over_budget": st.OverBudget, "parked": st.Parked,
 	} {
 		s.m.urls.WithLabelValues(s.label, state).Set(float64(v))
 	}
