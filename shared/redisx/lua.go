@@ -11,38 +11,51 @@ import (
 )
 
 // Lua names one embedded .lua file: a module (local functions a script calls) or a script.
-// A Lua made by Names carries its source instead.
+// Source, when set, is Lua text built in Go instead of a file (the constants of a layout
+// Go owns, so that the scripts take their names from Go, as Names builds); Name then only
+// labels it.
 type Lua struct {
-	FS   fs.FS
-	Name string
-	src  string
+	FS     fs.FS
+	Name   string
+	Source string
 }
 
-// Names is Lua source declaring names Go owns — key suffixes, hash fields, statuses — as
-// Lua locals (`local F_LAYERS = 'layers'`), to be placed before the files that use them in
-// a Script. So a name is written once, in Go, and the scripts and the Go code that read
-// the same keys cannot drift apart. kv alternates local name and value; a local must be an
-// upper-case identifier and a value must not need quoting (both checked: a mistake here is
-// a build mistake, caught by any test that loads the package).
-func Names(kv ...string) Lua {
+// Names is Lua source declaring names Go owns — key suffixes, hash fields, statuses,
+// positions in an encoded value — as Lua locals (`local F_LAYERS = 'layers'`, `local
+// LIM_CONN = 4`), to be placed before the files that use them in a Script. So a name is
+// written once, in Go, and the scripts and the Go code that read the same keys cannot drift
+// apart. kv alternates a local's name and its value, a string or an int; a name must be an
+// upper-case identifier and a string must not need quoting (both checked: a mistake here
+// is a build mistake, caught by any test that loads the package).
+func Names(kv ...any) Lua {
 	if len(kv)%2 != 0 {
 		panic("redisx: Names wants pairs")
 	}
 	var b strings.Builder
 	b.WriteString("-- names from Go (redisx.Names)\n")
 	for i := 0; i < len(kv); i += 2 {
-		name, v := kv[i], kv[i+1]
+		name, ok := kv[i].(string)
+		if !ok || name == "" {
+			panic(fmt.Sprintf("redisx: Names: bad Lua name %v", kv[i]))
+		}
 		for _, c := range name {
 			if !(c >= 'A' && c <= 'Z' || c == '_' || c >= '0' && c <= '9') {
 				panic("redisx: Names: bad Lua name " + name)
 			}
 		}
-		if strings.ContainsAny(v, "'\\\n\r") {
-			panic("redisx: Names: value of " + name + " needs quoting")
+		switch v := kv[i+1].(type) {
+		case string:
+			if strings.ContainsAny(v, "'\\\n\r") {
+				panic("redisx: Names: value of " + name + " needs quoting")
+			}
+			fmt.Fprintf(&b, "local %s = '%s'\n", name, v)
+		case int:
+			fmt.Fprintf(&b, "local %s = %d\n", name, v)
+		default:
+			panic(fmt.Sprintf("redisx: Names: value of %s is a %T, want a string or an int", name, v))
 		}
-		fmt.Fprintf(&b, "local %s = '%s'\n", name, v)
 	}
-	return Lua{Name: "names", src: b.String()}
+	return Lua{Name: "names", Source: b.String()}
 }
 
 // Script joins .lua files into one script, in order: a file may call what the files
@@ -53,8 +66,9 @@ func Names(kv ...string) Lua {
 func Script(files ...Lua) *redis.Script {
 	var b strings.Builder
 	for _, f := range files {
-		if f.src != "" {
-			b.WriteString(f.src)
+		if f.Source != "" {
+			b.WriteString(f.Source)
+			b.WriteByte('\n')
 			continue
 		}
 		src, err := fs.ReadFile(f.FS, f.Name)

@@ -22,6 +22,7 @@ import (
 	"github.com/trawl/trawl/shared/envconfig"
 	"github.com/trawl/trawl/shared/frontierconf"
 	"github.com/trawl/trawl/shared/frontierkeys"
+	"github.com/trawl/trawl/shared/policy"
 	"github.com/trawl/trawl/shared/politeness"
 	"github.com/trawl/trawl/shared/redisx"
 	"github.com/trawl/trawl/shared/urlnorm"
@@ -35,11 +36,26 @@ var (
 	scriptDispatch = load("dispatch.lua")
 	scriptComplete = load("complete.lua")
 	scriptReap     = load("reap.lua")
+	scriptPark     = load("park.lua")
+	scriptResume   = load("resume.lua")
+	scriptOver     = load("over.lua")
+	scriptRecheck  = load("recheck.lua")
 )
 
-// load builds a frontier script: the common prelude, the politeness module, the script.
+// names are the constants of frontierkeys that the scripts use.
+var names = redisx.Names(
+	"SLOT_SEP", frontierkeys.LeaseSlotSep, "TOKEN_SLOT", frontierkeys.LeaseTokenSep,
+	"PARK_BLOCKED", frontierkeys.ParkBlocked,
+	"PSTAT_HOSTS", frontierkeys.PolicyStatHosts, "PSTAT_REQUESTS", frontierkeys.PolicyStatRequests,
+	"PSTAT_BLOCKED", frontierkeys.PolicyStatBlocked, "PSTAT_PARKED", frontierkeys.PolicyStatParked,
+	"PSTAT_EXCLUDED", frontierkeys.PolicyStatExcluded,
+)
+
+// load builds a frontier script: the names from Go, the common prelude, the politeness and
+// policy modules, the shared steps, the script.
 func load(name string) *redis.Script {
-	return redisx.Script(redisx.Lua{FS: luaFS, Name: "lua/common.lua"}, politeness.Module,
+	return redisx.Script(names, politeness.PolicyNames, redisx.Lua{FS: luaFS, Name: "lua/common.lua"}, politeness.Module,
+		politeness.PolicyModule, redisx.Lua{FS: luaFS, Name: "lua/steps.lua"},
 		redisx.Lua{FS: luaFS, Name: "lua/" + name})
 }
 
@@ -136,12 +152,18 @@ type Frontier struct {
 	k    frontierkeys.Shard
 	keys []string
 	conf []any // ARGV[4..argStart-1]
+	// rules are the live site policies (UsePolicy); nil: none.
+	rules func() *policy.Set
 }
+
+// UsePolicy makes AddBatches check each URL against the live site policies' depth,
+// include and exclude (Resolved.Admit). Call it before the frontier is used.
+func (f *Frontier) UsePolicy(rules func() *policy.Set) { f.rules = rules }
 
 // Positions shared with lua/common.lua: the front queues follow the fixed KEYS, and script
 // arguments follow the common ARGV.
 const (
-	fixedKeys = 13
+	fixedKeys = 16
 	argStart  = 23
 )
 
@@ -165,7 +187,7 @@ func New(rdb redis.UniversalClient, o Options, p Prioritizer) *Frontier {
 	k := frontierkeys.ForShard(o.KeyPrefix, o.Shard)
 	keys := []string{k.Stats(), k.Heap(), k.Hosts(), k.Inflight(),
 		k.Lease(), k.Paused(), k.Seq(), k.Backlinks(),
-		k.Busiest(), k.Slowest(), k.Errors(), k.Applied(), k.LastErr()}
+		k.Busiest(), k.Slowest(), k.Errors(), k.Applied(), k.LastErr(), k.Policy(), k.Parked(), k.PolicyStats()}
 	for q := range o.FrontQueues {
 		keys = append(keys, k.FrontQueue(q))
 	}
@@ -266,12 +288,22 @@ func (f *Frontier) AddBatches(ctx context.Context, batches []Batch) ([]int, erro
 		args[len(args)-1] = strconv.FormatFloat(max(f.bs.BacklinkWeight(), 0), 'g', -1, 64)
 	}
 	var buf []byte
+	var set *policy.Set
+	if f.rules != nil {
+		if set = f.rules(); set != nil && len(set.Rules()) == 0 {
+			set = nil
+		}
+	}
 	for _, b := range batches {
 		hdr := len(args)
 		args = append(args, b.ID, strconv.FormatUint(b.Seq, 10), f.sourceHost(b.Source), "0", "0")
 		oos, ok := 0, 0
 		for _, u := range b.URLs {
 			host, valid := f.admissible(u)
+			if valid && set != nil {
+				// A rule's depth, include and exclude; its block is the router's (parked).
+				valid, _ = set.URL(u.URL).Admit(u.URL, u.Depth)
+			}
 			if !valid {
 				oos++
 				continue
@@ -450,7 +482,7 @@ func (f *Frontier) recoverDispatch(ctx context.Context, nonce string) ([]crawlms
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recoverTimeout)
 	defer cancel()
 	suffix := "-" + nonce
-	var hosts, toks, entries []string
+	var slots, toks, entries []string
 	var cursor uint64
 	for {
 		kv, next, err := f.rdb.HScan(ctx, f.k.Lease(), cursor, "", 1000).Result()
@@ -459,27 +491,29 @@ func (f *Frontier) recoverDispatch(ctx context.Context, nonce string) ([]crawlms
 		}
 		for i := 0; i+1 < len(kv); i += 2 {
 			tok, entry, ok := strings.Cut(kv[i+1], " ")
-			if ok && strings.HasSuffix(tok, suffix) {
-				hosts, toks, entries = append(hosts, kv[i]), append(toks, tok), append(entries, entry)
+			// A token of lease slot k ≥ 1 ends "~<k>" after the nonce.
+			bare, _, _ := strings.Cut(tok, frontierkeys.LeaseTokenSep)
+			if ok && strings.HasSuffix(bare, suffix) {
+				slots, toks, entries = append(slots, kv[i]), append(toks, tok), append(entries, entry)
 			}
 		}
 		if cursor = next; cursor == 0 {
 			break
 		}
 	}
-	if len(hosts) == 0 {
+	if len(slots) == 0 {
 		return nil, nil
 	}
-	dl, err := f.rdb.ZMScore(ctx, f.k.Inflight(), hosts...).Result()
+	dl, err := f.rdb.ZMScore(ctx, f.k.Inflight(), slots...).Result()
 	if err != nil {
 		return nil, fmt.Errorf("frontier: shard %d: deadlines of a failed dispatch's leases: %w", f.o.Shard, err)
 	}
-	tasks := make([]crawlmsg.FetchTask, 0, len(hosts))
-	for i, h := range hosts {
+	tasks := make([]crawlmsg.FetchTask, 0, len(slots))
+	for i, s := range slots {
 		if i >= len(dl) || dl[i] == 0 {
 			continue
 		}
-		t, err := f.task(h, toks[i], entries[i], int64(dl[i]))
+		t, err := f.task(frontierkeys.SlotHost(s), toks[i], entries[i], int64(dl[i]))
 		if err != nil {
 			continue
 		}
@@ -597,9 +631,10 @@ func (f *Frontier) TrimApplied(ctx context.Context, floor uint64) (int64, error)
 	return n, nil
 }
 
-// Stats is a snapshot of one shard's accounting. Accepted = Queued + Inflight + Terminal().
+// Stats is a snapshot of one shard's accounting. Accepted = Queued + Inflight + Parked +
+// Terminal().
 type Stats struct {
-	Accepted, Queued, Inflight                          int64
+	Accepted, Queued, Inflight, Parked                  int64
 	Fetched, Failed, Disallowed, OutOfScope, OverBudget int64
 	Dispatched, Pages, Expired                          int64
 	ActiveHosts, ReadyHosts                             int64 // hosts holding a back queue; of them, in the heap

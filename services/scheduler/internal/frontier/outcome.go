@@ -29,9 +29,12 @@ const (
 	// (robots.txt was fetched instead, the task expired before the fetch, or it was
 	// deferred).
 	ResultRequeued
+	// ResultParked: a live policy blocks the URL (the fetcher made no request): it went to
+	// its host's park list with the same attempt, until the block is lifted.
+	ResultParked
 )
 
-var resultNames = [...]string{"invalid", "stale", "fetched", "retry", "failed", "disallowed", "requeued"}
+var resultNames = [...]string{"invalid", "stale", "fetched", "retry", "failed", "disallowed", "requeued", "parked"}
 
 func (r Result) String() string {
 	if int(r) < len(resultNames) {
@@ -55,6 +58,8 @@ type Applied struct {
 	// RetiredQueued URLs of its back queue ended as failed with it.
 	Retired       bool
 	RetiredQueued int
+	// Refunded says the outcome's page charge was returned (no page request was made).
+	Refunded bool
 }
 
 // action codes shared with complete.lua.
@@ -66,6 +71,7 @@ const (
 	actFailed     action = 3
 	actDisallowed action = 4
 	actRequeue    action = 5
+	actPark       action = 6
 )
 
 // health is what an outcome says about its host, for retirement (codes shared with
@@ -127,6 +133,8 @@ func classify(o crawlmsg.Outcome) (p plan, ok bool) {
 		return plan{act: actRequeue, resetStreak: true, refund: true, health: healthAnswered}, true
 	case crawlmsg.OutcomeExpired, crawlmsg.OutcomeDeferred, crawlmsg.OutcomeServerBusy:
 		return plan{act: actRequeue, refund: true}, true
+	case crawlmsg.OutcomeParked:
+		return plan{act: actPark, refund: true}, true
 	}
 	return plan{}, false
 }
@@ -151,6 +159,7 @@ func secondsToMs(s float64) int64 {
 func (f *Frontier) Complete(ctx context.Context, outs []crawlmsg.Outcome) ([]Applied, error) {
 	applied := make([]Applied, len(outs))
 	idx := make([]int, 0, len(outs))
+	refund := make([]bool, len(outs))
 	args := f.args(1 + completeFields*len(outs))
 	nArg := len(args)
 	args = append(args, "0")
@@ -168,6 +177,7 @@ func (f *Frontier) Complete(ctx context.Context, outs []crawlmsg.Outcome) ([]App
 		if o.Kind == crawlmsg.OutcomeRobots || o.Robots || o.CrawlDelay > 0 {
 			cd = secondsToMs(o.CrawlDelay)
 		}
+		refund[i] = p.refund
 		args = append(args, o.Host, o.Lease, strconv.Itoa(p.flags(o.Requested)),
 			strconv.FormatInt(max(o.DurationMs, 0), 10), strconv.FormatInt(cd, 10),
 			strconv.FormatInt(secondsToMs(o.RetryAfter), 10), errorLine(o, p), o.Addr)
@@ -202,8 +212,11 @@ func (f *Frontier) Complete(ctx context.Context, outs []crawlmsg.Outcome) ([]App
 			a.Result = ResultDisallowed
 		case actRequeue:
 			a.Result = ResultRequeued
+		case actPark:
+			a.Result = ResultParked
 		}
 		a.Next = time.UnixMilli(next)
+		a.Refunded = refund[i]
 		a.CrawlDelayCapped = capped&1 != 0
 		a.NewCappedCrawlDelay = capped&2 != 0
 		if retired >= 0 {

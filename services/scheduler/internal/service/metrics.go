@@ -59,7 +59,7 @@ func newMetrics(om *obs.Metrics) *metrics {
 		markersTrimmed:    om.CounterVec("applied_markers_trimmed_total", "Frontier message markers dropped once the frontier consumer's ack floor passed them.", "shard"),
 		redisErrors:       om.CounterVec("redis_errors_total", "Failed Redis steps: add, dispatch, complete, reap, stats (the gauges' refresh), status (the status page's reads).", "shard", "step"),
 		stepSeconds:       om.HistogramVec("step_duration_seconds", "Duration of one frontier step (one Lua script over a batch).", prometheus.ExponentialBuckets(0.0002, 2.5, 10), "step"),
-		urls:              om.GaugeVec("frontier_urls", "URLs of the shard by state: accepted, queued, inflight and the terminal states.", "shard", "state"),
+		urls:              om.GaugeVec("frontier_urls", "URLs of the shard by state: accepted, queued, inflight, parked and the terminal states.", "shard", "state"),
 		queued:            om.GaugeVec("queued_urls", "URLs waiting in each front queue (0 = highest priority).", "shard", "priority"),
 		activeHosts:       om.GaugeVec("active_hosts", "Hosts holding a back queue.", "shard"),
 		readyHosts:        om.GaugeVec("ready_hosts", "Active hosts idle in the heap (not in flight).", "shard"),

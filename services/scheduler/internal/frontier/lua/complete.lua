@@ -4,12 +4,15 @@
 -- address the request went to ('' = unknown; the stored one stays), kept in host:<host> as
 -- addr for the status views. flags packs five small fields into one number, because every
 -- argument costs the script a string and a table slot: action (1 fetched, 2 retry,
--- 3 failed, 4 disallowed, 5 requeue) + 8 × requested (0/1) + 16 × reset error streak (0/1)
+-- 3 failed, 4 disallowed, 5 requeue, 6 park) + 8 × requested (0/1) + 16 × reset error streak (0/1)
 -- + 32 × refund the page charge (0/1: no page request was made) + 64 × health (0 says
 -- nothing about the host, 1 a failure: error, timeout, 5xx, robots unavailable; 2 the host
 -- answered).
 -- Returns per outcome {result, next time ms, crawl-delay flags, retired} where result is
--- 0 stale, 1 fetched, 2 retry queued, 3 failed, 4 disallowed, 5 requeued; the flags are
+-- 0 stale, 1 fetched, 2 retry queued, 3 failed, 4 disallowed, 5 requeued, 6 parked (a
+-- fetcher found a live policy blocking the URL: it goes to the end of the host's park
+-- list with the same attempt; the host's other URLs are parked too when the policy blocks
+-- the host, as after any outcome of a blocked host); the flags are
 -- 1 (the delay was capped) + 2 (this outcome stored a new Crawl-delay above the cap); and
 -- retired is -1, or the number of queued URLs that ended as failed because this outcome
 -- retired the host.
@@ -43,7 +46,7 @@ local out = {}
 local leaseHosts, askDeadline = {}, {}
 for j = 1, n do
   local b = A + 1 + W * (j - 1)
-  leaseHosts[j] = ARGV[b]
+  leaseHosts[j] = slot_of(ARGV[b], ARGV[b + 1])
   if tonumber(ARGV[b + 2]) % 16 < 8 then askDeadline[#askDeadline + 1] = j end
 end
 local leases, deadlines = {}, {}
@@ -80,16 +83,17 @@ for o = 1, n do
   local act, requested = fl % 8, fl % 16 >= 8
   local reset, refund, health = fl % 32 >= 16, fl % 64 >= 32, floor(fl / 64)
   local v = leases[o]
+  local sid = leaseHosts[o]
   local sp = v and string.find(v, ' ', 1, true)
-  if not sp or consumed[h] or string.sub(v, 1, sp - 1) ~= tok then
+  if not sp or consumed[sid] or string.sub(v, 1, sp - 1) ~= tok then
     -- Stale: a duplicate, or a late outcome after the lease was reaped.
     out[#out + 1] = 0
     out[#out + 1] = 0
     out[#out + 1] = 0
     out[#out + 1] = -1
   else
-    leaseDel[#leaseDel + 1] = h
-    consumed[h] = true
+    leaseDel[#leaseDel + 1] = sid
+    consumed[sid] = true
     local hkey = hk(h)
     local st = redis.call('HMGET', hkey, 'next', 'cd', 'err', 'fails', 'fetched', 'rtavg', 'rt')
     local stNext = tonumber(st[1] or '0') or 0
@@ -98,13 +102,14 @@ for o = 1, n do
     local stFails = tonumber(st[4] or '0') or 0
     local errs, fails = stErr, stFails
     local set = {}
+    local lim = host_limits(h)
     local capped = 0
     if newcd >= 0 and newcd ~= cd then
       cd = newcd
       set[#set + 1] = 'cd'
       set[#set + 1] = n2s(cd)
       -- Reported once per host and value: only the outcome that changes the stored value.
-      if cd > MAXCD then capped = 2 end
+      if cd > lim.maxcd then capped = 2 end
     end
     local retire = false
     if health == 1 then
@@ -121,7 +126,10 @@ for o = 1, n do
     end
     local late = not requested and deadlines[o] <= NOW
     local rtLast = tonumber(st[7] or '0') or 0
-    local te, isCapped = next_fetch(NOW, requested, dur, cd, stNext, late, rtLast, streak, ra)
+    -- With several connections the gap runs from each request's start, set at dispatch
+    -- (stNext): the end of one request adds none.
+    local multi = lim.conn > 1
+    local te, isCapped = next_fetch(NOW, requested and not multi, dur, cd, stNext, late, rtLast, streak, ra, lim)
     if isCapped then capped = capped + 1 end
     local res = act
     local back = 0
@@ -131,6 +139,8 @@ for o = 1, n do
       bump('failed', 1)
     elseif act == 4 then
       bump('disallowed', 1)
+    elseif act == 6 then
+      park_entries(h, {string.sub(v, sp + 1)})
     else
       -- The entry is only needed when the URL goes back to its queue.
       local e = string.sub(v, sp + 1)
@@ -139,7 +149,7 @@ for o = 1, n do
         bump('expired', 1)
         local d, hp, att, u = parse(e)
         local why = 'no outcome before the lease deadline'
-        local le = lease_error(h, tok)
+        local le = lease_error(sid, tok)
         if le then why = why .. '; last error: ' .. le end
         if d and att + 1 <= MAXR then
           redis.call('LPUSH', bq(h), d .. ' ' .. hp .. ' ' .. n2s(att + 1) .. ' ' .. u)
@@ -175,7 +185,7 @@ for o = 1, n do
     end
     if refund then
       bump('pages', -1)
-      if MAXPH > 0 then redis.call('HINCRBY', hkey, 'pages', -1) end
+      if charge_hosts() then redis.call('HINCRBY', hkey, 'pages', -1) end
     end
     if reset then errs = 0 end
     local teS = n2s(te)
@@ -244,10 +254,18 @@ for o = 1, n do
       if retire then r = 'retired' elseif res == 3 then r = 'failed' end
       errLines[#errLines + 1] = n2s(NOW) .. '\t' .. r .. '\t' .. errLine
     end
-    if not retire and (back == 1 or redis.call('EXISTS', bq(h)) == 1) then
-      heapArgs[#heapArgs + 1] = teS
-      heapArgs[#heapArgs + 1] = h
-    else
+    -- Another task of the host still out (several connections) keeps it active.
+    local others = slots_busy(h, lim, consumed)
+    if not retire and lim.block then
+      park_queue(h)
+      redis.call('ZREM', K_HEAP, h)
+      if others == 0 then
+        freed[#freed + 1] = h
+        expire_state(h, te)
+      end
+    elseif not retire and (back == 1 or redis.call('EXISTS', bq(h)) == 1) then
+      requeue_host(h, te, lim, others, heapArgs)
+    elseif others == 0 then
       freed[#freed + 1] = h
       expire_state(h, te)
     end

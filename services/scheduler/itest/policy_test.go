@@ -1,0 +1,774 @@
+package itest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/trawl/trawl/devstack/redisproc"
+	"github.com/trawl/trawl/shared/topology"
+
+	"github.com/trawl/trawl/services/scheduler/internal/frontier"
+	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/frontierkeys"
+	"github.com/trawl/trawl/shared/policy"
+	"github.com/trawl/trawl/shared/testwait"
+)
+
+func pdur(d time.Duration) *policy.Duration { x := policy.Duration(d); return &x }
+func pf(k float64) *float64                 { return &k }
+func pint(n int) *int                       { return &n }
+func pbool(b bool) *bool                    { return &b }
+func pi64(n int64) *int64                   { return &n }
+
+// rules compiles a rule set at version v.
+func rules(t testing.TB, v int64, rs ...policy.Rule) *policy.Set {
+	t.Helper()
+	st := make([]policy.Stored, len(rs))
+	for i, r := range rs {
+		st[i] = policy.Stored{Rule: r, Origin: policy.Origin{Version: v}}
+	}
+	s, err := policy.Compile(st, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func hostRule(h string, r policy.Rule) policy.Rule {
+	r.Scope = policy.Scope{Kind: policy.KindHost, Value: h}
+	return r
+}
+
+func domainRule(d string, r policy.Rule) policy.Rule {
+	r.Scope = policy.Scope{Kind: policy.KindDomain, Value: d}
+	return r
+}
+
+func (f *tf) syncPolicy(s *policy.Set) frontier.PolicyChange {
+	f.t.Helper()
+	ch, err := f.SyncPolicy(testwait.Context(f.t), s)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.check()
+	return ch
+}
+
+// A host's live policy replaces the process-wide politeness settings for that host only:
+// its minimum delay, delay factor, and Crawl-delay honoured exactly or capped at its own
+// bound, in complete (a request's outcome) and reap (an expired lease) alike.
+func TestPolicyPolitenessPerHost(t *testing.T) {
+	rdb := startRedis(t)
+	f := newTF(t, rdb, testOptions(0))
+	f.syncPolicy(rules(t, 1,
+		hostRule("exact.example", policy.Rule{CrawlDelay: &policy.CrawlDelay{Exact: true}}),
+		hostRule("cap.example", policy.Rule{CrawlDelay: &policy.CrawlDelay{Cap: 2 * time.Minute}}),
+		domainRule("slow.example", policy.Rule{MinDelay: pdur(7 * time.Second)}),
+		hostRule("www.slow.example", policy.Rule{DelayFactor: pf(20)}),
+	))
+	hosts := []string{"exact.example", "cap.example", "plain.example", "www.slow.example", "other.slow.example", "reaped.slow.example"}
+	var us []crawlmsg.Discovered
+	for _, h := range hosts {
+		us = append(us, urls(0, "http://"+h+"/a", "http://"+h+"/b")...)
+	}
+	f.add("m1", us...)
+	tasks := f.dispatch(at(0), 10)
+	if len(tasks) != len(hosts) {
+		t.Fatalf("dispatched %v, want one task of each host", hostsOf(tasks))
+	}
+	tests := map[string]struct {
+		cd, took time.Duration
+		want     time.Duration
+	}{
+		"exact.example":      {cd: time.Hour, took: 10 * time.Millisecond, want: time.Hour},
+		"cap.example":        {cd: time.Hour, took: 10 * time.Millisecond, want: 2 * time.Minute},
+		"plain.example":      {cd: time.Hour, took: 10 * time.Millisecond, want: 30 * time.Second},
+		"www.slow.example":   {took: 500 * time.Millisecond, want: 10 * time.Second},
+		"other.slow.example": {took: 500 * time.Millisecond, want: 7 * time.Second},
+	}
+	for _, tk := range tasks {
+		tt, ok := tests[tk.Host]
+		if !ok {
+			continue
+		}
+		o := ok200(tk)
+		o.CrawlDelay, o.DurationMs = tt.cd.Seconds(), tt.took.Milliseconds()
+		f.complete(at(time.Second), o)
+		if got, _ := f.heapScore(tk.Host); !got.Equal(at(time.Second + tt.want)) {
+			t.Errorf("%s: next fetch t0+%s, want t0+%s", tk.Host, got.Sub(t0), time.Second+tt.want)
+		}
+	}
+	if n := f.reap(at(time.Hour)); n != 1 {
+		t.Fatalf("reaped %d, want 1", n)
+	}
+	if got, _ := f.heapScore("reaped.slow.example"); !got.Equal(at(time.Hour + 7*time.Second)) {
+		t.Errorf("reaped.slow.example: next fetch t0+%s, want t0+%s", got.Sub(t0), time.Hour+7*time.Second)
+	}
+}
+
+// SyncPolicy writes the table a rule set implies and, on a change, only the entries that
+// differ; rules with no per-host field and URL-prefix rules have no entry.
+func TestSyncPolicyWritesOnlyChanges(t *testing.T) {
+	rdb := startRedis(t)
+	f := newTF(t, rdb, testOptions(0))
+	a := hostRule("a.example", policy.Rule{MinDelay: pdur(2 * time.Second)})
+	b := domainRule("b.example", policy.Rule{Connections: pint(3), HostBudget: pi64(10)})
+	ua := "TestBot/1"
+	c := hostRule("c.example", policy.Rule{UserAgent: &ua})
+	ch := f.syncPolicy(rules(t, 1, a, b, c))
+	if len(ch.Set) != 2 || len(ch.Deleted) != 0 {
+		t.Fatalf("first sync %+v, want 2 entries set", ch)
+	}
+	if ch := f.syncPolicy(rules(t, 1, a, b, c)); !ch.Empty() {
+		t.Fatalf("same rules again changed %+v", ch)
+	}
+	b2 := domainRule("b.example", policy.Rule{Connections: pint(3), HostBudget: pi64(10), Block: pbool(true)})
+	ch = f.syncPolicy(rules(t, 2, b2, c))
+	if len(ch.Set) != 1 || ch.Set[0] != frontierkeys.PolicyDomainField("b.example") ||
+		len(ch.Deleted) != 1 || ch.Deleted[0] != frontierkeys.PolicyHostField("a.example") {
+		t.Fatalf("change %+v, want b.example set and a.example deleted", ch)
+	}
+	got := rdb.HGetAll(testwait.Context(t), frontierkeys.ForShard("t", 0).Policy()).Val()
+	l, err := frontierkeys.ParseHostLimits(got[frontierkeys.PolicyDomainField("b.example")])
+	if err != nil || len(got) != 1 || *l.Connections != 3 || *l.HostBudget != 10 || !*l.Block || l.MinDelay != nil {
+		t.Fatalf("table %v (%+v, %v)", got, l, err)
+	}
+}
+
+func (f *tf) applyPolicy(s *policy.Set) frontier.PolicyApplied {
+	f.t.Helper()
+	a, err := f.ApplyPolicy(testwait.Context(f.t), s)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.check()
+	return a
+}
+
+func (f *tf) parkList(host string) []string {
+	f.t.Helper()
+	l, err := f.rdb.LRange(testwait.Context(f.t), f.Keyspace().Key("park", host), 0, -1).Result()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return l
+}
+
+func urlsOf(entries []string) []string {
+	out := make([]string, len(entries))
+	for i, e := range entries {
+		en, _ := frontier.ParseEntry(e)
+		out[i] = en.URL
+	}
+	return out
+}
+
+// Block parks a host's queue (in order, counted, its back queue freed), the router parks
+// its new URLs, its task out finishes normally, a fetcher's parked outcome parks that URL
+// with the same attempt, nothing of it is dispatched while blocked, and lifting the block
+// resumes the park list in order.
+func TestPolicyBlockParksAndResumes(t *testing.T) {
+	rdb := startRedis(t)
+	f := newTF(t, rdb, testOptions(0))
+	var us []crawlmsg.Discovered
+	for i := range 5 {
+		us = append(us, urls(0, fmt.Sprintf("http://blocked.example/%d", i))...)
+	}
+	us = append(us, urls(0, "http://free.example/0", "http://free.example/1", "http://free.example/2")...)
+	f.add("m1", us...)
+	tasks := f.dispatch(at(0), 10)
+	if got := hostsOf(tasks); len(got) != 2 {
+		t.Fatalf("dispatched %v", got)
+	}
+	block := rules(t, 1, domainRule("blocked.example", policy.Rule{Block: pbool(true)}))
+	a := f.applyPolicy(block)
+	if a.Parked != 4 {
+		t.Fatalf("parked %d at the change, want the 4 queued", a.Parked)
+	}
+	if s := f.stats(); s.Parked != 4 || s.Inflight != 2 {
+		t.Fatalf("after block: %+v", s)
+	}
+	for _, tk := range tasks {
+		o := ok200(tk)
+		if tk.Host == "free.example" {
+			o = outcome(tk, crawlmsg.OutcomeParked, 0)
+		}
+		res := f.complete(at(time.Second), o)
+		want := frontier.ResultFetched
+		if tk.Host == "free.example" {
+			want = frontier.ResultParked
+		}
+		if res[0].Result != want {
+			t.Fatalf("%s: result %s, want %s", tk.Host, res[0].Result, want)
+		}
+	}
+	if n := f.rdb.HExists(testwait.Context(t), f.Keyspace().Key("hosts"), "blocked.example").Val(); n {
+		t.Fatal("blocked host still holds a back queue after its task ended")
+	}
+	f.add("m2", urls(1, "http://blocked.example/5", "http://blocked.example/6")...)
+	for step := 2; step < 10; step++ {
+		for _, tk := range f.dispatch(at(time.Duration(step)*time.Minute), 10) {
+			if tk.Host == "blocked.example" {
+				t.Fatalf("dispatched %s while blocked", tk.URL)
+			}
+			f.complete(at(time.Duration(step)*time.Minute+time.Second), ok200(tk))
+		}
+	}
+	want := []string{"http://blocked.example/1", "http://blocked.example/2", "http://blocked.example/3",
+		"http://blocked.example/4", "http://blocked.example/5", "http://blocked.example/6"}
+	if got := urlsOf(f.parkList("blocked.example")); !slices.Equal(got, want) {
+		t.Fatalf("park list %v, want %v", got, want)
+	}
+	if got := urlsOf(f.parkList("free.example")); !slices.Equal(got, []string{tasksURL(tasks, "free.example")}) {
+		t.Fatalf("free.example park list %v", got)
+	}
+	ph, err := f.Parked(testwait.Context(t))
+	if err != nil || len(ph) != 2 {
+		t.Fatalf("Parked = %+v, %v", ph, err)
+	}
+	a = f.applyPolicy(rules(t, 2))
+	if a.Resumed != 7 {
+		t.Fatalf("resumed %d, want 7", a.Resumed)
+	}
+	var got []string
+	for step := 20; step < 40 && len(got) < 6; step++ {
+		for _, tk := range f.dispatch(at(time.Duration(step)*time.Minute), 10) {
+			if tk.Host == "blocked.example" {
+				got = append(got, tk.URL)
+			}
+			if tk.Attempt != 0 {
+				t.Errorf("%s resumed with attempt %d", tk.URL, tk.Attempt)
+			}
+			f.complete(at(time.Duration(step)*time.Minute+time.Second), ok200(tk))
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("resumed in order %v, want %v", got, want)
+	}
+	if s := f.stats(); s.Parked != 0 || s.Queued != 0 || s.Fetched != s.Accepted {
+		t.Fatalf("at the end: %+v", s)
+	}
+}
+
+func tasksURL(tasks []crawlmsg.FetchTask, host string) string {
+	for _, tk := range tasks {
+		if tk.Host == host {
+			return tk.URL
+		}
+	}
+	return ""
+}
+
+// A host blocked in the table is never dispatched even before the park pass runs: the
+// dispatch parks it when it comes due.
+func TestPolicyBlockedHostParkedAtDispatch(t *testing.T) {
+	rdb := startRedis(t)
+	f := newTF(t, rdb, testOptions(0))
+	f.add("m1", urls(0, "http://a.example/0", "http://a.example/1", "http://b.example/0")...)
+	f.syncPolicy(rules(t, 1, hostRule("a.example", policy.Rule{Block: pbool(true)})))
+	tasks := f.dispatch(at(0), 10)
+	if got := hostsOf(tasks); !slices.Equal(got, []string{"b.example"}) {
+		t.Fatalf("dispatched %v, want only b.example", got)
+	}
+	if s := f.stats(); s.Parked != 2 || s.ActiveHosts != 1 {
+		t.Fatalf("after dispatch: %+v", s)
+	}
+}
+
+// A block set through the store reaches the running scheduler: within 2 s no task of the
+// host is handed out, its queued URLs are parked (not lost), and removing the rule resumes
+// them until every URL is fetched.
+func TestServiceLivePolicyBlockAndUnblock(t *testing.T) {
+	s := startStack(t, redisproc.Options{}, map[string]string{"TRAWL_MIN_DELAY": "100ms"})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var mu sync.Mutex
+	var aTimes []time.Time
+	fx := s.runFetcher(ctx, func(tk crawlmsg.FetchTask) crawlmsg.Outcome {
+		if tk.Host == "a.example" {
+			mu.Lock()
+			aTimes = append(aTimes, time.Now())
+			mu.Unlock()
+		}
+		return fetched200(tk)
+	})
+	var batch crawlmsg.FrontierBatch
+	for i := range 40 {
+		batch.URLs = append(batch.URLs, crawlmsg.Discovered{URL: fmt.Sprintf("http://a.example/%d", i)})
+	}
+	for i := range 3 {
+		batch.URLs = append(batch.URLs, crawlmsg.Discovered{URL: fmt.Sprintf("http://b.example/%d", i)})
+	}
+	s.publish(topology.FrontierSubject(0), &batch)
+	testwait.Eventually(t, 10*time.Second, "a.example fetched a few times", func() bool { return fx.tasksFor("a.example") >= 3 })
+
+	store := policy.NewStore(s.rdb, s.cfg.RedisPrefix)
+	changed := time.Now()
+	if _, _, err := store.Apply(ctx, []policy.Change{{Rule: hostRule("a.example", policy.Rule{Block: pbool(true)})}}, "test", 0); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Eventually(t, 5*time.Second, "a.example's queue parked", func() bool {
+		st := s.stats()
+		return st.Inflight == 0 && st.Parked > 0 && st.Parked == 40-int64(fx.tasksFor("a.example"))
+	})
+	mu.Lock()
+	last := aTimes[len(aTimes)-1]
+	mu.Unlock()
+	if d := last.Sub(changed); d > 2*time.Second {
+		t.Fatalf("a.example got a task %s after the block", d)
+	}
+	if ph, ok, err := frontierkeys.ReadParkedHost(ctx, s.rdb, s.cfg.RedisPrefix, 0, "a.example"); err != nil || !ok || ph.Reason != frontierkeys.ParkBlocked {
+		t.Fatalf("ReadParkedHost = %+v, %v, %v", ph, ok, err)
+	}
+	before := fx.tasksFor("a.example")
+
+	if _, _, err := store.Apply(ctx, []policy.Change{{Remove: true, Rule: hostRule("a.example", policy.Rule{})}}, "test", 0); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Eventually(t, 20*time.Second, "every URL fetched after the unblock", func() bool {
+		st := s.stats()
+		return st.Fetched == 43 && st.Parked == 0 && st.Queued == 0
+	})
+	if got := fx.tasksFor("a.example"); got != 40 || before >= 40 {
+		t.Fatalf("a.example: %d tasks before the unblock, %d in all; want 40 in all", before, got)
+	}
+}
+
+// A rule's host_budget replaces TRAWL_MAX_PAGES_PER_HOST for the hosts it matches (0: no
+// limit), and a budget set mid-crawl stops the host at its count.
+func TestPolicyHostBudget(t *testing.T) {
+	rdb := startRedis(t)
+	o := testOptions(0)
+	o.MaxPagesPerHost = 3
+	f := newTF(t, rdb, o)
+	f.syncPolicy(rules(t, 1,
+		hostRule("two.example", policy.Rule{HostBudget: pi64(2)}),
+		domainRule("free.example", policy.Rule{HostBudget: pi64(0)}),
+	))
+	var us []crawlmsg.Discovered
+	for _, h := range []string{"two.example", "www.free.example", "plain.example", "later.example"} {
+		for i := range 6 {
+			us = append(us, urls(0, fmt.Sprintf("http://%s/%d", h, i))...)
+		}
+	}
+	f.add("m1", us...)
+	// later.example fetches one page, then gets a budget of 2.
+	got := map[string]int{}
+	for step := 0; got["later.example"] == 0; step++ {
+		for _, tk := range f.dispatch(at(time.Duration(step)*time.Minute), 10) {
+			got[tk.Host]++
+			f.complete(at(time.Duration(step)*time.Minute+time.Second), ok200(tk))
+		}
+	}
+	f.syncPolicy(rules(t, 2,
+		hostRule("two.example", policy.Rule{HostBudget: pi64(2)}),
+		domainRule("free.example", policy.Rule{HostBudget: pi64(0)}),
+		hostRule("later.example", policy.Rule{HostBudget: pi64(2)}),
+	))
+	for _, tk := range f.drain(at(time.Hour), 10) {
+		got[tk.Host]++
+	}
+	for _, tk := range f.dispatch(at(2*time.Hour), 10) {
+		got[tk.Host]++
+	}
+	want := map[string]int{"two.example": 2, "www.free.example": 6, "plain.example": 3, "later.example": 2}
+	for h, n := range want {
+		if got[h] != n {
+			t.Errorf("%s fetched %d pages, want %d", h, got[h], n)
+		}
+	}
+	if s := f.stats(); s.OverBudget != 4+3+4 {
+		t.Errorf("over budget %d, want 11", s.OverBudget)
+	}
+}
+
+// A domain_budget holds for the domain's hosts together although they are on different
+// shards: the pages fetched from all of them stop at the budget, the rest end over budget,
+// and a task that made no request gives its charge back.
+func TestPolicyDomainBudgetAcrossShards(t *testing.T) {
+	rdb := startRedis(t)
+	set := rules(t, 1, domainRule("example.com", policy.Rule{DomainBudget: pi64(5)}))
+	var fs []*tf
+	for shard := range 2 {
+		f := newTF(t, rdb, testOptions(shard))
+		f.syncPolicy(set)
+		fs = append(fs, f)
+	}
+	// Two hosts on each shard (which shard a host is on is the caller's choice here).
+	hosts := [][]string{{"a.example.com", "b.example.com"}, {"c.example.com", "www.example.com"}}
+	for shard, hs := range hosts {
+		var us []crawlmsg.Discovered
+		for _, h := range hs {
+			for i := range 4 {
+				us = append(us, urls(0, fmt.Sprintf("http://%s/%d", h, i))...)
+			}
+		}
+		us = append(us, urls(0, fmt.Sprintf("http://other%d.example/0", shard))...)
+		fs[shard].add("m", us...)
+	}
+	ctx := testwait.Context(t)
+	fetched, deferred := 0, false
+	for step := range 20 {
+		now := at(time.Duration(step) * time.Minute)
+		for _, f := range fs {
+			tasks := f.dispatch(now, 10)
+			kept, _, err := f.ChargeDomains(ctx, set, tasks)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.check()
+			var outs []crawlmsg.Outcome
+			for _, tk := range kept {
+				o := ok200(tk)
+				if !deferred && strings.HasSuffix(tk.Host, "example.com") {
+					// No request made: its charge comes back.
+					o, deferred = outcome(tk, crawlmsg.OutcomeDeferred, 0), true
+				} else if strings.HasSuffix(tk.Host, "example.com") {
+					fetched++
+				}
+				outs = append(outs, o)
+			}
+			if len(outs) > 0 {
+				if err := f.RefundDomains(ctx, set, f.complete(now.Add(time.Second), outs...)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	if fetched != 5 {
+		t.Errorf("fetched %d pages of example.com, want the budget 5", fetched)
+	}
+	var over, others int64
+	for _, f := range fs {
+		s := f.stats()
+		over += s.OverBudget
+		others += s.Fetched
+		if s.Queued != 0 || s.Inflight != 0 {
+			t.Errorf("shard left work: %+v", s)
+		}
+	}
+	if over != 16-5 || others != 5+2 {
+		t.Errorf("over budget %d (want 11), fetched %d (want 7)", over, others)
+	}
+	if n, _ := rdb.Get(ctx, frontierkeys.DomainPages("t", "example.com")).Int64(); n != 5 {
+		t.Errorf("domain counter %d, want 5", n)
+	}
+}
+
+// Each rule counts, in Shard.PolicyStats, the hosts it was admitted under, the tasks
+// dispatched under it, the URLs its block parked and how many are parked now;
+// frontierkeys.ReadPolicyStats sums them over shards.
+func TestPolicyStatsPerRule(t *testing.T) {
+	rdb := startRedis(t)
+	f := newTF(t, rdb, testOptions(0))
+	dom := domainRule("x.example", policy.Rule{MinDelay: pdur(0)})
+	blk := hostRule("b.x.example", policy.Rule{Block: pbool(true)})
+	f.applyPolicy(rules(t, 1, dom, blk))
+	f.add("m1", urls(0, "http://a.x.example/0", "http://a.x.example/1", "http://a.x.example/2",
+		"http://b.x.example/0", "http://b.x.example/1", "http://c.example/0")...)
+	f.drain(at(0), 10)
+	ctx := testwait.Context(t)
+	stats := func() map[string]frontierkeys.PolicyStat {
+		st, err := frontierkeys.ReadPolicyStats(ctx, rdb, "t", 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	got := stats()
+	want := map[string]frontierkeys.PolicyStat{
+		dom.Scope.String(): {Hosts: 1, Requests: 3},
+		blk.Scope.String(): {Blocked: 2, Parked: 2},
+	}
+	if !maps.Equal(got, want) {
+		t.Fatalf("policy stats %+v, want %+v", got, want)
+	}
+	f.applyPolicy(rules(t, 2, dom))
+	f.drain(at(time.Hour), 10)
+	want = map[string]frontierkeys.PolicyStat{
+		dom.Scope.String(): {Hosts: 2, Requests: 5},
+		blk.Scope.String(): {Blocked: 2, Parked: 0},
+	}
+	if got := stats(); !maps.Equal(got, want) {
+		t.Fatalf("after the unblock: policy stats %+v, want %+v", got, want)
+	}
+}
+
+// Narrowing a rule's scope rechecks the queued URLs of the hosts it covers: those now
+// beyond its depth, outside its include or inside its exclude end out of scope (counted
+// excluded for the rule), those a URL-prefix block covers are parked, the rest stay in
+// order; URLs entering the frontier are checked at add time.
+func TestPolicyScopeRecheck(t *testing.T) {
+	rdb := startRedis(t)
+	f := newTF(t, rdb, testOptions(0))
+	var us []crawlmsg.Discovered
+	for i := range 12 {
+		path := []string{"keep", "drop", "private"}[i%3]
+		us = append(us, crawlmsg.Discovered{URL: fmt.Sprintf("http://a.example/%s/%d", path, i), Depth: i % 4})
+	}
+	us = append(us, urls(3, "http://b.example/drop/0")...)
+	f.add("m1", us...)
+	first := f.dispatch(at(0), 10)
+	if len(first) != 2 {
+		t.Fatalf("dispatched %v", hostsOf(first))
+	}
+	private, err := policy.ParseScope("http://a.example/private/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What the recheck must do with each queued entry (the first dispatch took one URL
+	// of the router's drawing): depth first, then the exclude, then the block.
+	var wantKept []string
+	var wantX, wantP int64
+	for _, e := range f.backQueue("a.example") {
+		en, _ := frontier.ParseEntry(e)
+		switch {
+		case en.Depth > 2 || strings.Contains(en.URL, "/drop/"):
+			wantX++
+		case strings.Contains(en.URL, "/private/"):
+			wantP++
+		default:
+			wantKept = append(wantKept, en.URL)
+		}
+	}
+	narrow := hostRule("a.example", policy.Rule{MaxDepth: pint(2), Exclude: []string{"/drop/"}})
+	set := rules(t, 2, narrow, policy.Rule{Scope: private, Block: pbool(true)})
+	rc, err := f.RecheckScope(testwait.Context(t), set, frontier.ScopeChanged(nil, set))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.check()
+	if rc.Hosts != 1 || rc.Excluded != wantX || rc.Parked != wantP || rc.Kept != int64(len(wantKept)) || wantX < 5 || wantP < 2 {
+		t.Fatalf("recheck %+v, want 1 host, %d excluded, %d parked, %d kept", rc, wantX, wantP, len(wantKept))
+	}
+	if got := urlsOf(f.backQueue("a.example")); !slices.Equal(got, wantKept) {
+		t.Fatalf("kept %v, want %v (their order before)", got, wantKept)
+	}
+	if got := urlsOf(f.parkList("a.example")); int64(len(got)) != wantP || !strings.Contains(got[0], "/private/") {
+		t.Fatalf("parked %v", got)
+	}
+	st, err := frontierkeys.ReadPolicyStats(testwait.Context(t), rdb, "t", 1)
+	if err != nil || st[narrow.Scope.String()].Excluded != wantX || st[private.String()].Parked != wantP {
+		t.Fatalf("policy stats %+v, %v", st, err)
+	}
+	if s := f.stats(); s.OutOfScope != wantX {
+		t.Fatalf("out of scope %d, want %d", s.OutOfScope, wantX)
+	}
+
+	// At add time: the same rule refuses what it does not admit.
+	f.UsePolicy(func() *policy.Set { return set })
+	if n := f.add("m2", crawlmsg.Discovered{URL: "http://a.example/keep/x", Depth: 3},
+		crawlmsg.Discovered{URL: "http://a.example/drop/x"}, crawlmsg.Discovered{URL: "http://a.example/keep/y"}); n != 1 {
+		t.Fatalf("queued %d of 3 at add time, want 1", n)
+	}
+}
+
+// A rule change that rechecks a host holding 100,000 queued URLs does not stall dispatch
+// for the other hosts: the recheck goes a chunk per script. The longest dispatch call
+// during the recheck is logged (and bounded, generously for a shared machine).
+func TestPolicyRecheckDoesNotStallDispatch(t *testing.T) {
+	rdb := startRedis(t)
+	o := testOptions(0)
+	o.RouteLimit = 200_000
+	o.MinDelay = 0
+	f := newTF(t, rdb, o)
+	ctx := testwait.Context(t)
+	const big = 100_000
+	for c := 0; c < big; c += 10_000 {
+		var us []crawlmsg.Discovered
+		for i := c; i < c+10_000; i++ {
+			us = append(us, crawlmsg.Discovered{URL: fmt.Sprintf("http://big.example/p/%d", i), Depth: 1 + i%2})
+		}
+		if _, err := f.AddBatches(ctx, []frontier.Batch{{URLs: us}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := f.Dispatch(ctx, 1); err != nil { // routes big.example's URLs to its back queue
+		t.Fatal(err)
+	}
+	queued := rdb.LRange(ctx, f.Keyspace().Key("bq", "big.example"), 0, -1).Val()
+	if len(queued) < big-1 {
+		t.Fatalf("big.example holds %d queued URLs", len(queued))
+	}
+	var deep int64
+	for _, e := range queued {
+		if strings.HasPrefix(e, "2 ") {
+			deep++
+		}
+	}
+	other := 0
+	// dispatchOther adds a URL of a new host and dispatches and completes what is due,
+	// returning how long the dispatch call took.
+	dispatchOther := func() time.Duration {
+		other++
+		if _, err := f.AddBatches(ctx, []frontier.Batch{{URLs: urls(0, fmt.Sprintf("http://o%d.example/", other))}}); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		tasks, err := f.Dispatch(ctx, 10)
+		d := time.Since(start)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var outs []crawlmsg.Outcome
+		for _, tk := range tasks {
+			if tk.Host != "big.example" {
+				outs = append(outs, ok200(tk))
+			}
+		}
+		if _, err := f.Complete(ctx, outs); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	var baseline time.Duration
+	for range 200 {
+		baseline = max(baseline, dispatchOther())
+	}
+	set := rules(t, 2, hostRule("big.example", policy.Rule{MaxDepth: pint(1)}))
+	// Redis's own timing of each script (the slow log, every command): what the recheck
+	// holds the server for, free of this machine's scheduling noise.
+	must(t, rdb.ConfigSet(ctx, "slowlog-max-len", "100000").Err())
+	must(t, rdb.ConfigSet(ctx, "slowlog-log-slower-than", "0").Err())
+	must(t, rdb.Do(ctx, "SLOWLOG", "RESET").Err())
+	done := make(chan Rechecked, 1)
+	go func() {
+		rc, err := f.RecheckScope(ctx, set, frontier.ScopeChanged(nil, set))
+		if err != nil {
+			t.Error(err)
+		}
+		done <- Rechecked(rc)
+	}()
+	var longest time.Duration
+	calls := 0
+	for {
+		select {
+		case rc := <-done:
+			logs, err := rdb.SlowLogGet(ctx, -1).Result()
+			must(t, err)
+			// Every script of the window: the recheck's chunks, and the dispatches, adds and
+			// outcomes between them (the slow log keeps too few arguments to tell them apart).
+			var script, other time.Duration
+			scripts := 0
+			for _, l := range logs {
+				if len(l.Args) == 0 {
+					continue
+				}
+				if strings.HasPrefix(strings.ToUpper(l.Args[0]), "EVAL") {
+					script = max(script, l.Duration)
+					scripts++
+				} else {
+					other = max(other, l.Duration)
+				}
+			}
+			t.Logf("recheck of %d queued URLs: %+v; the longest of the %d scripts that ran meanwhile held Redis %s "+
+				"(other commands at most %s); %d dispatch calls meanwhile, the longest %s end to end (%s over 200 calls before it)",
+				len(queued), rc, scripts, script, other, calls, longest, baseline)
+			if script > 50*time.Millisecond {
+				t.Fatalf("a recheck script held Redis %s", script)
+			}
+			if rc.Excluded != deep {
+				t.Fatalf("excluded %d, want the %d at depth 2", rc.Excluded, deep)
+			}
+			if calls < 5 {
+				t.Fatalf("only %d dispatch calls ran during the recheck", calls)
+			}
+			if longest > 250*time.Millisecond {
+				t.Fatalf("a dispatch call took %s during the recheck", longest)
+			}
+			return
+		default:
+		}
+		longest = max(longest, dispatchOther())
+		calls++
+	}
+}
+
+type Rechecked = frontier.Rechecked
+
+// connections: 2 lets two tasks of the host out at once, each dispatch at least the
+// host's gap after the previous one's start; an outcome frees its slot, and the readers
+// (leases, stuck report, lease errors) name the host of either slot.
+func TestPolicyTwoConnections(t *testing.T) {
+	rdb := startRedis(t)
+	o := testOptions(0)
+	o.DelayFactor = 0
+	f := newTF(t, rdb, o)
+	f.syncPolicy(rules(t, 1, hostRule("multi.example", policy.Rule{Connections: pint(2), MinDelay: pdur(time.Second)})))
+	var us []crawlmsg.Discovered
+	for i := range 8 {
+		us = append(us, urls(0, fmt.Sprintf("http://multi.example/%d", i))...)
+	}
+	f.add("m1", us...)
+	multi := func(tasks []crawlmsg.FetchTask) []crawlmsg.FetchTask {
+		var out []crawlmsg.FetchTask
+		for _, tk := range tasks {
+			if tk.Host == "multi.example" {
+				out = append(out, tk)
+			}
+		}
+		return out
+	}
+	first := multi(f.dispatch(at(0), 10))
+	if len(first) != 1 {
+		t.Fatalf("at 0: %d tasks, want 1 (the second waits a gap from the first's start)", len(first))
+	}
+	f.wantHeap("multi.example", at(time.Second))
+	if got := multi(f.dispatch(at(999*time.Millisecond), 10)); len(got) != 0 {
+		t.Fatalf("a second task %s before the gap from the first start", got[0].URL)
+	}
+	second := multi(f.dispatch(at(time.Second), 10))
+	if len(second) != 1 || !strings.HasSuffix(second[0].Lease, "~1") {
+		t.Fatalf("at 1s: %+v, want one task in slot 1", second)
+	}
+	if got := multi(f.dispatch(at(10*time.Second), 10)); len(got) != 0 {
+		t.Fatalf("a third task out with two connections: %s", got[0].URL)
+	}
+	ctx := testwait.Context(t)
+	if ok, err := frontierkeys.NoteLeaseError(ctx, rdb, "t", 0, "multi.example", second[0].Lease, errors.New("slow")); !ok || err != nil {
+		t.Fatalf("NoteLeaseError on slot 1: %v, %v", ok, err)
+	}
+	leases, _, err := frontierkeys.ReadLeases(ctx, rdb, "t", 1, 0, 10)
+	if err != nil || len(leases) != 2 || leases[0].Host != "multi.example" || leases[1].Host != "multi.example" ||
+		leases[1].LastError == nil {
+		t.Fatalf("ReadLeases = %+v, %v", leases, err)
+	}
+	// The first ends at 10.5 s: its slot is free, and the host is due at once (its last
+	// start was 9.5 s ago).
+	f.complete(at(10500*time.Millisecond), ok200(first[0]))
+	f.wantHeap("multi.example", at(10500*time.Millisecond))
+	third := multi(f.dispatch(at(10500*time.Millisecond), 10))
+	if len(third) != 1 || strings.Contains(third[0].Lease, "~") {
+		t.Fatalf("at 10.5s: %+v, want one task in slot 0", third)
+	}
+	// Both out again: the reaper ends both; then the rest drains, never more than two out.
+	if n := f.reap(at(time.Hour)); n != 2 {
+		t.Fatalf("reaped %d, want 2", n)
+	}
+	maxOut, both := 0, false
+	now := at(2 * time.Hour)
+	var out []crawlmsg.FetchTask
+	for step := 0; step < 100 && (f.stats().Queued > 0 || len(out) > 0); step++ {
+		now = now.Add(500 * time.Millisecond)
+		out = append(out, multi(f.dispatch(now, 10))...)
+		maxOut = max(maxOut, len(out))
+		both = both || len(out) == 2
+		if step%3 == 2 && len(out) > 0 {
+			f.complete(now, ok200(out[0]))
+			out = out[1:]
+		}
+	}
+	if maxOut != 2 || !both {
+		t.Fatalf("at most %d out at once, want 2", maxOut)
+	}
+	if s := f.stats(); s.Fetched != 8 || s.Queued != 0 || s.Inflight != 0 {
+		t.Fatalf("at the end: %+v", s)
+	}
+}

@@ -1,0 +1,50 @@
+package politeness
+
+import (
+	"math"
+	"time"
+
+	"github.com/trawl/trawl/shared/frontierkeys"
+	"github.com/trawl/trawl/shared/redisx"
+)
+
+// PolicyModule is the Lua module that reads a host's limits from a shard's policy table
+// (lua/hostpolicy.lua: host_limits), with the table's field names and entry layout as
+// constants from frontierkeys, so the encoding is defined once, in Go. Include it after
+// Module; the script must define K_POLICY (nil: no policy applies).
+var PolicyModule = redisx.Lua{FS: luaFS, Name: "lua/hostpolicy.lua"}
+
+// PolicyNames are the policy table's field names and entry layout for the scripts that
+// include PolicyModule (put them first in the script).
+var PolicyNames = redisx.Names(
+	"POL_H", frontierkeys.PolicyHostPrefix, "POL_D", frontierkeys.PolicyDomainPrefix,
+	"POL_SCOPE_H", frontierkeys.PolicyHostScope, "POL_SCOPE_D", frontierkeys.PolicyDomainScope,
+	"LIM_MIND", frontierkeys.LimitMinDelay, "LIM_KF", frontierkeys.LimitDelayFactor,
+	"LIM_CD", frontierkeys.LimitCrawlDelay, "LIM_CONN", frontierkeys.LimitConnections,
+	"LIM_BUDGET", frontierkeys.LimitHostBudget, "LIM_BLOCK", frontierkeys.LimitBlock,
+	"LIM_UNSET", frontierkeys.LimitUnset, "LIM_EXACT", frontierkeys.LimitExact,
+	"POL_SLOT_SEP", frontierkeys.LeaseSlotSep,
+)
+
+// exactCrawlDelay is the cap of a Crawl-delay honoured exactly: none.
+const exactCrawlDelay = time.Duration(math.MaxInt64)
+
+// With is the rules for a host whose live policy sets limits l: each politeness field l
+// sets replaces the process-wide one; an exact Crawl-delay is honoured however long. The
+// Lua module's host_limits applies the same (the table test in shared/itest checks it).
+func (r Rules) With(l frontierkeys.HostLimits) Rules {
+	if l.MinDelay != nil {
+		r.MinDelay = max(*l.MinDelay, 0)
+	}
+	if l.DelayFactor != nil {
+		r.DelayFactor = max(*l.DelayFactor, 0)
+	}
+	if l.CrawlDelay != nil {
+		if l.CrawlDelay.Exact {
+			r.MaxCrawlDelay = exactCrawlDelay
+		} else {
+			r.MaxCrawlDelay = max(l.CrawlDelay.Cap, 0)
+		}
+	}
+	return r
+}
