@@ -156,7 +156,7 @@ func (s *Service) headersOf(r policy.Resolved, host string) (*fetch.Headers, err
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		v, err := s.secret(r, policy.FHeaders, r.HeaderSecrets[name])
+		v, err := s.secret(r, policy.FHeaderSecrets, r.HeaderSecrets[name])
 		if err != nil {
 			return nil, err
 		}
