@@ -5,8 +5,8 @@ import (
 	"net/http"
 	"slices"
 	"testing"
+	"time"
 
-	"github.com/trawl/trawl/services/fetcher/internal/service"
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/policy"
 )
@@ -31,16 +31,17 @@ func TestBlockStopsQueuedTasks(t *testing.T) {
 		"/page1": html(pageHTML), "/page2": html(pageHTML), "/page3": html(pageHTML), "/page4": html(pageHTML),
 	})
 	_, port, _ := net.SplitHostPort(s.Listener.Addr().String())
-	pols := &fixedPolicies{set: policy.Empty()}
-	in := st.startWith(st.config(map[string]string{
-		"TRAWL_RESOLVE": "b.test=127.0.0.1",
+	const poll = 100 * time.Millisecond
+	in := st.start(st.config(map[string]string{
+		"TRAWL_POLICY_POLL": poll.String(),
+		"TRAWL_RESOLVE":     "b.test=127.0.0.1",
 		// No gap after robots.txt, so the first task goes on to its page at once; one
 		// worker, so the other tasks wait in the queue behind it.
 		"TRAWL_MIN_DELAY":         "0s",
 		"TRAWL_DELAY_FACTOR":      "0",
 		"TRAWL_FETCH_CONCURRENCY": "1",
 		"TRAWL_TASK_BATCH":        "1",
-	}), "a", service.WithPolicies(pols))
+	}), "a")
 	url := func(p string) string { return "http://b.test:" + port + p }
 
 	first := task(url("/page1"))
@@ -50,9 +51,14 @@ func TestBlockStopsQueuedTasks(t *testing.T) {
 	for _, tk := range queued {
 		st.publishTask(tk)
 	}
-	pols.mu.Lock()
-	pols.set = compileRules(t, map[string]policy.Rule{"host:b.test": {Block: ptrTo(true)}})
-	pols.mu.Unlock()
+	// The block, set as an operator sets it, is in force in the fetcher within one poll
+	// and a load: only then is the task on the worker let go on to its page.
+	set := time.Now()
+	v := st.setRules(map[string]policy.Rule{"host:b.test": {Block: ptrTo(true)}})
+	in.waitMetric(t, "trawl_fetcher_policy_version", float64(v))
+	if took := time.Since(set); took > poll+time.Second {
+		t.Errorf("the block took %s to reach the fetcher, want within one poll (%s) and a load", took, poll)
+	}
 	close(hold)
 
 	if o := st.outcome(first.Lease); o.Kind != crawlmsg.OutcomeParked || !o.Requested {
@@ -70,9 +76,8 @@ func TestBlockStopsQueuedTasks(t *testing.T) {
 		t.Errorf(`trawl_fetcher_policy_parked_total{what="page"} = %v, want 3`, got)
 	}
 
-	pols.mu.Lock()
-	pols.set = policy.Empty()
-	pols.mu.Unlock()
+	v = st.setRules(nil, "host:b.test")
+	in.waitMetric(t, "trawl_fetcher_policy_version", float64(v))
 	last := task(url("/page4"))
 	st.publishTask(last)
 	if o := st.outcome(last.Lease); o.Kind != crawlmsg.OutcomeFetched {

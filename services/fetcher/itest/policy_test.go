@@ -2,61 +2,64 @@ package itest
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
 	"testing"
 
-	"github.com/trawl/trawl/services/fetcher/internal/service"
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/policy"
 )
 
-// fixedPolicies is a set of site policies that changes only when the test says so.
-type fixedPolicies struct {
-	mu  sync.Mutex
-	set *policy.Set
-}
-
-func (p *fixedPolicies) Current() *policy.Set {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.set
-}
-
-// compileRules builds a policy set from scope → rule.
-func compileRules(t *testing.T, rules map[string]policy.Rule) *policy.Set {
-	t.Helper()
-	var stored []policy.Stored
+// setRules applies rules (scope → rule) to the stack's policy store, as trawlctl policy
+// apply does, and returns the new version.
+func (st *stack) setRules(rules map[string]policy.Rule, remove ...string) int64 {
+	st.t.Helper()
+	var changes []policy.Change
 	for scope, r := range rules {
 		sc, err := policy.ParseScope(scope)
 		if err != nil {
-			t.Fatal(err)
+			st.t.Fatal(err)
 		}
 		r.Scope = sc
-		stored = append(stored, policy.Stored{Rule: r, Origin: policy.Origin{Version: 1}})
+		changes = append(changes, policy.Change{Rule: r})
 	}
-	set, err := policy.Compile(stored, 1)
+	for _, scope := range remove {
+		sc, err := policy.ParseScope(scope)
+		if err != nil {
+			st.t.Fatal(err)
+		}
+		changes = append(changes, policy.Change{Remove: true, Rule: policy.Rule{Scope: sc}})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	v, _, err := policy.NewStore(st.rdb, st.common.RedisPrefix).Apply(ctx, changes, "itest", 0)
 	if err != nil {
-		t.Fatal(err)
+		st.t.Fatal(err)
 	}
-	return set
+	return v
 }
 
-// mapSecrets answers secret names from a map; a name it lacks cannot be read.
-type mapSecrets map[string]string
-
-func (m mapSecrets) Lookup(name string) (string, error) {
-	if v, ok := m[name]; ok {
-		return v, nil
+// secretsDir writes secrets (name → value) as files in a new directory, as Docker
+// Compose mounts them, and returns it.
+func secretsDir(t *testing.T, secrets map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, v := range secrets {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(v+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
-	return "", fmt.Errorf("secret %q: no such file", name)
+	return dir
 }
 
 // seenRequest is one request as a server received it.
@@ -147,22 +150,23 @@ func TestPolicyRequestSettings(t *testing.T) {
 	var ra, rr policy.Rule
 	settings(&ra)
 	settings(&rr)
-	pols := &fixedPolicies{set: compileRules(t, map[string]policy.Rule{
+	st.setRules(map[string]policy.Rule{
 		"host:a.test": ra,
 		"host:r.test": rr,
 		"host:s.test": {Cookies: ptrTo("missing")},
-	})}
-	secrets := mapSecrets{"token": tokenVal, "cookie": cookie, "basic": user + ":" + password}
+	})
+	dir := secretsDir(t, map[string]string{"token": tokenVal, "cookie": cookie, "basic": user + ":" + password})
 
 	var logBuf lockedBuffer
 	tw := &testWriter{t: t}
 	t.Cleanup(tw.close)
 	log := slog.New(slog.NewTextHandler(io.MultiWriter(&logBuf, tw), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	in := st.startLogged(st.config(map[string]string{
-		"TRAWL_RESOLVE":    "a.test=127.0.0.1,c.test=127.0.0.1,r.test=127.0.0.1,s.test=127.0.0.1,b.test=127.0.0.2",
-		"TRAWL_MIN_DELAY":  "0s",
-		"TRAWL_TASK_BATCH": "1",
-	}), log, service.WithPolicies(pols), service.WithSecrets(secrets))
+		"TRAWL_RESOLVE":     "a.test=127.0.0.1,c.test=127.0.0.1,r.test=127.0.0.1,s.test=127.0.0.1,b.test=127.0.0.2",
+		"TRAWL_MIN_DELAY":   "0s",
+		"TRAWL_TASK_BATCH":  "1",
+		"TRAWL_SECRETS_DIR": dir,
+	}), log)
 
 	run := func(u string) crawlmsg.Outcome {
 		t.Helper()
