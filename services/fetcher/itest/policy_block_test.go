@@ -84,3 +84,32 @@ func TestBlockStopsQueuedTasks(t *testing.T) {
 		t.Errorf("after the block was lifted: %+v, want fetched", o)
 	}
 }
+
+// TestRobotsHopToBlockedHost: robots.txt redirecting to a host a site policy blocks ends
+// the chain without a request there: the origin's robots.txt counts unreachable (the
+// task's own URL is not blocked, so it is not parked).
+func TestRobotsHopToBlockedHost(t *testing.T) {
+	st := newStack(t)
+	var port string
+	s := newSiteOn(t, "127.0.0.1", map[string]http.HandlerFunc{
+		"/robots.txt": func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, "http://blocked.test:"+port+"/rules.txt", http.StatusFound)
+		},
+		"/rules.txt": text("User-agent: *\nAllow: /\n"),
+	})
+	_, port, _ = net.SplitHostPort(s.Listener.Addr().String())
+	st.setRules(map[string]policy.Rule{"host:blocked.test": {Block: ptrTo(true)}})
+	in := st.start(st.config(map[string]string{"TRAWL_RESOLVE": "open.test=127.0.0.1,blocked.test=127.0.0.1"}), "a")
+
+	tk := task("http://open.test:" + port + "/page")
+	st.publishTask(tk)
+	if o := st.outcome(tk.Lease); o.Kind != crawlmsg.OutcomeRobotsUnavailable || !o.Requested {
+		t.Errorf("outcome %+v, want robots-unavailable after the origin's own request", o)
+	}
+	if got := s.requests(); !slices.Equal(got, []string{"/robots.txt"}) {
+		t.Errorf("the server saw %v, want only open.test's robots.txt", got)
+	}
+	if got := in.metric(t, "trawl_fetcher_policy_robots_hop_blocked_total"); got != 1 {
+		t.Errorf("trawl_fetcher_policy_robots_hop_blocked_total = %v, want 1", got)
+	}
+}
