@@ -16,7 +16,7 @@ BENCH_TIME ?= 1s
 
 export GOFLAGS ?= -buildvcs=false
 
-.PHONY: all build test vet run bench fuzz tidy clean interop docs-crawl compose-test
+.PHONY: all build test vet run bench fuzz unit tidy clean interop docs-crawl compose-test
 
 all: build
 
@@ -73,14 +73,19 @@ bench: build
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCH_TIME) -timeout 30m \
 		$(PKGS)
 
-## fuzz: a short run of every fuzz target
+## fuzz: a short run (FUZZTIME, default 30s) of every fuzz target in the tree, found by reading the
+## test files (devstack/fuzztargets), so a new target is run without being listed here
+FUZZTIME ?= 30s
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzNormalize -fuzztime 30s ./shared/urlnorm
-	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 30s ./shared/robots
-	$(GO) test -run '^$$' -fuzz '^FuzzExtract$$' -fuzztime 30s ./services/parser/internal/extract
-	$(GO) test -run '^$$' -fuzz '^FuzzExtractCSS$$' -fuzztime 30s ./services/parser/internal/extract
-	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 30s ./services/parser/internal/sitemap
-	$(GO) test -run '^$$' -fuzz FuzzUnmarshal -fuzztime 30s ./shared/crawlmsg
+	$(GO) run ./devstack/cmd/trawl-fuzz -fuzztime $(FUZZTIME)
+
+## unit: the fast loop for editing: every package's tests except the integration modules (*/itest),
+## the end-to-end suite and the build-tagged Docker/interop/docs-crawl tests; real servers still
+## run where a package's own tests use them (a minute or two)
+UNIT_PKGS = $$($(GO) list $(PKGS) | grep -v -e /itest -e /devstack/e2e)
+unit:
+	@$(GO) run ./devstack/cmd/trawl-deps redis-server
+	$(GO) test $(TEST_FLAGS) $(UNIT_PKGS)
 
 tidy:
 	@for m in $(MODULES); do (cd $$m && $(GO) mod tidy) || exit 1; done

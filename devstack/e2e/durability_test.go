@@ -35,11 +35,11 @@ func oomErrors(ctx context.Context, rdb redis.UniversalClient) (int, error) {
 }
 
 // Redis reaches maxmemory mid-crawl (noeviction: PING answers, every write is refused).
-// The crawl stalls; messages are retried past TRAWL_MAX_DELIVER and never terminated,
+// The crawl stalls; messages are retried past TRAWL_LOG_ERROR_AFTER and never terminated,
 // so once Redis has memory again every expected URL is fetched.
 func TestCrawlStallsWithoutLossAtMaxmemory(t *testing.T) {
 	env := testEnv()
-	opts := stack.Options{Env: map[string]string{"TRAWL_MAX_DELIVER": "2"}}
+	opts := stack.Options{Env: map[string]string{"TRAWL_LOG_ERROR_AFTER": "2"}}
 	r := crawl(t, testWeb(), env, opts, func(st *stack.Stack) {
 		waitFetched(t, st, 40)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -70,7 +70,7 @@ func TestCrawlStallsWithoutLossAtMaxmemory(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// The stall: several times what TRAWL_MAX_DELIVER=2 with a 250ms backoff needs.
+		// The stall: several times what TRAWL_LOG_ERROR_AFTER=2 with a 250ms backoff needs.
 		time.Sleep(3 * time.Second)
 		during, err := st.Progress(ctx)
 		if err != nil {

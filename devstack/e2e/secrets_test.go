@@ -51,7 +51,7 @@ func TestNoPasswordPrinted(t *testing.T) {
 	if err != nil {
 		t.Fatalf("NATS with credentials: %v", err)
 	}
-	t.Cleanup(ns.Shutdown)
+	t.Cleanup(ns.Close)
 	rs := redisproc.StartT(t, redisproc.Options{Ephemeral: true})
 	admin := redis.NewClient(&redis.Options{Addr: rs.Addr()})
 	if err := admin.ConfigSet(testwait.Context(t), "requirepass", "the-right-one").Err(); err != nil {

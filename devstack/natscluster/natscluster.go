@@ -203,7 +203,7 @@ func (c *Cluster) StopNode(i int) {
 		c.procs[i].signal(syscall.SIGTERM)
 		return
 	}
-	c.Nodes[i].Stop()
+	c.Nodes[i].StopKeepingStore()
 }
 
 // Kill SIGKILLs node i, a child process (Options.Bin): a crash, with no goodbye to the
@@ -236,7 +236,7 @@ func (c *Cluster) StartNode(i int) error {
 // Stop shuts every node down.
 func (c *Cluster) Stop() {
 	for _, s := range c.Nodes {
-		s.Shutdown()
+		s.Close()
 	}
 	for _, n := range c.procs {
 		n.signal(syscall.SIGTERM)

@@ -82,7 +82,7 @@ func TestRoutesNeedCredentials(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer s.Shutdown()
+			defer s.Close()
 			if tc.joins {
 				testwait.Eventually(t, 20*time.Second, "the server with the credentials to be routed to every node", func() bool { return s.Routes() >= len(c.Nodes) })
 				return

@@ -29,7 +29,7 @@ const defaultMaxPayload = 8 << 20
 
 // Options configure an embedded server. The zero value is usable.
 type Options struct {
-	StoreDir   string // JetStream file store dir; "" = a new temp dir removed by Shutdown
+	StoreDir   string // JetStream file store dir; "" = a new temp dir removed by Close
 	Port       int    // 0 = random free port
 	Host       string // default "127.0.0.1"
 	MaxPayload int32  // default 8 MiB (pages can be big)
@@ -110,7 +110,7 @@ func StartT(t testing.TB) *Server {
 	if err != nil {
 		t.Fatalf("natsembed: start embedded NATS server: %v", err)
 	}
-	t.Cleanup(s.Shutdown)
+	t.Cleanup(s.Close)
 	return s
 }
 
@@ -198,9 +198,10 @@ func (s *Server) URL() string {
 // StoreDir is the JetStream file store directory.
 func (s *Server) StoreDir() string { return s.opts.StoreDir }
 
-// Shutdown stops the server and waits for it; it is idempotent. A store dir
-// created by Start is removed, so Restart after Shutdown starts empty.
-func (s *Server) Shutdown() {
+// Close stops the server, waits for it and removes a store dir Start created (one given
+// in Options stays); it is idempotent. Restart after Close starts empty. StopKeepingStore
+// is the stop that keeps the store.
+func (s *Server) Close() {
 	s.stop()
 	if s.ownsStore {
 		_ = os.RemoveAll(s.opts.StoreDir)
@@ -225,7 +226,7 @@ func (s *Server) stop() {
 func (s *Server) Restart() error {
 	s.stop()
 	if s.ownsStore {
-		// Shutdown may have removed it; a fresh start needs it to exist.
+		// Close may have removed it; a fresh start needs it to exist.
 		if err := os.MkdirAll(s.opts.StoreDir, 0o755); err != nil {
 			return fmt.Errorf("natsembed: recreate store dir: %w", err)
 		}
@@ -319,6 +320,6 @@ func (s *Server) Routes() int {
 	return ns.NumRoutes()
 }
 
-// Stop shuts the server down, keeping its store and port for Restart (a node of a
-// cluster going away while the others go on).
-func (s *Server) Stop() { s.stop() }
+// StopKeepingStore shuts the server down, keeping its store and port for Restart (a node
+// of a cluster going away while the others go on).
+func (s *Server) StopKeepingStore() { s.stop() }

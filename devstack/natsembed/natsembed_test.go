@@ -81,7 +81,7 @@ func TestFileStreamSurvivesRestart(t *testing.T) {
 	}
 }
 
-func TestOwnedStoreDirRemovedOnShutdown(t *testing.T) {
+func TestOwnedStoreDirRemovedOnClose(t *testing.T) {
 	s, err := Start(Options{})
 	if err != nil {
 		t.Fatalf("Start: %v", err)
@@ -93,10 +93,10 @@ func TestOwnedStoreDirRemovedOnShutdown(t *testing.T) {
 	if _, err := os.Stat(dir); err != nil {
 		t.Fatalf("store dir missing while running: %v", err)
 	}
-	s.Shutdown()
-	s.Shutdown() // idempotent
+	s.Close()
+	s.Close() // idempotent
 	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("store dir %s still present after Shutdown (err=%v)", dir, err)
+		t.Fatalf("store dir %s still present after Close (err=%v)", dir, err)
 	}
 }
 
@@ -106,7 +106,7 @@ func TestCallerStoreDirKept(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}
-	s.Shutdown()
+	s.Close()
 	if _, err := os.Stat(dir); err != nil {
 		t.Fatalf("caller's store dir removed: %v", err)
 	}
@@ -122,7 +122,7 @@ func TestBusyPortReportsCause(t *testing.T) {
 
 	s, err := Start(Options{StoreDir: t.TempDir(), Port: port})
 	if err == nil {
-		s.Shutdown()
+		s.Close()
 		t.Fatalf("Start on busy port %d succeeded", port)
 	}
 	if !strings.Contains(err.Error(), "listen") {
@@ -142,7 +142,7 @@ func TestExplicitPort(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Start on port %d: %v", port, err)
 	}
-	defer s.Shutdown()
+	defer s.Close()
 	if want := "nats://127.0.0.1:" + strconv.Itoa(port); s.URL() != want {
 		t.Fatalf("URL() = %q, want %q", s.URL(), want)
 	}
@@ -155,7 +155,7 @@ func TestLoggerReceivesServerLog(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}
-	s.Shutdown()
+	s.Close()
 	if out := buf.String(); !strings.Contains(out, "Server is ready") || !strings.Contains(out, "component=nats-server") {
 		t.Fatalf("server log not forwarded to slog; got:\n%s", out)
 	}
@@ -178,7 +178,7 @@ func TestDurabilityLevel(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(s.Shutdown)
+			t.Cleanup(s.Close)
 			cfg := s.ns.JetStreamConfig()
 			if cfg == nil {
 				t.Fatal("JetStream is not enabled")

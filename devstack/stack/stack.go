@@ -5,7 +5,6 @@
 package stack
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -159,7 +158,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		return nil, fmt.Errorf("stack: %w", err)
 	}
 	opts.Durability = level
-	s := &Stack{opts: opts, dir: opts.Dir, shards: 1, prefix: "trawl", leaseTTL: envconfig.DefaultLeaseTTL}
+	s := &Stack{opts: opts, dir: opts.Dir, shards: 1, prefix: redisx.DefaultPrefix, leaseTTL: envconfig.DefaultLeaseTTL}
 	defer func() {
 		if err != nil {
 			_ = s.Close(context.WithoutCancel(ctx))
@@ -220,15 +219,14 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 			env[k] = v
 		}
 	}
-	if v := env["TRAWL_SHARDS"]; v != "" {
-		fmt.Sscan(v, &s.shards)
-	}
-	if v := env["TRAWL_REDIS_PREFIX"]; v != "" {
-		s.prefix = v
-	}
-	// The services read the process environment too; opts.Env wins over it.
-	if d, err := time.ParseDuration(cmp.Or(env["TRAWL_LEASE_TTL"], os.Getenv("TRAWL_LEASE_TTL"))); err == nil {
-		s.leaseTTL = d
+	// The services read the process environment too; opts.Env wins over it. The stack reads
+	// what it needs to watch the crawl (shards, key prefix, lease TTL) the same way and with
+	// the same code, and a bad value stops it here, as it would stop the services.
+	r := envconfig.Overlay(env)
+	conn := envconfig.LoadConn(r)
+	s.shards, s.prefix, s.leaseTTL = conn.Shards, conn.RedisPrefix, envconfig.LoadLeaseTTL(r)
+	if err := r.Err(); err != nil {
+		return nil, fmt.Errorf("stack: %w", err)
 	}
 	names := Services
 	if ArchiveDir(env) != "" {
@@ -263,10 +261,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 
 // ArchiveDir is the TRAWL_ARCHIVE_DIR the services get with env: the archiver runs when it is set.
 func ArchiveDir(env map[string]string) string {
-	if v, ok := env["TRAWL_ARCHIVE_DIR"]; ok {
-		return v
-	}
-	return os.Getenv("TRAWL_ARCHIVE_DIR")
+	return envconfig.Overlay(env).String("ARCHIVE_DIR", "")
 }
 
 // startNATS starts the embedded server, or the trawl-nats child process with
@@ -547,7 +542,7 @@ func (s *Stack) Crash() error {
 	}
 	wg.Wait()
 	if s.nats != nil {
-		s.nats.Shutdown()
+		s.nats.Close()
 	}
 	return errors.Join(errs...)
 }
@@ -582,7 +577,7 @@ func (s *Stack) Close(ctx context.Context) error {
 		}
 	}
 	if s.nats != nil {
-		s.nats.Shutdown()
+		s.nats.Close()
 	}
 	if s.natsP != nil {
 		if err := s.natsP.Stop(15 * time.Second); err != nil {

@@ -27,8 +27,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/redis/go-redis/v9"
+	"github.com/trawl/trawl/shared/obs"
 
 	"github.com/trawl/trawl/shared/envconfig"
 	"github.com/trawl/trawl/shared/natsx"
@@ -65,22 +66,21 @@ var claim = redisx.Script(redisx.Lua{FS: luaFS, Name: "lua/claim.lua"})
 
 // Guard holds the identity a service started with and checks that Redis still has it.
 type Guard struct {
-	rdb   redis.UniversalClient
-	key   string
-	id    Identity
-	log   *slog.Logger
-	gauge prometheus.Gauge
-	mu    sync.Mutex
-	lost  bool
-	// okAt is when Check last passed (unix ns); Gate trusts it for gateTrust.
+	rdb  redis.UniversalClient
+	key  string
+	id   Identity
+	log  *slog.Logger
+	mu   sync.Mutex
+	lost bool
+	// okAt is when Check last passed (unix ns); Ready trusts it for readyTrust.
 	okAt atomic.Int64
 }
 
-// gateTrust is how long a passed check lets Gate answer without Redis. A consume loop asks
+// readyTrust is how long a passed check lets Ready answer without Redis. A consume loop asks
 // before every pull, and a write probe each time would cost a round trip (and, with the AOF
 // fsynced on every write, an fsync) per batch; a real failure still surfaces at once as the
-// handler's own Redis error, and Invalidate makes the next Gate check again.
-const gateTrust = time.Second
+// handler's own Redis error, and Invalidate makes the next Ready check again.
+const readyTrust = time.Second
 
 // Open establishes the crawl's identity for a service configured by c: it creates it
 // when neither Redis nor NATS has one, copies Redis's to NATS when only Redis has one (a
@@ -145,10 +145,6 @@ func Open(ctx context.Context, js jetstream.JetStream, rdb redis.UniversalClient
 	}
 	g := &Guard{
 		rdb: rdb, key: key, id: stored, log: log,
-		gauge: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "trawl_crawl_state_lost",
-			Help: "1 while Redis lacks the crawl identity this process started with (its state was lost); consumption is stopped.",
-		}),
 	}
 	log.Info("crawl identity", "crawl", stored.ID, "created", stored.Created, "shards", stored.Shards, "key", key)
 	return g, nil
@@ -157,8 +153,24 @@ func Open(ctx context.Context, js jetstream.JetStream, rdb redis.UniversalClient
 // Identity is the crawl the service started with.
 func (g *Guard) Identity() Identity { return g.id }
 
-// Register adds trawl_crawl_state_lost to reg.
-func (g *Guard) Register(reg prometheus.Registerer) error { return reg.Register(g.gauge) }
+// Register declares trawl_crawl_state_lost, the series every service shares.
+func (g *Guard) Register(m *obs.Metrics) {
+	DeclareStateLost(m, func() bool {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return g.lost
+	})
+}
+
+// DeclareStateLost declares trawl_crawl_state_lost, read from lost at each scrape.
+func DeclareStateLost(m *obs.Metrics, lost func() bool) {
+	m.With("crawl").GaugeFunc("state_lost", "1 while Redis lacks the crawl identity this process started with (its state was lost); consumption is stopped.", func() float64 {
+		if lost() {
+			return 1
+		}
+		return 0
+	})
+}
 
 // Check is the readiness check and the consume gate of a service: Redis answers and takes
 // a write (redisx.Ping), and still holds this crawl's identity. Losing the identity is
@@ -174,9 +186,10 @@ func (g *Guard) Check(ctx context.Context) error {
 	return err
 }
 
-// Gate is Check for a consume loop: a check that passed less than a second ago stands.
-func (g *Guard) Gate(ctx context.Context) error {
-	if ok := g.okAt.Load(); ok != 0 && time.Since(time.Unix(0, ok)) < gateTrust {
+// Ready is Check for a consume loop (natsx.ConsumeOptions.Ready): a check that passed
+// less than a second ago stands.
+func (g *Guard) Ready(ctx context.Context) error {
+	if ok := g.okAt.Load(); ok != 0 && time.Since(time.Unix(0, ok)) < readyTrust {
 		return nil
 	}
 	return g.Check(ctx)
@@ -184,9 +197,9 @@ func (g *Guard) Gate(ctx context.Context) error {
 
 // Watch checks every second until ctx ends, so a service notices a Redis that lost the
 // crawl's state — log, metric and readiness — even while no message arrives and its consume
-// loops sit waiting; it also keeps Gate's answer fresh.
+// loops sit waiting; it also keeps Ready's answer fresh.
 func (g *Guard) Watch(ctx context.Context) {
-	t := time.NewTicker(gateTrust)
+	t := time.NewTicker(readyTrust)
 	defer t.Stop()
 	for {
 		_ = g.Check(ctx)
@@ -198,7 +211,7 @@ func (g *Guard) Watch(ctx context.Context) {
 	}
 }
 
-// Invalidate makes the next Gate check Redis again; a handler calls it when a Redis call
+// Invalidate makes the next Ready check Redis again; a handler calls it when a Redis call
 // failed, so that an outage stops consumption at the next pull.
 func (g *Guard) Invalidate() { g.okAt.Store(0) }
 
@@ -222,7 +235,6 @@ func (g *Guard) check(ctx context.Context) error {
 		if g.lost {
 			g.log.Warn("crawl state is back in redis; consuming again", "crawl", g.id.ID, "key", g.key)
 			g.lost = false
-			g.gauge.Set(0)
 		}
 		return nil
 	}
@@ -231,7 +243,6 @@ func (g *Guard) check(ctx context.Context) error {
 	if !g.lost {
 		g.log.Error("REDIS LOST THE CRAWL STATE", "err", lost)
 		g.lost = true
-		g.gauge.Set(1)
 	}
 	return lost
 }

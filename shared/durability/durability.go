@@ -12,7 +12,10 @@ package durability
 
 import (
 	"fmt"
+	"strings"
 	"time"
+
+	"github.com/trawl/trawl/shared/envconfig"
 )
 
 // Env is the variable that sets the level.
@@ -35,6 +38,11 @@ const (
 
 // Default is the level when Env is unset.
 const Default = Always
+
+// Load reads the level's variable as written; Parse checks it.
+func Load(r *envconfig.Reader) Level {
+	return Level(r.String(strings.TrimPrefix(Env, envconfig.Prefix), string(Default)))
+}
 
 // Levels lists every level, strongest first.
 var Levels = []Level{Always, EverySecond}

@@ -53,7 +53,7 @@ func LoadConn(r *Reader) Conn {
 	return Conn{
 		NATSURL:     r.String("NATS_URL", "nats://127.0.0.1:4222"),
 		RedisURL:    r.String("REDIS_URL", "redis://127.0.0.1:6379/0"),
-		RedisPrefix: r.String("REDIS_PREFIX", "trawl"),
+		RedisPrefix: r.String("REDIS_PREFIX", redisx.DefaultPrefix),
 		Shards:      r.Int("SHARDS", 1),
 		NATSAuth: natsx.Auth{
 			Creds:    r.String("NATS_CREDS", ""),
@@ -141,9 +141,10 @@ type Common struct {
 	HTTPAddr    string        // TRAWL_HTTP_ADDR: /metrics, /healthz, /readyz
 	LogLevel    string        // TRAWL_LOG_LEVEL: debug, info, warn, error
 	LogFormat   string        // TRAWL_LOG_FORMAT: text or json
+	Pprof       bool          // TRAWL_PPROF: serve the Go profiler on HTTPAddr
 	LeaseTTL    time.Duration // TRAWL_LEASE_TTL: how long a fetch task holds its host
 	AckWait     time.Duration // TRAWL_ACK_WAIT: redelivery timeout of the fast stages
-	MaxDeliver  int           // TRAWL_MAX_DELIVER: deliveries after which a message still failing is logged at error level
+	ErrorAfter  int           // TRAWL_LOG_ERROR_AFTER: deliveries after which a message still failing is logged at error level
 	Replicas    int           // TRAWL_STREAM_REPLICAS: JetStream replicas per stream
 	MemoryStore bool          // TRAWL_STREAM_MEMORY: memory instead of file storage (benchmarks only)
 	// TaskBatch is the most fetch tasks in one crawl.fetch message (TRAWL_TASK_BATCH): the
@@ -187,9 +188,10 @@ func LoadCommon(r *Reader, defaultHTTP string) Common {
 		HTTPAddr:      r.String("HTTP_ADDR", defaultHTTP),
 		LogLevel:      r.String("LOG_LEVEL", "info"),
 		LogFormat:     r.String("LOG_FORMAT", "text"),
+		Pprof:         r.Bool("PPROF", false),
 		LeaseTTL:      LoadLeaseTTL(r),
 		AckWait:       r.Duration("ACK_WAIT", 30*time.Second),
-		MaxDeliver:    r.Int("MAX_DELIVER", 20),
+		ErrorAfter:    r.Int("LOG_ERROR_AFTER", 20),
 		Replicas:      r.Int("STREAM_REPLICAS", 1),
 		MemoryStore:   r.Bool("STREAM_MEMORY", false),
 		TaskBatch:     r.Int("TASK_BATCH", 8),
@@ -215,8 +217,8 @@ func (c Common) Validate() error {
 	if c.AckWait > c.LeaseTTL/2 {
 		errs = append(errs, fmt.Errorf("TRAWL_ACK_WAIT=%s: want at most half of TRAWL_LEASE_TTL (%s), so a redelivered outcome arrives before its lease expires", c.AckWait, c.LeaseTTL))
 	}
-	if c.MaxDeliver < 2 {
-		errs = append(errs, fmt.Errorf("TRAWL_MAX_DELIVER=%d: want at least 2", c.MaxDeliver))
+	if c.ErrorAfter < 2 {
+		errs = append(errs, fmt.Errorf("TRAWL_LOG_ERROR_AFTER=%d: want at least 2", c.ErrorAfter))
 	}
 	if c.TaskBatch < 1 || c.TaskBatch > MaxTaskBatch {
 		errs = append(errs, fmt.Errorf("TRAWL_TASK_BATCH=%d: want 1..%d", c.TaskBatch, MaxTaskBatch))

@@ -20,6 +20,61 @@ type Reader struct {
 	// Lookup replaces os.LookupEnv (tests).
 	Lookup func(string) (string, bool)
 	errs   []error
+	read   []Setting
+}
+
+// Setting is one variable a Reader was asked for: its full name, the kind of value and the
+// default the code gave, formatted as the kind is written (a duration as Go prints it, a
+// size in bytes, a list comma-separated).
+type Setting struct {
+	Name    string // TRAWL_…
+	Kind    Kind
+	Default string
+	// IfSet: the program reads the variable only when it is set and has no default of its
+	// own (IntIfSet): a tool that must not guess a service's value.
+	IfSet bool
+}
+
+// Kind is how a setting's value is read.
+type Kind string
+
+// The kinds of Reader's methods.
+const (
+	KindString   Kind = "string"
+	KindInt      Kind = "int"
+	KindFloat    Kind = "float"
+	KindBool     Kind = "bool"
+	KindDuration Kind = "duration"
+	KindBytes    Kind = "bytes"
+	KindList     Kind = "list"
+)
+
+// Read is every setting asked for so far, in order, each once: what a program reads, for
+// the test that holds the README's tables, .env and compose.yaml to the code
+// (shared/envconfig/envdoc).
+func (r *Reader) Read() []Setting { return r.read }
+
+func (r *Reader) note(name string, k Kind, def string) *Setting {
+	full := Prefix + name
+	for i := range r.read {
+		if r.read[i].Name == full {
+			return &r.read[i]
+		}
+	}
+	r.read = append(r.read, Setting{Name: full, Kind: k, Default: def})
+	return &r.read[len(r.read)-1]
+}
+
+// Overlay returns a Reader of env first and then the process environment: how a program
+// that starts services with extra variables (devstack's stack, trawl-dev) reads a setting
+// as those services will.
+func Overlay(env map[string]string) *Reader {
+	return &Reader{Lookup: func(k string) (string, bool) {
+		if v, ok := env[k]; ok {
+			return v, ok
+		}
+		return os.LookupEnv(k)
+	}}
 }
 
 // FromMap returns a Reader over a fixed set of variables (tests).
@@ -43,6 +98,7 @@ func (r *Reader) fail(name, v, want string, err error) {
 
 // String returns the variable or def.
 func (r *Reader) String(name, def string) string {
+	r.note(name, KindString, def)
 	if v, ok := r.get(name); ok {
 		return v
 	}
@@ -51,6 +107,7 @@ func (r *Reader) String(name, def string) string {
 
 // Int returns the variable as an integer, or def.
 func (r *Reader) Int(name string, def int) int {
+	r.note(name, KindInt, strconv.Itoa(def))
 	v, ok := r.get(name)
 	if !ok {
 		return def
@@ -63,8 +120,19 @@ func (r *Reader) Int(name string, def int) int {
 	return n
 }
 
+// IntIfSet returns the variable as an integer and true, or 0 and false when it is unset:
+// for a program that reads a service's setting and must not guess its default.
+func (r *Reader) IntIfSet(name string) (int, bool) {
+	r.note(name, KindInt, "").IfSet = true
+	if _, ok := r.get(name); !ok {
+		return 0, false
+	}
+	return r.Int(name, 0), true
+}
+
 // Float returns the variable as a number, or def.
 func (r *Reader) Float(name string, def float64) float64 {
+	r.note(name, KindFloat, strconv.FormatFloat(def, 'g', -1, 64))
 	v, ok := r.get(name)
 	if !ok {
 		return def
@@ -79,6 +147,7 @@ func (r *Reader) Float(name string, def float64) float64 {
 
 // Bool returns the variable as a boolean (1/0, true/false, yes/no), or def.
 func (r *Reader) Bool(name string, def bool) bool {
+	r.note(name, KindBool, strconv.FormatBool(def))
 	v, ok := r.get(name)
 	if !ok {
 		return def
@@ -96,6 +165,7 @@ func (r *Reader) Bool(name string, def bool) bool {
 // Duration returns the variable as a Go duration ("1.5s", "250ms"), or def. A bare number
 // is read as seconds, which is how robots.txt and most operators think of delays.
 func (r *Reader) Duration(name string, def time.Duration) time.Duration {
+	r.note(name, KindDuration, def.String())
 	v, ok := r.get(name)
 	if !ok {
 		return def
@@ -114,6 +184,7 @@ func (r *Reader) Duration(name string, def time.Duration) time.Duration {
 // Bytes returns a size: a plain number of bytes or one with a KiB/MiB/GiB (or KB/MB/GB,
 // read as powers of 1024 too) suffix.
 func (r *Reader) Bytes(name string, def int64) int64 {
+	r.note(name, KindBytes, strconv.FormatInt(def, 10))
 	v, ok := r.get(name)
 	if !ok {
 		return def
@@ -128,6 +199,7 @@ func (r *Reader) Bytes(name string, def int64) int64 {
 
 // List returns the variable split on commas and white space, or def.
 func (r *Reader) List(name string, def []string) []string {
+	r.note(name, KindList, strings.Join(def, ","))
 	v, ok := r.get(name)
 	if !ok {
 		return def

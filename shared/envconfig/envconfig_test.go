@@ -74,7 +74,7 @@ func TestCommonValidate(t *testing.T) {
 		{"zero shards", map[string]string{"TRAWL_SHARDS": "0"}, "TRAWL_SHARDS"},
 		{"short lease", map[string]string{"TRAWL_LEASE_TTL": "10ms"}, "TRAWL_LEASE_TTL"},
 		{"log format", map[string]string{"TRAWL_LOG_FORMAT": "xml"}, "TRAWL_LOG_FORMAT"},
-		{"max deliver", map[string]string{"TRAWL_MAX_DELIVER": "1"}, "TRAWL_MAX_DELIVER"},
+		{"max deliver", map[string]string{"TRAWL_LOG_ERROR_AFTER": "1"}, "TRAWL_LOG_ERROR_AFTER"},
 		{"ack wait beyond half the lease", map[string]string{"TRAWL_LEASE_TTL": "20s", "TRAWL_ACK_WAIT": "15s"}, "TRAWL_ACK_WAIT"},
 		{"pages cap below a few messages", map[string]string{"TRAWL_PAGES_MAX_BYTES": "8MiB"}, "TRAWL_PAGES_MAX_BYTES"},
 		{"docs cap below a few messages", map[string]string{"TRAWL_DOCS_MAX_BYTES": "1MiB"}, "TRAWL_DOCS_MAX_BYTES"},
@@ -120,12 +120,12 @@ func TestParseBytes(t *testing.T) {
 
 // The consumers never end a message on the server's side: JetStream drops a message at
 // its consumer's MaxDeliver without telling anyone, which would lose a temporarily failing
-// message's URLs. TRAWL_MAX_DELIVER only decides when the consume loop starts to shout.
+// message's URLs. TRAWL_LOG_ERROR_AFTER only decides when the consume loop starts to shout.
 func TestTimingsNeverDropOnTheServer(t *testing.T) {
 	for _, v := range []string{"2", "20", "1000"} {
 		t.Run(v, func(t *testing.T) {
-			if got := LoadCommon(FromMap(map[string]string{"TRAWL_MAX_DELIVER": v}), ":9100").Timings().MaxDeliver; got != -1 {
-				t.Fatalf("consumer MaxDeliver = %d with TRAWL_MAX_DELIVER=%s, want -1 (unlimited)", got, v)
+			if got := LoadCommon(FromMap(map[string]string{"TRAWL_LOG_ERROR_AFTER": v}), ":9100").Timings().MaxDeliver; got != -1 {
+				t.Fatalf("consumer MaxDeliver = %d with TRAWL_LOG_ERROR_AFTER=%s, want -1 (unlimited)", got, v)
 			}
 		})
 	}
@@ -202,5 +202,25 @@ func TestConnValidateHidesPasswords(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A program that starts services with extra variables reads a setting as they will: its
+// own map first, then the process environment.
+func TestOverlay(t *testing.T) {
+	t.Setenv("TRAWL_FSYNC", "1s")
+	t.Setenv("TRAWL_SHARDS", "4")
+	r := Overlay(map[string]string{"TRAWL_SHARDS": "2"})
+	if got := r.String("FSYNC", "always"); got != "1s" {
+		t.Errorf("FSYNC = %q, want the process environment's 1s", got)
+	}
+	if got := r.Int("SHARDS", 1); got != 2 {
+		t.Errorf("SHARDS = %d, want the map's 2", got)
+	}
+	if got := r.Int("MAX_DEPTH", 20); got != 20 {
+		t.Errorf("MAX_DEPTH = %d, want the default", got)
+	}
+	if got := len(r.Read()); got != 3 {
+		t.Errorf("Read() has %d settings, want 3", got)
 	}
 }

@@ -114,7 +114,10 @@ func CheckMaxDepth(n int) error {
 // LoadFrontQueuesIfSet reads TRAWL_FRONT_QUEUES for a reader of the frontier that must
 // not guess the scheduler's value: 0 when unset (trawlctl then probes every queue a
 // scheduler could have, MaxFrontQueues).
-func LoadFrontQueuesIfSet(r *envconfig.Reader) int { return r.Int(frontQueuesVar, 0) }
+func LoadFrontQueuesIfSet(r *envconfig.Reader) int {
+	n, _ := r.IntIfSet(frontQueuesVar)
+	return n
+}
 
 const frontQueuesVar = "FRONT_QUEUES"
 

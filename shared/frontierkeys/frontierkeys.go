@@ -139,7 +139,7 @@ const (
 // dispatch gate's figures (DispatchHeld … DispatchFetchLimit).
 func Dispatch(prefix string) string {
 	if prefix == "" {
-		prefix = "trawl"
+		prefix = redisx.DefaultPrefix
 	}
 	return prefix + ":dispatch"
 }

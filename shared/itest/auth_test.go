@@ -25,7 +25,7 @@ func TestNATSCredentials(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(srv.Shutdown)
+	t.Cleanup(srv.Close)
 	hostport := strings.TrimPrefix(srv.URL(), "nats://")
 	for _, tc := range []struct{ name, url string }{
 		{"none", srv.URL()},
@@ -124,7 +124,7 @@ func TestEmptyCredentialsInURL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(srv.Shutdown)
+	t.Cleanup(srv.Close)
 	rs := redisproc.StartT(t, redisproc.Options{Ephemeral: true})
 	ctx, cancel := context.WithTimeout(testwait.Context(t), 10*time.Second)
 	defer cancel()

@@ -166,12 +166,12 @@ func TestCrawlGuardCheck(t *testing.T) {
 // and a handler's Invalidate makes the next pull check again.
 func TestCrawlGuardGate(t *testing.T) {
 	g, rdb, ctx := openGuard(t)
-	if err := g.Gate(ctx); err != nil {
+	if err := g.Ready(ctx); err != nil {
 		t.Fatalf("healthy gate: %v", err)
 	}
 	before := setCalls(t, rdb)
 	for range 50 {
-		if err := g.Gate(ctx); err != nil {
+		if err := g.Ready(ctx); err != nil {
 			t.Fatalf("gate after a passed check: %v", err)
 		}
 	}
@@ -182,10 +182,10 @@ func TestCrawlGuardGate(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.Invalidate()
-	if err := g.Gate(ctx); !errors.Is(err, crawlid.ErrLost) {
+	if err := g.Ready(ctx); !errors.Is(err, crawlid.ErrLost) {
 		t.Fatalf("gate after Invalidate = %v, want ErrLost", err)
 	}
-	if err := g.Gate(ctx); !errors.Is(err, crawlid.ErrLost) {
+	if err := g.Ready(ctx); !errors.Is(err, crawlid.ErrLost) {
 		t.Fatalf("a failed check was remembered: second gate = %v, want ErrLost", err)
 	}
 }

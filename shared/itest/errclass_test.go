@@ -66,7 +66,7 @@ func TestErrorClassesNATS(t *testing.T) {
 	if err != nil {
 		t.Fatalf("natsembed: start embedded NATS server: %v", err)
 	}
-	t.Cleanup(srv.Shutdown)
+	t.Cleanup(srv.Close)
 	nc, err := nats.Connect(srv.URL())
 	if err != nil {
 		t.Fatal(err)

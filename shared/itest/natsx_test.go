@@ -37,7 +37,7 @@ func connectTo(t *testing.T, opts natsembed.Options) jetstream.JetStream {
 	if err != nil {
 		t.Fatalf("natsembed: start embedded NATS server: %v", err)
 	}
-	t.Cleanup(srv.Shutdown)
+	t.Cleanup(srv.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	nc, js, err := natsx.Connect(ctx, srv.URL(), "test", slog.Default())
@@ -156,7 +156,7 @@ func TestPublishBatchDropsDuplicateIDs(t *testing.T) {
 }
 
 // ConsumeBatches acks successes, terminates poison at once and retries temporary failures
-// forever: a message still failing past MaxDeliver stays in its stream, since terminating
+// forever: a message still failing past ErrorAfter stays in its stream, since terminating
 // it would lose its URLs.
 func TestConsumeBatchesSettles(t *testing.T) {
 	js := connect(t)
@@ -173,7 +173,7 @@ func TestConsumeBatchesSettles(t *testing.T) {
 	var terms []string
 	opts := natsx.ConsumeOptions{
 		Batch:      8,
-		MaxDeliver: 3,
+		ErrorAfter: 3,
 		Backoff:    func(uint64) time.Duration { return 20 * time.Millisecond },
 		OnTerm:     func(r string) { mu.Lock(); terms = append(terms, r); mu.Unlock() },
 	}
@@ -198,8 +198,8 @@ func TestConsumeBatchesSettles(t *testing.T) {
 			return errs
 		})
 	}()
-	const past = 5 // deliveries of "hopeless", beyond MaxDeliver=3
-	testwait.Eventually(t, 15*time.Second, "the temporary failure to be retried past MaxDeliver", func() bool {
+	const past = 5 // deliveries of "hopeless", beyond ErrorAfter=3
+	testwait.Eventually(t, 15*time.Second, "the temporary failure to be retried past ErrorAfter", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return calls["hopeless"] >= past
@@ -238,7 +238,7 @@ func TestConsumeEachRetriesTemporaryFailures(t *testing.T) {
 	go func() {
 		done <- natsx.ConsumeEach(ctx, cons, natsx.ConsumeOptions{
 			Batch:      2,
-			MaxDeliver: 2,
+			ErrorAfter: 2,
 			Backoff:    func(uint64) time.Duration { return 20 * time.Millisecond },
 			OnTerm:     func(string) { terms.Add(1) },
 		}, func(context.Context, jetstream.Msg) error {
@@ -246,7 +246,7 @@ func TestConsumeEachRetriesTemporaryFailures(t *testing.T) {
 			return errors.New("READONLY You can't write against a read only replica")
 		})
 	}()
-	testwait.Eventually(t, 15*time.Second, "the temporary failure to be retried past MaxDeliver", func() bool { return calls.Load() >= 4 })
+	testwait.Eventually(t, 15*time.Second, "the temporary failure to be retried past ErrorAfter", func() bool { return calls.Load() >= 4 })
 	cancel()
 	<-done
 	if n := streamMsgs(t, js, "CT"); n != 1 || terms.Load() != 0 {
@@ -283,7 +283,7 @@ func TestMsgIDUniqueAcrossStreamRecreation(t *testing.T) {
 		id := natsx.MsgID(got[0])
 		ids = append(ids, id)
 		// The stage's output, keyed as every stage keys its outputs.
-		if err := natsx.PublishBatch(ctx, js, []*nats.Msg{natsx.NewMsg("OUT.x", "front:"+id+":0", got[0].Data())}); err != nil {
+		if err := natsx.PublishBatch(ctx, js, []*nats.Msg{natsx.NewMsg("OUT.x", topology.FrontierID(id, 0), got[0].Data())}); err != nil {
 			t.Fatal(err)
 		}
 		if err := got[0].Ack(); err != nil {
@@ -320,7 +320,7 @@ func TestConsumeGateHoldsMessages(t *testing.T) {
 		t.Fatal(err)
 	}
 	var handled atomic.Int32
-	go natsx.ConsumeBatches(ctx, cons, natsx.ConsumeOptions{Gate: func(ctx context.Context) error { return redisx.Ping(ctx, rdb) }},
+	go natsx.ConsumeBatches(ctx, cons, natsx.ConsumeOptions{Ready: func(ctx context.Context) error { return redisx.Ping(ctx, rdb) }},
 		func(_ context.Context, msgs []jetstream.Msg) []error {
 			handled.Add(int32(len(msgs)))
 			return nil

@@ -162,7 +162,7 @@ func TestRunnerFlushesOnClose(t *testing.T) {
 	stop := runInBackground(t, r)
 	testwait.Eventually(t, 10*time.Second, "the runner to be ready", func() bool { return httpOK(r.Addr(), "/readyz") == nil })
 
-	ns.Shutdown()
+	ns.Close()
 	testwait.Eventually(t, 10*time.Second, "the runner to notice NATS is gone", func() bool { return !r.NC.IsConnected() })
 	if err := r.NC.Publish("flush.a", []byte("last words")); err != nil {
 		t.Fatal(err)

@@ -26,7 +26,7 @@ import (
 // error, a full stream, a NATS timeout) and never terminates a message: a message whose
 // URLs are already marked seen has no other way into the crawl. It is nak'ed with backoff,
 // the loop holds off pulling while its batches keep failing, and a message still failing
-// after MaxDeliver deliveries is reported at error level on every further failure.
+// after ErrorAfter deliveries is reported at error level on every further failure.
 var ErrPermanent = errors.New("permanent failure")
 
 // Permanent wraps err so that IsPermanent reports true.
@@ -51,17 +51,17 @@ type ConsumeOptions struct {
 	// different batches are then settled in any order, so only a stage that does not need
 	// its input's order may set it. Up to Batch × InFlight messages are in hand at once.
 	InFlight int
-	// MaxDeliver is the delivery count from which a message that keeps failing with a
+	// ErrorAfter is the delivery count from which a message that keeps failing with a
 	// temporary error is logged at error level (default 20). It is never terminated, so the
 	// consumer's own MaxDeliver must be unlimited (-1; envconfig.Common.Timings).
-	MaxDeliver int
+	ErrorAfter int
 	// Backoff gives the nak delay for a message delivered n times (default 250ms·2^(n-1),
 	// capped at 30s).
 	Backoff func(n uint64) time.Duration
-	// Gate, if set, is called before pulling more messages; while it fails the loop waits
+	// Ready, if set, is called before pulling more messages; while it fails the loop waits
 	// instead of taking messages it would only nak (e.g. Redis is down or refuses writes).
 	// Deliveries are then not spent on an outage.
-	Gate func(ctx context.Context) error
+	Ready func(ctx context.Context) error
 	// DrainTimeout bounds how long messages already pulled are still handled after ctx
 	// ends (default 10s); what is not handled by then is redelivered after AckWait.
 	DrainTimeout time.Duration
@@ -83,8 +83,8 @@ func (o *ConsumeOptions) defaults(batch int) {
 	if o.InFlight <= 0 {
 		o.InFlight = 1
 	}
-	if o.MaxDeliver <= 0 {
-		o.MaxDeliver = 20
+	if o.ErrorAfter <= 0 {
+		o.ErrorAfter = 20
 	}
 	if o.Backoff == nil {
 		o.Backoff = DefaultBackoff
@@ -161,7 +161,7 @@ func ConsumeBatches(ctx context.Context, cons jetstream.Consumer, o ConsumeOptio
 	for {
 		// After ctx ends the loop goes on draining what was already pulled.
 		hold.wait(ctx)
-		if err := waitGate(ctx, o); err != nil && ctx.Err() == nil {
+		if err := waitReady(ctx, o); err != nil && ctx.Err() == nil {
 			return err
 		}
 		first, err := it.Next()
@@ -194,7 +194,7 @@ func ConsumeBatches(ctx context.Context, cons jetstream.Consumer, o ConsumeOptio
 }
 
 // holdOff slows a loop whose work keeps failing with temporary errors (a dependency that
-// is up but refuses work, which the gate may not see): after each wholly failed round it
+// is up but refuses work, which Ready may not see): after each wholly failed round it
 // waits 250ms doubling to 5s before pulling again; one success resets it.
 type holdOff struct {
 	mu     sync.Mutex
@@ -261,7 +261,7 @@ func ConsumeEach(ctx context.Context, cons jetstream.Consumer, o ConsumeOptions,
 		if !hold.wait(ctx) {
 			break
 		}
-		if err := waitGate(ctx, o); err != nil {
+		if err := waitReady(ctx, o); err != nil {
 			break
 		}
 		// Wait for one idle slot, then take every idle one.
@@ -336,7 +336,7 @@ func settle(m jetstream.Msg, err error, o ConsumeOptions) bool {
 	if md, mderr := m.Metadata(); mderr == nil {
 		delivered = md.NumDelivered
 	}
-	if delivered >= uint64(o.MaxDeliver) {
+	if delivered >= uint64(o.ErrorAfter) {
 		o.Log.Error("message keeps failing; retrying (a temporary error never terminates a message)",
 			"subject", m.Subject(), "id", MsgID(m), "deliveries", delivered, "err", err)
 	} else {
@@ -346,12 +346,12 @@ func settle(m jetstream.Msg, err error, o ConsumeOptions) bool {
 	return true
 }
 
-func waitGate(ctx context.Context, o ConsumeOptions) error {
-	if o.Gate == nil {
+func waitReady(ctx context.Context, o ConsumeOptions) error {
+	if o.Ready == nil {
 		return nil
 	}
 	for i := 0; ; i++ {
-		err := o.Gate(ctx)
+		err := o.Ready(ctx)
 		if err == nil {
 			return nil
 		}

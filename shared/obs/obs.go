@@ -18,8 +18,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-
-	"github.com/trawl/trawl/shared/envconfig"
 )
 
 // NewLogger returns a slog logger writing text or JSON to stderr, tagged with the service.
@@ -55,15 +53,10 @@ type Server struct {
 }
 
 // NewServer listens on addr at once so that a port clash is a start-up error, not a log
-// line later. Serve it with Run. With TRAWL_PPROF=true it also serves the Go profiler
-// under /debug/pprof/, off by default: a profile costs CPU while it runs and shows the
-// process's internals to anyone who can reach the metrics address.
-func NewServer(addr string, reg *prometheus.Registry, checks map[string]Check) (*Server, error) {
-	var env envconfig.Reader
-	withPprof := env.Bool("PPROF", false)
-	if err := env.Err(); err != nil {
-		return nil, fmt.Errorf("obs: %w", err)
-	}
+// line later. Serve it with Run. With withPprof (TRAWL_PPROF=true, envconfig.Common) it also
+// serves the Go profiler under /debug/pprof/, off by default: a profile costs CPU while it
+// runs and shows the process's internals to anyone who can reach the metrics address.
+func NewServer(addr string, reg *prometheus.Registry, checks map[string]Check, withPprof bool) (*Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("obs: listen %s: %w", addr, err)

@@ -26,7 +26,7 @@ func TestServer(t *testing.T) {
 			}
 			return nil
 		},
-	})
+	}, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/trawl/trawl/shared/envconfig"
 )
 
 // The profiler is opt-in: reachable only with TRAWL_PPROF=true, and a malformed value
@@ -11,8 +13,8 @@ import (
 func TestServerPprof(t *testing.T) {
 	for _, tc := range []struct {
 		env     string
-		want    int    // status of /debug/pprof/heap; 0 = NewServer fails
-		wantErr string // part of NewServer's error
+		want    int    // status of /debug/pprof/heap; 0 = the setting is refused
+		wantErr string // part of the settings' error
 	}{
 		{env: "", want: http.StatusNotFound},
 		{env: "false", want: http.StatusNotFound},
@@ -20,14 +22,15 @@ func TestServerPprof(t *testing.T) {
 		{env: "maybe", wantErr: "TRAWL_PPROF"},
 	} {
 		t.Run("TRAWL_PPROF="+tc.env, func(t *testing.T) {
-			t.Setenv("TRAWL_PPROF", tc.env)
-			s, err := NewServer("127.0.0.1:0", NewRegistry(), nil)
-			if tc.wantErr != "" {
+			r := envconfig.FromMap(map[string]string{"TRAWL_PPROF": tc.env})
+			c := envconfig.LoadCommon(r, "127.0.0.1:0")
+			if err := r.Err(); tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("NewServer error = %v, want one naming %s", err, tc.wantErr)
+					t.Fatalf("settings error = %v, want one naming %s", err, tc.wantErr)
 				}
 				return
 			}
+			s, err := NewServer(c.HTTPAddr, NewRegistry(), nil, c.Pprof)
 			if err != nil {
 				t.Fatal(err)
 			}

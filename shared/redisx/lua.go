@@ -11,9 +11,38 @@ import (
 )
 
 // Lua names one embedded .lua file: a module (local functions a script calls) or a script.
+// A Lua made by Names carries its source instead.
 type Lua struct {
 	FS   fs.FS
 	Name string
+	src  string
+}
+
+// Names is Lua source declaring names Go owns — key suffixes, hash fields, statuses — as
+// Lua locals (`local F_LAYERS = 'layers'`), to be placed before the files that use them in
+// a Script. So a name is written once, in Go, and the scripts and the Go code that read
+// the same keys cannot drift apart. kv alternates local name and value; a local must be an
+// upper-case identifier and a value must not need quoting (both checked: a mistake here is
+// a build mistake, caught by any test that loads the package).
+func Names(kv ...string) Lua {
+	if len(kv)%2 != 0 {
+		panic("redisx: Names wants pairs")
+	}
+	var b strings.Builder
+	b.WriteString("-- names from Go (redisx.Names)\n")
+	for i := 0; i < len(kv); i += 2 {
+		name, v := kv[i], kv[i+1]
+		for _, c := range name {
+			if !(c >= 'A' && c <= 'Z' || c == '_' || c >= '0' && c <= '9') {
+				panic("redisx: Names: bad Lua name " + name)
+			}
+		}
+		if strings.ContainsAny(v, "'\\\n\r") {
+			panic("redisx: Names: value of " + name + " needs quoting")
+		}
+		fmt.Fprintf(&b, "local %s = '%s'\n", name, v)
+	}
+	return Lua{Name: "names", src: b.String()}
 }
 
 // Script joins .lua files into one script, in order: a file may call what the files
@@ -24,6 +53,10 @@ type Lua struct {
 func Script(files ...Lua) *redis.Script {
 	var b strings.Builder
 	for _, f := range files {
+		if f.src != "" {
+			b.WriteString(f.src)
+			continue
+		}
 		src, err := fs.ReadFile(f.FS, f.Name)
 		if err != nil {
 			panic("redisx: lua file " + f.Name + ": " + err.Error())

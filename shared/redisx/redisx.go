@@ -96,10 +96,13 @@ type Keyspace struct {
 }
 
 // NewKeyspace returns the keyspace for tag (e.g. "s0" for scheduler shard 0). base is the
+// DefaultPrefix is TRAWL_REDIS_PREFIX's default, the first part of every key Trawl writes.
+const DefaultPrefix = "trawl"
+
 // deployment prefix (default "trawl"), which lets two crawls share one Redis.
 func NewKeyspace(base, tag string) Keyspace {
 	if base == "" {
-		base = "trawl"
+		base = DefaultPrefix
 	}
 	return Keyspace{prefix: base + ":{" + tag + "}:"}
 }

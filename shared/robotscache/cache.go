@@ -16,6 +16,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/trawl/trawl/shared/redisx"
 	"github.com/trawl/trawl/shared/robots"
 )
 
@@ -51,7 +52,7 @@ type Store struct {
 // NewStore returns a Store over kv.
 func NewStore(kv KV, o StoreOptions) *Store {
 	if o.Prefix == "" {
-		o.Prefix = "trawl"
+		o.Prefix = redisx.DefaultPrefix
 	}
 	o.Agent = robots.AgentKey(o.Agent)
 	if o.TTL <= 0 {

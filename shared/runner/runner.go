@@ -55,7 +55,7 @@ type options struct {
 }
 
 // WithRedis connects to TRAWL_REDIS_URL and opens the crawl's identity (crawlid): Redis
-// becomes part of readiness, and Crawl.Gate is the consume gate for the service's loops.
+// becomes part of readiness, and Crawl.Ready is what the service's consume loops wait on for the service's loops.
 func WithRedis() Option {
 	return func(o *options) error { o.redis = true; return nil }
 }
@@ -88,7 +88,9 @@ type Runner struct {
 	Crawl    *crawlid.Guard        // nil without WithRedis
 	Bodies   jetstream.ObjectStore // nil without WithBodies
 	Registry *prometheus.Registry
-	HTTP     *obs.Server
+	// Metrics declares the service's series (trawl_<name>_…) in Registry: the one way.
+	Metrics *obs.Metrics
+	HTTP    *obs.Server
 
 	loops     []loop
 	closers   []func()
@@ -112,6 +114,7 @@ func Start(ctx context.Context, name string, c envconfig.Common, log *slog.Logge
 		}
 	}
 	r := &Runner{Name: name, Log: log, Topology: c.Topology(), Registry: obs.NewRegistry(), flush: o.flush}
+	r.Metrics = obs.NewMetrics(r.Registry, name)
 	defer func() {
 		if err != nil {
 			r.Close()
@@ -143,12 +146,10 @@ func Start(ctx context.Context, name string, c envconfig.Common, log *slog.Logge
 		if r.Crawl, err = crawlid.Open(ctx, r.JS, r.Redis, c, log); err != nil {
 			return nil, err
 		}
-		if err = r.Crawl.Register(r.Registry); err != nil {
-			return nil, err
-		}
+		r.Crawl.Register(r.Metrics)
 		checks["redis"] = r.Crawl.Check
 	}
-	if r.HTTP, err = obs.NewServer(c.HTTPAddr, r.Registry, checks); err != nil {
+	if r.HTTP, err = obs.NewServer(c.HTTPAddr, r.Registry, checks, c.Pprof); err != nil {
 		return nil, err
 	}
 	return r, nil

@@ -131,8 +131,9 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		Dir:      o.dir,
 		Env:      env,
 		Replicas: map[string]int{"fetcher": o.fetchers},
-		// An invalid TRAWL_FSYNC stops the start with what to set.
-		Durability: durability.Level(env[durability.Env]),
+		// TRAWL_FSYNC as the environment (or the demo's defaults) gives it; an invalid one
+		// stops the start with what to set.
+		Durability: durability.Load(envconfig.Overlay(env)),
 		Logs:       logs,
 		Log:        slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"github.com/trawl/trawl/devstack/stack"
@@ -16,11 +15,7 @@ import (
 // recrawling says the services run with TRAWL_RECRAWL=adaptive (given to trawl-dev's
 // environment or set for the stack).
 func recrawling(env map[string]string) bool {
-	v, ok := env["TRAWL_RECRAWL"]
-	if !ok {
-		v = os.Getenv("TRAWL_RECRAWL")
-	}
-	return v == envconfig.RecrawlAdaptive
+	return envconfig.Overlay(env).String("RECRAWL", envconfig.RecrawlOff) == envconfig.RecrawlAdaptive
 }
 
 // runContinuous reports progress until ctx ends (Ctrl-C, or -timeout): a recrawling crawl

@@ -59,7 +59,7 @@ func main() {
 		ln, err := net.Listen("tcp", *pprofAddr)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "trawl-nats: pprof:", err)
-			s.Shutdown()
+			s.Close()
 			os.Exit(1)
 		}
 		mux := http.NewServeMux()
@@ -70,5 +70,5 @@ func main() {
 	// The URL on stdout tells a parent that picked port 0 where to connect.
 	fmt.Println(s.URL())
 	<-ctx.Done()
-	s.Shutdown()
+	s.Close()
 }

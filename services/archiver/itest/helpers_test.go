@@ -115,7 +115,7 @@ func (s *stack) publish(p *crawlmsg.Page, lease string) uint64 {
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	m.Header.Set(nats.MsgIdHdr, "page:"+lease)
+	m.Header.Set(nats.MsgIdHdr, topology.PageID(lease))
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
 	ack, err := s.js.PublishMsg(ctx, m)
@@ -137,7 +137,7 @@ func (s *stack) publishV1(p *crawlmsg.Page, lease string) {
 	m := nats.NewMsg(topology.SubjectPages)
 	m.Header.Set(crawlmsg.MetaHeader, string(meta))
 	m.Header.Set(crawlmsg.RawHeader, base64.StdEncoding.EncodeToString(p.Raw))
-	m.Header.Set(nats.MsgIdHdr, "page:"+lease)
+	m.Header.Set(nats.MsgIdHdr, topology.PageID(lease))
 	m.Data = p.Body
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()

@@ -425,7 +425,7 @@ func TestServiceRedeliveryAfterCrash(t *testing.T) {
 	if !slices.Equal(got[0], []string{"http://a.test/lost"}) || !slices.Equal(got[1], []string{"http://b.test/lost"}) {
 		t.Errorf("frontier = %v, want each URL once", got)
 	}
-	if ids["front:"+id+":0"] != 1 || ids["front:"+id+":1"] != 1 {
+	if ids[topology.FrontierID(id, 0)] != 1 || ids[topology.FrontierID(id, 1)] != 1 {
 		t.Errorf("frontier message ids %v", ids)
 	}
 	// A second copy of the message (redelivered after the publish) adds nothing.

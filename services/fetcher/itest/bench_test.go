@@ -152,7 +152,7 @@ func runWave(b *testing.B, st *stack, hosts []synthweb.HostInfo, pages int, outs
 				b.Fatal(err)
 			}
 			want[tk.Lease] = true
-			msgs = append(msgs, natsx.NewMsg(topology.FetchSubject(0), "task:"+tk.Lease, data))
+			msgs = append(msgs, natsx.NewMsg(topology.FetchSubject(0), topology.TaskID(tk.Lease), data))
 		}
 	}
 	var published atomic.Int64

@@ -121,7 +121,7 @@ func TestBigPageCrawled(t *testing.T) {
 	}
 	// Gone means the object and its deletion marker: the bucket is empty again.
 	for {
-		_, err := obs.GetInfo(ctx, "page:"+tk.Lease)
+		_, err := obs.GetInfo(ctx, topology.PageID(tk.Lease))
 		if err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
 			t.Fatal(err)
 		}

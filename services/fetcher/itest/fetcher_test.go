@@ -119,10 +119,10 @@ func TestDisallowedAndRedirects(t *testing.T) {
 		t.Errorf("redirect page %+v", p.Meta)
 	}
 	deadline := time.Now().Add(waitFor)
-	for st.discovered["redir:"+redir.Lease].msgID == "" && time.Now().Before(deadline) {
+	for st.discovered[topology.RedirectID(redir.Lease)].msgID == "" && time.Now().Before(deadline) {
 		st.pollDiscovered()
 	}
-	d, ok := st.discovered["redir:"+redir.Lease]
+	d, ok := st.discovered[topology.RedirectID(redir.Lease)]
 	want := crawlmsg.Discovered{URL: target, Depth: 3, Via: crawlmsg.ViaRedirect, Hops: 2}
 	if !ok || d.v.Source != redir.URL || len(d.v.URLs) != 1 || d.v.URLs[0] != want {
 		t.Errorf("discovered %+v (found %v), want %+v from %s", d.v, ok, want, redir.URL)
@@ -411,10 +411,10 @@ func TestRedirectChainRecoverable(t *testing.T) {
 			break
 		}
 		deadline := time.Now().Add(waitFor)
-		for st.discovered["redir:"+tk.Lease].msgID == "" && time.Now().Before(deadline) {
+		for st.discovered[topology.RedirectID(tk.Lease)].msgID == "" && time.Now().Before(deadline) {
 			st.pollDiscovered()
 		}
-		d := st.discovered["redir:"+tk.Lease].v
+		d := st.discovered[topology.RedirectID(tk.Lease)].v
 		if len(d.URLs) != 1 {
 			t.Fatalf("no redirect target for %s", tk.URL)
 		}

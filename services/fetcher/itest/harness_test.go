@@ -70,7 +70,7 @@ func newStackWith(t testing.TB, nopts natsembed.Options) *stack {
 	if err != nil {
 		t.Fatalf("natsembed: start embedded NATS server: %v", err)
 	}
-	t.Cleanup(ns.Shutdown)
+	t.Cleanup(ns.Close)
 	st := &stack{
 		t:          t,
 		nats:       ns,
@@ -87,7 +87,7 @@ func newStackWith(t testing.TB, nopts natsembed.Options) *stack {
 		"TRAWL_ALLOW_CIDRS":       "127.0.0.0/8",
 		"TRAWL_FETCH_TIMEOUT":     "5s",
 		"TRAWL_LEASE_TTL":         "1m",
-		"TRAWL_MAX_DELIVER":       "5",
+		"TRAWL_LOG_ERROR_AFTER":   "5",
 		"TRAWL_FETCH_CONCURRENCY": "8",
 		"TRAWL_LOG_LEVEL":         "debug",
 	}
@@ -331,7 +331,7 @@ func (st *stack) page(lease string) *crawlmsg.Page {
 	deadline := time.Now().Add(waitFor)
 	for {
 		if r, ok := st.pages[lease]; ok {
-			if r.msgID != "page:"+lease {
+			if r.msgID != topology.PageID(lease) {
 				st.t.Errorf("page Nats-Msg-Id %q, want page:%s", r.msgID, lease)
 			}
 			return r.v

@@ -60,7 +60,7 @@ func TestOutcomesBatched(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		msgs = append(msgs, natsx.NewMsg(topology.FetchSubject(0), "task:"+tk.Lease, data))
+		msgs = append(msgs, natsx.NewMsg(topology.FetchSubject(0), topology.TaskID(tk.Lease), data))
 		leases = append(leases, tk.Lease)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)

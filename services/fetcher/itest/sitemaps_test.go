@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/topology"
 )
 
 // waitDiscovered waits for the crawl.discovered message of id.
@@ -55,7 +56,7 @@ func TestSitemapsFromRobots(t *testing.T) {
 	}
 	// Published before the outcome, so by now it would be stored.
 	st.pollDiscovered()
-	if d, ok := st.discovered["sitemaps:"+quiet.Lease]; ok {
+	if d, ok := st.discovered[topology.SitemapsID(quiet.Lease)]; ok {
 		t.Errorf("TRAWL_SITEMAPS=auto in a one-shot crawl published %+v", d.v)
 	}
 	off.stop(t)
@@ -79,7 +80,7 @@ func TestSitemapsFromRobots(t *testing.T) {
 			if o := st.outcome(tk.Lease); o.Kind != crawlmsg.OutcomeRobots {
 				t.Fatalf("outcome %+v, want robots", o)
 			}
-			d, ok := st.waitDiscovered(t, "sitemaps:"+tk.Lease)
+			d, ok := st.waitDiscovered(t, topology.SitemapsID(tk.Lease))
 			if !ok || d.Source != tc.s.URL+"/robots.txt" || !reflect.DeepEqual(d.URLs, tc.want) {
 				t.Fatalf("discovered %+v (found %v), want %+v", d, ok, tc.want)
 			}

@@ -23,7 +23,7 @@ func (s *stack) publishByRef(url, body string, store bool) {
 	s.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
-	name := "page:" + url
+	name := topology.PageID(url)
 	if store {
 		obs, err := s.js.ObjectStore(ctx, topology.BodiesBucket)
 		if err != nil {

@@ -52,7 +52,7 @@ func TestPagesKeptUntilParsed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		m.Header.Set(nats.MsgIdHdr, "page:"+url)
+		m.Header.Set(nats.MsgIdHdr, topology.PageID(url))
 		_, err = js.PublishMsg(ctx, m)
 		var apiErr *jetstream.APIError
 		switch {

@@ -127,7 +127,7 @@ func TestDispatchHoldsWhileBodiesStoreFills(t *testing.T) {
 	var refused sync.Map
 	// Nobody parses or sweeps: every body stays.
 	s.runTimedFetcher(ctx, 2, 20*time.Millisecond, func(tk crawlmsg.FetchTask) crawlmsg.Outcome {
-		if _, err := bodies.PutBytes(ctx, "page:"+tk.Lease, body); err != nil && ctx.Err() == nil {
+		if _, err := bodies.PutBytes(ctx, topology.PageID(tk.Lease), body); err != nil && ctx.Err() == nil {
 			refused.Store(tk.URL, err)
 		}
 		return fetched200(tk)

@@ -65,15 +65,12 @@ func (m Meta) Positions(dst []Pos, l Layer, url string) []Pos {
 func Tag(url string, parts int) string { return bloomhash.Tag(bloomhash.Part(url, parts), parts) }
 
 // MetaKey names a part's meta hash under the deployment prefix (tag from Tag).
-func MetaKey(prefix, tag string) string { return prefix + ":{" + tag + "}:bloom:meta" }
+func MetaKey(prefix, tag string) string { return bloomhash.MetaKey(prefix, tag) }
 
 // BitmapKey is the name of bitmap j of layer i of a part.
 func BitmapKey(prefix, tag string, i int, j uint32) string {
-	return prefix + ":{" + tag + "}:bloom:" + strconv.Itoa(i) + ":" + strconv.FormatUint(uint64(j), 10)
+	return bloomhash.BitmapKey(prefix, tag, i, uint64(j))
 }
-
-// MaxLayers bounds the layers read, as dedup bounds those it adds.
-const MaxLayers = 32
 
 // ParseMeta checks the fields of a meta hash.
 func ParseMeta(h map[string]string) (Meta, error) {
@@ -96,12 +93,12 @@ func ParseMeta(h map[string]string) (Meta, error) {
 		}
 		return v
 	}
-	m.Capacity, m.KeyBits, m.Growth = u("n"), u("key_bits"), int(u("growth"))
-	m.FPRate, m.Tighten, m.Hash = f("p"), f("tighten"), h["hash"]
-	layers := int(u("layers"))
+	m.Capacity, m.KeyBits, m.Growth = u(bloomhash.FieldCapacity), u(bloomhash.FieldKeyBits), int(u(bloomhash.FieldGrowth))
+	m.FPRate, m.Tighten, m.Hash = f(bloomhash.FieldFPRate), f(bloomhash.FieldTighten), h[bloomhash.FieldHash]
+	layers := int(u(bloomhash.FieldLayers))
 	m.Parts = 1
-	if _, ok := h["parts"]; ok {
-		m.Parts = int(u("parts"))
+	if _, ok := h[bloomhash.FieldParts]; ok {
+		m.Parts = int(u(bloomhash.FieldParts))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return m, fmt.Errorf("%w: %w", ErrMeta, err)
@@ -109,19 +106,20 @@ func ParseMeta(h map[string]string) (Meta, error) {
 	if m.Hash != HashVersion {
 		return m, fmt.Errorf("%w %q (this trawlctl computes %q)", ErrScheme, m.Hash, HashVersion)
 	}
-	if layers < 1 || layers > MaxLayers || m.KeyBits == 0 {
+	if layers < 1 || layers > bloomhash.MaxLayers || m.KeyBits == 0 {
 		return m, fmt.Errorf("%w: layers=%d key_bits=%d", ErrMeta, layers, m.KeyBits)
 	}
 	for i := range layers {
-		name := "layer:" + strconv.Itoa(i)
+		name := bloomhash.LayerField(i)
 		var l Layer
-		if _, err := fmt.Sscanf(h[name], "%d %d %d %d", &l.Capacity, &l.M, &l.K, &l.Keys); err != nil {
+		var err error
+		if l.Capacity, l.M, l.K, l.Keys, err = bloomhash.ParseLayerValue(h[name]); err != nil {
 			return m, fmt.Errorf("%w: %s=%q", ErrMeta, name, h[name])
 		}
 		if l.M == 0 || l.K < 1 || l.K > 64 || uint64(l.Keys) != (l.M+m.KeyBits-1)/m.KeyBits {
 			return m, fmt.Errorf("%w: %s: m=%d k=%d keys=%d key_bits=%d do not fit together", ErrMeta, name, l.M, l.K, l.Keys, m.KeyBits)
 		}
-		l.Count, _ = strconv.ParseUint(h["count:"+strconv.Itoa(i)], 10, 64)
+		l.Count, _ = strconv.ParseUint(h[bloomhash.CountField(i)], 10, 64)
 		m.Layers = append(m.Layers, l)
 	}
 	return m, nil

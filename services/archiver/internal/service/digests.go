@@ -43,7 +43,7 @@ type last struct {
 
 func newDigests(rdb redis.UniversalClient, prefix string) *digests {
 	if prefix == "" {
-		prefix = "trawl"
+		prefix = redisx.DefaultPrefix
 	}
 	return &digests{rdb: rdb, prefix: prefix + ":archive:digests:", old: redisx.NewKeyspace(prefix, "archive").Key("digests", "")}
 }

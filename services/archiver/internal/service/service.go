@@ -74,7 +74,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Service, 
 		}
 	}()
 	s.nc, s.js, s.bodies, s.crawl = s.run.NC, s.run.JS, s.run.Bodies, s.run.Crawl
-	s.m = newMetrics(s.run.Registry)
+	s.m = newMetrics(s.run.Metrics)
 	if len(rec.Files) > 0 {
 		s.m.recovered.Add(float64(len(rec.Files)))
 		log.Warn("sealed files left open by a stopped archiver", "files", rec.Files, "cut_octets", rec.Cut, "records", len(rec.Records))
@@ -137,13 +137,13 @@ func (s *Service) consume(ctx context.Context) error {
 		"dir", s.cfg.Dir, "id", s.cfg.ID, "max_size", s.cfg.MaxSize, "revisits", s.cfg.Revisits, "http", s.Addr())
 	opts := natsx.ConsumeOptions{
 		Batch:      s.cfg.Batch,
-		MaxDeliver: s.cfg.Common.MaxDeliver,
+		ErrorAfter: s.cfg.Common.ErrorAfter,
 		OnTerm:     func(reason string) { s.m.terminated.WithLabelValues(reason).Inc() },
 		Log:        s.log,
 	}
 	if s.crawl != nil {
 		// While Redis is away every batch would fail its digest lookup: wait instead.
-		opts.Gate = s.crawl.Gate
+		opts.Ready = s.crawl.Ready
 	}
 	// One batch at a time (InFlight 1): the file is one sequence, and a batch is acked
 	// only after its records are synced.

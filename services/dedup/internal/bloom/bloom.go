@@ -65,7 +65,7 @@ const (
 	MaxKeyBits = 1 << 32 // Redis's string limit is 512 MiB = 2^32 bits
 	MaxKeys    = 1024
 	MaxK       = 64
-	MaxLayers  = 32
+	MaxLayers  = bloomhash.MaxLayers
 	// MinCapacity keeps the sizing formula away from degenerate tiny filters.
 	MinCapacity = 1000
 	// MaxGrowth bounds the growth factor: each layer is at most this many times the last.
@@ -187,7 +187,7 @@ func (p Params) layer(ks *redisx.Keyspace, i int) Layer {
 	if ks != nil {
 		l.keys = make([]string, l.Keys)
 		for j := range l.keys {
-			l.keys[j] = ks.Key("bloom", strconv.Itoa(i), strconv.Itoa(j))
+			l.keys[j] = ks.Key("bloom", strconv.Itoa(i), strconv.Itoa(j)) // bloomhash.BitmapKey's layout
 		}
 	}
 	return l
@@ -199,13 +199,13 @@ func (l Layer) KeyNames() []string { return l.keys }
 // Bytes is the memory the layer's bitmaps take in Redis.
 func (l Layer) Bytes() uint64 { return (l.M + 7) / 8 }
 
-// field is how the layer is stored in the meta hash: "layer:<i>" = "<n> <m> <k> <keys>".
+// field is how the layer is stored in the meta hash (bloomhash.LayerField, LayerValue).
 func (l Layer) field() (name, value string) {
-	return "layer:" + strconv.Itoa(l.Index), fmt.Sprintf("%d %d %d %d", l.N, l.M, l.K, l.Keys)
+	return bloomhash.LayerField(l.Index), bloomhash.LayerValue(l.N, l.M, l.K, l.Keys)
 }
 
 // countField is the meta field counting the URLs added to the layer.
-func (l Layer) countField() string { return "count:" + strconv.Itoa(l.Index) }
+func (l Layer) countField() string { return bloomhash.CountField(l.Index) }
 
 // Filter is a sized scalable Bloom filter bound to its Redis keys. It holds no
 // connection: the methods that talk to Redis take the client, so one Filter serves any
@@ -248,7 +248,7 @@ func NewParts(prefix string, p Params) (Parts, error) {
 	out := make(Parts, p.Parts)
 	for i := range out {
 		ks := redisx.NewKeyspace(prefix, bloomhash.Tag(i, p.Parts))
-		f := &Filter{Params: pp, prefix: prefix, ks: ks, meta: ks.Key("bloom", "meta"), index: i}
+		f := &Filter{Params: pp, prefix: prefix, ks: ks, meta: bloomhash.MetaKey(prefix, bloomhash.Tag(i, p.Parts)), index: i}
 		f.Layer = pp.layer(&f.ks, 0)
 		f.layers = []Layer{f.Layer}
 		out[i] = f
@@ -359,17 +359,17 @@ func (lo *Layout) AppendRecord(dst []byte, index uint32, url string) []byte {
 // which bits a URL maps to, or how layers are sized, is here.
 func (f *Filter) metaFields() []any {
 	fields := []any{
-		"n", strconv.FormatUint(f.Capacity, 10),
-		"p", strconv.FormatFloat(f.FPRate, 'g', -1, 64),
-		"growth", strconv.Itoa(f.Growth),
-		"tighten", strconv.FormatFloat(f.Tighten, 'g', -1, 64),
-		"key_bits", strconv.FormatUint(f.KeyBits, 10),
-		"hash", HashVersion,
+		bloomhash.FieldCapacity, strconv.FormatUint(f.Capacity, 10),
+		bloomhash.FieldFPRate, strconv.FormatFloat(f.FPRate, 'g', -1, 64),
+		bloomhash.FieldGrowth, strconv.Itoa(f.Growth),
+		bloomhash.FieldTighten, strconv.FormatFloat(f.Tighten, 'g', -1, 64),
+		bloomhash.FieldKeyBits, strconv.FormatUint(f.KeyBits, 10),
+		bloomhash.FieldHash, HashVersion,
 	}
 	if f.Parts > 1 {
 		// A filter of one part stores no field for it, as before parts existed. n above
 		// is the part's capacity.
-		fields = append(fields, "parts", strconv.Itoa(f.Parts), "part", strconv.Itoa(f.index))
+		fields = append(fields, bloomhash.FieldParts, strconv.Itoa(f.Parts), bloomhash.FieldPart, strconv.Itoa(f.index))
 	}
 	return fields
 }
@@ -377,9 +377,9 @@ func (f *Filter) metaFields() []any {
 // parseLayers reads the layers from the meta hash and checks each against the sizing the
 // parameters give, so that bits are never read with another layer's m or k.
 func (f *Filter) parseLayers(h map[string]string) ([]Layer, error) {
-	n, err := strconv.Atoi(h["layers"])
+	n, err := strconv.Atoi(h[bloomhash.FieldLayers])
 	if err != nil || n < 1 || n > MaxLayers {
-		return nil, fmt.Errorf("%w: %s has layers=%q", ErrMismatch, f.meta, h["layers"])
+		return nil, fmt.Errorf("%w: %s has layers=%q", ErrMismatch, f.meta, h[bloomhash.FieldLayers])
 	}
 	out := make([]Layer, n)
 	for i := range out {

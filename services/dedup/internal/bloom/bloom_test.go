@@ -4,10 +4,11 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
-	"github.com/trawl/trawl/shared/bloomhash"
 	"slices"
 	"strconv"
 	"testing"
+
+	"github.com/trawl/trawl/shared/bloomhash"
 )
 
 func TestSize(t *testing.T) {

@@ -9,7 +9,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/trawl/trawl/shared/bloomhash"
-	"github.com/trawl/trawl/shared/redisx"
 )
 
 // Parts is the seen filter split into sub-filters (TRAWL_BLOOM_PARTS), each a scalable
@@ -27,9 +26,9 @@ func (ps Parts) Of(url string) int { return bloomhash.Part(url, len(ps)) }
 // would silently begin an empty filter and crawl every known URL again.
 func (ps Parts) Init(ctx context.Context, c redis.Cmdable) error {
 	f := ps[0]
-	other := redisx.NewKeyspace(f.prefix, bloomhash.Tag(0, 2)).Key("bloom", "meta")
+	other := bloomhash.MetaKey(f.prefix, bloomhash.Tag(0, 2))
 	if len(ps) > 1 {
-		other = redisx.NewKeyspace(f.prefix, bloomhash.Tag(0, 1)).Key("bloom", "meta")
+		other = bloomhash.MetaKey(f.prefix, bloomhash.Tag(0, 1))
 	}
 	n, err := c.Exists(ctx, other).Result()
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/trawl/trawl/shared/bloomhash"
 	"github.com/trawl/trawl/shared/redisx"
 )
 
@@ -25,10 +26,10 @@ var presize = redisx.Lua{FS: luaFS, Name: "lua/presize.lua"}
 
 // The filter's scripts; each file's header gives its KEYS, ARGV and reply.
 var (
-	tasScript      = redisx.Script(Module, redisx.Lua{FS: luaFS, Name: "lua/tas.lua"})
-	containsScript = redisx.Script(Module, redisx.Lua{FS: luaFS, Name: "lua/contains.lua"})
-	initScript     = redisx.Script(presize, redisx.Lua{FS: luaFS, Name: "lua/init.lua"})
-	growScript     = redisx.Script(presize, redisx.Lua{FS: luaFS, Name: "lua/grow.lua"})
+	tasScript      = redisx.Script(bloomhash.LuaNames, Module, redisx.Lua{FS: luaFS, Name: "lua/tas.lua"})
+	containsScript = redisx.Script(bloomhash.LuaNames, Module, redisx.Lua{FS: luaFS, Name: "lua/contains.lua"})
+	initScript     = redisx.Script(bloomhash.LuaNames, presize, redisx.Lua{FS: luaFS, Name: "lua/init.lua"})
+	growScript     = redisx.Script(bloomhash.LuaNames, presize, redisx.Lua{FS: luaFS, Name: "lua/grow.lua"})
 )
 
 // stale is the status a script (lua/tas.lua, lua/contains.lua, the seen package's) returns

@@ -30,6 +30,7 @@ import (
 
 	"github.com/trawl/trawl/services/dedup/internal/bloom"
 	"github.com/trawl/trawl/services/dedup/internal/cache"
+	"github.com/trawl/trawl/shared/bloomhash"
 	"github.com/trawl/trawl/shared/redisx"
 )
 
@@ -110,7 +111,7 @@ var luaFS embed.FS
 
 // script is the memoised test-and-set of a batch: the bloom module, then lua/seen.lua
 // (whose header gives its KEYS, ARGV and reply).
-var script = redisx.Script(bloom.Module, redisx.Lua{FS: luaFS, Name: "lua/seen.lua"})
+var script = redisx.Script(bloomhash.LuaNames, bloom.Module, redisx.Lua{FS: luaFS, Name: "lua/seen.lua"})
 
 // maxStuck bounds the calls in a row that handle nothing because the layers changed.
 const maxStuck = 64

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -154,7 +153,7 @@ func route(msgID string, sources []string, cands []candidate, newIdx []int) (msg
 		}
 		// Derived from the input's stream sequence: a republish after a redelivery is
 		// dropped by the frontier stream's duplicate window.
-		out = append(out, natsx.NewMsg(topology.FrontierSubject(s), "front:"+msgID+":"+strconv.Itoa(s), data))
+		out = append(out, natsx.NewMsg(topology.FrontierSubject(s), topology.FrontierID(msgID, s), data))
 	}
 	return out, routed, nil
 }

@@ -65,7 +65,7 @@ func start(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *runner.
 			"set TRAWL_BLOOM_PARTS to a few times the masters for a new crawl", "meta", first.MetaKey())
 	}
 
-	m := newMetrics(r.Registry)
+	m := newMetrics(r.Metrics)
 	m.setLayers(filter)
 	if len(cfg.Seeds) > 0 {
 		// Seeds given to the deployment (compose's TRAWL_SEEDS) enter like any discovered
@@ -106,8 +106,8 @@ func start(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *runner.
 	}
 	opts := natsx.ConsumeOptions{
 		Batch:      cfg.Batch,
-		MaxDeliver: cfg.MaxDeliver,
-		Gate:       r.Crawl.Gate,
+		ErrorAfter: cfg.ErrorAfter,
+		Ready:      r.Crawl.Ready,
 		OnTerm:     func(reason string) { m.terminated.WithLabelValues(reason).Inc() },
 		Log:        log,
 	}

@@ -42,7 +42,7 @@ var ErrInvalidURL = errors.New("fetch: invalid URL")
 // Config bounds the client. Dial is required: it is where the address policy lives.
 type Config struct {
 	UserAgent       string
-	Timeout         time.Duration // whole request, body included (and a whole redirect chain in GetFollow)
+	Timeout         time.Duration // whole request, body included
 	TLSTimeout      time.Duration // TLS handshake
 	HeaderTimeout   time.Duration // from request written to response headers read
 	MaxBody         int64         // body octets kept, after decoding; more sets Truncated
@@ -105,7 +105,7 @@ func (c *Client) CloseIdle() { c.hc.CloseIdleConnections() }
 
 // Response is what was received. Body holds at most the cap, decoded.
 type Response struct {
-	URL       string // the URL requested (for GetFollow, the last hop)
+	URL       string // the URL requested
 	Status    int
 	Header    http.Header
 	Body      []byte
@@ -116,7 +116,6 @@ type Response struct {
 	Location  string // 3xx: Location resolved against URL and normalised; "" if absent or unusable
 	StartedAt time.Time
 	Duration  time.Duration // from the request's start to the last body byte read
-	Redirects []string      // GetFollow: the hops before URL, oldest first
 	Proto     string        // "HTTP/1.1", "HTTP/2.0"
 
 	// What an archive needs beside the decoded body (capture.go).
@@ -201,8 +200,9 @@ func (c *Client) withTimeout(ctx context.Context) (context.Context, context.Canc
 	return context.WithDeadline(ctx, d)
 }
 
-// RedirectError is a failure on a hop after the first of GetFollow: the origin itself
-// answered, so the caller may judge it differently from a failure to reach the origin.
+// RedirectError is a failure on a hop after the first of a robots.txt redirect chain,
+// which the caller follows hop by hop with GetRobots: the origin itself answered, so the
+// caller may judge it differently from a failure to reach the origin.
 type RedirectError struct {
 	Hop int // 1 = the first redirect target
 	URL string
@@ -215,35 +215,17 @@ func (e *RedirectError) Error() string {
 
 func (e *RedirectError) Unwrap() error { return e.Err }
 
-// GetFollow fetches rawURL following up to maxHops redirects, across hosts too, each hop
-// dialled through the address policy. The whole chain shares one Timeout. A 3xx is
-// returned as the final response when the hops run out or its Location is unusable.
-func (c *Client) GetFollow(ctx context.Context, rawURL string, maxHops int, maxBody int64) (*Response, error) {
+// GetRobots fetches one robots.txt URL, asking for text, with the body capped at maxBody.
+// A redirect is returned as it is: the caller follows a chain hop by hop, each hop under
+// its own host's politeness, so one call is one request.
+func (c *Client) GetRobots(ctx context.Context, rawURL string, maxBody int64) (*Response, error) {
 	u, err := parseURL(rawURL)
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
-	var hops []string
-	for hop := 0; ; hop++ {
-		resp, err := c.do(ctx, rawURL, u, AcceptRobots, maxBody, Validators{})
-		if err != nil {
-			if hop > 0 {
-				return nil, &RedirectError{Hop: hop, URL: rawURL, Err: err}
-			}
-			return nil, err
-		}
-		resp.Redirects = hops
-		if !isRedirect(resp.Status) || resp.Location == "" || hop >= maxHops {
-			return resp, nil
-		}
-		hops = append(hops, resp.URL)
-		rawURL = resp.Location
-		if u, err = url.Parse(rawURL); err != nil {
-			return resp, nil
-		}
-	}
+	return c.do(ctx, rawURL, u, AcceptRobots, maxBody, Validators{})
 }
 
 func isRedirect(status int) bool {

@@ -317,59 +317,50 @@ func TestRedirectNotFollowed(t *testing.T) {
 	}
 }
 
-func TestGetFollow(t *testing.T) {
-	final := newSite(t, func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, "user-agent: *\ndisallow: /x\n")
-	})
-	var hopsServed atomic.Int32
-	var chain *site
-	chain = newSite(t, func(w http.ResponseWriter, r *http.Request) {
+// TestGetRobots: one call is one request: a redirect comes back as it is, for the
+// fetcher to follow hop by hop under each host's politeness, and the address policy holds.
+func TestGetRobots(t *testing.T) {
+	var served atomic.Int32
+	site := newSite(t, func(w http.ResponseWriter, r *http.Request) {
+		served.Add(1)
 		switch r.URL.Path {
 		case "/robots.txt":
 			http.Redirect(w, r, "/step1", http.StatusMovedPermanently)
 		case "/step1":
-			http.Redirect(w, r, final.URL+"/robots.txt", http.StatusFound) // across hosts
-		case "/loop":
-			hopsServed.Add(1)
-			http.Redirect(w, r, "/loop", http.StatusFound)
-		case "/internal":
-			http.Redirect(w, r, "http://internal.test:"+chain.URL[strings.LastIndex(chain.URL, ":")+1:]+"/", http.StatusFound)
+			io.WriteString(w, "user-agent: *\ndisallow: /x\n")
 		}
 	})
 	c := New(testConfig("127.0.0.0/8"))
 	ctx := context.Background()
 
-	t.Run("chain across hosts", func(t *testing.T) {
-		resp, err := c.GetFollow(ctx, chain.URL+"/robots.txt", 5, 1<<20)
+	t.Run("a redirect is not followed", func(t *testing.T) {
+		served.Store(0)
+		resp, err := c.GetRobots(ctx, site.URL+"/robots.txt", 1<<20)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if resp.Status != 200 || !strings.Contains(string(resp.Body), "disallow: /x") || resp.URL != final.URL+"/robots.txt" {
-			t.Errorf("status %d url %s body %q", resp.Status, resp.URL, resp.Body)
-		}
-		if want := []string{chain.URL + "/robots.txt", chain.URL + "/step1"}; strings.Join(resp.Redirects, " ") != strings.Join(want, " ") {
-			t.Errorf("redirects %v, want %v", resp.Redirects, want)
+		if resp.Status != 301 || resp.Location != site.URL+"/step1" || served.Load() != 1 {
+			t.Errorf("status %d location %q after %d requests; want 301 to /step1 after 1", resp.Status, resp.Location, served.Load())
 		}
 	})
-	t.Run("at most five hops", func(t *testing.T) {
-		resp, err := c.GetFollow(ctx, chain.URL+"/loop", 5, 1<<20)
+	t.Run("the body", func(t *testing.T) {
+		resp, err := c.GetRobots(ctx, site.URL+"/step1", 1<<20)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if resp.Status != 302 || len(resp.Redirects) != 5 || hopsServed.Load() != 6 {
-			t.Errorf("status %d after %d redirects, %d requests; want 302 after 5, 6 requests", resp.Status, len(resp.Redirects), hopsServed.Load())
+		if resp.Status != 200 || !strings.Contains(string(resp.Body), "disallow: /x") {
+			t.Errorf("status %d body %q", resp.Status, resp.Body)
 		}
 	})
-	t.Run("every hop goes through the address policy", func(t *testing.T) {
+	t.Run("the address policy", func(t *testing.T) {
 		// Only 127.0.0.1 is allowed; internal.test resolves to 127.0.0.2.
 		cfg := testConfig()
 		allow, _ := safedial.ParseCIDRs([]string{"127.0.0.1"})
 		d := &safedial.Dialer{Policy: safedial.NewPolicy(allow...), Resolver: staticResolver{"internal.test": "127.0.0.2"}, Timeout: time.Second}
 		cfg.Dial = d.DialContext
-		_, err := New(cfg).GetFollow(ctx, chain.URL+"/internal", 5, 1<<20)
-		var re *RedirectError
-		if !errors.As(err, &re) || re.Hop != 1 || !IsBlocked(err) {
-			t.Errorf("err = %v, want a blocked RedirectError at hop 1", err)
+		_, err := New(cfg).GetRobots(ctx, "http://internal.test:"+site.URL[strings.LastIndex(site.URL, ":")+1:]+"/robots.txt", 1<<20)
+		if !IsBlocked(err) {
+			t.Errorf("err = %v, want blocked", err)
 		}
 	})
 }
@@ -383,8 +374,8 @@ func TestSafeByDefault(t *testing.T) {
 		if !IsBlocked(err) || !IsPermanent(err) {
 			t.Errorf("Get(%s) err = %v, want blocked and permanent", u, err)
 		}
-		if _, err := c.GetFollow(context.Background(), u+"/robots.txt", 5, 1<<20); !IsBlocked(err) {
-			t.Errorf("GetFollow(%s) err = %v, want blocked", u, err)
+		if _, err := c.GetRobots(context.Background(), u+"/robots.txt", 1<<20); !IsBlocked(err) {
+			t.Errorf("GetRobots(%s) err = %v, want blocked", u, err)
 		}
 	}
 	if got := s.requests(); len(got) != 0 {
@@ -518,7 +509,7 @@ func TestRequestHeads(t *testing.T) {
 		}, "/p%2Fq/%7Ex?a=b%20c&d=%C3%A9", AcceptPage, `W/"x y"`, "Tue, 24 Nov 2026 04:00:00 GMT"},
 		{"etag only", func(u string) error { _, err := c.GetIf(ctx, u, Validators{ETag: `"e"`}); return err }, "/e", AcceptPage, `"e"`, ""},
 		{"unconditional after conditional", func(u string) error { _, err := c.GetIf(ctx, u, Validators{}); return err }, "/b", AcceptPage, "", ""},
-		{"robots", func(u string) error { _, err := c.GetFollow(ctx, u, 0, 1<<10); return err }, "/robots.txt", AcceptRobots, "", ""},
+		{"robots", func(u string) error { _, err := c.GetRobots(ctx, u, 1<<10); return err }, "/robots.txt", AcceptRobots, "", ""},
 		{"page after robots", func(u string) error { _, err := c.Get(ctx, u); return err }, "/c", AcceptPage, "", ""},
 	}
 	for i, tc := range cases {

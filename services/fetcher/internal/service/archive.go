@@ -42,7 +42,7 @@ func (s *Service) attachCapture(page *crawlmsg.Page, c *crawlmsg.Capture, resp *
 func (s *Service) keepRaw() bool { return s.archive.Exists() }
 
 // rawObject names the object holding a page's body as received when it goes by reference.
-func rawObject(lease string) string { return "raw:" + lease }
+func rawObject(lease string) string { return topology.RawObject(lease) }
 
 // headsLen is what a page's capture adds to its payload besides the body and the body as
 // received: the heads, which always travel in the payload (bounded by

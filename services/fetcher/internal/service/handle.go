@@ -175,7 +175,7 @@ func (s *Service) storePage(deadline time.Time, task *crawlmsg.FetchTask, res *p
 		return fmt.Errorf("encode page %s: %w", task.URL, err)
 	}
 	if int64(len(page.Body)) > s.inlineMax(len(pm.Header.Get(crawlmsg.MetaHeader))+headsLen(page)) {
-		ref := &crawlmsg.BodyRef{Bucket: topology.BodiesBucket, Name: "page:" + task.Lease, Size: int64(len(page.Body))}
+		ref := &crawlmsg.BodyRef{Bucket: topology.BodiesBucket, Name: topology.PageID(task.Lease), Size: int64(len(page.Body))}
 		tries++
 		// A body of many megabytes gets a second per 8 MiB on top of the usual wait.
 		wait := publishTimeout + time.Duration(ref.Size/(8<<20))*time.Second
@@ -192,7 +192,7 @@ func (s *Service) storePage(deadline time.Time, task *crawlmsg.FetchTask, res *p
 			return fmt.Errorf("encode page %s: %w", task.URL, err)
 		}
 	}
-	pm.Header.Set(nats.MsgIdHdr, "page:"+task.Lease)
+	pm.Header.Set(nats.MsgIdHdr, topology.PageID(task.Lease))
 	msgs := []*nats.Msg{pm}
 	if res.redirect != nil {
 		msgs = append(msgs, res.redirect)
@@ -581,10 +581,10 @@ func (s *Service) fetchRobots(ctx, reqCtx context.Context, out *crawlmsg.Outcome
 			// The dial would have failed the same way.
 			resp, err = nil, reqErr
 		case lease != nil:
-			resp, err = s.client.GetFollow(hopCtx, target, 0, limit+1)
+			resp, err = s.client.GetRobots(hopCtx, target, limit+1)
 			s.releaseServer(ctx, lease, s.now().Sub(t0))
 		default:
-			resp, err = s.client.GetFollow(hopCtx, target, 0, limit+1)
+			resp, err = s.client.GetRobots(hopCtx, target, limit+1)
 		}
 		took := s.now().Sub(t0)
 		requested = true
@@ -807,7 +807,7 @@ func (s *Service) fetchPage(ctx, reqCtx context.Context, task *crawlmsg.FetchTas
 			if err != nil {
 				return nil, nil, natsx.Permanent(fmt.Errorf("encode redirect of %s: %w", task.URL, err))
 			}
-			res.redirect = natsx.NewMsg(topology.SubjectDiscovered, "redir:"+task.Lease, data)
+			res.redirect = natsx.NewMsg(topology.SubjectDiscovered, topology.RedirectID(task.Lease), data)
 		}
 	}
 	out.Kind, out.Requested = crawlmsg.OutcomeFetched, true

@@ -62,7 +62,7 @@ func newOutcomeBatcher(max int, linger time.Duration, publish func(time.Time, st
 		linger:   linger,
 		publish:  publish,
 		pending:  map[int]*outBatch{},
-		idPrefix: "outs:" + hex.EncodeToString(b[:]) + ":",
+		idPrefix: topology.OutcomesPrefix(hex.EncodeToString(b[:])),
 	}
 }
 

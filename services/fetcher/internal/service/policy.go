@@ -13,6 +13,7 @@ import (
 
 	"github.com/trawl/trawl/services/fetcher/internal/fetch"
 	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/obs"
 	"github.com/trawl/trawl/shared/policy"
 	"github.com/trawl/trawl/shared/robots"
 	"github.com/trawl/trawl/shared/robotscache"
@@ -36,48 +37,32 @@ type policyMetrics struct {
 	hopBlock  prometheus.Counter
 	secretErr prometheus.Counter
 	applied   *prometheus.CounterVec // setting: user_agent, headers, cookies, credentials
+	// The rules in force, read at scrape time (set by New once the watcher exists).
+	version, stale func() float64
 }
 
-func newPolicyMetrics(reg prometheus.Registerer) *policyMetrics {
+func newPolicyMetrics(om *obs.Metrics) *policyMetrics {
 	m := &policyMetrics{
-		parked: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "trawl_fetcher_policy_parked_total",
-			Help: "Tasks answered parked without a request because a site policy blocks their URL, checked right before the request: page (the page, requisite or sitemap) or robots (its robots.txt, or a hop of it).",
-		}, []string{"what"}),
-		hopBlock: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "trawl_fetcher_policy_robots_hop_blocked_total",
-			Help: "robots.txt redirect chains stopped because a site policy blocks the next hop's host (the origin's robots.txt counts unreachable).",
-		}),
-		secretErr: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "trawl_fetcher_policy_secret_errors_total",
-			Help: "Tasks failed without a request because a secret their site policy names cannot be read (TRAWL_SECRETS_DIR).",
-		}),
-		applied: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "trawl_fetcher_policy_requests_total",
-			Help: "Requests sent with a site policy's request setting: user_agent, headers (plain or secret), cookies, credentials.",
-		}, []string{"setting"}),
+		parked: om.CounterVec("policy_parked_total",
+			"Tasks answered parked without a request because a site policy blocks their URL, checked right before the request: page (the page, requisite or sitemap) or robots (its robots.txt, or a hop of it).", "what"),
+		hopBlock: om.Counter("policy_robots_hop_blocked_total",
+			"robots.txt redirect chains stopped because a site policy blocks the next hop's URL (the origin's robots.txt counts unreachable)."),
+		secretErr: om.Counter("policy_secret_errors_total",
+			"Tasks failed without a request because a secret their site policy names cannot be read (TRAWL_SECRETS_DIR)."),
+		applied: om.CounterVec("policy_requests_total",
+			"Requests sent with a site policy's request setting: user_agent, headers (plain or secret), cookies, credentials.", "setting"),
 	}
+	om.GaugeFunc("policy_version", "The version of the site policies in force in this fetcher (the store's version when they were loaded).",
+		func() float64 { return probe(m.version) })
+	om.GaugeFunc("policy_stale_seconds", "How long since the site policies' store last answered a poll (0: the last poll did); the rules loaded last stay in force meanwhile.",
+		func() float64 { return probe(m.stale) })
 	for _, w := range []string{parkedPage, parkedRobots} {
 		m.parked.WithLabelValues(w)
 	}
 	for _, f := range []policy.Field{policy.FUserAgent, policy.FHeaders, policy.FCookies, policy.FCredentials} {
 		m.applied.WithLabelValues(string(f))
 	}
-	reg.MustRegister(m.parked, m.hopBlock, m.secretErr, m.applied)
 	return m
-}
-
-// watch exports which rules the fetcher holds: their version and how long since the
-// store last answered.
-func (m *policyMetrics) watch(reg prometheus.Registerer, s *Service) {
-	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "trawl_fetcher_policy_version",
-		Help: "The version of the site policies in force in this fetcher (the store's version when they were loaded).",
-	}, func() float64 { return float64(s.policies.Current().Version()) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "trawl_fetcher_policy_stale_seconds",
-			Help: "How long since the site policies' store last answered a poll (0: the last poll did); the rules loaded last stay in force meanwhile.",
-		}, func() float64 { return s.watcher.Stale().Seconds() }))
 }
 
 // policyOf is rawURL's policy under the rules in force now.

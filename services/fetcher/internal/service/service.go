@@ -15,7 +15,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/trawl/trawl/services/fetcher/internal/config"
@@ -92,7 +91,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Optio
 		r.Close()
 		return nil, fmt.Errorf("fetcher: consumer %s/%s: %w", topology.StreamFetch, topology.ConsumerFetcher, err)
 	}
-	m := newMetrics(r.Registry)
+	m := newMetrics(r.Metrics)
 	s := &Service{
 		cfg:   cfg,
 		log:   log,
@@ -127,7 +126,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Optio
 		return nil, fmt.Errorf("fetcher: site policies: %w", err)
 	}
 	s.policies, s.secrets = s.watcher, policy.DirSecrets(cfg.Policy.SecretsDir)
-	s.m.policy.watch(r.Registry, s)
+	s.m.policy.version = func() float64 { return float64(s.policies.Current().Version()) }
+	s.m.policy.stale = func() float64 { return s.watcher.Stale().Seconds() }
 	var dialer *safedial.Dialer
 	s.client, dialer = newClient(cfg, func(result string) { m.dnsLookups.WithLabelValues(result).Inc() }, s.keepRaw)
 	if cfg.Politeness.Per == politeness.PerIP {
@@ -143,13 +143,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Optio
 		r.Close()
 		return nil, err
 	}
-	r.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "trawl_fetcher_clock_offset_seconds", Help: "Redis's clock minus this machine's, as last measured (lease deadlines are converted by it).",
-	}, func() float64 { return time.Duration(s.lease.offset.Load()).Seconds() }))
+	s.m.clockOffset = func() float64 { return time.Duration(s.lease.offset.Load()).Seconds() }
 	s.outcomes = newOutcomeBatcher(cfg.OutcomeBatch, cfg.OutcomeLinger, s.publishOutcomes)
-	r.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "trawl_fetcher_outcomes_waiting", Help: "Outcomes gathered for a crawl.fetched batch and not yet being published.",
-	}, func() float64 { return float64(s.outcomes.waiting()) }))
+	s.m.outcomesWaiting = func() float64 { return float64(s.outcomes.waiting()) }
 	return s, nil
 }
 
@@ -218,8 +214,8 @@ func (s *Service) Run(ctx context.Context) error {
 		return natsx.ConsumeEach(ctx, s.cons, natsx.ConsumeOptions{
 			Batch:        s.cfg.Concurrency,
 			Weight:       taskCount,
-			MaxDeliver:   s.cfg.Common.MaxDeliver,
-			Gate:         s.gate,
+			ErrorAfter:   s.cfg.Common.ErrorAfter,
+			Ready:        s.ready,
 			DrainTimeout: s.taskBudget(),
 			OnTerm:       func(reason string) { s.m.terminated.WithLabelValues(reason).Inc() },
 			Log:          s.log,
@@ -232,10 +228,10 @@ func (s *Service) Run(ctx context.Context) error {
 // Close releases the connections of a Service that is not Run (Run closes them itself).
 func (s *Service) Close() { s.run.Close() }
 
-// gate pauses consumption while Redis is down or lost the crawl, so an outage does not
-// spend deliveries; crawl.Gate keeps the check off the path of every pull.
-func (s *Service) gate(ctx context.Context) error {
-	if err := s.crawl.Gate(ctx); err != nil {
+// ready pauses consumption while Redis is down or lost the crawl, so an outage does not
+// spend deliveries; crawl.Ready keeps the check off the path of every pull.
+func (s *Service) ready(ctx context.Context) error {
+	if err := s.crawl.Ready(ctx); err != nil {
 		s.m.paused.Set(1)
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/natsx"
+	"github.com/trawl/trawl/shared/obs"
 	"github.com/trawl/trawl/shared/robots"
 	"github.com/trawl/trawl/shared/topology"
 	"github.com/trawl/trawl/shared/urlnorm"
@@ -61,7 +62,7 @@ func (s *Service) publishSitemaps(ctx context.Context, lease, origin string, ent
 		s.log.Error("sitemaps not published", "origin", origin, "err", err)
 		return
 	}
-	msg := natsx.NewMsg(topology.SubjectDiscovered, "sitemaps:"+lease, data)
+	msg := natsx.NewMsg(topology.SubjectDiscovered, topology.SitemapsID(lease), data)
 	if err := s.retry(cutoffOf(ctx), origin, "sitemaps", publishTimeout, func(ctx context.Context) error {
 		return natsx.PublishBatch(ctx, s.js, []*nats.Msg{msg})
 	}); err != nil {
@@ -75,9 +76,6 @@ func (s *Service) publishSitemaps(ctx context.Context, lease, origin string, ent
 	s.m.sitemaps.WithLabelValues(source).Add(float64(len(urls)))
 }
 
-func newSitemapsMetric() *prometheus.CounterVec {
-	return prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "trawl_fetcher_sitemaps_discovered_total",
-		Help: "Sitemap URLs published to crawl.discovered after a robots.txt fetch (TRAWL_SITEMAPS): robots (named by Sitemap lines) or default (the host's /sitemap.xml, when robots.txt names none).",
-	}, []string{"source"})
+func newSitemapsMetric(om *obs.Metrics) *prometheus.CounterVec {
+	return om.CounterVec("sitemaps_discovered_total", "Sitemap URLs published to crawl.discovered after a robots.txt fetch (TRAWL_SITEMAPS): robots (named by Sitemap lines) or default (the host's /sitemap.xml, when robots.txt names none).", "source")
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/trawl/trawl/services/parser/internal/scope"
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/natsx"
+	"github.com/trawl/trawl/shared/obs"
 	"github.com/trawl/trawl/shared/topology"
 )
 
@@ -175,26 +176,13 @@ type embedMetrics struct {
 	rejected *prometheus.CounterVec
 }
 
-func newEmbedMetrics(reg prometheus.Registerer) *embedMetrics {
+func newEmbedMetrics(om *obs.Metrics) *embedMetrics {
 	m := &embedMetrics{
-		pages: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "trawl_parser_requisite_pages_total",
-			Help: "Pages read for their requisites only, no document published: fetched as a requisite (a style sheet, a frame's document) or a style sheet; skipped when requisites are off or the body is neither HTML nor CSS.",
-		}, []string{"result"}),
-		found: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "trawl_parser_embeds_total",
-			Help: "Distinct valid page requisites found (images, style sheets, scripts, fonts, media, frames) while requisites are on.",
-		}),
-		emitted: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "trawl_parser_embeds_emitted_total",
-			Help: "Page requisites published to crawl.discovered as kind embed.",
-		}),
-		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "trawl_parser_embeds_rejected_total",
-			Help: "Page requisites not published, by rule (embed_hops: past TRAWL_MAX_EMBED_HOPS). A requisite also followed as a link is neither.",
-		}, []string{"reason"}),
+		pages:    om.CounterVec("requisite_pages_total", "Pages read for their requisites only, no document published: fetched as a requisite (a style sheet, a frame's document) or a style sheet; skipped when requisites are off or the body is neither HTML nor CSS.", "result"),
+		found:    om.Counter("embeds_total", "Distinct valid page requisites found (images, style sheets, scripts, fonts, media, frames) while requisites are on."),
+		emitted:  om.Counter("embeds_emitted_total", "Page requisites published to crawl.discovered as kind embed."),
+		rejected: om.CounterVec("embeds_rejected_total", "Page requisites not published, by rule (embed_hops: past TRAWL_MAX_EMBED_HOPS). A requisite also followed as a link is neither.", "reason"),
 	}
-	reg.MustRegister(m.pages, m.found, m.emitted, m.rejected)
 	for _, r := range []string{"read", "skipped"} {
 		m.pages.WithLabelValues(r)
 	}
@@ -202,19 +190,6 @@ func newEmbedMetrics(reg prometheus.Registerer) *embedMetrics {
 		m.rejected.WithLabelValues(string(r))
 	}
 	return m
-}
-
-// registerEmbedSwitch exports the switch's state.
-func registerEmbedSwitch(reg prometheus.Registerer, e *embedSwitch) {
-	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "trawl_parser_embeds_on",
-		Help: "1 while page requisites are found and published (TRAWL_EMBEDS; in auto, while the archiver's consumer exists).",
-	}, func() float64 {
-		if e.On() {
-			return 1
-		}
-		return 0
-	}))
 }
 
 // record adds one settled page's requisite figures; requisite reports whether the page was

@@ -61,7 +61,7 @@ func discoveredMsg(srcs []linkSource) (*nats.Msg, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parser: encode discovered: %w", err)
 	}
-	id := "disc:" + srcs[0].pageID
+	id := topology.DiscoveredID(srcs[0].pageID)
 	if len(srcs) > 1 {
 		h := sha256.New()
 		for _, s := range srcs {

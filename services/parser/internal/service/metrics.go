@@ -5,6 +5,7 @@ import (
 
 	"github.com/trawl/trawl/services/parser/internal/contentdup"
 	"github.com/trawl/trawl/services/parser/internal/scope"
+	"github.com/trawl/trawl/shared/obs"
 )
 
 type metrics struct {
@@ -27,86 +28,39 @@ type metrics struct {
 	bodies          *prometheus.CounterVec // result: read, missing, deleted
 	sitemaps        *sitemapMetrics
 	embeds          *embedMetrics
+	// embedsOn reports the requisites switch for trawl_parser_embeds_on; set once the
+	// switch is built, before the metrics are served.
+	embedsOn func() bool
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
+func newMetrics(om *obs.Metrics) *metrics {
 	m := &metrics{
-		pages: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "trawl_parser_pages_total",
-			Help: "Pages taken from crawl.pages: parsed (a document was published) or skipped (not HTML, not 2xx).",
-		}, []string{"result"}),
-		links: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "trawl_parser_links_total",
-			Help: "Distinct valid outlinks extracted from parsed pages.",
-		}),
-		emitted: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "trawl_parser_links_emitted_total",
-			Help: "Outlinks published to crawl.discovered (links_total minus links_rejected_total).",
-		}),
-		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "trawl_parser_links_rejected_total",
-			Help: "Extracted outlinks not published to crawl.discovered, by scope rule.",
-		}, []string{"reason"}),
-		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "trawl_parser_links_dropped_total",
-			Help: "Link candidates discarded during extraction: scheme (javascript:, mailto: …), invalid, fragment (#… only), limit (beyond the per-page link cap).",
-		}, []string{"reason"}),
-		parseErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "trawl_parser_parse_errors_total",
-			Help: "Pages whose extraction failed part-way; their document holds what was extracted.",
-		}),
-		parseDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "trawl_parser_parse_duration_seconds",
-			Help:    "Time to extract one page.",
-			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 9),
-		}),
-		terminated: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "trawl_parser_messages_terminated_total",
-			Help: "crawl.pages messages terminated: permanent (malformed, unknown version); temporary failures are retried, never terminated.",
-		}, []string{"reason"}),
-		limited: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "trawl_parser_extract_limited_total",
-			Help: "Pages on which an extraction limit was reached: bytes, tokens (rest of page unseen), links, text.",
-		}, []string{"limit"}),
-		trimmed: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "trawl_parser_docs_trimmed_total",
-			Help: "Documents whose links or text were cut to fit the stream's message size.",
-		}),
-		publishFailures: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "trawl_parser_publish_failures_total",
-			Help: "Batches whose publish wave failed; their pages are redelivered.",
-		}),
-		duplicates: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "trawl_parser_duplicates_total",
-			Help: "Documents published flagged as duplicates of an earlier page: exact (same visible text) or near (SimHash within TRAWL_NEAR_DUP_DISTANCE bits).",
-		}, []string{"kind"}),
-		nearDupSkipped: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "trawl_parser_near_dup_skipped_total",
-			Help: "Documents checked for exact duplicates only: fewer words than TRAWL_NEAR_DUP_MIN_WORDS.",
-		}),
-		dedupDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "trawl_parser_dedup_check_duration_seconds",
-			Help:    "Time of one batch's duplicate check in Redis (one script call).",
-			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 9),
-		}),
-		dedupFailures: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "trawl_parser_dedup_check_failures_total",
-			Help: "Batches whose duplicate check failed (Redis); their pages are redelivered.",
-		}),
-		bucketsFull: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "trawl_parser_dedup_buckets_full_total",
-			Help: "SimHash band insertions refused because the bucket held TRAWL_NEAR_DUP_BUCKET_CAP originals; the page is still found through its other bands.",
-		}),
-		bodies: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "trawl_parser_bodies_total",
-			Help: "Page bodies sent by reference (CRAWL_BODIES object store): read, missing (gone before parsing; the page is terminated), deleted (once no consumer of crawl.pages can ask for it).",
-		}, []string{"result"}),
+		pages:           om.CounterVec("pages_total", "Pages taken from crawl.pages: parsed (a document was published) or skipped (not HTML, not 2xx).", "result"),
+		links:           om.Counter("links_total", "Distinct valid outlinks extracted from parsed pages."),
+		emitted:         om.Counter("links_emitted_total", "Outlinks published to crawl.discovered (links_total minus links_rejected_total)."),
+		rejected:        om.CounterVec("links_rejected_total", "Extracted outlinks not published to crawl.discovered, by scope rule.", "reason"),
+		dropped:         om.CounterVec("links_dropped_total", "Link candidates discarded during extraction: scheme (javascript:, mailto: …), invalid, fragment (#… only), limit (beyond the per-page link cap).", "reason"),
+		parseErrors:     om.Counter("parse_errors_total", "Pages whose extraction failed part-way; their document holds what was extracted."),
+		parseDuration:   om.Histogram("parse_duration_seconds", "Time to extract one page.", prometheus.ExponentialBuckets(0.0001, 4, 9)),
+		terminated:      om.CounterVec("messages_terminated_total", "crawl.pages messages terminated: permanent (malformed, unknown version); temporary failures are retried, never terminated.", "reason"),
+		limited:         om.CounterVec("extract_limited_total", "Pages on which an extraction limit was reached: bytes, tokens (rest of page unseen), links, text.", "limit"),
+		trimmed:         om.Counter("docs_trimmed_total", "Documents whose links or text were cut to fit the stream's message size."),
+		publishFailures: om.Counter("publish_failures_total", "Batches whose publish wave failed; their pages are redelivered."),
+		duplicates:      om.CounterVec("duplicates_total", "Documents published flagged as duplicates of an earlier page: exact (same visible text) or near (SimHash within TRAWL_NEAR_DUP_DISTANCE bits).", "kind"),
+		nearDupSkipped:  om.Counter("near_dup_skipped_total", "Documents checked for exact duplicates only: fewer words than TRAWL_NEAR_DUP_MIN_WORDS."),
+		dedupDuration:   om.Histogram("dedup_check_duration_seconds", "Time of one batch's duplicate check in Redis (one script call).", prometheus.ExponentialBuckets(0.0001, 4, 9)),
+		dedupFailures:   om.Counter("dedup_check_failures_total", "Batches whose duplicate check failed (Redis); their pages are redelivered."),
+		bucketsFull:     om.Counter("dedup_buckets_full_total", "SimHash band insertions refused because the bucket held TRAWL_NEAR_DUP_BUCKET_CAP originals; the page is still found through its other bands."),
+		bodies:          om.CounterVec("bodies_total", "Page bodies sent by reference (CRAWL_BODIES object store): read, missing (gone before parsing; the page is terminated), deleted (once no consumer of crawl.pages can ask for it).", "result"),
 	}
-	reg.MustRegister(m.bodies, m.pages, m.links, m.emitted, m.rejected, m.dropped, m.parseErrors,
-		m.parseDuration, m.terminated, m.limited, m.trimmed, m.publishFailures,
-		m.duplicates, m.nearDupSkipped, m.dedupDuration, m.dedupFailures, m.bucketsFull)
-	m.sitemaps = newSitemapMetrics(reg)
-	m.embeds = newEmbedMetrics(reg)
+	m.sitemaps = newSitemapMetrics(om)
+	m.embeds = newEmbedMetrics(om)
+	om.GaugeFunc("embeds_on", "1 while page requisites are found and published (TRAWL_EMBEDS; in auto, while the archiver's consumer exists).", func() float64 {
+		if m.embedsOn != nil && m.embedsOn() {
+			return 1
+		}
+		return 0
+	})
 	// Series exist from the start so rate() and alerts see zeros, not gaps.
 	for _, r := range []string{"parsed", "skipped"} {
 		m.pages.WithLabelValues(r)

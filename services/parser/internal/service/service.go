@@ -95,10 +95,10 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Service, 
 	if s.cons, err = s.js.Consumer(ctx, topology.StreamPages, topology.ConsumerParser); err != nil {
 		return nil, fmt.Errorf("parser: consumer %s/%s: %w", topology.StreamPages, topology.ConsumerParser, err)
 	}
-	s.m = newMetrics(s.run.Registry)
+	s.m = newMetrics(s.run.Metrics)
 	s.proc.embeds = newEmbedSwitch(ctx, s.cfg.Embeds, s.nc, s.js, log)
 	s.run.OnClose(s.proc.embeds.close)
-	registerEmbedSwitch(s.run.Registry, s.proc.embeds)
+	s.m.embedsOn = s.proc.embeds.On
 	return s, nil
 }
 
@@ -172,14 +172,14 @@ func (s *Service) consume(ctx context.Context) error {
 	opts := natsx.ConsumeOptions{
 		Batch:      s.cfg.ParseBatch,
 		InFlight:   s.cfg.ParseInFlight,
-		MaxDeliver: s.cfg.Common.MaxDeliver,
+		ErrorAfter: s.cfg.Common.ErrorAfter,
 		OnTerm:     func(reason string) { s.m.terminated.WithLabelValues(reason).Inc() },
 		Log:        s.log,
 	}
 	if s.rdb != nil {
 		// While Redis is away every batch would fail its duplicate check: wait instead of
 		// spending deliveries.
-		opts.Gate = s.crawl.Gate
+		opts.Ready = s.crawl.Ready
 	}
 	return natsx.ConsumeBatches(ctx, s.cons, opts, s.HandleBatch)
 }
@@ -262,7 +262,7 @@ func (s *Service) HandleBatch(ctx context.Context, msgs []jetstream.Msg) []error
 		}
 		id := natsx.MsgID(msgs[i])
 		if o.doc != nil {
-			pub = append(pub, natsx.NewMsg(topology.SubjectDocs, "doc:"+id, o.doc))
+			pub = append(pub, natsx.NewMsg(topology.SubjectDocs, topology.DocID(id), o.doc))
 		}
 		if len(o.changed) > 0 {
 			nudges, err := s.bringForward(ctx, o, id)
@@ -272,7 +272,7 @@ func (s *Service) HandleBatch(ctx context.Context, msgs []jetstream.Msg) []error
 			}
 			pub = append(pub, nudges...)
 		}
-		if sm, err := s.proc.scheduleMsg(o, "sched:"+id); err != nil {
+		if sm, err := s.proc.scheduleMsg(o, topology.ScheduleID(id)); err != nil {
 			errs[i], outs[i] = natsx.Permanent(err), nil
 			continue
 		} else if sm != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/trawl/trawl/services/parser/internal/scope"
 	"github.com/trawl/trawl/services/parser/internal/sitemap"
 	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/obs"
 	"github.com/trawl/trawl/shared/urlnorm"
 )
 
@@ -217,30 +218,14 @@ type sitemapMetrics struct {
 	cut      *prometheus.CounterVec // limit: urls, bytes, body
 }
 
-func newSitemapMetrics(reg prometheus.Registerer) *sitemapMetrics {
+func newSitemapMetrics(om *obs.Metrics) *sitemapMetrics {
 	m := &sitemapMetrics{
-		read: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "trawl_parser_sitemaps_total",
-			Help: "Pages of kind sitemap read, by what they were: urlset, sitemapindex, text, error (unreadable from the start), status (not 2xx).",
-		}, []string{"result"}),
-		urls: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "trawl_parser_sitemap_urls_total",
-			Help: "URLs published from sitemaps: page (listed by a urlset or text sitemap) or sitemap (a sitemap index's child).",
-		}, []string{"kind"}),
-		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "trawl_parser_sitemap_urls_rejected_total",
-			Help: "URLs listed by sitemaps and not published: invalid, location (outside the sitemap's directory or its robots.txt host), or a scope rule.",
-		}, []string{"reason"}),
-		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "trawl_parser_sitemap_errors_total",
-			Help: "Sitemaps that could not be read to their end: gzip, syntax (malformed XML), root (not urlset or sitemapindex), namespace, encoding. URLs read before the error are kept.",
-		}, []string{"kind"}),
-		cut: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "trawl_parser_sitemap_truncated_total",
-			Help: "Sitemaps read only up to a limit: urls (TRAWL_SITEMAP_MAX_URLS), bytes (TRAWL_SITEMAP_MAX_BYTES uncompressed), body (cut by the fetcher at TRAWL_MAX_BODY).",
-		}, []string{"limit"}),
+		read:     om.CounterVec("sitemaps_total", "Pages of kind sitemap read, by what they were: urlset, sitemapindex, text, error (unreadable from the start), status (not 2xx).", "result"),
+		urls:     om.CounterVec("sitemap_urls_total", "URLs published from sitemaps: page (listed by a urlset or text sitemap) or sitemap (a sitemap index's child).", "kind"),
+		rejected: om.CounterVec("sitemap_urls_rejected_total", "URLs listed by sitemaps and not published: invalid, location (outside the sitemap's directory or its robots.txt host), or a scope rule.", "reason"),
+		errors:   om.CounterVec("sitemap_errors_total", "Sitemaps that could not be read to their end: gzip, syntax (malformed XML), root (not urlset or sitemapindex), namespace, encoding. URLs read before the error are kept.", "kind"),
+		cut:      om.CounterVec("sitemap_truncated_total", "Sitemaps read only up to a limit: urls (TRAWL_SITEMAP_MAX_URLS), bytes (TRAWL_SITEMAP_MAX_BYTES uncompressed), body (cut by the fetcher at TRAWL_MAX_BODY).", "limit"),
 	}
-	reg.MustRegister(m.read, m.urls, m.rejected, m.errors, m.cut)
 	for _, r := range []string{string(sitemap.URLSet), string(sitemap.Index), string(sitemap.Text), "error", "status"} {
 		m.read.WithLabelValues(r)
 	}

@@ -82,7 +82,7 @@ type Options struct {
 func DefaultOptions(shard int) Options {
 	return Options{
 		Shard:        shard,
-		KeyPrefix:    "trawl",
+		KeyPrefix:    redisx.DefaultPrefix,
 		Settings:     frontierconf.Defaults,
 		Rules:        politeness.Defaults,
 		LeaseTTL:     envconfig.DefaultLeaseTTL,

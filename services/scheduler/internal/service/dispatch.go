@@ -156,7 +156,7 @@ func (s *shard) publish(ctx context.Context, tasks []crawlmsg.FetchTask) bool {
 			s.log.Error("encode fetch tasks; their leases will expire", "tasks", len(chunk), "err", err)
 			continue
 		}
-		m := natsx.NewMsg(s.subject, "task:"+chunk[0].Lease, data)
+		m := natsx.NewMsg(s.subject, topology.TaskID(chunk[0].Lease), data)
 		m.Header.Set(crawlmsg.TasksHeader, strconv.Itoa(len(chunk)))
 		msgs = append(msgs, m)
 	}

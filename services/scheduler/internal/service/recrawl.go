@@ -62,7 +62,7 @@ func (s *shard) dueLoop(ctx context.Context) {
 	in := &dueIntake{backlog: int64(s.cfg.Recrawl.Backlog), share: s.cfg.Recrawl.Share, dispatched: -1}
 	for ctx.Err() == nil {
 		if s.crawl != nil {
-			if err := s.crawl.Gate(ctx); err != nil {
+			if err := s.crawl.Ready(ctx); err != nil {
 				ctxsleep.Sleep(ctx, errorPause)
 				continue
 			}
@@ -156,7 +156,7 @@ func (s *shard) queueDue(ctx context.Context, due []jetstream.Msg) (int, error) 
 			continue
 		}
 		msgs = append(msgs, m)
-		out = append(out, natsx.NewMsg(topology.FrontierSubject(s.id), "due:"+natsx.MsgID(m), data))
+		out = append(out, natsx.NewMsg(topology.FrontierSubject(s.id), topology.DueID(natsx.MsgID(m)), data))
 	}
 	if len(out) == 0 {
 		return 0, nil

@@ -79,7 +79,7 @@ func start(ctx context.Context, cfg config.Config, log *slog.Logger, o options) 
 		}
 	}()
 	js, rdb := r.JS, r.Redis
-	m := newMetrics(r.Registry)
+	m := newMetrics(r.Metrics)
 	page := newStatusPage(cfg, rdb, redisx.TrackErrors(rdb), js, m, log, o.now)
 	page.Register(r.HTTP)
 	gt := newGate(cfg, js, rdb, m, log)
@@ -243,12 +243,12 @@ func Prioritizer(cfg config.Config) frontier.Prioritizer {
 }
 
 func (s *shard) start(r *runner.Runner) {
-	gate := s.crawl.Gate
+	ready := s.crawl.Ready
 	consume := func(name string, c jetstream.Consumer, h natsx.BatchHandler) func(context.Context) error {
 		return func(ctx context.Context) error {
 			return natsx.ConsumeBatches(ctx, c, natsx.ConsumeOptions{
-				MaxDeliver: s.cfg.MaxDeliver,
-				Gate:       gate,
+				ErrorAfter: s.cfg.ErrorAfter,
+				Ready:      ready,
 				OnTerm:     func(reason string) { s.m.terminated.WithLabelValues(name, reason).Inc() },
 				Log:        s.log.With("consumer", name),
 			}, h)

@@ -6,7 +6,7 @@
 -- holds more layers than the call was built for.
 
 local L, fmt = bloom_layout(ARGV[1])
-if tonumber(redis.call('HGET', KEYS[1], 'layers')) ~= #L then return {'stale'} end
+if tonumber(redis.call('HGET', KEYS[1], F_LAYERS)) ~= #L then return {'stale'} end
 local out = {'ok'}
 for i, x in ipairs(bloom_contains(ARGV[4], L, fmt)) do out[i + 1] = x end
 return out

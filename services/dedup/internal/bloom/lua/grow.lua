@@ -6,7 +6,7 @@
 -- ARGV[4] = the layer's field name, ARGV[5] its value, ARGV[6] its count field. Returns 1
 -- if it added the layer.
 
-if redis.call('HGET', KEYS[1], 'layers') ~= ARGV[1] then return 0 end
+if redis.call('HGET', KEYS[1], F_LAYERS) ~= ARGV[1] then return 0 end
 bloom_presize(2, tonumber(ARGV[2]), tonumber(ARGV[3]))
-redis.call('HSET', KEYS[1], 'layers', tonumber(ARGV[1]) + 1, ARGV[4], ARGV[5], ARGV[6], 0)
+redis.call('HSET', KEYS[1], F_LAYERS, tonumber(ARGV[1]) + 1, ARGV[4], ARGV[5], ARGV[6], 0)
 return 1

@@ -14,7 +14,7 @@ if #stored == 0 then
       return redis.error_reply('ERR trawl bloom: bitmap ' .. KEYS[i] .. ' exists but ' .. KEYS[1] .. ' does not')
     end
   end
-  redis.call('HSET', KEYS[1], 'layers', 1, ARGV[3], ARGV[4], unpack(ARGV, 5))
+  redis.call('HSET', KEYS[1], F_LAYERS, 1, ARGV[3], ARGV[4], unpack(ARGV, 5))
 else
   local have = {}
   for i = 1, #stored, 2 do have[stored[i]] = stored[i+1] end

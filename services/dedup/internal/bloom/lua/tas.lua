@@ -8,7 +8,7 @@
 -- capacity; the caller adds a layer (Grow) and sends the rest.
 
 local L, fmt = bloom_layout(ARGV[1])
-if tonumber(redis.call('HGET', KEYS[1], 'layers')) ~= #L then return {'stale', 0} end
+if tonumber(redis.call('HGET', KEYS[1], F_LAYERS)) ~= #L then return {'stale', 0} end
 local count = tonumber(redis.call('HGET', KEYS[1], ARGV[3]) or '0')
 local new, done, finished = bloom_tas(ARGV[4], L, fmt, math.max(0, tonumber(ARGV[2]) - count))
 if #new > 0 then redis.call('HINCRBY', KEYS[1], ARGV[3], #new) end

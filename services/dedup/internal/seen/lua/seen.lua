@@ -9,7 +9,7 @@
 -- has more layers than the call was built for (nothing done).
 
 local L, fmt = bloom_layout(ARGV[1])
-if tonumber(redis.call('HGET', KEYS[1], 'layers')) ~= #L then return {'stale'} end
+if tonumber(redis.call('HGET', KEYS[1], F_LAYERS)) ~= #L then return {'stale'} end
 local room = tonumber(ARGV[2]) - tonumber(redis.call('HGET', KEYS[1], ARGV[3]) or '0')
 local added = 0
 local out = {'ok'}

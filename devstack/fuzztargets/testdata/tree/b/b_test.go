@@ -1,0 +1,5 @@
+package b
+
+import "testing"
+
+func Fuzz(f *testing.F) {}

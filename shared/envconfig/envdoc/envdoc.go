@@ -1,0 +1,183 @@
+// Package envdoc holds the documentation of the settings to the code: every TRAWL_*
+// variable a program reads (envconfig.Reader.Read) must have a row in one of README.md's
+// settings tables, with the default the code gives, and the fallbacks compose.yaml writes
+// (${TRAWL_X:-v}) and the values .env sets must be that default too, unless the table
+// says the deployment sets its own: a default cell with "(Compose: `v`)" holds compose.yaml
+// and .env to v instead.
+package envdoc
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/trawl/trawl/shared/envconfig"
+)
+
+// Doc is what the repository's documentation says of the settings.
+type Doc struct {
+	// Rows: variable → its README default cell, as written.
+	Rows map[string]string
+	// Compose: variable → the fallbacks compose.yaml gives it (${VAR:-fallback}).
+	Compose map[string][]string
+	// DotEnv: variable → its value in .env.
+	DotEnv map[string]string
+}
+
+// Read reads the documentation under the repository root.
+func Read(root string) (Doc, error) {
+	d := Doc{Rows: map[string]string{}, Compose: map[string][]string{}, DotEnv: map[string]string{}}
+	if err := eachLine(filepath.Join(root, "README.md"), func(line string) {
+		cells := strings.Split(strings.TrimSpace(line), "|")
+		if len(cells) < 5 || !strings.HasPrefix(strings.TrimSpace(cells[1]), "`") {
+			return
+		}
+		for _, m := range varName.FindAllStringSubmatch(cells[1], -1) {
+			d.Rows[m[1]] = strings.TrimSpace(cells[2])
+		}
+	}); err != nil {
+		return d, err
+	}
+	if err := eachLine(filepath.Join(root, "compose.yaml"), func(line string) {
+		for _, m := range fallback.FindAllStringSubmatch(line, -1) {
+			d.Compose[m[1]] = append(d.Compose[m[1]], m[2])
+		}
+	}); err != nil {
+		return d, err
+	}
+	err := eachLine(filepath.Join(root, ".env"), func(line string) {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), "="); ok && strings.HasPrefix(k, envconfig.Prefix) {
+			d.DotEnv[k] = v
+		}
+	})
+	return d, err
+}
+
+var (
+	varName  = regexp.MustCompile("`(" + envconfig.Prefix + "[A-Z0-9_]+)`")
+	fallback = regexp.MustCompile(`\$\{(` + envconfig.Prefix + `[A-Z0-9_]+):-([^}]*)\}`)
+	literal  = regexp.MustCompile("^`([^`]*)`(?:\\s*\\(.*\\))?$")
+	deployed = regexp.MustCompile("\\(Compose: `([^`]*)`\\)")
+)
+
+func eachLine(path string, f func(string)) error {
+	file, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("envdoc: %w", err)
+	}
+	defer file.Close()
+	sc := bufio.NewScanner(file)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		f(sc.Text())
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("envdoc: %s: %w", path, err)
+	}
+	return nil
+}
+
+// Check returns one line per disagreement between the settings read and the documentation.
+// A README default that is prose rather than one value ("all", "`:9101`…`:9105`") is not
+// compared; "empty" is the empty value.
+func (d Doc) Check(read []envconfig.Setting) []string {
+	var out []string
+	for _, s := range read {
+		cell, ok := d.Rows[s.Name]
+		if !ok {
+			out = append(out, fmt.Sprintf("%s (default %q) is read but has no row in README.md's settings tables", s.Name, s.Default))
+			continue
+		}
+		if s.IfSet {
+			continue
+		}
+		if doc, ok := docDefault(cell); ok && !same(s, doc) {
+			out = append(out, fmt.Sprintf("%s: README.md says the default is %s, the code gives %q", s.Name, cell, s.Default))
+		}
+		want, whose := s, "the code's default"
+		if m := deployed.FindStringSubmatch(cell); m != nil {
+			want.Default, whose = m[1], "README.md's Compose value"
+		}
+		for _, v := range d.Compose[s.Name] {
+			if !same(want, v) {
+				out = append(out, fmt.Sprintf("%s: compose.yaml falls back to %q, %s is %q", s.Name, v, whose, want.Default))
+			}
+		}
+		if v, ok := d.DotEnv[s.Name]; ok && !same(want, v) {
+			out = append(out, fmt.Sprintf("%s: .env sets %q, %s is %q", s.Name, v, whose, want.Default))
+		}
+	}
+	return out
+}
+
+// docDefault is the value a README default cell states, when it states one.
+func docDefault(cell string) (string, bool) {
+	if strings.HasPrefix(cell, "empty") {
+		return "", true
+	}
+	if m := literal.FindStringSubmatch(cell); m != nil {
+		return m[1], true
+	}
+	return "", false
+}
+
+// same says v, as written, is the setting's default.
+func same(s envconfig.Setting, v string) bool {
+	v = strings.TrimSpace(v)
+	switch s.Kind {
+	case envconfig.KindDuration:
+		a, errA := duration(v)
+		b, errB := duration(s.Default)
+		return errA == nil && errB == nil && a == b
+	case envconfig.KindBytes:
+		a, errA := envconfig.ParseBytes(v)
+		b, errB := envconfig.ParseBytes(s.Default)
+		return errA == nil && errB == nil && a == b
+	case envconfig.KindInt, envconfig.KindFloat:
+		a, errA := strconv.ParseFloat(v, 64)
+		b, errB := strconv.ParseFloat(s.Default, 64)
+		return errA == nil && errB == nil && a == b
+	case envconfig.KindBool:
+		a, errA := strconv.ParseBool(v)
+		b, errB := strconv.ParseBool(s.Default)
+		return errA == nil && errB == nil && a == b
+	case envconfig.KindList:
+		return strings.Join(envconfig.SplitList(v), ",") == s.Default
+	}
+	return v == s.Default
+}
+
+// duration reads a duration as envconfig.Reader does: Go syntax or plain seconds.
+func duration(v string) (time.Duration, error) {
+	if f, err := strconv.ParseFloat(v, 64); err == nil {
+		return time.Duration(f * float64(time.Second)), nil
+	}
+	return time.ParseDuration(v)
+}
+
+// Test is a program's settings test: load reads the program's settings from a Reader with
+// nothing set, which must succeed, and every setting it read must agree with the
+// documentation under root (the repository, relative to the test's package).
+func Test(t testing.TB, root string, load func(*envconfig.Reader) error) {
+	t.Helper()
+	r := envconfig.FromMap(nil)
+	if err := load(r); err != nil {
+		t.Fatalf("the defaults do not load: %v", err)
+	}
+	if len(r.Read()) < 5 {
+		t.Fatalf("only %d settings read", len(r.Read()))
+	}
+	doc, err := Read(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range doc.Check(r.Read()) {
+		t.Error(d)
+	}
+}
