@@ -28,7 +28,6 @@ type metrics struct {
 	paused          prometheus.Gauge
 	dnsLookups      *prometheus.CounterVec // result: hit, negative, miss, shared
 	sitemaps        *prometheus.CounterVec // source: robots, default
-
 	policy          *policyMetrics
 
 	// Gauges read at scrape time from state New builds after the metrics.
