@@ -102,6 +102,12 @@ func Unmarshal(data []byte, v any) error {
 			}
 			return nil
 		}
+		if got == PageRenderedVersion {
+			if m.Rendered == nil {
+				return fmt.Errorf("%w: page of v=%d is not rendered", ErrMalformed, got)
+			}
+			return nil
+		}
 	default:
 		return fmt.Errorf("crawlmsg: unmarshal %T: not a wire type", v)
 	}

@@ -28,6 +28,7 @@ type metrics struct {
 	paused          prometheus.Gauge
 	dnsLookups      *prometheus.CounterVec // result: hit, negative, miss, shared
 	sitemaps        *prometheus.CounterVec // source: robots, default
+	policy          *policyMetrics
 
 	// Gauges read at scrape time from state New builds after the metrics.
 	clockOffset, outcomesWaiting func() float64
@@ -58,6 +59,7 @@ func newMetrics(om *obs.Metrics) *metrics {
 		dnsLookups:      om.CounterVec("dns_lookups_total", "Host name lookups by the dialer: hit and negative (answered from the DNS cache), miss (resolved), shared (joined a lookup in progress).", "result"),
 	}
 	m.sitemaps = newSitemapsMetric(om)
+	m.policy = newPolicyMetrics(om)
 	om.GaugeFunc("clock_offset_seconds", "Redis's clock minus this machine's, as last measured (lease deadlines are converted by it).", func() float64 { return probe(m.clockOffset) })
 	om.GaugeFunc("outcomes_waiting", "Outcomes gathered for a crawl.fetched batch and not yet being published.", func() float64 { return probe(m.outcomesWaiting) })
 	m.sitemaps.WithLabelValues("robots")

@@ -19,13 +19,14 @@ import (
 
 	"github.com/trawl/trawl/services/fetcher/internal/config"
 	"github.com/trawl/trawl/services/fetcher/internal/fetch"
-	"github.com/trawl/trawl/services/fetcher/internal/robotscache"
-	"github.com/trawl/trawl/services/fetcher/internal/safedial"
 	"github.com/trawl/trawl/shared/crawlid"
 	"github.com/trawl/trawl/shared/natsx"
 	"github.com/trawl/trawl/shared/obs"
+	"github.com/trawl/trawl/shared/policy"
 	"github.com/trawl/trawl/shared/politeness"
+	"github.com/trawl/trawl/shared/robotscache"
 	"github.com/trawl/trawl/shared/runner"
+	"github.com/trawl/trawl/shared/safedial"
 	"github.com/trawl/trawl/shared/topology"
 )
 
@@ -38,6 +39,13 @@ type Service struct {
 	rdb    redis.UniversalClient
 	obs    *obs.Server
 	robots *robotscache.Store
+	// agents are the robots.txt caches of the User-Agents site policies set (robotsFor).
+	agents robotsAgents
+	// policies are the live site policies, read right before every request; secrets
+	// resolve the secret names they hold.
+	policies policySource
+	secrets  policy.Secrets
+	watcher  *policy.Watcher // the store's rules, kept current by Run
 	// claims reserve another host for a robots.txt redirect hop, under its own gap.
 	claims *politeness.Claimer
 	// servers space the requests per server address (TRAWL_POLITENESS=ip; nil otherwise);
@@ -111,6 +119,15 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Optio
 			"stream", topology.StreamPages, "consumer", topology.ConsumerArchiver)
 	})
 	r.OnClose(s.archive.Close)
+	// The rules as they are now; an error stops the fetcher rather than let it crawl
+	// against rules it cannot read.
+	if s.watcher, err = policy.NewWatcher(ctx, policy.NewStore(r.Redis, cfg.Common.RedisPrefix), cfg.Policy.Poll); err != nil {
+		r.Close()
+		return nil, fmt.Errorf("fetcher: site policies: %w", err)
+	}
+	s.policies, s.secrets = s.watcher, policy.DirSecrets(cfg.Policy.SecretsDir)
+	s.m.policy.version = func() float64 { return float64(s.policies.Current().Version()) }
+	s.m.policy.stale = func() float64 { return s.watcher.Stale().Seconds() }
 	var dialer *safedial.Dialer
 	s.client, dialer = newClient(cfg, func(result string) { m.dnsLookups.WithLabelValues(result).Inc() }, s.keepRaw)
 	if cfg.Politeness.Per == politeness.PerIP {
@@ -185,6 +202,7 @@ func (s *Service) Addr() string { return s.obs.Addr() }
 func (s *Service) Run(ctx context.Context) error {
 	s.run.Go("clock", s.lease.keep)
 	s.run.Go("archive watch", s.archive.Loop)
+	s.run.Go("policy watch", s.watcher.Run)
 	s.run.Go("consume", func(ctx context.Context) error {
 		// On shutdown the batches waiting are published at once, not after their linger, so
 		// the tasks in hand finish (and are acked) well inside the drain.
