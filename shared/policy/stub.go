@@ -10,17 +10,6 @@ import (
 
 var errTodo = errors.New("policy: not implemented yet")
 
-// ErrVersionMoved: an apply's ifVersion no longer matches the store.
-var ErrVersionMoved = errors.New("policy: the rules changed since the plan was made")
-
-func (st *Store) version(context.Context) (int64, error)         { return 0, errTodo }
-func (st *Store) load(context.Context) (*Set, error)             { return nil, errTodo }
-func (st *Store) plan(context.Context, []Change) ([]Diff, error) { return nil, errTodo }
-func (st *Store) apply(context.Context, []Change, string, int64) (int64, []Diff, error) {
-	return 0, nil, errTodo
-}
-func (st *Store) audit(context.Context, int) ([]AuditEntry, error) { return nil, errTodo }
-
 type watcher struct{}
 
 func newWatcher(context.Context, *Store, time.Duration) (*Watcher, error) { return nil, errTodo }
