@@ -172,7 +172,7 @@ func (r *Report) policy(set *policy.Set, d Limits, depth *int) {
 	for _, k := range sortedKeys(res.HeaderSecrets) {
 		hs = append(hs, k+": secret "+strconv.Quote(res.HeaderSecrets[k]))
 	}
-	add(fieldHeaderSecrets, len(res.HeaderSecrets) > 0, orNone(hs), "default (none)")
+	add(policy.FHeaderSecrets, len(res.HeaderSecrets) > 0, orNone(hs), "default (none)")
 	secret := func(name *string) string {
 		if name == nil {
 			return "none"
@@ -201,9 +201,6 @@ func (r *Report) policy(set *policy.Set, d Limits, depth *int) {
 	}
 	p.Admitted, p.Why = res.Admit(r.URL, at)
 }
-
-// fieldHeaderSecrets is the field of a rule's header secrets (Rule.HeaderSecrets).
-const fieldHeaderSecrets policy.Field = "header_secrets"
 
 func orNone(xs []string) string {
 	if len(xs) == 0 {
