@@ -193,16 +193,10 @@ func benchPages(b *testing.B, msgs []*nats.Msg, rules []policy.Change) {
 			b.Fatalf("warm-up batch %d: %d documents, %v", i, len(docs), err)
 		}
 	}
-	// The content index is emptied, the rules kept (they are loaded already).
+	// The rules stay in force: the offline parser loaded them once and does not poll.
 	empty := func() {
-		keys, err := rdb.Keys(ctx, cfg.Common.RedisPrefix+":{content}*").Result()
-		if err != nil {
+		if err := rdb.FlushDB(ctx).Err(); err != nil {
 			b.Fatal(err)
-		}
-		if len(keys) > 0 {
-			if err := rdb.Del(ctx, keys...).Err(); err != nil {
-				b.Fatal(err)
-			}
 		}
 	}
 	empty()

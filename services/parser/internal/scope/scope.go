@@ -305,7 +305,7 @@ func activeRules(rules *policy.Set) *policy.Set {
 
 // admit asks the URL's policy whether it may be followed at depth.
 func admit(rules *policy.Set, u string, depth int) (Reason, bool) {
-	if ok, why := rules.URL(u).Admit(u, depth); !ok {
+	if ok, why := rules.Admit(u, depth); !ok {
 		return policyReason(why), false
 	}
 	return "", true
