@@ -48,6 +48,9 @@ type ParkReport struct {
 	Entries int64  `json:"entries"` // as the shard's parked hash counts them
 	Queued  int64  `json:"queued"`  // the park list's length now
 	Key     string `json:"key"`
+	// Rule is the scope of the rule whose block parked them ("" when only fetchers'
+	// parked outcomes did).
+	Rule string `json:"rule,omitempty"`
 }
 
 // Limit is one limit that applies to the URL.
@@ -207,14 +210,4 @@ func orNone(xs []string) string {
 		return "none"
 	}
 	return strings.Join(xs, "; ")
-}
-
-// parked reads a shard's parked hash entry: "<reason> <entries>".
-func parseParked(v string) (reason string, n int64, ok bool) {
-	reason, count, found := strings.Cut(v, " ")
-	if !found {
-		return "", 0, false
-	}
-	n, err := strconv.ParseInt(strings.TrimSpace(count), 10, 64)
-	return reason, n, err == nil
 }
