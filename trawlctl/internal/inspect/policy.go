@@ -133,7 +133,10 @@ func (r *Report) policy(set *policy.Set, d Limits, depth *int) {
 		budget = strconv.FormatInt(d.MaxPagesPerHost, 10) + " pages"
 	}
 	if res.HostBudget != nil {
-		budget = strconv.FormatInt(*res.HostBudget, 10) + " pages"
+		budget = "unlimited" // a rule's 0 lifts TRAWL_MAX_PAGES_PER_HOST for its hosts
+		if *res.HostBudget > 0 {
+			budget = strconv.FormatInt(*res.HostBudget, 10) + " pages"
+		}
 	}
 	add(policy.FHostBudget, res.HostBudget != nil, budget+" per host", "process-wide TRAWL_MAX_PAGES_PER_HOST")
 	if res.DomainBudget != nil {
