@@ -6,6 +6,7 @@ import (
 	"github.com/trawl/trawl/services/parser/internal/contentdup"
 	"github.com/trawl/trawl/services/parser/internal/scope"
 	"github.com/trawl/trawl/shared/obs"
+	"github.com/trawl/trawl/shared/policy"
 )
 
 type metrics struct {
@@ -28,9 +29,11 @@ type metrics struct {
 	bodies          *prometheus.CounterVec // result: read, missing, deleted
 	sitemaps        *sitemapMetrics
 	embeds          *embedMetrics
-	// embedsOn reports the requisites switch for trawl_parser_embeds_on; set once the
-	// switch is built, before the metrics are served.
+	// embedsOn reports the requisites switch for trawl_parser_embeds_on; rules, the live
+	// site policies the parser holds links to (nil: TRAWL_PARSER_POLICY=false). Both are
+	// set once built, before the metrics are served.
 	embedsOn func() bool
+	rules    *policy.Watcher
 }
 
 func newMetrics(om *obs.Metrics) *metrics {
@@ -55,6 +58,20 @@ func newMetrics(om *obs.Metrics) *metrics {
 	}
 	m.sitemaps = newSitemapMetrics(om)
 	m.embeds = newEmbedMetrics(om)
+	// Which rules the parser holds links to and how fresh they are, so a parser that cannot
+	// read a change is seen.
+	om.GaugeFunc("policy_version", "Version of the live site policies the parser holds links to (0: no rule ever set).", func() float64 {
+		if m.rules == nil {
+			return 0
+		}
+		return float64(m.rules.Current().Version())
+	})
+	om.GaugeFunc("policy_stale_seconds", "Seconds since the policy store last answered a poll (0: the last poll did).", func() float64 {
+		if m.rules == nil {
+			return 0
+		}
+		return m.rules.Stale().Seconds()
+	})
 	om.GaugeFunc("embeds_on", "1 while page requisites are found and published (TRAWL_EMBEDS; in auto, while the archiver's consumer exists).", func() float64 {
 		if m.embedsOn != nil && m.embedsOn() {
 			return 1
