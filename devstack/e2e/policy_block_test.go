@@ -1,0 +1,148 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/trawl/trawl/devstack/stack"
+	"github.com/trawl/trawl/devstack/synthweb"
+	"github.com/trawl/trawl/shared/policy"
+	"github.com/trawl/trawl/shared/testwait"
+)
+
+// blockWithin is how soon after a block is set no new request may reach its host.
+const blockWithin = 2 * time.Second
+
+// Three fetchers and two scheduler shards crawl; mid-crawl, with a backlog on one host, a
+// rule blocks it. From the web's own log: no request to it starts later than 2 s after the
+// apply returned, while the other hosts are crawled to the end. Its queued URLs are parked
+// with the reason "blocked" — as many as it has pages not yet requested, so none is lost —
+// and trawlctl explain says so of one of them. Removing the rule resumes them: the crawl
+// completes with every page of the web requested exactly once.
+func TestPolicyBlockAndUnblock(t *testing.T) {
+	env := crawlEnv{MinDelay: 150 * time.Millisecond, DelayFactor: 0, MaxDepth: 5, MaxRetries: 2}
+	wcfg := synthweb.DefaultConfig()
+	wcfg.Special = false
+	wcfg.Hosts, wcfg.PagesPerHost = 6, 30
+	wcfg.BaseIP = "127.0.27.1"
+	const shards = 2
+	pc := startPolicyCrawl(t, wcfg, env, stack.Options{
+		Env:      map[string]string{"TRAWL_SHARDS": fmt.Sprint(shards)},
+		Replicas: map[string]int{"scheduler": shards, "fetcher": 3},
+		ProcEnv: map[string]map[string]string{
+			"scheduler-0": {"TRAWL_SCHEDULER_SHARDS": "0"},
+			"scheduler-1": {"TRAWL_SCHEDULER_SHARDS": "1"},
+		},
+	}, nil)
+	blocked := pc.web.Hosts()[0]
+	exp := pc.web.Expected(env.MaxDepth)
+	var mine []string // the blocked host's pages
+	for u := range exp.Fetch {
+		if strings.HasPrefix(u, blocked.Origin+"/") {
+			mine = append(mine, u)
+		}
+	}
+	slices.Sort(mine)
+
+	waitRequests(t, pc.web, blocked.Name, 6)
+	rule := hostRule(blocked.Name, policy.Rule{Block: ptr(true), Note: "owner asked us to stop"})
+	setAt := pc.apply(t, rule)
+
+	// Everything else is crawled, the blocked host's URLs parked.
+	ctx := testwait.Context(t)
+	var parked int64
+	var reasons []string
+	testwait.EventuallyState(t, time.Minute, "every other host crawled and the blocked host's URLs parked", func() (bool, string) {
+		p, err := pc.st.Progress(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		parked, reasons = parkedEntries(t, pc.rdb, shards, blocked.Name)
+		return p.Quiet() && parked > 0, fmt.Sprintf("%s; %d parked %v", p, parked, reasons)
+	})
+	reqs := pc.web.Requests()
+	before := pagesOf(reqs, blocked.Name)
+	for _, q := range of(reqs, blocked.Name) {
+		if q.Start.After(setAt.Add(blockWithin)) {
+			t.Errorf("%s started %s after the block was set, want none after %s", reqString(q), q.Start.Sub(setAt).Round(time.Millisecond), blockWithin)
+		}
+	}
+	if last := of(reqs, blocked.Name); len(last) > 0 {
+		t.Logf("last request to %s started %s after the block was set; %s blocked since (%d of its %d pages requested)",
+			blocked.Name, last[len(last)-1].Start.Sub(setAt).Round(time.Millisecond), time.Since(setAt).Round(time.Millisecond), len(before), len(mine))
+	}
+	if time.Since(setAt) < blockWithin+time.Second {
+		t.Fatalf("the rest of the crawl ended %s after the block: too soon to show it holds", time.Since(setAt))
+	}
+	// Nothing lost: every page not requested is parked.
+	requested := synthweb.CountByURL(before, pc.web.Origin)
+	var waiting []string
+	for _, u := range mine {
+		if requested[u] == 0 {
+			waiting = append(waiting, u)
+		}
+	}
+	if int(parked) != len(waiting) {
+		t.Errorf("%d entries of %s parked, but %d of its pages are not requested yet", parked, blocked.Name, len(waiting))
+	}
+	for _, r := range reasons {
+		if r != "blocked" {
+			t.Errorf("parked with reason %q, want \"blocked\"", r)
+		}
+	}
+	if len(waiting) == 0 {
+		t.Fatalf("every page of %s was requested before the block: no backlog to park", blocked.Name)
+	}
+	out := trawlctl(t, pc, "explain", waiting[0])
+	if !strings.Contains(out, "parked") || !strings.Contains(out, "blocked") || !strings.Contains(out, rule.Rule.Scope.String()) {
+		t.Errorf("trawlctl explain %s does not say it is parked, blocked by %s:\n%s", waiting[0], rule.Rule.Scope, out)
+	}
+
+	// Unblock: the parked URLs resume.
+	pc.apply(t, policy.Change{Remove: true, Rule: policy.Rule{Scope: rule.Rule.Scope}})
+	testwait.EventuallyState(t, time.Minute, "the parked URLs back in the queue", func() (bool, string) {
+		n, _ := parkedEntries(t, pc.rdb, shards, blocked.Name)
+		after := len(pagesOf(pc.web.Requests(), blocked.Name))
+		return n == 0 && after > len(before), fmt.Sprintf("%d parked, %d pages of %s requested", n, after, blocked.Name)
+	})
+	p := pc.wait(t)
+	reqs = pc.web.Requests()
+	for _, prob := range exp.Check(reqs, pc.web.Origin, env.MaxRetries) {
+		t.Errorf("request log: %s", prob)
+	}
+	for _, v := range synthweb.Overlaps(reqs) {
+		t.Errorf("politeness: overlapping requests: %s", v)
+	}
+	if p.Accepted != p.Terminal() {
+		t.Errorf("accounting: %d URLs accepted, %d terminal (%+v)", p.Accepted, p.Terminal(), p)
+	}
+}
+
+// trawlctl runs the operator CLI against the crawl's NATS and Redis and returns its output.
+func trawlctl(t *testing.T, pc *policyCrawl, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(testwait.Context(t), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "trawlctl"), args...)
+	cmd.Env = append(os.Environ(), "TRAWL_NATS_URL="+pc.st.NATSURL(), "TRAWL_REDIS_URL="+pc.redis.URL())
+	for k, v := range pc.env.vars() {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	for _, k := range []string{"TRAWL_SHARDS", "TRAWL_SECRETS_DIR"} {
+		if v, ok := pc.opts.Env[k]; ok {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Errorf("trawlctl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
