@@ -5,32 +5,10 @@ package policy
 import (
 	"context"
 	"errors"
-	"net/netip"
 	"time"
 )
 
 var errTodo = errors.New("policy: not implemented yet")
-
-// ErrVersionMoved: an apply's ifVersion no longer matches the store.
-var ErrVersionMoved = errors.New("policy: the rules changed since the plan was made")
-
-type matcher struct{}
-
-func parseScope(s string) (Scope, error) { return Scope{}, errTodo }
-func compile(rules []Stored, version int64) (*Set, error) {
-	return &Set{version: version, rules: rules, impl: &matcher{}}, nil
-}
-func (m *matcher) host(string) Resolved                          { return Resolved{} }
-func (m *matcher) url(string) Resolved                           { return Resolved{} }
-func (m *matcher) addr(netip.Addr) Resolved                      { return Resolved{} }
-func (m *matcher) covers(Scope, string) bool                     { return false }
-func (st *Store) version(context.Context) (int64, error)         { return 0, errTodo }
-func (st *Store) load(context.Context) (*Set, error)             { return nil, errTodo }
-func (st *Store) plan(context.Context, []Change) ([]Diff, error) { return nil, errTodo }
-func (st *Store) apply(context.Context, []Change, string, int64) (int64, []Diff, error) {
-	return 0, nil, errTodo
-}
-func (st *Store) audit(context.Context, int) ([]AuditEntry, error) { return nil, errTodo }
 
 type watcher struct{}
 
