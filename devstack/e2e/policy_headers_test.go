@@ -67,12 +67,13 @@ func TestPolicyHeadersReachOnlyTheirHosts(t *testing.T) {
 			cookie: strings.Join(q.Header.Values("Cookie"), "; "), login: q.Header.Get("Authorization")}
 	}
 	pages := map[string]int{}
+	var probs problems
 	for _, q := range reqs {
 		w, ok := named[q.Host]
 		if ok && q.Path != "/robots.txt" {
 			pages[q.Host]++
 			if g := got(q); g != w {
-				t.Errorf("%s (a rule names it) carried %+v, want %+v", reqString(q), g, w)
+				probs.add("a page of "+q.Host+" without its rule's values", "%s carried %+v, want %+v", reqString(q), g, w)
 			}
 			continue
 		}
@@ -80,22 +81,23 @@ func TestPolicyHeadersReachOnlyTheirHosts(t *testing.T) {
 			// robots.txt of a named host: the rule's values or none, never another's.
 			for h, other := range named {
 				if h != q.Host && leaks(q.Header, other) != "" {
-					t.Errorf("%s carried %s of %s's rule", reqString(q), leaks(q.Header, other), h)
+					probs.add("robots.txt with another host's rule values", "%s carried %s of %s's rule", reqString(q), leaks(q.Header, other), h)
 				}
 			}
 			continue
 		}
 		for h, w := range named {
 			if what := leaks(q.Header, w); what != "" {
-				t.Errorf("%s (no rule names it) carried %s of %s's rule", reqString(q), what, h)
+				probs.add("a host no rule names got a rule's values", "%s carried %s of %s's rule", reqString(q), what, h)
 			}
 		}
 		for _, hdr := range []string{"Cookie", "Authorization", "X-Api-Key", "X-Policy-Plain"} {
 			if v := q.Header.Get(hdr); v != "" {
-				t.Errorf("%s (no rule names it) carried %s", reqString(q), hdr)
+				probs.add("a host no rule names got a rule's header", "%s carried %s", reqString(q), hdr)
 			}
 		}
 	}
+	probs.report(t)
 	for h := range named {
 		if pages[h] < 2 {
 			t.Errorf("host %s: %d pages requested, want its site", h, pages[h])

@@ -66,20 +66,23 @@ func TestPolicyRulesSurviveRestart(t *testing.T) {
 	reqs := pc.web.Requests()
 
 	after := 0
+	var probs problems
 	for _, q := range pagesOf(reqs, marked) {
 		if q.Start.After(restart) {
 			after++
 		}
 		if got := q.Header.Get("X-Policy-Kept"); got != "kept" {
-			t.Errorf("%s (started %s the restart) carried X-Policy-Kept %q, want \"kept\"", reqString(q), map[bool]string{true: "after", false: "before"}[q.Start.After(restart)], got)
+			probs.add(fmt.Sprintf("a page of %s (header rule) without X-Policy-Kept: kept, %s the restart", marked, map[bool]string{true: "after", false: "before"}[q.Start.After(restart)]),
+				"%s carried %q", reqString(q), got)
 		}
 	}
 	if after == 0 {
 		t.Errorf("no page of %s requested after the restart: nothing shows the rule held", marked)
 	}
 	for _, q := range of(reqs, blocked) {
-		t.Errorf("%s requested (started %s the restart), but a rule blocks it", reqString(q), map[bool]string{true: "after", false: "before"}[q.Start.After(restart)])
+		probs.add(fmt.Sprintf("a request to %s, which a rule blocks, %s the restart", blocked, map[bool]string{true: "after", false: "before"}[q.Start.After(restart)]), "%s", reqString(q))
 	}
+	probs.report(t)
 	// The other hosts are whole.
 	exp := pc.web.Expected(env.MaxDepth)
 	counts := synthweb.CountByURL(reqs, pc.web.Origin)

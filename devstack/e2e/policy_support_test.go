@@ -252,3 +252,33 @@ func waitRequests(t *testing.T, web *synthweb.Web, host string, n int) {
 		return got >= n, fmt.Sprintf("%d so far", got)
 	})
 }
+
+// problems collects a test's findings by kind and reports each kind once: how many, and
+// the first few, so that a rule that failed on every request does not bury the rest.
+type problems struct {
+	order []string
+	by    map[string][]string
+}
+
+func (p *problems) add(kind, format string, args ...any) {
+	if p.by == nil {
+		p.by = map[string][]string{}
+	}
+	if _, ok := p.by[kind]; !ok {
+		p.order = append(p.order, kind)
+	}
+	p.by[kind] = append(p.by[kind], fmt.Sprintf(format, args...))
+}
+
+func (p *problems) report(t *testing.T) {
+	t.Helper()
+	const shown = 3
+	for _, k := range p.order {
+		all := p.by[k]
+		more := ""
+		if len(all) > shown {
+			more = fmt.Sprintf("\n\t… and %d more", len(all)-shown)
+		}
+		t.Errorf("%s: %d times:\n\t%s%s", k, len(all), strings.Join(all[:min(shown, len(all))], "\n\t"), more)
+	}
+}
