@@ -1,6 +1,7 @@
 package itest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -222,4 +223,66 @@ func TestPolicyStoreCluster(t *testing.T) {
 			t.Fatalf("key %s outside the {policy} hash tag", key)
 		}
 	}
+}
+
+// The watcher loads a change within a poll, tells its callbacks in order, keeps the last
+// rules while Redis does not answer (Stale says how long), and catches up after.
+func TestPolicyWatcher(t *testing.T) {
+	srv := redisproc.StartT(t, redisproc.Options{})
+	rdb := redisClient(t, srv)
+	ctx := testwait.Context(t)
+	st := policy.NewStore(rdb, "trawl")
+	w, err := policy.NewWatcher(ctx, st, 50*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Current().Version() != 0 {
+		t.Fatalf("first load: version %d", w.Current().Version())
+	}
+	var (
+		mu    sync.Mutex
+		calls []string
+	)
+	for _, name := range []string{"first", "second"} {
+		w.OnChange(func(old, new *policy.Set) {
+			mu.Lock()
+			calls = append(calls, fmt.Sprintf("%s %d→%d", name, old.Version(), new.Version()))
+			mu.Unlock()
+		})
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(runCtx) }()
+	t.Cleanup(func() { stop(); <-done })
+
+	block := true
+	r := policyRule(t, "host:www.example.com", func(r *policy.Rule) { r.Block = &block })
+	if _, _, err := st.Apply(ctx, []policy.Change{set(r, "")}, "ops", 0); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Eventually(t, 2*time.Second, "the watcher to load version 1", func() bool {
+		return w.Current().Host("www.example.com").Blocked()
+	})
+	testwait.Eventually(t, time.Second, "both callbacks", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(calls) == 2
+	})
+	mu.Lock()
+	if got := strings.Join(calls, ", "); got != "first 0→1, second 0→1" {
+		t.Fatalf("callbacks: %s", got)
+	}
+	mu.Unlock()
+
+	if err := srv.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Eventually(t, 5*time.Second, "Stale to report the store silent", func() bool { return w.Stale() > 200*time.Millisecond })
+	if !w.Current().Host("www.example.com").Blocked() {
+		t.Fatal("the rules were dropped while the store did not answer")
+	}
+	if err := srv.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Eventually(t, 5*time.Second, "Stale back to 0 after Redis answered again", func() bool { return w.Stale() == 0 })
 }

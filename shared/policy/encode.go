@@ -10,15 +10,15 @@ import (
 // MarshalJSON writes the duration as Go writes it ("1.5s").
 func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
 
-// UnmarshalJSON reads "1.5s" (or a number of nanoseconds, as a time.Duration marshals).
+// UnmarshalJSON reads "1.5s", or a plain number of seconds as the TRAWL_* durations take.
 func (d *Duration) UnmarshalJSON(b []byte) error {
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
-		var n int64
-		if err2 := json.Unmarshal(b, &n); err2 != nil {
+		var secs float64
+		if err2 := json.Unmarshal(b, &secs); err2 != nil {
 			return fmt.Errorf("a duration is a string such as \"1.5s\": %w", err)
 		}
-		*d = Duration(n)
+		*d = Duration(secs * float64(time.Second))
 		return nil
 	}
 	v, err := ParseDuration(s)
