@@ -155,3 +155,94 @@ func TestServerLeases(t *testing.T) {
 		t.Fatalf("state %+v: want known, last host slow.example, not busy, next about 2s after the release", st)
 	}
 }
+
+// A request's own limits at its address (a site policy's cidr or host rule): its min
+// delay and delay factor space the next request, and a connections limit above one lets
+// that many claims be in flight at once, each starting a gap after the previous start.
+func TestServerLimits(t *testing.T) {
+	rdb := redisClient(t, redisproc.StartT(t, redisproc.Options{}))
+	rules := politeness.Rules{MinDelay: 300 * time.Millisecond, DelayFactor: 0, MaxCrawlDelay: 30 * time.Second,
+		RetryBackoff: time.Second, MaxBackoff: time.Minute, Per: politeness.PerIP}
+	srv := politeness.NewServers(rdb, "server-limits-test", rules)
+	ctx := context.Background()
+	const window = 10 * time.Second
+	n := 0
+	addr := func() netip.Addr { n++; return netip.AddrFrom4([4]byte{198, 51, 100, byte(n)}) }
+	dur := func(d time.Duration) *time.Duration { return &d }
+	claim := func(t *testing.T, a netip.Addr, lim politeness.ServerLimits) politeness.ServerClaim {
+		t.Helper()
+		c, err := srv.ClaimWith(ctx, a, "h.example", 0, window, lim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	release := func(t *testing.T, c politeness.ServerClaim, took time.Duration) {
+		t.Helper()
+		if _, err := srv.Release(ctx, c, took); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name string
+		run  func(t *testing.T)
+	}{
+		{"a longer min delay spaces the next request by it", func(t *testing.T) {
+			a := addr()
+			c := claim(t, a, politeness.ServerLimits{MinDelay: dur(3 * time.Second)})
+			if !c.OK {
+				t.Fatal("first claim refused")
+			}
+			release(t, c, 10*time.Millisecond)
+			if c := claim(t, a, politeness.ServerLimits{}); c.OK || c.Wait < 2900*time.Millisecond || c.Wait > 3*time.Second {
+				t.Fatalf("after a 3s min delay: granted %v, wait %s; want busy for about 3s", c.OK, c.Wait)
+			}
+		}},
+		{"a delay factor multiplies the response time", func(t *testing.T) {
+			a := addr()
+			f := 20.0
+			c := claim(t, a, politeness.ServerLimits{DelayFactor: &f})
+			release(t, c, 100*time.Millisecond)
+			if c := claim(t, a, politeness.ServerLimits{}); c.OK || c.Wait < 1900*time.Millisecond || c.Wait > 2*time.Second {
+				t.Fatalf("after 100ms × 20: granted %v, wait %s; want busy for about 2s", c.OK, c.Wait)
+			}
+		}},
+		{"two connections: two in flight, never three, starts a gap apart", func(t *testing.T) {
+			a := addr()
+			lim := politeness.ServerLimits{Connections: 2, MinDelay: dur(200 * time.Millisecond)}
+			first := claim(t, a, lim)
+			if !first.OK {
+				t.Fatal("first claim refused")
+			}
+			if c := claim(t, a, lim); c.OK || c.Wait > 200*time.Millisecond {
+				t.Fatalf("right after the first start: granted %v, wait %s; want busy until a gap after its start", c.OK, c.Wait)
+			}
+			start := time.Now()
+			var second politeness.ServerClaim
+			for second = claim(t, a, lim); !second.OK; second = claim(t, a, lim) {
+				if time.Since(start) > 5*time.Second {
+					t.Fatalf("second claim still refused after %s (wait %s) with the first in flight", time.Since(start), second.Wait)
+				}
+				time.Sleep(min(second.Wait, 20*time.Millisecond)) // polling a condition, with its own hint
+			}
+			st, err := politeness.ReadServer(ctx, rdb, "server-limits-test", a)
+			if err != nil || !st.Busy(time.Now()) {
+				t.Fatalf("state %+v (%v): want busy with two in flight", st, err)
+			}
+			time.Sleep(250 * time.Millisecond) // past the gap: only the connections limit holds now
+			if c := claim(t, a, lim); c.OK {
+				t.Fatal("a third claim granted with two in flight")
+			}
+			if c := claim(t, a, politeness.ServerLimits{}); c.OK {
+				t.Fatal("a claim with one connection granted while two are in flight")
+			}
+			release(t, first, 10*time.Millisecond)
+			if c := claim(t, a, lim); !c.OK {
+				t.Fatalf("claim refused (wait %s) with one of two in flight and the gap passed", c.Wait)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, tt.run)
+	}
+}

@@ -54,19 +54,47 @@ type ServerClaim struct {
 	// again after this long.
 	Wait  time.Duration
 	token string
+	rules Rules // the claim's rules, its limits applied; Release spaces by them too
 }
 
-func (s *Servers) args(c ServerClaim, extra ...any) []any {
-	return append(append(s.rules.Args(), c.Host, c.CrawlDelay.Milliseconds()), extra...)
+func (c ServerClaim) args(extra ...any) []any {
+	return append(append(c.rules.Args(), c.Host, c.CrawlDelay.Milliseconds()), extra...)
+}
+
+// ServerLimits are what site policies (shared/policy: an address-block rule, or the
+// requested host's own rule) set for one request at its server address. A nil field, or
+// Connections 0, keeps the process-wide rule.
+type ServerLimits struct {
+	MinDelay      *time.Duration
+	DelayFactor   *float64
+	MaxCrawlDelay *time.Duration // how long a Crawl-delay is honoured (exact: a long one)
+	// Connections is the most requests in flight at the address, this one included (1
+	// by default). With more than one, each request still starts at least a gap after the
+	// previous request's start.
+	Connections int
 }
 
 // Claim reserves addr for one request to host (whose robots.txt Crawl-delay is
 // crawlDelay) that ends within window. A claimer that dies leaves the address in flight
 // until the window ends.
 func (s *Servers) Claim(ctx context.Context, addr netip.Addr, host string, crawlDelay, window time.Duration) (ServerClaim, error) {
-	c := ServerClaim{Addr: addr.Unmap().WithZone(""), Host: host, CrawlDelay: crawlDelay, token: rand.Text()}
+	return s.ClaimWith(ctx, addr, host, crawlDelay, window, ServerLimits{})
+}
+
+// ClaimWith is Claim under the limits of the request's site policies.
+func (s *Servers) ClaimWith(ctx context.Context, addr netip.Addr, host string, crawlDelay, window time.Duration, lim ServerLimits) (ServerClaim, error) {
+	c := ServerClaim{Addr: addr.Unmap().WithZone(""), Host: host, CrawlDelay: crawlDelay, token: rand.Text(), rules: s.rules}
+	if lim.MinDelay != nil {
+		c.rules.MinDelay = *lim.MinDelay
+	}
+	if lim.DelayFactor != nil {
+		c.rules.DelayFactor = *lim.DelayFactor
+	}
+	if lim.MaxCrawlDelay != nil {
+		c.rules.MaxCrawlDelay = *lim.MaxCrawlDelay
+	}
 	v, err := serverClaimScript.Run(ctx, s.rdb, []string{ServerKey(s.prefix, c.Addr)},
-		s.args(c, max(window.Milliseconds(), 1), c.token)...).Result()
+		c.args(max(window.Milliseconds(), 1), c.token, max(lim.Connections, 1))...).Result()
 	if err != nil {
 		return ServerClaim{}, fmt.Errorf("politeness: claim address %s: %w", c.Addr, err)
 	}
@@ -91,7 +119,7 @@ func (s *Servers) Release(ctx context.Context, c ServerClaim, took time.Duration
 		ms = -1
 	}
 	v, err := serverReleaseScript.Run(ctx, s.rdb, []string{ServerKey(s.prefix, c.Addr)},
-		s.args(c, ms, c.token)...).Result()
+		c.args(ms, c.token)...).Result()
 	if err != nil {
 		return time.Time{}, fmt.Errorf("politeness: release address %s: %w", c.Addr, err)
 	}
@@ -151,7 +179,9 @@ func serverState(addr netip.Addr, h map[string]string) ServerState {
 	st := ServerState{Addr: addr}
 	ms := func(k string) int64 { n, _ := strconv.ParseInt(h[k], 10, 64); return n }
 	st.Known = len(h) > 0
-	if n := ms("until"); n > 0 {
+	// One claim in flight (until), or several under a connections limit (cu: the latest
+	// of their ends).
+	if n := max(ms("until"), ms("cu")); n > 0 {
 		st.InFlightUntil = time.UnixMilli(n)
 	}
 	if n := ms("next"); n > 0 {

@@ -7,6 +7,8 @@
 --   next   no request to the address before then (ms)
 --   rt     the last response time from the address (ms)
 --   host   the host last requested at the address
+--   c:<token>  a claim in flight under a connections limit above one: its end (ms)
+--   cu     the latest end of those claims
 -- ARGV: 1 min delay ms, 2 delay factor k, 3 max crawl-delay ms, 4 retry backoff ms,
 --       5 max backoff ms, 6 host, 7 the host's Crawl-delay ms; script arguments start at
 --       ARGV[8].

@@ -307,6 +307,14 @@ func (c *Client) do(ctx context.Context, rawURL string, u *url.URL, accept strin
 	if v.LastModified != "" {
 		req.Header["If-Modified-Since"] = []string{v.LastModified}
 	}
+	extra := headersFor(ctx, u.Hostname())
+	if extra != nil {
+		for name, vs := range extra.Header {
+			if !Reserved[name] {
+				req.Header[name] = vs
+			}
+		}
+	}
 	started := time.Now()
 	resp, err := c.roundTrip(req)
 	if err != nil {
@@ -327,6 +335,9 @@ func (c *Client) do(ctx context.Context, rawURL string, u *url.URL, accept strin
 	}
 	// Before the header map is edited below: a rebuilt head shows what was received.
 	x.capture(out, req, resp)
+	if extra != nil {
+		out.RequestHead = maskHead(out.RequestHead, extra.Secret)
+	}
 	// The wire cap leaves room for gzip overhead on incompressible data; whichever cap
 	// is hit first marks the body truncated.
 	wireCap := maxBody + maxBody/16 + 64<<10

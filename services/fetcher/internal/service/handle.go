@@ -334,6 +334,14 @@ func (s *Service) process(ctx context.Context, task *crawlmsg.FetchTask) (*crawl
 		return out, nil, nil
 	}
 	origin := originOf(task.URL, u)
+	// The site policies are read when the task starts on its worker, not when it was
+	// received, and again right before each request it makes (fetchPage, fetchRobots):
+	// a block set while the task waited is obeyed.
+	pol := s.policyOf(task.URL)
+	if pol.Blocked() {
+		return s.parked(out, parkedPage), nil, nil
+	}
+	rb := s.robotsFor(pol)
 
 	// Whatever the robots lookup below costs, the request ends deadlineSlack before the
 	// lease: its context carries that cut-off, on top of the fetch timeout.
@@ -347,7 +355,7 @@ func (s *Service) process(ctx context.Context, task *crawlmsg.FetchTask) (*crawl
 		defer cancel()
 	}
 
-	entry, err := s.robots.Get(reqCtx, origin)
+	entry, err := rb.store.Get(reqCtx, origin)
 	if err != nil {
 		if ctx.Err() == nil && reqCtx.Err() != nil {
 			return s.expired(out), nil, nil
@@ -363,7 +371,7 @@ func (s *Service) process(ctx context.Context, task *crawlmsg.FetchTask) (*crawl
 	}
 	if entry == nil {
 		s.m.robotsDecisions.WithLabelValues("miss").Inc()
-		rout, fresh, err := s.fetchRobots(ctx, reqCtx, out, origin, task.Host)
+		rout, fresh, err := s.fetchRobots(ctx, reqCtx, out, origin, task.Host, rb)
 		if err != nil || !s.goOnAfterRobots(ctx, task, fresh) {
 			return rout, nil, err
 		}
@@ -461,8 +469,13 @@ func (s *Service) expired(out *crawlmsg.Outcome) *crawlmsg.Outcome {
 // that host is inside its gap or has a task out, the hop is recorded and the task ends
 // `deferred` (or `robots`, if it made its own request), asking to be tried again when the
 // other host is free; the URL waits at the head of its queue meanwhile, no attempt counted.
-func (s *Service) fetchRobots(ctx, reqCtx context.Context, out *crawlmsg.Outcome, origin, host string) (*crawlmsg.Outcome, *robotsFetched, error) {
-	hop, err := s.robots.GetHop(reqCtx, origin)
+//
+// Each request of the chain is made under the site policy of its own URL (its headers,
+// only to its host), checked right before it: when the task's URL is blocked the task is
+// parked, and a hop whose URL is blocked ends the chain as unreachable. The entry is
+// reduced for rb's agent: the product token of the User-Agent the task's URL is crawled as.
+func (s *Service) fetchRobots(ctx, reqCtx context.Context, out *crawlmsg.Outcome, origin, host string, rb robotsView) (*crawlmsg.Outcome, *robotsFetched, error) {
+	hop, err := rb.store.GetHop(reqCtx, origin)
 	if err != nil {
 		s.crawl.Invalidate()
 		return nil, nil, err
@@ -484,23 +497,46 @@ func (s *Service) fetchRobots(ctx, reqCtx context.Context, out *crawlmsg.Outcome
 		other := herr == nil && to != host
 		if own && !other {
 			// A second request to the task's own host waits for its next task.
-			return noFresh(s.robotsHop(ctx, out, origin, robotscache.Hop{URL: target, N: n}, started, ownTook, 0))
+			return noFresh(s.robotsHop(ctx, rb.store, out, origin, robotscache.Hop{URL: target, N: n}, started, ownTook, 0))
 		}
 		next := robotscache.Hop{URL: target, N: n}
+		if s.policyOf(out.URL).Blocked() {
+			if requested {
+				return noFresh(s.robotsHop(ctx, rb.store, out, origin, next, started, ownTook, 0))
+			}
+			return s.parked(out, parkedRobots), nil, nil
+		}
+		tpol := s.policyOf(target)
+		if tpol.Blocked() {
+			s.m.policy.hopBlock.Inc()
+			err = fmt.Errorf("robots.txt at %s: %w", target, errPolicyBlocked)
+			if n > 0 {
+				err = &fetch.RedirectError{Hop: n, URL: target, Err: err}
+			}
+			break
+		}
+		hdr, herr := s.headersOf(tpol, to)
+		if herr != nil {
+			if requested {
+				s.log.Warn("robots.txt: the next hop's secret cannot be read", "origin", origin, "target", target, "err", herr)
+				return noFresh(s.robotsHop(ctx, rb.store, out, origin, next, started, ownTook, 0))
+			}
+			return s.secretFailed(out, herr), nil, nil
+		}
 		// The server address first: a busy one ends the chain here, before another host
 		// is claimed for nothing.
 		lease, reqErr, lerr := s.atServer(reqCtx, target, 0)
 		switch {
 		case lerr != nil && requested:
 			s.log.Warn("robots.txt: server lease failed", "origin", origin, "target", target, "err", lerr)
-			return noFresh(s.robotsHop(ctx, out, origin, next, started, ownTook, 0))
+			return noFresh(s.robotsHop(ctx, rb.store, out, origin, next, started, ownTook, 0))
 		case lerr != nil:
 			return nil, nil, lerr
 		case lease != nil && !lease.claim.OK && requested:
-			return noFresh(s.robotsHop(ctx, out, origin, next, started, ownTook, lease.claim.Wait))
+			return noFresh(s.robotsHop(ctx, rb.store, out, origin, next, started, ownTook, lease.claim.Wait))
 		case lease != nil && !lease.claim.OK:
 			if n > 0 && (hop == nil || *hop != next) {
-				if err := s.robots.PutHop(ctx, origin, next); err != nil {
+				if err := rb.store.PutHop(ctx, origin, next); err != nil {
 					s.crawl.Invalidate()
 					return nil, nil, err
 				}
@@ -524,16 +560,17 @@ func (s *Service) fetchRobots(ctx, reqCtx context.Context, out *crawlmsg.Outcome
 			case err != nil && requested:
 				// The hop was not made: record it, and report the request that was.
 				s.log.Warn("robots.txt redirect: claim failed", "origin", origin, "to", to, "err", err)
-				return noFresh(s.robotsHop(ctx, out, origin, robotscache.Hop{URL: target, N: n}, started, ownTook, 0))
+				return noFresh(s.robotsHop(ctx, rb.store, out, origin, robotscache.Hop{URL: target, N: n}, started, ownTook, 0))
 			case err != nil:
 				s.crawl.Invalidate()
 				return nil, nil, err
 			case !claim.OK && requested:
-				return noFresh(s.robotsHop(ctx, out, origin, robotscache.Hop{URL: target, N: n}, started, ownTook, claim.Wait))
+				return noFresh(s.robotsHop(ctx, rb.store, out, origin, robotscache.Hop{URL: target, N: n}, started, ownTook, claim.Wait))
 			case !claim.OK:
-				return noFresh(s.deferRobots(ctx, out, origin, robotscache.Hop{URL: target, N: n}, hop, to, claim.Wait))
+				return noFresh(s.deferRobots(ctx, rb.store, out, origin, robotscache.Hop{URL: target, N: n}, hop, to, claim.Wait))
 			}
 		}
+		hopCtx = fetch.WithHeaders(hopCtx, hdr)
 		t0 := s.now()
 		if !requested {
 			started = t0
@@ -582,16 +619,16 @@ func (s *Service) fetchRobots(ctx, reqCtx context.Context, out *crawlmsg.Outcome
 		out.Kind, out.Error, out.Permanent = crawlmsg.OutcomeBlocked, err.Error(), true
 		return out, nil, nil
 	case err != nil:
-		entry = robots.UnreachableEntry(s.cfg.RobotsAgent, err, started)
+		entry = robots.UnreachableEntry(rb.agent, err, started)
 		out.Error, out.Permanent = err.Error(), fetch.IsPermanent(err)
 	default:
 		s.m.bytes.Add(float64(resp.WireBytes))
-		entry = robots.NewEntry(s.cfg.RobotsAgent, resp.Status, resp.Body, int(limit), started)
+		entry = robots.NewEntry(rb.agent, resp.Status, resp.Body, int(limit), started)
 		out.Status = resp.Status
 		out.RetryAfter = retryAfter(resp, started)
 	}
 	s.m.robotsFetches.WithLabelValues(entry.Class.String()).Inc()
-	if err := s.robots.Put(ctx, origin, entry); err != nil {
+	if err := rb.store.Put(ctx, origin, entry); err != nil {
 		// The request was made, so the outcome is still owed to the scheduler; the next
 		// task for the origin simply fetches robots.txt again.
 		s.log.Warn("robots cache write failed", "origin", origin, "err", err)
@@ -612,7 +649,7 @@ func (s *Service) fetchRobots(ctx, reqCtx context.Context, out *crawlmsg.Outcome
 		out.Kind = crawlmsg.OutcomeRobotsUnavailable
 	}
 	if hop != nil || n > 0 {
-		if err := s.robots.ClearHop(ctx, origin); err != nil {
+		if err := rb.store.ClearHop(ctx, origin); err != nil {
 			s.log.Warn("robots cache hop not cleared", "origin", origin, "err", err)
 		}
 	}
@@ -640,8 +677,8 @@ func cutoffOf(ctx context.Context) time.Time {
 // robotsHop records the origin's next robots.txt hop after this task's request to its own
 // host and reports that request: the URL goes back to its host queue, and a later task
 // requests the hop, after the host's delay and at least wait.
-func (s *Service) robotsHop(ctx context.Context, out *crawlmsg.Outcome, origin string, next robotscache.Hop, started time.Time, took, wait time.Duration) (*crawlmsg.Outcome, error) {
-	if err := s.robots.PutHop(ctx, origin, next); err != nil {
+func (s *Service) robotsHop(ctx context.Context, rc *robotscache.Store, out *crawlmsg.Outcome, origin string, next robotscache.Hop, started time.Time, took, wait time.Duration) (*crawlmsg.Outcome, error) {
+	if err := rc.PutHop(ctx, origin, next); err != nil {
 		// The request was made, so its outcome is owed; the chain starts over next time.
 		s.log.Warn("robots cache hop write failed", "origin", origin, "err", err)
 	}
@@ -656,9 +693,9 @@ func (s *Service) robotsHop(ctx context.Context, out *crawlmsg.Outcome, origin s
 // deferRobots ends a task that made no request because the next hop of its robots.txt
 // chain goes to another host that is busy: the URL waits at the head of its queue and the
 // host's next task, after wait, tries the hop again.
-func (s *Service) deferRobots(ctx context.Context, out *crawlmsg.Outcome, origin string, next robotscache.Hop, pending *robotscache.Hop, to string, wait time.Duration) (*crawlmsg.Outcome, error) {
+func (s *Service) deferRobots(ctx context.Context, rc *robotscache.Store, out *crawlmsg.Outcome, origin string, next robotscache.Hop, pending *robotscache.Hop, to string, wait time.Duration) (*crawlmsg.Outcome, error) {
 	if pending == nil || *pending != next {
-		if err := s.robots.PutHop(ctx, origin, next); err != nil {
+		if err := rc.PutHop(ctx, origin, next); err != nil {
 			s.crawl.Invalidate()
 			return nil, err
 		}
@@ -679,6 +716,16 @@ func isRedirectErr(err error) bool {
 // fetchPage requests the page (u is task.URL parsed) under reqCtx and builds the page
 // and, for a redirect, the discovered target.
 func (s *Service) fetchPage(ctx, reqCtx context.Context, task *crawlmsg.FetchTask, u *url.URL, out *crawlmsg.Outcome) (*crawlmsg.Outcome, *pageResult, error) {
+	// Right before the request, the rules in force now decide: a block set since the task
+	// was dispatched, received or started stops it here.
+	pol := s.policyOf(task.URL)
+	if pol.Blocked() {
+		return s.parked(out, parkedPage), nil, nil
+	}
+	hdr, err := s.headersOf(pol, u.Hostname())
+	if err != nil {
+		return s.secretFailed(out, err), nil, nil
+	}
 	lease, reqErr, err := s.atServer(reqCtx, task.URL, time.Duration(out.CrawlDelay*float64(time.Second)))
 	if err != nil {
 		return nil, nil, err
@@ -693,11 +740,11 @@ func (s *Service) fetchPage(ctx, reqCtx context.Context, task *crawlmsg.FetchTas
 		// The dial would have failed the same way.
 		err = reqErr
 	case lease != nil:
-		resp, err = s.client.GetParsed(lease.ctx, task.URL, u, acceptFor(task.Kind), validators(task))
+		resp, err = s.client.GetParsed(fetch.WithHeaders(lease.ctx, hdr), task.URL, u, acceptFor(task.Kind), validators(task))
 		s.releaseServer(ctx, lease, s.now().Sub(started))
 		out.Addr = lease.claim.Addr.String()
 	default:
-		resp, err = s.client.GetParsed(reqCtx, task.URL, u, acceptFor(task.Kind), validators(task))
+		resp, err = s.client.GetParsed(fetch.WithHeaders(reqCtx, hdr), task.URL, u, acceptFor(task.Kind), validators(task))
 	}
 	if err != nil {
 		switch {

@@ -27,6 +27,7 @@ type metrics struct {
 	paused          prometheus.Gauge
 	dnsLookups      *prometheus.CounterVec // result: hit, negative, miss, shared
 	sitemaps        *prometheus.CounterVec // source: robots, default
+	policy          *policyMetrics
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -97,6 +98,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"result"}),
 	}
 	m.sitemaps = newSitemapsMetric()
+	m.policy = newPolicyMetrics(reg)
 	m.sitemaps.WithLabelValues("robots")
 	m.sitemaps.WithLabelValues("default")
 	reg.MustRegister(m.sitemaps, m.dnsLookups, m.pages, m.bytes, m.duration, m.robotsDecisions, m.robotsFetches, m.robotsThenPage, m.inflight,

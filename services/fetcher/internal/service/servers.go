@@ -9,6 +9,7 @@ import (
 
 	"github.com/trawl/trawl/services/fetcher/internal/fetch"
 	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/policy"
 	"github.com/trawl/trawl/shared/politeness"
 )
 
@@ -48,7 +49,7 @@ func (s *Service) atServer(reqCtx context.Context, rawURL string, crawlDelay tim
 	// The claim lasts as long as the request can: a fetcher that dies holds the address
 	// no longer than its request could have run.
 	window, bounded, cancel := s.claimFor(reqCtx)
-	c, err := s.servers.Claim(reqCtx, addr, host, crawlDelay, window)
+	c, err := s.servers.ClaimWith(reqCtx, addr, host, crawlDelay, window, s.serverLimits(host, addr))
 	if err != nil {
 		cancel()
 		s.crawl.Invalidate()
@@ -101,6 +102,39 @@ func serverBusy(out *crawlmsg.Outcome, l *serverLease) *crawlmsg.Outcome {
 	out.Addr = l.claim.Addr.String()
 	out.Error = fmt.Sprintf("server %s is busy", l.claim.Addr)
 	return out
+}
+
+// exactCrawlDelay is the cap that honours any Crawl-delay a robots.txt can state.
+const exactCrawlDelay = 365 * 24 * time.Hour
+
+// serverLimits are the site policies' limits for a request to host at addr: field by
+// field, the host's own rules (host, domain) over the address-block rules that contain
+// addr, over the process-wide settings (an unset field).
+func (s *Service) serverLimits(host string, addr netip.Addr) politeness.ServerLimits {
+	set := s.policies.Current()
+	h, a := set.Host(host), set.Addr(addr)
+	var lim politeness.ServerLimits
+	for _, r := range []policy.Resolved{a, h} {
+		if r.MinDelay != nil {
+			d := time.Duration(*r.MinDelay)
+			lim.MinDelay = &d
+		}
+		if r.DelayFactor != nil {
+			f := *r.DelayFactor
+			lim.DelayFactor = &f
+		}
+		if r.CrawlDelay != nil {
+			d := r.CrawlDelay.Cap
+			if r.CrawlDelay.Exact {
+				d = exactCrawlDelay
+			}
+			lim.MaxCrawlDelay = &d
+		}
+		if r.Connections != nil {
+			lim.Connections = *r.Connections
+		}
+	}
+	return lim
 }
 
 // pickFunc resolves a host to the address its dial would use.

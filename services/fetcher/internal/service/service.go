@@ -25,6 +25,7 @@ import (
 	"github.com/trawl/trawl/shared/crawlid"
 	"github.com/trawl/trawl/shared/natsx"
 	"github.com/trawl/trawl/shared/obs"
+	"github.com/trawl/trawl/shared/policy"
 	"github.com/trawl/trawl/shared/politeness"
 	"github.com/trawl/trawl/shared/runner"
 	"github.com/trawl/trawl/shared/topology"
@@ -39,6 +40,12 @@ type Service struct {
 	rdb    redis.UniversalClient
 	obs    *obs.Server
 	robots *robotscache.Store
+	// agents are the robots.txt caches of the User-Agents site policies set (robotsFor).
+	agents robotsAgents
+	// policies are the live site policies, read right before every request; secrets
+	// resolve the secret names they hold.
+	policies Policies
+	secrets  policy.Secrets
 	// claims reserve another host for a robots.txt redirect hop, under its own gap.
 	claims *politeness.Claimer
 	// servers space the requests per server address (TRAWL_POLITENESS=ip; nil otherwise);
@@ -112,6 +119,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Optio
 			"stream", topology.StreamPages, "consumer", topology.ConsumerArchiver)
 	})
 	r.OnClose(s.archive.Close)
+	s.policies = staticPolicies{policy.Empty()}
 	var dialer *safedial.Dialer
 	s.client, dialer = newClient(cfg, func(result string) { m.dnsLookups.WithLabelValues(result).Inc() }, s.keepRaw)
 	if cfg.Politeness.Per == politeness.PerIP {

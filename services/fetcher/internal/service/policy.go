@@ -1,0 +1,297 @@
+package service
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/trawl/trawl/services/fetcher/internal/fetch"
+	"github.com/trawl/trawl/services/fetcher/internal/robotscache"
+	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/policy"
+	"github.com/trawl/trawl/shared/robots"
+)
+
+// Policies is where the fetcher reads the live site policies: a policy.Watcher in
+// production. Current is read right before every request, so a change is obeyed by the
+// next request made after the watcher loads it, whatever was dispatched or queued before.
+type Policies interface {
+	Current() *policy.Set
+}
+
+// staticPolicies is a fixed set of rules (tests; none: policy.Empty).
+type staticPolicies struct{ set *policy.Set }
+
+func (p staticPolicies) Current() *policy.Set { return p.set }
+
+// WithPolicies makes the service read its site policies from p instead of a watcher of
+// the store in Redis.
+func WithPolicies(p Policies) Option {
+	return func(s *Service) { s.policies = p }
+}
+
+// WithSecrets makes the service read the secrets its policies name from sec instead of
+// TRAWL_SECRETS_DIR.
+func WithSecrets(sec policy.Secrets) Option {
+	return func(s *Service) { s.secrets = sec }
+}
+
+// What a parked task was about to request (the label of trawl_fetcher_policy_parked_total).
+const (
+	parkedPage   = "page"
+	parkedRobots = "robots"
+)
+
+type policyMetrics struct {
+	parked    *prometheus.CounterVec // what: page, robots
+	hopBlock  prometheus.Counter
+	secretErr prometheus.Counter
+	applied   *prometheus.CounterVec // setting: user_agent, headers, cookies, credentials
+}
+
+func newPolicyMetrics(reg prometheus.Registerer) *policyMetrics {
+	m := &policyMetrics{
+		parked: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "trawl_fetcher_policy_parked_total",
+			Help: "Tasks answered parked without a request because a site policy blocks their URL, checked right before the request: page (the page, requisite or sitemap) or robots (its robots.txt, or a hop of it).",
+		}, []string{"what"}),
+		hopBlock: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "trawl_fetcher_policy_robots_hop_blocked_total",
+			Help: "robots.txt redirect chains stopped because a site policy blocks the next hop's host (the origin's robots.txt counts unreachable).",
+		}),
+		secretErr: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "trawl_fetcher_policy_secret_errors_total",
+			Help: "Tasks failed without a request because a secret their site policy names cannot be read (TRAWL_SECRETS_DIR).",
+		}),
+		applied: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "trawl_fetcher_policy_requests_total",
+			Help: "Requests sent with a site policy's request setting: user_agent, headers (plain or secret), cookies, credentials.",
+		}, []string{"setting"}),
+	}
+	for _, w := range []string{parkedPage, parkedRobots} {
+		m.parked.WithLabelValues(w)
+	}
+	for _, f := range []policy.Field{policy.FUserAgent, policy.FHeaders, policy.FCookies, policy.FCredentials} {
+		m.applied.WithLabelValues(string(f))
+	}
+	reg.MustRegister(m.parked, m.hopBlock, m.secretErr, m.applied)
+	return m
+}
+
+// policyOf is rawURL's policy under the rules in force now.
+func (s *Service) policyOf(rawURL string) policy.Resolved {
+	return s.policies.Current().URL(rawURL)
+}
+
+// errPolicyBlocked: a site policy blocks the URL a request would go to.
+var errPolicyBlocked = errors.New("a site policy blocks it")
+
+// parked answers a task whose URL a site policy blocks: no request for it, and the
+// scheduler parks the URL (reason blocked) until the block is lifted. Requested stays as
+// it was: a task that fetched robots.txt before finding its URL blocked still reports
+// that request, whose gap the host is owed.
+func (s *Service) parked(out *crawlmsg.Outcome, what string) *crawlmsg.Outcome {
+	s.m.policy.parked.WithLabelValues(what).Inc()
+	out.Kind = crawlmsg.OutcomeParked
+	out.Error = "blocked by a site policy"
+	return out
+}
+
+// SecretError is a secret a site policy names that cannot be read. It names the secret
+// and the setting, never the value.
+type SecretError struct {
+	Name    string       // the secret's name
+	Setting policy.Field // cookies, credentials or headers
+	Scope   string       // the rule that names it
+	Err     error
+}
+
+func (e *SecretError) Error() string {
+	return fmt.Sprintf("site policy %s: secret %q (%s) cannot be read: %v", e.Scope, e.Name, e.Setting, e.Err)
+}
+
+func (e *SecretError) Unwrap() error { return e.Err }
+
+// secretFailed ends a task whose request needs a secret that cannot be read: an error
+// outcome, permanent, with no request made. Trying the task again cannot cure it (the
+// same file is read again; a fixed file is read by the next task anyway), and a request
+// without the credential would crawl what the site shows a stranger.
+func (s *Service) secretFailed(out *crawlmsg.Outcome, err error) *crawlmsg.Outcome {
+	s.m.policy.secretErr.Inc()
+	s.log.Error("task failed: a secret of its site policy cannot be read", "url", out.URL, "err", err)
+	out.Kind, out.Permanent = crawlmsg.OutcomeError, true
+	out.Error = err.Error()
+	return out
+}
+
+// headersOf are the request settings of r (one URL's policy) for a request to host: its
+// User-Agent, extra headers, header secrets, Cookie and basic credentials, bound to host
+// so that no other host ever gets them. nil when the policy sets none. A secret that
+// cannot be read is a *SecretError.
+func (s *Service) headersOf(r policy.Resolved, host string) (*fetch.Headers, error) {
+	if r.UserAgent == nil && len(r.Headers) == 0 && len(r.HeaderSecrets) == 0 && r.Cookies == nil && r.Credentials == nil {
+		return nil, nil
+	}
+	h := &fetch.Headers{Host: host, Header: http.Header{}}
+	if r.UserAgent != nil && *r.UserAgent != "" {
+		h.Header["User-Agent"] = []string{*r.UserAgent}
+		s.m.policy.applied.WithLabelValues(string(policy.FUserAgent)).Inc()
+	}
+	for name, v := range r.Headers {
+		h.Header.Set(name, v)
+	}
+	if len(r.Headers) > 0 || len(r.HeaderSecrets) > 0 {
+		s.m.policy.applied.WithLabelValues(string(policy.FHeaders)).Inc()
+	}
+	// Sorted, so that which secret an error names does not depend on map order.
+	names := make([]string, 0, len(r.HeaderSecrets))
+	for name := range r.HeaderSecrets {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		v, err := s.secret(r, policy.FHeaders, r.HeaderSecrets[name])
+		if err != nil {
+			return nil, err
+		}
+		h.Header.Set(name, v)
+		h.Secret = append(h.Secret, http.CanonicalHeaderKey(name))
+	}
+	if r.Cookies != nil {
+		v, err := s.secret(r, policy.FCookies, *r.Cookies)
+		if err != nil {
+			return nil, err
+		}
+		h.Header["Cookie"] = []string{v}
+		h.Secret = append(h.Secret, "Cookie")
+		s.m.policy.applied.WithLabelValues(string(policy.FCookies)).Inc()
+	}
+	if r.Credentials != nil {
+		v, err := s.secret(r, policy.FCredentials, *r.Credentials)
+		if err != nil {
+			return nil, err
+		}
+		user, pass, ok := strings.Cut(v, ":")
+		if !ok {
+			return nil, &SecretError{Name: *r.Credentials, Setting: policy.FCredentials, Scope: scopeOf(r, policy.FCredentials),
+				Err: errors.New(`want "user:password"`)}
+		}
+		h.Header["Authorization"] = []string{"Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+pass))}
+		h.Secret = append(h.Secret, "Authorization")
+		s.m.policy.applied.WithLabelValues(string(policy.FCredentials)).Inc()
+	}
+	for name := range h.Header {
+		if fetch.Reserved[name] {
+			// Compile should have refused it; the client would ignore it anyway.
+			delete(h.Header, name)
+		}
+	}
+	return h, nil
+}
+
+// secret reads the secret name for r's setting f. A value that would break the header it
+// goes into (a line break) is refused like a missing one.
+func (s *Service) secret(r policy.Resolved, f policy.Field, name string) (string, error) {
+	fail := func(err error) error {
+		return &SecretError{Name: name, Setting: f, Scope: scopeOf(r, f), Err: err}
+	}
+	if s.secrets == nil {
+		return "", fail(errors.New("no secrets directory (TRAWL_SECRETS_DIR)"))
+	}
+	v, err := s.secrets.Lookup(name)
+	if err != nil {
+		return "", fail(err)
+	}
+	if v == "" || strings.ContainsAny(v, "\r\n\x00") {
+		return "", fail(errors.New("empty, or more than one line"))
+	}
+	return v, nil
+}
+
+// scopeOf names the rule that decided r's field f.
+func scopeOf(r policy.Resolved, f policy.Field) string {
+	if st, ok := r.From[f]; ok {
+		return st.Scope.String()
+	}
+	return "(unknown rule)"
+}
+
+// robotsView is the robots.txt cache as one agent sees it: the entries reduced for its
+// product token. A policy's User-Agent names its own token, and robots.txt must be read
+// for the agent that makes the requests.
+type robotsView struct {
+	store *robotscache.Store
+	agent string // the product token entries are reduced for
+}
+
+// robotsAgents are the robots caches of the agents site policies name, besides the
+// process-wide TRAWL_ROBOTS_AGENT (Service.robots). Each agent's entries live under
+// keys of their own ("<prefix>:agent:<token>:robots:<origin>"), so that two agents
+// crawling one origin do not overwrite each other's entry.
+type robotsAgents struct {
+	mu sync.Mutex
+	m  map[string]*robotscache.Store
+}
+
+// maxRobotsAgents bounds the caches kept; past it, a new agent's cache is built per task
+// (its local copy is then lost, the Redis entry is not).
+const maxRobotsAgents = 256
+
+// robotsFor is the robots.txt view of the agent r's requests are made as: its
+// User-Agent's product token, or TRAWL_ROBOTS_AGENT when the policy sets none.
+func (s *Service) robotsFor(r policy.Resolved) robotsView {
+	def := robotsView{store: s.robots, agent: s.cfg.RobotsAgent}
+	if r.UserAgent == nil {
+		return def
+	}
+	tok := AgentToken(*r.UserAgent)
+	if tok == "" || tok == robots.AgentKey(s.cfg.RobotsAgent) {
+		return def
+	}
+	s.agents.mu.Lock()
+	defer s.agents.mu.Unlock()
+	if st, ok := s.agents.m[tok]; ok {
+		return robotsView{store: st, agent: tok}
+	}
+	st := robotscache.NewStore(s.rdb, robotscache.StoreOptions{
+		Prefix:   s.cfg.Common.RedisPrefix + ":agent:" + tok,
+		Agent:    tok,
+		TTL:      s.cfg.RobotsTTL,
+		ErrorTTL: s.cfg.RobotsErrorTTL,
+	})
+	if s.agents.m == nil {
+		s.agents.m = map[string]*robotscache.Store{}
+	}
+	if len(s.agents.m) < maxRobotsAgents {
+		s.agents.m[tok] = st
+	}
+	return robotsView{store: st, agent: tok}
+}
+
+// AgentToken is the robots.txt product token of a User-Agent value: its leading product
+// token ("ExampleBot/2.0 (+https://…)" → "examplebot"), or, for a value in the browser
+// form "Mozilla/5.0 (compatible; ExampleBot/2.0; …)", the first token after
+// "compatible;" — the one the crawler is known by. "" when there is none.
+func AgentToken(ua string) string {
+	tok := robots.ProductToken(ua)
+	if tok != "mozilla" {
+		if tok == "*" {
+			return ""
+		}
+		return tok
+	}
+	_, rest, ok := strings.Cut(strings.ToLower(ua), "compatible;")
+	if !ok {
+		return ""
+	}
+	if t := robots.ProductToken(rest); t != "*" {
+		return t
+	}
+	return ""
+}
