@@ -11,6 +11,8 @@ import (
 	"github.com/trawl/trawl/shared/crawlscope"
 	"github.com/trawl/trawl/shared/envconfig"
 	"github.com/trawl/trawl/shared/frontierconf"
+	"github.com/trawl/trawl/shared/politeness"
+	"github.com/trawl/trawl/shared/recrawl"
 	"github.com/trawl/trawl/shared/robots"
 )
 
@@ -29,6 +31,11 @@ type Config struct {
 	LeaseTTL time.Duration
 	// Settings are the parser's scope settings, which explain applies.
 	crawlscope.Settings
+	// The process-wide limits a site policy's rule can override, which explain names
+	// when no rule decides them.
+	Politeness      politeness.Rules // TRAWL_MIN_DELAY, TRAWL_DELAY_FACTOR, TRAWL_MAX_CRAWL_DELAY …
+	MaxPagesPerHost int64            // TRAWL_MAX_PAGES_PER_HOST: 0 = unlimited
+	Recrawl         recrawl.Settings // TRAWL_RECRAWL_MIN, TRAWL_RECRAWL_MAX …
 }
 
 // Load reads the variables; r.Err() reports unparseable values.
@@ -42,6 +49,10 @@ func Load(r *envconfig.Reader) Config {
 		BloomParts:  bloomhash.LoadParts(r),
 		LeaseTTL:    envconfig.LoadLeaseTTL(r),
 		Settings:    crawlscope.Load(r),
+		Politeness:  politeness.Load(r),
+		// Read by frontierconf's rule; its other settings are the scheduler's.
+		MaxPagesPerHost: frontierconf.Load(r).MaxPagesPerHost,
+		Recrawl:         recrawl.Load(r),
 	}
 }
 
@@ -71,6 +82,6 @@ func (c Config) Validate() error {
 	if err := frontierconf.CheckMaxDepth(c.MaxDepth); err != nil {
 		errs = append(errs, err)
 	}
-	errs = append(errs, c.Settings.Validate())
+	errs = append(errs, c.Settings.Validate(), c.Politeness.Validate())
 	return errors.Join(errs...)
 }

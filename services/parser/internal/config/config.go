@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
+	"time"
 
 	"github.com/trawl/trawl/services/parser/internal/contentdup"
 	"github.com/trawl/trawl/services/parser/internal/scope"
@@ -55,6 +56,14 @@ type Config struct {
 
 	// Recrawl is the interval policy (TRAWL_RECRAWL_*), used when TRAWL_RECRAWL=adaptive.
 	Recrawl recrawl.Settings
+
+	// Policy is TRAWL_PARSER_POLICY: hold links to the live site policies' scope rules
+	// and recrawl bounds (needs Redis, where the rules live). false: the process-wide
+	// settings alone, and no Redis when content dedup is off too; the scheduler still
+	// applies the rules' scope to the URLs it adds.
+	Policy bool
+	// PolicyPoll is TRAWL_POLICY_POLL: how often the rules' version is read.
+	PolicyPoll time.Duration
 }
 
 // Load reads the configuration; the error lists every value that could not be read.
@@ -82,6 +91,8 @@ func Load(r *envconfig.Reader) (Config, error) {
 		SitemapMaxURLs:   r.Int("SITEMAP_MAX_URLS", sitemap.MaxURLs),
 		SitemapMaxBytes:  r.Bytes("SITEMAP_MAX_BYTES", sitemap.MaxBytes),
 		Recrawl:          recrawl.Load(r),
+		Policy:           r.Bool("PARSER_POLICY", true),
+		PolicyPoll:       r.Duration("POLICY_POLL", 500*time.Millisecond),
 	}
 	return c, r.Err()
 }
@@ -153,6 +164,10 @@ func (c Config) Validate() error {
 	}
 	if c.MaxEmbedHops < 1 || c.MaxEmbedHops > 16 {
 		bad("TRAWL_MAX_EMBED_HOPS=%d: want 1..16", c.MaxEmbedHops)
+	}
+	// A change must reach every process within 2 s: one poll and one load.
+	if c.PolicyPoll < 10*time.Millisecond || c.PolicyPoll > time.Second {
+		bad("TRAWL_POLICY_POLL=%s: want 10ms..1s", c.PolicyPoll)
 	}
 	if _, err := scope.ParseEmbedScope(c.EmbedScope); err != nil {
 		bad("TRAWL_EMBED_SCOPE=%q: want any or crawl", c.EmbedScope)

@@ -13,6 +13,7 @@ import (
 	"github.com/trawl/trawl/services/parser/internal/scope"
 	"github.com/trawl/trawl/services/parser/internal/simhash"
 	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/policy"
 	"github.com/trawl/trawl/shared/recrawl"
 	"github.com/trawl/trawl/shared/urlnorm"
 )
@@ -31,6 +32,17 @@ type processor struct {
 	embeds     *embedSwitch // page requisites (TRAWL_EMBEDS); nil is off
 	log        *slog.Logger
 	recrawl    *recrawlPolicy // nil unless TRAWL_RECRAWL=adaptive
+	// rules are the live site policies (the parser's policy.Watcher's Current); nil:
+	// none (TRAWL_PARSER_POLICY=false, or a processor under test).
+	rules func() *policy.Set
+}
+
+// currentRules is the rules in force now, nil when there are none.
+func (p *processor) currentRules() *policy.Set {
+	if p.rules == nil {
+		return nil
+	}
+	return p.rules()
 }
 
 // outcome is what one page produced, plus the counts metrics need once it is settled.
@@ -137,7 +149,7 @@ func (p *processor) process(page *crawlmsg.Page) (*outcome, error) {
 	}
 	o.document = doc
 
-	found, rej := p.filter.Select(scope.Page{URL: m.URL, Depth: m.Depth, NoFollow: res.NoFollow}, res.Links)
+	found, rej := p.filter.Select(scope.Page{URL: m.URL, Depth: m.Depth, NoFollow: res.NoFollow, Rules: p.currentRules()}, res.Links)
 	o.rejected = rej
 	o.emitted = len(found)
 	found = p.addEmbeds(m, res, o, found)

@@ -23,6 +23,7 @@ import (
 	"github.com/trawl/trawl/shared/crawlid"
 	"github.com/trawl/trawl/shared/frontierkeys"
 	"github.com/trawl/trawl/shared/natsx"
+	"github.com/trawl/trawl/shared/policy"
 	"github.com/trawl/trawl/shared/redisx"
 	"github.com/trawl/trawl/shared/runner"
 	"github.com/trawl/trawl/shared/topology"
@@ -189,6 +190,9 @@ type shard struct {
 	replicated *redisx.Waiter
 	// resched tells the loop that schedules failed recrawls that outcomes failed URLs.
 	resched chan struct{}
+	// rules are the live site policies (the scheduler's policy.Watcher's Current); nil:
+	// none, the process-wide settings apply (recrawlFor).
+	rules func() *policy.Set
 }
 
 func newShard(ctx context.Context, cfg config.Config, id int, js jetstream.JetStream, rdb redis.UniversalClient, m *metrics, log *slog.Logger) (*shard, error) {
