@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/trawl/trawl/devstack/stack"
 	"github.com/trawl/trawl/devstack/synthweb"
 	"github.com/trawl/trawl/shared/durability"
 	"github.com/trawl/trawl/shared/policy"
@@ -114,4 +116,168 @@ func loadBenchRules(ctx context.Context, rdb redis.UniversalClient, web *synthwe
 		return fmt.Errorf("load bench rules: the store holds %d rules, want %d", len(set.Rules()), n)
 	}
 	return nil
+}
+
+// pauseQueued is how many URLs BenchmarkPolicyChangePause queues for the host its changes
+// touch.
+const pauseQueued = 100_000
+
+// pauseBound is the longest the dispatch to other hosts may stall while a change touches
+// the host with pauseQueued URLs: under the 2 s in which every process applies a change,
+// and far above the crawl's own gaps between requests.
+const pauseBound = time.Second
+
+// BenchmarkPolicyChangePause measures how long rule changes that touch a host with 100,000
+// queued URLs stall the dispatch to every other host. One host has pauseQueued URLs queued
+// (a rule holds it to one request an hour, so they stay queued) while 20 others are crawled
+// with no delay; then a block (parking all of them), its removal (resuming them) and an
+// exclude matching them all (the scope recheck removing them) are applied in turn. From the
+// web's own log: the longest interval between two request starts to the other hosts from
+// half a second before each change to 3 s after it, beside the longest in the 3 s before the
+// first change. Fails when a change stalls them longer than pauseBound.
+func BenchmarkPolicyChangePause(b *testing.B) {
+	if only := os.Getenv(envBenchOnly); only != "" && !strings.Contains("policy-change-pause", only) {
+		b.Skipf("%s=%s", envBenchOnly, only)
+	}
+	natsBin := buildNATS(b)
+	for range b.N {
+		runChangePause(b, natsBin)
+	}
+}
+
+func runChangePause(b *testing.B, natsBin string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	cfg := synthweb.DefaultConfig()
+	cfg.Special = false
+	cfg.Hosts, cfg.PagesPerHost = 21, 600
+	web, err := synthweb.Start(ctx, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer web.Close()
+	big := web.Hosts()[0]
+	bigScope := policy.Scope{Kind: policy.KindHost, Value: big.Name}
+	hold := policy.Rule{Scope: bigScope, MinDelay: ptr(policy.Duration(time.Hour))}
+	st, err := stack.Start(ctx, stack.Options{
+		BinDir:     binDir,
+		Dir:        b.TempDir(),
+		NATSBin:    natsBin,
+		Durability: durability.EverySecond,
+		Env: map[string]string{
+			"TRAWL_ALLOW_CIDRS":  "127.0.0.0/8",
+			"TRAWL_MIN_DELAY":    "0",
+			"TRAWL_DELAY_FACTOR": "0",
+			"TRAWL_MAX_DEPTH":    strconv.Itoa(benchMaxDepth),
+			"TRAWL_ROBOTS_AGENT": synthweb.ProductToken,
+			"TRAWL_LOG_LEVEL":    "warn",
+		},
+		Prepare: func(ctx context.Context, rdb redis.UniversalClient) error {
+			_, _, err := policy.NewStore(rdb, policyPrefix).Apply(ctx, []policy.Change{{Rule: hold}}, "bench", 0)
+			return err
+		},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close(context.WithoutCancel(ctx))
+	store := policy.NewStore(st.RedisClient(), policyPrefix)
+
+	queued := make([]string, pauseQueued)
+	for i := range queued {
+		queued[i] = fmt.Sprintf("%s/q/%d", big.Origin, i)
+	}
+	if err := st.Seed(ctx, queued); err != nil {
+		b.Fatal(err)
+	}
+	waitProgress(ctx, b, st, fmt.Sprintf("%d URLs of %s queued", pauseQueued, big.Name), func(p stack.Progress) bool {
+		return p.Queued >= pauseQueued-2 && p.Backlog["dedup"] == 0 && p.Backlog["scheduler"] == 0
+	})
+	var seeds []string
+	for _, h := range web.Hosts()[1:] {
+		seeds = append(seeds, h.Origin+"/")
+	}
+	if err := st.Seed(ctx, seeds); err != nil {
+		b.Fatal(err)
+	}
+	others := func() []synthweb.Request {
+		return slices.DeleteFunc(web.Requests(), func(q synthweb.Request) bool { return q.Host == big.Name })
+	}
+	waitProgress(ctx, b, st, "the other hosts crawled steadily", func(stack.Progress) bool { return len(others()) >= 1000 })
+
+	const window = 3 * time.Second
+	baseFrom := time.Now()
+	time.Sleep(window) // the baseline: what the crawl's own longest interval is, with no change
+	changes := []struct {
+		name string
+		c    policy.Change
+	}{
+		{"block (parks them)", policy.Change{Rule: policy.Rule{Scope: bigScope, MinDelay: hold.MinDelay, Block: ptr(true)}}},
+		{"unblock (resumes them)", policy.Change{Rule: hold}},
+		{"exclude all (the recheck removes them)", policy.Change{Rule: policy.Rule{Scope: bigScope, MinDelay: hold.MinDelay, Exclude: []string{"/q/"}}}},
+	}
+	at := make([]time.Time, len(changes))
+	took := make([]time.Duration, len(changes))
+	for i, c := range changes {
+		t0 := time.Now()
+		if _, _, err := store.Apply(ctx, []policy.Change{c.c}, "bench", 0); err != nil {
+			b.Fatalf("%s: %v", c.name, err)
+		}
+		at[i], took[i] = time.Now(), time.Since(t0)
+		time.Sleep(window) // each change's window, in which the dispatch is watched
+	}
+	reqs := others()
+	longest := func(from, to time.Time) (time.Duration, time.Time) {
+		var worst time.Duration
+		var when time.Time
+		var prev time.Time
+		for _, q := range reqs {
+			if q.Start.Before(from) || q.Start.After(to) {
+				continue
+			}
+			if !prev.IsZero() && q.Start.Sub(prev) > worst {
+				worst, when = q.Start.Sub(prev), prev
+			}
+			prev = q.Start
+		}
+		return worst, when
+	}
+	base, _ := longest(baseFrom, baseFrom.Add(window))
+	b.ReportMetric(float64(base)/float64(time.Millisecond), "baseline-max-gap-ms")
+	fmt.Printf("\n%d URLs queued for %s; 20 other hosts crawled with no delay. Longest interval between request starts to the other hosts:\n  no change (3 s): %s\n",
+		pauseQueued, big.Name, ms(base))
+	var worst time.Duration
+	for i, c := range changes {
+		g, when := longest(at[i].Add(-window/6), at[i].Add(window))
+		worst = max(worst, g)
+		fmt.Printf("  %s: %s (from %s, %s after the apply returned; apply took %s)\n", c.name, ms(g), when.Format("15:04:05.000"), when.Sub(at[i]).Round(time.Millisecond), ms(took[i]))
+	}
+	b.ReportMetric(float64(worst)/float64(time.Millisecond), "change-max-gap-ms")
+	p, err := st.Progress(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	fmt.Printf("  after the changes: %s\n", p)
+	if p.Queued > pauseQueued/2 {
+		b.Errorf("after the exclude %d URLs are still queued: the recheck did not remove %s's", p.Queued, big.Name)
+	}
+	if worst > pauseBound {
+		b.Errorf("a change touching %d queued URLs stalled the dispatch to other hosts for %s, bound %s", pauseQueued, worst, pauseBound)
+	}
+}
+
+// waitProgress polls the crawl's progress until cond holds, for at most 5 minutes.
+func waitProgress(ctx context.Context, b *testing.B, st *stack.Stack, what string, cond func(stack.Progress) bool) {
+	b.Helper()
+	end := time.Now().Add(5 * time.Minute)
+	for {
+		p, err := st.Progress(ctx)
+		if err == nil && cond(p) {
+			return
+		}
+		if time.Now().After(end) {
+			b.Fatalf("waited 5m for %s: %s (err %v)", what, p, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
