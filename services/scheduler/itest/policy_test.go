@@ -1,10 +1,15 @@
 package itest
 
 import (
+	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/trawl/trawl/devstack/redisproc"
+	"github.com/trawl/trawl/shared/topology"
 
 	"github.com/trawl/trawl/services/scheduler/internal/frontier"
 	"github.com/trawl/trawl/shared/crawlmsg"
@@ -112,7 +117,8 @@ func TestSyncPolicyWritesOnlyChanges(t *testing.T) {
 	f := newTF(t, rdb, testOptions(0))
 	a := hostRule("a.example", policy.Rule{MinDelay: pdur(2 * time.Second)})
 	b := domainRule("b.example", policy.Rule{Connections: pint(3), HostBudget: pi64(10)})
-	c := hostRule("c.example", policy.Rule{UserAgent: new(string)})
+	ua := "TestBot/1"
+	c := hostRule("c.example", policy.Rule{UserAgent: &ua})
 	ch := f.syncPolicy(rules(t, 1, a, b, c))
 	if len(ch.Set) != 2 || len(ch.Deleted) != 0 {
 		t.Fatalf("first sync %+v, want 2 entries set", ch)
@@ -270,5 +276,64 @@ func TestPolicyBlockedHostParkedAtDispatch(t *testing.T) {
 	}
 	if s := f.stats(); s.Parked != 2 || s.ActiveHosts != 1 {
 		t.Fatalf("after dispatch: %+v", s)
+	}
+}
+
+// A block set through the store reaches the running scheduler: within 2 s no task of the
+// host is handed out, its queued URLs are parked (not lost), and removing the rule resumes
+// them until every URL is fetched.
+func TestServiceLivePolicyBlockAndUnblock(t *testing.T) {
+	s := startStack(t, redisproc.Options{}, map[string]string{"TRAWL_MIN_DELAY": "100ms"})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var mu sync.Mutex
+	var aTimes []time.Time
+	fx := s.runFetcher(ctx, func(tk crawlmsg.FetchTask) crawlmsg.Outcome {
+		if tk.Host == "a.example" {
+			mu.Lock()
+			aTimes = append(aTimes, time.Now())
+			mu.Unlock()
+		}
+		return fetched200(tk)
+	})
+	var batch crawlmsg.FrontierBatch
+	for i := range 40 {
+		batch.URLs = append(batch.URLs, crawlmsg.Discovered{URL: fmt.Sprintf("http://a.example/%d", i)})
+	}
+	for i := range 3 {
+		batch.URLs = append(batch.URLs, crawlmsg.Discovered{URL: fmt.Sprintf("http://b.example/%d", i)})
+	}
+	s.publish(topology.FrontierSubject(0), &batch)
+	testwait.Eventually(t, 10*time.Second, "a.example fetched a few times", func() bool { return fx.tasksFor("a.example") >= 3 })
+
+	store := policy.NewStore(s.rdb, s.cfg.RedisPrefix)
+	changed := time.Now()
+	if _, _, err := store.Apply(ctx, []policy.Change{{Rule: hostRule("a.example", policy.Rule{Block: pbool(true)})}}, "test", 0); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Eventually(t, 5*time.Second, "a.example's queue parked", func() bool {
+		st := s.stats()
+		return st.Inflight == 0 && st.Parked > 0 && st.Parked == 40-int64(fx.tasksFor("a.example"))
+	})
+	mu.Lock()
+	last := aTimes[len(aTimes)-1]
+	mu.Unlock()
+	if d := last.Sub(changed); d > 2*time.Second {
+		t.Fatalf("a.example got a task %s after the block", d)
+	}
+	if ph, ok, err := frontierkeys.ReadParkedHost(ctx, s.rdb, s.cfg.RedisPrefix, 0, "a.example"); err != nil || !ok || ph.Reason != frontierkeys.ParkBlocked {
+		t.Fatalf("ReadParkedHost = %+v, %v, %v", ph, ok, err)
+	}
+	before := fx.tasksFor("a.example")
+
+	if _, _, err := store.Apply(ctx, []policy.Change{{Remove: true, Rule: hostRule("a.example", policy.Rule{})}}, "test", 0); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Eventually(t, 20*time.Second, "every URL fetched after the unblock", func() bool {
+		st := s.stats()
+		return st.Fetched == 43 && st.Parked == 0 && st.Queued == 0
+	})
+	if got := fx.tasksFor("a.example"); got != 40 || before >= 40 {
+		t.Fatalf("a.example: %d tasks before the unblock, %d in all; want 40 in all", before, got)
 	}
 }

@@ -86,6 +86,10 @@ func start(ctx context.Context, cfg config.Config, log *slog.Logger, o options) 
 	gt := newGate(cfg, js, rdb, m, log)
 	r.Go("status page sampler", func(ctx context.Context) error { page.Run(ctx); return nil })
 	r.Go("dispatch gate", func(ctx context.Context) error { gt.run(ctx); return nil })
+	pol, err := newPolicies(ctx, cfg, rdb, log)
+	if err != nil {
+		return nil, fmt.Errorf("scheduler: %w", err)
+	}
 	for _, shard := range cfg.SchedulerShards {
 		s, err := newShard(ctx, cfg, shard, js, rdb, m, log)
 		if err != nil {
@@ -93,6 +97,16 @@ func start(ctx context.Context, cfg config.Config, log *slog.Logger, o options) 
 		}
 		s.gate, s.now = gt, o.now
 		s.crawl = r.Crawl
+		pol.shards = append(pol.shards, s)
+	}
+	// The tables are right before any shard dispatches: a blocked host is never handed out
+	// for want of its entry.
+	if !pol.apply(ctx) {
+		return nil, fmt.Errorf("scheduler: the live site policies could not be written to the shards")
+	}
+	r.Go("live policy watcher", pol.w.Run)
+	r.Go("live policy", func(ctx context.Context) error { pol.run(ctx); return nil })
+	for _, s := range pol.shards {
 		s.start(r)
 	}
 	return r, nil
