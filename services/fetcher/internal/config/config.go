@@ -11,6 +11,7 @@ import (
 	"github.com/trawl/trawl/services/fetcher/internal/safedial"
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/envconfig"
+	"github.com/trawl/trawl/shared/policy"
 	"github.com/trawl/trawl/shared/politeness"
 	"github.com/trawl/trawl/shared/robots"
 )
@@ -53,6 +54,9 @@ type Config struct {
 	// Politeness is the gap rule, which the fetcher applies to a host it requests outside
 	// that host's own tasks (a robots.txt redirect to another host).
 	Politeness politeness.Rules
+	// Policy is how the live site policies are followed: TRAWL_POLICY_POLL and
+	// TRAWL_SECRETS_DIR (the secrets their request settings name).
+	Policy policy.Settings
 	// Sitemaps is TRAWL_SITEMAPS: SitemapsOn, SitemapsOff or SitemapsAuto (on in adaptive
 	// recrawl mode only); see SitemapsEnabled.
 	Sitemaps string
@@ -95,6 +99,7 @@ func Load(r *envconfig.Reader) (Config, error) {
 		OutcomeBatch:   r.Int("OUTCOME_BATCH", 64),
 		OutcomeLinger:  r.Duration("OUTCOME_LINGER", 2*time.Millisecond),
 		Politeness:     politeness.Load(r),
+		Policy:         policy.Load(r),
 		Sitemaps:       strings.ToLower(strings.TrimSpace(r.String("SITEMAPS", SitemapsAuto))),
 	}
 	c.AllowCIDRs, c.cidrErr = safedial.ParseCIDRs(c.allowRaw)
@@ -134,7 +139,7 @@ func (c Config) SitemapsEnabled() bool {
 
 // Validate reports every invalid setting at once.
 func (c Config) Validate() error {
-	errs := []error{c.Common.Validate(), c.Politeness.Validate()}
+	errs := []error{c.Common.Validate(), c.Politeness.Validate(), c.Policy.Validate()}
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	switch c.Sitemaps {
 	case SitemapsOn, SitemapsOff, SitemapsAuto:

@@ -58,6 +58,7 @@ func TestValidate(t *testing.T) {
 		{"idle conns above the ceiling", map[string]string{"TRAWL_MAX_IDLE_CONNS": "100000"}, "TRAWL_MAX_IDLE_CONNS"},
 		{"user agent with newline", map[string]string{"TRAWL_USER_AGENT": "a\nb"}, "TRAWL_USER_AGENT"},
 		{"dns cache off", map[string]string{"TRAWL_DNS_TTL": "0"}, ""},
+		{"policy poll too slow for the 2s bound", map[string]string{"TRAWL_POLICY_POLL": "3s"}, "TRAWL_POLICY_POLL"},
 		{"sitemaps on", map[string]string{"TRAWL_SITEMAPS": "On"}, ""},
 		{"sitemaps unknown", map[string]string{"TRAWL_SITEMAPS": "yes"}, "TRAWL_SITEMAPS"},
 		{"per-server politeness", map[string]string{"TRAWL_POLITENESS": "ip"}, ""},

@@ -18,28 +18,11 @@ import (
 	"github.com/trawl/trawl/shared/robots"
 )
 
-// Policies is where the fetcher reads the live site policies: a policy.Watcher in
+// policySource is where the fetcher reads the live site policies: a policy.Watcher in
 // production. Current is read right before every request, so a change is obeyed by the
 // next request made after the watcher loads it, whatever was dispatched or queued before.
-type Policies interface {
+type policySource interface {
 	Current() *policy.Set
-}
-
-// staticPolicies is a fixed set of rules (tests; none: policy.Empty).
-type staticPolicies struct{ set *policy.Set }
-
-func (p staticPolicies) Current() *policy.Set { return p.set }
-
-// WithPolicies makes the service read its site policies from p instead of a watcher of
-// the store in Redis.
-func WithPolicies(p Policies) Option {
-	return func(s *Service) { s.policies = p }
-}
-
-// WithSecrets makes the service read the secrets its policies name from sec instead of
-// TRAWL_SECRETS_DIR.
-func WithSecrets(sec policy.Secrets) Option {
-	return func(s *Service) { s.secrets = sec }
 }
 
 // What a parked task was about to request (the label of trawl_fetcher_policy_parked_total).
@@ -82,6 +65,19 @@ func newPolicyMetrics(reg prometheus.Registerer) *policyMetrics {
 	}
 	reg.MustRegister(m.parked, m.hopBlock, m.secretErr, m.applied)
 	return m
+}
+
+// watch exports which rules the fetcher holds: their version and how long since the
+// store last answered.
+func (m *policyMetrics) watch(reg prometheus.Registerer, s *Service) {
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "trawl_fetcher_policy_version",
+		Help: "The version of the site policies in force in this fetcher (the store's version when they were loaded).",
+	}, func() float64 { return float64(s.policies.Current().Version()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "trawl_fetcher_policy_stale_seconds",
+			Help: "How long since the site policies' store last answered a poll (0: the last poll did); the rules loaded last stay in force meanwhile.",
+		}, func() float64 { return s.watcher.Stale().Seconds() }))
 }
 
 // policyOf is rawURL's policy under the rules in force now.
@@ -156,7 +152,7 @@ func (s *Service) headersOf(r policy.Resolved, host string) (*fetch.Headers, err
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		v, err := s.secret(r, policy.FHeaders, r.HeaderSecrets[name])
+		v, err := s.secret(r, policy.FHeaderSecrets, r.HeaderSecrets[name])
 		if err != nil {
 			return nil, err
 		}

@@ -44,8 +44,9 @@ type Service struct {
 	agents robotsAgents
 	// policies are the live site policies, read right before every request; secrets
 	// resolve the secret names they hold.
-	policies Policies
+	policies policySource
 	secrets  policy.Secrets
+	watcher  *policy.Watcher // the store's rules, kept current by Run
 	// claims reserve another host for a robots.txt redirect hop, under its own gap.
 	claims *politeness.Claimer
 	// servers space the requests per server address (TRAWL_POLITENESS=ip; nil otherwise);
@@ -119,7 +120,14 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Optio
 			"stream", topology.StreamPages, "consumer", topology.ConsumerArchiver)
 	})
 	r.OnClose(s.archive.Close)
-	s.policies = staticPolicies{policy.Empty()}
+	// The rules as they are now; an error stops the fetcher rather than let it crawl
+	// against rules it cannot read.
+	if s.watcher, err = policy.NewWatcher(ctx, policy.NewStore(r.Redis, cfg.Common.RedisPrefix), cfg.Policy.Poll); err != nil {
+		r.Close()
+		return nil, fmt.Errorf("fetcher: site policies: %w", err)
+	}
+	s.policies, s.secrets = s.watcher, policy.DirSecrets(cfg.Policy.SecretsDir)
+	s.m.policy.watch(r.Registry, s)
 	var dialer *safedial.Dialer
 	s.client, dialer = newClient(cfg, func(result string) { m.dnsLookups.WithLabelValues(result).Inc() }, s.keepRaw)
 	if cfg.Politeness.Per == politeness.PerIP {
@@ -198,6 +206,7 @@ func (s *Service) Addr() string { return s.obs.Addr() }
 func (s *Service) Run(ctx context.Context) error {
 	s.run.Go("clock", s.lease.keep)
 	s.run.Go("archive watch", s.archive.Loop)
+	s.run.Go("policy watch", s.watcher.Run)
 	s.run.Go("consume", func(ctx context.Context) error {
 		// On shutdown the batches waiting are published at once, not after their linger, so
 		// the tasks in hand finish (and are acked) well inside the drain.
