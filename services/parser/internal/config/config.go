@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
-	"time"
 
 	"github.com/trawl/trawl/services/parser/internal/contentdup"
 	"github.com/trawl/trawl/services/parser/internal/scope"
@@ -15,6 +14,7 @@ import (
 	"github.com/trawl/trawl/shared/crawlscope"
 	"github.com/trawl/trawl/shared/envconfig"
 	"github.com/trawl/trawl/shared/frontierconf"
+	"github.com/trawl/trawl/shared/policy"
 	"github.com/trawl/trawl/shared/recrawl"
 	"github.com/trawl/trawl/shared/robots"
 )
@@ -62,8 +62,9 @@ type Config struct {
 	// settings alone, and no Redis when content dedup is off too; the scheduler still
 	// applies the rules' scope to the URLs it adds.
 	Policy bool
-	// PolicyPoll is TRAWL_POLICY_POLL: how often the rules' version is read.
-	PolicyPoll time.Duration
+	// Rules are the site policies' settings (TRAWL_POLICY_POLL: how often the rules'
+	// version is read).
+	Rules policy.Settings
 }
 
 // Load reads the configuration; the error lists every value that could not be read.
@@ -92,7 +93,7 @@ func Load(r *envconfig.Reader) (Config, error) {
 		SitemapMaxBytes:  r.Bytes("SITEMAP_MAX_BYTES", sitemap.MaxBytes),
 		Recrawl:          recrawl.Load(r),
 		Policy:           r.Bool("PARSER_POLICY", true),
-		PolicyPoll:       r.Duration("POLICY_POLL", 500*time.Millisecond),
+		Rules:            policy.Load(r),
 	}
 	return c, r.Err()
 }
@@ -165,9 +166,8 @@ func (c Config) Validate() error {
 	if c.MaxEmbedHops < 1 || c.MaxEmbedHops > 16 {
 		bad("TRAWL_MAX_EMBED_HOPS=%d: want 1..16", c.MaxEmbedHops)
 	}
-	// A change must reach every process within 2 s: one poll and one load.
-	if c.PolicyPoll < 10*time.Millisecond || c.PolicyPoll > time.Second {
-		bad("TRAWL_POLICY_POLL=%s: want 10ms..1s", c.PolicyPoll)
+	if c.Policy {
+		errs = append(errs, c.Rules.Validate())
 	}
 	if _, err := scope.ParseEmbedScope(c.EmbedScope); err != nil {
 		bad("TRAWL_EMBED_SCOPE=%q: want any or crawl", c.EmbedScope)
