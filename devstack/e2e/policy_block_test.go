@@ -21,11 +21,11 @@ import (
 // blockWithin is how soon after a block is set no new request may reach its host.
 const blockWithin = 2 * time.Second
 
-// Three fetchers and two scheduler shards crawl; mid-crawl, with a backlog on one host, a
-// rule blocks it. From the web's own log: no request to it starts later than 2 s after the
+// Three fetchers and two scheduler shards crawl; mid-crawl, with a backlog on one host,
+// `trawlctl policy set host:… block=true` blocks it. From the web's own log: no request to it starts later than 2 s after the
 // apply returned, while the other hosts are crawled to the end. Its queued URLs are parked
 // with the reason "blocked" — as many as it has pages not yet requested, so none is lost —
-// and trawlctl explain says so of one of them. Removing the rule resumes them: the crawl
+// and trawlctl explain says so of one of them. Removing the rule (trawlctl policy rm) resumes them: the crawl
 // completes with every page of the web requested exactly once.
 func TestPolicyBlockAndUnblock(t *testing.T) {
 	env := crawlEnv{MinDelay: 150 * time.Millisecond, DelayFactor: 0, MaxDepth: 5, MaxRetries: 2}
@@ -53,8 +53,11 @@ func TestPolicyBlockAndUnblock(t *testing.T) {
 	slices.Sort(mine)
 
 	waitRequests(t, pc.web, blocked.Name, 6)
-	rule := hostRule(blocked.Name, policy.Rule{Block: ptr(true), Note: "owner asked us to stop"})
-	setAt := pc.apply(t, rule)
+	// As an operator would: trawlctl, whose return is when the 2 s start.
+	rule := hostRule(blocked.Name, policy.Rule{Block: ptr(true)})
+	scope := rule.Rule.Scope.String()
+	trawlctl(t, pc, "policy", "set", scope, "block=true", "-by", "e2e", "-note", "owner asked us to stop")
+	setAt := time.Now()
 
 	// Everything else is crawled; the blocked host's URLs wait, parked.
 	ctx := testwait.Context(t)
@@ -122,7 +125,10 @@ func TestPolicyBlockAndUnblock(t *testing.T) {
 	}
 
 	// Unblock: the parked URLs resume.
-	pc.apply(t, policy.Change{Remove: true, Rule: policy.Rule{Scope: rule.Rule.Scope}})
+	trawlctl(t, pc, "policy", "rm", scope)
+	if log := trawlctl(t, pc, "policy", "log"); strings.Count(log, scope) < 2 {
+		t.Errorf("trawlctl policy log does not show the block and its removal of %s:\n%s", scope, log)
+	}
 	testwait.EventuallyState(t, time.Minute, "the parked URLs back in the queue", func() (bool, string) {
 		n, _ := parkedEntries(t, pc.rdb, shards, blocked.Name)
 		after := len(pagesOf(pc.web.Requests(), blocked.Name))
