@@ -230,3 +230,14 @@ func ReadParkedHost(ctx context.Context, rdb redis.UniversalClient, prefix strin
 	p, ok = ParseParked(host, v)
 	return p, ok, nil
 }
+
+// DomainPages is the counter of pages charged to a domain_budget: one key per registrable
+// domain under its own hash tag, "<prefix>:{dom:<domain>}:pages", because the domain's
+// hosts are spread over the shards. The scheduler charges it after each dispatch and
+// refunds it when an outcome shows no page request was made.
+func DomainPages(prefix, domain string) string {
+	if prefix == "" {
+		prefix = "trawl"
+	}
+	return prefix + ":{dom:" + domain + "}:pages"
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -335,5 +336,126 @@ func TestServiceLivePolicyBlockAndUnblock(t *testing.T) {
 	})
 	if got := fx.tasksFor("a.example"); got != 40 || before >= 40 {
 		t.Fatalf("a.example: %d tasks before the unblock, %d in all; want 40 in all", before, got)
+	}
+}
+
+// A rule's host_budget replaces TRAWL_MAX_PAGES_PER_HOST for the hosts it matches (0: no
+// limit), and a budget set mid-crawl stops the host at its count.
+func TestPolicyHostBudget(t *testing.T) {
+	rdb := startRedis(t)
+	o := testOptions(0)
+	o.MaxPagesPerHost = 3
+	f := newTF(t, rdb, o)
+	f.syncPolicy(rules(t, 1,
+		hostRule("two.example", policy.Rule{HostBudget: pi64(2)}),
+		domainRule("free.example", policy.Rule{HostBudget: pi64(0)}),
+	))
+	var us []crawlmsg.Discovered
+	for _, h := range []string{"two.example", "www.free.example", "plain.example", "later.example"} {
+		for i := range 6 {
+			us = append(us, urls(0, fmt.Sprintf("http://%s/%d", h, i))...)
+		}
+	}
+	f.add("m1", us...)
+	// later.example fetches one page, then gets a budget of 2.
+	got := map[string]int{}
+	for step := 0; got["later.example"] == 0; step++ {
+		for _, tk := range f.dispatch(at(time.Duration(step)*time.Minute), 10) {
+			got[tk.Host]++
+			f.complete(at(time.Duration(step)*time.Minute+time.Second), ok200(tk))
+		}
+	}
+	f.syncPolicy(rules(t, 2,
+		hostRule("two.example", policy.Rule{HostBudget: pi64(2)}),
+		domainRule("free.example", policy.Rule{HostBudget: pi64(0)}),
+		hostRule("later.example", policy.Rule{HostBudget: pi64(2)}),
+	))
+	for _, tk := range f.drain(at(time.Hour), 10) {
+		got[tk.Host]++
+	}
+	for _, tk := range f.dispatch(at(2*time.Hour), 10) {
+		got[tk.Host]++
+	}
+	want := map[string]int{"two.example": 2, "www.free.example": 6, "plain.example": 3, "later.example": 2}
+	for h, n := range want {
+		if got[h] != n {
+			t.Errorf("%s fetched %d pages, want %d", h, got[h], n)
+		}
+	}
+	if s := f.stats(); s.OverBudget != 4+3+4 {
+		t.Errorf("over budget %d, want 11", s.OverBudget)
+	}
+}
+
+// A domain_budget holds for the domain's hosts together although they are on different
+// shards: the pages fetched from all of them stop at the budget, the rest end over budget,
+// and a task that made no request gives its charge back.
+func TestPolicyDomainBudgetAcrossShards(t *testing.T) {
+	rdb := startRedis(t)
+	set := rules(t, 1, domainRule("example.com", policy.Rule{DomainBudget: pi64(5)}))
+	var fs []*tf
+	for shard := range 2 {
+		f := newTF(t, rdb, testOptions(shard))
+		f.syncPolicy(set)
+		fs = append(fs, f)
+	}
+	// Two hosts on each shard (which shard a host is on is the caller's choice here).
+	hosts := [][]string{{"a.example.com", "b.example.com"}, {"c.example.com", "www.example.com"}}
+	for shard, hs := range hosts {
+		var us []crawlmsg.Discovered
+		for _, h := range hs {
+			for i := range 4 {
+				us = append(us, urls(0, fmt.Sprintf("http://%s/%d", h, i))...)
+			}
+		}
+		us = append(us, urls(0, fmt.Sprintf("http://other%d.example/0", shard))...)
+		fs[shard].add("m", us...)
+	}
+	ctx := testwait.Context(t)
+	fetched, deferred := 0, false
+	for step := range 20 {
+		now := at(time.Duration(step) * time.Minute)
+		for _, f := range fs {
+			tasks := f.dispatch(now, 10)
+			kept, _, err := f.ChargeDomains(ctx, set, tasks)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.check()
+			var outs []crawlmsg.Outcome
+			for _, tk := range kept {
+				o := ok200(tk)
+				if !deferred && strings.HasSuffix(tk.Host, "example.com") {
+					// No request made: its charge comes back.
+					o, deferred = outcome(tk, crawlmsg.OutcomeDeferred, 0), true
+				} else if strings.HasSuffix(tk.Host, "example.com") {
+					fetched++
+				}
+				outs = append(outs, o)
+			}
+			if len(outs) > 0 {
+				if err := f.RefundDomains(ctx, set, f.complete(now.Add(time.Second), outs...)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	if fetched != 5 {
+		t.Errorf("fetched %d pages of example.com, want the budget 5", fetched)
+	}
+	var over, others int64
+	for _, f := range fs {
+		s := f.stats()
+		over += s.OverBudget
+		others += s.Fetched
+		if s.Queued != 0 || s.Inflight != 0 {
+			t.Errorf("shard left work: %+v", s)
+		}
+	}
+	if over != 16-5 || others != 5+2 {
+		t.Errorf("over budget %d (want 11), fetched %d (want 7)", over, others)
+	}
+	if n, _ := rdb.Get(ctx, frontierkeys.DomainPages("t", "example.com")).Int64(); n != 5 {
+		t.Errorf("domain counter %d, want 5", n)
 	}
 }

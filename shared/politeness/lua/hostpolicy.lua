@@ -12,14 +12,18 @@
 -- any rule pays one EXISTS per script.
 local pol_any = nil
 local pol_cache = {}
+-- policy_any says the shard's policy table has any entry.
+local function policy_any()
+  if pol_any == nil then
+    pol_any = K_POLICY ~= nil and redis.call('EXISTS', K_POLICY) == 1
+  end
+  return pol_any
+end
 local function host_limits(h)
   local c = pol_cache[h]
   if c then return c end
   local lim = base_limits()
-  if pol_any == nil then
-    pol_any = K_POLICY ~= nil and redis.call('EXISTS', K_POLICY) == 1
-  end
-  if pol_any then
+  if policy_any() then
     local cands = {POL_H .. h}
     local s = h
     while s do

@@ -37,6 +37,7 @@ var (
 	scriptReap     = load("reap.lua")
 	scriptPark     = load("park.lua")
 	scriptResume   = load("resume.lua")
+	scriptOver     = load("over.lua")
 )
 
 // names are the constants of frontierkeys that the scripts use.

@@ -58,6 +58,8 @@ type Applied struct {
 	// RetiredQueued URLs of its back queue ended as failed with it.
 	Retired       bool
 	RetiredQueued int
+	// Refunded says the outcome's page charge was returned (no page request was made).
+	Refunded bool
 }
 
 // action codes shared with complete.lua.
@@ -157,6 +159,7 @@ func secondsToMs(s float64) int64 {
 func (f *Frontier) Complete(ctx context.Context, outs []crawlmsg.Outcome) ([]Applied, error) {
 	applied := make([]Applied, len(outs))
 	idx := make([]int, 0, len(outs))
+	refund := make([]bool, len(outs))
 	args := f.args(1 + completeFields*len(outs))
 	nArg := len(args)
 	args = append(args, "0")
@@ -174,6 +177,7 @@ func (f *Frontier) Complete(ctx context.Context, outs []crawlmsg.Outcome) ([]App
 		if o.Kind == crawlmsg.OutcomeRobots || o.Robots || o.CrawlDelay > 0 {
 			cd = secondsToMs(o.CrawlDelay)
 		}
+		refund[i] = p.refund
 		args = append(args, o.Host, o.Lease, strconv.Itoa(p.flags(o.Requested)),
 			strconv.FormatInt(max(o.DurationMs, 0), 10), strconv.FormatInt(cd, 10),
 			strconv.FormatInt(secondsToMs(o.RetryAfter), 10), errorLine(o, p), o.Addr)
@@ -212,6 +216,7 @@ func (f *Frontier) Complete(ctx context.Context, outs []crawlmsg.Outcome) ([]App
 			a.Result = ResultParked
 		}
 		a.Next = time.UnixMilli(next)
+		a.Refunded = refund[i]
 		a.CrawlDelayCapped = capped&1 != 0
 		a.NewCappedCrawlDelay = capped&2 != 0
 		if retired >= 0 {

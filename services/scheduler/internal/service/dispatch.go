@@ -85,6 +85,16 @@ func (s *shard) dispatchLoop(ctx context.Context) {
 			s.log.Info("dispatch recovered", "after_failures", failures)
 			failures = 0
 		}
+		if s.rules != nil {
+			kept, settled, err := s.f.ChargeDomains(ctx, s.rules(), tasks)
+			if err != nil && ctx.Err() == nil {
+				s.log.Warn("dispatch: domain budgets not charged; the tasks go out", "tasks", len(tasks), "err", err)
+			}
+			if settled > 0 {
+				s.log.Info("domain budget spent: tasks ended over budget", "tasks", settled)
+			}
+			tasks = kept
+		}
 		if err := s.confirmLeases(ctx, tasks); err != nil {
 			// A lease lost with a Redis master would let its host be leased again while the
 			// task is fetched; unpublished, the tasks come back through the reaper.

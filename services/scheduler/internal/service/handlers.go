@@ -114,6 +114,11 @@ func (s *shard) handleOutcomes(ctx context.Context, msgs []jetstream.Msg) []erro
 		}
 		return errs
 	}
+	if s.rules != nil {
+		if err := s.f.RefundDomains(ctx, s.rules(), applied); err != nil && ctx.Err() == nil {
+			s.log.Warn("outcomes: domain budget refunds lost", "err", err)
+		}
+	}
 	released, failed := false, false
 	for j, a := range applied {
 		o := outs[j]

@@ -97,6 +97,7 @@ func start(ctx context.Context, cfg config.Config, log *slog.Logger, o options) 
 		}
 		s.gate, s.now = gt, o.now
 		s.crawl = r.Crawl
+		s.rules = pol.w.Current
 		pol.shards = append(pol.shards, s)
 	}
 	// The tables are right before any shard dispatches: a blocked host is never handed out
@@ -204,8 +205,9 @@ type shard struct {
 	replicated *redisx.Waiter
 	// resched tells the loop that schedules failed recrawls that outcomes failed URLs.
 	resched chan struct{}
-	// rules are the live site policies (the scheduler's policy.Watcher's Current); nil:
-	// none, the process-wide settings apply (recrawlFor).
+	// rules are the live site policies (the scheduler's policy.Watcher's Current): the
+	// recrawl bounds (recrawlFor) and domain budgets; nil: none, the process-wide settings
+	// apply.
 	rules func() *policy.Set
 }
 

@@ -85,7 +85,7 @@ for b = 1, nb do
         local st = redis.call('HMGET', hk(h), 'retired', 'pages')
         if st[1] then
           s = 'retired'
-        elseif MAXPH > 0 and tonumber(st[2] or '0') >= MAXPH then
+        elseif host_budget(h) > 0 and tonumber(st[2] or '0') >= host_budget(h) then
           s = 'over'
         else
           s = 'ok'

@@ -181,7 +181,7 @@ for o = 1, n do
     end
     if refund then
       bump('pages', -1)
-      if MAXPH > 0 then redis.call('HINCRBY', hkey, 'pages', -1) end
+      if charge_hosts() then redis.call('HINCRBY', hkey, 'pages', -1) end
     end
     if reset then errs = 0 end
     local teS = n2s(te)

@@ -27,8 +27,9 @@ for _, h in ipairs(hs) do
     expire_state(h, NOW)
   else
     local over = MAXP > 0 and pages_used() >= MAXP
-    if not over and MAXPH > 0 then
-      if redis.call('HINCRBY', hk(h), 'pages', 1) > MAXPH then
+    local hb = host_budget(h)
+    if not over and charge_hosts() then
+      if redis.call('HINCRBY', hk(h), 'pages', 1) > hb and hb > 0 then
         redis.call('HINCRBY', hk(h), 'pages', -1)
         over = true
       end

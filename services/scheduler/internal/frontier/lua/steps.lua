@@ -1,6 +1,17 @@
 -- The frontier's shared steps (the router and the helpers of several scripts), loaded after
 -- common.lua and the politeness modules, whose functions they call.
 
+-- A host's page budget: its live policy's host_budget, else TRAWL_MAX_PAGES_PER_HOST (0:
+-- none). Pages are charged to host:<host> pages whenever some budget may apply (a per-host
+-- setting, or any live policy, which may set one later), so a budget set mid-crawl counts
+-- the pages fetched since the policy table held its first entry.
+local function host_budget(h)
+  local b = host_limits(h).budget
+  if b == nil then return MAXPH end
+  return b
+end
+local function charge_hosts() return MAXPH > 0 or policy_any() end
+
 -- Parking. A host a live policy blocks (host_limits(h).block) is never dispatched: its
 -- queued URLs move, in queue order, to the end of its park list (park:<host>), counted in
 -- stats as parked rather than queued, and its back queue is freed. park_entries appends
@@ -109,7 +120,8 @@ local function route()
     local r = redis.call('HMGET', hk(h), 'next', 'retired', 'pages')
     -- Retired while its URLs waited in the front queues, or its budget was spent.
     if r[2] then return 'retired' end
-    if MAXPH > 0 and (tonumber(r[3] or '0') or 0) >= MAXPH then return 'over' end
+    local hb = host_budget(h)
+    if hb > 0 and (tonumber(r[3] or '0') or 0) >= hb then return 'over' end
     local nxt = tonumber(r[1] or '0') or 0
     if nxt < NOW then nxt = NOW end
     newNext[h] = nxt

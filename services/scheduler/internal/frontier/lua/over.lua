@@ -1,0 +1,29 @@
+-- SettleOverBudget. ARGV[A..]: pairs of host, lease token: tasks just dispatched that Go
+-- found beyond their domain's budget (a counter no shard's script can see: budget.go).
+-- Each task whose token still holds its host ends as over budget instead of being sent:
+-- its page charge is refunded, the rest of its host's queue ends over budget with it (the
+-- domain is spent), and its back queue is freed. Returns the number settled.
+local freed = {}
+local n = 0
+for j = A, #ARGV - 1, 2 do
+  local h, tok = ARGV[j], ARGV[j + 1]
+  local v = redis.call('HGET', K_LEASE, h)
+  local sp = v and string.find(v, ' ', 1, true)
+  if sp and string.sub(v, 1, sp - 1) == tok then
+    redis.call('HDEL', K_LEASE, h)
+    redis.call('HDEL', K_LASTERR, h)
+    redis.call('ZREM', K_INFLIGHT, h)
+    bump('pages', -1)
+    if charge_hosts() then redis.call('HINCRBY', hk(h), 'pages', -1) end
+    local rest = redis.call('LLEN', bq(h))
+    if rest > 0 then redis.call('DEL', bq(h)) end
+    bump('queued', -rest)
+    bump('over_budget', rest + 1)
+    freed[#freed + 1] = h
+    expire_state(h, tonumber(redis.call('HGET', hk(h), 'next') or '0') or 0)
+    n = n + 1
+  end
+end
+free_and_route(freed)
+flush_stats()
+return n
