@@ -154,15 +154,16 @@ func TestPolicyRequestSettings(t *testing.T) {
 		"host:a.test": ra,
 		"host:r.test": rr,
 		"host:s.test": {Cookies: ptrTo("missing")},
+		"host:u.test": {Credentials: ptrTo("nocolon")},
 	})
-	dir := secretsDir(t, map[string]string{"token": tokenVal, "cookie": cookie, "basic": user + ":" + password})
+	dir := secretsDir(t, map[string]string{"token": tokenVal, "cookie": cookie, "basic": user + ":" + password, "nocolon": password})
 
 	var logBuf lockedBuffer
 	tw := &testWriter{t: t}
 	t.Cleanup(tw.close)
 	log := slog.New(slog.NewTextHandler(io.MultiWriter(&logBuf, tw), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	in := st.startLogged(st.config(map[string]string{
-		"TRAWL_RESOLVE":     "a.test=127.0.0.1,c.test=127.0.0.1,r.test=127.0.0.1,s.test=127.0.0.1,b.test=127.0.0.2",
+		"TRAWL_RESOLVE":     "a.test=127.0.0.1,c.test=127.0.0.1,r.test=127.0.0.1,s.test=127.0.0.1,u.test=127.0.0.1,b.test=127.0.0.2",
 		"TRAWL_MIN_DELAY":   "0s",
 		"TRAWL_TASK_BATCH":  "1",
 		"TRAWL_SECRETS_DIR": dir,
@@ -204,12 +205,17 @@ func TestPolicyRequestSettings(t *testing.T) {
 			}
 		})
 	}
-	t.Run("a secret that cannot be read", func(t *testing.T) {
-		o := run("http://s.test:" + aPort + "/page")
-		if o.Kind != crawlmsg.OutcomeError || !o.Permanent || o.Requested || !strings.Contains(o.Error, `"missing"`) || !strings.Contains(o.Error, "host:s.test") {
-			t.Fatalf("outcome %+v, want a permanent error naming secret \"missing\" of host:s.test, no request", o)
-		}
-	})
+	for _, tt := range []struct{ name, host, secret string }{
+		{"a secret that cannot be read", "s.test", "missing"},
+		{"credentials that are not user:password", "u.test", "nocolon"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			o := run("http://" + tt.host + ":" + aPort + "/page")
+			if o.Kind != crawlmsg.OutcomeError || !o.Permanent || o.Requested || !strings.Contains(o.Error, `"`+tt.secret+`"`) || !strings.Contains(o.Error, "host:"+tt.host) {
+				t.Fatalf("outcome %+v, want a permanent error naming secret %q of host:%s, no request", o, tt.secret, tt.host)
+			}
+		})
+	}
 
 	auth := "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+password))
 	ruled := map[string]bool{"a.test": true, "r.test": true}
@@ -244,16 +250,25 @@ func TestPolicyRequestSettings(t *testing.T) {
 	}
 	io.Copy(&metrics, resp.Body)
 	resp.Body.Close()
-	for _, v := range secretValues {
-		if strings.Contains(logBuf.String(), v) {
-			t.Errorf("the fetcher's log holds a secret value")
-		}
-		if strings.Contains(metrics.String(), v) {
-			t.Errorf("the fetcher's metrics hold a secret value")
+	// Everything the fetcher printed or published: its log, its metrics, its outcomes and
+	// its pages' metadata (the capture for archives is masked: fetch's TestHeadersBoundToHost).
+	var published strings.Builder
+	for _, o := range st.outcomes {
+		fmt.Fprintf(&published, "%+v\n", o.v)
+	}
+	st.pollPages()
+	for _, p := range st.pages {
+		fmt.Fprintf(&published, "%+v\n", p.v.Meta)
+	}
+	for what, out := range map[string]string{"log": logBuf.String(), "metrics": metrics.String(), "outcomes and pages": published.String()} {
+		for i, v := range secretValues {
+			if strings.Contains(out, v) {
+				t.Errorf("the fetcher's %s hold secret value #%d", what, i)
+			}
 		}
 	}
-	if got := in.metric(t, `trawl_fetcher_policy_secret_errors_total`); got != 1 {
-		t.Errorf("trawl_fetcher_policy_secret_errors_total = %v, want 1", got)
+	if got := in.metric(t, `trawl_fetcher_policy_secret_errors_total`); got != 2 {
+		t.Errorf("trawl_fetcher_policy_secret_errors_total = %v, want 2", got)
 	}
 }
 

@@ -8,12 +8,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/trawl/trawl/services/fetcher/internal/safedial"
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/envconfig"
 	"github.com/trawl/trawl/shared/policy"
 	"github.com/trawl/trawl/shared/politeness"
 	"github.com/trawl/trawl/shared/robots"
+	"github.com/trawl/trawl/shared/safedial"
 )
 
 // DefaultHTTPAddr is the fetcher's /metrics address.

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/trawl/trawl/services/fetcher/internal/safedial"
+	"github.com/trawl/trawl/shared/safedial"
 )
 
 // TestHeadersBoundToHost: a site policy's headers go with the requests to the host they
