@@ -91,4 +91,3 @@ func TestLinksHeldToLiveRules(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
-

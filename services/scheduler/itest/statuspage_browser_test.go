@@ -20,6 +20,8 @@ import (
 
 	"github.com/trawl/trawl/devstack/redisproc"
 	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/frontierkeys"
+	"github.com/trawl/trawl/shared/policy"
 	"github.com/trawl/trawl/shared/politeness"
 	"github.com/trawl/trawl/shared/testwait"
 	"github.com/trawl/trawl/shared/topology"
@@ -234,6 +236,53 @@ func TestStatusPageInChromium(t *testing.T) {
 		title := js[string](t, tab, `document.title`)
 		if injected != 0 || title != "Trawl — crawl status" {
 			t.Fatalf("markup from the crawl was interpreted: %d elements injected, title %q", injected, title)
+		}
+	})
+
+	t.Run("site policies", func(t *testing.T) {
+		// 250 rules in force after the crawl, three with counters on both shards' hashes as
+		// the frontier's scripts keep them (one shard here: the hash of shard 0, and a
+		// rule removed since whose counters stay behind).
+		ctx := testwait.Context(t)
+		var changes []policy.Change
+		for i := range 250 {
+			// A rule must set something: max depth 0, the same for every rule.
+			sc, err := policy.ParseScope(fmt.Sprintf("host:r%03d.example", i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			changes = append(changes, policy.Change{Rule: policy.Rule{Scope: sc, MaxDepth: new(int)}})
+		}
+		if _, _, err := policy.NewStore(s.rdb, s.cfg.RedisPrefix).Apply(ctx, changes, "test", 0); err != nil {
+			t.Fatal(err)
+		}
+		st := frontierkeys.ForShard(s.cfg.RedisPrefix, 0).PolicyStats()
+		field := func(scope, counter string) string { return scope + "\t" + counter }
+		if err := s.rdb.HSet(ctx, st,
+			field("host:r100.example", frontierkeys.PolicyStatParked), 7, field("host:r100.example", frontierkeys.PolicyStatBlocked), 7, field("host:r100.example", frontierkeys.PolicyStatHosts), 1,
+			field("host:r007.example", frontierkeys.PolicyStatRequests), 40, field("host:r007.example", frontierkeys.PolicyStatHosts), 1,
+			field("host:r200.example", frontierkeys.PolicyStatExcluded), 3,
+			field("host:removed.example", frontierkeys.PolicyStatRequests), 999).Err(); err != nil {
+			t.Fatal(err)
+		}
+		waitJS(t, tab, "the rules to be listed", `document.querySelectorAll('#rules tbody tr').length === 20`)
+		got := rows("rules")
+		want := [][]string{
+			{"host:r100.example", "1", "0", "7", "7", "0"},
+			{"host:r007.example", "1", "40", "0", "0", "0"},
+			{"host:r200.example", "0", "0", "0", "0", "3"},
+			{"host:r000.example", "0", "0", "0", "0", "0"},
+		}
+		for i, w := range want {
+			if strings.Join(got[i], "|") != strings.Join(w, "|") {
+				t.Errorf("rule row %d = %q, want %q", i, got[i], w)
+			}
+		}
+		if sub := js[string](t, tab, `document.getElementById('rules-sub').textContent`); !strings.HasPrefix(sub, "250 rules in force (version 1), the 20 most active shown") {
+			t.Errorf("rules heading %q", sub)
+		}
+		if n := js[int](t, tab, `document.querySelectorAll('#rules tr.failed').length`); n != 1 {
+			t.Errorf("%d rules marked as parking URLs, want 1", n)
 		}
 	})
 

@@ -8,6 +8,7 @@ import (
 	"net"
 	"regexp"
 	"strings"
+	"sync/atomic"
 
 	"golang.org/x/net/publicsuffix"
 
@@ -117,6 +118,8 @@ type Config struct {
 // Filter applies a Config. It is safe for concurrent use.
 type Filter struct {
 	cfg Config
+	// scoped remembers whether the rule set last seen has scope rules.
+	scoped atomic.Pointer[scopedSet]
 }
 
 // New checks cfg and returns its Filter.
@@ -213,7 +216,7 @@ func (f *Filter) Select(p Page, links []crawlmsg.Link) ([]crawlmsg.Discovered, R
 	// Sized once: most links of a page pass.
 	out := make([]crawlmsg.Discovered, 0, len(links))
 	size := 0
-	rules := activeRules(p.Rules)
+	rules := f.activeRules(p.Rules)
 	for _, l := range links {
 		r, ok := f.check(l, pageHost, pageKey)
 		if ok && rules != nil {
@@ -265,7 +268,7 @@ func (f *Filter) SelectEmbeds(p Page, embeds []crawlmsg.Link, linked []crawlmsg.
 	// may leave it, as they may leave TRAWL_SCOPE and TRAWL_INCLUDE.
 	var rules *policy.Set
 	if crawlScope {
-		rules = activeRules(p.Rules)
+		rules = f.activeRules(p.Rules)
 	}
 	var out []crawlmsg.Discovered
 	for _, l := range embeds {
@@ -294,18 +297,34 @@ func (f *Filter) SelectEmbeds(p Page, embeds []crawlmsg.Link, linked []crawlmsg.
 	return out, rej
 }
 
-// activeRules is rules, or nil when no rule can refuse a link, so that a crawl without
-// scope rules pays nothing per link for them.
-func activeRules(rules *policy.Set) *policy.Set {
+// activeRules is rules, or nil when no rule sets a scope field (max depth, include,
+// exclude), so that a crawl whose rules are all about politeness pays nothing per link
+// for them. The answer is kept for the set last asked about: a set is immutable and
+// replaced whole on a change, so one scan of its rules per change is enough.
+func (f *Filter) activeRules(rules *policy.Set) *policy.Set {
 	if rules == nil || len(rules.Rules()) == 0 {
 		return nil
 	}
-	return rules
+	if k := f.scoped.Load(); k != nil && k.set == rules {
+		return k.active
+	}
+	k := &scopedSet{set: rules}
+	for _, r := range rules.Rules() {
+		if r.MaxDepth != nil || len(r.Include) > 0 || len(r.Exclude) > 0 {
+			k.active = rules
+			break
+		}
+	}
+	f.scoped.Store(k)
+	return k.active
 }
+
+// scopedSet is whether a rule set has scope rules (active is the set, or nil).
+type scopedSet struct{ set, active *policy.Set }
 
 // admit asks the URL's policy whether it may be followed at depth.
 func admit(rules *policy.Set, u string, depth int) (Reason, bool) {
-	if ok, why := rules.URL(u).Admit(u, depth); !ok {
+	if ok, why := rules.Admit(u, depth); !ok {
 		return policyReason(why), false
 	}
 	return "", true

@@ -81,15 +81,15 @@ func start(ctx context.Context, cfg config.Config, log *slog.Logger, o options) 
 	}()
 	js, rdb := r.JS, r.Redis
 	m := newMetrics(r.Registry)
-	page := newStatusPage(cfg, rdb, redisx.TrackErrors(rdb), js, m, log, o.now)
-	page.Register(r.HTTP)
-	gt := newGate(cfg, js, rdb, m, log)
-	r.Go("status page sampler", func(ctx context.Context) error { page.Run(ctx); return nil })
-	r.Go("dispatch gate", func(ctx context.Context) error { gt.run(ctx); return nil })
 	pol, err := newPolicies(ctx, cfg, rdb, log)
 	if err != nil {
 		return nil, fmt.Errorf("scheduler: %w", err)
 	}
+	page := newStatusPage(cfg, rdb, redisx.TrackErrors(rdb), js, m, log, o.now, pol.w.Current)
+	page.Register(r.HTTP)
+	gt := newGate(cfg, js, rdb, m, log)
+	r.Go("status page sampler", func(ctx context.Context) error { page.Run(ctx); return nil })
+	r.Go("dispatch gate", func(ctx context.Context) error { gt.run(ctx); return nil })
 	for _, shard := range cfg.SchedulerShards {
 		s, err := newShard(ctx, cfg, shard, js, rdb, m, log)
 		if err != nil {
@@ -116,7 +116,7 @@ func start(ctx context.Context, cfg config.Config, log *slog.Logger, o options) 
 // newStatusPage shows every shard of the crawl, not only those this process serves: the
 // state is all in Redis, so any scheduler can show the whole crawl. A shard read cut short
 // by the page's deadline says why Redis did not answer (why).
-func newStatusPage(cfg config.Config, rdb redis.UniversalClient, why *redisx.LastError, js jetstream.JetStream, m *metrics, log *slog.Logger, now func() time.Time) *statuspage.Page {
+func newStatusPage(cfg config.Config, rdb redis.UniversalClient, why *redisx.LastError, js jetstream.JetStream, m *metrics, log *slog.Logger, now func() time.Time, rules func() *policy.Set) *statuspage.Page {
 	served := map[int]bool{}
 	for _, s := range cfg.SchedulerShards {
 		served[s] = true
@@ -157,6 +157,7 @@ func newStatusPage(cfg config.Config, rdb redis.UniversalClient, why *redisx.Las
 		Stuck: func(ctx context.Context) ([]frontierkeys.StuckLease, time.Time, error) {
 			return frontierkeys.ReadStuck(ctx, rdb, cfg.RedisPrefix, cfg.Shards, cfg.LeaseTTL, statuspage.MaxStuck)
 		},
+		Rules: activeRules(rdb, cfg.RedisPrefix, cfg.Shards, rules, now),
 	})
 }
 
