@@ -246,7 +246,7 @@ func runChangePause(b *testing.B, natsBin string) {
 		// The crawl of the others must go on through the window for its longest interval
 		// to say anything.
 		if n < 100 || to.Sub(prev) > pauseBound {
-			b.Fatalf("%d requests to the other hosts from %s to %s, the last at %s: the crawl of the others ended too soon to measure (a bigger web is needed)",
+			b.Fatalf("%d requests to the other hosts from %s to %s, the last at %s: the dispatch stalled past the window's end, or their crawl ended (then a bigger web is needed)",
 				n, from.Format("15:04:05.000"), to.Format("15:04:05.000"), prev.Format("15:04:05.000"))
 		}
 		return worst, when
