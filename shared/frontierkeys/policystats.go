@@ -21,9 +21,9 @@ type RuleStats struct {
 	Excluded int64  `json:"excluded"`
 }
 
-// Activity orders rules by what they did: URLs they hold back first (parked, blocked,
-// excluded: what an operator most needs to see), then the requests made under them.
-func (r RuleStats) Activity() int64 { return r.Parked + r.Blocked + r.Excluded + r.Requests }
+// Activity is what a rule did: the URLs it held back (blocked, excluded) and the requests
+// made under it.
+func (r RuleStats) Activity() int64 { return r.Blocked + r.Excluded + r.Requests }
 
 // add reads one "<scope>\t<counter>" field; an unknown counter or an unreadable count is
 // left out.
@@ -85,9 +85,10 @@ type ActiveRules struct {
 	Shown   []RuleStats `json:"shown"`
 }
 
-// TopRules orders the rules in force (scopes, each with its counters or none) by
-// Activity, then by hosts matched, then by scope, and keeps the first top. Counters of
-// scopes no longer in force (a removed rule) are left out.
+// TopRules orders the rules in force (scopes, each with its counters or none): those
+// parking URLs now first, most parked first (what an operator most needs to see), then by
+// Activity, hosts matched and scope; it keeps the first top. Counters of scopes no longer
+// in force (a removed rule) are left out.
 func TopRules(stats map[string]*RuleStats, scopes []string, version int64, top int) ActiveRules {
 	rows := make([]RuleStats, 0, len(scopes))
 	for _, s := range scopes {
@@ -98,7 +99,7 @@ func TopRules(stats map[string]*RuleStats, scopes []string, version int64, top i
 		rows = append(rows, r)
 	}
 	slices.SortFunc(rows, func(a, b RuleStats) int {
-		return cmp.Or(cmp.Compare(b.Activity(), a.Activity()), cmp.Compare(b.Hosts, a.Hosts), cmp.Compare(a.Scope, b.Scope))
+		return cmp.Or(cmp.Compare(b.Parked, a.Parked), cmp.Compare(b.Activity(), a.Activity()), cmp.Compare(b.Hosts, a.Hosts), cmp.Compare(a.Scope, b.Scope))
 	})
 	return ActiveRules{Version: version, Total: len(scopes), Shown: rows[:min(len(rows), max(top, 0))]}
 }

@@ -265,7 +265,9 @@ func TestStatusPageInChromium(t *testing.T) {
 			field("host:removed.example", frontierkeys.PolicyStatRequests), 999).Err(); err != nil {
 			t.Fatal(err)
 		}
-		waitJS(t, tab, "the rules to be listed", `document.querySelectorAll('#rules tbody tr').length === 20`)
+		// The counters are read at most every 5 s.
+		waitJS(t, tab, "the rules to be listed, the parking one first", `document.querySelectorAll('#rules tbody tr').length === 20 &&
+			document.querySelector('#rules tbody tr td').textContent === 'host:r100.example'`)
 		got := rows("rules")
 		want := [][]string{
 			{"host:r100.example", "1", "0", "7", "7", "0"},

@@ -17,21 +17,24 @@ const rulesEvery = 5 * time.Second
 
 // activeRules reads the rules in force (rules: the watcher's Current) with their counters
 // summed over the shards, for the status page. The counters are read at most every
-// rulesEvery; the rules are always the current ones.
-func activeRules(rdb redis.UniversalClient, prefix string, shards int, rules func() *policy.Set, now func() time.Time) func(context.Context, int) (frontierkeys.ActiveRules, error) {
+// rulesEvery of real time (the cost it bounds is real, whatever clock the frontier
+// keeps) and after each change; the rules are always the current ones.
+func activeRules(rdb redis.UniversalClient, prefix string, shards int, rules func() *policy.Set) func(context.Context, int) (frontierkeys.ActiveRules, error) {
 	var mu sync.Mutex
 	var stats map[string]*frontierkeys.RuleStats
 	var at time.Time
+	var version int64
 	return func(ctx context.Context, top int) (frontierkeys.ActiveRules, error) {
 		set := rules()
 		mu.Lock()
 		defer mu.Unlock()
-		if stats == nil || now().Sub(at) >= rulesEvery {
+		// A change's new rules are shown with fresh counters.
+		if stats == nil || time.Since(at) >= rulesEvery || set.Version() != version {
 			st, err := frontierkeys.ReadPolicyStats(ctx, rdb, prefix, shards)
 			if err != nil {
 				return frontierkeys.ActiveRules{}, err
 			}
-			stats, at = st, now()
+			stats, at, version = st, time.Now(), set.Version()
 		}
 		rs := set.Rules()
 		scopes := make([]string, len(rs))

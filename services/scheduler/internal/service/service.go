@@ -157,7 +157,7 @@ func newStatusPage(cfg config.Config, rdb redis.UniversalClient, why *redisx.Las
 		Stuck: func(ctx context.Context) ([]frontierkeys.StuckLease, time.Time, error) {
 			return frontierkeys.ReadStuck(ctx, rdb, cfg.RedisPrefix, cfg.Shards, cfg.LeaseTTL, statuspage.MaxStuck)
 		},
-		Rules: activeRules(rdb, cfg.RedisPrefix, cfg.Shards, rules, now),
+		Rules: activeRules(rdb, cfg.RedisPrefix, cfg.Shards, rules),
 	})
 }
 
