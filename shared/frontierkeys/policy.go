@@ -21,6 +21,17 @@ const (
 	PolicyDomainPrefix = "d:"
 )
 
+// The scope strings of host and domain rules (policy.Scope.String: "host:<name>",
+// "domain:<name>"), which name a rule in Shard.PolicyStats.
+const (
+	PolicyHostScope   = "host:"
+	PolicyDomainScope = "domain:"
+)
+
+// PolicyStatField is the field of a rule's counter in Shard.PolicyStats:
+// "<scope>\t<counter>" (PolicyStat*).
+func PolicyStatField(scope, counter string) string { return scope + "\t" + counter }
+
 // PolicyHostField is a host rule's field in the policy table.
 func PolicyHostField(host string) string { return PolicyHostPrefix + host }
 
@@ -200,21 +211,25 @@ func (l HostLimits) Over(base HostLimits) HostLimits {
 // ParkBlocked is the reason of a park list whose host, or whose URLs, a live policy blocks.
 const ParkBlocked = "blocked"
 
-// ParkedHost is a host's entry in Shard.Parked: why its URLs are parked and how many.
+// ParkedHost is a host's entry in Shard.Parked: why its URLs are parked, how many, and
+// the scope of the rule whose block parked them ("" when only fetchers' parked outcomes
+// did, for a URL-prefix rule the scheduler does not hold).
 type ParkedHost struct {
 	Host    string
 	Reason  string
 	Entries int64
+	Rule    string
 }
 
-// ParseParked decodes a Shard.Parked value "<reason> <entries>".
+// ParseParked decodes a Shard.Parked value "<reason> <entries>[ <rule scope>]".
 func ParseParked(host, v string) (ParkedHost, bool) {
-	r, n, ok := strings.Cut(v, " ")
+	r, rest, ok := strings.Cut(v, " ")
+	n, rule, _ := strings.Cut(rest, " ")
 	c, err := strconv.ParseInt(n, 10, 64)
 	if !ok || err != nil {
 		return ParkedHost{}, false
 	}
-	return ParkedHost{Host: host, Reason: r, Entries: c}, true
+	return ParkedHost{Host: host, Reason: r, Entries: c, Rule: rule}, true
 }
 
 // ReadParkedHost is a host's park list entry on its shard (trawlctl explain): ok is false
@@ -240,4 +255,51 @@ func DomainPages(prefix, domain string) string {
 		prefix = "trawl"
 	}
 	return prefix + ":{dom:" + domain + "}:pages"
+}
+
+// PolicyStat is one rule's counters (Shard.PolicyStats), summed over shards.
+type PolicyStat struct {
+	Hosts, Requests, Blocked, Parked, Excluded int64
+}
+
+// ReadPolicyStats sums the per-rule counters of shards 0..shards-1 by rule scope (the
+// status page's active-rules table).
+func ReadPolicyStats(ctx context.Context, rdb redis.UniversalClient, prefix string, shards int) (map[string]PolicyStat, error) {
+	cmds := make([]*redis.MapStringStringCmd, shards)
+	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for s := range shards {
+			cmds[s] = p.HGetAll(ctx, ForShard(prefix, s).PolicyStats())
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("frontier: policy stats: %w", err)
+	}
+	out := map[string]PolicyStat{}
+	for _, c := range cmds {
+		for f, v := range c.Val() {
+			scope, counter, ok := strings.Cut(f, "\t")
+			n, err := strconv.ParseInt(v, 10, 64)
+			if !ok || err != nil {
+				continue
+			}
+			st := out[scope]
+			switch counter {
+			case PolicyStatHosts:
+				st.Hosts += n
+			case PolicyStatRequests:
+				st.Requests += n
+			case PolicyStatBlocked:
+				st.Blocked += n
+			case PolicyStatParked:
+				st.Parked += n
+			case PolicyStatExcluded:
+				st.Excluded += n
+			default:
+				continue
+			}
+			out[scope] = st
+		}
+	}
+	return out, nil
 }

@@ -21,10 +21,11 @@ func policySource() string {
 	if err != nil {
 		panic("politeness: " + err.Error())
 	}
-	names := fmt.Sprintf("local POL_H, POL_D = %q, %q\n"+
+	names := fmt.Sprintf("local POL_H, POL_D, POL_SCOPE_H, POL_SCOPE_D = %q, %q, %q, %q\n"+
 		"local LIM_MIND, LIM_KF, LIM_CD, LIM_CONN, LIM_BUDGET, LIM_BLOCK = %d, %d, %d, %d, %d, %d\n"+
 		"local LIM_UNSET, LIM_EXACT = %q, %q\n",
 		frontierkeys.PolicyHostPrefix, frontierkeys.PolicyDomainPrefix,
+		frontierkeys.PolicyHostScope, frontierkeys.PolicyDomainScope,
 		frontierkeys.LimitMinDelay, frontierkeys.LimitDelayFactor, frontierkeys.LimitCrawlDelay,
 		frontierkeys.LimitConnections, frontierkeys.LimitHostBudget, frontierkeys.LimitBlock,
 		frontierkeys.LimitUnset, frontierkeys.LimitExact)

@@ -208,7 +208,7 @@ func (f *tf) check() {
 		n := rdb.LLen(ctx, k).Val()
 		inPark += n
 		nLists++
-		if want := frontierkeys.ParkBlocked + " " + strconv.FormatInt(n, 10); parked[h] != want {
+		if p, ok := frontierkeys.ParseParked(h, parked[h]); !ok || p.Entries != n || p.Reason != frontierkeys.ParkBlocked {
 			t.Fatalf("park list of %s holds %d, parked says %q", h, n, parked[h])
 		}
 	}

@@ -3,6 +3,7 @@ package itest
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -459,3 +460,234 @@ func TestPolicyDomainBudgetAcrossShards(t *testing.T) {
 		t.Errorf("domain counter %d, want 5", n)
 	}
 }
+
+// Each rule counts, in Shard.PolicyStats, the hosts it was admitted under, the tasks
+// dispatched under it, the URLs its block parked and how many are parked now;
+// frontierkeys.ReadPolicyStats sums them over shards.
+func TestPolicyStatsPerRule(t *testing.T) {
+	rdb := startRedis(t)
+	f := newTF(t, rdb, testOptions(0))
+	dom := domainRule("x.example", policy.Rule{MinDelay: pdur(0)})
+	blk := hostRule("b.x.example", policy.Rule{Block: pbool(true)})
+	f.applyPolicy(rules(t, 1, dom, blk))
+	f.add("m1", urls(0, "http://a.x.example/0", "http://a.x.example/1", "http://a.x.example/2",
+		"http://b.x.example/0", "http://b.x.example/1", "http://c.example/0")...)
+	f.drain(at(0), 10)
+	ctx := testwait.Context(t)
+	stats := func() map[string]frontierkeys.PolicyStat {
+		st, err := frontierkeys.ReadPolicyStats(ctx, rdb, "t", 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	got := stats()
+	want := map[string]frontierkeys.PolicyStat{
+		dom.Scope.String(): {Hosts: 1, Requests: 3},
+		blk.Scope.String(): {Blocked: 2, Parked: 2},
+	}
+	if !maps.Equal(got, want) {
+		t.Fatalf("policy stats %+v, want %+v", got, want)
+	}
+	f.applyPolicy(rules(t, 2, dom))
+	f.drain(at(time.Hour), 10)
+	want = map[string]frontierkeys.PolicyStat{
+		dom.Scope.String(): {Hosts: 2, Requests: 5},
+		blk.Scope.String(): {Blocked: 2, Parked: 0},
+	}
+	if got := stats(); !maps.Equal(got, want) {
+		t.Fatalf("after the unblock: policy stats %+v, want %+v", got, want)
+	}
+}
+
+// Narrowing a rule's scope rechecks the queued URLs of the hosts it covers: those now
+// beyond its depth, outside its include or inside its exclude end out of scope (counted
+// excluded for the rule), those a URL-prefix block covers are parked, the rest stay in
+// order; URLs entering the frontier are checked at add time.
+func TestPolicyScopeRecheck(t *testing.T) {
+	rdb := startRedis(t)
+	f := newTF(t, rdb, testOptions(0))
+	var us []crawlmsg.Discovered
+	for i := range 12 {
+		path := []string{"keep", "drop", "private"}[i%3]
+		us = append(us, crawlmsg.Discovered{URL: fmt.Sprintf("http://a.example/%s/%d", path, i), Depth: i % 4})
+	}
+	us = append(us, urls(3, "http://b.example/drop/0")...)
+	f.add("m1", us...)
+	first := f.dispatch(at(0), 10)
+	if len(first) != 2 {
+		t.Fatalf("dispatched %v", hostsOf(first))
+	}
+	private, err := policy.ParseScope("http://a.example/private/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What the recheck must do with each queued entry (the first dispatch took one URL
+	// of the router's drawing): depth first, then the exclude, then the block.
+	var wantKept []string
+	var wantX, wantP int64
+	for _, e := range f.backQueue("a.example") {
+		en, _ := frontier.ParseEntry(e)
+		switch {
+		case en.Depth > 2 || strings.Contains(en.URL, "/drop/"):
+			wantX++
+		case strings.Contains(en.URL, "/private/"):
+			wantP++
+		default:
+			wantKept = append(wantKept, en.URL)
+		}
+	}
+	narrow := hostRule("a.example", policy.Rule{MaxDepth: pint(2), Exclude: []string{"/drop/"}})
+	set := rules(t, 2, narrow, policy.Rule{Scope: private, Block: pbool(true)})
+	rc, err := f.RecheckScope(testwait.Context(t), set, frontier.ScopeChanged(nil, set))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.check()
+	if rc.Hosts != 1 || rc.Excluded != wantX || rc.Parked != wantP || rc.Kept != int64(len(wantKept)) || wantX < 5 || wantP < 2 {
+		t.Fatalf("recheck %+v, want 1 host, %d excluded, %d parked, %d kept", rc, wantX, wantP, len(wantKept))
+	}
+	if got := urlsOf(f.backQueue("a.example")); !slices.Equal(got, wantKept) {
+		t.Fatalf("kept %v, want %v (their order before)", got, wantKept)
+	}
+	if got := urlsOf(f.parkList("a.example")); int64(len(got)) != wantP || !strings.Contains(got[0], "/private/") {
+		t.Fatalf("parked %v", got)
+	}
+	st, err := frontierkeys.ReadPolicyStats(testwait.Context(t), rdb, "t", 1)
+	if err != nil || st[narrow.Scope.String()].Excluded != wantX || st[private.String()].Parked != wantP {
+		t.Fatalf("policy stats %+v, %v", st, err)
+	}
+	if s := f.stats(); s.OutOfScope != wantX {
+		t.Fatalf("out of scope %d, want %d", s.OutOfScope, wantX)
+	}
+
+	// At add time: the same rule refuses what it does not admit.
+	f.UsePolicy(func() *policy.Set { return set })
+	if n := f.add("m2", crawlmsg.Discovered{URL: "http://a.example/keep/x", Depth: 3},
+		crawlmsg.Discovered{URL: "http://a.example/drop/x"}, crawlmsg.Discovered{URL: "http://a.example/keep/y"}); n != 1 {
+		t.Fatalf("queued %d of 3 at add time, want 1", n)
+	}
+}
+
+// A rule change that rechecks a host holding 100,000 queued URLs does not stall dispatch
+// for the other hosts: the recheck goes a chunk per script. The longest dispatch call
+// during the recheck is logged (and bounded, generously for a shared machine).
+func TestPolicyRecheckDoesNotStallDispatch(t *testing.T) {
+	rdb := startRedis(t)
+	o := testOptions(0)
+	o.RouteLimit = 200_000
+	o.MinDelay = 0
+	f := newTF(t, rdb, o)
+	ctx := testwait.Context(t)
+	const big = 100_000
+	for c := 0; c < big; c += 10_000 {
+		var us []crawlmsg.Discovered
+		for i := c; i < c+10_000; i++ {
+			us = append(us, crawlmsg.Discovered{URL: fmt.Sprintf("http://big.example/p/%d", i), Depth: 1 + i%2})
+		}
+		if _, err := f.AddBatches(ctx, []frontier.Batch{{URLs: us}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := f.Dispatch(ctx, 1); err != nil { // routes big.example's URLs to its back queue
+		t.Fatal(err)
+	}
+	queued := rdb.LRange(ctx, f.Keyspace().Key("bq", "big.example"), 0, -1).Val()
+	if len(queued) < big-1 {
+		t.Fatalf("big.example holds %d queued URLs", len(queued))
+	}
+	var deep int64
+	for _, e := range queued {
+		if strings.HasPrefix(e, "2 ") {
+			deep++
+		}
+	}
+	other := 0
+	// dispatchOther adds a URL of a new host and dispatches and completes what is due,
+	// returning how long the dispatch call took.
+	dispatchOther := func() time.Duration {
+		other++
+		if _, err := f.AddBatches(ctx, []frontier.Batch{{URLs: urls(0, fmt.Sprintf("http://o%d.example/", other))}}); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		tasks, err := f.Dispatch(ctx, 10)
+		d := time.Since(start)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var outs []crawlmsg.Outcome
+		for _, tk := range tasks {
+			if tk.Host != "big.example" {
+				outs = append(outs, ok200(tk))
+			}
+		}
+		if _, err := f.Complete(ctx, outs); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	var baseline time.Duration
+	for range 200 {
+		baseline = max(baseline, dispatchOther())
+	}
+	set := rules(t, 2, hostRule("big.example", policy.Rule{MaxDepth: pint(1)}))
+	// Redis's own timing of each script (the slow log, every command): what the recheck
+	// holds the server for, free of this machine's scheduling noise.
+	must(t, rdb.ConfigSet(ctx, "slowlog-max-len", "100000").Err())
+	must(t, rdb.ConfigSet(ctx, "slowlog-log-slower-than", "0").Err())
+	must(t, rdb.Do(ctx, "SLOWLOG", "RESET").Err())
+	done := make(chan Rechecked, 1)
+	go func() {
+		rc, err := f.RecheckScope(ctx, set, frontier.ScopeChanged(nil, set))
+		if err != nil {
+			t.Error(err)
+		}
+		done <- Rechecked(rc)
+	}()
+	var longest time.Duration
+	calls := 0
+	for {
+		select {
+		case rc := <-done:
+			logs, err := rdb.SlowLogGet(ctx, -1).Result()
+			must(t, err)
+			// Every script of the window: the recheck's chunks, and the dispatches, adds and
+			// outcomes between them (the slow log keeps too few arguments to tell them apart).
+			var script, other time.Duration
+			scripts := 0
+			for _, l := range logs {
+				if len(l.Args) == 0 {
+					continue
+				}
+				if strings.HasPrefix(strings.ToUpper(l.Args[0]), "EVAL") {
+					script = max(script, l.Duration)
+					scripts++
+				} else {
+					other = max(other, l.Duration)
+				}
+			}
+			t.Logf("recheck of %d queued URLs: %+v; the longest of the %d scripts that ran meanwhile held Redis %s "+
+				"(other commands at most %s); %d dispatch calls meanwhile, the longest %s end to end (%s over 200 calls before it)",
+				len(queued), rc, scripts, script, other, calls, longest, baseline)
+			if script > 50*time.Millisecond {
+				t.Fatalf("a recheck script held Redis %s", script)
+			}
+			if rc.Excluded != deep {
+				t.Fatalf("excluded %d, want the %d at depth 2", rc.Excluded, deep)
+			}
+			if calls < 5 {
+				t.Fatalf("only %d dispatch calls ran during the recheck", calls)
+			}
+			if longest > 250*time.Millisecond {
+				t.Fatalf("a dispatch call took %s during the recheck", longest)
+			}
+			return
+		default:
+		}
+		longest = max(longest, dispatchOther())
+		calls++
+	}
+}
+
+type Rechecked = frontier.Rechecked

@@ -7,9 +7,10 @@
 -- host_limits(h) merges, field by field, the host's own entry over the entries of its
 -- name and each suffix of it, longest first (frontierkeys.PolicyCandidates), all read with
 -- one HMGET, over the process-wide settings; an unset field falls through. It returns
--- {mind, kf, maxcd, conn, budget, block}: budget is nil when no rule sets it (the
--- process-wide budget applies). Results are kept for the script's run, and a shard without
--- any rule pays one EXISTS per script.
+-- {mind, kf, maxcd, conn, budget, block, rules, block_by}: budget is nil when no rule sets
+-- it (the process-wide budget applies); rules are the scopes ("host:…", "domain:…") of the
+-- entries that matched, block_by the scope that decided block. Results are kept for the
+-- script's run, and a shard without any rule pays one EXISTS per script.
 local pol_any = nil
 local pol_cache = {}
 -- policy_any says the shard's policy table has any entry.
@@ -24,25 +25,31 @@ local function host_limits(h)
   if c then return c end
   local lim = base_limits()
   if policy_any() then
-    local cands = {POL_H .. h}
+    local cands, scopes = {POL_H .. h}, {POL_SCOPE_H .. h}
     local s = h
     while s do
       cands[#cands + 1] = POL_D .. s
+      scopes[#scopes + 1] = POL_SCOPE_D .. s
       local d = string.find(s, '.', 1, true)
       if d then s = string.sub(s, d + 1) else s = nil end
     end
     local r = redis.call('HMGET', K_POLICY, unpack(cands))
-    local got = {}
+    local got, rules = {}, {}
     for j = #r, 1, -1 do
       -- Least specific first, so that a more specific entry's fields overwrite.
       if r[j] then
+        rules[#rules + 1] = scopes[j]
         local k = 0
         for tok in string.gmatch(r[j], '[^ ]+') do
           k = k + 1
-          if tok ~= LIM_UNSET then got[k] = tok end
+          if tok ~= LIM_UNSET then
+            got[k] = tok
+            if k == LIM_BLOCK then lim.block_by = scopes[j] end
+          end
         end
       end
     end
+    lim.rules = rules
     if got[LIM_MIND] then lim.mind = tonumber(got[LIM_MIND]) end
     if got[LIM_KF] then lim.kf = tonumber(got[LIM_KF]) end
     if got[LIM_CD] == LIM_EXACT then

@@ -9,7 +9,7 @@
 -- MAXCD (base_limits), or what the live site policies set for the host (host_limits, in
 -- the policy module); an exact Crawl-delay is maxcd = math.huge.
 local function base_limits()
-  return {mind = MIND, kf = KF, maxcd = MAXCD, conn = 1, block = false}
+  return {mind = MIND, kf = KF, maxcd = MAXCD, conn = 1, block = false, rules = {}}
 end
 
 -- gap is the least time from the end of a request to the next request to the host: the

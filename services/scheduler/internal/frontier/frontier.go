@@ -22,6 +22,7 @@ import (
 	"github.com/trawl/trawl/shared/envconfig"
 	"github.com/trawl/trawl/shared/frontierconf"
 	"github.com/trawl/trawl/shared/frontierkeys"
+	"github.com/trawl/trawl/shared/policy"
 	"github.com/trawl/trawl/shared/politeness"
 	"github.com/trawl/trawl/shared/redisx"
 	"github.com/trawl/trawl/shared/urlnorm"
@@ -38,10 +39,14 @@ var (
 	scriptPark     = load("park.lua")
 	scriptResume   = load("resume.lua")
 	scriptOver     = load("over.lua")
+	scriptRecheck  = load("recheck.lua")
 )
 
 // names are the constants of frontierkeys that the scripts use.
-var names = redisx.Lua{Name: "names", Source: fmt.Sprintf("local PARK_BLOCKED = %q\n", frontierkeys.ParkBlocked)}
+var names = redisx.Lua{Name: "names", Source: fmt.Sprintf(
+	"local PARK_BLOCKED = %q\nlocal PSTAT_HOSTS, PSTAT_REQUESTS, PSTAT_BLOCKED, PSTAT_PARKED, PSTAT_EXCLUDED = %q, %q, %q, %q, %q\n",
+	frontierkeys.ParkBlocked, frontierkeys.PolicyStatHosts, frontierkeys.PolicyStatRequests,
+	frontierkeys.PolicyStatBlocked, frontierkeys.PolicyStatParked, frontierkeys.PolicyStatExcluded)}
 
 // load builds a frontier script: the names from Go, the common prelude, the politeness and
 // policy modules, the shared steps, the script.
@@ -144,12 +149,18 @@ type Frontier struct {
 	k    frontierkeys.Shard
 	keys []string
 	conf []any // ARGV[4..argStart-1]
+	// rules are the live site policies (UsePolicy); nil: none.
+	rules func() *policy.Set
 }
+
+// UsePolicy makes AddBatches check each URL against the live site policies' depth,
+// include and exclude (Resolved.Admit). Call it before the frontier is used.
+func (f *Frontier) UsePolicy(rules func() *policy.Set) { f.rules = rules }
 
 // Positions shared with lua/common.lua: the front queues follow the fixed KEYS, and script
 // arguments follow the common ARGV.
 const (
-	fixedKeys = 15
+	fixedKeys = 16
 	argStart  = 23
 )
 
@@ -173,7 +184,7 @@ func New(rdb redis.UniversalClient, o Options, p Prioritizer) *Frontier {
 	k := frontierkeys.ForShard(o.KeyPrefix, o.Shard)
 	keys := []string{k.Stats(), k.Heap(), k.Hosts(), k.Inflight(),
 		k.Lease(), k.Paused(), k.Seq(), k.Backlinks(),
-		k.Busiest(), k.Slowest(), k.Errors(), k.Applied(), k.LastErr(), k.Policy(), k.Parked()}
+		k.Busiest(), k.Slowest(), k.Errors(), k.Applied(), k.LastErr(), k.Policy(), k.Parked(), k.PolicyStats()}
 	for q := range o.FrontQueues {
 		keys = append(keys, k.FrontQueue(q))
 	}
@@ -274,12 +285,22 @@ func (f *Frontier) AddBatches(ctx context.Context, batches []Batch) ([]int, erro
 		args[len(args)-1] = strconv.FormatFloat(max(f.bs.BacklinkWeight(), 0), 'g', -1, 64)
 	}
 	var buf []byte
+	var set *policy.Set
+	if f.rules != nil {
+		if set = f.rules(); set != nil && len(set.Rules()) == 0 {
+			set = nil
+		}
+	}
 	for _, b := range batches {
 		hdr := len(args)
 		args = append(args, b.ID, strconv.FormatUint(b.Seq, 10), f.sourceHost(b.Source), "0", "0")
 		oos, ok := 0, 0
 		for _, u := range b.URLs {
 			host, valid := f.admissible(u)
+			if valid && set != nil {
+				// A rule's depth, include and exclude; its block is the router's (parked).
+				valid, _ = set.URL(u.URL).Admit(u.URL, u.Depth)
+			}
 			if !valid {
 				oos++
 				continue

@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/trawl/trawl/services/scheduler/internal/config"
+	"github.com/trawl/trawl/services/scheduler/internal/frontier"
 	"github.com/trawl/trawl/shared/policy"
 )
 
@@ -29,6 +30,9 @@ type policies struct {
 	shards  []*shard
 	changed chan struct{}
 	log     *slog.Logger
+	// checked is the rule set whose scopes the shards' queues were last rechecked against
+	// (nil: none yet, so the first apply rechecks every rule's hosts).
+	checked *policy.Set
 }
 
 // newPolicies loads the rules once; an error stops the scheduler, which would otherwise
@@ -52,6 +56,7 @@ func newPolicies(ctx context.Context, cfg config.Config, rdb redis.UniversalClie
 func (p *policies) apply(ctx context.Context) bool {
 	set := p.w.Current()
 	ok := true
+	changed := frontier.ScopeChanged(p.checked, set)
 	for _, s := range p.shards {
 		a, err := s.f.ApplyPolicy(ctx, set)
 		if err != nil {
@@ -67,6 +72,22 @@ func (p *policies) apply(ctx context.Context) bool {
 				"entries_deleted", len(a.Deleted), "parked", a.Parked, "resumed", a.Resumed)
 			s.poke()
 		}
+		rc, err := s.f.RecheckScope(ctx, set, changed)
+		if err != nil {
+			ok = false
+			if ctx.Err() == nil {
+				s.m.redisErrors.WithLabelValues(s.label, "policy").Inc()
+				s.log.Warn("live policy: scope recheck failed; tried again shortly", "version", set.Version(), "err", err)
+			}
+			continue
+		}
+		if rc.Excluded > 0 || rc.Parked > 0 {
+			s.log.Info("live policy: queued URLs rechecked", "version", set.Version(), "hosts", rc.Hosts,
+				"kept", rc.Kept, "out_of_scope", rc.Excluded, "parked", rc.Parked)
+		}
+	}
+	if ok {
+		p.checked = set
 	}
 	return ok
 }

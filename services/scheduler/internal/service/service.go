@@ -98,6 +98,7 @@ func start(ctx context.Context, cfg config.Config, log *slog.Logger, o options) 
 		s.gate, s.now = gt, o.now
 		s.crawl = r.Crawl
 		s.rules = pol.w.Current
+		s.f.UsePolicy(pol.w.Current)
 		pol.shards = append(pol.shards, s)
 	}
 	// The tables are right before any shard dispatches: a blocked host is never handed out

@@ -2,7 +2,8 @@
 --
 -- KEYS: 1 stats, 2 heap, 3 hosts, 4 inflight, 5 lease, 6 paused, 7 seq, 8 backlinks,
 --       9 busiest, 10 slowest, 11 errors, 12 applied, 13 lasterr, 14 policy, 15 parked,
---       16.. fq:0..fq:F-1, 16+F recrawl-outbox (adaptive recrawl only; K_OUTBOX)
+--       16 policy-stats, 17.. fq:0..fq:F-1, 17+F recrawl-outbox (adaptive recrawl only;
+--       K_OUTBOX)
 -- ARGV: 1 key prefix "trawl:{s<n>}:", 2 now (unix ms; '' = the server's TIME, which is
 --       what a scheduler passes), 3 random seed, 4 F, 5 B, 6 bias,
 --       7 min delay ms, 8 delay factor k, 9 max crawl-delay ms, 10 max backoff ms,
@@ -19,7 +20,7 @@
 local K_STATS, K_HEAP, K_HOSTS, K_INFLIGHT = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local K_LEASE, K_PAUSED, K_SEQ, K_BACKLINKS = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local K_BUSIEST, K_SLOWEST, K_ERRORS, K_APPLIED = KEYS[9], KEYS[10], KEYS[11], KEYS[12]
-local K_LASTERR, K_POLICY, K_PARKED = KEYS[13], KEYS[14], KEYS[15]
+local K_LASTERR, K_POLICY, K_PARKED, K_PSTATS = KEYS[13], KEYS[14], KEYS[15], KEYS[16]
 local PFX = ARGV[1]
 -- One clock for every decision about time (due hosts, lease deadlines, next fetch times,
 -- backoff, expiry): the Redis server's, never the calling process's. Reading TIME before
@@ -53,7 +54,7 @@ local ERRKEEP = tonumber(ARGV[21])
 local BLKEEP = tonumber(ARGV[22])
 local A = 23
 
-local function fq(p) return KEYS[16 + p] end
+local function fq(p) return KEYS[17 + p] end
 local function bq(h) return PFX .. 'bq:' .. h end
 local function hk(h) return PFX .. 'host:' .. h end
 local function pk(h) return PFX .. 'park:' .. h end
@@ -67,7 +68,7 @@ local function n2s(x) return string.format('%.0f', x) end
 -- otherwise drop with it; kept here in the same step as "<now ms> <requested 0|1>
 -- <entry>", it is scheduled again by Go (service.rescheduleLoop), so a site that is
 -- down a while loses no URL. Only entries with an extension can carry state.
-local K_OUTBOX = KEYS[16 + F]
+local K_OUTBOX = KEYS[17 + F]
 local function keep_recrawl(e, requested)
   if K_OUTBOX and string.find(e, '^%d+ %d+ %d+ [^ ]+ [^ ]') then
     redis.call('RPUSH', K_OUTBOX, n2s(NOW) .. ' ' .. requested .. ' ' .. e)
@@ -130,14 +131,37 @@ local STAT_NAMES = {'accepted', 'queued', 'fetched', 'failed', 'disallowed', 'ou
 local delta = {}
 for _, n in ipairs(STAT_NAMES) do delta[n] = 0 end
 local function bump(name, n) delta[name] = delta[name] + n end
--- Hosts whose park list (park:<host>) changed in this script: their entry in parked,
--- "<reason> <entries>", is rewritten once, with the other counters.
+-- Hosts whose park list (park:<host>) changed in this script → the scope of the rule that
+-- parked them (true: unknown): their entry in parked, "<reason> <entries>[ <scope>]", is
+-- rewritten once, with the other counters.
 local parkTouched = {}
+-- Per-rule counters (policy-stats, "<scope>\t<counter>"), buffered like the others.
+local ruleDelta = {}
+local function rule_bump(scope, counter, n)
+  if not scope or n == 0 then return end
+  local f = scope .. '\t' .. counter
+  ruleDelta[f] = (ruleDelta[f] or 0) + n
+end
+local function rules_bump(scopes, counter, n)
+  for _, sc in ipairs(scopes) do rule_bump(sc, counter, n) end
+end
 local function flush_stats()
-  for h in pairs(parkTouched) do
+  for f, n in pairs(ruleDelta) do
+    if n ~= 0 then redis.call('HINCRBY', K_PSTATS, f, n) end
+  end
+  ruleDelta = {}
+  for h, sc in pairs(parkTouched) do
     local n = redis.call('LLEN', pk(h))
     if n > 0 then
-      redis.call('HSET', K_PARKED, h, PARK_BLOCKED .. ' ' .. n)
+      if sc == true then
+        -- Parked without a rule's name (a fetcher's parked outcome): the list keeps the
+        -- rule it had.
+        local old = redis.call('HGET', K_PARKED, h)
+        sc = old and string.match(old, '^[^ ]+ %d+ (.+)$')
+      end
+      local v = PARK_BLOCKED .. ' ' .. n
+      if sc then v = v .. ' ' .. sc end
+      redis.call('HSET', K_PARKED, h, v)
     else
       redis.call('HDEL', K_PARKED, h)
     end

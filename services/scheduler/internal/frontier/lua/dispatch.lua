@@ -46,6 +46,7 @@ for _, h in ipairs(hs) do
       th[#th + 1] = h
       te[#te + 1] = e
       bump('pages', 1)
+      rules_bump(host_limits(h).rules, PSTAT_REQUESTS, 1)
     end
   end
 end

@@ -19,11 +19,21 @@ local function charge_hosts() return MAXPH > 0 or policy_any() end
 -- list yet); park_host also takes an idle host out of the heap and frees its back queue (a
 -- host with a task out keeps its slot until the outcome, which parks what comes back).
 -- Unblocking moves the list back to the front queues (resume.lua).
+local function note_park(h, n)
+  local by = host_limits(h).block_by
+  if host_limits(h).block and by then
+    rule_bump(by, PSTAT_BLOCKED, n)
+    rule_bump(by, PSTAT_PARKED, n)
+    parkTouched[h] = by
+  elseif not parkTouched[h] then
+    parkTouched[h] = true
+  end
+end
 local function park_entries(h, es)
   if #es == 0 then return end
   bulk('RPUSH', pk(h), es)
   bump('parked', #es)
-  parkTouched[h] = true
+  note_park(h, #es)
 end
 local function park_queue(h)
   local n = redis.call('LLEN', bq(h))
@@ -39,7 +49,7 @@ local function park_queue(h)
   end
   bump('queued', -n)
   bump('parked', n)
-  parkTouched[h] = true
+  note_park(h, n)
   return n
 end
 local function park_host(h)
@@ -223,6 +233,7 @@ local function route()
         keep_recrawl(e, 0)
       else
         if newStored[h] then redis.call('PERSIST', hk(h)) end
+        rules_bump(host_limits(h).rules, PSTAT_HOSTS, 1)
         redis.call('RPUSH', bq(h), e)
         hostArgs[#hostArgs + 1] = h
         hostArgs[#hostArgs + 1] = '1'
