@@ -106,8 +106,8 @@ func TestPolicyBlockAndUnblock(t *testing.T) {
 		t.Errorf("%d entries of %s parked, want 1 … %d (its pages not requested)", parked, blocked.Name, len(waiting))
 	}
 	for _, r := range reasons {
-		if r != "blocked" {
-			t.Errorf("parked with reason %q, want \"blocked\"", r)
+		if want := frontierkeys.ParkBlocked + " " + scope; r != want {
+			t.Errorf("parked with reason and rule %q, want %q", r, want)
 		}
 	}
 	if len(waiting) == 0 {

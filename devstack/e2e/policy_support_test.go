@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -188,7 +187,7 @@ func policyStat(t *testing.T, rdb redis.UniversalClient, shards int, scope polic
 }
 
 // parkedEntries is how many queue entries of host the shards hold parked, and the reasons
-// given (Shard.Parked: host → "<reason> <entries>").
+// and rules given (Shard.Parked, frontierkeys.ParseParked).
 func parkedEntries(t *testing.T, rdb redis.UniversalClient, shards int, host string) (int64, []string) {
 	t.Helper()
 	var n int64
@@ -202,17 +201,16 @@ func parkedEntries(t *testing.T, rdb redis.UniversalClient, shards int, host str
 		if err != nil {
 			t.Fatalf("parked hosts: %v", err)
 		}
-		reason, count, _ := strings.Cut(v, " ")
-		c, err := strconv.ParseInt(count, 10, 64)
-		if err != nil {
-			t.Fatalf("%s of %s is %q: want \"<reason> <entries>\"", ks.Parked(), host, v)
+		p, ok := frontierkeys.ParseParked(host, v)
+		if !ok {
+			t.Fatalf("%s of %s is %q: want \"<reason> <entries>[ <rule>]\"", ks.Parked(), host, v)
 		}
 		// The park list itself must hold what the hash says.
-		if l, err := rdb.LLen(testwait.Context(t), ks.Park(host)).Result(); err != nil || l != c {
-			t.Errorf("shard %d: %s says %d entries of %s parked, its park list holds %d (%v)", s, ks.Parked(), c, host, l, err)
+		if l, err := rdb.LLen(testwait.Context(t), ks.Park(host)).Result(); err != nil || l != p.Entries {
+			t.Errorf("shard %d: %s says %d entries of %s parked, its park list holds %d (%v)", s, ks.Parked(), p.Entries, host, l, err)
 		}
-		n += c
-		reasons = append(reasons, reason)
+		n += p.Entries
+		reasons = append(reasons, strings.TrimSpace(p.Reason+" "+p.Rule))
 	}
 	return n, reasons
 }
