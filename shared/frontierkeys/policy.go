@@ -262,9 +262,9 @@ type PolicyStat struct {
 	Hosts, Requests, Blocked, Parked, Excluded int64
 }
 
-// SumPolicyStats sums the per-rule counters of shards 0..shards-1 by rule scope (the
+// ReadPolicyStats sums the per-rule counters of shards 0..shards-1 by rule scope (the
 // status page's active-rules table).
-func SumPolicyStats(ctx context.Context, rdb redis.UniversalClient, prefix string, shards int) (map[string]PolicyStat, error) {
+func ReadPolicyStats(ctx context.Context, rdb redis.UniversalClient, prefix string, shards int) (map[string]PolicyStat, error) {
 	cmds := make([]*redis.MapStringStringCmd, shards)
 	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for s := range shards {

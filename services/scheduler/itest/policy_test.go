@@ -463,7 +463,7 @@ func TestPolicyDomainBudgetAcrossShards(t *testing.T) {
 
 // Each rule counts, in Shard.PolicyStats, the hosts it was admitted under, the tasks
 // dispatched under it, the URLs its block parked and how many are parked now;
-// frontierkeys.SumPolicyStats sums them over shards.
+// frontierkeys.ReadPolicyStats sums them over shards.
 func TestPolicyStatsPerRule(t *testing.T) {
 	rdb := startRedis(t)
 	f := newTF(t, rdb, testOptions(0))
@@ -475,7 +475,7 @@ func TestPolicyStatsPerRule(t *testing.T) {
 	f.drain(at(0), 10)
 	ctx := testwait.Context(t)
 	stats := func() map[string]frontierkeys.PolicyStat {
-		st, err := frontierkeys.SumPolicyStats(ctx, rdb, "t", 2)
+		st, err := frontierkeys.ReadPolicyStats(ctx, rdb, "t", 2)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -553,7 +553,7 @@ func TestPolicyScopeRecheck(t *testing.T) {
 	if got := urlsOf(f.parkList("a.example")); int64(len(got)) != wantP || !strings.Contains(got[0], "/private/") {
 		t.Fatalf("parked %v", got)
 	}
-	st, err := frontierkeys.SumPolicyStats(testwait.Context(t), rdb, "t", 1)
+	st, err := frontierkeys.ReadPolicyStats(testwait.Context(t), rdb, "t", 1)
 	if err != nil || st[narrow.Scope.String()].Excluded != wantX || st[private.String()].Parked != wantP {
 		t.Fatalf("policy stats %+v, %v", st, err)
 	}
