@@ -61,7 +61,7 @@ func TestExplainPolicy(t *testing.T) {
 	// The scheduler parked three of blocked.test's URLs (sched-policy's keys, written here
 	// as its scripts write them).
 	ks := frontierkeys.ForShard("trawl", topology.ShardOf("blocked.test", 2))
-	if err := s.rdb.HSet(ctx, ks.Parked(), "blocked.test", "blocked 3").Err(); err != nil {
+	if err := s.rdb.HSet(ctx, ks.Parked(), "blocked.test", "blocked 3 host:blocked.test").Err(); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.rdb.RPush(ctx, ks.Park("blocked.test"), "0 0 0 http://blocked.test/a", "0 0 0 http://blocked.test/b", "0 0 0 http://blocked.test/c").Err(); err != nil {
@@ -165,7 +165,7 @@ func TestExplainPolicy(t *testing.T) {
 			switch {
 			case tt.parked == 0 && p.Parked != nil:
 				t.Errorf("parked %+v, want none", p.Parked)
-			case tt.parked > 0 && (p.Parked == nil || p.Parked.Entries != tt.parked || p.Parked.Queued != tt.parked || p.Parked.Reason != "blocked"):
+			case tt.parked > 0 && (p.Parked == nil || p.Parked.Entries != tt.parked || p.Parked.Queued != tt.parked || p.Parked.Reason != "blocked" || p.Parked.Rule != "host:blocked.test"):
 				t.Errorf("parked %+v, want %d blocked", p.Parked, tt.parked)
 			}
 		})
@@ -175,7 +175,7 @@ func TestExplainPolicy(t *testing.T) {
 		r := s.inv.run(t, "explain", "http://blocked.test/x")
 		for _, w := range []string{
 			"policy     rules at version 2 (4 rules); BLOCKED by host:blocked.test (change v2 by bob at ",
-			"PARKED 3 URLs of this host (reason blocked; 3 in trawl:{s",
+			"PARKED 3 URLs of this host (reason blocked by host:blocked.test; 3 in trawl:{s",
 			"min_delay      1s  ← process-wide TRAWL_MIN_DELAY",
 		} {
 			if !strings.Contains(r.stdout, w) {

@@ -332,10 +332,9 @@ func Explain(ctx context.Context, rdb redis.UniversalClient, o Options, rawURL s
 	lim.MaxDepth = o.MaxDepth
 	r.policy(rules, lim, r.Scope.Depth)
 	if v, err := parked.Result(); err == nil {
-		pr := &ParkReport{Key: ks.Park(r.Host), Queued: parkLen.Val()}
-		var ok bool
-		if pr.Reason, pr.Entries, ok = parseParked(v); !ok {
-			pr.Reason = v
+		pr := &ParkReport{Key: ks.Park(r.Host), Queued: parkLen.Val(), Reason: v}
+		if ph, ok := frontierkeys.ParseParked(r.Host, v); ok {
+			pr.Reason, pr.Entries, pr.Rule = ph.Reason, ph.Entries, ph.Rule
 		}
 		r.Policy.Parked = pr
 	} else if n := parkLen.Val(); n > 0 {

@@ -48,6 +48,9 @@ type ParkReport struct {
 	Entries int64  `json:"entries"` // as the shard's parked hash counts them
 	Queued  int64  `json:"queued"`  // the park list's length now
 	Key     string `json:"key"`
+	// Rule is the scope of the rule whose block parked them ("" when only fetchers'
+	// parked outcomes did).
+	Rule string `json:"rule,omitempty"`
 }
 
 // Limit is one limit that applies to the URL.
@@ -130,7 +133,10 @@ func (r *Report) policy(set *policy.Set, d Limits, depth *int) {
 		budget = strconv.FormatInt(d.MaxPagesPerHost, 10) + " pages"
 	}
 	if res.HostBudget != nil {
-		budget = strconv.FormatInt(*res.HostBudget, 10) + " pages"
+		budget = "unlimited" // a rule's 0 lifts TRAWL_MAX_PAGES_PER_HOST for its hosts
+		if *res.HostBudget > 0 {
+			budget = strconv.FormatInt(*res.HostBudget, 10) + " pages"
+		}
 	}
 	add(policy.FHostBudget, res.HostBudget != nil, budget+" per host", "process-wide TRAWL_MAX_PAGES_PER_HOST")
 	if res.DomainBudget != nil {
@@ -207,14 +213,4 @@ func orNone(xs []string) string {
 		return "none"
 	}
 	return strings.Join(xs, "; ")
-}
-
-// parked reads a shard's parked hash entry: "<reason> <entries>".
-func parseParked(v string) (reason string, n int64, ok bool) {
-	reason, count, found := strings.Cut(v, " ")
-	if !found {
-		return "", 0, false
-	}
-	n, err := strconv.ParseInt(strings.TrimSpace(count), 10, 64)
-	return reason, n, err == nil
 }

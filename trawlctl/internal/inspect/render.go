@@ -193,7 +193,11 @@ func writePolicy(p func(string, ...any), pr PolicyReport) {
 	}
 	p("policy     %s", head)
 	if pk := pr.Parked; pk != nil {
-		p("    PARKED %d URLs of this host (reason %s; %d in %s now): they resume when the block is lifted", pk.Entries, orUnknown(pk.Reason), pk.Queued, pk.Key)
+		by := ""
+		if pk.Rule != "" {
+			by = " by " + pk.Rule
+		}
+		p("    PARKED %d URLs of this host (reason %s%s; %d in %s now): they resume when the block is lifted", pk.Entries, orUnknown(pk.Reason), by, pk.Queued, pk.Key)
 	}
 	if !pr.Admitted && pr.Why != "" {
 		p("    scope  refused: %s", pr.Why)

@@ -21,7 +21,7 @@ const rulesEvery = 5 * time.Second
 // keeps) and after each change; the rules are always the current ones.
 func activeRules(rdb redis.UniversalClient, prefix string, shards int, rules func() *policy.Set) func(context.Context, int) (frontierkeys.ActiveRules, error) {
 	var mu sync.Mutex
-	var stats map[string]*frontierkeys.RuleStats
+	var stats map[string]frontierkeys.PolicyStat
 	var at time.Time
 	var version int64
 	return func(ctx context.Context, top int) (frontierkeys.ActiveRules, error) {

@@ -207,9 +207,8 @@ type shard struct {
 	replicated *redisx.Waiter
 	// resched tells the loop that schedules failed recrawls that outcomes failed URLs.
 	resched chan struct{}
-	// rules are the live site policies (the scheduler's policy.Watcher's Current): the
-	// recrawl bounds (recrawlFor) and domain budgets; nil: none, the process-wide settings
-	// apply.
+	// rules are the live site policies as last loaded (domain budgets, recrawlFor); nil:
+	// none, the process-wide settings apply.
 	rules func() *policy.Set
 }
 

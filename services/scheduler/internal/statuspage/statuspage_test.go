@@ -449,13 +449,13 @@ func TestReportRules(t *testing.T) {
 	a, _ := twoShards()
 	var stats []frontierkeys.RuleStats
 	read := func(_ context.Context, top int) (frontierkeys.ActiveRules, error) {
-		m := map[string]*frontierkeys.RuleStats{}
+		m := map[string]frontierkeys.PolicyStat{}
 		scopes := make([]string, 10000)
 		for i := range scopes {
 			scopes[i] = fmt.Sprintf("host:h%05d.test", i)
-			m[scopes[i]] = &frontierkeys.RuleStats{Scope: scopes[i], Requests: int64(i % 97)}
+			m[scopes[i]] = frontierkeys.PolicyStat{Requests: int64(i % 97)}
 		}
-		m["host:h00042.test"].Parked = 1000
+		m["host:h00042.test"] = frontierkeys.PolicyStat{Parked: 1000}
 		return frontierkeys.TopRules(m, scopes, 7, top), nil
 	}
 	for _, tc := range []struct {
