@@ -227,9 +227,8 @@ type robotsView struct {
 }
 
 // robotsAgents are the robots caches of the agents site policies name, besides the
-// process-wide TRAWL_ROBOTS_AGENT (Service.robots). Each agent's entries live under
-// keys of their own ("<prefix>:agent:<token>:robots:<origin>"), so that two agents
-// crawling one origin do not overwrite each other's entry.
+// process-wide TRAWL_ROBOTS_AGENT (Service.robots), each under its own keys
+// (robotscache.AgentPrefix).
 type robotsAgents struct {
 	mu sync.Mutex
 	m  map[string]*robotscache.Store
@@ -240,13 +239,14 @@ type robotsAgents struct {
 const maxRobotsAgents = 256
 
 // robotsFor is the robots.txt view of the agent r's requests are made as: its
-// User-Agent's product token, or TRAWL_ROBOTS_AGENT when the policy sets none.
+// User-Agent's product token (robots.UserAgentToken), or TRAWL_ROBOTS_AGENT when the
+// policy sets none.
 func (s *Service) robotsFor(r policy.Resolved) robotsView {
 	def := robotsView{store: s.robots, agent: s.cfg.RobotsAgent}
 	if r.UserAgent == nil {
 		return def
 	}
-	tok := AgentToken(*r.UserAgent)
+	tok := robots.UserAgentToken(*r.UserAgent)
 	if tok == "" || tok == robots.AgentKey(s.cfg.RobotsAgent) {
 		return def
 	}
@@ -256,7 +256,7 @@ func (s *Service) robotsFor(r policy.Resolved) robotsView {
 		return robotsView{store: st, agent: tok}
 	}
 	st := robotscache.NewStore(s.rdb, robotscache.StoreOptions{
-		Prefix:   s.cfg.Common.RedisPrefix + ":agent:" + tok,
+		Prefix:   robotscache.AgentPrefix(s.cfg.Common.RedisPrefix, tok),
 		Agent:    tok,
 		TTL:      s.cfg.RobotsTTL,
 		ErrorTTL: s.cfg.RobotsErrorTTL,
@@ -268,26 +268,4 @@ func (s *Service) robotsFor(r policy.Resolved) robotsView {
 		s.agents.m[tok] = st
 	}
 	return robotsView{store: st, agent: tok}
-}
-
-// AgentToken is the robots.txt product token of a User-Agent value: its leading product
-// token ("ExampleBot/2.0 (+https://…)" → "examplebot"), or, for a value in the browser
-// form "Mozilla/5.0 (compatible; ExampleBot/2.0; …)", the first token after
-// "compatible;" — the one the crawler is known by. "" when there is none.
-func AgentToken(ua string) string {
-	tok := robots.ProductToken(ua)
-	if tok != "mozilla" {
-		if tok == "*" {
-			return ""
-		}
-		return tok
-	}
-	_, rest, ok := strings.Cut(strings.ToLower(ua), "compatible;")
-	if !ok {
-		return ""
-	}
-	if t := robots.ProductToken(rest); t != "*" {
-		return t
-	}
-	return ""
 }

@@ -1,9 +1,9 @@
-package service
+package robots
 
 import "testing"
 
-// TestAgentToken: the robots.txt product token a policy's User-Agent is matched by.
-func TestAgentToken(t *testing.T) {
+// TestUserAgentToken: the robots.txt product token a site policy's User-Agent is read for.
+func TestUserAgentToken(t *testing.T) {
 	tests := []struct{ ua, want string }{
 		{"AcmeBot/2.0 (+https://acme.example/bot)", "acmebot"},
 		{"acme_bot", "acme_bot"},
@@ -15,8 +15,8 @@ func TestAgentToken(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.ua, func(t *testing.T) {
-			if got := AgentToken(tt.ua); got != tt.want {
-				t.Errorf("AgentToken(%q) = %q, want %q", tt.ua, got, tt.want)
+			if got := UserAgentToken(tt.ua); got != tt.want {
+				t.Errorf("UserAgentToken(%q) = %q, want %q", tt.ua, got, tt.want)
 			}
 		})
 	}
