@@ -303,3 +303,27 @@ func ReadPolicyStats(ctx context.Context, rdb redis.UniversalClient, prefix stri
 	}
 	return out, nil
 }
+
+// A host with connections > 1 holds one lease slot per task out: slot 0 is "<host>" (so a
+// host with one connection is laid out as before), slot k ≥ 1 is "<host> <k>". The slot is
+// the field of lease and lasterr and the member of inflight; a task's lease token ends
+// "~<k>" for slot k ≥ 1, so an outcome, which names its host and token, finds its slot.
+const (
+	LeaseSlotSep  = " "
+	LeaseTokenSep = "~"
+)
+
+// LeaseSlot is the slot of the task out on host under token.
+func LeaseSlot(host, token string) string {
+	i := strings.LastIndex(token, LeaseTokenSep)
+	if i < 0 {
+		return host
+	}
+	return host + LeaseSlotSep + token[i+len(LeaseTokenSep):]
+}
+
+// SlotHost is the host of a lease slot.
+func SlotHost(slot string) string {
+	h, _, _ := strings.Cut(slot, LeaseSlotSep)
+	return h
+}

@@ -76,7 +76,7 @@ func NoteLeaseError(ctx context.Context, rdb redis.Scripter, prefix string, shar
 		msg = msg[:MaxLeaseErrorLen]
 	}
 	ks := ForShard(prefix, shard)
-	n, rerr := noteScript.Run(ctx, rdb, []string{ks.Lease(), ks.LastErr()}, host, token, msg).Int()
+	n, rerr := noteScript.Run(ctx, rdb, []string{ks.Lease(), ks.LastErr()}, LeaseSlot(host, token), token, msg).Int()
 	if rerr != nil {
 		return false, fmt.Errorf("frontier: note lease error of %s: %w", host, rerr)
 	}
@@ -181,7 +181,7 @@ func ReadLeases(ctx context.Context, rdb redis.UniversalClient, prefix string, s
 			for _, m := range z.Val() {
 				h, _ := m.Member.(string)
 				hosts = append(hosts, h)
-				l := StuckLease{Shard: k, Host: h, Deadline: time.UnixMilli(int64(m.Score))}
+				l := StuckLease{Shard: k, Host: SlotHost(h), Deadline: time.UnixMilli(int64(m.Score))}
 				if leaseTTL > 0 {
 					l.Since = l.Deadline.Add(-leaseTTL)
 				}

@@ -23,12 +23,13 @@ func policySource() string {
 	}
 	names := fmt.Sprintf("local POL_H, POL_D, POL_SCOPE_H, POL_SCOPE_D = %q, %q, %q, %q\n"+
 		"local LIM_MIND, LIM_KF, LIM_CD, LIM_CONN, LIM_BUDGET, LIM_BLOCK = %d, %d, %d, %d, %d, %d\n"+
-		"local LIM_UNSET, LIM_EXACT = %q, %q\n",
+		"local LIM_UNSET, LIM_EXACT = %q, %q\n"+
+		"local POL_SLOT_SEP = %q\n",
 		frontierkeys.PolicyHostPrefix, frontierkeys.PolicyDomainPrefix,
 		frontierkeys.PolicyHostScope, frontierkeys.PolicyDomainScope,
 		frontierkeys.LimitMinDelay, frontierkeys.LimitDelayFactor, frontierkeys.LimitCrawlDelay,
 		frontierkeys.LimitConnections, frontierkeys.LimitHostBudget, frontierkeys.LimitBlock,
-		frontierkeys.LimitUnset, frontierkeys.LimitExact)
+		frontierkeys.LimitUnset, frontierkeys.LimitExact, frontierkeys.LeaseSlotSep)
 	return names + string(src)
 }
 

@@ -17,7 +17,8 @@ import (
 // TestAccountingUnderRandomOperations drives the frontier with a random mix of every
 // operation, including redeliveries, stale and duplicate outcomes, lease expiry, pause and
 // budgets, host retirement, both prioritisers, and live policies that block and unblock
-// hosts and domains (parking) and that fetchers answer parked, and checks the invariants (tf.check)
+// hosts and domains (parking), that fetchers answer parked, and that give hosts several
+// connections (lease slots) and take them back, and checks the invariants (tf.check)
 // after each step. It then drains the frontier and requires every accepted URL to have
 // reached exactly one terminal state.
 func TestAccountingUnderRandomOperations(t *testing.T) {
@@ -117,8 +118,11 @@ func TestAccountingUnderRandomOperations(t *testing.T) {
 					default: // block a random few hosts (by host, and h1.example by domain)
 						var rs []policy.Rule
 						for _, h := range hosts {
-							if rng.IntN(4) == 0 {
+							switch rng.IntN(8) {
+							case 0, 1:
 								rs = append(rs, hostRule(h, policy.Rule{Block: pbool(true)}))
+							case 2, 3: // several connections, and their lowering with tasks out
+								rs = append(rs, hostRule(h, policy.Rule{Connections: pint(1 + rng.IntN(3))}))
 							}
 						}
 						if rng.IntN(3) == 0 {

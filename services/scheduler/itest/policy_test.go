@@ -2,6 +2,7 @@ package itest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -691,3 +692,83 @@ func TestPolicyRecheckDoesNotStallDispatch(t *testing.T) {
 }
 
 type Rechecked = frontier.Rechecked
+
+// connections: 2 lets two tasks of the host out at once, each dispatch at least the
+// host's gap after the previous one's start; an outcome frees its slot, and the readers
+// (leases, stuck report, lease errors) name the host of either slot.
+func TestPolicyTwoConnections(t *testing.T) {
+	rdb := startRedis(t)
+	o := testOptions(0)
+	o.DelayFactor = 0
+	f := newTF(t, rdb, o)
+	f.syncPolicy(rules(t, 1, hostRule("multi.example", policy.Rule{Connections: pint(2), MinDelay: pdur(time.Second)})))
+	var us []crawlmsg.Discovered
+	for i := range 8 {
+		us = append(us, urls(0, fmt.Sprintf("http://multi.example/%d", i))...)
+	}
+	f.add("m1", us...)
+	multi := func(tasks []crawlmsg.FetchTask) []crawlmsg.FetchTask {
+		var out []crawlmsg.FetchTask
+		for _, tk := range tasks {
+			if tk.Host == "multi.example" {
+				out = append(out, tk)
+			}
+		}
+		return out
+	}
+	first := multi(f.dispatch(at(0), 10))
+	if len(first) != 1 {
+		t.Fatalf("at 0: %d tasks, want 1 (the second waits a gap from the first's start)", len(first))
+	}
+	f.wantHeap("multi.example", at(time.Second))
+	if got := multi(f.dispatch(at(999*time.Millisecond), 10)); len(got) != 0 {
+		t.Fatalf("a second task %s before the gap from the first start", got[0].URL)
+	}
+	second := multi(f.dispatch(at(time.Second), 10))
+	if len(second) != 1 || !strings.HasSuffix(second[0].Lease, "~1") {
+		t.Fatalf("at 1s: %+v, want one task in slot 1", second)
+	}
+	if got := multi(f.dispatch(at(10*time.Second), 10)); len(got) != 0 {
+		t.Fatalf("a third task out with two connections: %s", got[0].URL)
+	}
+	ctx := testwait.Context(t)
+	if ok, err := frontierkeys.NoteLeaseError(ctx, rdb, "t", 0, "multi.example", second[0].Lease, errors.New("slow")); !ok || err != nil {
+		t.Fatalf("NoteLeaseError on slot 1: %v, %v", ok, err)
+	}
+	leases, _, err := frontierkeys.ReadLeases(ctx, rdb, "t", 1, 0, 10)
+	if err != nil || len(leases) != 2 || leases[0].Host != "multi.example" || leases[1].Host != "multi.example" ||
+		leases[1].LastError == nil {
+		t.Fatalf("ReadLeases = %+v, %v", leases, err)
+	}
+	// The first ends at 10.5 s: its slot is free, and the host is due at once (its last
+	// start was 9.5 s ago).
+	f.complete(at(10500*time.Millisecond), ok200(first[0]))
+	f.wantHeap("multi.example", at(10500*time.Millisecond))
+	third := multi(f.dispatch(at(10500*time.Millisecond), 10))
+	if len(third) != 1 || strings.Contains(third[0].Lease, "~") {
+		t.Fatalf("at 10.5s: %+v, want one task in slot 0", third)
+	}
+	// Both out again: the reaper ends both; then the rest drains, never more than two out.
+	if n := f.reap(at(time.Hour)); n != 2 {
+		t.Fatalf("reaped %d, want 2", n)
+	}
+	maxOut, both := 0, false
+	now := at(2 * time.Hour)
+	var out []crawlmsg.FetchTask
+	for step := 0; step < 100 && (f.stats().Queued > 0 || len(out) > 0); step++ {
+		now = now.Add(500 * time.Millisecond)
+		out = append(out, multi(f.dispatch(now, 10))...)
+		maxOut = max(maxOut, len(out))
+		both = both || len(out) == 2
+		if step%3 == 2 && len(out) > 0 {
+			f.complete(now, ok200(out[0]))
+			out = out[1:]
+		}
+	}
+	if maxOut != 2 || !both {
+		t.Fatalf("at most %d out at once, want 2", maxOut)
+	}
+	if s := f.stats(); s.Fetched != 8 || s.Queued != 0 || s.Inflight != 0 {
+		t.Fatalf("at the end: %+v", s)
+	}
+}

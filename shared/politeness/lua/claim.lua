@@ -1,6 +1,7 @@
 -- Claim. ARGV[7]: the window, ms. Reserves the host for one request made outside its
 -- queue (a robots.txt redirect to another host) so that the request keeps the host's gap,
--- as a task of the host would: it succeeds only when no task of the host is out and the
+-- as a task of the host would: it succeeds only when no task of the host is out (in any of
+-- its lease slots, when it has several connections) and the
 -- host's next fetch time has come. The host's next fetch time (and its heap score, when it
 -- has a queue) then moves to the end of the window, so no task of the host is dispatched
 -- before Release sets the real next time; a claimer that dies leaves the host waiting out
@@ -9,7 +10,7 @@
 -- host is busy, try again in wait ms.
 local window = tonumber(ARGV[7])
 local st = redis.call('HMGET', K_HOST, 'next', 'cd', 'rt')
-local dl = redis.call('ZSCORE', K_INFLIGHT, H)
+local dl = slots_out(H)
 if dl then
   -- A task is out: its outcome sets the next time. Ask again after about one gap, and no
   -- later than the lease's deadline.

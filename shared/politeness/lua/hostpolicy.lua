@@ -64,3 +64,18 @@ local function host_limits(h)
   pol_cache[h] = lim
   return lim
 end
+
+-- slots_out is the earliest lease deadline of the tasks of host h out (nil: none), over
+-- its lease slots (frontierkeys.LeaseSlot: "<host>", "<host> <k>"), a few more than its
+-- connections, which may have been lowered with tasks out.
+local function slots_out(h)
+  local ids = {h}
+  for j = 1, math.max(host_limits(h).conn, 8) - 1 do ids[#ids + 1] = h .. POL_SLOT_SEP .. j end
+  local d = redis.call('ZMSCORE', K_INFLIGHT, unpack(ids))
+  local dl = nil
+  for j = 1, #d do
+    local x = tonumber(d[j] or '')
+    if x and (not dl or x < dl) then dl = x end
+  end
+  return dl
+end

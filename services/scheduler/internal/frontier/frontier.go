@@ -44,8 +44,8 @@ var (
 
 // names are the constants of frontierkeys that the scripts use.
 var names = redisx.Lua{Name: "names", Source: fmt.Sprintf(
-	"local PARK_BLOCKED = %q\nlocal PSTAT_HOSTS, PSTAT_REQUESTS, PSTAT_BLOCKED, PSTAT_PARKED, PSTAT_EXCLUDED = %q, %q, %q, %q, %q\n",
-	frontierkeys.ParkBlocked, frontierkeys.PolicyStatHosts, frontierkeys.PolicyStatRequests,
+	"local SLOT_SEP, TOKEN_SLOT = %q, %q\nlocal PARK_BLOCKED = %q\nlocal PSTAT_HOSTS, PSTAT_REQUESTS, PSTAT_BLOCKED, PSTAT_PARKED, PSTAT_EXCLUDED = %q, %q, %q, %q, %q\n",
+	frontierkeys.LeaseSlotSep, frontierkeys.LeaseTokenSep, frontierkeys.ParkBlocked, frontierkeys.PolicyStatHosts, frontierkeys.PolicyStatRequests,
 	frontierkeys.PolicyStatBlocked, frontierkeys.PolicyStatParked, frontierkeys.PolicyStatExcluded)}
 
 // load builds a frontier script: the names from Go, the common prelude, the politeness and
@@ -479,7 +479,7 @@ func (f *Frontier) recoverDispatch(ctx context.Context, nonce string) ([]crawlms
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recoverTimeout)
 	defer cancel()
 	suffix := "-" + nonce
-	var hosts, toks, entries []string
+	var slots, toks, entries []string
 	var cursor uint64
 	for {
 		kv, next, err := f.rdb.HScan(ctx, f.k.Lease(), cursor, "", 1000).Result()
@@ -488,27 +488,29 @@ func (f *Frontier) recoverDispatch(ctx context.Context, nonce string) ([]crawlms
 		}
 		for i := 0; i+1 < len(kv); i += 2 {
 			tok, entry, ok := strings.Cut(kv[i+1], " ")
-			if ok && strings.HasSuffix(tok, suffix) {
-				hosts, toks, entries = append(hosts, kv[i]), append(toks, tok), append(entries, entry)
+			// A token of lease slot k ≥ 1 ends "~<k>" after the nonce.
+			bare, _, _ := strings.Cut(tok, frontierkeys.LeaseTokenSep)
+			if ok && strings.HasSuffix(bare, suffix) {
+				slots, toks, entries = append(slots, kv[i]), append(toks, tok), append(entries, entry)
 			}
 		}
 		if cursor = next; cursor == 0 {
 			break
 		}
 	}
-	if len(hosts) == 0 {
+	if len(slots) == 0 {
 		return nil, nil
 	}
-	dl, err := f.rdb.ZMScore(ctx, f.k.Inflight(), hosts...).Result()
+	dl, err := f.rdb.ZMScore(ctx, f.k.Inflight(), slots...).Result()
 	if err != nil {
 		return nil, fmt.Errorf("frontier: shard %d: deadlines of a failed dispatch's leases: %w", f.o.Shard, err)
 	}
-	tasks := make([]crawlmsg.FetchTask, 0, len(hosts))
-	for i, h := range hosts {
+	tasks := make([]crawlmsg.FetchTask, 0, len(slots))
+	for i, s := range slots {
 		if i >= len(dl) || dl[i] == 0 {
 			continue
 		}
-		t, err := f.task(h, toks[i], entries[i], int64(dl[i]))
+		t, err := f.task(frontierkeys.SlotHost(s), toks[i], entries[i], int64(dl[i]))
 		if err != nil {
 			continue
 		}

@@ -58,6 +58,18 @@ local function fq(p) return KEYS[17 + p] end
 local function bq(h) return PFX .. 'bq:' .. h end
 local function hk(h) return PFX .. 'host:' .. h end
 local function pk(h) return PFX .. 'park:' .. h end
+-- Lease slots (frontierkeys.LeaseSlot): a host's k-th task out (k from 0) holds slot
+-- "<host>" for k = 0, "<host> <k>" after; its token ends "~<k>" for k ≥ 1.
+local function slot_id(h, k)
+  if k == 0 then return h end
+  return h .. SLOT_SEP .. k
+end
+local function slot_of(h, tok)
+  local k = string.match(tok, TOKEN_SLOT .. '(%d+)$')
+  if k then return h .. SLOT_SEP .. k end
+  return h
+end
+local function slot_host(s) return string.match(s, '^[^' .. SLOT_SEP .. ']+') end
 
 -- Numbers are formatted explicitly: tostring would print large ones in exponent form.
 local function n2s(x) return string.format('%.0f', x) end

@@ -46,7 +46,7 @@ local out = {}
 local leaseHosts, askDeadline = {}, {}
 for j = 1, n do
   local b = A + 1 + W * (j - 1)
-  leaseHosts[j] = ARGV[b]
+  leaseHosts[j] = slot_of(ARGV[b], ARGV[b + 1])
   if tonumber(ARGV[b + 2]) % 16 < 8 then askDeadline[#askDeadline + 1] = j end
 end
 local leases, deadlines = {}, {}
@@ -83,16 +83,17 @@ for o = 1, n do
   local act, requested = fl % 8, fl % 16 >= 8
   local reset, refund, health = fl % 32 >= 16, fl % 64 >= 32, floor(fl / 64)
   local v = leases[o]
+  local sid = leaseHosts[o]
   local sp = v and string.find(v, ' ', 1, true)
-  if not sp or consumed[h] or string.sub(v, 1, sp - 1) ~= tok then
+  if not sp or consumed[sid] or string.sub(v, 1, sp - 1) ~= tok then
     -- Stale: a duplicate, or a late outcome after the lease was reaped.
     out[#out + 1] = 0
     out[#out + 1] = 0
     out[#out + 1] = 0
     out[#out + 1] = -1
   else
-    leaseDel[#leaseDel + 1] = h
-    consumed[h] = true
+    leaseDel[#leaseDel + 1] = sid
+    consumed[sid] = true
     local hkey = hk(h)
     local st = redis.call('HMGET', hkey, 'next', 'cd', 'err', 'fails', 'fetched', 'rtavg', 'rt')
     local stNext = tonumber(st[1] or '0') or 0
@@ -125,7 +126,10 @@ for o = 1, n do
     end
     local late = not requested and deadlines[o] <= NOW
     local rtLast = tonumber(st[7] or '0') or 0
-    local te, isCapped = next_fetch(NOW, requested, dur, cd, stNext, late, rtLast, streak, ra, lim)
+    -- With several connections the gap runs from each request's start, set at dispatch
+    -- (stNext): the end of one request adds none.
+    local multi = lim.conn > 1
+    local te, isCapped = next_fetch(NOW, requested and not multi, dur, cd, stNext, late, rtLast, streak, ra, lim)
     if isCapped then capped = capped + 1 end
     local res = act
     local back = 0
@@ -145,7 +149,7 @@ for o = 1, n do
         bump('expired', 1)
         local d, hp, att, u = parse(e)
         local why = 'no outcome before the lease deadline'
-        local le = lease_error(h, tok)
+        local le = lease_error(sid, tok)
         if le then why = why .. '; last error: ' .. le end
         if d and att + 1 <= MAXR then
           redis.call('LPUSH', bq(h), d .. ' ' .. hp .. ' ' .. n2s(att + 1) .. ' ' .. u)
@@ -250,14 +254,18 @@ for o = 1, n do
       if retire then r = 'retired' elseif res == 3 then r = 'failed' end
       errLines[#errLines + 1] = n2s(NOW) .. '\t' .. r .. '\t' .. errLine
     end
+    -- Another task of the host still out (several connections) keeps it active.
+    local others = slots_busy(h, lim, consumed)
     if not retire and lim.block then
       park_queue(h)
-      freed[#freed + 1] = h
-      expire_state(h, te)
+      redis.call('ZREM', K_HEAP, h)
+      if others == 0 then
+        freed[#freed + 1] = h
+        expire_state(h, te)
+      end
     elseif not retire and (back == 1 or redis.call('EXISTS', bq(h)) == 1) then
-      heapArgs[#heapArgs + 1] = teS
-      heapArgs[#heapArgs + 1] = h
-    else
+      requeue_host(h, te, lim, others, heapArgs)
+    elseif others == 0 then
       freed[#freed + 1] = h
       expire_state(h, te)
     end

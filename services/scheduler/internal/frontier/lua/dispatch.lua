@@ -1,5 +1,12 @@
 -- Dispatch. ARGV[A]: most tasks to hand out.
 -- Returns {deadline, host1, token1, entry1, host2, ...}; {} when paused.
+--
+-- A host whose live policy allows connections > 1 takes the first free lease slot
+-- (slot_id), and while it has another slot free and URLs queued it stays in the heap, due
+-- again the host's gap after this dispatch: with several connections the gap is kept
+-- from one request's start to the next one's start. With one connection nothing changes:
+-- the host leaves the heap until its outcome, which sets its next time a gap after the
+-- request's end.
 if redis.call('EXISTS', K_PAUSED) == 1 then return {} end
 local MAX = tonumber(ARGV[A])
 route()
@@ -12,11 +19,37 @@ if #hs == 0 then
 end
 bulk('ZREM', K_HEAP, hs)
 local freed = {}
-local th, te = {}, {}
+local th, te, tslot = {}, {}, {}
+local again = {}
 for _, h in ipairs(hs) do
-  local blocked = host_limits(h).block
+  local lim = host_limits(h)
+  local blocked = lim.block
   local e = not blocked and redis.call('LPOP', bq(h))
-  if blocked then
+  -- The lease slot (several connections, or any live policy, which may have lowered
+  -- them with tasks out): the first free of the host's connections, none when as many
+  -- tasks as it may have are out (counted over a few more slots than its connections).
+  local k, busy = 0, 0
+  if e and (lim.conn > 1 or policy_any()) then
+    local ids = {}
+    for j = 0, math.max(lim.conn, 8) - 1 do ids[j + 1] = slot_id(h, j) end
+    local held = redis.call('HMGET', K_LEASE, unpack(ids))
+    k = -1
+    for j = 1, #held do
+      if held[j] then
+        busy = busy + 1
+      elseif k < 0 and j <= lim.conn then
+        k = j - 1
+      end
+    end
+    if busy >= lim.conn or k < 0 then
+      -- Its tasks out end first; the last outcome puts the host back in the heap.
+      redis.call('LPUSH', bq(h), e)
+      e = nil
+    end
+  end
+  if e == nil then
+    -- Waiting for a slot: still active, neither in the heap nor freed.
+  elseif blocked then
     -- Blocked since it was queued: parked, never dispatched.
     park_queue(h)
     freed[#freed + 1] = h
@@ -43,10 +76,21 @@ for _, h in ipairs(hs) do
       freed[#freed + 1] = h
       expire_state(h, NOW)
     else
+      if lim.conn > 1 then
+        -- The next start is a gap after this one, whichever slot ends first.
+        local st = redis.call('HMGET', hk(h), 'cd', 'rt')
+        local nx = n2s(NOW + gap(tonumber(st[1] or '0') or 0, tonumber(st[2] or '0') or 0, lim))
+        redis.call('HSET', hk(h), 'next', nx)
+        if busy + 1 < lim.conn and redis.call('LLEN', bq(h)) > 0 then
+          again[#again + 1] = nx
+          again[#again + 1] = h
+        end
+      end
       th[#th + 1] = h
       te[#te + 1] = e
+      tslot[#tslot + 1] = k
       bump('pages', 1)
-      rules_bump(host_limits(h).rules, PSTAT_REQUESTS, 1)
+      rules_bump(lim.rules, PSTAT_REQUESTS, 1)
     end
   end
 end
@@ -60,10 +104,12 @@ if n > 0 then
     -- (AOF everysec) and seq runs again: a reused token would make JetStream drop the new
     -- task (and its page and outcome) as duplicates of the lost dispatch's messages.
     local tok = SHARD .. '-' .. n2s(last - n + j) .. '-' .. ARGV[3]
-    leaseArgs[#leaseArgs + 1] = th[j]
+    if tslot[j] > 0 then tok = tok .. TOKEN_SLOT .. tslot[j] end
+    local sid = slot_id(th[j], tslot[j])
+    leaseArgs[#leaseArgs + 1] = sid
     leaseArgs[#leaseArgs + 1] = tok .. ' ' .. te[j]
     inflightArgs[#inflightArgs + 1] = dl
-    inflightArgs[#inflightArgs + 1] = th[j]
+    inflightArgs[#inflightArgs + 1] = sid
     out[#out + 1] = th[j]
     out[#out + 1] = tok
     out[#out + 1] = te[j]
@@ -73,6 +119,7 @@ if n > 0 then
   bump('queued', -n)
   bump('dispatched', n)
 end
+bulk('ZADD', K_HEAP, again)
 free_and_route(freed)
 flush_stats()
 return out

@@ -7,20 +7,24 @@ local freed = {}
 local n = 0
 for j = A, #ARGV - 1, 2 do
   local h, tok = ARGV[j], ARGV[j + 1]
-  local v = redis.call('HGET', K_LEASE, h)
+  local sid = slot_of(h, tok)
+  local v = redis.call('HGET', K_LEASE, sid)
   local sp = v and string.find(v, ' ', 1, true)
   if sp and string.sub(v, 1, sp - 1) == tok then
-    redis.call('HDEL', K_LEASE, h)
-    redis.call('HDEL', K_LASTERR, h)
-    redis.call('ZREM', K_INFLIGHT, h)
+    redis.call('HDEL', K_LEASE, sid)
+    redis.call('HDEL', K_LASTERR, sid)
+    redis.call('ZREM', K_INFLIGHT, sid)
     bump('pages', -1)
     if charge_hosts() then redis.call('HINCRBY', hk(h), 'pages', -1) end
     local rest = redis.call('LLEN', bq(h))
     if rest > 0 then redis.call('DEL', bq(h)) end
     bump('queued', -rest)
     bump('over_budget', rest + 1)
-    freed[#freed + 1] = h
-    expire_state(h, tonumber(redis.call('HGET', hk(h), 'next') or '0') or 0)
+    redis.call('ZREM', K_HEAP, h)
+    if slots_busy(h, host_limits(h), {}) == 0 then
+      freed[#freed + 1] = h
+      expire_state(h, tonumber(redis.call('HGET', hk(h), 'next') or '0') or 0)
+    end
     n = n + 1
   end
 end

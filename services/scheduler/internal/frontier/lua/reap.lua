@@ -16,15 +16,18 @@ if #hs == 0 then return {0, 0, 0} end
 local heapArgs, freed = {}, {}
 local requeued, failed = 0, 0
 local errLines = {}
-for _, h in ipairs(hs) do
-  local v = redis.call('HGET', K_LEASE, h)
+local done = {}
+for _, sid in ipairs(hs) do
+  local h = slot_host(sid)
+  done[sid] = true
+  local v = redis.call('HGET', K_LEASE, sid)
   local sp = v and string.find(v, ' ', 1, true)
   local back = false
   if sp then
     local d, hp, att, u = parse(string.sub(v, sp + 1))
     local r = 'failed'
     local why = 'no outcome before the lease deadline'
-    local le = lease_error(h, string.sub(v, 1, sp - 1))
+    local le = lease_error(sid, string.sub(v, 1, sp - 1))
     if le then why = why .. '; last error: ' .. le end
     if d and att + 1 <= MAXR then
       redis.call('LPUSH', bq(h), d .. ' ' .. hp .. ' ' .. n2s(att + 1) .. ' ' .. u)
@@ -43,17 +46,21 @@ for _, h in ipairs(hs) do
     errLines[#errLines + 1] = n2s(NOW) .. '\t' .. r .. '\tlease-expired\t0\t' .. h .. '\t' ..
       string.sub(string.match(u or '', '^[^ ]*'), 1, 512) .. '\t' .. why
   end
+  local lim = host_limits(h)
   local st = redis.call('HMGET', hk(h), 'cd', 'rt')
-  local te = NOW + gap(tonumber(st[1] or '0') or 0, tonumber(st[2] or '0') or 0, host_limits(h))
+  local te = NOW + gap(tonumber(st[1] or '0') or 0, tonumber(st[2] or '0') or 0, lim)
   redis.call('HSET', hk(h), 'next', n2s(te))
-  if host_limits(h).block then
+  local others = slots_busy(h, lim, done)
+  if lim.block then
     park_queue(h)
-    freed[#freed + 1] = h
-    expire_state(h, te)
+    redis.call('ZREM', K_HEAP, h)
+    if others == 0 then
+      freed[#freed + 1] = h
+      expire_state(h, te)
+    end
   elseif back or redis.call('EXISTS', bq(h)) == 1 then
-    heapArgs[#heapArgs + 1] = n2s(te)
-    heapArgs[#heapArgs + 1] = h
-  else
+    requeue_host(h, te, lim, others, heapArgs)
+  elseif others == 0 then
     freed[#freed + 1] = h
     expire_state(h, te)
   end

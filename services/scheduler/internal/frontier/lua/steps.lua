@@ -277,10 +277,10 @@ local function log_errors(entries)
   end
 end
 
--- lease_error is the error a fetcher last reported for the task out under token on host h
--- (lasterr, frontierkeys.NoteLeaseError), or nil.
-local function lease_error(h, tok)
-  local v = redis.call('HGET', K_LASTERR, h)
+-- lease_error is the error a fetcher last reported for the task out under token in lease
+-- slot sid (lasterr, frontierkeys.NoteLeaseError), or nil.
+local function lease_error(sid, tok)
+  local v = redis.call('HGET', K_LASTERR, sid)
   if not v then return nil end
   local t, e = string.match(v, '^([^\t]*)\t%d+\t%d+\t%d+\t(.*)$')
   if t == tok then return e end
@@ -293,10 +293,40 @@ local function exhausted(att, text)
   return 'attempts exhausted after ' .. n2s(att + 1) .. ' attempts: ' .. text
 end
 
+-- slots_busy counts the other tasks of host h out, besides the slots in done (ended in
+-- this script): 0 without any live policy (one connection, whose only task is ending).
+local function slots_busy(h, lim, done)
+  if lim.conn <= 1 and not policy_any() then return 0 end
+  local ids = {}
+  -- A few more than the connections: they may have been lowered with tasks out.
+  for j = 0, math.max(lim.conn, 8) - 1 do ids[j + 1] = slot_id(h, j) end
+  local r = redis.call('ZMSCORE', K_INFLIGHT, unpack(ids))
+  local n = 0
+  for j = 1, #r do
+    if r[j] and not done[ids[j]] then n = n + 1 end
+  end
+  return n
+end
+
+-- requeue_host puts host h, whose task just ended with URLs still queued, back in the heap
+-- at te, unless as many other tasks of it are out as it may have (the last of them puts
+-- it back). With several connections it may be in the heap already: a later time stays.
+local function requeue_host(h, te, lim, others, heapArgs)
+  if others >= lim.conn then return end
+  if others > 0 or lim.conn > 1 then
+    redis.call('ZADD', K_HEAP, 'GT', n2s(te), h)
+  else
+    heapArgs[#heapArgs + 1] = n2s(te)
+    heapArgs[#heapArgs + 1] = h
+  end
+end
+
 -- Releases the back queues of hosts that have nothing left, then refills them.
 local function free_and_route(freed)
   if #freed > 0 then
     bulk('HDEL', K_HOSTS, freed)
+    -- With several connections a host may be in the heap while a task of it ends.
+    bulk('ZREM', K_HEAP, freed)
     route()
   end
 end
