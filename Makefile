@@ -68,7 +68,9 @@ run: build
 	$(BIN)/trawl-dev -bin $(BIN) $(if $(SEEDS),-seeds "$(SEEDS)") $(if $(FETCHERS),-fetchers $(FETCHERS)) $(if $(DIR),-dir "$(DIR)") $(if $(PARK_AFTER),-park-after $(PARK_AFTER))
 
 ## bench: whole-pipeline pages/s and CPU-ms per page per process on a plain synthetic web, beside a
-## bare reference crawler (devstack/e2e BenchmarkPipeline), plus per-stage benchmarks
+## bare reference crawler (devstack/e2e BenchmarkPipeline), with 10,000 site policies loaded against
+## none (BenchmarkPolicyRules), the dispatch pause of a policy change touching 100,000 queued URLs
+## (BenchmarkPolicyChangePause), plus per-stage benchmarks
 bench: build
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCH_TIME) -timeout 30m \
 		$(PKGS)

@@ -19,6 +19,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/trawl/trawl/devstack/stack"
 	"github.com/trawl/trawl/devstack/synthweb"
 	"github.com/trawl/trawl/shared/durability"
@@ -62,6 +64,9 @@ type benchScenario struct {
 	// code's, does not set their pace; plain/fsync=always measures what the default
 	// level costs beside plain.
 	fsync durability.Level
+	// rules, if set, is how many live site policies are loaded before the services start
+	// (benchRules): what 10,000 rules cost the crawl.
+	rules int
 }
 
 var benchScenarios = []benchScenario{
@@ -283,7 +288,14 @@ func runPipelineBench(b *testing.B, sc benchScenario, natsBin string) benchResul
 		natsPprof = a
 		natsArgs = []string{"-pprof", a}
 	}
+	var prepare func(context.Context, redis.UniversalClient) error
+	if sc.rules > 0 {
+		prepare = func(ctx context.Context, rdb redis.UniversalClient) error {
+			return loadBenchRules(ctx, rdb, web, sc.rules)
+		}
+	}
 	st, err := stack.Start(ctx, stack.Options{
+		Prepare:    prepare,
 		BinDir:     bins,
 		Dir:        b.TempDir(),
 		Replicas:   map[string]int{"fetcher": sc.replicas, "parser": sc.replicas},

@@ -83,6 +83,10 @@ type Options struct {
 	// RedisURL, if set, is a Redis the stack uses instead of starting one (e.g. a Redis
 	// Cluster of devstack/rediscluster); Redis() is nil then.
 	RedisURL string
+	// Prepare, if set, runs once Redis answers and before any service starts, with a client
+	// of it: state every service must find at start (the live site policies of a benchmark)
+	// is written here.
+	Prepare func(ctx context.Context, rdb redis.UniversalClient) error
 	// CPUs, if set, pins every child process (NATS when NATSBin is set, Redis and the
 	// services) to these CPU numbers, so that a benchmark can keep the web it crawls on
 	// CPUs of its own. Linux only.
@@ -203,6 +207,11 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	}
 	if s.rdb, err = redisx.Open(redisURL, redisx.Timeouts{Dial: 2 * time.Second, Read: 10 * time.Second, Write: 10 * time.Second, Retries: 3}); err != nil {
 		return nil, fmt.Errorf("stack: %w", err)
+	}
+	if opts.Prepare != nil {
+		if err := opts.Prepare(ctx, s.rdb); err != nil {
+			return nil, fmt.Errorf("stack: prepare: %w", err)
+		}
 	}
 
 	env := map[string]string{}

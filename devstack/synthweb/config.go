@@ -117,6 +117,15 @@ type Config struct {
 	VirtualHosts int
 	Port         int  // 0 = pick a port free on all addresses
 	Special      bool // include the special hosts (true in DefaultConfig)
+	// RobotsCrawlDelay, if set, is a Crawl-delay every ordinary host's robots.txt
+	// advertises (HostInfo.CrawlDelay), beside the crawl-delay host's own CrawlDelay: a web
+	// where several hosts ask for the same long delay, so that a rule can honour it for one
+	// of them alone.
+	RobotsCrawlDelay time.Duration
+	// Latency, if set, is how long every response of an ordinary host takes (robots.txt
+	// too), as the slow host's take SlowDelay: long enough beside a crawler's gap, a host
+	// allowed several connections has them in flight at once.
+	Latency time.Duration
 	// Sitemaps adds one host after all others (KindSitemaps) whose robots.txt names a
 	// sitemap index of two sitemaps, one gzipped, listing pages no page links to
 	// (Web.SitemapOnly). Off by default, so every other web stays as it is.
@@ -162,8 +171,8 @@ func DefaultConfig() Config {
 
 func (c Config) withDefaults() (Config, error) {
 	d := DefaultConfig()
-	if c.Hosts < 0 || c.PagesPerHost < 0 || c.LinksPerPage < 0 || c.CrawlDelay < 0 || c.Port < 0 || c.MaxURLLength < 0 || c.VirtualHosts < 0 {
-		return c, errors.New("synthweb: negative Hosts, PagesPerHost, LinksPerPage, CrawlDelay, Port, MaxURLLength or VirtualHosts")
+	if c.Hosts < 0 || c.PagesPerHost < 0 || c.LinksPerPage < 0 || c.CrawlDelay < 0 || c.Port < 0 || c.MaxURLLength < 0 || c.VirtualHosts < 0 || c.RobotsCrawlDelay < 0 || c.Latency < 0 {
+		return c, errors.New("synthweb: negative Hosts, PagesPerHost, LinksPerPage, CrawlDelay, Port, MaxURLLength, VirtualHosts, RobotsCrawlDelay or Latency")
 	}
 	if c.Port > 65535 {
 		return c, fmt.Errorf("synthweb: port %d out of range", c.Port)

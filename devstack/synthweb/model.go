@@ -48,8 +48,11 @@ func newModel(cfg Config, ips []string, port int) *model {
 			name = virtualName(i)
 		}
 		h := HostInfo{Name: name, Addr: a, Origin: originOf(name, port), Kind: kind}
-		if kind == KindCrawlDelay {
+		switch {
+		case kind == KindCrawlDelay:
 			h.CrawlDelay = cfg.CrawlDelay
+		case kind == KindOrdinary:
+			h.CrawlDelay = cfg.RobotsCrawlDelay
 		}
 		m.hosts = append(m.hosts, h)
 		m.index[strings.TrimPrefix(h.Origin, "http://")] = i
@@ -114,6 +117,9 @@ func (m *model) robots(h int) robotsFile {
 		agents: []string{"*"},
 		rules:  []robotsRule{{pattern: "/nowhere/"}},
 	}}}
+	if m.hosts[h].Kind == KindOrdinary {
+		base.groups[0].crawlDelay = m.cfg.RobotsCrawlDelay
+	}
 	switch m.hosts[h].Kind {
 	case KindRobotsRules:
 		return robotsFile{status: http.StatusOK, groups: []robotsGroup{

@@ -26,6 +26,10 @@ type Request struct {
 	Bytes  int       // body bytes written
 	Agent  string    // the User-Agent header: which crawler process asked, where each has its own
 	Remote string    // the client's address (IP only)
+	// Header is the request's headers as received (Host excepted, which net/http keeps
+	// apart): what a per-site rule added — User-Agent, extra headers, Cookie, Authorization —
+	// is judged from here.
+	Header http.Header `json:"header,omitempty"`
 }
 
 // Web is a running synthetic web.
@@ -212,7 +216,7 @@ func (w *Web) handle(rw http.ResponseWriter, r *http.Request) {
 	}
 
 	remote, _, _ := net.SplitHostPort(r.RemoteAddr)
-	req := Request{Host: host, Addr: addr, Path: r.URL.RequestURI(), Start: start, End: end, Status: status, Bytes: written, Agent: r.UserAgent(), Remote: remote}
+	req := Request{Host: host, Addr: addr, Path: r.URL.RequestURI(), Start: start, End: end, Status: status, Bytes: written, Agent: r.UserAgent(), Remote: remote, Header: r.Header.Clone()}
 	w.mu.Lock()
 	w.log = append(w.log, req)
 	w.active--
@@ -254,8 +258,15 @@ func (w *Web) serve(rw http.ResponseWriter, r *http.Request, host string) (int, 
 	if !ok {
 		return plain(rw, http.StatusMisdirectedRequest, "unknown host")
 	}
-	if w.m.hosts[h].Kind == KindSlow && w.m.cfg.SlowDelay > 0 {
-		t := time.NewTimer(w.m.cfg.SlowDelay)
+	var delay time.Duration
+	switch w.m.hosts[h].Kind {
+	case KindSlow:
+		delay = w.m.cfg.SlowDelay
+	case KindOrdinary:
+		delay = w.m.cfg.Latency
+	}
+	if delay > 0 {
+		t := time.NewTimer(delay)
 		defer t.Stop()
 		select {
 		case <-t.C:

@@ -1,0 +1,292 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/trawl/trawl/devstack/stack"
+	"github.com/trawl/trawl/devstack/synthweb"
+	"github.com/trawl/trawl/shared/durability"
+	"github.com/trawl/trawl/shared/frontierkeys"
+	"github.com/trawl/trawl/shared/policy"
+)
+
+// benchRuleCount is how many live site policies BenchmarkPolicyRules loads.
+const benchRuleCount = 10_000
+
+// benchMatching is how many of the web's hosts a rule of the benchmark names: the others
+// are for hosts, domains, URL prefixes and address blocks the crawl never meets.
+const benchMatching = 100
+
+// BenchmarkPolicyRules measures what live site policies cost a crawl: the plain web
+// crawled with no rule and with 10,000 rules loaded (benchMatching of them for hosts of the
+// web, setting limits equal to the process-wide ones, a header and the depth; the rest for
+// hosts, domains, URL prefixes and address blocks it never meets), in alternating rounds so
+// that the machine's drift falls on both alike. Reported: CPU-ms per page per process and
+// pages/s of each (the median round's), and how far the rules move them, in percent.
+func BenchmarkPolicyRules(b *testing.B) {
+	natsBin := buildNATS(b)
+	if only := os.Getenv(envBenchOnly); only != "" && !strings.Contains("policy-rules", only) {
+		b.Skipf("%s=%s", envBenchOnly, only)
+	}
+	rounds := benchRounds(b)
+	base := benchScenario{name: "plain", hosts: 250, pages: 80, replicas: 1, fsync: durability.EverySecond}
+	withRules := base
+	withRules.name, withRules.rules = fmt.Sprintf("plain/rules=%d", benchRuleCount), benchRuleCount
+	for range b.N {
+		var none, rules []benchResult
+		for range rounds {
+			none = append(none, runPipelineBench(b, base, natsBin))
+			rules = append(rules, runPipelineBench(b, withRules, natsBin))
+		}
+		n, r := medianRound(none), medianRound(rules)
+		n.report(b, none)
+		r.report(b, rules)
+		cpu := 100 * (r.totalCPU() - n.totalCPU()) / n.totalCPU()
+		rate := 100 * (r.trawl.pagesPerSec() - n.trawl.pagesPerSec()) / n.trawl.pagesPerSec()
+		b.ReportMetric(cpu, "rules-cpu-%")
+		b.ReportMetric(rate, "rules-pages/s-%")
+		np, _ := n.perPage()
+		rp, _ := r.perPage()
+		var per []string
+		for _, role := range benchRoles {
+			per = append(per, fmt.Sprintf("%s %+.1f%%", role, 100*(rp[role]-np[role])/np[role]))
+		}
+		fmt.Printf("\n%d rules against none (median rounds): total CPU-ms/page %+.1f%% (%s), pages/s %+.1f%% (bound: under 3%%)\n",
+			benchRuleCount, cpu, strings.Join(per, ", "), rate)
+	}
+}
+
+// loadBenchRules applies n rules before the services start: benchMatching for hosts of the
+// web, whose limits equal the process-wide ones of the benchmark so that only the rules'
+// own cost shows, and the rest for hosts, domains, URL prefixes and address blocks the crawl
+// never meets.
+func loadBenchRules(ctx context.Context, rdb redis.UniversalClient, web *synthweb.Web, n int) error {
+	hosts := web.Hosts()
+	var cs []policy.Change
+	for i := 0; len(cs) < n; i++ {
+		var (
+			r     policy.Rule
+			scope string
+		)
+		switch {
+		case i < benchMatching && i < len(hosts):
+			scope = "host:" + hosts[i].Name
+			r = policy.Rule{
+				MinDelay:    ptr(policy.Duration(0)),
+				Connections: ptr(1),
+				MaxDepth:    ptr(benchMaxDepth),
+				Headers:     map[string]string{"X-Bench": "rules"},
+			}
+		case i%4 == 0:
+			scope, r = fmt.Sprintf("host:www%d.unmet.example", i), policy.Rule{MinDelay: ptr(policy.Duration(2 * time.Second))}
+		case i%4 == 1:
+			scope, r = fmt.Sprintf("domain:unmet%d.example", i), policy.Rule{Connections: ptr(2)}
+		case i%4 == 2:
+			scope, r = fmt.Sprintf("http://unmet%d.example/private/", i), policy.Rule{Block: ptr(true)}
+		default:
+			scope, r = fmt.Sprintf("cidr:10.%d.%d.0/24", i/256%256, i%256), policy.Rule{MinDelay: ptr(policy.Duration(time.Second))}
+		}
+		sc, err := policy.ParseScope(scope)
+		if err != nil {
+			return fmt.Errorf("bench rule %d: %w", i, err)
+		}
+		r.Scope = sc
+		cs = append(cs, policy.Change{Rule: r, Source: "bench"})
+	}
+	st := policy.NewStore(rdb, policyPrefix)
+	// Applied in slices, as an operator's files would be, so that no one script runs long.
+	for c := range slices.Chunk(cs, 1000) {
+		if _, _, err := st.Apply(ctx, c, "bench", 0); err != nil {
+			return fmt.Errorf("load %d bench rules: %w", n, err)
+		}
+	}
+	set, err := st.Load(ctx)
+	if err != nil {
+		return err
+	}
+	if len(set.Rules()) != n {
+		return fmt.Errorf("load bench rules: the store holds %d rules, want %d", len(set.Rules()), n)
+	}
+	return nil
+}
+
+// pauseQueued is how many URLs BenchmarkPolicyChangePause queues for the host its changes
+// touch.
+const pauseQueued = 100_000
+
+// pauseBound is the longest the dispatch to other hosts may stall while a change touches
+// the host with pauseQueued URLs: under the 2 s in which every process applies a change,
+// and far above the crawl's own gaps between requests.
+const pauseBound = time.Second
+
+// BenchmarkPolicyChangePause measures how long rule changes that touch a host with 100,000
+// queued URLs stall the dispatch to every other host. One host has pauseQueued URLs queued
+// (a rule holds it to one request an hour, so they stay queued) while 20 others are crawled
+// with no delay; then a block (parking all of them), its removal (resuming them) and an
+// exclude matching them all (the scope recheck removing them) are applied in turn. From the
+// web's own log: the longest interval between two request starts to the other hosts from
+// each change to 3 s after it, beside the longest in the 3 s before the
+// first change. Fails when a change stalls them longer than pauseBound.
+func BenchmarkPolicyChangePause(b *testing.B) {
+	if only := os.Getenv(envBenchOnly); only != "" && !strings.Contains("policy-change-pause", only) {
+		b.Skipf("%s=%s", envBenchOnly, only)
+	}
+	natsBin := buildNATS(b)
+	for range b.N {
+		runChangePause(b, natsBin)
+	}
+}
+
+func runChangePause(b *testing.B, natsBin string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	cfg := synthweb.DefaultConfig()
+	cfg.Special = false
+	cfg.Hosts, cfg.PagesPerHost = 21, 2000
+	web, err := synthweb.Start(ctx, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer web.Close()
+	big := web.Hosts()[0]
+	bigScope := policy.Scope{Kind: policy.KindHost, Value: big.Name}
+	hold := policy.Rule{Scope: bigScope, MinDelay: ptr(policy.Duration(time.Hour))}
+	st, err := stack.Start(ctx, stack.Options{
+		BinDir:     binDir,
+		Dir:        b.TempDir(),
+		NATSBin:    natsBin,
+		Durability: durability.EverySecond,
+		Env: map[string]string{
+			"TRAWL_ALLOW_CIDRS":  "127.0.0.0/8",
+			"TRAWL_MIN_DELAY":    "0",
+			"TRAWL_DELAY_FACTOR": "0",
+			"TRAWL_MAX_DEPTH":    strconv.Itoa(benchMaxDepth),
+			"TRAWL_ROBOTS_AGENT": synthweb.ProductToken,
+			"TRAWL_LOG_LEVEL":    "warn",
+		},
+		Prepare: func(ctx context.Context, rdb redis.UniversalClient) error {
+			_, _, err := policy.NewStore(rdb, policyPrefix).Apply(ctx, []policy.Change{{Rule: hold}}, "bench", 0)
+			return err
+		},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close(context.WithoutCancel(ctx))
+	store := policy.NewStore(st.RedisClient(), policyPrefix)
+
+	queued := make([]string, pauseQueued)
+	for i := range queued {
+		queued[i] = fmt.Sprintf("%s/q/%d", big.Origin, i)
+	}
+	if err := st.Seed(ctx, queued); err != nil {
+		b.Fatal(err)
+	}
+	waitProgress(ctx, b, st, fmt.Sprintf("%d URLs of %s queued", pauseQueued, big.Name), func(p stack.Progress) bool {
+		return p.Queued >= pauseQueued-2 && p.Backlog["dedup"] == 0 && p.Backlog["scheduler"] == 0
+	})
+	var seeds []string
+	for _, h := range web.Hosts()[1:] {
+		seeds = append(seeds, h.Origin+"/")
+	}
+	if err := st.Seed(ctx, seeds); err != nil {
+		b.Fatal(err)
+	}
+	others := func() []synthweb.Request {
+		return slices.DeleteFunc(web.Requests(), func(q synthweb.Request) bool { return q.Host == big.Name })
+	}
+	waitProgress(ctx, b, st, "the other hosts crawled steadily", func(stack.Progress) bool { return len(others()) >= 1000 })
+
+	const window = 3 * time.Second
+	baseFrom := time.Now()
+	time.Sleep(window) // the baseline: what the crawl's own longest interval is, with no change
+	changes := []struct {
+		name string
+		c    policy.Change
+	}{
+		{"block (parks them)", policy.Change{Rule: policy.Rule{Scope: bigScope, MinDelay: hold.MinDelay, Block: ptr(true)}}},
+		{"unblock (resumes them)", policy.Change{Rule: hold}},
+		{"exclude all (the recheck removes them)", policy.Change{Rule: policy.Rule{Scope: bigScope, MinDelay: hold.MinDelay, Exclude: []string{"/q/"}}}},
+	}
+	at := make([]time.Time, len(changes))
+	took := make([]time.Duration, len(changes))
+	for i, c := range changes {
+		t0 := time.Now()
+		if _, _, err := store.Apply(ctx, []policy.Change{c.c}, "bench", 0); err != nil {
+			b.Fatalf("%s: %v", c.name, err)
+		}
+		at[i], took[i] = time.Now(), time.Since(t0)
+		time.Sleep(window) // each change's window, in which the dispatch is watched
+	}
+	reqs := others()
+	longest := func(from, to time.Time) (time.Duration, time.Time) {
+		var worst time.Duration
+		var when time.Time
+		var prev time.Time
+		n := 0
+		for _, q := range reqs {
+			if q.Start.Before(from) || q.Start.After(to) {
+				continue
+			}
+			n++
+			if !prev.IsZero() && q.Start.Sub(prev) > worst {
+				worst, when = q.Start.Sub(prev), prev
+			}
+			prev = q.Start
+		}
+		// The crawl of the others must go on through the window for its longest interval
+		// to say anything.
+		if n < 100 || to.Sub(prev) > pauseBound {
+			b.Fatalf("%d requests to the other hosts from %s to %s, the last at %s: the dispatch stalled past the window's end, or their crawl ended (then a bigger web is needed)",
+				n, from.Format("15:04:05.000"), to.Format("15:04:05.000"), prev.Format("15:04:05.000"))
+		}
+		return worst, when
+	}
+	base, _ := longest(baseFrom, baseFrom.Add(window))
+	b.ReportMetric(float64(base)/float64(time.Millisecond), "baseline-max-gap-ms")
+	fmt.Printf("\n%d URLs queued for %s; 20 other hosts crawled with no delay. Longest interval between request starts to the other hosts:\n  no change (3 s): %s\n",
+		pauseQueued, big.Name, ms(base))
+	var worst time.Duration
+	for i, c := range changes {
+		g, when := longest(at[i], at[i].Add(window))
+		worst = max(worst, g)
+		fmt.Printf("  %s: %s (from %s, %s after the apply returned; apply took %s)\n", c.name, ms(g), when.Format("15:04:05.000"), when.Sub(at[i]).Round(time.Millisecond), ms(took[i]))
+	}
+	b.ReportMetric(float64(worst)/float64(time.Millisecond), "change-max-gap-ms")
+	left, err := st.RedisClient().LLen(ctx, frontierkeys.ForShard(policyPrefix, 0).BackQueue(big.Name)).Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	fmt.Printf("  after the exclude, %d URLs of %s queued\n", left, big.Name)
+	if left > pauseQueued/100 {
+		b.Errorf("after the exclude %d URLs of %s are still queued: the recheck did not remove them", left, big.Name)
+	}
+	if worst > pauseBound {
+		b.Errorf("a change touching %d queued URLs stalled the dispatch to other hosts for %s, bound %s", pauseQueued, worst, pauseBound)
+	}
+}
+
+// waitProgress polls the crawl's progress until cond holds, for at most 5 minutes.
+func waitProgress(ctx context.Context, b *testing.B, st *stack.Stack, what string, cond func(stack.Progress) bool) {
+	b.Helper()
+	end := time.Now().Add(5 * time.Minute)
+	for {
+		p, err := st.Progress(ctx)
+		if err == nil && cond(p) {
+			return
+		}
+		if time.Now().After(end) {
+			b.Fatalf("waited 5m for %s: %s (err %v)", what, p, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
