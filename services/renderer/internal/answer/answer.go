@@ -25,6 +25,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sync/singleflight"
+
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/ctxsleep"
 	"github.com/trawl/trawl/shared/politeness"
@@ -94,7 +96,9 @@ type Answerer struct {
 	client *http.Client
 	cache  *Cache // nil: no cache
 	m      Metrics
-	log    *slog.Logger
+	// robotsFetch makes the requests waiting for one origin's robots.txt share one fetch.
+	robotsFetch singleflight.Group
+	log         *slog.Logger
 }
 
 // New returns an Answerer making its requests through dialer.
@@ -244,6 +248,20 @@ func (a *Answerer) robotsEntry(ctx context.Context, host, origin string) (*robot
 	if err != nil || e != nil {
 		return e, err
 	}
+	// The page's requests to one origin arrive together: one of them fetches robots.txt.
+	v, err, _ := a.robotsFetch.Do(origin, func() (any, error) { return a.fetchRobots(ctx, host, origin) })
+	if err != nil {
+		return nil, err
+	}
+	return v.(*robots.Entry), nil
+}
+
+// fetchRobots fetches origin's robots.txt under a claim of host and caches the entry.
+func (a *Answerer) fetchRobots(ctx context.Context, host, origin string) (*robots.Entry, error) {
+	if e, err := a.robots.Get(ctx, origin); err != nil || e != nil {
+		return e, err
+	}
+	var e *robots.Entry
 	res, err := a.claimed(ctx, host, func(ctx context.Context) (Result, error) {
 		u, _ := url.Parse(origin + "/robots.txt")
 		return a.do(ctx, Request{URL: u.String(), Method: http.MethodGet}, u)
