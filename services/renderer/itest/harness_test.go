@@ -19,6 +19,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/trawl/trawl/devstack/natsembed"
 	"github.com/trawl/trawl/devstack/redisproc"
@@ -101,6 +102,17 @@ func newStack(t testing.TB) *stack {
 		t.Fatal(err)
 	}
 	return st
+}
+
+// rdb is a client of the stack's Redis.
+func (st *stack) rdb() *redis.Client {
+	opt, err := redis.ParseURL(st.redis.URL())
+	if err != nil {
+		st.t.Fatal(err)
+	}
+	c := redis.NewClient(opt)
+	st.t.Cleanup(func() { c.Close() })
+	return c
 }
 
 // config is a valid renderer configuration for the stack, changed by mod.

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trawl/trawl/shared/policy"
 	"github.com/trawl/trawl/shared/testwait"
 )
 
@@ -188,5 +189,53 @@ func TestRenderSurvivesABrowserCrash(t *testing.T) {
 	})
 	if v := in.metric(t, `trawl_renderer_pages_total{result="retried"}`); v != 1 {
 		t.Errorf("retried pages %v, want 1", v)
+	}
+}
+
+// The live site policies are asked before every browser request: a blocked host and a
+// URL a rule excludes are refused in the page, counted, and never requested.
+func TestRenderFollowsTheSitePolicies(t *testing.T) {
+	st := newStack(t)
+	s := newSite(t, map[string]http.HandlerFunc{
+		"a.test/robots.txt":       serve("text/plain", ""),
+		"blocked.test/robots.txt": serve("text/plain", ""),
+		"a.test/ads/x.js":         serve("text/javascript", "document.body.setAttribute('data-ads', 'ran');"),
+		"a.test/ok.js":            serve("text/javascript", "document.body.setAttribute('data-ok', 'ran');"),
+		"blocked.test/x.js":       serve("text/javascript", "document.body.setAttribute('data-blocked', 'ran');"),
+	})
+	rule := func(scope string, set func(*policy.Rule)) policy.Change {
+		sc, err := policy.ParseScope(scope)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := policy.Rule{Scope: sc}
+		set(&r)
+		return policy.Change{Rule: r}
+	}
+	yes := true
+	store := policy.NewStore(st.rdb(), "itest")
+	if _, _, err := store.Apply(testwait.Context(t), []policy.Change{
+		rule("host:blocked.test", func(r *policy.Rule) { r.Block = &yes }),
+		rule("host:a.test", func(r *policy.Rule) { r.Exclude = []string{"/ads/"} }),
+	}, "test", 0); err != nil {
+		t.Fatal(err)
+	}
+	in := st.start(st.config(map[string]string{"TRAWL_RESOLVE": resolve("a.test", "blocked.test")}))
+	p := st.page(st.publishTask(s.url("a.test", "/"), `<html><body><script src="/ads/x.js"></script><script src="/ok.js"></script>`+
+		`<script src="`+s.url("blocked.test", "/x.js")+`"></script></body></html>`))
+	if !strings.Contains(string(p.Body), `data-ok="ran"`) {
+		t.Errorf("the allowed script did not run: %s", p.Body)
+	}
+	if got := s.paths("blocked.test"); len(got) != 0 {
+		t.Errorf("blocked.test saw %v, want nothing", got)
+	}
+	if got := s.paths("a.test"); slices.Contains(got, "/ads/x.js") {
+		t.Errorf("an excluded URL was requested: a.test saw %v", got)
+	}
+	if r := p.Meta.Rendered.Refused; r["blocked"] != 1 || r["scope"] != 1 {
+		t.Errorf("refused %v, want blocked: 1, scope: 1", r)
+	}
+	if v := in.metric(t, `trawl_renderer_requests_refused_total{reason="blocked"}`); v != 1 {
+		t.Errorf("blocked refusals counted %v, want 1", v)
 	}
 }

@@ -84,8 +84,9 @@ type Config struct {
 	RequestTimeout time.Duration
 	MaxBody        int64
 	CacheMaxEntry  int64
-	// Blocked, when set, says whether a live site policy blocks a URL (and which rule).
-	Blocked func(rawURL string) (blocked bool, rule string)
+	// Policy, when set, is the live site policies' verdict on a URL: "" to go on, or the
+	// reason to refuse it (RefusedBlocked, RefusedScope) and the rule that decided.
+	Policy func(rawURL string) (refuse, why string)
 }
 
 // Answerer answers requests. It is safe for concurrent use.
@@ -148,9 +149,11 @@ func (a *Answerer) Answer(ctx context.Context, req Request) Result {
 	case a.cfg.Exclude != nil && a.cfg.Exclude.MatchString(req.URL):
 		return a.refuse(RefusedScope, errors.New("TRAWL_EXCLUDE matches"))
 	}
-	if a.cfg.Blocked != nil {
-		if blocked, rule := a.cfg.Blocked(req.URL); blocked {
-			return a.refuse(RefusedBlocked, fmt.Errorf("blocked by %s", rule))
+	if a.cfg.Policy != nil {
+		// Asked right before each request, as fetchers do: a block is in force within the
+		// watcher's poll whatever was dispatched before.
+		if reason, why := a.cfg.Policy(req.URL); reason != "" {
+			return a.refuse(reason, errors.New(why))
 		}
 	}
 	u.Fragment = ""
