@@ -239,3 +239,34 @@ func TestRenderFollowsTheSitePolicies(t *testing.T) {
 		t.Errorf("blocked refusals counted %v, want 1", v)
 	}
 }
+
+// Under per-server politeness (TRAWL_POLITENESS=ip) the browser's requests to different
+// hosts of one address never overlap and keep the gap, as fetchers' do.
+func TestRenderKeepsTheServersGap(t *testing.T) {
+	st := newStack(t)
+	const gap = 300 * time.Millisecond
+	s := newSite(t, map[string]http.HandlerFunc{
+		"a.test/robots.txt": serve("text/plain", ""),
+		"c.test/robots.txt": serve("text/plain", ""),
+		"d.test/robots.txt": serve("text/plain", ""),
+		"c.test/1.js":       serve("text/javascript", "1;"),
+		"d.test/1.js":       serve("text/javascript", "1;"),
+	})
+	st.start(st.config(map[string]string{"TRAWL_RESOLVE": resolve("a.test", "c.test", "d.test"), "TRAWL_MIN_DELAY": gap.String(),
+		"TRAWL_POLITENESS": "ip", "TRAWL_RENDER_CACHE_TTL": "0"}))
+	p := st.page(st.publishTask(s.url("a.test", "/"), `<html><body><script async src="`+s.url("c.test", "/1.js")+`"></script>`+
+		`<script async src="`+s.url("d.test", "/1.js")+`"></script></body></html>`))
+	if p.Meta.Rendered == nil || p.Meta.Rendered.Failed != "" {
+		t.Fatalf("page not rendered: %+v", p.Meta.Rendered)
+	}
+	hits := s.log()
+	slices.SortFunc(hits, func(a, b hit) int { return a.start.Compare(b.start) })
+	for i := 1; i < len(hits); i++ {
+		prev, cur := hits[i-1], hits[i]
+		if cur.start.Before(prev.end) {
+			t.Errorf("%s%s started before %s%s ended: two requests in flight to one address", cur.host, cur.path, prev.host, prev.path)
+		} else if d := cur.start.Sub(prev.end); d < gap {
+			t.Errorf("%s%s started %s after %s%s ended, below the gap of %s", cur.host, cur.path, d, prev.host, prev.path, gap)
+		}
+	}
+}

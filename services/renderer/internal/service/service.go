@@ -92,6 +92,10 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Service, er
 	if len(cfg.Resolve) > 0 {
 		dialer.Resolver = &safedial.StaticResolver{Names: cfg.Resolve, Next: dialer.Resolver}
 	}
+	var servers *politeness.Servers
+	if cfg.Politeness.Per == politeness.PerIP {
+		servers = politeness.NewServers(r.Redis, cfg.Common.RedisPrefix, cfg.Politeness)
+	}
 	ans := answer.New(answer.Config{
 		UserAgent:      cfg.UserAgent,
 		RobotsAgent:    cfg.RobotsAgent,
@@ -104,7 +108,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Service, er
 	},
 		robotscache.NewStore(r.Redis, robotscache.StoreOptions{Prefix: cfg.Common.RedisPrefix, Agent: cfg.RobotsAgent, TTL: cfg.RobotsTTL, ErrorTTL: cfg.RobotsError}),
 		politeness.NewClaimer(r.Redis, cfg.Common.RedisPrefix, cfg.Common.Shards, cfg.Politeness),
-		dialer, cache, m, log)
+		servers, dialer, cache, m, log)
 	r.OnClose(ans.Close)
 	br, err := browser.Start(ctx, browser.Options{
 		Path: cfg.Chromium, JSHeap: cfg.JSHeap, MaxRSS: cfg.MaxRSS, Log: log,
