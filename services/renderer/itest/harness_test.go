@@ -85,7 +85,13 @@ func newStack(t testing.TB) *stack {
 		"TRAWL_DELAY_FACTOR":     "0",
 		"TRAWL_LOG_LEVEL":        "debug",
 		"TRAWL_RENDER_CACHE_TTL": "1h",
+		// Small caps: JetStream reserves each stream's cap out of the disk at creation.
+		"TRAWL_PAGES_MAX_BYTES":    "256MiB",
+		"TRAWL_DOCS_MAX_BYTES":     "64MiB",
+		"TRAWL_RENDER_CACHE_BYTES": "64MiB",
 	}
+	// Browser profiles (and one a killed renderer leaves) go with the test.
+	t.Setenv("TMPDIR", t.TempDir())
 	if st.nc, err = nats.Connect(ns.URL()); err != nil {
 		t.Fatal(err)
 	}

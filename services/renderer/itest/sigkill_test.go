@@ -18,6 +18,14 @@ var (
 	buildErr  error
 )
 
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binary != "" && buildErr == nil {
+		_ = os.RemoveAll(filepath.Dir(binary))
+	}
+	os.Exit(code)
+}
+
 // renderer builds the renderer binary once per test run.
 func renderer(t *testing.T) string {
 	t.Helper()
