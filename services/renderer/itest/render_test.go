@@ -270,3 +270,27 @@ func TestRenderKeepsTheServersGap(t *testing.T) {
 		}
 	}
 }
+
+// A page that never finishes (a script that loops for ever) is not retried for ever: after
+// TRAWL_RENDER_MAX_ATTEMPTS deliveries it goes on as fetched, saying why, and is counted.
+func TestRenderGivesUpOnAPageThatNeverLoads(t *testing.T) {
+	st := newStack(t)
+	s := newSite(t, map[string]http.HandlerFunc{
+		"a.test/robots.txt": serve("text/plain", ""),
+		"a.test/loop.js":    serve("text/javascript", "for (;;) {}"),
+	})
+	in := st.start(st.config(map[string]string{"TRAWL_RESOLVE": resolve("a.test"), "TRAWL_RENDER_TIMEOUT": "2s",
+		"TRAWL_RENDER_REQUEST_TIMEOUT": "1s", "TRAWL_RENDER_SETTLE": "100ms", "TRAWL_RENDER_MAX_ATTEMPTS": "2"}))
+	shell := `<html><body><p>shell</p><script src="/loop.js"></script></body></html>`
+	p := st.page(st.publishTask(s.url("a.test", "/"), shell))
+	if p.Meta.Rendered == nil || !strings.Contains(p.Meta.Rendered.Failed, "not rendered after 2 attempts") ||
+		!strings.Contains(p.Meta.Rendered.Failed, "time cap") {
+		t.Fatalf("rendered %+v, want failed after 2 attempts over the time cap", p.Meta.Rendered)
+	}
+	if string(p.Body) != shell {
+		t.Errorf("a page given up carries %q, want the body as fetched", p.Body)
+	}
+	if v := in.metric(t, `trawl_renderer_pages_total{result="failed"}`); v != 1 {
+		t.Errorf("failed pages counted %v, want 1", v)
+	}
+}
