@@ -311,7 +311,8 @@ func (s *Service) publish(ctx context.Context, task *crawlmsg.RenderTask, render
 		}
 		return &crawlmsg.BodyRef{Bucket: topology.BodiesBucket, Name: name, Size: int64(len(b))}, nil
 	}
-	used := int64(0)
+	// The exchanges' list travels in the payload too: about this much each.
+	used := int64(512 * len(rendered.Exchanges))
 	for i := range rendered.Exchanges {
 		e := &rendered.Exchanges[i]
 		used += int64(len(e.Request) + len(e.Response))
