@@ -58,6 +58,11 @@ func TestOperationsDocCommands(t *testing.T) {
 		"seeds.txt":  "# more seeds\nhttps://example.net/\n\nhttps://example.org/about\n",
 		"robots.txt": "User-agent: *\nDisallow: /\n\nUser-agent: trawl\nDisallow: /private/\nAllow: /private/open.html\n",
 	}
+	// A file the document shows (a fenced block whose first line is "# <name>") is written
+	// as shown, so the commands that read it run on what the reader sees.
+	for name, body := range docFiles(t, filepath.Join(root, "docs", "operations.md")) {
+		files[name] = body
+	}
 	for name, body := range files {
 		if err := os.WriteFile(filepath.Join(work, name), []byte(body), 0o644); err != nil {
 			t.Fatal(err)
@@ -141,4 +146,38 @@ func TestOperationsDocCommands(t *testing.T) {
 // tapsFromNow reports a tap of messages published after it starts.
 func tapsFromNow(c string) bool {
 	return strings.Contains(c, "trawlctl tap") && !strings.Contains(c, "-from-start")
+}
+
+// docFiles are the files docs/operations.md shows: each fenced block whose first line is
+// a comment naming the file ("# rules.yaml"), by name.
+func docFiles(t *testing.T, path string) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	name, in := "", false
+	var body strings.Builder
+	for _, line := range strings.Split(string(b), "\n") {
+		switch {
+		case !in && strings.HasPrefix(line, "```"):
+			in, name = true, ""
+			body.Reset()
+		case in && strings.HasPrefix(line, "```"):
+			in = false
+			if name != "" {
+				out[name] = body.String()
+			}
+		case in && name == "" && body.Len() == 0 && strings.HasPrefix(line, "# ") && !strings.Contains(strings.TrimPrefix(line, "# "), " "):
+			name = strings.TrimPrefix(line, "# ")
+			body.WriteString(line + "\n")
+		case in:
+			body.WriteString(line + "\n")
+		}
+	}
+	if len(out) == 0 {
+		t.Fatalf("%s shows no file", path)
+	}
+	return out
 }
