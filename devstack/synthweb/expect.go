@@ -119,7 +119,7 @@ func (m *model) expected(maxDepth int, walk *[]Discovery) Expectation {
 			}
 			unfollowed = append(unfollowed, res.bait...)
 			m.expectRequisites(res, 0, visited, forbidden, &exp, &unfollowed)
-			if res.status != http.StatusOK || res.contentType != htmlType {
+			if res.status != http.StatusOK || res.contentType != htmlType || (res.scripted && !m.cfg.Render) {
 				continue
 			}
 			emitted := map[string]bool{}
@@ -148,6 +148,7 @@ func (m *model) expected(maxDepth int, walk *[]Discovery) Expectation {
 		level = next
 	}
 
+	m.expectSPA(&exp, visited)
 	for _, u := range unfollowed {
 		if !exp.Fetch[u] && exp.Retried[u] == 0 {
 			exp.Forbidden[u] = true
