@@ -432,6 +432,9 @@ type PageMeta struct {
 	BodyRef *BodyRef `json:"body_ref,omitempty"`
 	// Capture is the exchange as it crossed the wire, for archives (WARC).
 	Capture *Capture `json:"capture,omitempty"`
+	// Rendered marks a page rendered by a browser (render.go): its body is the rendered
+	// DOM, and this holds the browser's exchanges. Such a page is never rendered again.
+	Rendered *Rendered `json:"rendered,omitempty"`
 }
 
 // Capture is what an archive keeps of an exchange beside the decoded body. The heads are
@@ -584,6 +587,12 @@ func Unmarshal(data []byte, v any) error {
 		if got == PageCaptureVersion {
 			if m.Capture == nil {
 				return fmt.Errorf("%w: page of v=%d lacks its capture", ErrMalformed, got)
+			}
+			return nil
+		}
+		if got == PageRenderedVersion {
+			if m.Rendered == nil {
+				return fmt.Errorf("%w: page of v=%d is not rendered", ErrMalformed, got)
 			}
 			return nil
 		}

@@ -11,20 +11,24 @@ import (
 // PageMsg builds the NATS message for a raw page on subject. A page with a capture is
 // written as version PageCaptureVersion: the payload is the body, the request head, the
 // response head and the body as received (Raw), in this order, each left out where it goes
-// by reference. The error is always nil: the metadata is written by hand (encodeMeta); it
+// by reference. A rendered page (Meta.Rendered) is version PageRenderedVersion: its
+// exchanges' octets follow. The error is always nil: the metadata is written by hand (encodeMeta); it
 // is kept so callers need not change if encoding could fail again.
 func PageMsg(subject string, p *Page) (*nats.Msg, error) {
 	m := nats.NewMsg(subject)
 	m.Header.Set(MetaHeader, encodeMeta(&p.Meta))
 	m.Data = p.Body
-	if c := p.Meta.Capture; c != nil {
+	if c, r := p.Meta.Capture, p.Meta.Rendered; c != nil || r != nil {
 		m.Data = make([]byte, 0, PayloadSize(p))
 		m.Data = append(m.Data, p.Body...)
-		m.Data = append(m.Data, c.Request...)
-		m.Data = append(m.Data, c.Response...)
-		if c.RawRef == nil {
-			m.Data = append(m.Data, p.Raw...)
+		if c != nil {
+			m.Data = append(m.Data, c.Request...)
+			m.Data = append(m.Data, c.Response...)
+			if c.RawRef == nil {
+				m.Data = append(m.Data, p.Raw...)
+			}
 		}
+		m.Data = appendExchanges(m.Data, r)
 	}
 	return m, nil
 }
@@ -38,7 +42,7 @@ func PayloadSize(p *Page) int {
 			n += len(p.Raw)
 		}
 	}
-	return n
+	return n + exchangesSize(p.Meta.Rendered)
 }
 
 // DecodePage reads a raw page from a message's header and payload. When the page's body
@@ -55,7 +59,20 @@ func DecodePage(header nats.Header, data []byte) (*Page, error) {
 		return nil, err
 	}
 	p.Body = data
-	if p.Meta.V == PageCaptureVersion {
+	if p.Meta.V == PageRenderedVersion {
+		body, err := p.splitExchanges(data)
+		if err != nil {
+			return nil, err
+		}
+		p.Body = body
+		if p.Meta.Capture == nil {
+			if p.Meta.BodyRef != nil && len(body) != 0 {
+				return nil, fmt.Errorf("%w: page %s: body by reference and %d octets inline", ErrMalformed, p.Meta.URL, len(body))
+			}
+			return &p, nil
+		}
+	}
+	if p.Meta.V == PageCaptureVersion || p.Meta.V == PageRenderedVersion {
 		if err := p.splitPayload(); err != nil {
 			return nil, err
 		}

@@ -1,6 +1,8 @@
 package crawlmsg
 
 import (
+	stdjson "encoding/json"
+	"fmt"
 	"slices"
 	"strconv"
 	"sync"
@@ -24,6 +26,9 @@ const maxPooledMeta = 64 << 10
 // pageVersion is the version a page's message is written in: PageCaptureVersion when it
 // carries a capture, whose octets then travel in the payload.
 func pageVersion(m *PageMeta) int {
+	if m.Rendered != nil {
+		return PageRenderedVersion
+	}
 	if m.Capture != nil {
 		return PageCaptureVersion
 	}
@@ -105,6 +110,16 @@ func appendPageMeta(b []byte, m *PageMeta) []byte {
 			b = append(b[:start], b[start+1:]...)
 		}
 		b = append(b, '}')
+	}
+	if m.Rendered != nil {
+		// Rendered pages are few beside fetched ones: the reflective encoder is fine here.
+		b = append(b, `,"rendered":`...)
+		r, err := stdjson.Marshal(wireRendered(m.Rendered))
+		if err != nil {
+			// Rendered holds strings, numbers and a map of strings: it always encodes.
+			panic(fmt.Sprintf("crawlmsg: encode rendered: %v", err))
+		}
+		b = append(b, r...)
 	}
 	return append(b, '}')
 }

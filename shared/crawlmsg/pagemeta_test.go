@@ -62,6 +62,9 @@ func TestPageMetaAppenderMatchesEncodingJSON(t *testing.T) {
 			if wire.Capture != nil {
 				wire.Capture = wireCapture(wire.Capture)
 			}
+			if wire.Rendered != nil {
+				wire.Rendered = wireRendered(wire.Rendered)
+			}
 			want, err := stdjson.Marshal(&wire)
 			if err != nil {
 				t.Fatal(err)

@@ -24,6 +24,9 @@ const (
 	// (declared only then; see Options.Recrawl and Recrawl). Split into several streams
 	// (Options.RecrawlStreams) it is their name's stem: RecrawlStreamName.
 	StreamRecrawl = "CRAWL_RECRAWL"
+	// StreamRender holds render tasks (crawlmsg.RenderTask): fetched pages the parser
+	// sends to a browser. A work queue: a task is gone once a renderer acked it.
+	StreamRender = "CRAWL_RENDER"
 )
 
 // BodiesBucket is the JetStream object store holding page bodies too large to travel
@@ -39,6 +42,7 @@ const (
 	SubjectDiscovered = "crawl.discovered"
 	SubjectPages      = "crawl.pages"
 	SubjectDocs       = "crawl.docs"
+	SubjectRender     = "crawl.render"
 	frontierPrefix    = "crawl.frontier."
 	fetchPrefix       = "crawl.fetch."
 	fetchedPrefix     = "crawl.fetched."
@@ -51,6 +55,11 @@ const (
 	ConsumerDedup   = "dedup"
 	ConsumerFetcher = "fetcher"
 	ConsumerParser  = "parser"
+	// ConsumerRenderer is the renderers' shared consumer on CRAWL_RENDER. Its ack wait is
+	// TRAWL_ACK_WAIT like the fast stages': a renderer marks a task in progress every third
+	// of it while the page renders (bounded by TRAWL_RENDER_TIMEOUT), so a task of a
+	// renderer that died comes back within one ack wait, whatever the page's time cap.
+	ConsumerRenderer = "renderer"
 )
 
 // ConsumerArchiver is the archiver's durable consumer on CRAWL_PAGES. Unlike the
@@ -221,7 +230,7 @@ func DefaultOptions(shards int) Options {
 
 // Streams returns every stream's configuration.
 //
-// The work streams (discovered, frontier, fetch) use WorkQueue retention: a message is gone
+// The work streams (discovered, frontier, fetch, render) use WorkQueue retention: a message is gone
 // once its stage acks it. The fetched stream uses Interest retention so that it behaves as
 // a work queue for the scheduler (deleted once every consumer acked) while an operator can
 // still attach a durable tap to the fetch log; its shard consumers are created up front by
@@ -249,6 +258,7 @@ func Streams(o Options) []jetstream.StreamConfig {
 		work(StreamDiscovered, SubjectDiscovered),
 		work(StreamFrontier, frontierPrefix+"*"),
 		work(StreamFetch, fetchPrefix+"*"),
+		work(StreamRender, SubjectRender),
 		{
 			Name:       StreamFetched,
 			Subjects:   []string{fetchedPrefix + "*"},
@@ -376,6 +386,7 @@ const (
 	ServiceScheduler = "scheduler"
 	ServiceDedup     = "dedup"
 	ServiceParser    = "parser"
+	ServiceRenderer  = "renderer"
 )
 
 // StageTimings are the redelivery settings of the pipeline's consumers.
@@ -424,6 +435,7 @@ func Consumers(o Options, t StageTimings) []ConsumerSpec {
 		spec(StreamDiscovered, ServiceDedup, ConsumerDedup, SubjectDiscovered, 4096),
 		spec(StreamFetch, ServiceScheduler, ConsumerFetcher, fetchPrefix+">", 10000),
 		spec(StreamPages, ServiceParser, ConsumerParser, SubjectPages, 4096),
+		spec(StreamRender, ServiceRenderer, ConsumerRenderer, SubjectRender, 1024),
 	}
 	for s := 0; s < o.Shards; s++ {
 		specs = append(specs,

@@ -74,6 +74,8 @@ func TestConsumersOwnersAndLease(t *testing.T) {
 			want = ServiceDedup
 		case ConsumerParser:
 			want = ServiceParser
+		case ConsumerRenderer:
+			want = ServiceRenderer
 		}
 		if c.Owner != want {
 			t.Errorf("%s: owner %q, want %q", c.Config.Durable, c.Owner, want)

@@ -154,6 +154,9 @@ func (s *Service) SweepBodies(ctx context.Context) (int, error) {
 	var maybe []*jetstream.ObjectInfo
 	for _, o := range objs {
 		switch {
+		case crawlmsg.IsRenderTaskBody(o.Name):
+			// A render task may wait in CRAWL_RENDER longer than any window; its renderer
+			// removes the body once the task is done.
 		case !now.After(o.ModTime.Add(window)):
 			// Its page may still come.
 		case bodyUnreferenced(o.ModTime, window, state, now):
