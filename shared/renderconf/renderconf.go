@@ -31,7 +31,7 @@ const (
 // Settings are the render settings.
 type Settings struct {
 	Mode  string   // TRAWL_RENDER: off, auto or always (case and spaces ignored)
-	Hosts []string // TRAWL_RENDER_HOSTS: hosts whose HTML pages are always rendered (unless off)
+	Hosts string // TRAWL_RENDER_HOSTS: hosts whose HTML pages are always rendered (unless off), comma- or space-separated
 	URLs  string   // TRAWL_RENDER_URLS: regexp of URLs always rendered (unless off)
 }
 
@@ -40,15 +40,20 @@ var Defaults = Settings{Mode: Off}
 
 // Load reads the settings; range checks are Validate's.
 func Load(r *envconfig.Reader) Settings {
-	s := Settings{
+	return Settings{
 		Mode:  r.String("RENDER", Defaults.Mode),
-		Hosts: r.List("RENDER_HOSTS", nil),
+		Hosts: r.String("RENDER_HOSTS", ""),
 		URLs:  r.String("RENDER_URLS", ""),
 	}
-	for i, h := range s.Hosts {
-		s.Hosts[i] = strings.ToLower(strings.TrimSuffix(strings.TrimSpace(h), "."))
+}
+
+// HostList is TRAWL_RENDER_HOSTS's hosts, lowercased, without a trailing dot.
+func (s Settings) HostList() []string {
+	hosts := envconfig.SplitList(s.Hosts)
+	for i, h := range hosts {
+		hosts[i] = strings.ToLower(strings.TrimSuffix(h, "."))
 	}
-	return s
+	return hosts
 }
 
 // Canonical is Mode in its canonical form ("" if it is none of the three).
@@ -80,7 +85,7 @@ func (s Settings) Validate() error {
 	if s.Canonical() == "" {
 		errs = append(errs, fmt.Errorf("TRAWL_RENDER=%q: want off, auto or always", s.Mode))
 	}
-	for _, h := range s.Hosts {
+	for _, h := range s.HostList() {
 		if h == "" || strings.ContainsAny(h, "/:@ ") {
 			errs = append(errs, fmt.Errorf("TRAWL_RENDER_HOSTS: %q is not a host name", h))
 		}
@@ -120,6 +125,10 @@ const (
 	ReasonRendered Reason = "rendered"   // the page is a rendering already: never rendered twice
 	ReasonNoShell  Reason = "not-shell"  // auto, and the page has what a shell lacks
 )
+
+// Reasons are every reason, for metrics to start at zero.
+var Reasons = []Reason{ReasonAlways, ReasonRule, ReasonHost, ReasonURL, ReasonShell,
+	ReasonOff, ReasonNever, ReasonRendered, ReasonNoShell}
 
 // Renders says the reason is one of rendering.
 func (r Reason) Renders() bool {

@@ -40,8 +40,8 @@ func TestLoadValidate(t *testing.T) {
 			}
 		})
 	}
-	if s := Load(envconfig.FromMap(map[string]string{"TRAWL_RENDER_HOSTS": "App.Example.com."})); s.Hosts[0] != "app.example.com" {
-		t.Errorf("hosts = %q, want the canonical name", s.Hosts)
+	if s := Load(envconfig.FromMap(map[string]string{"TRAWL_RENDER_HOSTS": "App.Example.com."})); s.HostList()[0] != "app.example.com" {
+		t.Errorf("hosts = %q, want the canonical name", s.HostList())
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/trawl/trawl/shared/envconfig"
 	"github.com/trawl/trawl/shared/frontierconf"
 	"github.com/trawl/trawl/shared/recrawl"
+	"github.com/trawl/trawl/shared/renderconf"
 	"github.com/trawl/trawl/shared/robots"
 )
 
@@ -55,6 +56,10 @@ type Config struct {
 
 	// Recrawl is the interval policy (TRAWL_RECRAWL_*), used when TRAWL_RECRAWL=adaptive.
 	Recrawl recrawl.Settings
+
+	// Render is which pages go to a renderer (TRAWL_RENDER, TRAWL_RENDER_HOSTS,
+	// TRAWL_RENDER_URLS).
+	Render renderconf.Settings
 }
 
 // Load reads the configuration; the error lists every value that could not be read.
@@ -82,6 +87,7 @@ func Load(r *envconfig.Reader) (Config, error) {
 		SitemapMaxURLs:   r.Int("SITEMAP_MAX_URLS", sitemap.MaxURLs),
 		SitemapMaxBytes:  r.Bytes("SITEMAP_MAX_BYTES", sitemap.MaxBytes),
 		Recrawl:          recrawl.Load(r),
+		Render:           renderconf.Load(r),
 	}
 	return c, r.Err()
 }
@@ -157,6 +163,7 @@ func (c Config) Validate() error {
 	if _, err := scope.ParseEmbedScope(c.EmbedScope); err != nil {
 		bad("TRAWL_EMBED_SCOPE=%q: want any or crawl", c.EmbedScope)
 	}
+	errs = append(errs, c.Render.Validate())
 	return errors.Join(errs...)
 }
 

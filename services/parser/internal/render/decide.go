@@ -49,7 +49,7 @@ func New(s renderconf.Settings, rule Rule) (*Decider, error) {
 		return nil, err
 	}
 	d := &Decider{mode: s.Canonical(), urls: re, rule: rule, hosts: map[string]bool{}}
-	for _, h := range s.Hosts {
+	for _, h := range s.HostList() {
 		d.hosts[h] = true
 	}
 	return d, nil

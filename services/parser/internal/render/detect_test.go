@@ -99,17 +99,17 @@ func TestDecide(t *testing.T) {
 		reason   renderconf.Reason
 		examined bool
 	}{
-		{"off renders nothing", renderconf.Settings{Mode: "off", Hosts: []string{"h.test"}}, Page{URL: "http://h.test/", Host: "h.test", Body: shell}, false, renderconf.ReasonOff, false},
+		{"off renders nothing", renderconf.Settings{Mode: "off", Hosts: "h.test"}, Page{URL: "http://h.test/", Host: "h.test", Body: shell}, false, renderconf.ReasonOff, false},
 		{"off beats a rule", renderconf.Settings{Mode: "off"}, Page{URL: "http://ruled.test/a", Host: "ruled.test"}, false, renderconf.ReasonOff, false},
 		{"a rendering is never rendered again", renderconf.Settings{Mode: "always"}, Page{URL: "http://h.test/", Host: "h.test", Rendered: true, Body: shell}, false, renderconf.ReasonRendered, false},
 		{"always", renderconf.Settings{Mode: "always"}, Page{URL: "http://h.test/", Host: "h.test", Body: article}, true, renderconf.ReasonAlways, false},
 		{"auto shell", renderconf.Settings{Mode: "auto"}, Page{URL: "http://h.test/", Host: "h.test", Body: shell}, true, renderconf.ReasonShell, true},
 		{"auto ordinary", renderconf.Settings{Mode: "auto"}, Page{URL: "http://h.test/", Host: "h.test", Text: "This page has moved to its new address.", Body: article}, false, renderconf.ReasonNoShell, true},
 		{"auto long text is not read again", renderconf.Settings{Mode: "auto"}, Page{URL: "http://h.test/", Host: "h.test", Text: string(make([]byte, 0)) + longText(60), Body: shell}, false, renderconf.ReasonNoShell, false},
-		{"host setting", renderconf.Settings{Mode: "auto", Hosts: []string{"h.test"}}, Page{URL: "http://h.test/x", Host: "H.test", Text: longText(60), Body: article}, true, renderconf.ReasonHost, false},
+		{"host setting", renderconf.Settings{Mode: "auto", Hosts: "h.test"}, Page{URL: "http://h.test/x", Host: "H.test", Text: longText(60), Body: article}, true, renderconf.ReasonHost, false},
 		{"url setting", renderconf.Settings{Mode: "auto", URLs: `/app/`}, Page{URL: "http://h.test/app/1", Host: "h.test", Text: longText(60)}, true, renderconf.ReasonURL, false},
 		{"rule always beats auto", renderconf.Settings{Mode: "auto"}, Page{URL: "http://ruled.test/a", Host: "ruled.test", Text: longText(60)}, true, renderconf.ReasonRule, false},
-		{"rule never beats always and settings", renderconf.Settings{Mode: "always", Hosts: []string{"ruled.test"}}, Page{URL: "http://ruled.test/n", Host: "ruled.test", Body: shell}, false, renderconf.ReasonNever, false},
+		{"rule never beats always and settings", renderconf.Settings{Mode: "always", Hosts: "ruled.test"}, Page{URL: "http://ruled.test/n", Host: "ruled.test", Body: shell}, false, renderconf.ReasonNever, false},
 		{"rule auto beats always", renderconf.Settings{Mode: "always"}, Page{URL: "http://ruled.test/auto", Host: "ruled.test", Text: "moved", Body: article}, false, renderconf.ReasonNoShell, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

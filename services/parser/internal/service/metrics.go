@@ -5,28 +5,31 @@ import (
 
 	"github.com/trawl/trawl/services/parser/internal/contentdup"
 	"github.com/trawl/trawl/services/parser/internal/scope"
+	"github.com/trawl/trawl/shared/renderconf"
 )
 
 type metrics struct {
-	pages           *prometheus.CounterVec
-	links           prometheus.Counter
-	emitted         prometheus.Counter
-	rejected        *prometheus.CounterVec
-	dropped         *prometheus.CounterVec
-	parseErrors     prometheus.Counter
-	parseDuration   prometheus.Histogram
-	terminated      *prometheus.CounterVec
-	limited         *prometheus.CounterVec
-	trimmed         prometheus.Counter
-	publishFailures prometheus.Counter
-	duplicates      *prometheus.CounterVec
-	nearDupSkipped  prometheus.Counter
-	dedupDuration   prometheus.Histogram
-	dedupFailures   prometheus.Counter
-	bucketsFull     prometheus.Counter
-	bodies          *prometheus.CounterVec // result: read, missing, deleted
-	sitemaps        *sitemapMetrics
-	embeds          *embedMetrics
+	pages             *prometheus.CounterVec
+	links             prometheus.Counter
+	emitted           prometheus.Counter
+	rejected          *prometheus.CounterVec
+	dropped           *prometheus.CounterVec
+	parseErrors       prometheus.Counter
+	parseDuration     prometheus.Histogram
+	terminated        *prometheus.CounterVec
+	limited           *prometheus.CounterVec
+	trimmed           prometheus.Counter
+	publishFailures   prometheus.Counter
+	duplicates        *prometheus.CounterVec
+	nearDupSkipped    prometheus.Counter
+	dedupDuration     prometheus.Histogram
+	dedupFailures     prometheus.Counter
+	bucketsFull       prometheus.Counter
+	bodies            *prometheus.CounterVec // result: read, missing, deleted
+	render            *prometheus.CounterVec // decision: render, skip; reason: renderconf.Reason
+	renderWhyFailures prometheus.Counter
+	sitemaps          *sitemapMetrics
+	embeds            *embedMetrics
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -101,8 +104,16 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "trawl_parser_bodies_total",
 			Help: "Page bodies sent by reference (CRAWL_BODIES object store): read, missing (gone before parsing; the page is terminated), deleted (once no consumer of crawl.pages can ask for it).",
 		}, []string{"result"}),
+		render: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "trawl_parser_render_decisions_total",
+			Help: "2xx HTML pages by render decision (render: sent to a renderer; skip) and reason: always, rule-always, setting-host, setting-url, shell; off, rule-never, rendered (a rendering, never rendered again), not-shell.",
+		}, []string{"decision", "reason"}),
+		renderWhyFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "trawl_parser_render_explain_failures_total",
+			Help: "Batches whose render decisions could not be kept in Redis for trawlctl explain (the pages are parsed all the same).",
+		}),
 	}
-	reg.MustRegister(m.bodies, m.pages, m.links, m.emitted, m.rejected, m.dropped, m.parseErrors,
+	reg.MustRegister(m.render, m.renderWhyFailures, m.bodies, m.pages, m.links, m.emitted, m.rejected, m.dropped, m.parseErrors,
 		m.parseDuration, m.terminated, m.limited, m.trimmed, m.publishFailures,
 		m.duplicates, m.nearDupSkipped, m.dedupDuration, m.dedupFailures, m.bucketsFull)
 	m.sitemaps = newSitemapMetrics(reg)
@@ -129,6 +140,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	for _, k := range []contentdup.Kind{contentdup.Exact, contentdup.Near} {
 		m.duplicates.WithLabelValues(k.String())
 	}
+	for _, r := range renderconf.Reasons {
+		decision := "skip"
+		if r.Renders() {
+			decision = "render"
+		}
+		m.render.WithLabelValues(decision, string(r))
+	}
 	return m
 }
 
@@ -146,6 +164,13 @@ func (m *metrics) record(o *outcome, dedup bool) {
 	if o.skipped {
 		m.pages.WithLabelValues("skipped").Inc()
 		return
+	}
+	if d := o.render; d != nil {
+		decision := "skip"
+		if d.Render {
+			decision = "render"
+		}
+		m.render.WithLabelValues(decision, string(d.Reason)).Inc()
 	}
 	m.pages.WithLabelValues("parsed").Inc()
 	m.parseDuration.Observe(o.duration.Seconds())

@@ -10,10 +10,12 @@ import (
 
 	"github.com/trawl/trawl/services/parser/internal/contentdup"
 	"github.com/trawl/trawl/services/parser/internal/extract"
+	"github.com/trawl/trawl/services/parser/internal/render"
 	"github.com/trawl/trawl/services/parser/internal/scope"
 	"github.com/trawl/trawl/services/parser/internal/simhash"
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/recrawl"
+	"github.com/trawl/trawl/shared/renderconf"
 	"github.com/trawl/trawl/shared/urlnorm"
 )
 
@@ -31,6 +33,7 @@ type processor struct {
 	embeds     *embedSwitch // page requisites (TRAWL_EMBEDS); nil is off
 	log        *slog.Logger
 	recrawl    *recrawlPolicy // nil unless TRAWL_RECRAWL=adaptive
+	render     *render.Decider
 }
 
 // outcome is what one page produced, plus the counts metrics need once it is settled.
@@ -66,6 +69,11 @@ type outcome struct {
 	at      time.Time // the page's fetch time
 	// embed holds the page's requisite figures; nil when requisites were not looked for.
 	embed *embedCounts
+	// render is the page's render decision (every 2xx HTML page); task is set when the
+	// page goes to a renderer, and then it has no document of its own (see decideRender).
+	render *render.Decision
+	task   *crawlmsg.RenderTask
+	whyRec *renderconf.Why // the decision kept for trawlctl explain; nil: none kept
 }
 
 // process never fails on page content: a page that cannot be parsed still yields a
@@ -136,6 +144,8 @@ func (p *processor) process(page *crawlmsg.Page) (*outcome, error) {
 		doc.SimHash = simhash.Format(o.fp.SimHash)
 	}
 	o.document = doc
+
+	p.decideRender(page, res.Text, o)
 
 	found, rej := p.filter.Select(scope.Page{URL: m.URL, Depth: m.Depth, NoFollow: res.NoFollow}, res.Links)
 	o.rejected = rej

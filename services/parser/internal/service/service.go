@@ -22,11 +22,13 @@ import (
 	"github.com/trawl/trawl/services/parser/internal/config"
 	"github.com/trawl/trawl/services/parser/internal/contentdup"
 	"github.com/trawl/trawl/services/parser/internal/extract"
+	"github.com/trawl/trawl/services/parser/internal/render"
 	"github.com/trawl/trawl/services/parser/internal/scope"
 	"github.com/trawl/trawl/shared/crawlid"
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/natsx"
 	"github.com/trawl/trawl/shared/obs"
+	"github.com/trawl/trawl/shared/policy"
 	"github.com/trawl/trawl/shared/runner"
 	"github.com/trawl/trawl/shared/topology"
 )
@@ -52,6 +54,8 @@ type Service struct {
 	crawl *crawlid.Guard
 	run   *runner.Runner
 	cons  jetstream.Consumer
+	// policies are the live site policies the render decision reads; nil: none.
+	policies atomic.Pointer[policy.Set]
 }
 
 // Run runs the parser until ctx ends.
@@ -69,7 +73,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Service, 
 	}
 	s := &Service{cfg: cfg, log: log, proc: proc}
 	opts := []runner.Option{runner.WithBodies()}
-	if cfg.ContentDedup {
+	// The render decisions trawlctl explains are kept in Redis.
+	if cfg.ContentDedup || cfg.Render.On() {
 		opts = append(opts, runner.WithRedis())
 	}
 	if s.run, err = runner.Start(ctx, "parser", cfg.Common, log, opts...); err != nil {
@@ -82,6 +87,10 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Service, 
 	}()
 	s.nc, s.js, s.bodies, s.http = s.run.NC, s.run.JS, s.run.Bodies, s.run.HTTP
 	s.rdb, s.crawl = s.run.Redis, s.run.Crawl
+	s.proc.render, err = render.New(cfg.Render, s.policyRule())
+	if err != nil {
+		return nil, err
+	}
 	if cfg.ContentDedup {
 		var idx *contentdup.Index
 		if idx, err = contentdup.New(s.rdb, cfg.Common.RedisPrefix, cfg.ContentDedupOptions()); err != nil {
@@ -120,7 +129,12 @@ func newProcessorOf(cfg config.Config, log *slog.Logger) (*processor, error) {
 	if err != nil {
 		return nil, err
 	}
+	decider, err := render.New(cfg.Render, nil)
+	if err != nil {
+		return nil, err
+	}
 	return &processor{
+		render:  decider,
 		extract: extractOptions(cfg),
 		filter:  filter,
 		maxDoc:  maxMsg,
@@ -222,7 +236,12 @@ func (s *Service) HandleBatch(ctx context.Context, msgs []jetstream.Msg) []error
 			errs[i] = natsx.Permanent(err)
 			return
 		}
-		s.proc.judgeRecrawl(page, o)
+		if o.task == nil {
+			s.proc.judgeRecrawl(page, o)
+		}
+		if w, ok := o.why(&page.Meta, time.Now()); ok {
+			o.whyRec = &w
+		}
 		outs[i] = o
 	})
 
@@ -263,6 +282,14 @@ func (s *Service) HandleBatch(ctx context.Context, msgs []jetstream.Msg) []error
 		id := natsx.MsgID(msgs[i])
 		if o.doc != nil {
 			pub = append(pub, natsx.NewMsg(topology.SubjectDocs, "doc:"+id, o.doc))
+		}
+		if o.task != nil {
+			tm, err := s.renderTaskMsg(ctx, o)
+			if err != nil {
+				errs[i], outs[i] = err, nil
+				continue
+			}
+			pub = append(pub, tm)
 		}
 		if len(o.changed) > 0 {
 			nudges, err := s.bringForward(ctx, o, id)
@@ -319,6 +346,7 @@ func (s *Service) HandleBatch(ctx context.Context, msgs []jetstream.Msg) []error
 			s.m.record(o, s.dups != nil)
 		}
 	}
+	s.recordWhys(ctx, outs, errs)
 	s.releaseBodies(ctx, byRef, errs)
 	return errs
 }
