@@ -30,9 +30,9 @@ const (
 
 // Settings are the render settings.
 type Settings struct {
-	Mode  string   // TRAWL_RENDER: off, auto or always (case and spaces ignored)
+	Mode  string // TRAWL_RENDER: off, auto or always (case and spaces ignored)
 	Hosts string // TRAWL_RENDER_HOSTS: hosts whose HTML pages are always rendered (unless off), comma- or space-separated
-	URLs  string   // TRAWL_RENDER_URLS: regexp of URLs always rendered (unless off)
+	URLs  string // TRAWL_RENDER_URLS: regexp of URLs always rendered (unless off)
 }
 
 // Defaults are the settings with every variable unset: nothing is rendered.
