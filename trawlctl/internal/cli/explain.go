@@ -26,7 +26,10 @@ Read-only. Seen: the dedup Bloom filter's bits for the URL. Scope: the URL-only 
 reached. Robots: the fetchers' cached robots.txt entry for the origin. Frontier: the host's
 back queue, heap entry and lease, and the front queues (each searched up to -scan
 entries). Politeness: the host:<host> hash. Recrawl (TRAWL_RECRAWL=adaptive): the URL's
-schedule message in CRAWL_RECRAWL (last fetch, validators, interval, next due). The last fetch outcome cannot be looked up by
+schedule message in CRAWL_RECRAWL (last fetch, validators, interval, next due). Render: whether
+the page was rendered in a browser and why (the parser's last decision kept for the URL —
+rendered, or read by the shell detector, or refused by a rule — else what TRAWL_RENDER,
+TRAWL_RENDER_HOSTS and TRAWL_RENDER_URLS decide). The last fetch outcome cannot be looked up by
 URL in JetStream; the report says how to search for it.`,
 }
 
@@ -69,6 +72,7 @@ func runExplain(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	explainRecrawl(ctx, e, r)
+	explainRender(ctx, e, rdb, r)
 	if *asJSON {
 		enc := json.NewEncoder(e.Stdout)
 		enc.SetIndent("", "  ")

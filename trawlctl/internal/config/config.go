@@ -11,6 +11,7 @@ import (
 	"github.com/trawl/trawl/shared/crawlscope"
 	"github.com/trawl/trawl/shared/envconfig"
 	"github.com/trawl/trawl/shared/frontierconf"
+	"github.com/trawl/trawl/shared/renderconf"
 	"github.com/trawl/trawl/shared/robots"
 )
 
@@ -29,6 +30,9 @@ type Config struct {
 	LeaseTTL time.Duration
 	// Settings are the parser's scope settings, which explain applies.
 	crawlscope.Settings
+	// Render is which pages the parser sends to a renderer (TRAWL_RENDER*), which explain
+	// applies when no decision of the parser is kept.
+	Render renderconf.Settings
 }
 
 // Load reads the variables; r.Err() reports unparseable values.
@@ -42,6 +46,7 @@ func Load(r *envconfig.Reader) Config {
 		BloomParts:  bloomhash.LoadParts(r),
 		LeaseTTL:    envconfig.LoadLeaseTTL(r),
 		Settings:    crawlscope.Load(r),
+		Render:      renderconf.Load(r),
 	}
 }
 
@@ -71,6 +76,6 @@ func (c Config) Validate() error {
 	if err := frontierconf.CheckMaxDepth(c.MaxDepth); err != nil {
 		errs = append(errs, err)
 	}
-	errs = append(errs, c.Settings.Validate())
+	errs = append(errs, c.Settings.Validate(), c.Render.Validate())
 	return errors.Join(errs...)
 }

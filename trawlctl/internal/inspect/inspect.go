@@ -22,6 +22,7 @@ import (
 	"github.com/trawl/trawl/shared/frontierkeys"
 	"github.com/trawl/trawl/shared/politeness"
 	"github.com/trawl/trawl/shared/recrawl"
+	"github.com/trawl/trawl/shared/renderconf"
 	"github.com/trawl/trawl/shared/robots"
 	"github.com/trawl/trawl/shared/topology"
 	"github.com/trawl/trawl/shared/urlnorm"
@@ -70,6 +71,18 @@ type Report struct {
 	// RecrawlNote says why there is none.
 	Recrawl     *recrawl.History `json:"recrawl,omitempty"`
 	RecrawlNote string           `json:"recrawl_note,omitempty"`
+	// Render is whether the page was or would be rendered in a browser, and why.
+	Render *RenderReport `json:"render,omitempty"`
+}
+
+// RenderReport is the parser's render decision for the URL: the last one it kept
+// (Kept), or what the settings say when it kept none.
+type RenderReport struct {
+	Mode   string            `json:"mode"` // TRAWL_RENDER as trawlctl reads it
+	Kept   *renderconf.Why   `json:"kept,omitempty"`
+	Reason renderconf.Reason `json:"reason,omitempty"` // from the settings when none is kept
+	Render bool              `json:"render"`
+	Note   string            `json:"note"`
 }
 
 // SeenReport is the Bloom filter's answer.
