@@ -24,6 +24,7 @@ package policy
 
 import (
 	"net/netip"
+	"regexp"
 	"time"
 )
 
@@ -131,23 +132,24 @@ type Stored struct {
 type Field string
 
 const (
-	FMinDelay     Field = "min_delay"
-	FDelayFactor  Field = "delay_factor"
-	FCrawlDelay   Field = "crawl_delay"
-	FConnections  Field = "connections"
-	FHostBudget   Field = "host_budget"
-	FDomainBudget Field = "domain_budget"
-	FMaxDepth     Field = "max_depth"
-	FInclude      Field = "include"
-	FExclude      Field = "exclude"
-	FRecrawlMin   Field = "recrawl_min"
-	FRecrawlMax   Field = "recrawl_max"
-	FUserAgent    Field = "user_agent"
-	FHeaders      Field = "headers"
-	FCookies      Field = "cookies"
-	FCredentials  Field = "credentials"
-	FRender       Field = "render"
-	FBlock        Field = "block"
+	FMinDelay      Field = "min_delay"
+	FDelayFactor   Field = "delay_factor"
+	FCrawlDelay    Field = "crawl_delay"
+	FConnections   Field = "connections"
+	FHostBudget    Field = "host_budget"
+	FDomainBudget  Field = "domain_budget"
+	FMaxDepth      Field = "max_depth"
+	FInclude       Field = "include"
+	FExclude       Field = "exclude"
+	FRecrawlMin    Field = "recrawl_min"
+	FRecrawlMax    Field = "recrawl_max"
+	FUserAgent     Field = "user_agent"
+	FHeaders       Field = "headers"
+	FHeaderSecrets Field = "header_secrets"
+	FCookies       Field = "cookies"
+	FCredentials   Field = "credentials"
+	FRender        Field = "render"
+	FBlock         Field = "block"
 )
 
 // Resolved is the policy of one host, URL or server address: the merged fields of every
@@ -157,8 +159,11 @@ type Resolved struct {
 	Rule
 	// From names, for each field a rule decided, that rule's scope and origin.
 	From map[Field]Stored
-	// Domain is the registrable domain whose DomainBudget applies, if any.
+	// Domain is the domain rule's name whose DomainBudget applies, if any.
 	Domain string
+
+	// The compiled Include and Exclude of the rules that decided them.
+	include, exclude []*regexp.Regexp
 }
 
 // Blocked says the policy blocks requests.
@@ -224,4 +229,9 @@ func (d Duration) String() string { return time.Duration(d).String() }
 // why names the field and the rule that decided it ("exclude of surt:http://(com,example,)/private/").
 // The parser asks it of every link, the scheduler of queued URLs when a change narrows a
 // scope, trawlctl explain of the URL it explains.
-func (r Resolved) Admit(rawURL string, depth int) (ok bool, why string) { return true, "" }
+func (r Resolved) Admit(rawURL string, depth int) (ok bool, why string) {
+	if r.include == nil && len(r.Include) > 0 || r.exclude == nil && len(r.Exclude) > 0 {
+		r.include, r.exclude = compilePatterns(r.Include), compilePatterns(r.Exclude)
+	}
+	return r.admit(rawURL, depth)
+}

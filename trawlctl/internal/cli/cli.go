@@ -102,7 +102,7 @@ func Run(ctx context.Context, args []string, stdio IO) int {
 	c := lookup(args)
 	if c == nil {
 		name := args[0]
-		if (name == "robots" || name == "url") && len(args) > 1 {
+		if (name == "robots" || name == "url" || name == "policy") && len(args) > 1 {
 			name += " " + args[1]
 		}
 		fmt.Fprintf(stdio.Stderr, "trawlctl: unknown command %q (see trawlctl help)\n", name)

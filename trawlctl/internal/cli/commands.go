@@ -1,7 +1,7 @@
 package cli
 
 // init registers the commands in the order help lists them; each lives in the file of its
-// name (pause.go holds pause and resume, robots.go robots check, url.go url normalize).
+// name (pause.go holds pause and resume, robots.go robots check, url.go url normalize, policy.go the policy commands).
 func init() {
 	register(seedCmd)
 	register(statusCmd)
@@ -11,4 +11,10 @@ func init() {
 	register(robotsCheckCmd)
 	register(urlNormalizeCmd)
 	register(explainCmd)
+	register(policySetCmd)
+	register(policyGetCmd)
+	register(policyLsCmd)
+	register(policyRmCmd)
+	register(policyApplyCmd)
+	register(policyLogCmd)
 }
