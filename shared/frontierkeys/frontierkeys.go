@@ -217,10 +217,12 @@ func ParseLease(v string) (token string, e Entry, err error) {
 }
 
 // Counters are the fields of a shard's `stats` hash. Fetched, Failed, Disallowed,
-// OutOfScope and OverBudget are terminal: Accepted = Queued + in flight + Terminal().
+// OutOfScope and OverBudget are terminal: Accepted = Queued + in flight + Parked +
+// Terminal().
 type Counters struct {
 	Accepted   int64
 	Queued     int64 // in front or back queues, retries not yet due included
+	Parked     int64 // in park lists (Shard.Park): blocked by a live policy
 	Dispatched int64
 	Fetched    int64
 	Failed     int64
@@ -240,6 +242,7 @@ func ParseStats(h map[string]string) Counters {
 		Fetched: get("fetched"), Failed: get("failed"), Disallowed: get("disallowed"),
 		OutOfScope: get("out_of_scope"), OverBudget: get("over_budget"),
 		Pages: get("pages"), Expired: get("expired"), Retired: get("retired"),
+		Parked: get("parked"),
 	}
 }
 

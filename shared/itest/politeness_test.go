@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/trawl/trawl/devstack/redisproc"
+	"github.com/trawl/trawl/shared/frontierkeys"
 	"github.com/trawl/trawl/shared/politeness"
 	"github.com/trawl/trawl/shared/redisx"
 )
@@ -20,11 +21,14 @@ var politenessLua embed.FS
 var nextFetchScript = redisx.Script(
 	redisx.Lua{FS: politenessLua, Name: "testdata/politeness/rules.lua"},
 	politeness.Module,
+	politeness.PolicyModule,
 	redisx.Lua{FS: politenessLua, Name: "testdata/politeness/next_fetch.lua"})
 
-// TestPolitenessLuaMatchesGo checks the rule the frontier's scripts apply (politeness.lua)
-// against politeness.Rules, row by row: the two must give the same next fetch time to the
-// millisecond, and the same capped flag.
+// TestPolitenessLuaMatchesGo checks the rule the frontier's scripts apply (politeness.lua,
+// with a host's live policy limits read by hostpolicy.lua) against politeness.Rules, row by
+// row: the two must give the same next fetch time to the millisecond, and the same capped
+// flag. A row's policy entries are written to a real policy table, and Go merges them as
+// frontierkeys says (PolicyCandidates, HostLimits.Over) before Rules.With.
 func TestPolitenessLuaMatchesGo(t *testing.T) {
 	rdb := redisClient(t, redisproc.StartT(t, redisproc.Options{}))
 	ctx := context.Background()
@@ -35,42 +39,86 @@ func TestPolitenessLuaMatchesGo(t *testing.T) {
 	odd := politeness.Rules{MinDelay: 250 * time.Millisecond, DelayFactor: 1.5, MaxCrawlDelay: 10 * time.Second,
 		RetryBackoff: 30 * time.Second, MaxBackoff: 10 * time.Minute}
 	ago := func(d time.Duration) time.Time { return now.Add(-d) }
+	dur := func(d time.Duration) *time.Duration { return &d }
+	num := func(k float64) *float64 { return &k }
+	exact := &frontierkeys.CrawlDelayRule{Exact: true}
+	capAt := func(d time.Duration) *frontierkeys.CrawlDelayRule { return &frontierkeys.CrawlDelayRule{Cap: d} }
+	type pol = map[string]frontierkeys.HostLimits
+	host := func(l frontierkeys.HostLimits) pol { return pol{frontierkeys.PolicyHostField("www.example.com"): l} }
 	tests := []struct {
 		name string
 		r    politeness.Rules
 		h    politeness.Host
 		o    politeness.Outcome
 		want time.Duration // from now
+		pol  pol           // the policy table: field → entry
 	}{
-		{"a request waits the minimum delay", defaults, politeness.Host{}, politeness.Outcome{Requested: true, Took: 100 * time.Millisecond}, time.Second},
-		{"a slow response waits k times it", defaults, politeness.Host{}, politeness.Outcome{Requested: true, Took: 400 * time.Millisecond}, 2 * time.Second},
-		{"Crawl-delay wins over the minimum", defaults, politeness.Host{CrawlDelay: 7 * time.Second}, politeness.Outcome{Requested: true, Took: 10 * time.Millisecond}, 7 * time.Second},
-		{"Crawl-delay is capped", defaults, politeness.Host{CrawlDelay: time.Hour}, politeness.Outcome{Requested: true}, 30 * time.Second},
-		{"a fractional k rounds half to even", odd, politeness.Host{}, politeness.Outcome{Requested: true, Took: 333 * time.Millisecond}, 500 * time.Millisecond},
-		{"no request keeps the stored time", defaults, politeness.Host{Next: now.Add(3 * time.Second)}, politeness.Outcome{}, 3 * time.Second},
-		{"no request, time passed: now", defaults, politeness.Host{Next: ago(time.Minute)}, politeness.Outcome{}, 0},
-		{"a request ignores the stored time", defaults, politeness.Host{Next: now.Add(time.Hour)}, politeness.Outcome{Requested: true}, time.Second},
-		{"late: a full gap with the last response", defaults, politeness.Host{Next: ago(time.Second), LastResponse: 600 * time.Millisecond}, politeness.Outcome{Late: true}, 3 * time.Second},
-		{"late: the stored time if later", defaults, politeness.Host{Next: now.Add(9 * time.Second)}, politeness.Outcome{Late: true}, 9 * time.Second},
-		{"first error backs off the base", defaults, politeness.Host{}, politeness.Outcome{Requested: true, ErrStreak: 1}, 30 * time.Second},
-		{"third error doubles twice", defaults, politeness.Host{}, politeness.Outcome{Requested: true, ErrStreak: 3}, 2 * time.Minute},
-		{"backoff is capped", defaults, politeness.Host{}, politeness.Outcome{Requested: true, ErrStreak: 60}, 10 * time.Minute},
-		{"a gap above the backoff wins", fast, politeness.Host{CrawlDelay: 5 * time.Second}, politeness.Outcome{Requested: true, ErrStreak: 1}, 5 * time.Second},
-		{"Retry-After is honoured", defaults, politeness.Host{}, politeness.Outcome{Requested: true, ErrStreak: 1, Wait: 90 * time.Second}, 90 * time.Second},
-		{"Retry-After is capped", fast, politeness.Host{}, politeness.Outcome{Requested: true, ErrStreak: 1, Wait: time.Hour}, time.Second},
-		{"a deferred task waits as asked", defaults, politeness.Host{Next: ago(time.Second)}, politeness.Outcome{Wait: 4 * time.Second}, 4 * time.Second},
-		{"no politeness at all", fast, politeness.Host{}, politeness.Outcome{Requested: true, Took: time.Second}, 0},
+		{"a request waits the minimum delay", defaults, politeness.Host{}, politeness.Outcome{Requested: true, Took: 100 * time.Millisecond}, time.Second, nil},
+		{"a slow response waits k times it", defaults, politeness.Host{}, politeness.Outcome{Requested: true, Took: 400 * time.Millisecond}, 2 * time.Second, nil},
+		{"Crawl-delay wins over the minimum", defaults, politeness.Host{CrawlDelay: 7 * time.Second}, politeness.Outcome{Requested: true, Took: 10 * time.Millisecond}, 7 * time.Second, nil},
+		{"Crawl-delay is capped", defaults, politeness.Host{CrawlDelay: time.Hour}, politeness.Outcome{Requested: true}, 30 * time.Second, nil},
+		{"a fractional k rounds half to even", odd, politeness.Host{}, politeness.Outcome{Requested: true, Took: 333 * time.Millisecond}, 500 * time.Millisecond, nil},
+		{"no request keeps the stored time", defaults, politeness.Host{Next: now.Add(3 * time.Second)}, politeness.Outcome{}, 3 * time.Second, nil},
+		{"no request, time passed: now", defaults, politeness.Host{Next: ago(time.Minute)}, politeness.Outcome{}, 0, nil},
+		{"a request ignores the stored time", defaults, politeness.Host{Next: now.Add(time.Hour)}, politeness.Outcome{Requested: true}, time.Second, nil},
+		{"late: a full gap with the last response", defaults, politeness.Host{Next: ago(time.Second), LastResponse: 600 * time.Millisecond}, politeness.Outcome{Late: true}, 3 * time.Second, nil},
+		{"late: the stored time if later", defaults, politeness.Host{Next: now.Add(9 * time.Second)}, politeness.Outcome{Late: true}, 9 * time.Second, nil},
+		{"first error backs off the base", defaults, politeness.Host{}, politeness.Outcome{Requested: true, ErrStreak: 1}, 30 * time.Second, nil},
+		{"third error doubles twice", defaults, politeness.Host{}, politeness.Outcome{Requested: true, ErrStreak: 3}, 2 * time.Minute, nil},
+		{"backoff is capped", defaults, politeness.Host{}, politeness.Outcome{Requested: true, ErrStreak: 60}, 10 * time.Minute, nil},
+		{"a gap above the backoff wins", fast, politeness.Host{CrawlDelay: 5 * time.Second}, politeness.Outcome{Requested: true, ErrStreak: 1}, 5 * time.Second, nil},
+		{"Retry-After is honoured", defaults, politeness.Host{}, politeness.Outcome{Requested: true, ErrStreak: 1, Wait: 90 * time.Second}, 90 * time.Second, nil},
+		{"Retry-After is capped", fast, politeness.Host{}, politeness.Outcome{Requested: true, ErrStreak: 1, Wait: time.Hour}, time.Second, nil},
+		{"a deferred task waits as asked", defaults, politeness.Host{Next: ago(time.Second)}, politeness.Outcome{Wait: 4 * time.Second}, 4 * time.Second, nil},
+		{"no politeness at all", fast, politeness.Host{}, politeness.Outcome{Requested: true, Took: time.Second}, 0, nil},
+		{"a host's min delay replaces the default", defaults, politeness.Host{}, politeness.Outcome{Requested: true, Took: 10 * time.Millisecond}, 4 * time.Second,
+			host(frontierkeys.HostLimits{MinDelay: dur(4 * time.Second)})},
+		{"a host's delay factor replaces k", defaults, politeness.Host{}, politeness.Outcome{Requested: true, Took: 400 * time.Millisecond}, 4 * time.Second,
+			host(frontierkeys.HostLimits{DelayFactor: num(10)})},
+		{"an exact Crawl-delay is honoured however long", defaults, politeness.Host{CrawlDelay: time.Hour}, politeness.Outcome{Requested: true}, time.Hour,
+			host(frontierkeys.HostLimits{CrawlDelay: exact})},
+		{"a host's own cap", defaults, politeness.Host{CrawlDelay: time.Hour}, politeness.Outcome{Requested: true}, 2 * time.Minute,
+			host(frontierkeys.HostLimits{CrawlDelay: capAt(2 * time.Minute)})},
+		{"a domain rule applies to its hosts", defaults, politeness.Host{CrawlDelay: 90 * time.Second}, politeness.Outcome{Requested: true}, 90 * time.Second,
+			pol{frontierkeys.PolicyDomainField("example.com"): {CrawlDelay: exact}}},
+		{"the host's field wins over the domain's, per field", defaults, politeness.Host{CrawlDelay: 90 * time.Second}, politeness.Outcome{Requested: true, Took: time.Second}, 90 * time.Second,
+			pol{frontierkeys.PolicyDomainField("example.com"): {CrawlDelay: exact, MinDelay: dur(time.Minute)},
+				frontierkeys.PolicyHostField("www.example.com"): {MinDelay: dur(time.Second), DelayFactor: num(1)}}},
+		{"a longer domain wins over a shorter one", defaults, politeness.Host{}, politeness.Outcome{Requested: true}, 3 * time.Second,
+			pol{frontierkeys.PolicyDomainField("example.com"): {MinDelay: dur(7 * time.Second)},
+				frontierkeys.PolicyDomainField("www.example.com"): {MinDelay: dur(3 * time.Second)}}},
+		{"another host's rule does not apply", defaults, politeness.Host{}, politeness.Outcome{Requested: true}, time.Second,
+			pol{frontierkeys.PolicyHostField("example.com"): {MinDelay: dur(time.Minute)},
+				frontierkeys.PolicyDomainField("ample.com"): {MinDelay: dur(time.Minute)}}},
+		{"late: the host's gap", defaults, politeness.Host{Next: ago(time.Second), LastResponse: 600 * time.Millisecond}, politeness.Outcome{Late: true}, 6 * time.Second,
+			host(frontierkeys.HostLimits{DelayFactor: num(10)})},
 	}
+	const policyKey = "t:{s0}:policy"
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			next, capped := tt.r.NextFetch(now, tt.h, tt.o)
+			if err := rdb.Del(ctx, policyKey).Err(); err != nil {
+				t.Fatal(err)
+			}
+			var lim frontierkeys.HostLimits
+			for _, c := range frontierkeys.PolicyCandidates("www.example.com") {
+				l, ok := tt.pol[c]
+				if !ok {
+					continue
+				}
+				lim = lim.Over(l)
+				enc, _ := l.Encode()
+				if err := rdb.HSet(ctx, policyKey, c, enc).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			next, capped := tt.r.With(lim).NextFetch(now, tt.h, tt.o)
 			if got := next.Sub(now); got != tt.want {
 				t.Errorf("Go: next in %s, want %s", got, tt.want)
 			}
 			args := append(tt.r.Args(), now.UnixMilli(), b01(tt.o.Requested), tt.o.Took.Milliseconds(),
 				tt.h.CrawlDelay.Milliseconds(), tt.h.Next.UnixMilli(), b01(tt.o.Late), tt.h.LastResponse.Milliseconds(),
-				tt.o.ErrStreak, tt.o.Wait.Milliseconds())
-			v, err := nextFetchScript.Run(ctx, rdb, nil, args...).StringSlice()
+				tt.o.ErrStreak, tt.o.Wait.Milliseconds(), "www.example.com")
+			v, err := nextFetchScript.Run(ctx, rdb, []string{policyKey}, args...).StringSlice()
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -15,8 +15,8 @@ import (
 
 var (
 	prelude       = redisx.Lua{FS: luaFS, Name: "lua/claimargs.lua"}
-	claimScript   = redisx.Script(prelude, Module, redisx.Lua{FS: luaFS, Name: "lua/claim.lua"})
-	releaseScript = redisx.Script(prelude, Module, redisx.Lua{FS: luaFS, Name: "lua/release.lua"})
+	claimScript   = redisx.Script(prelude, Module, PolicyModule, redisx.Lua{FS: luaFS, Name: "lua/claim.lua"})
+	releaseScript = redisx.Script(prelude, Module, PolicyModule, redisx.Lua{FS: luaFS, Name: "lua/release.lua"})
 )
 
 // Claimer reserves a host of the frontier for one request that is not one of the host's
@@ -49,7 +49,7 @@ type Claim struct {
 
 func (c *Claimer) keys(host string) []string {
 	k := frontierkeys.ForShard(c.prefix, topology.ShardOf(host, c.shards))
-	return []string{k.Inflight(), k.Heap(), k.Hosts(), k.Host(host)}
+	return []string{k.Inflight(), k.Heap(), k.Hosts(), k.Host(host), k.Policy()}
 }
 
 func (c *Claimer) args(host string, extra ...any) []any {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/envconfig"
+	"github.com/trawl/trawl/shared/policy"
 	"github.com/trawl/trawl/shared/topology"
 )
 
@@ -77,6 +78,35 @@ func (s Settings) Validate() error {
 		errs = append(errs, fmt.Errorf("TRAWL_RECRAWL_SHARE=%g: want more than 0 and less than 1", s.Share))
 	}
 	return errors.Join(errs...)
+}
+
+// For is the settings for one URL under its site policy: a rule's recrawl_min and
+// recrawl_max replace TRAWL_RECRAWL_MIN and TRAWL_RECRAWL_MAX for the URLs it matches.
+// When a rule sets one bound past the other's process-wide value (recrawl_min of a week
+// under TRAWL_RECRAWL_MAX of a day), the bound the rule set wins and the other moves to
+// it: the operator's word for that site is the more specific. The first interval
+// (Default) is kept within the bounds. Without a recrawl rule it is s itself.
+func (s Settings) For(r policy.Resolved) Settings {
+	if r.RecrawlMin == nil && r.RecrawlMax == nil {
+		return s
+	}
+	if r.RecrawlMin != nil {
+		s.Min = time.Duration(*r.RecrawlMin)
+		if r.RecrawlMax == nil {
+			s.Max = max(s.Max, s.Min)
+		}
+	}
+	if r.RecrawlMax != nil {
+		s.Max = time.Duration(*r.RecrawlMax)
+		if r.RecrawlMin == nil {
+			s.Min = min(s.Min, s.Max)
+		}
+	}
+	// Compile refuses a rule whose min exceeds its max; should one reach here, the max wins
+	// rather than an interval that can satisfy neither.
+	s.Min = min(s.Min, s.Max)
+	s.Default = min(max(s.Default, s.Min), s.Max)
+	return s
 }
 
 // Verdict is what a fetch found compared with the URL's last one.

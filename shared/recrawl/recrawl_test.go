@@ -7,6 +7,7 @@ import (
 
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/envconfig"
+	"github.com/trawl/trawl/shared/policy"
 	"github.com/trawl/trawl/shared/topology"
 )
 
@@ -175,6 +176,47 @@ func TestPostpone(t *testing.T) {
 			}
 			if got.Fetches != 3 || got.ETag != `"e"` || got.LastFetch != prev.LastFetch {
 				t.Fatalf("state %+v: want counters, validators and last fetch kept", got)
+			}
+		})
+	}
+}
+
+func TestForBoundsByRule(t *testing.T) {
+	d := func(v time.Duration) *policy.Duration { p := policy.Duration(v); return &p }
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for _, tc := range []struct {
+		name             string
+		min, max         *policy.Duration
+		prevIV           time.Duration // 0: a first fetch
+		v                Verdict
+		wantMin, wantMax time.Duration
+		wantIV           time.Duration
+	}{
+		{"no rule: the process-wide bounds", nil, nil, 90 * time.Second, Unchanged, 10 * time.Second, 100 * time.Second, 100 * time.Second},
+		{"a rule's max caps the growth", nil, d(50 * time.Second), 40 * time.Second, Unchanged, 10 * time.Second, 50 * time.Second, 50 * time.Second},
+		{"a rule's min holds a changing page back", d(30 * time.Second), nil, 40 * time.Second, Changed, 30 * time.Second, 100 * time.Second, 30 * time.Second},
+		{"both bounds", d(20 * time.Second), d(25 * time.Second), 40 * time.Second, Other, 20 * time.Second, 25 * time.Second, 25 * time.Second},
+		{"a min past the process-wide max moves the max", d(200 * time.Second), nil, 40 * time.Second, Changed, 200 * time.Second, 200 * time.Second, 200 * time.Second},
+		{"a max under the process-wide min moves the min", nil, d(5 * time.Second), 40 * time.Second, Unchanged, 5 * time.Second, 5 * time.Second, 5 * time.Second},
+		{"the first interval is kept within a rule's bounds", nil, d(30 * time.Second), 0, First, 10 * time.Second, 30 * time.Second, 30 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var r policy.Resolved
+			r.RecrawlMin, r.RecrawlMax = tc.min, tc.max
+			s := testSettings.For(r)
+			if s.Min != tc.wantMin || s.Max != tc.wantMax || s.Default < s.Min || s.Default > s.Max {
+				t.Fatalf("For = min %s max %s default %s, want min %s max %s", s.Min, s.Max, s.Default, tc.wantMin, tc.wantMax)
+			}
+			var prev *crawlmsg.Recrawl
+			if tc.prevIV > 0 {
+				prev = &crawlmsg.Recrawl{Interval: tc.prevIV.Milliseconds(), Digest: "old"}
+			}
+			st, _ := s.Next(prev, tc.v, Fetch{Status: 200, Digest: "new", FetchedAt: at})
+			if got := time.Duration(st.Interval) * time.Millisecond; got != tc.wantIV {
+				t.Errorf("Next interval %s, want %s", got, tc.wantIV)
+			}
+			if p := s.Postpone(crawlmsg.Recrawl{Interval: time.Hour.Milliseconds()}, at); time.Duration(p.Interval)*time.Millisecond != s.Max {
+				t.Errorf("Postpone interval %dms, want the max %s", p.Interval, s.Max)
 			}
 		})
 	}

@@ -11,9 +11,12 @@ import (
 )
 
 // Lua names one embedded .lua file: a module (local functions a script calls) or a script.
+// Source, when set, is Lua text built in Go instead of a file (the constants of a layout
+// Go owns, so that the scripts take their names from Go); Name then only labels it.
 type Lua struct {
-	FS   fs.FS
-	Name string
+	FS     fs.FS
+	Name   string
+	Source string
 }
 
 // Script joins .lua files into one script, in order: a file may call what the files
@@ -24,6 +27,11 @@ type Lua struct {
 func Script(files ...Lua) *redis.Script {
 	var b strings.Builder
 	for _, f := range files {
+		if f.Source != "" {
+			b.WriteString(f.Source)
+			b.WriteByte('\n')
+			continue
+		}
 		src, err := fs.ReadFile(f.FS, f.Name)
 		if err != nil {
 			panic("redisx: lua file " + f.Name + ": " + err.Error())

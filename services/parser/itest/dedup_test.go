@@ -119,8 +119,9 @@ func TestContentDedup(t *testing.T) {
 }
 
 func TestContentDedupOff(t *testing.T) {
-	// Nothing listens on port 1: with dedup off the parser must not need Redis at all.
-	s := newStack(t, map[string]string{"TRAWL_CONTENT_DEDUP": "false", "TRAWL_REDIS_URL": "redis://127.0.0.1:1/0"})
+	// Nothing listens on port 1: with dedup and the site policies off the parser must not
+	// need Redis at all.
+	s := newStack(t, map[string]string{"TRAWL_CONTENT_DEDUP": "false", "TRAWL_PARSER_POLICY": "false", "TRAWL_REDIS_URL": "redis://127.0.0.1:1/0"})
 	s.run()
 	resp, err := http.Get("http://" + s.svc.Addr() + "/readyz")
 	if err != nil {

@@ -24,6 +24,7 @@ import (
 	"github.com/trawl/trawl/services/parser/internal/service"
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/envconfig"
+	"github.com/trawl/trawl/shared/policy"
 	"github.com/trawl/trawl/shared/topology"
 )
 
@@ -37,7 +38,7 @@ const (
 
 // widePageMsgs fetches benchBatches × benchBatch pages of the wide web, spread over its
 // hosts, and builds their page messages as the fetcher does (response header, capture).
-func widePageMsgs(b *testing.B) []*nats.Msg {
+func widePageMsgs(b *testing.B) ([]*nats.Msg, []synthweb.HostInfo) {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -49,6 +50,7 @@ func widePageMsgs(b *testing.B) []*nats.Msg {
 		b.Fatalf("start synthetic web: %v", err)
 	}
 	defer web.Close()
+	hosts := web.Hosts()
 	urls := make([]string, 0, wideHosts*widePages)
 	for u := range web.Expected(20).Fetch {
 		urls = append(urls, u)
@@ -100,7 +102,33 @@ func widePageMsgs(b *testing.B) []*nats.Msg {
 		}
 		msgs = append(msgs, m)
 	}
-	return msgs
+	return msgs, hosts
+}
+
+// benchRules are 10,000 site-policy rules, as a large crawl might hold, that the wide web's
+// links meet at every lookup: a host rule for each of its hosts with an include every
+// link passes and an exclude none matches (so each link runs both), a URL-prefix rule for
+// each host on a path no link takes, and host rules for hosts the web does not have.
+func benchRules(b *testing.B, hosts []synthweb.HostInfo, n int) []policy.Change {
+	b.Helper()
+	var out []policy.Change
+	add := func(scope string, r policy.Rule) {
+		sc, err := policy.ParseScope(scope)
+		if err != nil {
+			b.Fatal(err)
+		}
+		r.Scope = sc
+		out = append(out, policy.Change{Rule: r})
+	}
+	d := policy.Duration(2 * time.Second)
+	for _, h := range hosts {
+		add("host:"+h.Name, policy.Rule{MinDelay: &d, Include: []string{`^http://`}, Exclude: []string{`/never-linked-\d+$`}})
+		add(h.Origin+"/never-linked/", policy.Rule{Exclude: []string{`\.pdf$`}})
+	}
+	for i := 0; len(out) < n; i++ {
+		add(fmt.Sprintf("host:other%05d.example.com", i), policy.Rule{MinDelay: &d})
+	}
+	return out[:n]
 }
 
 // cpuTime is this process's user + system CPU time.
@@ -121,7 +149,13 @@ func cpuTime(b *testing.B) time.Duration {
 // Reported per page: the process's CPU time (cpu-µs/page, both workers), allocations
 // (allocs/page) and redis-server's CPU time (redis-µs/page).
 func BenchmarkPages(b *testing.B) {
-	msgs := widePageMsgs(b)
+	msgs, hosts := widePageMsgs(b)
+	for _, n := range []int{0, 10000} {
+		b.Run(fmt.Sprintf("rules=%d", n), func(b *testing.B) { benchPages(b, msgs, benchRules(b, hosts, n)) })
+	}
+}
+
+func benchPages(b *testing.B, msgs []*nats.Msg, rules []policy.Change) {
 	rs := redisproc.StartT(b, redisproc.Options{})
 	opt, err := redis.ParseURL(rs.URL())
 	if err != nil {
@@ -140,6 +174,11 @@ func BenchmarkPages(b *testing.B) {
 		b.Fatal(err)
 	}
 	ctx := ctxT(b)
+	if len(rules) > 0 {
+		if _, _, err := policy.NewStore(rdb, cfg.Common.RedisPrefix).Apply(ctx, rules, "bench", 0); err != nil {
+			b.Fatal(err)
+		}
+	}
 	off, err := service.NewOffline(ctx, cfg, rdb, slog.New(slog.DiscardHandler))
 	if err != nil {
 		b.Fatal(err)
@@ -154,9 +193,16 @@ func BenchmarkPages(b *testing.B) {
 			b.Fatalf("warm-up batch %d: %d documents, %v", i, len(docs), err)
 		}
 	}
+	// The content index is emptied, the rules kept (they are loaded already).
 	empty := func() {
-		if err := rdb.FlushDB(ctx).Err(); err != nil {
+		keys, err := rdb.Keys(ctx, cfg.Common.RedisPrefix+":{content}*").Result()
+		if err != nil {
 			b.Fatal(err)
+		}
+		if len(keys) > 0 {
+			if err := rdb.Del(ctx, keys...).Err(); err != nil {
+				b.Fatal(err)
+			}
 		}
 	}
 	empty()

@@ -9,7 +9,9 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/policy"
 	"github.com/trawl/trawl/shared/renderconf"
+	"github.com/trawl/trawl/shared/testwait"
 	"github.com/trawl/trawl/shared/topology"
 )
 
@@ -172,4 +174,44 @@ func discoveredURLs(ms []discMsg) []string {
 		}
 	}
 	return out
+}
+
+// A live site policy's render field decides per site, over TRAWL_RENDER, and is named in
+// the decision kept for explain: never keeps a shell from the renderer, always sends a
+// plain page.
+func TestRenderByRule(t *testing.T) {
+	s := newStack(t, map[string]string{"TRAWL_RENDER": "auto", "TRAWL_POLICY_POLL": "50ms"})
+	s.run()
+	ctx := testwait.Context(t)
+	st := policy.NewStore(s.rdb, "trawl")
+	for scope, v := range map[string]string{"host:never.test": "never", "host:always.test": "always"} {
+		sc, err := policy.ParseScope(scope)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := st.Apply(ctx, []policy.Change{{Rule: policy.Rule{Scope: sc, Render: ptr(v)}}}, "test", 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testwait.Eventually(t, 2*time.Second, "the parser to hold both rules", func() bool {
+		return s.metric("trawl_parser_policy_version") == 2
+	})
+	shell := htmlMeta("http://never.test/app", 0)
+	shell.Host, shell.Lease = "never.test", "l-never"
+	s.publishPage(shell, shellPage)
+	plain := htmlMeta("http://always.test/plain", 0)
+	plain.Host, plain.Lease = "always.test", "l-always"
+	s.publishPage(plain, linkPage)
+	s.waitSettled()
+	tasks := s.takeRenderTasks()
+	if len(tasks) != 1 || tasks[0].Page.Meta.URL != plain.URL || tasks[0].Reason != string(renderconf.ReasonRule) {
+		t.Fatalf("render tasks %v: want the plain page's alone, by rule", tasks)
+	}
+	why, ok, err := renderconf.Lookup(ctx, s.rdb, "trawl", shell.URL)
+	if err != nil || !ok || why.Render || why.Reason != renderconf.ReasonNever || why.Detail != "host:never.test" {
+		t.Fatalf("explain record of the shell under never = %+v, %t, %v", why, ok, err)
+	}
+	if got := s.metric(`trawl_parser_render_decisions_total{decision="render",reason="rule-always"}`); got != 1 {
+		t.Errorf("rule-always decisions = %v", got)
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/trawl/trawl/services/scheduler/internal/frontier"
 	"github.com/trawl/trawl/services/scheduler/internal/prioritize"
 	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/frontierkeys"
 	"github.com/trawl/trawl/shared/testwait"
 )
 
@@ -179,7 +180,9 @@ func (f *tf) wantHeap(host string, want time.Time) {
 }
 
 // check reads the shard's whole state and checks what every script must preserve:
-//   - accepted = queued + in flight + Σ terminal
+//   - accepted = queued + in flight + parked + Σ terminal
+//   - the parked counter equals the entries in park lists, and parked names each list
+//     with its length
 //   - the queued counter equals the entries actually in front and back queues
 //   - an active host is either in the heap or in flight, never both; at most B are active
 //   - a host in the heap has a non-empty back queue; a back queue belongs to an active host
@@ -190,11 +193,31 @@ func (f *tf) check() {
 	ctx := testwait.Context(t)
 	rdb := f.rdb
 	s := f.stats()
-	if s.Accepted != s.Queued+s.Inflight+s.Terminal() {
-		t.Fatalf("accounting broken: accepted %d != queued %d + inflight %d + terminal %d (%+v)",
-			s.Accepted, s.Queued, s.Inflight, s.Terminal(), s)
+	if s.Accepted != s.Queued+s.Inflight+s.Parked+s.Terminal() {
+		t.Fatalf("accounting broken: accepted %d != queued %d + inflight %d + parked %d + terminal %d (%+v)",
+			s.Accepted, s.Queued, s.Inflight, s.Parked, s.Terminal(), s)
 	}
 	ks := f.Keyspace()
+	var inPark int64
+	parked := rdb.HGetAll(ctx, ks.Key("parked")).Val()
+	piter := rdb.Scan(ctx, 0, ks.Key("park", "*"), 1000).Iterator()
+	nLists := 0
+	for piter.Next(ctx) {
+		k := piter.Val()
+		h := strings.TrimPrefix(k, ks.Key("park", ""))
+		n := rdb.LLen(ctx, k).Val()
+		inPark += n
+		nLists++
+		if want := frontierkeys.ParkBlocked + " " + strconv.FormatInt(n, 10); parked[h] != want {
+			t.Fatalf("park list of %s holds %d, parked says %q", h, n, parked[h])
+		}
+	}
+	if err := piter.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if inPark != s.Parked || nLists != len(parked) {
+		t.Fatalf("parked counter %d but %d entries in %d park lists (parked: %v)", s.Parked, inPark, nLists, parked)
+	}
 	var inQueues int64
 	for _, n := range s.Waiting {
 		inQueues += n

@@ -10,12 +10,14 @@ import (
 	"github.com/trawl/trawl/services/scheduler/internal/frontier"
 	"github.com/trawl/trawl/services/scheduler/internal/prioritize"
 	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/policy"
 	"github.com/trawl/trawl/shared/testwait"
 )
 
 // TestAccountingUnderRandomOperations drives the frontier with a random mix of every
 // operation, including redeliveries, stale and duplicate outcomes, lease expiry, pause and
-// budgets, host retirement and both prioritisers, and checks the invariants (tf.check)
+// budgets, host retirement, both prioritisers, and live policies that block and unblock
+// hosts and domains (parking) and that fetchers answer parked, and checks the invariants (tf.check)
 // after each step. It then drains the frontier and requires every accepted URL to have
 // reached exactly one terminal state.
 func TestAccountingUnderRandomOperations(t *testing.T) {
@@ -48,7 +50,8 @@ func TestAccountingUnderRandomOperations(t *testing.T) {
 			msgs := 0
 			kinds := []crawlmsg.OutcomeKind{crawlmsg.OutcomeFetched, crawlmsg.OutcomeFetched, crawlmsg.OutcomeFetched,
 				crawlmsg.OutcomeError, crawlmsg.OutcomeRobots, crawlmsg.OutcomeRobotsUnavailable,
-				crawlmsg.OutcomeDisallowed, crawlmsg.OutcomeBlocked, crawlmsg.OutcomeExpired, crawlmsg.OutcomeDeferred}
+				crawlmsg.OutcomeDisallowed, crawlmsg.OutcomeBlocked, crawlmsg.OutcomeExpired, crawlmsg.OutcomeDeferred,
+				crawlmsg.OutcomeParked}
 			for step := 0; step < 400; step++ {
 				now = now.Add(time.Duration(rng.IntN(3000)) * time.Millisecond)
 				switch op := rng.IntN(10); {
@@ -106,15 +109,28 @@ func TestAccountingUnderRandomOperations(t *testing.T) {
 					}
 					f.reap(now.Add(time.Duration(rng.IntN(40)) * time.Second))
 				default:
-					if rng.IntN(2) == 0 {
+					switch rng.IntN(4) {
+					case 0:
 						must(t, f.Pause(ctx))
-					} else {
+					case 1:
 						must(t, f.Resume(ctx))
+					default: // block a random few hosts (by host, and h1.example by domain)
+						var rs []policy.Rule
+						for _, h := range hosts {
+							if rng.IntN(4) == 0 {
+								rs = append(rs, hostRule(h, policy.Rule{Block: pbool(true)}))
+							}
+						}
+						if rng.IntN(3) == 0 {
+							rs = append(rs, domainRule("h1.example", policy.Rule{Block: pbool(true)}))
+						}
+						f.applyPolicy(rules(t, int64(step), rs...))
 					}
 					f.check()
 				}
 			}
 			must(t, f.Resume(ctx))
+			f.applyPolicy(rules(t, 1000))
 			// Drain: outstanding tasks are lost to a crash and come back through the reaper.
 			now = now.Add(time.Hour)
 			f.reap(now)

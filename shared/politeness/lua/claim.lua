@@ -13,7 +13,7 @@ local dl = redis.call('ZSCORE', K_INFLIGHT, H)
 if dl then
   -- A task is out: its outcome sets the next time. Ask again after about one gap, and no
   -- later than the lease's deadline.
-  local w = gap(tonumber(st[2] or '0') or 0, tonumber(st[3] or '0') or 0)
+  local w = gap(tonumber(st[2] or '0') or 0, tonumber(st[3] or '0') or 0, host_limits(H))
   if w < 1000 then w = 1000 end
   if NOW + w > tonumber(dl) then w = tonumber(dl) - NOW end
   if w < 1 then w = 1 end

@@ -4,19 +4,26 @@
 --
 -- Expects in scope, as numbers: MIND (minimum delay, ms), KF (delay factor k), MAXCD (cap
 -- on a host's Crawl-delay, ms), RETRYB (first error backoff, ms), MAXBO (backoff cap, ms).
+--
+-- A host's limits (lim) are a table {mind, kf, maxcd}: the process-wide MIND, KF and
+-- MAXCD (base_limits), or what the live site policies set for the host (host_limits, in
+-- the policy module); an exact Crawl-delay is maxcd = math.huge.
+local function base_limits()
+  return {mind = MIND, kf = KF, maxcd = MAXCD, conn = 1, block = false}
+end
 
 -- gap is the least time from the end of a request to the next request to the host: the
--- minimum delay, the host's Crawl-delay (capped at MAXCD) and k times the response time,
+-- minimum delay, the host's Crawl-delay (capped at maxcd) and k times the response time,
 -- whichever is largest. capped says the Crawl-delay was over the cap.
-local function gap(cd, rt)
+local function gap(cd, rt, lim)
   local capped = false
-  if cd > MAXCD then
-    cd = MAXCD
+  if cd > lim.maxcd then
+    cd = lim.maxcd
     capped = true
   end
-  local g = MIND
+  local g = lim.mind
   if cd > g then g = cd end
-  if KF * rt > g then g = KF * rt end
+  if lim.kf * rt > g then g = lim.kf * rt end
   return g, capped
 end
 
@@ -39,19 +46,19 @@ end
 --   errs > 0: the outcome is the errs-th error in a row: backed off.
 --   ra: the host or the fetcher asked to wait this long (Retry-After, a busy server),
 --     capped at MAXBO.
--- cd is the host's Crawl-delay. Returns the time and whether the Crawl-delay was capped
--- (for a request only).
-local function next_fetch(now, requested, dur, cd, nxt, late, rt, errs, ra)
+-- cd is the host's Crawl-delay, lim its limits. Returns the time and whether the
+-- Crawl-delay was capped (for a request only).
+local function next_fetch(now, requested, dur, cd, nxt, late, rt, errs, ra, lim)
   local te, capped = now, false
   if requested then
     local g
-    g, capped = gap(cd, dur)
+    g, capped = gap(cd, dur, lim)
     te = now + g
   elseif nxt > te then
     te = nxt
   end
   if late then
-    local g = gap(cd, rt)
+    local g = gap(cd, rt, lim)
     if now + g > te then te = now + g end
   end
   if errs > 0 then

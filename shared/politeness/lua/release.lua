@@ -8,7 +8,7 @@ local til, dur = tonumber(ARGV[7]), tonumber(ARGV[8])
 if dur < 0 then dur = 0 end
 local st = redis.call('HMGET', K_HOST, 'next', 'cd')
 local nxt = tonumber(st[1] or '0') or 0
-local te = NOW + gap(tonumber(st[2] or '0') or 0, dur)
+local te = NOW + gap(tonumber(st[2] or '0') or 0, dur, host_limits(H))
 local existed = redis.call('EXISTS', K_HOST) == 1
 if nxt == til then
   redis.call('HSET', K_HOST, 'next', n2s(te))

@@ -10,7 +10,7 @@ if til > NOW then
   -- A request is out: it should end in about the last response time, and the gap
   -- follows. Never later than the claim's end, when the address is free anyway.
   local rt = tonumber(st[3] or '0') or 0
-  local w = rt + gap(CD, rt)
+  local w = rt + gap(CD, rt, base_limits())
   if w < 50 then w = 50 end
   if NOW + w > til then w = til - NOW end
   if w < 1 then w = 1 end

@@ -10,7 +10,7 @@ if took < 0 then
   if st[1] == tok then redis.call('HDEL', K, 'until', 'tok') end
   return n2s(tonumber(st[2] or '0') or 0)
 end
-local te = NOW + gap(CD, took)
+local te = NOW + gap(CD, took, base_limits())
 local nxt = tonumber(st[2] or '0') or 0
 if nxt > te then te = nxt end
 local keep = te

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/trawl/trawl/shared/policy"
 	"github.com/trawl/trawl/shared/recrawl"
 	"github.com/trawl/trawl/shared/topology"
 	"github.com/trawl/trawl/shared/urlnorm"
@@ -25,7 +26,12 @@ Read-only. Seen: the dedup Bloom filter's bits for the URL. Scope: the URL-only 
 (length, trap, TRAWL_INCLUDE/EXCLUDE); depth and host/domain scope depend on how the URL was
 reached. Robots: the fetchers' cached robots.txt entry for the origin. Frontier: the host's
 back queue, heap entry and lease, and the front queues (each searched up to -scan
-entries). Politeness: the host:<host> hash. Recrawl (TRAWL_RECRAWL=adaptive): the URL's
+entries). Politeness: the host:<host> hash. Policy: each limit a live site policy can set
+(delays, Crawl-delay handling, connections, budgets, depth, include/exclude, recrawl
+bounds, User-Agent, headers, cookies and credentials by secret name, render, block), its
+value for the URL and what decided it: the rule's scope and origin (its rules file line,
+or the change that set it), or the process-wide setting; whether the host is blocked and
+how many of its URLs are parked. Recrawl (TRAWL_RECRAWL=adaptive): the URL's
 schedule message in CRAWL_RECRAWL (last fetch, validators, interval, next due). Render: whether
 the page was rendered in a browser and why (the parser's last decision kept for the URL —
 rendered, or read by the shell detector, or refused by a rule — else what TRAWL_RENDER,
@@ -57,6 +63,10 @@ func runExplain(ctx context.Context, e *env, args []string) error {
 		Prefix: e.cfg.RedisPrefix, Shards: e.cfg.Shards, BloomParts: e.cfg.BloomParts, FrontQueues: e.cfg.FrontQueues,
 		Agent: e.cfg.RobotsAgent, MaxDepth: e.cfg.MaxDepth, MaxURLLength: e.cfg.MaxURLLength,
 		ScanLimit: *scanLimit,
+		Limits: inspect.Limits{
+			Politeness: e.cfg.Politeness, MaxPagesPerHost: e.cfg.MaxPagesPerHost, Include: e.cfg.Include, Exclude: e.cfg.Exclude,
+			Recrawl: e.cfg.Recrawl, UserAgent: e.cfg.UserAgent,
+		},
 	}
 	// Validate compiled them already; this cannot fail.
 	o.Include, o.Exclude, _ = e.cfg.Regexps()
@@ -67,6 +77,10 @@ func runExplain(ctx context.Context, e *env, args []string) error {
 	defer rdb.Close()
 	now := time.Now()
 	o.Now = func() time.Time { return now }
+	// A report without the rules still says the rest; it says why they are missing.
+	if o.Rules, err = policy.NewStore(rdb, e.cfg.RedisPrefix).Load(ctx); err != nil {
+		o.Rules, o.RulesNote = nil, err.Error()
+	}
 	r, err := inspect.Explain(ctx, rdb, o, fs.Arg(0))
 	if err != nil {
 		return err

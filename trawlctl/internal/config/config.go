@@ -11,6 +11,8 @@ import (
 	"github.com/trawl/trawl/shared/crawlscope"
 	"github.com/trawl/trawl/shared/envconfig"
 	"github.com/trawl/trawl/shared/frontierconf"
+	"github.com/trawl/trawl/shared/politeness"
+	"github.com/trawl/trawl/shared/recrawl"
 	"github.com/trawl/trawl/shared/renderconf"
 	"github.com/trawl/trawl/shared/robots"
 )
@@ -33,6 +35,11 @@ type Config struct {
 	// Render is which pages the parser sends to a renderer (TRAWL_RENDER*), which explain
 	// applies when no decision of the parser is kept.
 	Render renderconf.Settings
+	// The process-wide limits a site policy's rule can override, which explain names
+	// when no rule decides them.
+	Politeness      politeness.Rules // TRAWL_MIN_DELAY, TRAWL_DELAY_FACTOR, TRAWL_MAX_CRAWL_DELAY …
+	MaxPagesPerHost int64            // TRAWL_MAX_PAGES_PER_HOST: 0 = unlimited
+	Recrawl         recrawl.Settings // TRAWL_RECRAWL_MIN, TRAWL_RECRAWL_MAX …
 }
 
 // Load reads the variables; r.Err() reports unparseable values.
@@ -47,6 +54,10 @@ func Load(r *envconfig.Reader) Config {
 		LeaseTTL:    envconfig.LoadLeaseTTL(r),
 		Settings:    crawlscope.Load(r),
 		Render:      renderconf.Load(r),
+		Politeness:  politeness.Load(r),
+		// Read by frontierconf's rule; its other settings are the scheduler's.
+		MaxPagesPerHost: frontierconf.Load(r).MaxPagesPerHost,
+		Recrawl:         recrawl.Load(r),
 	}
 }
 
@@ -76,6 +87,6 @@ func (c Config) Validate() error {
 	if err := frontierconf.CheckMaxDepth(c.MaxDepth); err != nil {
 		errs = append(errs, err)
 	}
-	errs = append(errs, c.Settings.Validate(), c.Render.Validate())
+	errs = append(errs, c.Settings.Validate(), c.Politeness.Validate(), c.Render.Validate())
 	return errors.Join(errs...)
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/trawl/trawl/shared/frontierkeys"
+	"github.com/trawl/trawl/shared/policy"
 	"github.com/trawl/trawl/shared/politeness"
 	"github.com/trawl/trawl/shared/recrawl"
 	"github.com/trawl/trawl/shared/renderconf"
@@ -44,6 +45,11 @@ type Options struct {
 	// can hold millions; a list cannot be searched by value cheaply). Default 10000.
 	ScanLimit int
 	Now       func() time.Time
+	// Rules are the live site policies (nil: none could be read, RulesNote says why), and
+	// Limits the process-wide settings that decide what no rule sets.
+	Rules     *policy.Set
+	RulesNote string
+	Limits    Limits
 }
 
 // Report is the explanation; every section says what it could not know.
@@ -71,6 +77,8 @@ type Report struct {
 	// RecrawlNote says why there is none.
 	Recrawl     *recrawl.History `json:"recrawl,omitempty"`
 	RecrawlNote string           `json:"recrawl_note,omitempty"`
+	// Policy is the URL's live site policy: each limit and what decided it.
+	Policy PolicyReport `json:"policy"`
 	// Render is whether the page was or would be rendered in a browser, and why.
 	Render *RenderReport `json:"render,omitempty"`
 }
@@ -223,6 +231,8 @@ func Explain(ctx context.Context, rdb redis.UniversalClient, o Options, rawURL s
 		active                   *redis.BoolCmd
 		paused, bqLen            *redis.IntCmd
 		heapScore, inflightScore *redis.FloatCmd
+		parked                   *redis.StringCmd
+		parkLen                  *redis.IntCmd
 		fqLen                    = make([]*redis.IntCmd, o.FrontQueues)
 	)
 	_, err = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -239,6 +249,8 @@ func Explain(ctx context.Context, rdb redis.UniversalClient, o Options, rawURL s
 		hostTTL = p.PTTL(ctx, ks.Host(r.Host))
 		paused = p.Exists(ctx, ks.Paused())
 		bqLen = p.LLen(ctx, ks.BackQueue(r.Host))
+		parked = p.HGet(ctx, ks.Parked(), r.Host)
+		parkLen = p.LLen(ctx, ks.Park(r.Host))
 		for q := range fqLen {
 			fqLen[q] = p.LLen(ctx, ks.FrontQueue(q))
 		}
@@ -324,6 +336,24 @@ func Explain(ctx context.Context, rdb redis.UniversalClient, o Options, rawURL s
 		f.FrontQueues = append(f.FrontQueues, hit)
 	}
 	f.Summary = f.summary(o.ScanLimit)
+	rules := o.Rules
+	if rules == nil {
+		rules = policy.Empty()
+		r.Policy.Note = o.RulesNote
+	}
+	lim := o.Limits
+	lim.MaxDepth = o.MaxDepth
+	r.policy(rules, lim, r.Scope.Depth)
+	if v, err := parked.Result(); err == nil {
+		pr := &ParkReport{Key: ks.Park(r.Host), Queued: parkLen.Val()}
+		var ok bool
+		if pr.Reason, pr.Entries, ok = parseParked(v); !ok {
+			pr.Reason = v
+		}
+		r.Policy.Parked = pr
+	} else if n := parkLen.Val(); n > 0 {
+		r.Policy.Parked = &ParkReport{Key: ks.Park(r.Host), Queued: n}
+	}
 	r.scope(o)
 	r.LastFetch = fmt.Sprintf("unknown: JetStream keeps the fetch log (%s) and pages (%s) by sequence and subject, not by URL, so there is no cheap lookup; "+
 		"search it with: trawlctl tap -from-start %s | grep -F '\"url\":\"%s\"'",
@@ -497,6 +527,9 @@ func (r *Report) scope(o Options) {
 	}
 	if s.TooDeep {
 		why = append(why, fmt.Sprintf("queued at depth %d > TRAWL_MAX_DEPTH %d", *s.Depth, o.MaxDepth))
+	}
+	if !r.Policy.Admitted && r.Policy.Why != "" {
+		why = append(why, "refused by a site policy: "+r.Policy.Why)
 	}
 	if len(why) > 0 {
 		s.Verdict = "out of scope: " + strings.Join(why, "; ") + " (the parser does not follow links to it)"

@@ -134,6 +134,7 @@ func WriteText(w io.Writer, r *Report, now time.Time) error {
 	} else if r.OutcomeNote != "" {
 		p("outcome    %s", r.OutcomeNote)
 	}
+	writePolicy(p, r.Policy)
 	p("last fetch %s", r.LastFetch)
 	switch h := r.Recrawl; {
 	case h != nil && h.Where != "":
@@ -186,4 +187,37 @@ func serverLine(sv *ServerReport, when func(time.Time) string) string {
 		parts = append(parts, fmt.Sprintf("last host %s (%s)", sv.LastHost, sv.LastResponse))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// writePolicy prints the URL's site policy: one line per limit, its value and what
+// decided it.
+func writePolicy(p func(string, ...any), pr PolicyReport) {
+	head := fmt.Sprintf("rules at version %d (%d rules)", pr.Version, pr.Rules)
+	if pr.Note != "" {
+		head = "rules unknown: " + pr.Note + "; the process-wide settings are shown"
+	}
+	if pr.Blocked != "" {
+		head += "; BLOCKED by " + pr.Blocked
+	}
+	p("policy     %s", head)
+	if pk := pr.Parked; pk != nil {
+		p("    PARKED %d URLs of this host (reason %s; %d in %s now): they resume when the block is lifted", pk.Entries, orUnknown(pk.Reason), pk.Queued, pk.Key)
+	}
+	if !pr.Admitted && pr.Why != "" {
+		p("    scope  refused: %s", pr.Why)
+	}
+	w := 0
+	for _, l := range pr.Limits {
+		w = max(w, len(l.Field))
+	}
+	for _, l := range pr.Limits {
+		p("    %-*s %s  ← %s", w, l.Field, l.Value, l.DecidedBy())
+	}
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
 }

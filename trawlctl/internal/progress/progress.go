@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/trawl/trawl/shared/frontierkeys"
+	"github.com/trawl/trawl/shared/policy"
 	"github.com/trawl/trawl/shared/recrawl"
 	"github.com/trawl/trawl/shared/topology"
 )
@@ -103,6 +104,9 @@ type Snapshot struct {
 	StuckNow time.Time                 `json:"stuck_now,omitzero"`
 	// Recrawl is the recrawl schedule's backlog (TRAWL_RECRAWL=adaptive); nil otherwise.
 	Recrawl *recrawl.Backlog `json:"recrawl,omitempty"`
+	// Rules are the live site policies in force and the most active of them with their
+	// counters summed over the shards; nil when Options.Rules is 0 or they cannot be read.
+	Rules *frontierkeys.ActiveRules `json:"rules,omitempty"`
 	// Warnings name what could not be read (e.g. a stream that does not exist yet).
 	Warnings []string `json:"warnings,omitempty"`
 }
@@ -142,6 +146,8 @@ type Options struct {
 	// LeaseTTL is TRAWL_LEASE_TTL, which dates the tasks out (0: undated; overdue and
 	// failing tasks are still named stuck).
 	LeaseTTL time.Duration
+	// Rules is how many of the most active site-policy rules are listed (0: none read).
+	Rules int
 }
 
 // ErrFrontierUnreadable marks a snapshot that could not be taken because Redis did not
@@ -153,6 +159,9 @@ type Reader struct {
 	RDB redis.UniversalClient
 	JS  jetstream.JetStream
 	O   Options
+	// rules is the last rule set loaded, reloaded only when the store's version moves
+	// (a -watch of a crawl with 10,000 rules reads one key per refresh, not every rule).
+	rules *policy.Set
 }
 
 // Read takes one snapshot.
@@ -175,12 +184,43 @@ func (r *Reader) Read(ctx context.Context) (*Snapshot, error) {
 			return nil, fmt.Errorf("progress: %w", err)
 		}
 	}
+	if r.O.Rules > 0 {
+		if err := r.readRules(ctx, s); err != nil {
+			s.Warnings = append(s.Warnings, "site policies: "+err.Error())
+		}
+	}
 	if r.JS != nil {
 		if err := r.readJetStream(ctx, s); err != nil {
 			return nil, err
 		}
 	}
 	return s, nil
+}
+
+// readRules reads the rules in force and their counters (frontierkeys.TopRules).
+func (r *Reader) readRules(ctx context.Context, s *Snapshot) error {
+	st := policy.NewStore(r.RDB, r.O.Prefix)
+	v, err := st.Version(ctx)
+	if err != nil {
+		return err
+	}
+	if r.rules == nil || r.rules.Version() != v {
+		if r.rules, err = st.Load(ctx); err != nil {
+			return err
+		}
+	}
+	stats, err := frontierkeys.ReadPolicyStats(ctx, r.RDB, r.O.Prefix, r.O.Shards)
+	if err != nil {
+		return err
+	}
+	rs := r.rules.Rules()
+	scopes := make([]string, len(rs))
+	for i, x := range rs {
+		scopes[i] = x.Scope.String()
+	}
+	ar := frontierkeys.TopRules(stats, scopes, r.rules.Version(), r.O.Rules)
+	s.Rules = &ar
+	return nil
 }
 
 func (r *Reader) readRedis(ctx context.Context, s *Snapshot) error {

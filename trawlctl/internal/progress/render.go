@@ -78,6 +78,20 @@ func WriteText(w io.Writer, s *Snapshot) error {
 		fmt.Fprintf(&b, "recrawl    scheduled=%d due=%d (oldest waiting %s)  median interval %s  304=%.0f%% changed=%.0f%% of fetches (%d schedules sampled)\n",
 			r.Scheduled, r.Due, r.OldestDue.Round(time.Second), r.MedianInterval.Round(time.Second), 100*r.NotModifiedShare, 100*r.ChangedShare, r.Sampled)
 	}
+	if ar := s.Rules; ar != nil && ar.Total > 0 {
+		head := fmt.Sprintf("rules      %d site-policy rules in force (version %d)", ar.Total, ar.Version)
+		if len(ar.Shown) < ar.Total {
+			head += fmt.Sprintf(", the %d most active", len(ar.Shown))
+		}
+		fmt.Fprintf(&b, "%s; counters summed over shards:\n", head)
+		w := 0
+		for _, x := range ar.Shown {
+			w = max(w, len(x.Scope))
+		}
+		for _, x := range ar.Shown {
+			fmt.Fprintf(&b, "    %-*s hosts=%d requests=%d blocked=%d parked=%d excluded=%d\n", w, x.Scope, x.Hosts, x.Requests, x.Blocked, x.Parked, x.Excluded)
+		}
+	}
 	for _, w := range s.Warnings {
 		fmt.Fprintf(&b, "warning    %s\n", w)
 	}

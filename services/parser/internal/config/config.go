@@ -14,6 +14,7 @@ import (
 	"github.com/trawl/trawl/shared/crawlscope"
 	"github.com/trawl/trawl/shared/envconfig"
 	"github.com/trawl/trawl/shared/frontierconf"
+	"github.com/trawl/trawl/shared/policy"
 	"github.com/trawl/trawl/shared/recrawl"
 	"github.com/trawl/trawl/shared/renderconf"
 	"github.com/trawl/trawl/shared/robots"
@@ -60,6 +61,14 @@ type Config struct {
 	// Render is which pages go to a renderer (TRAWL_RENDER, TRAWL_RENDER_HOSTS,
 	// TRAWL_RENDER_URLS).
 	Render renderconf.Settings
+	// Policy is TRAWL_PARSER_POLICY: hold links to the live site policies' scope rules
+	// and recrawl bounds (needs Redis, where the rules live). false: the process-wide
+	// settings alone, and no Redis when content dedup is off too; the scheduler still
+	// applies the rules' scope to the URLs it adds.
+	Policy bool
+	// Rules are the site policies' settings (TRAWL_POLICY_POLL: how often the rules'
+	// version is read).
+	Rules policy.Settings
 }
 
 // Load reads the configuration; the error lists every value that could not be read.
@@ -88,6 +97,8 @@ func Load(r *envconfig.Reader) (Config, error) {
 		SitemapMaxBytes:  r.Bytes("SITEMAP_MAX_BYTES", sitemap.MaxBytes),
 		Recrawl:          recrawl.Load(r),
 		Render:           renderconf.Load(r),
+		Policy:           r.Bool("PARSER_POLICY", true),
+		Rules:            policy.Load(r),
 	}
 	return c, r.Err()
 }
@@ -159,6 +170,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxEmbedHops < 1 || c.MaxEmbedHops > 16 {
 		bad("TRAWL_MAX_EMBED_HOPS=%d: want 1..16", c.MaxEmbedHops)
+	}
+	if c.Policy {
+		errs = append(errs, c.Rules.Validate())
 	}
 	if _, err := scope.ParseEmbedScope(c.EmbedScope); err != nil {
 		bad("TRAWL_EMBED_SCOPE=%q: want any or crawl", c.EmbedScope)

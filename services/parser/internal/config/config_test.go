@@ -8,6 +8,7 @@ import (
 	"github.com/trawl/trawl/services/parser/internal/scope"
 	"github.com/trawl/trawl/shared/crawlscope"
 	"github.com/trawl/trawl/shared/envconfig"
+	"github.com/trawl/trawl/shared/policy"
 	"github.com/trawl/trawl/shared/recrawl"
 	"github.com/trawl/trawl/shared/renderconf"
 )
@@ -27,7 +28,7 @@ func TestDefaults(t *testing.T) {
 		ContentDedup: true, NearDupDistance: 3, NearDupMinWords: 20, NearDupBucketCap: 64, ContentParts: 1,
 		Embeds: "auto", MaxEmbedHops: 2, EmbedScope: "any",
 		SitemapMaxURLs: 50000, SitemapMaxBytes: 50 << 20,
-		Recrawl: recrawl.Defaults, Render: renderconf.Defaults,
+		Recrawl: recrawl.Defaults, Policy: true, Rules: policy.Defaults, Render: renderconf.Defaults,
 	}
 	if c != want {
 		t.Errorf("defaults = %+v\nwant %+v", c, want)
@@ -77,6 +78,9 @@ func TestLoadAndValidate(t *testing.T) {
 		{name: "bad agent", env: map[string]string{"TRAWL_ROBOTS_AGENT": "my bot/1.0"}, badVars: []string{"TRAWL_ROBOTS_AGENT"}},
 		// The fetcher refuses a digit (RFC 9309 product token): the parser must too.
 		{name: "agent with a digit", env: map[string]string{"TRAWL_ROBOTS_AGENT": "trawl2"}, badVars: []string{"TRAWL_ROBOTS_AGENT"}},
+		{name: "policy off: its settings unread", env: map[string]string{"TRAWL_PARSER_POLICY": "false", "TRAWL_POLICY_POLL": "5s"}},
+		{name: "unreadable policy switch", env: map[string]string{"TRAWL_PARSER_POLICY": "sometimes"}, loadErr: "TRAWL_PARSER_POLICY"},
+		{name: "policy poll out of range", env: map[string]string{"TRAWL_POLICY_POLL": "5s"}, badVars: []string{"TRAWL_POLICY_POLL"}},
 		{name: "bad common", env: map[string]string{"TRAWL_NATS_URL": "::"}, badVars: []string{"TRAWL_NATS_URL"}},
 	}
 	for _, tt := range tests {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/crawlscope"
+	"github.com/trawl/trawl/shared/policy"
 	"github.com/trawl/trawl/shared/urlnorm"
 )
 
@@ -50,11 +51,29 @@ const (
 	ReasonBatchBytes Reason = "batch_bytes" // the page's batch would outgrow MaxBatchBytes
 	ReasonInvalid    Reason = "invalid"     // no host could be read from the URL
 	ReasonEmbedHops  Reason = "embed_hops"  // a requisite more embed hops from a page than MaxEmbedHops
+	// A live site policy's rule (shared/policy) refused it: deeper than the rule's
+	// max_depth, not matching its include patterns, or matching one of its exclude patterns.
+	ReasonPolicyDepth   Reason = "policy_depth"
+	ReasonPolicyInclude Reason = "policy_include"
+	ReasonPolicyExclude Reason = "policy_exclude"
 )
 
 // Reasons lists every Reason (to initialise metric series).
 var Reasons = []Reason{ReasonNoFollow, ReasonDepth, ReasonLength, ReasonScope, ReasonExclude,
-	ReasonInclude, ReasonTrap, ReasonOutlinks, ReasonBatchBytes, ReasonInvalid, ReasonEmbedHops}
+	ReasonInclude, ReasonTrap, ReasonOutlinks, ReasonBatchBytes, ReasonInvalid, ReasonEmbedHops,
+	ReasonPolicyDepth, ReasonPolicyInclude, ReasonPolicyExclude}
+
+// policyReason is the Reason of a refusal by Resolved.Admit, whose why starts with the
+// field that refused ("exclude of surt:…").
+func policyReason(why string) Reason {
+	switch field, _, _ := strings.Cut(why, " "); {
+	case strings.Contains(field, "include"):
+		return ReasonPolicyInclude
+	case strings.Contains(field, "depth"):
+		return ReasonPolicyDepth
+	}
+	return ReasonPolicyExclude
+}
 
 // EmbedScope says where a page's requisites may be fetched from (TRAWL_EMBED_SCOPE).
 type EmbedScope string
@@ -126,6 +145,10 @@ type Page struct {
 	// link, a seed or a redirect from one; a frame or style sheet fetched as a requisite
 	// counts the hops that led to it.
 	Embeds int
+	// Rules are the live site policies the links are held to as well (each link's
+	// Resolved.Admit at its depth), on top of the Config: a rule narrows the crawl for the
+	// URLs it matches, never widens it past the process-wide settings. nil: none.
+	Rules *policy.Set
 }
 
 // Rejected counts rejected links by reason.
@@ -190,8 +213,12 @@ func (f *Filter) Select(p Page, links []crawlmsg.Link) ([]crawlmsg.Discovered, R
 	// Sized once: most links of a page pass.
 	out := make([]crawlmsg.Discovered, 0, len(links))
 	size := 0
+	rules := activeRules(p.Rules)
 	for _, l := range links {
 		r, ok := f.check(l, pageHost, pageKey)
+		if ok && rules != nil {
+			r, ok = admit(rules, l.URL, depth)
+		}
 		if ok && f.cfg.MaxOutlinks > 0 && len(out) >= f.cfg.MaxOutlinks {
 			r, ok = ReasonOutlinks, false
 		}
@@ -234,6 +261,12 @@ func (f *Filter) SelectEmbeds(p Page, embeds []crawlmsg.Link, linked []crawlmsg.
 	pageHost := hostOf(p.URL)
 	pageKey := f.key(pageHost)
 	crawlScope := f.cfg.EmbedScope == EmbedCrawl
+	// Requisites held to the crawl's scope are held to the rules' too; by default they
+	// may leave it, as they may leave TRAWL_SCOPE and TRAWL_INCLUDE.
+	var rules *policy.Set
+	if crawlScope {
+		rules = activeRules(p.Rules)
+	}
 	var out []crawlmsg.Discovered
 	for _, l := range embeds {
 		if skip[l.URL] {
@@ -241,6 +274,9 @@ func (f *Filter) SelectEmbeds(p Page, embeds []crawlmsg.Link, linked []crawlmsg.
 		}
 		l.NoFollow = false
 		r, ok := f.checkURL(l, pageHost, pageKey, crawlScope)
+		if ok && rules != nil {
+			r, ok = admit(rules, l.URL, p.Depth)
+		}
 		d := crawlmsg.Discovered{URL: l.URL, Depth: p.Depth, Via: crawlmsg.ViaLink, Kind: crawlmsg.KindEmbed, Embeds: hops}
 		if ok && f.cfg.MaxOutlinks > 0 && len(out) >= f.cfg.MaxOutlinks {
 			r, ok = ReasonOutlinks, false
@@ -256,6 +292,23 @@ func (f *Filter) SelectEmbeds(p Page, embeds []crawlmsg.Link, linked []crawlmsg.
 		out = append(out, d)
 	}
 	return out, rej
+}
+
+// activeRules is rules, or nil when no rule can refuse a link, so that a crawl without
+// scope rules pays nothing per link for them.
+func activeRules(rules *policy.Set) *policy.Set {
+	if rules == nil || len(rules.Rules()) == 0 {
+		return nil
+	}
+	return rules
+}
+
+// admit asks the URL's policy whether it may be followed at depth.
+func admit(rules *policy.Set, u string, depth int) (Reason, bool) {
+	if ok, why := rules.URL(u).Admit(u, depth); !ok {
+		return policyReason(why), false
+	}
+	return "", true
 }
 
 // check applies the per-link rules, cheapest first.

@@ -116,7 +116,7 @@ func (p *processor) processRequisite(page *crawlmsg.Page) (*outcome, bool) {
 	if err != nil {
 		p.log.Warn("requisite read with errors", "url", m.URL, "err", err)
 	}
-	found, rej := p.filter.SelectEmbeds(scope.Page{URL: m.URL, Depth: m.Depth, Embeds: m.Embeds}, res.Embeds, nil)
+	found, rej := p.filter.SelectEmbeds(scope.Page{URL: m.URL, Depth: m.Depth, Embeds: m.Embeds, Rules: p.currentRules()}, res.Embeds, nil)
 	o.embed.found, o.embed.emitted, o.embed.rejected = len(res.Embeds), len(found), rej
 	if len(found) > 0 {
 		o.follow = &crawlmsg.LinkGroup{Source: m.URL, URLs: found}
@@ -129,7 +129,7 @@ func (p *processor) addEmbeds(m *crawlmsg.PageMeta, res *extract.Result, o *outc
 	if !p.embeds.On() {
 		return found
 	}
-	embeds, rej := p.filter.SelectEmbeds(scope.Page{URL: m.URL, Depth: m.Depth, Embeds: m.Embeds}, res.Embeds, found)
+	embeds, rej := p.filter.SelectEmbeds(scope.Page{URL: m.URL, Depth: m.Depth, Embeds: m.Embeds, Rules: p.currentRules()}, res.Embeds, found)
 	o.embed = &embedCounts{found: len(res.Embeds), emitted: len(embeds), rejected: rej}
 	return append(found, embeds...)
 }

@@ -5,8 +5,24 @@ import (
 
 	"github.com/trawl/trawl/services/parser/internal/contentdup"
 	"github.com/trawl/trawl/services/parser/internal/scope"
+	"github.com/trawl/trawl/shared/policy"
 	"github.com/trawl/trawl/shared/renderconf"
 )
+
+// registerPolicyMetrics exports which rules the parser holds links to and how fresh they
+// are, so a parser that cannot read a change is seen.
+func registerPolicyMetrics(reg prometheus.Registerer, w *policy.Watcher) {
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "trawl_parser_policy_version",
+			Help: "Version of the live site policies the parser holds links to (0: no rule ever set).",
+		}, func() float64 { return float64(w.Current().Version()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "trawl_parser_policy_stale_seconds",
+			Help: "Seconds since the policy store last answered a poll (0: the last poll did).",
+		}, func() float64 { return w.Stale().Seconds() }),
+	)
+}
 
 type metrics struct {
 	pages             *prometheus.CounterVec

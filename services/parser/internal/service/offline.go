@@ -12,6 +12,7 @@ import (
 	"github.com/trawl/trawl/services/parser/internal/config"
 	"github.com/trawl/trawl/services/parser/internal/contentdup"
 	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/policy"
 )
 
 // Offline is the parser's work on a batch of page messages without the message
@@ -26,14 +27,23 @@ type Offline struct {
 }
 
 // NewOffline builds the per-page work of cfg; with rdb set, content dedup runs against
-// the index there (initialised as the service does).
+// the index there (initialised as the service does), and links are held to the site
+// policies stored there (TRAWL_PARSER_POLICY).
 func NewOffline(ctx context.Context, cfg config.Config, rdb redis.UniversalClient, log *slog.Logger) (*Offline, error) {
 	proc, err := newProcessorOf(cfg, log)
 	if err != nil {
 		return nil, err
 	}
 	o := &Offline{proc: proc, workers: max(cfg.ParseConcurrency, 1)}
-	if rdb != nil {
+	if rdb != nil && cfg.Policy {
+		// The rules as loaded now: a measurement holds them still.
+		w, err := policy.NewWatcher(ctx, policy.NewStore(rdb, cfg.Common.RedisPrefix), cfg.Rules.Poll)
+		if err != nil {
+			return nil, fmt.Errorf("parser: site policies: %w", err)
+		}
+		proc.rules = w.Current
+	}
+	if rdb != nil && cfg.ContentDedup {
 		idx, err := contentdup.New(rdb, cfg.Common.RedisPrefix, cfg.ContentDedupOptions())
 		if err != nil {
 			return nil, err

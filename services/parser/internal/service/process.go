@@ -14,6 +14,7 @@ import (
 	"github.com/trawl/trawl/services/parser/internal/scope"
 	"github.com/trawl/trawl/services/parser/internal/simhash"
 	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/policy"
 	"github.com/trawl/trawl/shared/recrawl"
 	"github.com/trawl/trawl/shared/renderconf"
 	"github.com/trawl/trawl/shared/urlnorm"
@@ -34,6 +35,17 @@ type processor struct {
 	log        *slog.Logger
 	recrawl    *recrawlPolicy // nil unless TRAWL_RECRAWL=adaptive
 	render     *render.Decider
+	// rules are the live site policies (the parser's policy.Watcher's Current); nil:
+	// none (TRAWL_PARSER_POLICY=false, or a processor under test).
+	rules func() *policy.Set
+}
+
+// currentRules is the rules in force now, nil when there are none.
+func (p *processor) currentRules() *policy.Set {
+	if p.rules == nil {
+		return nil
+	}
+	return p.rules()
 }
 
 // outcome is what one page produced, plus the counts metrics need once it is settled.
@@ -147,7 +159,7 @@ func (p *processor) process(page *crawlmsg.Page) (*outcome, error) {
 
 	p.decideRender(page, res.Text, o)
 
-	found, rej := p.filter.Select(scope.Page{URL: m.URL, Depth: m.Depth, NoFollow: res.NoFollow}, res.Links)
+	found, rej := p.filter.Select(scope.Page{URL: m.URL, Depth: m.Depth, NoFollow: res.NoFollow, Rules: p.currentRules()}, res.Links)
 	o.rejected = rej
 	o.emitted = len(found)
 	found = p.addEmbeds(m, res, o, found)

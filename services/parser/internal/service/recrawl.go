@@ -58,7 +58,7 @@ func (p *processor) judgeRecrawl(page *crawlmsg.Page, o *outcome) {
 		o.prevDigest = m.Recrawl.Digest
 	}
 	o.verdict = p.recrawl.Judge(m.Recrawl, f)
-	st, keep := p.recrawl.Next(m.Recrawl, o.verdict, f)
+	st, keep := p.recrawlFor(m.URL).Next(m.Recrawl, o.verdict, f)
 	if keep {
 		o.schedule = &crawlmsg.RecrawlEntry{URL: m.URL, Depth: m.Depth, Kind: m.Kind, Embeds: m.Embeds, State: st}
 	}
@@ -78,6 +78,16 @@ func (p *processor) judgeRecrawl(page *crawlmsg.Page, o *outcome) {
 			o.document.TextDigest, o.document.SimHash = prev.Digest, prev.SimHash
 		}
 	}
+}
+
+// recrawlFor is the interval policy of one URL: TRAWL_RECRAWL_MIN/MAX, or the bounds of
+// the live rule that matches it (recrawl_min, recrawl_max).
+func (p *processor) recrawlFor(rawURL string) recrawl.Settings {
+	rules := p.currentRules()
+	if rules == nil {
+		return p.recrawl.Settings
+	}
+	return p.recrawl.For(rules.URL(rawURL))
 }
 
 // scheduleMsg is o's schedule message, or nil when there is none.
@@ -129,7 +139,7 @@ func (s *Service) bringForward(ctx context.Context, o *outcome, id string) ([]*n
 		if err != nil {
 			return nil, fmt.Errorf("parser: recrawl schedule of %s: %w", d.URL, err)
 		}
-		due, ok := p.BringForward(h, d.Lastmod, o.at)
+		due, ok := s.proc.recrawlFor(d.URL).BringForward(h, d.Lastmod, o.at)
 		if !ok {
 			continue
 		}

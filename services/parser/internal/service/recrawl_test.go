@@ -10,6 +10,7 @@ import (
 
 	"github.com/trawl/trawl/services/parser/internal/scope"
 	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/policy"
 	"github.com/trawl/trawl/shared/recrawl"
 	"github.com/trawl/trawl/shared/topology"
 )
@@ -92,4 +93,55 @@ func TestJudgeRecrawl(t *testing.T) {
 func sha(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])
+}
+
+// TestJudgeRecrawlBoundedByRules: a live rule's recrawl_min / recrawl_max bound the
+// interval of the URLs it matches, and the process-wide bounds the others'.
+func TestJudgeRecrawlBoundedByRules(t *testing.T) {
+	d := func(v time.Duration) *policy.Duration { p := policy.Duration(v); return &p }
+	var rules []policy.Stored
+	for scope, r := range map[string]policy.Rule{
+		"host:fast.test":            {RecrawlMax: d(15 * time.Second)},
+		"host:slow.test":            {RecrawlMin: d(300 * time.Second)},
+		"http://fast.test/archive/": {RecrawlMin: d(50 * time.Second), RecrawlMax: d(80 * time.Second)},
+	} {
+		sc, err := policy.ParseScope(scope)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Scope = sc
+		rules = append(rules, policy.Stored{Rule: r, Origin: policy.Origin{Version: 1}})
+	}
+	set, err := policy.Compile(rules, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newProcessor(t, scope.Config{})
+	p.recrawl = &recrawlPolicy{Settings: recrawl.Settings{Min: 10 * time.Second, Max: 100 * time.Second, Default: 40 * time.Second, NearDistance: 3}, shards: 1}
+	p.rules = func() *policy.Set { return set }
+	prev := &crawlmsg.Recrawl{Digest: sha("%PDF-1"), Interval: 40000}
+	for _, tc := range []struct {
+		url      string
+		body     string // the same body: unchanged (×1.5); another: changed (÷2)
+		interval time.Duration
+	}{
+		{"http://other.test/a.pdf", "%PDF-1", 60 * time.Second},
+		{"http://fast.test/a.pdf", "%PDF-1", 15 * time.Second},
+		{"http://slow.test/a.pdf", "%PDF-2", 300 * time.Second},
+		{"http://fast.test/archive/a.pdf", "%PDF-1", 60 * time.Second},
+		{"http://fast.test/archive/b.pdf", "%PDF-2", 50 * time.Second},
+	} {
+		t.Run(tc.url, func(t *testing.T) {
+			page := &crawlmsg.Page{Meta: crawlmsg.PageMeta{URL: tc.url, Status: 200, ContentType: "application/pdf",
+				FetchedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC).UnixMilli(), Recrawl: prev}, Body: []byte(tc.body)}
+			o, err := p.process(page)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.judgeRecrawl(page, o)
+			if o.schedule == nil || time.Duration(o.schedule.State.Interval)*time.Millisecond != tc.interval {
+				t.Fatalf("schedule %+v, want interval %s", o.schedule, tc.interval)
+			}
+		})
+	}
 }

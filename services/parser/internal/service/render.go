@@ -103,7 +103,7 @@ func (s *Service) renderTaskMsg(ctx context.Context, o *outcome) (*nats.Msg, err
 // most specific rule that sets it, and that rule's scope.
 func (s *Service) policyRule() render.Rule {
 	return func(url string) (string, string) {
-		set := s.policies.Load()
+		set := s.proc.currentRules()
 		if set == nil {
 			return "", ""
 		}

@@ -43,7 +43,7 @@ type Service struct {
 	log  *slog.Logger
 	nc   *nats.Conn
 	js   jetstream.JetStream
-	rdb  redis.UniversalClient // nil when TRAWL_CONTENT_DEDUP is off
+	rdb  redis.UniversalClient // nil when neither content dedup nor the site policies need it
 	dups contentIndex          // nil when TRAWL_CONTENT_DEDUP is off
 	m    *metrics
 	http *obs.Server
@@ -54,8 +54,8 @@ type Service struct {
 	crawl *crawlid.Guard
 	run   *runner.Runner
 	cons  jetstream.Consumer
-	// policies are the live site policies the render decision reads; nil: none.
-	policies atomic.Pointer[policy.Set]
+	// rules keeps the live site policies current; nil with TRAWL_PARSER_POLICY=false.
+	rules *policy.Watcher
 }
 
 // Run runs the parser until ctx ends.
@@ -73,8 +73,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Service, 
 	}
 	s := &Service{cfg: cfg, log: log, proc: proc}
 	opts := []runner.Option{runner.WithBodies()}
-	// The render decisions trawlctl explains are kept in Redis.
-	if cfg.ContentDedup || cfg.Render.On() {
+	// Redis holds the content index, the site policies and the render decisions trawlctl
+	// explains.
+	if cfg.ContentDedup || cfg.Policy || cfg.Render.On() {
 		opts = append(opts, runner.WithRedis())
 	}
 	if s.run, err = runner.Start(ctx, "parser", cfg.Common, log, opts...); err != nil {
@@ -101,10 +102,20 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Service, 
 		}
 		s.dups = idx
 	}
+	if cfg.Policy {
+		// Loaded before the first page: links are never held to no rules while rules exist.
+		if s.rules, err = policy.NewWatcher(ctx, policy.NewStore(s.rdb, cfg.Common.RedisPrefix), cfg.Rules.Poll); err != nil {
+			return nil, fmt.Errorf("parser: site policies: %w", err)
+		}
+		s.proc.rules = s.rules.Current
+	}
 	if s.cons, err = s.js.Consumer(ctx, topology.StreamPages, topology.ConsumerParser); err != nil {
 		return nil, fmt.Errorf("parser: consumer %s/%s: %w", topology.StreamPages, topology.ConsumerParser, err)
 	}
 	s.m = newMetrics(s.run.Registry)
+	if s.rules != nil {
+		registerPolicyMetrics(s.run.Registry, s.rules)
+	}
 	s.proc.embeds = newEmbedSwitch(ctx, s.cfg.Embeds, s.nc, s.js, log)
 	s.run.OnClose(s.proc.embeds.close)
 	registerEmbedSwitch(s.run.Registry, s.proc.embeds)
@@ -174,6 +185,9 @@ func (s *Service) Addr() string { return s.http.Addr() }
 // holds (natsx drain), flushes, and closes the connection.
 func (s *Service) Run(ctx context.Context) error {
 	s.run.Go("body sweep", func(ctx context.Context) error { s.sweepLoop(ctx); return nil })
+	if s.rules != nil {
+		s.run.Go("policy watch", s.rules.Run)
+	}
 	s.run.Go("consume", s.consume)
 	return s.run.Run(ctx)
 }
@@ -190,7 +204,7 @@ func (s *Service) consume(ctx context.Context) error {
 		OnTerm:     func(reason string) { s.m.terminated.WithLabelValues(reason).Inc() },
 		Log:        s.log,
 	}
-	if s.rdb != nil {
+	if s.crawl != nil {
 		// While Redis is away every batch would fail its duplicate check: wait instead of
 		// spending deliveries.
 		opts.Gate = s.crawl.Gate

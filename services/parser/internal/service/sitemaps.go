@@ -114,7 +114,7 @@ func (p *processor) processSitemap(page *crawlmsg.Page) *outcome {
 		// Scope, include/exclude, traps and depth as for a link from the page the sitemap
 		// speaks for (the robots.txt host when it was cross-submitted).
 		var rej scope.Rejected
-		found, rej = p.sitemaps.filter.Select(scope.Page{URL: base, Depth: m.Depth}, links)
+		found, rej = p.sitemaps.filter.Select(scope.Page{URL: base, Depth: m.Depth, Rules: p.currentRules()}, links)
 		for r, n := range rej {
 			so.rejected[string(r)] += n
 		}

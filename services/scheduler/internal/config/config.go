@@ -10,6 +10,7 @@ import (
 	"github.com/trawl/trawl/services/scheduler/internal/prioritize"
 	"github.com/trawl/trawl/shared/envconfig"
 	"github.com/trawl/trawl/shared/frontierconf"
+	"github.com/trawl/trawl/shared/policy"
 	"github.com/trawl/trawl/shared/politeness"
 	"github.com/trawl/trawl/shared/recrawl"
 )
@@ -44,6 +45,9 @@ type Config struct {
 	// Recrawl is the due intake (TRAWL_RECRAWL_BACKLOG, TRAWL_RECRAWL_SHARE), used when
 	// TRAWL_RECRAWL=adaptive.
 	Recrawl recrawl.Settings
+	// Policy are the live site policies' settings (TRAWL_POLICY_POLL; the scheduler reads
+	// no secret, so TRAWL_SECRETS_DIR is not its concern).
+	Policy policy.Settings
 
 	// shardsErr keeps a TRAWL_SCHEDULER_SHARDS syntax error for Validate.
 	shardsErr error
@@ -73,6 +77,7 @@ func Load(r *envconfig.Reader) (Config, error) {
 		PriorityY:     r.Float("PRIORITY_Y", 1),
 		DispatchAhead: r.Int("DISPATCH_AHEAD", 3),
 		Recrawl:       recrawl.Load(r),
+		Policy:        policy.Load(r),
 		Hold: Hold{
 			ParserBacklog:   r.Int("HOLD_PARSER_BACKLOG", 20_000),
 			PagesFill:       r.Float("HOLD_PAGES_FILL", 0.5),
@@ -130,6 +135,7 @@ func (c Config) Validate() error {
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	errs = append(errs, c.Settings.Validate())
 	errs = append(errs, c.Rules.Validate())
+	errs = append(errs, c.Policy.Validate())
 	if c.Common.Recrawl == envconfig.RecrawlAdaptive {
 		errs = append(errs, c.Recrawl.Validate())
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/trawl/trawl/shared/envconfig"
 	"github.com/trawl/trawl/shared/frontierconf"
+	"github.com/trawl/trawl/shared/policy"
 	"github.com/trawl/trawl/shared/politeness"
 	"github.com/trawl/trawl/shared/recrawl"
 )
@@ -39,6 +40,7 @@ func TestDefaults(t *testing.T) {
 		DispatchAhead:   3,
 		Hold:            Hold{ParserBacklog: 20_000, PagesFill: 0.5, DocsFill: 0.5, DedupBacklog: 20_000, FrontierBacklog: 50_000, Resume: 0.5},
 		Recrawl:         recrawl.Defaults,
+		Policy:          policy.Defaults,
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("defaults:\n got %+v\nwant %+v", c, want)

@@ -35,11 +35,18 @@ var (
 	scriptDispatch = load("dispatch.lua")
 	scriptComplete = load("complete.lua")
 	scriptReap     = load("reap.lua")
+	scriptPark     = load("park.lua")
+	scriptResume   = load("resume.lua")
 )
 
-// load builds a frontier script: the common prelude, the politeness module, the script.
+// names are the constants of frontierkeys that the scripts use.
+var names = redisx.Lua{Name: "names", Source: fmt.Sprintf("local PARK_BLOCKED = %q\n", frontierkeys.ParkBlocked)}
+
+// load builds a frontier script: the names from Go, the common prelude, the politeness and
+// policy modules, the shared steps, the script.
 func load(name string) *redis.Script {
-	return redisx.Script(redisx.Lua{FS: luaFS, Name: "lua/common.lua"}, politeness.Module,
+	return redisx.Script(names, redisx.Lua{FS: luaFS, Name: "lua/common.lua"}, politeness.Module,
+		politeness.PolicyModule, redisx.Lua{FS: luaFS, Name: "lua/steps.lua"},
 		redisx.Lua{FS: luaFS, Name: "lua/" + name})
 }
 
@@ -141,7 +148,7 @@ type Frontier struct {
 // Positions shared with lua/common.lua: the front queues follow the fixed KEYS, and script
 // arguments follow the common ARGV.
 const (
-	fixedKeys = 13
+	fixedKeys = 15
 	argStart  = 23
 )
 
@@ -165,7 +172,7 @@ func New(rdb redis.UniversalClient, o Options, p Prioritizer) *Frontier {
 	k := frontierkeys.ForShard(o.KeyPrefix, o.Shard)
 	keys := []string{k.Stats(), k.Heap(), k.Hosts(), k.Inflight(),
 		k.Lease(), k.Paused(), k.Seq(), k.Backlinks(),
-		k.Busiest(), k.Slowest(), k.Errors(), k.Applied(), k.LastErr()}
+		k.Busiest(), k.Slowest(), k.Errors(), k.Applied(), k.LastErr(), k.Policy(), k.Parked()}
 	for q := range o.FrontQueues {
 		keys = append(keys, k.FrontQueue(q))
 	}
@@ -597,9 +604,10 @@ func (f *Frontier) TrimApplied(ctx context.Context, floor uint64) (int64, error)
 	return n, nil
 }
 
-// Stats is a snapshot of one shard's accounting. Accepted = Queued + Inflight + Terminal().
+// Stats is a snapshot of one shard's accounting. Accepted = Queued + Inflight + Parked +
+// Terminal().
 type Stats struct {
-	Accepted, Queued, Inflight                          int64
+	Accepted, Queued, Inflight, Parked                  int64
 	Fetched, Failed, Disallowed, OutOfScope, OverBudget int64
 	Dispatched, Pages, Expired                          int64
 	ActiveHosts, ReadyHosts                             int64 // hosts holding a back queue; of them, in the heap

@@ -29,9 +29,12 @@ const (
 	// (robots.txt was fetched instead, the task expired before the fetch, or it was
 	// deferred).
 	ResultRequeued
+	// ResultParked: a live policy blocks the URL (the fetcher made no request): it went to
+	// its host's park list with the same attempt, until the block is lifted.
+	ResultParked
 )
 
-var resultNames = [...]string{"invalid", "stale", "fetched", "retry", "failed", "disallowed", "requeued"}
+var resultNames = [...]string{"invalid", "stale", "fetched", "retry", "failed", "disallowed", "requeued", "parked"}
 
 func (r Result) String() string {
 	if int(r) < len(resultNames) {
@@ -66,6 +69,7 @@ const (
 	actFailed     action = 3
 	actDisallowed action = 4
 	actRequeue    action = 5
+	actPark       action = 6
 )
 
 // health is what an outcome says about its host, for retirement (codes shared with
@@ -127,6 +131,8 @@ func classify(o crawlmsg.Outcome) (p plan, ok bool) {
 		return plan{act: actRequeue, resetStreak: true, refund: true, health: healthAnswered}, true
 	case crawlmsg.OutcomeExpired, crawlmsg.OutcomeDeferred, crawlmsg.OutcomeServerBusy:
 		return plan{act: actRequeue, refund: true}, true
+	case crawlmsg.OutcomeParked:
+		return plan{act: actPark, refund: true}, true
 	}
 	return plan{}, false
 }
@@ -202,6 +208,8 @@ func (f *Frontier) Complete(ctx context.Context, outs []crawlmsg.Outcome) ([]App
 			a.Result = ResultDisallowed
 		case actRequeue:
 			a.Result = ResultRequeued
+		case actPark:
+			a.Result = ResultParked
 		}
 		a.Next = time.UnixMilli(next)
 		a.CrawlDelayCapped = capped&1 != 0

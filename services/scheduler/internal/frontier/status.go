@@ -120,7 +120,7 @@ func (f *Frontier) queueStats(ctx context.Context, p redis.Pipeliner) *statsCmds
 func (c *statsCmds) stats() Stats {
 	h := frontierkeys.ParseStats(c.hash.Val())
 	s := Stats{
-		Accepted: h.Accepted, Queued: h.Queued, Inflight: c.inflight.Val(),
+		Accepted: h.Accepted, Queued: h.Queued, Inflight: c.inflight.Val(), Parked: h.Parked,
 		Fetched: h.Fetched, Failed: h.Failed, Disallowed: h.Disallowed,
 		OutOfScope: h.OutOfScope, OverBudget: h.OverBudget,
 		Dispatched: h.Dispatched, Pages: h.Pages, Expired: h.Expired, RetiredHosts: h.Retired,

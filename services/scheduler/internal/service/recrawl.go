@@ -240,10 +240,11 @@ func (s *shard) rescheduleFailed(ctx context.Context) (int, error) {
 			continue
 		}
 		e := crawlmsg.RecrawlEntry{URL: fr.Entry.URL, Depth: fr.Entry.Depth, Kind: x.Kind, Embeds: x.Embeds}
+		rs := s.recrawlFor(e.URL)
 		if fr.Requested {
-			e.State, _ = s.cfg.Recrawl.Next(x.Recrawl, recrawl.Other, recrawl.Fetch{FetchedAt: fr.At})
+			e.State, _ = rs.Next(x.Recrawl, recrawl.Other, recrawl.Fetch{FetchedAt: fr.At})
 		} else {
-			e.State = s.cfg.Recrawl.Postpone(*x.Recrawl, fr.At)
+			e.State = rs.Postpone(*x.Recrawl, fr.At)
 		}
 		m, err := recrawl.Schedule(s.id, &e, "fail:"+strconv.FormatInt(fr.At.UnixMilli(), 10)+":"+topology.RecrawlKey(e.URL))
 		if err != nil {
@@ -266,6 +267,15 @@ func (s *shard) rescheduleFailed(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	return len(kept) + len(bad), nil
+}
+
+// recrawlFor is the interval policy of one URL: TRAWL_RECRAWL_MIN/MAX, or the bounds of
+// the live rule that matches it (recrawl_min, recrawl_max).
+func (s *shard) recrawlFor(rawURL string) recrawl.Settings {
+	if s.rules == nil {
+		return s.cfg.Recrawl
+	}
+	return s.cfg.Recrawl.For(s.rules().URL(rawURL))
 }
 
 // recrawlBacklog reads the recrawl backlog for the status page at most every

@@ -23,6 +23,7 @@ import (
 	"github.com/trawl/trawl/shared/crawlid"
 	"github.com/trawl/trawl/shared/frontierkeys"
 	"github.com/trawl/trawl/shared/natsx"
+	"github.com/trawl/trawl/shared/policy"
 	"github.com/trawl/trawl/shared/redisx"
 	"github.com/trawl/trawl/shared/runner"
 	"github.com/trawl/trawl/shared/topology"
@@ -85,6 +86,10 @@ func start(ctx context.Context, cfg config.Config, log *slog.Logger, o options) 
 	gt := newGate(cfg, js, rdb, m, log)
 	r.Go("status page sampler", func(ctx context.Context) error { page.Run(ctx); return nil })
 	r.Go("dispatch gate", func(ctx context.Context) error { gt.run(ctx); return nil })
+	pol, err := newPolicies(ctx, cfg, rdb, log)
+	if err != nil {
+		return nil, fmt.Errorf("scheduler: %w", err)
+	}
 	for _, shard := range cfg.SchedulerShards {
 		s, err := newShard(ctx, cfg, shard, js, rdb, m, log)
 		if err != nil {
@@ -92,6 +97,16 @@ func start(ctx context.Context, cfg config.Config, log *slog.Logger, o options) 
 		}
 		s.gate, s.now = gt, o.now
 		s.crawl = r.Crawl
+		pol.shards = append(pol.shards, s)
+	}
+	// The tables are right before any shard dispatches: a blocked host is never handed out
+	// for want of its entry.
+	if !pol.apply(ctx) {
+		return nil, fmt.Errorf("scheduler: the live site policies could not be written to the shards")
+	}
+	r.Go("live policy watcher", pol.w.Run)
+	r.Go("live policy", func(ctx context.Context) error { pol.run(ctx); return nil })
+	for _, s := range pol.shards {
 		s.start(r)
 	}
 	return r, nil
@@ -189,6 +204,9 @@ type shard struct {
 	replicated *redisx.Waiter
 	// resched tells the loop that schedules failed recrawls that outcomes failed URLs.
 	resched chan struct{}
+	// rules are the live site policies (the scheduler's policy.Watcher's Current); nil:
+	// none, the process-wide settings apply (recrawlFor).
+	rules func() *policy.Set
 }
 
 func newShard(ctx context.Context, cfg config.Config, id int, js jetstream.JetStream, rdb redis.UniversalClient, m *metrics, log *slog.Logger) (*shard, error) {

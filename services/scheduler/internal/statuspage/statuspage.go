@@ -62,6 +62,9 @@ type Options struct {
 	Recrawl func(ctx context.Context) (*recrawl.Backlog, error)
 	// Stuck reads the tasks out that make no progress, judged at now (nil: not shown).
 	Stuck func(ctx context.Context) (stuck []frontierkeys.StuckLease, now time.Time, err error)
+	// Rules reads the live site policies' rules in force with their counters summed over
+	// the shards, the top most active of them (nil: not shown).
+	Rules func(ctx context.Context, top int) (frontierkeys.ActiveRules, error)
 }
 
 // StuckRow is a task out that makes no progress (frontierkeys.StuckLease.Stuck).
@@ -109,6 +112,9 @@ const (
 	MaxErrors     = 100
 	// MaxStuck bounds the stuck tasks listed.
 	MaxStuck = 20
+	// The rules listed: a crawl may hold 10,000, the page shows the most active.
+	DefaultRules = 20
+	MaxRules     = 200
 )
 
 // Page is the status page of a crawl's shards.
@@ -320,6 +326,11 @@ type Report struct {
 	// Stuck names the tasks out that make no progress: which URLs, on which hosts, for how
 	// long, with their fetcher's last error. Empty while the crawl moves.
 	Stuck []StuckRow `json:"stuck"`
+	// Rules are the live site policies in force: how many, and the most active with their
+	// counters summed over the shards. Absent when they cannot be read; RulesError says
+	// why.
+	Rules      *frontierkeys.ActiveRules `json:"rules,omitempty"`
+	RulesError string                    `json:"rules_error,omitempty"`
 }
 
 func intParam(r *http.Request, name string, def, hi int) int {
@@ -333,9 +344,11 @@ func intParam(r *http.Request, name string, def, hi int) int {
 func (p *Page) serveJSON(w http.ResponseWriter, r *http.Request) {
 	top := intParam(r, "top", DefaultTop, MaxTop)
 	nErr := intParam(r, "errors", DefaultErrors, MaxErrors)
+	nRules := intParam(r, "rules", DefaultRules, MaxRules)
 	ctx, cancel := context.WithTimeout(r.Context(), p.o.Timeout)
 	defer cancel()
 	rep := p.Report(ctx, top, nErr)
+	p.addRules(ctx, &rep, nRules)
 	securityHeaders(w.Header())
 	w.Header().Set("Content-Type", "application/json")
 	code := http.StatusOK
@@ -427,6 +440,19 @@ func (p *Page) Report(ctx context.Context, top, nErrors int) Report {
 	rep.Slowest = rep.Slowest[:min(len(rep.Slowest), top)]
 	rep.Errors = rep.Errors[:min(len(rep.Errors), nErrors)]
 	return rep
+}
+
+// addRules adds the rules in force, at most top of them.
+func (p *Page) addRules(ctx context.Context, rep *Report, top int) {
+	if p.o.Rules == nil {
+		return
+	}
+	ar, err := p.o.Rules(ctx, top)
+	if err != nil {
+		rep.RulesError = err.Error()
+		return
+	}
+	rep.Rules = &ar
 }
 
 func stuckRow(l frontierkeys.StuckLease, now time.Time) StuckRow {

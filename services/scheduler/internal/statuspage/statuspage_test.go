@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -436,6 +437,64 @@ func TestReportStuck(t *testing.T) {
 				if !strings.Contains(string(body), w) {
 					t.Errorf("report %s\nwant it to contain %s", body, w)
 				}
+			}
+		})
+	}
+}
+
+// The page lists the rules in force, bounded: the most active ?rules= of them (20 by
+// default, 200 at most) and how many there are; a failed reading is said, not shown as
+// no rules.
+func TestReportRules(t *testing.T) {
+	a, _ := twoShards()
+	var stats []frontierkeys.RuleStats
+	read := func(_ context.Context, top int) (frontierkeys.ActiveRules, error) {
+		m := map[string]*frontierkeys.RuleStats{}
+		scopes := make([]string, 10000)
+		for i := range scopes {
+			scopes[i] = fmt.Sprintf("host:h%05d.test", i)
+			m[scopes[i]] = &frontierkeys.RuleStats{Scope: scopes[i], Requests: int64(i % 97)}
+		}
+		m["host:h00042.test"].Parked = 1000
+		return frontierkeys.TopRules(m, scopes, 7, top), nil
+	}
+	for _, tc := range []struct {
+		name  string
+		query string
+		read  func(context.Context, int) (frontierkeys.ActiveRules, error)
+		shown int
+		err   string
+	}{
+		{"default", "", read, DefaultRules, ""},
+		{"asked for", "?rules=5", read, 5, ""},
+		{"bounded", "?rules=100000", read, MaxRules, ""},
+		{"unreadable", "", func(context.Context, int) (frontierkeys.ActiveRules, error) {
+			return frontierkeys.ActiveRules{}, errors.New("redis down")
+		}, 0, "redis down"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := New([]Shard{{ID: 0, Source: a}}, Options{Rules: tc.read})
+			rec := httptest.NewRecorder()
+			p.serveJSON(rec, httptest.NewRequest("GET", "/status.json"+tc.query, nil))
+			var rep Report
+			if err := json.Unmarshal(rec.Body.Bytes(), &rep); err != nil {
+				t.Fatal(err)
+			}
+			if tc.err != "" {
+				if rep.Rules != nil || !strings.Contains(rep.RulesError, tc.err) {
+					t.Fatalf("rules %+v error %q, want none and %q", rep.Rules, rep.RulesError, tc.err)
+				}
+				return
+			}
+			if rep.Rules == nil || rep.Rules.Total != 10000 || rep.Rules.Version != 7 || len(rep.Rules.Shown) != tc.shown {
+				t.Fatalf("rules %+v, want 10000 at version 7, %d shown", rep.Rules, tc.shown)
+			}
+			stats = rep.Rules.Shown
+			if stats[0].Scope != "host:h00042.test" || stats[1].Requests != 96 {
+				t.Errorf("first rows %+v, want the parking rule first, then the busiest", stats[:2])
+			}
+			if rec.Body.Len() > 64<<10 {
+				t.Errorf("status.json of %d bytes with 10,000 rules", rec.Body.Len())
 			}
 		})
 	}

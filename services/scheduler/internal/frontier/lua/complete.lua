@@ -4,12 +4,15 @@
 -- address the request went to ('' = unknown; the stored one stays), kept in host:<host> as
 -- addr for the status views. flags packs five small fields into one number, because every
 -- argument costs the script a string and a table slot: action (1 fetched, 2 retry,
--- 3 failed, 4 disallowed, 5 requeue) + 8 × requested (0/1) + 16 × reset error streak (0/1)
+-- 3 failed, 4 disallowed, 5 requeue, 6 park) + 8 × requested (0/1) + 16 × reset error streak (0/1)
 -- + 32 × refund the page charge (0/1: no page request was made) + 64 × health (0 says
 -- nothing about the host, 1 a failure: error, timeout, 5xx, robots unavailable; 2 the host
 -- answered).
 -- Returns per outcome {result, next time ms, crawl-delay flags, retired} where result is
--- 0 stale, 1 fetched, 2 retry queued, 3 failed, 4 disallowed, 5 requeued; the flags are
+-- 0 stale, 1 fetched, 2 retry queued, 3 failed, 4 disallowed, 5 requeued, 6 parked (a
+-- fetcher found a live policy blocking the URL: it goes to the end of the host's park
+-- list with the same attempt; the host's other URLs are parked too when the policy blocks
+-- the host, as after any outcome of a blocked host); the flags are
 -- 1 (the delay was capped) + 2 (this outcome stored a new Crawl-delay above the cap); and
 -- retired is -1, or the number of queued URLs that ended as failed because this outcome
 -- retired the host.
@@ -98,13 +101,14 @@ for o = 1, n do
     local stFails = tonumber(st[4] or '0') or 0
     local errs, fails = stErr, stFails
     local set = {}
+    local lim = host_limits(h)
     local capped = 0
     if newcd >= 0 and newcd ~= cd then
       cd = newcd
       set[#set + 1] = 'cd'
       set[#set + 1] = n2s(cd)
       -- Reported once per host and value: only the outcome that changes the stored value.
-      if cd > MAXCD then capped = 2 end
+      if cd > lim.maxcd then capped = 2 end
     end
     local retire = false
     if health == 1 then
@@ -121,7 +125,7 @@ for o = 1, n do
     end
     local late = not requested and deadlines[o] <= NOW
     local rtLast = tonumber(st[7] or '0') or 0
-    local te, isCapped = next_fetch(NOW, requested, dur, cd, stNext, late, rtLast, streak, ra)
+    local te, isCapped = next_fetch(NOW, requested, dur, cd, stNext, late, rtLast, streak, ra, lim)
     if isCapped then capped = capped + 1 end
     local res = act
     local back = 0
@@ -131,6 +135,8 @@ for o = 1, n do
       bump('failed', 1)
     elseif act == 4 then
       bump('disallowed', 1)
+    elseif act == 6 then
+      park_entries(h, {string.sub(v, sp + 1)})
     else
       -- The entry is only needed when the URL goes back to its queue.
       local e = string.sub(v, sp + 1)
@@ -244,7 +250,11 @@ for o = 1, n do
       if retire then r = 'retired' elseif res == 3 then r = 'failed' end
       errLines[#errLines + 1] = n2s(NOW) .. '\t' .. r .. '\t' .. errLine
     end
-    if not retire and (back == 1 or redis.call('EXISTS', bq(h)) == 1) then
+    if not retire and lim.block then
+      park_queue(h)
+      freed[#freed + 1] = h
+      expire_state(h, te)
+    elseif not retire and (back == 1 or redis.call('EXISTS', bq(h)) == 1) then
       heapArgs[#heapArgs + 1] = teS
       heapArgs[#heapArgs + 1] = h
     else

@@ -14,8 +14,14 @@ bulk('ZREM', K_HEAP, hs)
 local freed = {}
 local th, te = {}, {}
 for _, h in ipairs(hs) do
-  local e = redis.call('LPOP', bq(h))
-  if not e then
+  local blocked = host_limits(h).block
+  local e = not blocked and redis.call('LPOP', bq(h))
+  if blocked then
+    -- Blocked since it was queued: parked, never dispatched.
+    park_queue(h)
+    freed[#freed + 1] = h
+    expire_state(h, NOW)
+  elseif not e then
     -- A host in the heap always has a queued URL; repair rather than wedge if not.
     freed[#freed + 1] = h
     expire_state(h, NOW)

@@ -2,7 +2,8 @@
 -- deadline is at or before it are reaped. Each expired lease's URL goes back to the head of
 -- its host queue with attempt+1 (failed past the retry limit, so a URL that kills
 -- fetchers ends), and the host is re-armed at
--- now + max(min delay, capped crawl-delay, k x its last response time): the fetcher may
+-- now + max(min delay, capped crawl-delay, k x its last response time), each the host's
+-- own when a live policy sets it (host_limits): the fetcher may
 -- have reached the host just before the deadline.
 -- Each expiry is logged in errors with kind lease-expired, like a failed outcome, with the
 -- last error its fetcher reported for the task (lasterr), if any; a URL whose attempts ran
@@ -43,9 +44,13 @@ for _, h in ipairs(hs) do
       string.sub(string.match(u or '', '^[^ ]*'), 1, 512) .. '\t' .. why
   end
   local st = redis.call('HMGET', hk(h), 'cd', 'rt')
-  local te = NOW + gap(tonumber(st[1] or '0') or 0, tonumber(st[2] or '0') or 0)
+  local te = NOW + gap(tonumber(st[1] or '0') or 0, tonumber(st[2] or '0') or 0, host_limits(h))
   redis.call('HSET', hk(h), 'next', n2s(te))
-  if back or redis.call('EXISTS', bq(h)) == 1 then
+  if host_limits(h).block then
+    park_queue(h)
+    freed[#freed + 1] = h
+    expire_state(h, te)
+  elseif back or redis.call('EXISTS', bq(h)) == 1 then
     heapArgs[#heapArgs + 1] = n2s(te)
     heapArgs[#heapArgs + 1] = h
   else

@@ -144,6 +144,25 @@
       td(tr, k.overdue ? 'overdue by ' + Math.round((d.now_ms - k.deadline_ms) / 1000) + ' s' : 'ends in ' + Math.round((k.deadline_ms - d.now_ms) / 1000) + ' s');
       td(tr, k.error ? k.error + ' (' + k.error_tries + ' tries)' : 'none reported', 'err');
     });
+    // The live site policies: a crawl may hold thousands of rules; the page gets the most
+    // active and the count.
+    const ru = d.rules;
+    if (ru) {
+      text('rules-sub', int(ru.total) + ' rules in force (version ' + int(ru.version) + ')' +
+        (ru.shown.length < ru.total ? ', the ' + int(ru.shown.length) + ' most active shown' : '') +
+        '; counters summed over shards');
+    } else {
+      text('rules-sub', d.rules_error ? 'unavailable: ' + d.rules_error : 'not shown');
+    }
+    fill('rules', ru ? ru.shown : [], 6, function (tr, r) {
+      if (r.parked > 0) tr.className = 'failed';
+      td(tr, r.scope, 'host');
+      td(tr, int(r.hosts), 'n');
+      td(tr, int(r.requests), 'n');
+      td(tr, int(r.blocked), 'n');
+      td(tr, int(r.parked), 'n');
+      td(tr, int(r.excluded), 'n');
+    });
     fill('errors', d.errors, 7, function (tr, e) {
       tr.className = e.result;
       td(tr, time(e.t_ms));

@@ -1,0 +1,232 @@
+package frontierkeys
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Fields of a shard's policy table (Shard.Policy): a host rule's limits under
+// PolicyHostPrefix+host, a domain rule's under PolicyDomainPrefix+domain. A host's limits are
+// merged field by field: its own entry over the entries of each of its name's suffixes,
+// the longest first (a domain rule is never a public suffix, so every suffix may be looked
+// up without matching a suffix list in Lua).
+const (
+	PolicyHostPrefix   = "h:"
+	PolicyDomainPrefix = "d:"
+)
+
+// PolicyHostField is a host rule's field in the policy table.
+func PolicyHostField(host string) string { return PolicyHostPrefix + host }
+
+// PolicyDomainField is a domain rule's field in the policy table.
+func PolicyDomainField(domain string) string { return PolicyDomainPrefix + domain }
+
+// PolicyCandidates are the fields a host's limits merge from, most specific first: the
+// host's own entry, then a domain entry for the host name and each suffix of it. The
+// scripts read the same list with one HMGET (politeness.PolicyModule).
+func PolicyCandidates(host string) []string {
+	out := []string{PolicyHostField(host)}
+	for s := host; s != ""; {
+		out = append(out, PolicyDomainField(s))
+		_, rest, ok := strings.Cut(s, ".")
+		if !ok {
+			break
+		}
+		s = rest
+	}
+	return out
+}
+
+// CrawlDelayRule is how a host's robots.txt Crawl-delay is honoured: exactly, however long,
+// or capped at Cap.
+type CrawlDelayRule struct {
+	Exact bool
+	Cap   time.Duration
+}
+
+// HostLimits are one rule's per-host limits as a policy table entry holds them. A nil
+// field is unset: a less specific entry, else the process-wide setting, decides it.
+type HostLimits struct {
+	MinDelay    *time.Duration
+	DelayFactor *float64
+	CrawlDelay  *CrawlDelayRule
+	// Connections is the most tasks of the host out at once.
+	Connections *int
+	// HostBudget is the most pages fetched from the host (0: no limit).
+	HostBudget *int64
+	Block      *bool
+}
+
+// Positions of the fields in an encoded entry (1-based, as Lua indexes them), and the
+// token of an unset field and of an exact Crawl-delay.
+const (
+	LimitMinDelay    = 1
+	LimitDelayFactor = 2
+	LimitCrawlDelay  = 3
+	LimitConnections = 4
+	LimitHostBudget  = 5
+	LimitBlock       = 6
+	limitFields      = 6
+
+	LimitUnset = "-"
+	LimitExact = "x"
+)
+
+// Encode is the entry "<min delay ms> <delay factor> <crawl delay: x or cap ms>
+// <connections> <host budget> <block 0|1>", each "-" when unset. Empty reports that no
+// field is set (such a rule needs no entry).
+func (l HostLimits) Encode() (s string, empty bool) {
+	tok := make([]string, limitFields)
+	for i := range tok {
+		tok[i] = LimitUnset
+	}
+	empty = true
+	set := func(pos int, v string) { tok[pos-1], empty = v, false }
+	if l.MinDelay != nil {
+		set(LimitMinDelay, strconv.FormatInt(max(l.MinDelay.Milliseconds(), 0), 10))
+	}
+	if l.DelayFactor != nil {
+		set(LimitDelayFactor, strconv.FormatFloat(max(*l.DelayFactor, 0), 'g', -1, 64))
+	}
+	if l.CrawlDelay != nil {
+		if l.CrawlDelay.Exact {
+			set(LimitCrawlDelay, LimitExact)
+		} else {
+			set(LimitCrawlDelay, strconv.FormatInt(max(l.CrawlDelay.Cap.Milliseconds(), 0), 10))
+		}
+	}
+	if l.Connections != nil {
+		set(LimitConnections, strconv.Itoa(max(*l.Connections, 1)))
+	}
+	if l.HostBudget != nil {
+		set(LimitHostBudget, strconv.FormatInt(max(*l.HostBudget, 0), 10))
+	}
+	if l.Block != nil {
+		b := "0"
+		if *l.Block {
+			b = "1"
+		}
+		set(LimitBlock, b)
+	}
+	return strings.Join(tok, " "), empty
+}
+
+// ParseHostLimits decodes an entry. Missing trailing fields are unset, so an entry written
+// before a field was added still reads.
+func ParseHostLimits(s string) (HostLimits, error) {
+	var l HostLimits
+	tok := strings.Fields(s)
+	if len(tok) > limitFields {
+		return l, fmt.Errorf("frontier: policy entry %q: %d fields, want %d", s, len(tok), limitFields)
+	}
+	bad := func(name string) error { return fmt.Errorf("frontier: policy entry %q: bad %s", s, name) }
+	for i, t := range tok {
+		if t == LimitUnset {
+			continue
+		}
+		switch i + 1 {
+		case LimitMinDelay:
+			ms, err := strconv.ParseInt(t, 10, 64)
+			if err != nil {
+				return l, bad("min delay")
+			}
+			d := time.Duration(ms) * time.Millisecond
+			l.MinDelay = &d
+		case LimitDelayFactor:
+			k, err := strconv.ParseFloat(t, 64)
+			if err != nil {
+				return l, bad("delay factor")
+			}
+			l.DelayFactor = &k
+		case LimitCrawlDelay:
+			if t == LimitExact {
+				l.CrawlDelay = &CrawlDelayRule{Exact: true}
+				continue
+			}
+			ms, err := strconv.ParseInt(t, 10, 64)
+			if err != nil {
+				return l, bad("crawl delay")
+			}
+			l.CrawlDelay = &CrawlDelayRule{Cap: time.Duration(ms) * time.Millisecond}
+		case LimitConnections:
+			n, err := strconv.Atoi(t)
+			if err != nil {
+				return l, bad("connections")
+			}
+			l.Connections = &n
+		case LimitHostBudget:
+			n, err := strconv.ParseInt(t, 10, 64)
+			if err != nil {
+				return l, bad("host budget")
+			}
+			l.HostBudget = &n
+		case LimitBlock:
+			b := t == "1"
+			l.Block = &b
+		}
+	}
+	return l, nil
+}
+
+// Over merges l over base field by field: l's set fields win.
+func (l HostLimits) Over(base HostLimits) HostLimits {
+	if l.MinDelay == nil {
+		l.MinDelay = base.MinDelay
+	}
+	if l.DelayFactor == nil {
+		l.DelayFactor = base.DelayFactor
+	}
+	if l.CrawlDelay == nil {
+		l.CrawlDelay = base.CrawlDelay
+	}
+	if l.Connections == nil {
+		l.Connections = base.Connections
+	}
+	if l.HostBudget == nil {
+		l.HostBudget = base.HostBudget
+	}
+	if l.Block == nil {
+		l.Block = base.Block
+	}
+	return l
+}
+
+// ParkBlocked is the reason of a park list whose host, or whose URLs, a live policy blocks.
+const ParkBlocked = "blocked"
+
+// ParkedHost is a host's entry in Shard.Parked: why its URLs are parked and how many.
+type ParkedHost struct {
+	Host    string
+	Reason  string
+	Entries int64
+}
+
+// ParseParked decodes a Shard.Parked value "<reason> <entries>".
+func ParseParked(host, v string) (ParkedHost, bool) {
+	r, n, ok := strings.Cut(v, " ")
+	c, err := strconv.ParseInt(n, 10, 64)
+	if !ok || err != nil {
+		return ParkedHost{}, false
+	}
+	return ParkedHost{Host: host, Reason: r, Entries: c}, true
+}
+
+// ReadParkedHost is a host's park list entry on its shard (trawlctl explain): ok is false
+// when none of its URLs is parked.
+func ReadParkedHost(ctx context.Context, rdb redis.UniversalClient, prefix string, shard int, host string) (p ParkedHost, ok bool, err error) {
+	v, err := rdb.HGet(ctx, ForShard(prefix, shard).Parked(), host).Result()
+	if errors.Is(err, redis.Nil) {
+		return ParkedHost{}, false, nil
+	}
+	if err != nil {
+		return ParkedHost{}, false, fmt.Errorf("frontier: shard %d: parked %s: %w", shard, host, err)
+	}
+	p, ok = ParseParked(host, v)
+	return p, ok, nil
+}

@@ -1,0 +1,48 @@
+package frontierkeys
+
+import (
+	"reflect"
+	"testing"
+	"time"
+)
+
+func TestHostLimitsEncoding(t *testing.T) {
+	d := func(x time.Duration) *time.Duration { return &x }
+	k, n, b, y := 2.5, 4, int64(100), true
+	tests := []struct {
+		name string
+		l    HostLimits
+		want string
+	}{
+		{"unset", HostLimits{}, "- - - - - -"},
+		{"every field", HostLimits{MinDelay: d(1500 * time.Millisecond), DelayFactor: &k,
+			CrawlDelay: &CrawlDelayRule{Cap: time.Minute}, Connections: &n, HostBudget: &b, Block: &y}, "1500 2.5 60000 4 100 1"},
+		{"exact crawl delay", HostLimits{CrawlDelay: &CrawlDelayRule{Exact: true}}, "- - x - - -"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, empty := tt.l.Encode()
+			if got != tt.want || empty != (tt.name == "unset") {
+				t.Fatalf("Encode = %q, %v; want %q", got, empty, tt.want)
+			}
+			back, err := ParseHostLimits(got)
+			if err != nil || !reflect.DeepEqual(back, tt.l) {
+				t.Fatalf("ParseHostLimits(%q) = %+v, %v; want %+v", got, back, err, tt.l)
+			}
+		})
+	}
+	if _, err := ParseHostLimits("1 2 3 4 5 6 7"); err == nil {
+		t.Error("an entry with too many fields parsed")
+	}
+	if _, err := ParseHostLimits("x - - - - -"); err == nil {
+		t.Error("a bad min delay parsed")
+	}
+}
+
+func TestPolicyCandidates(t *testing.T) {
+	got := PolicyCandidates("www.example.co.uk")
+	want := []string{"h:www.example.co.uk", "d:www.example.co.uk", "d:example.co.uk", "d:co.uk", "d:uk"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+}
