@@ -3,7 +3,7 @@
 # redis-server for both, chromium for the status page's browser test (`make compose-test`: a
 # Docker engine, docker-compose, debootstrap); otherwise they name the packages to install.
 
-SERVICES   := scheduler fetcher parser dedup archiver
+SERVICES   := scheduler fetcher parser dedup archiver renderer
 MODULES    := shared shared/itest devstack $(addprefix services/,$(SERVICES)) $(addsuffix /itest,$(addprefix services/,$(SERVICES))) trawlctl examples/indexer
 PKGS       := $(addsuffix /...,$(addprefix ./,$(MODULES)))
 BIN        := bin
@@ -20,7 +20,7 @@ export GOFLAGS ?= -buildvcs=false
 
 all: build
 
-## build: the five service binaries, the local runner, its NATS server and trawlctl, into bin/
+## build: the service binaries, the local runner, its NATS server and trawlctl, into bin/
 build:
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/ $(addprefix ./services/,$(SERVICES))

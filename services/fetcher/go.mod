@@ -6,7 +6,6 @@ require (
 	github.com/nats-io/nats.go v1.55.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/redis/go-redis/v9 v9.23.0
-	github.com/temoto/robotstxt v1.1.2
 	github.com/trawl/trawl/shared v0.0.0
 )
 

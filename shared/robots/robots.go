@@ -46,7 +46,7 @@
 // No input rewriting can fix the ranking, tie, anchoring or agent-prefix behaviour, because
 // they are decided inside TestAgent. So this package has its own small line parser (RFC 9309
 // §2.2 grammar, forgiving as §2.2 allows) and matcher (§2.2.2, §2.2.3). temoto stays as an
-// independent test oracle in the fetcher (services/fetcher/internal/robotscache, so that
+// independent test oracle in the fetcher (shared/robotscache, so that
 // shared/go.mod does not pull it into every service): it checks that both agree on every
 // case where temoto's behaviour and the RFC coincide, and pins the cases above where they
 // differ, so a regression here shows up as a disagreement with a second implementation.

@@ -34,6 +34,24 @@ const (
 // crawlmsg.PageMeta.BodyRef.
 const BodiesBucket = "CRAWL_BODIES"
 
+// RenderCacheBucket is the JetStream object store of subresources the renderers fetched
+// (scripts, styles, JSON a page loads), shared by every renderer so that a bundle every
+// page uses is fetched once per TTL (RenderCache).
+const RenderCacheBucket = "CRAWL_RENDER_CACHE"
+
+// RenderCache is RenderCacheBucket's configuration: entries expire after ttl, and the
+// store refuses new ones past maxBytes.
+func RenderCache(o Options, ttl time.Duration, maxBytes int64) jetstream.ObjectStoreConfig {
+	return jetstream.ObjectStoreConfig{
+		Bucket:      RenderCacheBucket,
+		Description: "subresources fetched for rendered pages",
+		TTL:         ttl,
+		MaxBytes:    maxBytes,
+		Storage:     o.Storage,
+		Replicas:    o.Replicas,
+	}
+}
+
 // BodiesStream is the stream behind BodiesBucket (the object store's own naming).
 const BodiesStream = "OBJ_" + BodiesBucket
 

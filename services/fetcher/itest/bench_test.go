@@ -15,10 +15,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/trawl/trawl/devstack/synthweb"
-	"github.com/trawl/trawl/services/fetcher/internal/robotscache"
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/natsx"
 	"github.com/trawl/trawl/shared/robots"
+	"github.com/trawl/trawl/shared/robotscache"
 	"github.com/trawl/trawl/shared/topology"
 )
 

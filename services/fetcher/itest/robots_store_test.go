@@ -10,9 +10,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/trawl/trawl/devstack/redisproc"
-	"github.com/trawl/trawl/services/fetcher/internal/robotscache"
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/robots"
+	"github.com/trawl/trawl/shared/robotscache"
 	"github.com/trawl/trawl/shared/topology"
 )
 

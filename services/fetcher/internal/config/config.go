@@ -8,11 +8,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/trawl/trawl/services/fetcher/internal/safedial"
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/envconfig"
 	"github.com/trawl/trawl/shared/politeness"
 	"github.com/trawl/trawl/shared/robots"
+	"github.com/trawl/trawl/shared/safedial"
 )
 
 // DefaultHTTPAddr is the fetcher's /metrics address.

@@ -21,7 +21,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/trawl/trawl/services/fetcher/internal/safedial"
+	"github.com/trawl/trawl/shared/safedial"
 	"github.com/trawl/trawl/shared/urlnorm"
 )
 

@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/trawl/trawl/services/fetcher/internal/safedial"
+	"github.com/trawl/trawl/shared/safedial"
 )
 
 // site is an httptest server that logs the paths it was asked for.

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/trawl/trawl/services/fetcher/internal/safedial"
+	"github.com/trawl/trawl/shared/safedial"
 )
 
 // TestPinnedRequestsGoToTheirAddress: a host served at two addresses, requested in turn

@@ -15,7 +15,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/trawl/trawl/services/fetcher/internal/fetch"
-	"github.com/trawl/trawl/services/fetcher/internal/robotscache"
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/ctxsleep"
 	"github.com/trawl/trawl/shared/errclass"
@@ -23,6 +22,7 @@ import (
 	"github.com/trawl/trawl/shared/natsx"
 	"github.com/trawl/trawl/shared/politeness"
 	"github.com/trawl/trawl/shared/robots"
+	"github.com/trawl/trawl/shared/robotscache"
 	"github.com/trawl/trawl/shared/topology"
 	"github.com/trawl/trawl/shared/urlnorm"
 )

@@ -20,13 +20,13 @@ import (
 
 	"github.com/trawl/trawl/services/fetcher/internal/config"
 	"github.com/trawl/trawl/services/fetcher/internal/fetch"
-	"github.com/trawl/trawl/services/fetcher/internal/robotscache"
-	"github.com/trawl/trawl/services/fetcher/internal/safedial"
 	"github.com/trawl/trawl/shared/crawlid"
 	"github.com/trawl/trawl/shared/natsx"
 	"github.com/trawl/trawl/shared/obs"
 	"github.com/trawl/trawl/shared/politeness"
+	"github.com/trawl/trawl/shared/robotscache"
 	"github.com/trawl/trawl/shared/runner"
+	"github.com/trawl/trawl/shared/safedial"
 	"github.com/trawl/trawl/shared/topology"
 )
 

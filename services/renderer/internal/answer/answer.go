@@ -1,0 +1,363 @@
+// Package answer answers the browser's requests on Trawl's behalf. The browser makes no
+// request itself (docs/architecture.md, "Rendering"): every request it would make is paused
+// by the DevTools Fetch domain and handed here, where it is checked against the crawl's
+// exclusions, the live site policy and the host's robots.txt, served from the shared
+// subresource cache when a page fetched it before, and otherwise made by Trawl's own HTTP
+// client (address-checked dialing) under a claim of its host (politeness.Claimer): the
+// same schedule the fetchers keep, so a host's fetchers and renderers never overlap and
+// never come closer than the host's gap.
+package answer
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"net/http/httptrace"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"golang.org/x/sync/singleflight"
+
+	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/ctxsleep"
+	"github.com/trawl/trawl/shared/politeness"
+	"github.com/trawl/trawl/shared/robots"
+	"github.com/trawl/trawl/shared/robotscache"
+	"github.com/trawl/trawl/shared/safedial"
+)
+
+// Reasons a request is refused (failed inside the page); the values of
+// crawlmsg.Rendered.Refused and the metrics' reason label.
+const (
+	RefusedScheme  = "scheme"  // not http or https
+	RefusedURL     = "url"     // unparseable, or longer than TRAWL_MAX_URL_LENGTH
+	RefusedScope   = "scope"   // TRAWL_EXCLUDE matches it
+	RefusedBlocked = "blocked" // a live site policy blocks it
+	RefusedRobots  = "robots"  // robots.txt disallows it (or is unreachable: disallow all)
+	RefusedUnsafe  = "unsafe"  // the address policy refuses its host's address
+	RefusedTime    = "time"    // the page's time cap passed while it waited for its host
+	RefusedError   = "error"   // the request was made and failed (no response)
+)
+
+// Request is a request the browser would make.
+type Request struct {
+	URL    string
+	Method string
+	Header map[string]string
+	Body   []byte
+}
+
+// Result is how a request was answered: a refusal (Refused set), or a response with the
+// exchange to archive.
+type Result struct {
+	Refused  string
+	Err      error // why, for a refusal
+	Status   int
+	Header   http.Header
+	Body     []byte
+	Exchange *crawlmsg.Exchange
+}
+
+// Metrics are told what happened to each request.
+type Metrics interface {
+	Refused(reason string)
+	Answered(source string) // "network" or "cache"
+	ClaimWait(d time.Duration)
+	Robots(result string) // the robots.txt fetches made: "parsed", "unavailable", "unreachable"
+}
+
+// Config are an Answerer's settings.
+type Config struct {
+	UserAgent      string
+	RobotsAgent    string
+	MaxURLLength   int
+	Exclude        *regexp.Regexp
+	RequestTimeout time.Duration
+	MaxBody        int64
+	CacheMaxEntry  int64
+	// Blocked, when set, says whether a live site policy blocks a URL (and which rule).
+	Blocked func(rawURL string) (blocked bool, rule string)
+}
+
+// Answerer answers requests. It is safe for concurrent use.
+type Answerer struct {
+	cfg    Config
+	robots *robotscache.Store
+	claims *politeness.Claimer
+	client *http.Client
+	cache  *Cache // nil: no cache
+	m      Metrics
+	// robotsFetch makes the requests waiting for one origin's robots.txt share one fetch.
+	robotsFetch singleflight.Group
+	log         *slog.Logger
+}
+
+// New returns an Answerer making its requests through dialer.
+func New(cfg Config, store *robotscache.Store, claims *politeness.Claimer, dialer *safedial.Dialer, cache *Cache, m Metrics, log *slog.Logger) *Answerer {
+	tr := &http.Transport{
+		DialContext:           dialer.DialContext,
+		Proxy:                 http.ProxyFromEnvironment,
+		TLSClientConfig:       &tls.Config{MinVersion: tls.VersionTLS12},
+		TLSHandshakeTimeout:   min(10*time.Second, cfg.RequestTimeout),
+		ResponseHeaderTimeout: cfg.RequestTimeout,
+		// The body as received is what is archived; asking for no content coding makes it
+		// the body the browser gets too.
+		DisableCompression:  true,
+		MaxIdleConnsPerHost: 1,
+		IdleConnTimeout:     30 * time.Second,
+		ForceAttemptHTTP2:   true,
+	}
+	client := &http.Client{
+		Transport: tr,
+		// A redirect goes back to the browser, whose request for the target is answered
+		// here again: every hop is checked and claimed like any request.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	return &Answerer{cfg: cfg, robots: store, claims: claims, client: client, cache: cache, m: m, log: log}
+}
+
+// Close drops idle connections.
+func (a *Answerer) Close() { a.client.CloseIdleConnections() }
+
+func (a *Answerer) refuse(reason string, err error) Result {
+	a.m.Refused(reason)
+	return Result{Refused: reason, Err: err}
+}
+
+// Answer answers req within ctx (the page's time cap).
+func (a *Answerer) Answer(ctx context.Context, req Request) Result {
+	u, err := url.Parse(req.URL)
+	switch {
+	case err != nil:
+		return a.refuse(RefusedURL, err)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return a.refuse(RefusedScheme, fmt.Errorf("scheme %q", u.Scheme))
+	case u.Hostname() == "":
+		return a.refuse(RefusedURL, errors.New("no host"))
+	case a.cfg.MaxURLLength > 0 && len(req.URL) > a.cfg.MaxURLLength:
+		return a.refuse(RefusedURL, fmt.Errorf("%d octets, TRAWL_MAX_URL_LENGTH is %d", len(req.URL), a.cfg.MaxURLLength))
+	case a.cfg.Exclude != nil && a.cfg.Exclude.MatchString(req.URL):
+		return a.refuse(RefusedScope, errors.New("TRAWL_EXCLUDE matches"))
+	}
+	if a.cfg.Blocked != nil {
+		if blocked, rule := a.cfg.Blocked(req.URL); blocked {
+			return a.refuse(RefusedBlocked, fmt.Errorf("blocked by %s", rule))
+		}
+	}
+	u.Fragment = ""
+	cacheable := req.Method == http.MethodGet && a.cache != nil
+	if cacheable {
+		if r, ok := a.cache.Get(ctx, u.String()); ok {
+			a.m.Answered("cache")
+			return r
+		}
+	}
+	host := strings.ToLower(u.Hostname())
+	origin := u.Scheme + "://" + u.Host
+	entry, err := a.robotsEntry(ctx, host, origin)
+	if err != nil {
+		return a.refuse(refusal(ctx, err), err)
+	}
+	if d, err := robots.Decide(entry, "", u.String()); err != nil || !d.Allowed {
+		if err == nil {
+			err = fmt.Errorf("%s %s", d.Reason, d.Rule)
+		}
+		return a.refuse(RefusedRobots, err)
+	}
+	res, err := a.claimed(ctx, host, func(ctx context.Context) (Result, error) { return a.do(ctx, req, u) })
+	if err != nil {
+		return a.refuse(refusal(ctx, err), err)
+	}
+	a.m.Answered("network")
+	if cacheable && res.Status == http.StatusOK && int64(len(res.Body)) <= a.cfg.CacheMaxEntry && !res.Exchange.Truncated && storable(res.Header) {
+		a.cache.Put(ctx, u.String(), res)
+	}
+	return res
+}
+
+func refusal(ctx context.Context, err error) string {
+	switch {
+	case errors.Is(err, safedial.ErrBlockedAddress):
+		return RefusedUnsafe
+	case ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded):
+		return RefusedTime
+	}
+	return RefusedError
+}
+
+// storable reports whether the response may be served to other pages: not when the
+// server said no-store or private.
+func storable(h http.Header) bool {
+	cc := strings.ToLower(h.Get("Cache-Control"))
+	return !strings.Contains(cc, "no-store") && !strings.Contains(cc, "private") && h.Get("Set-Cookie") == ""
+}
+
+// claimPoll is the longest a request waits before asking for its host again.
+const claimPoll = 100 * time.Millisecond
+
+// claimed runs do under a claim of host, waiting for the host's turn until ctx ends: no
+// other request to the host (a fetcher's task, another renderer's request) is in flight
+// meanwhile, and the host's next turn is a gap after this request ends.
+func (a *Answerer) claimed(ctx context.Context, host string, do func(context.Context) (Result, error)) (Result, error) {
+	start := time.Now()
+	var cl politeness.Claim
+	for {
+		var err error
+		cl, err = a.claims.Claim(ctx, host, a.cfg.RequestTimeout+time.Second)
+		if err != nil {
+			return Result{}, err
+		}
+		if cl.OK {
+			break
+		}
+		// While another request holds the host, the wait the claim gives is its whole
+		// window, though the request usually ends far sooner: ask again shortly.
+		if !ctxsleep.Sleep(ctx, min(cl.Wait, claimPoll)) {
+			return Result{}, fmt.Errorf("waiting %s for host %s's turn: %w", time.Since(start).Round(time.Millisecond), host, ctx.Err())
+		}
+	}
+	a.m.ClaimWait(time.Since(start))
+	rctx, cancel := context.WithTimeout(ctx, a.cfg.RequestTimeout)
+	began := time.Now()
+	res, err := do(rctx)
+	took := time.Since(began)
+	cancel()
+	// Released even when the page's context ended: the host's next turn must be set.
+	relCtx, relCancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer relCancel()
+	if _, rerr := a.claims.Release(relCtx, cl, took); rerr != nil {
+		// The claim's window then ends the host's wait: later, never earlier.
+		a.log.Warn("release of a host claim failed; the host waits out the claim's window", "host", host, "err", rerr)
+	}
+	return res, err
+}
+
+// robotsEntry returns origin's robots.txt entry, fetching robots.txt (under a claim of
+// host, as any request) when no fetcher or renderer has it cached.
+func (a *Answerer) robotsEntry(ctx context.Context, host, origin string) (*robots.Entry, error) {
+	e, err := a.robots.Get(ctx, origin)
+	if err != nil || e != nil {
+		return e, err
+	}
+	// The page's requests to one origin arrive together: one of them fetches robots.txt.
+	v, err, _ := a.robotsFetch.Do(origin, func() (any, error) { return a.fetchRobots(ctx, host, origin) })
+	if err != nil {
+		return nil, err
+	}
+	return v.(*robots.Entry), nil
+}
+
+// fetchRobots fetches origin's robots.txt under a claim of host and caches the entry.
+func (a *Answerer) fetchRobots(ctx context.Context, host, origin string) (*robots.Entry, error) {
+	if e, err := a.robots.Get(ctx, origin); err != nil || e != nil {
+		return e, err
+	}
+	var e *robots.Entry
+	res, err := a.claimed(ctx, host, func(ctx context.Context) (Result, error) {
+		u, _ := url.Parse(origin + "/robots.txt")
+		return a.do(ctx, Request{URL: u.String(), Method: http.MethodGet}, u)
+	})
+	now := time.Now()
+	switch {
+	case errors.Is(err, safedial.ErrBlockedAddress), ctx.Err() != nil:
+		return nil, err
+	case err != nil:
+		e = robots.UnreachableEntry(a.cfg.RobotsAgent, err, now)
+	default:
+		e = robots.NewEntry(a.cfg.RobotsAgent, res.Status, res.Body, robots.DefaultMaxBytes, now)
+	}
+	a.m.Robots(e.Class.String())
+	if perr := a.robots.Put(ctx, origin, e); perr != nil {
+		a.log.Warn("robots.txt entry not cached", "origin", origin, "err", perr)
+	}
+	return e, nil
+}
+
+// hopByHop are the request headers the browser's request loses: Trawl's client manages
+// the connection, sends its own User-Agent and asks for no content coding.
+var hopByHop = []string{"Connection", "Keep-Alive", "Proxy-Connection", "Transfer-Encoding", "Upgrade", "Te", "Trailer",
+	"Accept-Encoding", "User-Agent", "Host", "Content-Length", "Cookie"}
+
+// do makes one request and reads its response.
+func (a *Answerer) do(ctx context.Context, req Request, u *url.URL) (Result, error) {
+	var body io.Reader
+	if len(req.Body) > 0 {
+		body = bytes.NewReader(req.Body)
+	}
+	method := req.Method
+	if method == "" {
+		method = http.MethodGet
+	}
+	var ip string
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) {
+		if i.Conn != nil {
+			ip = i.Conn.RemoteAddr().String()
+		}
+	}})
+	hr, err := http.NewRequestWithContext(ctx, method, u.String(), body)
+	if err != nil {
+		return Result{}, err
+	}
+	for k, v := range req.Header {
+		if !slices.ContainsFunc(hopByHop, func(h string) bool { return strings.EqualFold(h, k) }) {
+			hr.Header.Set(k, v)
+		}
+	}
+	hr.Header.Set("User-Agent", a.cfg.UserAgent)
+	started := time.Now()
+	resp, err := a.client.Do(hr)
+	if err != nil {
+		return Result{}, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, a.cfg.MaxBody+1))
+	if err != nil {
+		return Result{}, fmt.Errorf("read body of %s: %w", u, err)
+	}
+	truncated := int64(len(b)) > a.cfg.MaxBody
+	if truncated {
+		b = b[:a.cfg.MaxBody]
+	}
+	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	ex := &crawlmsg.Exchange{
+		URL: u.String(), Method: method, Status: resp.StatusCode, ContentType: strings.ToLower(ct),
+		FetchedAt: started.UnixMilli(), DurationMs: time.Since(started).Milliseconds(), IP: hostOnly(ip),
+		Truncated: truncated, Request: requestHead(hr), Response: responseHead(resp), Body: b,
+	}
+	return Result{Status: resp.StatusCode, Header: resp.Header, Body: b, Exchange: ex}, nil
+}
+
+func hostOnly(addr string) string {
+	if i := strings.LastIndexByte(addr, ':'); i > 0 {
+		return strings.Trim(addr[:i], "[]")
+	}
+	return addr
+}
+
+// requestHead is the request head in HTTP/1.1 form, rebuilt from the request sent (the
+// exchange says so: Verbatim false).
+func requestHead(r *http.Request) []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "%s %s HTTP/1.1\r\nHost: %s\r\n", r.Method, r.URL.RequestURI(), r.URL.Host)
+	_ = r.Header.Write(&b)
+	b.WriteString("\r\n")
+	return b.Bytes()
+}
+
+// responseHead is the response's status line and headers in HTTP/1.1 form.
+func responseHead(r *http.Response) []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "HTTP/1.1 %s\r\n", r.Status)
+	_ = r.Header.Write(&b)
+	b.WriteString("\r\n")
+	return b.Bytes()
+}

@@ -1,0 +1,172 @@
+// Package config reads the renderer's settings from TRAWL_* environment variables.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/trawl/trawl/shared/crawlscope"
+	"github.com/trawl/trawl/shared/envconfig"
+	"github.com/trawl/trawl/shared/politeness"
+	"github.com/trawl/trawl/shared/robots"
+	"github.com/trawl/trawl/shared/safedial"
+)
+
+// DefaultHTTPAddr is the renderer's /metrics address.
+const DefaultHTTPAddr = ":9105"
+
+// Config is the renderer's configuration.
+type Config struct {
+	Common envconfig.Common
+	// Scope is the crawl's scope settings; a browser request is refused by TRAWL_EXCLUDE
+	// and TRAWL_MAX_URL_LENGTH (see docs/architecture.md, "Rendering").
+	Scope crawlscope.Settings
+	// Politeness is the hosts' gap rule, the one the scheduler applies to fetchers: every
+	// browser request claims its host under it (politeness.Claimer).
+	Politeness politeness.Rules
+
+	Chromium       string        // TRAWL_CHROMIUM: the browser binary
+	Tabs           int           // TRAWL_RENDER_TABS: pages rendered at once
+	Timeout        time.Duration // TRAWL_RENDER_TIMEOUT: one page, from load to DOM
+	Settle         time.Duration // TRAWL_RENDER_SETTLE: network quiet after load before the DOM is taken
+	JSHeap         int64         // TRAWL_RENDER_JS_HEAP: V8 old-space limit per page (bytes)
+	MaxRSS         int64         // TRAWL_RENDER_MAX_RSS: the browser's resident memory, all processes, before it is restarted
+	MaxAttempts    int           // TRAWL_RENDER_MAX_ATTEMPTS: deliveries of a task before the page is passed on unrendered
+	RequestTimeout time.Duration // TRAWL_RENDER_REQUEST_TIMEOUT: one browser request Trawl makes, body included
+	MaxBody        int64         // TRAWL_RENDER_MAX_BODY: largest subresource body
+	BodyInlineMax  int64         // TRAWL_BODY_INLINE_MAX: larger bodies go by reference (object store)
+	CacheTTL       time.Duration // TRAWL_RENDER_CACHE_TTL: how long a fetched subresource is served to other pages
+	CacheMaxBytes  int64         // TRAWL_RENDER_CACHE_BYTES: the shared subresource cache's size
+	CacheMaxEntry  int64         // TRAWL_RENDER_CACHE_MAX_ENTRY: largest body cached
+
+	UserAgent   string // TRAWL_USER_AGENT
+	RobotsAgent string // TRAWL_ROBOTS_AGENT
+	RobotsTTL   time.Duration
+	RobotsError time.Duration
+	AllowCIDRs  []netip.Prefix
+	Resolve     map[string][]netip.Addr
+	DialTimeout time.Duration
+
+	allowRaw   []string
+	cidrErr    error
+	resolveErr error
+}
+
+// Load reads the configuration; Validate checks the values.
+func Load(r *envconfig.Reader) (Config, error) {
+	c := Config{
+		Common:         envconfig.LoadCommon(r, DefaultHTTPAddr),
+		Scope:          crawlscope.Load(r),
+		Politeness:     politeness.Load(r),
+		Chromium:       r.String("CHROMIUM", "/usr/bin/chromium"),
+		Tabs:           r.Int("RENDER_TABS", 4),
+		Timeout:        r.Duration("RENDER_TIMEOUT", 60*time.Second),
+		Settle:         r.Duration("RENDER_SETTLE", 500*time.Millisecond),
+		JSHeap:         r.Bytes("RENDER_JS_HEAP", 256<<20),
+		MaxRSS:         r.Bytes("RENDER_MAX_RSS", 2<<30),
+		MaxAttempts:    r.Int("RENDER_MAX_ATTEMPTS", 3),
+		RequestTimeout: r.Duration("RENDER_REQUEST_TIMEOUT", 15*time.Second),
+		MaxBody:        r.Bytes("RENDER_MAX_BODY", 8<<20),
+		BodyInlineMax:  r.Bytes("BODY_INLINE_MAX", 1<<20),
+		CacheTTL:       r.Duration("RENDER_CACHE_TTL", time.Hour),
+		CacheMaxBytes:  r.Bytes("RENDER_CACHE_BYTES", 1<<30),
+		CacheMaxEntry:  r.Bytes("RENDER_CACHE_MAX_ENTRY", 2<<20),
+		UserAgent:      robots.LoadUserAgent(r),
+		RobotsAgent:    robots.LoadAgent(r),
+		RobotsTTL:      r.Duration("ROBOTS_TTL", 24*time.Hour),
+		RobotsError:    r.Duration("ROBOTS_ERROR_TTL", time.Minute),
+		DialTimeout:    r.Duration("DIAL_TIMEOUT", 10*time.Second),
+		allowRaw:       r.List("ALLOW_CIDRS", nil),
+	}
+	c.AllowCIDRs, c.cidrErr = safedial.ParseCIDRs(c.allowRaw)
+	c.Resolve, c.resolveErr = safedial.ParseStatic(r.List("RESOLVE", nil))
+	return c, r.Err()
+}
+
+// Defaults is the configuration with every variable unset.
+func Defaults() Config {
+	c, _ := Load(&envconfig.Reader{Lookup: func(string) (string, bool) { return "", false }})
+	return c
+}
+
+// Validate reports every invalid setting at once.
+func (c Config) Validate() error {
+	errs := []error{c.Common.Validate(), c.Politeness.Validate(), c.Scope.Validate()}
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if c.Chromium == "" {
+		bad("TRAWL_CHROMIUM is empty: want the path of a Chromium binary")
+	}
+	if c.Tabs < 1 || c.Tabs > 64 {
+		bad("TRAWL_RENDER_TABS=%d: want 1..64", c.Tabs)
+	}
+	if c.Timeout < 2*time.Second || c.Timeout > 10*time.Minute {
+		bad("TRAWL_RENDER_TIMEOUT=%s: want 2s..10m", c.Timeout)
+	}
+	if c.Settle < 0 || c.Settle >= c.Timeout {
+		bad("TRAWL_RENDER_SETTLE=%s: want 0..TRAWL_RENDER_TIMEOUT (%s)", c.Settle, c.Timeout)
+	}
+	if c.JSHeap != 0 && (c.JSHeap < 16<<20 || c.JSHeap > 16<<30) {
+		bad("TRAWL_RENDER_JS_HEAP=%d: want 0 (Chromium's own) or 16MiB..16GiB", c.JSHeap)
+	}
+	if c.MaxRSS != 0 && c.MaxRSS < 128<<20 {
+		bad("TRAWL_RENDER_MAX_RSS=%d: want 0 (no watch) or at least 128MiB", c.MaxRSS)
+	}
+	if c.MaxAttempts < 1 || c.MaxAttempts > 20 {
+		bad("TRAWL_RENDER_MAX_ATTEMPTS=%d: want 1..20", c.MaxAttempts)
+	}
+	if c.RequestTimeout < time.Second || c.RequestTimeout > c.Timeout {
+		bad("TRAWL_RENDER_REQUEST_TIMEOUT=%s: want 1s..TRAWL_RENDER_TIMEOUT (%s)", c.RequestTimeout, c.Timeout)
+	}
+	if c.MaxBody < 1<<10 || c.MaxBody > 64<<20 {
+		bad("TRAWL_RENDER_MAX_BODY=%d: want 1KiB..64MiB", c.MaxBody)
+	}
+	if c.BodyInlineMax < 0 || c.BodyInlineMax > 4<<20 {
+		bad("TRAWL_BODY_INLINE_MAX=%d: want 0..4MiB", c.BodyInlineMax)
+	}
+	if c.CacheTTL < 0 || c.CacheTTL > 7*24*time.Hour {
+		bad("TRAWL_RENDER_CACHE_TTL=%s: want 0 (no cache)..168h", c.CacheTTL)
+	}
+	if c.CacheTTL > 0 && c.CacheMaxBytes < 1<<20 {
+		bad("TRAWL_RENDER_CACHE_BYTES=%d: want at least 1MiB", c.CacheMaxBytes)
+	}
+	if c.CacheMaxEntry < 0 || c.CacheMaxEntry > c.MaxBody {
+		bad("TRAWL_RENDER_CACHE_MAX_ENTRY=%d: want 0..TRAWL_RENDER_MAX_BODY", c.CacheMaxEntry)
+	}
+	// A task is marked in progress every third of the ack wait; the wait must leave room.
+	if c.Common.AckWait < 3*time.Second {
+		bad("TRAWL_ACK_WAIT=%s: the renderer wants at least 3s", c.Common.AckWait)
+	}
+	if err := robots.CheckAgent(c.RobotsAgent); err != nil {
+		errs = append(errs, err)
+	}
+	if err := robots.CheckUserAgent(c.UserAgent); err != nil {
+		errs = append(errs, err)
+	}
+	if c.RobotsTTL < time.Minute {
+		bad("TRAWL_ROBOTS_TTL=%s: want at least 1m", c.RobotsTTL)
+	}
+	if c.RobotsError < time.Second || c.RobotsError > c.RobotsTTL {
+		bad("TRAWL_ROBOTS_ERROR_TTL=%s: want 1s..TRAWL_ROBOTS_TTL", c.RobotsError)
+	}
+	if c.DialTimeout <= 0 {
+		bad("TRAWL_DIAL_TIMEOUT=%s: want more than 0", c.DialTimeout)
+	}
+	if c.cidrErr != nil {
+		bad("TRAWL_ALLOW_CIDRS=%q: %w", strings.Join(c.allowRaw, ","), c.cidrErr)
+	}
+	if c.resolveErr != nil {
+		bad("TRAWL_RESOLVE: %v", c.resolveErr)
+	}
+	policy := safedial.NewPolicy(c.AllowCIDRs...)
+	for name, addrs := range c.Resolve {
+		for _, a := range addrs {
+			if err := policy.Check(a); err != nil {
+				bad("TRAWL_RESOLVE: %s=%s: the address policy refuses it (%v); allow it with TRAWL_ALLOW_CIDRS", name, a, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}

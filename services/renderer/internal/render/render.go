@@ -1,0 +1,258 @@
+// Package render loads one fetched page in a browser tab and takes its DOM. The page's
+// main document is answered from the body the fetcher already holds (never requested
+// again); every other request the page makes is paused by the DevTools Fetch domain and
+// answered by Trawl (package answer) or failed inside the page.
+package render
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/fetch"
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+
+	"github.com/trawl/trawl/services/renderer/internal/answer"
+	"github.com/trawl/trawl/shared/crawlmsg"
+)
+
+// RefusedNavigation is the reason a request that would take the main frame to another
+// document is failed: the DOM taken must be the page's.
+const RefusedNavigation = "navigation"
+
+// Page is the fetched page to load.
+type Page struct {
+	URL    string
+	Status int
+	Header map[string][]string
+	Body   []byte
+}
+
+// Result is a rendered page.
+type Result struct {
+	DOM       []byte
+	Exchanges []crawlmsg.Exchange
+	Refused   map[string]int
+	Started   time.Time
+	Duration  time.Duration
+}
+
+// Answerer answers the browser's requests.
+type Answerer interface {
+	Answer(ctx context.Context, req answer.Request) answer.Result
+}
+
+// Options configure a Renderer.
+type Options struct {
+	Timeout time.Duration // the page's time cap, from navigation to DOM
+	Settle  time.Duration // network quiet after the load event before the DOM is taken
+	Log     *slog.Logger
+	// OnRefused is told each request failed in the page by the renderer itself (a
+	// navigation); the answerer counts its own.
+	OnRefused func(reason string)
+}
+
+// Renderer renders pages.
+type Renderer struct {
+	a Answerer
+	o Options
+}
+
+// New returns a Renderer answering through a.
+func New(a Answerer, o Options) *Renderer {
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	if o.OnRefused == nil {
+		o.OnRefused = func(string) {}
+	}
+	return &Renderer{a: a, o: o}
+}
+
+// noServiceWorkers removes the API before any script of the page runs: a service worker
+// would make requests outside the page's interception (they would fail at the browser's
+// dead proxy, but the page would wait on them).
+const noServiceWorkers = `try { Object.defineProperty(Navigator.prototype, 'serviceWorker', {get: () => undefined}); } catch (e) {}`
+
+// page is one rendering's state.
+type pageState struct {
+	r        *Renderer
+	p        Page
+	ctx      context.Context // the page's time cap
+	tab      context.Context // the tab's chromedp context
+	mainDone atomic.Bool
+	mainID   atomic.Value // cdp.FrameID of the main frame, once its document was asked for
+	inflight atomic.Int64
+	lastDone atomic.Int64 // unix ns of the last request answered
+	wg       sync.WaitGroup
+
+	mu        sync.Mutex
+	exchanges []crawlmsg.Exchange
+	refused   map[string]int
+}
+
+// Render loads p in tab (a chromedp tab context) and returns its DOM within the time cap.
+func (r *Renderer) Render(ctx context.Context, tab context.Context, p Page) (*Result, error) {
+	started := time.Now()
+	// Commands need the tab's chromedp context; the caller's ends the page too.
+	pctx, cancel := context.WithTimeout(tab, r.o.Timeout)
+	defer cancel()
+	stopOnDone := context.AfterFunc(ctx, cancel)
+	defer stopOnDone()
+	st := &pageState{r: r, p: p, ctx: pctx, tab: tab, refused: map[string]int{}}
+	// Handlers answer from their own goroutines: the listener must return at once.
+	lctx, stopListen := context.WithCancel(tab)
+	defer stopListen()
+	if err := chromedp.Listen(lctx, func(ev any) {
+		if e, ok := ev.(*fetch.EventRequestPaused); ok {
+			st.inflight.Add(1)
+			st.wg.Add(1)
+			go st.handle(e)
+		}
+	}); err != nil {
+		return nil, fmt.Errorf("render: listen: %w", err)
+	}
+	// Every request is paused at the request stage: none leaves without an answer.
+	if _, err := chromedp.Call(pctx, fetch.Enable, fetch.EnableParams{Patterns: []*fetch.RequestPattern{{URLPattern: "*"}}}); err != nil {
+		return nil, fmt.Errorf("render: enable interception: %w", err)
+	}
+	if _, err := chromedp.Call(pctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: noServiceWorkers}); err != nil {
+		return nil, fmt.Errorf("render: %w", err)
+	}
+	err := chromedp.Do(pctx, chromedp.Navigate(p.URL))
+	if err == nil {
+		err = st.settle()
+	}
+	var dom string
+	if err == nil {
+		dom, err = chromedp.Run(pctx, chromedp.Evaluate[string](`(document.doctype ? new XMLSerializer().serializeToString(document.doctype) + "\n" : "") + document.documentElement.outerHTML`))
+	}
+	stopListen()
+	cancel() // requests still waiting for their host give up
+	st.wg.Wait()
+	if err != nil {
+		return nil, fmt.Errorf("render %s: %w", p.URL, err)
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return &Result{DOM: []byte(dom), Exchanges: st.exchanges, Refused: st.refused, Started: started, Duration: time.Since(started)}, nil
+}
+
+// settle waits until no request has been in flight for Settle, or the time cap.
+func (st *pageState) settle() error {
+	tick := time.NewTicker(25 * time.Millisecond)
+	defer tick.Stop()
+	st.lastDone.CompareAndSwap(0, time.Now().UnixNano())
+	for {
+		if st.inflight.Load() == 0 && time.Since(time.Unix(0, st.lastDone.Load())) >= st.r.o.Settle {
+			return nil
+		}
+		select {
+		case <-st.ctx.Done():
+			// A page that never goes quiet (polling) is taken as it is at the cap... unless
+			// the cap leaves no time to take it: then it is an error.
+			return fmt.Errorf("network never quiet for %s: %w", st.r.o.Settle, st.ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+func (st *pageState) done() {
+	st.lastDone.Store(time.Now().UnixNano())
+	st.inflight.Add(-1)
+	st.wg.Done()
+}
+
+// handle answers one paused request.
+func (st *pageState) handle(e *fetch.EventRequestPaused) {
+	defer st.done()
+	if e.ResourceType == network.ResourceTypeDocument {
+		if st.mainDone.CompareAndSwap(false, true) {
+			st.mainID.Store(e.FrameID)
+			st.fulfillMain(e)
+			return
+		}
+		if id, _ := st.mainID.Load().(cdp.FrameID); id == e.FrameID {
+			st.refuse(e, RefusedNavigation, network.ErrorReasonBlockedByClient)
+			st.r.o.OnRefused(RefusedNavigation)
+			return
+		}
+	}
+	req := answer.Request{URL: e.Request.URL, Method: e.Request.Method, Header: map[string]string{}}
+	for k, v := range e.Request.Headers {
+		req.Header[k] = fmt.Sprint(v)
+	}
+	for _, d := range e.Request.PostDataEntries {
+		req.Body = append(req.Body, d.Bytes...)
+	}
+	began := time.Now()
+	res := st.r.a.Answer(st.ctx, req)
+	st.r.o.Log.Debug("browser request answered", "url", req.URL, "status", res.Status, "refused", res.Refused, "took", time.Since(began))
+	if res.Refused != "" {
+		reason := network.ErrorReasonBlockedByClient
+		if res.Refused == answer.RefusedError {
+			reason = network.ErrorReasonFailed
+		} else if res.Refused == answer.RefusedTime {
+			reason = network.ErrorReasonTimedOut
+		}
+		st.r.o.Log.Debug("browser request refused", "page", st.p.URL, "url", req.URL, "reason", res.Refused, "err", res.Err)
+		st.refuse(e, res.Refused, reason)
+		return
+	}
+	st.mu.Lock()
+	st.exchanges = append(st.exchanges, *res.Exchange)
+	st.mu.Unlock()
+	st.fulfill(e, res.Status, res.Header, res.Body)
+}
+
+func (st *pageState) refuse(e *fetch.EventRequestPaused, reason string, why network.ErrorReason) {
+	st.mu.Lock()
+	st.refused[reason]++
+	st.mu.Unlock()
+	// The tab's context, not the page's: a request refused at the cap still gets its answer.
+	ctx, cancel := context.WithTimeout(st.tab, 5*time.Second)
+	defer cancel()
+	if _, err := chromedp.Call(ctx, fetch.FailRequest, fetch.FailRequestParams{RequestID: e.RequestID, ErrorReason: why}); err != nil {
+		st.r.o.Log.Debug("fail request", "url", e.Request.URL, "err", err)
+	}
+}
+
+// skipHeaders describe the body as it travelled; the browser gets it decoded and whole.
+var skipHeaders = map[string]bool{"content-encoding": true, "content-length": true, "transfer-encoding": true, "connection": true, "keep-alive": true}
+
+func (st *pageState) fulfill(e *fetch.EventRequestPaused, status int, h http.Header, body []byte) {
+	var hs []*fetch.HeaderEntry
+	for k, vs := range h {
+		if skipHeaders[strings.ToLower(k)] {
+			continue
+		}
+		for _, v := range vs {
+			hs = append(hs, &fetch.HeaderEntry{Name: k, Value: v})
+		}
+	}
+	ctx, cancel := context.WithTimeout(st.tab, 5*time.Second)
+	defer cancel()
+	if _, err := chromedp.Call(ctx, fetch.FulfillRequest, fetch.FulfillRequestParams{
+		RequestID: e.RequestID, ResponseCode: int64(status), ResponseHeaders: hs, Body: body,
+	}); err != nil && !errors.Is(err, context.Canceled) {
+		st.r.o.Log.Debug("fulfill request", "url", e.Request.URL, "err", err)
+	}
+}
+
+// fulfillMain answers the page's own document from the fetched body.
+func (st *pageState) fulfillMain(e *fetch.EventRequestPaused) {
+	status := st.p.Status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	st.fulfill(e, status, http.Header(st.p.Header), st.p.Body)
+}

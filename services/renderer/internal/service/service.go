@@ -1,0 +1,334 @@
+// Package service wires the renderer: it consumes render tasks from the shared `renderer`
+// durable (one per free tab, TRAWL_RENDER_TABS), loads each page in headless Chromium with
+// every browser request answered by Trawl (packages render and answer), and publishes the
+// rendered page on crawl.pages; a task is acked only once its page is stored. A browser
+// that crashed, hung or grew past its memory cap is restarted and its pages retried, up
+// to TRAWL_RENDER_MAX_ATTEMPTS deliveries; a page still failing then is passed on as it
+// was fetched, marked with why it could not be rendered. A killed renderer loses nothing:
+// its tasks are unacked and come back after the ack wait.
+package service
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/trawl/trawl/services/renderer/internal/answer"
+	"github.com/trawl/trawl/services/renderer/internal/browser"
+	"github.com/trawl/trawl/services/renderer/internal/config"
+	"github.com/trawl/trawl/services/renderer/internal/render"
+	"github.com/trawl/trawl/shared/crawlid"
+	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/natsx"
+	"github.com/trawl/trawl/shared/politeness"
+	"github.com/trawl/trawl/shared/robotscache"
+	"github.com/trawl/trawl/shared/runner"
+	"github.com/trawl/trawl/shared/safedial"
+	"github.com/trawl/trawl/shared/topology"
+)
+
+// Service is a running renderer.
+type Service struct {
+	cfg     config.Config
+	log     *slog.Logger
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	run     *runner.Runner
+	cons    jetstream.Consumer
+	bodies  jetstream.ObjectStore
+	crawl   *crawlid.Guard
+	browser *browser.Browser
+	answer  *answer.Answerer
+	render  *render.Renderer
+	m       *metrics
+	maxMsg  int32
+}
+
+// Run builds the service and runs it until ctx ends.
+func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
+	return runner.Run(ctx, log, func(ctx context.Context) (*Service, error) { return New(ctx, cfg, log) })
+}
+
+// New connects to NATS and Redis, declares the topology, starts the browser and opens the
+// metrics listener. The caller must call Run or Close.
+func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Service, error) {
+	r, err := runner.Start(ctx, topology.ServiceRenderer, cfg.Common, log, runner.WithRedis(), runner.WithBodies())
+	if err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*Service, error) { r.Close(); return nil, err }
+	cons, err := r.JS.Consumer(ctx, topology.StreamRender, topology.ConsumerRenderer)
+	if err != nil {
+		return fail(fmt.Errorf("renderer: consumer %s/%s: %w", topology.StreamRender, topology.ConsumerRenderer, err))
+	}
+	m := newMetrics(r.Registry)
+	var cache *answer.Cache
+	if cfg.CacheTTL > 0 {
+		st, err := natsx.ObjectStore(ctx, r.JS, topology.RenderCache(r.Topology, cfg.CacheTTL, cfg.CacheMaxBytes))
+		if err != nil {
+			return fail(fmt.Errorf("renderer: object store %s: %w", topology.RenderCacheBucket, err))
+		}
+		cache = answer.NewCache(st, log)
+	}
+	_, exclude, err := cfg.Scope.Regexps()
+	if err != nil {
+		return fail(err)
+	}
+	dialer := &safedial.Dialer{Policy: safedial.NewPolicy(cfg.AllowCIDRs...), Timeout: min(cfg.DialTimeout, cfg.RequestTimeout)}
+	if len(cfg.Resolve) > 0 {
+		dialer.Resolver = &safedial.StaticResolver{Names: cfg.Resolve, Next: dialer.Resolver}
+	}
+	ans := answer.New(answer.Config{
+		UserAgent:      cfg.UserAgent,
+		RobotsAgent:    cfg.RobotsAgent,
+		MaxURLLength:   cfg.Scope.MaxURLLength,
+		Exclude:        exclude,
+		RequestTimeout: cfg.RequestTimeout,
+		MaxBody:        cfg.MaxBody,
+		CacheMaxEntry:  cfg.CacheMaxEntry,
+	},
+		robotscache.NewStore(r.Redis, robotscache.StoreOptions{Prefix: cfg.Common.RedisPrefix, Agent: cfg.RobotsAgent, TTL: cfg.RobotsTTL, ErrorTTL: cfg.RobotsError}),
+		politeness.NewClaimer(r.Redis, cfg.Common.RedisPrefix, cfg.Common.Shards, cfg.Politeness),
+		dialer, cache, m, log)
+	r.OnClose(ans.Close)
+	br, err := browser.Start(ctx, browser.Options{
+		Path: cfg.Chromium, JSHeap: cfg.JSHeap, MaxRSS: cfg.MaxRSS, Log: log,
+		OnRestart: func(reason string) { m.restarts.WithLabelValues(reason).Inc() },
+	})
+	if err != nil {
+		return fail(fmt.Errorf("renderer: %w", err))
+	}
+	r.OnClose(br.Close)
+	s := &Service{
+		cfg: cfg, log: log, nc: r.NC, js: r.JS, run: r, cons: cons, bodies: r.Bodies, crawl: r.Crawl,
+		browser: br, answer: ans, m: m, maxMsg: r.Topology.MaxMsgSize,
+		render: render.New(ans, render.Options{Timeout: cfg.Timeout, Settle: cfg.Settle, Log: log,
+			OnRefused: func(reason string) { m.refused.WithLabelValues(reason).Inc() }}),
+	}
+	return s, nil
+}
+
+// Addr is the address /metrics, /healthz and /readyz are served on.
+func (s *Service) Addr() string { return s.run.Addr() }
+
+// Browser is the service's browser (tests kill its process).
+func (s *Service) Browser() *browser.Browser { return s.browser }
+
+// Close releases a Service that is not Run.
+func (s *Service) Close() { s.run.Close() }
+
+// Run consumes render tasks until ctx ends, finishes the pages in hand and closes.
+func (s *Service) Run(ctx context.Context) error {
+	s.run.Go("browser watch", func(ctx context.Context) error {
+		s.browser.Watch(ctx, 2*time.Second, func(rss int64) { s.m.rss.Set(float64(rss)) })
+		return nil
+	})
+	s.run.Go("consume", func(ctx context.Context) error {
+		return natsx.ConsumeEach(ctx, s.cons, natsx.ConsumeOptions{
+			Batch:        s.cfg.Tabs,
+			MaxDeliver:   s.cfg.Common.MaxDeliver,
+			Gate:         s.crawl.Gate,
+			DrainTimeout: s.cfg.Timeout + 10*time.Second,
+			OnTerm:       func(reason string) { s.m.terminated.WithLabelValues(reason).Inc() },
+			Log:          s.log,
+		}, s.handle)
+	})
+	s.log.Info("renderer consuming", "tabs", s.cfg.Tabs, "timeout", s.cfg.Timeout, "metrics", s.Addr())
+	return s.run.Run(ctx)
+}
+
+// handle renders one task. Errors are temporary (nak, retried with backoff) except a
+// malformed task or a body that is gone (terminated).
+func (s *Service) handle(ctx context.Context, m jetstream.Msg) error {
+	task, err := crawlmsg.DecodeRenderTask(m.Headers(), m.Data())
+	if err != nil {
+		return err
+	}
+	// While the page renders the task is marked in progress, so the ack wait need not
+	// cover the page's time cap; a dead renderer stops marking it and it comes back.
+	stop := s.keepInProgress(ctx, m)
+	defer stop()
+	delivered := uint64(1)
+	if md, err := m.Metadata(); err == nil {
+		delivered = md.NumDelivered
+	}
+	p := &task.Page
+	body := p.Body
+	if ref := p.Meta.BodyRef; ref != nil {
+		gctx, cancel := context.WithTimeout(ctx, s.cfg.Common.AckWait)
+		body, err = s.bodies.GetBytes(gctx, ref.Name)
+		cancel()
+		if errors.Is(err, jetstream.ErrObjectNotFound) {
+			return natsx.Permanent(fmt.Errorf("render task %s: body %s is gone", p.Meta.URL, ref.Name))
+		}
+		if err != nil {
+			return fmt.Errorf("render task %s: body %s: %w", p.Meta.URL, ref.Name, err)
+		}
+	}
+	res, rerr := s.renderOnce(ctx, p, body)
+	rendered := &crawlmsg.Rendered{Reason: task.Reason}
+	out := body
+	switch {
+	case rerr == nil:
+		rendered.RenderedAt, rendered.DurationMs = res.Started.UnixMilli(), res.Duration.Milliseconds()
+		rendered.Exchanges, rendered.Refused = res.Exchanges, res.Refused
+		out = res.DOM
+		s.m.duration.Observe(res.Duration.Seconds())
+	case ctx.Err() != nil:
+		return rerr
+	case delivered < uint64(s.cfg.MaxAttempts):
+		s.m.pages.WithLabelValues("retried").Inc()
+		s.log.Warn("page not rendered; retried", "url", p.Meta.URL, "delivery", delivered, "of", s.cfg.MaxAttempts, "err", rerr)
+		return rerr
+	default:
+		// Never retried for ever: the page goes on as fetched, once, saying why.
+		rendered.RenderedAt = time.Now().UnixMilli()
+		rendered.Failed = fmt.Sprintf("not rendered after %d attempts: %v", delivered, rerr)
+		s.log.Error("page given up: passed on unrendered", "url", p.Meta.URL, "attempts", delivered, "err", rerr)
+	}
+	if err := s.publish(ctx, task, rendered, out); err != nil {
+		return err
+	}
+	if rendered.Failed != "" {
+		s.m.pages.WithLabelValues("failed").Inc()
+	} else {
+		s.m.pages.WithLabelValues("rendered").Inc()
+		s.m.exchanges.Add(float64(len(rendered.Exchanges)))
+	}
+	if ref := p.Meta.BodyRef; ref != nil {
+		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		if err := s.bodies.Delete(dctx, ref.Name); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
+			s.log.Warn("render task body not deleted", "object", ref.Name, "err", err)
+		}
+		cancel()
+	}
+	return nil
+}
+
+// errTimeCap marks a page that did not render within TRAWL_RENDER_TIMEOUT.
+var errTimeCap = errors.New("over the page's time cap")
+
+// renderOnce renders p in a new tab. An error names what went wrong: the browser restarted
+// under the page (crash, hang, memory), the time cap, or the page's own failure.
+func (s *Service) renderOnce(ctx context.Context, p *crawlmsg.Page, body []byte) (*render.Result, error) {
+	s.m.tabs.Inc()
+	defer s.m.tabs.Dec()
+	tab, err := s.browser.NewTab(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer tab.Close()
+	res, err := s.render.Render(ctx, tab.Ctx, render.Page{URL: p.Meta.URL, Status: p.Meta.Status, Header: p.Meta.Header, Body: body})
+	if err == nil {
+		return res, nil
+	}
+	if lost, reason := tab.Lost(); lost {
+		return nil, fmt.Errorf("%w (%s) while rendering: %v", browser.ErrRestarted, reason, err)
+	}
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		// A page over its cap may be a hung browser: ask it, restart it if it does not answer.
+		tab.Check()
+		if lost, reason := tab.Lost(); lost {
+			return nil, fmt.Errorf("%w (%s) while rendering: %v", browser.ErrRestarted, reason, err)
+		}
+		return nil, fmt.Errorf("%w (%s): %v", errTimeCap, s.cfg.Timeout, err)
+	}
+	return nil, err
+}
+
+// keepInProgress marks m in progress every third of the ack wait until the returned func
+// is called.
+func (s *Service) keepInProgress(ctx context.Context, m jetstream.Msg) func() {
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		t := time.NewTicker(max(s.cfg.Common.AckWait/3, time.Second))
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				_ = m.InProgress()
+			}
+		}
+	}()
+	return cancel
+}
+
+// messageRoom is left in a message for the Nats-Msg-Id and JetStream's own headers.
+const messageRoom = 4 << 10
+
+// publish stores the rendered page: bodies that would not fit the message go to the
+// bodies object store first (the DOM as render:<lease>, an exchange's body as
+// render:<lease>:<i>), then the page, with Nats-Msg-Id render:<lease>.
+func (s *Service) publish(ctx context.Context, task *crawlmsg.RenderTask, rendered *crawlmsg.Rendered, dom []byte) error {
+	meta := task.Page.Meta
+	lease := meta.Lease
+	meta.BodyRef, meta.Capture, meta.Rendered = nil, nil, rendered
+	meta.ContentType, meta.Charset = "text/html", "utf-8"
+	meta.Header = withoutBodyHeaders(meta.Header)
+	budget := min(s.cfg.BodyInlineMax, min(s.nc.MaxPayload(), int64(s.maxMsg))-messageRoom-16<<10)
+	put := func(name string, b []byte) (*crawlmsg.BodyRef, error) {
+		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		if _, err := s.bodies.Put(pctx, jetstream.ObjectMeta{Name: name}, bytes.NewReader(b)); err != nil {
+			return nil, fmt.Errorf("store %s: %w", name, err)
+		}
+		return &crawlmsg.BodyRef{Bucket: topology.BodiesBucket, Name: name, Size: int64(len(b))}, nil
+	}
+	used := int64(0)
+	for i := range rendered.Exchanges {
+		e := &rendered.Exchanges[i]
+		used += int64(len(e.Request) + len(e.Response))
+		if used+int64(len(e.Body)) > budget/2 && len(e.Body) > 0 {
+			ref, err := put(crawlmsg.RenderedExchangeBodyName(lease, i), e.Body)
+			if err != nil {
+				return err
+			}
+			e.BodyRef, e.BodySize, e.Body = ref, ref.Size, nil
+			continue
+		}
+		used += int64(len(e.Body))
+	}
+	page := &crawlmsg.Page{Meta: meta, Body: dom}
+	if used+int64(len(dom)) > budget {
+		ref, err := put(crawlmsg.RenderedBodyName(lease), dom)
+		if err != nil {
+			return err
+		}
+		page.Meta.BodyRef, page.Body = ref, nil
+	}
+	msg, err := crawlmsg.PageMsg(topology.SubjectPages, page)
+	if err != nil {
+		return fmt.Errorf("encode rendered page %s: %w", meta.URL, err)
+	}
+	msg.Header.Set(nats.MsgIdHdr, crawlmsg.RenderedMsgID(lease))
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := natsx.PublishBatch(pctx, s.js, []*nats.Msg{msg}); err != nil {
+		return fmt.Errorf("publish rendered page %s: %w", meta.URL, err)
+	}
+	return nil
+}
+
+// withoutBodyHeaders drops the headers that describe the fetched body's transfer; the
+// rendered DOM is another body.
+func withoutBodyHeaders(h map[string][]string) map[string][]string {
+	out := make(map[string][]string, len(h))
+	for k, v := range h {
+		switch http.CanonicalHeaderKey(k) {
+		case "Content-Length", "Content-Encoding", "Transfer-Encoding", "Content-Type":
+			continue
+		}
+		out[k] = v
+	}
+	out["Content-Type"] = []string{"text/html; charset=utf-8"}
+	return out
+}

@@ -1,0 +1,308 @@
+package itest
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/trawl/trawl/devstack/natsembed"
+	"github.com/trawl/trawl/devstack/redisproc"
+	"github.com/trawl/trawl/services/renderer/internal/config"
+	"github.com/trawl/trawl/services/renderer/internal/service"
+	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/envconfig"
+	"github.com/trawl/trawl/shared/natsx"
+	"github.com/trawl/trawl/shared/testwait"
+	"github.com/trawl/trawl/shared/topology"
+)
+
+const waitFor = 30 * time.Second
+
+// chromium is the browser the tests drive; a machine without it fails the test with the
+// package to install (make test installs it).
+func chromium(t testing.TB) string {
+	t.Helper()
+	for _, p := range []string{os.Getenv("TRAWL_CHROMIUM"), "/usr/bin/chromium", "/usr/bin/chromium-browser"} {
+		if p == "" {
+			continue
+		}
+		if _, err := exec.LookPath(p); err == nil {
+			return p
+		}
+	}
+	t.Fatal("no Chromium found (install Debian's chromium package, or set TRAWL_CHROMIUM)")
+	return ""
+}
+
+// stack is one embedded NATS and one redis-server; the test plays the parser (publishing
+// render tasks, reading rendered pages).
+type stack struct {
+	t     testing.TB
+	nats  *natsembed.Server
+	redis *redisproc.Server
+	nc    *nats.Conn
+	js    jetstream.JetStream
+	env   map[string]string
+	pages jetstream.Consumer
+}
+
+func newStack(t testing.TB) *stack {
+	t.Helper()
+	ns, err := natsembed.Start(natsembed.Options{StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatalf("natsembed: start embedded NATS server: %v", err)
+	}
+	t.Cleanup(ns.Shutdown)
+	st := &stack{t: t, nats: ns, redis: redisproc.StartT(t, redisproc.Options{})}
+	st.env = map[string]string{
+		"TRAWL_NATS_URL":         ns.URL(),
+		"TRAWL_REDIS_URL":        st.redis.URL(),
+		"TRAWL_REDIS_PREFIX":     "itest",
+		"TRAWL_HTTP_ADDR":        "127.0.0.1:0",
+		"TRAWL_ALLOW_CIDRS":      "127.0.0.0/8",
+		"TRAWL_CHROMIUM":         chromium(t),
+		"TRAWL_RENDER_TABS":      "2",
+		"TRAWL_RENDER_TIMEOUT":   "20s",
+		"TRAWL_RENDER_SETTLE":    "200ms",
+		"TRAWL_ACK_WAIT":         "5s",
+		"TRAWL_MIN_DELAY":        "50ms",
+		"TRAWL_DELAY_FACTOR":     "0",
+		"TRAWL_LOG_LEVEL":        "debug",
+		"TRAWL_RENDER_CACHE_TTL": "1h",
+	}
+	if st.nc, err = nats.Connect(ns.URL()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.nc.Close)
+	if st.js, err = jetstream.New(st.nc); err != nil {
+		t.Fatal(err)
+	}
+	common := st.config(nil).Common
+	ctx := testwait.Context(t)
+	if err := natsx.Ensure(ctx, st.js, common.Topology(), common.Timings(), slog.Default()); err != nil {
+		t.Fatal(err)
+	}
+	if st.pages, err = st.js.OrderedConsumer(ctx, topology.StreamPages, jetstream.OrderedConsumerConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// config is a valid renderer configuration for the stack, changed by mod.
+func (st *stack) config(mod map[string]string) config.Config {
+	st.t.Helper()
+	env := map[string]string{}
+	for k, v := range st.env {
+		env[k] = v
+	}
+	for k, v := range mod {
+		env[k] = v
+	}
+	cfg, err := config.Load(envconfig.FromMap(env))
+	if err != nil {
+		st.t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		st.t.Fatal(err)
+	}
+	return cfg
+}
+
+// instance is one renderer running in-process.
+type instance struct {
+	svc    *service.Service
+	cancel context.CancelFunc
+	done   chan error
+	once   sync.Once
+}
+
+func (st *stack) start(cfg config.Config) *instance {
+	st.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	nctx, ncancel := context.WithTimeout(ctx, waitFor)
+	defer ncancel()
+	log := slog.New(slog.NewTextHandler(&testWriter{t: st.t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	svc, err := service.New(nctx, cfg, log)
+	if err != nil {
+		cancel()
+		st.t.Fatal(err)
+	}
+	in := &instance{svc: svc, cancel: cancel, done: make(chan error, 1)}
+	go func() { in.done <- svc.Run(ctx) }()
+	st.t.Cleanup(func() {
+		in.once.Do(func() {
+			in.cancel()
+			select {
+			case <-in.done:
+			case <-time.After(waitFor):
+				st.t.Errorf("renderer did not stop within %s", waitFor)
+			}
+		})
+	})
+	return in
+}
+
+// metric scrapes one sample ("name{labels}") from the instance's /metrics; 0 if absent.
+func (in *instance) metric(t testing.TB, sample string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + in.svc.Addr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), sample+" "); ok {
+			v, _ := strconv.ParseFloat(rest, 64)
+			return v
+		}
+	}
+	return 0
+}
+
+var leases atomic.Int64
+
+// publishTask publishes a render task for a page fetched from rawURL with body.
+func (st *stack) publishTask(rawURL, body string) string {
+	st.t.Helper()
+	lease := fmt.Sprintf("0-%d-test", leases.Add(1))
+	u, _ := url.Parse(rawURL)
+	m, err := crawlmsg.RenderTaskMsg(topology.SubjectRender, &crawlmsg.RenderTask{Reason: "test", Page: crawlmsg.Page{
+		Meta: crawlmsg.PageMeta{URL: rawURL, Host: u.Hostname(), Lease: lease, Status: 200, Depth: 1,
+			Header:      map[string][]string{"Content-Type": {"text/html; charset=utf-8"}},
+			ContentType: "text/html", Charset: "utf-8", FetchedAt: time.Now().UnixMilli()},
+		Body: []byte(body)}})
+	if err != nil {
+		st.t.Fatal(err)
+	}
+	if _, err := st.js.PublishMsg(testwait.Context(st.t), m); err != nil {
+		st.t.Fatal(err)
+	}
+	return lease
+}
+
+// page waits for the rendered page of lease on crawl.pages.
+func (st *stack) page(lease string) *crawlmsg.Page {
+	st.t.Helper()
+	deadline := time.Now().Add(waitFor)
+	for time.Now().Before(deadline) {
+		m, err := st.pages.Next(jetstream.FetchMaxWait(time.Second))
+		if err != nil {
+			continue
+		}
+		p, err := crawlmsg.DecodePage(m.Headers(), m.Data())
+		if err != nil {
+			st.t.Fatalf("rendered page does not decode: %v", err)
+		}
+		if p.Meta.Lease != lease {
+			continue
+		}
+		if id := m.Headers().Get(nats.MsgIdHdr); id != crawlmsg.RenderedMsgID(lease) {
+			st.t.Errorf("rendered page msg id %q, want %q", id, crawlmsg.RenderedMsgID(lease))
+		}
+		return p
+	}
+	st.t.Fatalf("no rendered page for lease %s within %s", lease, waitFor)
+	return nil
+}
+
+// hit is one request a site received.
+type hit struct {
+	host, path string
+	start, end time.Time
+}
+
+// site is an httptest server answering several host names (TRAWL_RESOLVE maps them to
+// it), logging every request with its start and end.
+type site struct {
+	srv    *httptest.Server
+	port   string
+	mu     sync.Mutex
+	hits   []hit
+	routes map[string]http.HandlerFunc // by host + path
+}
+
+func newSite(t testing.TB, routes map[string]http.HandlerFunc) *site {
+	s := &site{routes: routes}
+	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := hit{host: strings.Split(r.Host, ":")[0], path: r.URL.RequestURI(), start: time.Now()}
+		defer func() {
+			h.end = time.Now()
+			s.mu.Lock()
+			s.hits = append(s.hits, h)
+			s.mu.Unlock()
+		}()
+		if f, ok := s.routes[h.host+h.path]; ok {
+			f(w, r)
+			return
+		}
+		http.NotFound(w, r)
+	}))
+	t.Cleanup(s.srv.Close)
+	u, _ := url.Parse(s.srv.URL)
+	s.port = u.Port()
+	return s
+}
+
+// url is the site's URL for host and path.
+func (s *site) url(host, path string) string { return "http://" + host + ":" + s.port + path }
+
+// resolve is TRAWL_RESOLVE for hosts.
+func resolve(hosts ...string) string {
+	var parts []string
+	for _, h := range hosts {
+		parts = append(parts, h+"=127.0.0.1")
+	}
+	return strings.Join(parts, ",")
+}
+
+func (s *site) log() []hit {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]hit(nil), s.hits...)
+}
+
+func (s *site) paths(host string) []string {
+	var out []string
+	for _, h := range s.log() {
+		if h.host == host {
+			out = append(out, h.path)
+		}
+	}
+	return out
+}
+
+func serve(ctype, body string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", ctype)
+		fmt.Fprint(w, body)
+	}
+}
+
+type testWriter struct {
+	mu sync.Mutex
+	t  testing.TB
+}
+
+func (w *testWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	defer func() { _ = recover() }() // a log line after the test ended
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}

@@ -1,0 +1,192 @@
+package itest
+
+import (
+	"net/http"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/trawl/trawl/shared/testwait"
+)
+
+const robotsTxt = "User-agent: *\nDisallow: /private\n"
+
+// The page's own document comes from the task (the site never sees it again); its script,
+// the JSON the script fetches and a script of another host are answered by Trawl; the
+// robots-disallowed request is failed in the page and never reaches the site.
+func TestRenderAnswersFromTrawl(t *testing.T) {
+	st := newStack(t)
+	var s *site
+	s = newSite(t, map[string]http.HandlerFunc{
+		"a.test/robots.txt": serve("text/plain", robotsTxt),
+		"b.test/robots.txt": serve("text/plain", ""),
+		"a.test/app.js": serve("text/javascript", `
+			fetch('/data.json').then(r => r.json()).then(d => {
+				document.getElementById('root').innerHTML = '<p id="text">' + d.text + '</p><a href="/written-by-script">next</a>';
+				return fetch('/private/secret').catch(() => { document.body.setAttribute('data-private', 'refused'); });
+			}).then(() => { document.body.setAttribute('data-done', '1'); });`),
+		"a.test/data.json":      serve("application/json", `{"text":"loaded by fetch"}`),
+		"a.test/private/secret": serve("text/plain", "must never be requested"),
+		"b.test/lib.js":         serve("text/javascript", `document.documentElement.setAttribute('data-lib', 'b');`),
+	})
+	in := st.start(st.config(map[string]string{"TRAWL_RESOLVE": resolve("a.test", "b.test")}))
+	shell := `<!doctype html><html><head><script src="` + s.url("b.test", "/lib.js") + `"></script></head>` +
+		`<body><div id="root"></div><script src="/app.js"></script></body></html>`
+	lease := st.publishTask(s.url("a.test", "/"), shell)
+	p := st.page(lease)
+
+	dom := string(p.Body)
+	if p.Meta.Rendered == nil || p.Meta.Rendered.Failed != "" {
+		t.Fatalf("page not rendered: %+v", p.Meta.Rendered)
+	}
+	for _, want := range []string{"loaded by fetch", `href="/written-by-script"`, `data-lib="b"`} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("rendered DOM lacks %q:\n%s", want, dom)
+		}
+	}
+	if got := s.paths("a.test"); slices.Contains(got, "/") {
+		t.Errorf("the main document was requested again: a.test saw %v", got)
+	}
+	if got := s.paths("a.test"); slices.Contains(got, "/private/secret") {
+		t.Errorf("a robots-disallowed request reached the site: a.test saw %v", got)
+	}
+	if n := p.Meta.Rendered.Refused["robots"]; n != 1 {
+		t.Errorf("refused %v, want robots: 1", p.Meta.Rendered.Refused)
+	}
+	var urls []string
+	for _, e := range p.Meta.Rendered.Exchanges {
+		urls = append(urls, e.URL)
+		if len(e.Request) == 0 || len(e.Response) == 0 || (e.URL == s.url("a.test", "/data.json") && string(e.Body) != `{"text":"loaded by fetch"}`) {
+			t.Errorf("exchange %s lacks its octets: %q %q %q", e.URL, e.Request, e.Response, e.Body)
+		}
+	}
+	for _, want := range []string{s.url("a.test", "/app.js"), s.url("a.test", "/data.json"), s.url("b.test", "/lib.js")} {
+		if !slices.Contains(urls, want) {
+			t.Errorf("exchanges %v lack %s", urls, want)
+		}
+	}
+	if v := in.metric(t, `trawl_renderer_requests_refused_total{reason="robots"}`); v != 1 {
+		t.Errorf("robots refusals counted %v, want 1", v)
+	}
+
+	// A second page with the same script: served from the shared cache, not fetched again.
+	p2 := st.page(st.publishTask(s.url("a.test", "/other"), shell))
+	if !strings.Contains(string(p2.Body), "loaded by fetch") {
+		t.Errorf("second page not rendered: %s", p2.Body)
+	}
+	if n := strings.Count(strings.Join(s.paths("a.test"), " "), "/app.js"); n != 1 {
+		t.Errorf("a.test saw /app.js %d times over two pages, want once (cached): %v", n, s.paths("a.test"))
+	}
+	for _, e := range p2.Meta.Rendered.Exchanges {
+		if e.URL == s.url("a.test", "/app.js") && (!e.Cached || len(e.Body) != 0) {
+			t.Errorf("second page's app.js exchange: cached %t with %d body octets, want cached without octets", e.Cached, len(e.Body))
+		}
+	}
+}
+
+// Requests the browser makes to one host never overlap and keep the host's gap, even when
+// the page asks for them all at once.
+func TestRenderKeepsTheHostsGap(t *testing.T) {
+	st := newStack(t)
+	const gap = 300 * time.Millisecond
+	slow := func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(100 * time.Millisecond)
+		w.Header().Set("Content-Type", "text/javascript")
+		w.Write([]byte("window.n = (window.n || 0) + 1;"))
+	}
+	s := newSite(t, map[string]http.HandlerFunc{
+		"a.test/robots.txt": serve("text/plain", ""),
+		"c.test/robots.txt": serve("text/plain", ""),
+		"c.test/1.js":       slow, "c.test/2.js": slow, "c.test/3.js": slow,
+	})
+	st.start(st.config(map[string]string{"TRAWL_RESOLVE": resolve("a.test", "c.test"), "TRAWL_MIN_DELAY": gap.String(),
+		"TRAWL_RENDER_CACHE_TTL": "0"}))
+	shell := `<html><body>`
+	for _, n := range []string{"1", "2", "3"} {
+		shell += `<script async src="` + s.url("c.test", "/"+n+".js") + `"></script>`
+	}
+	lease := st.publishTask(s.url("a.test", "/"), shell+`</body></html>`)
+	p := st.page(lease)
+	if p.Meta.Rendered == nil || p.Meta.Rendered.Failed != "" {
+		t.Fatalf("page not rendered: %+v", p.Meta.Rendered)
+	}
+	var scripts []string
+	for _, e := range p.Meta.Rendered.Exchanges {
+		if strings.Contains(e.URL, "c.test") {
+			scripts = append(scripts, e.URL)
+		}
+	}
+	if len(scripts) != 3 {
+		t.Fatalf("exchanges with c.test: %v, want its three scripts", scripts)
+	}
+	var hits []hit
+	for _, h := range s.log() {
+		if h.host == "c.test" {
+			hits = append(hits, h)
+		}
+	}
+	slices.SortFunc(hits, func(a, b hit) int { return a.start.Compare(b.start) })
+	for i := 1; i < len(hits); i++ {
+		prev, cur := hits[i-1], hits[i]
+		if cur.start.Before(prev.end) {
+			t.Errorf("%s started at %s, before %s ended at %s: two requests in flight to one host",
+				cur.path, cur.start.Format("15:04:05.000"), prev.path, prev.end.Format("15:04:05.000"))
+		} else if d := cur.start.Sub(prev.end); d < gap {
+			t.Errorf("%s started %s after %s ended, below the host's gap of %s", cur.path, d, prev.path, gap)
+		}
+	}
+	var paths []string
+	for _, h := range hits {
+		paths = append(paths, h.path)
+	}
+	if len(hits) != 4 {
+		t.Errorf("c.test saw %v, want robots.txt once and the three scripts", paths)
+	}
+}
+
+// A browser killed mid-page is restarted and the page rendered on the task's next
+// delivery.
+func TestRenderSurvivesABrowserCrash(t *testing.T) {
+	st := newStack(t)
+	release := make(chan struct{})
+	asked := make(chan struct{}, 4)
+	s := newSite(t, map[string]http.HandlerFunc{
+		"a.test/robots.txt": serve("text/plain", ""),
+		"a.test/slow.js": func(w http.ResponseWriter, r *http.Request) {
+			asked <- struct{}{}
+			select {
+			case <-release:
+			case <-time.After(5 * time.Second):
+			}
+			w.Header().Set("Content-Type", "text/javascript")
+			w.Write([]byte(`document.body.setAttribute('data-slow', 'ran');`))
+		},
+	})
+	in := st.start(st.config(map[string]string{"TRAWL_RESOLVE": resolve("a.test"), "TRAWL_RENDER_CACHE_TTL": "0"}))
+	lease := st.publishTask(s.url("a.test", "/"), `<html><body><script src="/slow.js"></script></body></html>`)
+	select {
+	case <-asked:
+	case <-time.After(waitFor):
+		t.Fatal("the page never asked for its script")
+	}
+	pid := in.svc.Browser().PID()
+	if pid == 0 {
+		t.Fatal("no browser process")
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill browser %d: %v", pid, err)
+	}
+	close(release)
+	p := st.page(lease)
+	if p.Meta.Rendered == nil || p.Meta.Rendered.Failed != "" || !strings.Contains(string(p.Body), `data-slow="ran"`) {
+		t.Fatalf("page after the crash: rendered %+v, DOM %s", p.Meta.Rendered, p.Body)
+	}
+	testwait.Eventually(t, 5*time.Second, "the restart counted", func() bool {
+		return in.metric(t, `trawl_renderer_browser_restarts_total{reason="crash"}`) == 1
+	})
+	if v := in.metric(t, `trawl_renderer_pages_total{result="retried"}`); v != 1 {
+		t.Errorf("retried pages %v, want 1", v)
+	}
+}
