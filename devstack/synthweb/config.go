@@ -134,6 +134,9 @@ type Config struct {
 	// Expected then holds its script-only pages and the browser's requests; without it,
 	// none of them may be requested.
 	Render bool
+	// SPADelay holds each answer of the app host's JSON endpoint this long (0: none), so a
+	// test can catch a browser in the middle of rendering a page (Web.SPAWaiting).
+	SPADelay time.Duration
 
 	// The crawler's URL rules that decide which URLs exist for it, so that Expected
 	// describes the crawl of a crawler configured this way. The zero values are the

@@ -67,6 +67,10 @@ func (w *Web) SPA() (SPAInfo, bool) {
 	return info, true
 }
 
+// SPAWaiting is how many requests of the app host's JSON endpoint are being held by
+// Config.SPADelay now: a browser is in the middle of rendering a page.
+func (w *Web) SPAWaiting() int { return int(w.spaWaiting.Load()) }
+
 func spaPaths() []string {
 	paths := []string{"/"}
 	for n := range spaPages {
@@ -118,6 +122,9 @@ func (m *model) spaHost(h int, path, query string) resource {
 	if spaPage(path) && query == "" {
 		s := m.special[KindSPAScript]
 		body := "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>App</title>\n" +
+			// An icon of its own, so a browser asks for no /favicon.ico: every request of
+			// the page is one Expected names.
+			"<link rel=\"icon\" href=\"data:,\">\n" +
 			"<script defer src=\"" + m.url(s, spaScript) + "\"></script>\n</head>\n<body>\n" +
 			"<noscript>You need to enable JavaScript to run this app.</noscript>\n<div id=\"root\"></div>\n</body>\n</html>\n"
 		return resource{status: http.StatusOK, contentType: htmlType, body: body, verbatim: true, links: m.spaLinks(h, path), scripted: true}
@@ -157,7 +164,7 @@ func (m *model) expectSPA(exp *Expectation, visited map[string]bool) {
 		u, api := m.url(h, p), m.url(h, spaAPIPath(p))
 		switch {
 		case m.cfg.Render && visited[u]:
-			exp.Fetch[api], rendered = true, true
+			exp.Fetch[api], exp.Browser[api], rendered = true, true, true
 		default:
 			exp.Forbidden[api] = true
 			if !visited[u] {
@@ -166,7 +173,7 @@ func (m *model) expectSPA(exp *Expectation, visited map[string]bool) {
 		}
 	}
 	if rendered {
-		exp.Fetch[m.url(s, spaScript)] = true
+		exp.Fetch[m.url(s, spaScript)], exp.Browser[m.url(s, spaScript)] = true, true
 	} else {
 		exp.Forbidden[m.url(s, spaScript)] = true
 	}
