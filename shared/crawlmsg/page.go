@@ -12,10 +12,18 @@ import (
 // written as version PageCaptureVersion: the payload is the body, the request head, the
 // response head and the body as received (Raw), in this order, each left out where it goes
 // by reference. A rendered page (Meta.Rendered) is version PageRenderedVersion: its
-// exchanges' octets follow. The error is always nil: the metadata is written by hand (encodeMeta); it
-// is kept so callers need not change if encoding could fail again.
+// exchanges' octets and their list follow (render.go). The error is nil unless the list
+// of exchanges cannot be encoded.
 func PageMsg(subject string, p *Page) (*nats.Msg, error) {
 	m := nats.NewMsg(subject)
+	var exchanges []byte
+	if r := p.Meta.Rendered; r != nil {
+		var err error
+		if exchanges, err = exchangesJSON(r); err != nil {
+			return nil, err
+		}
+		r.ExchangesSize = int64(len(exchanges))
+	}
 	m.Header.Set(MetaHeader, encodeMeta(&p.Meta))
 	m.Data = p.Body
 	if c, r := p.Meta.Capture, p.Meta.Rendered; c != nil || r != nil {
@@ -29,6 +37,7 @@ func PageMsg(subject string, p *Page) (*nats.Msg, error) {
 			}
 		}
 		m.Data = appendExchanges(m.Data, r)
+		m.Data = append(m.Data, exchanges...)
 	}
 	return m, nil
 }

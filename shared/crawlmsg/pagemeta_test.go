@@ -53,6 +53,14 @@ func TestPageMetaAppenderMatchesEncodingJSON(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			m := tc.m
+			if r := m.Rendered; r != nil {
+				// PageMsg writes the length of the exchanges' list, which the payload carries.
+				js, err := exchangesJSON(r)
+				if err != nil {
+					t.Fatal(err)
+				}
+				r.ExchangesSize = int64(len(js))
+			}
 			got, err := Marshal(&m)
 			if err != nil {
 				t.Fatal(err)

@@ -1,6 +1,7 @@
 package crawlmsg
 
 import (
+	stdjson "encoding/json"
 	"fmt"
 	"strings"
 
@@ -34,11 +35,11 @@ import (
 const RenderReasonHeader = "Trawl-Render-Reason"
 
 // PageRenderedVersion is the version of a page message that carries a rendered page
-// (Meta.Rendered). Its payload is the body (the rendered DOM; none when it goes by
-// reference), then the capture's parts as in PageCaptureVersion when it has a capture,
-// then, exchange after exchange, the request head, the response head and the body as
-// received (none when the exchange's body goes by reference), whose lengths each exchange
-// gives. A reader that knows only versions 1 and 2 rejects it (ErrVersion) rather than
+// (Meta.Rendered, without its exchanges). Its payload is the body (the rendered DOM; none
+// when it goes by reference), then the capture's parts as in PageCaptureVersion when it
+// has a capture, then, exchange after exchange, the request head, the response head and
+// the body as received (none when the exchange's body goes by reference), then the list of
+// exchanges as JSON (Rendered.ExchangesSize octets), which gives each one's lengths. A reader that knows only versions 1 and 2 rejects it (ErrVersion) rather than
 // taking a DOM for a fetched body.
 const PageRenderedVersion = 3
 
@@ -124,8 +125,11 @@ type Rendered struct {
 	RenderedAt int64 `json:"rendered_at"`
 	DurationMs int64 `json:"duration_ms"`
 	// Exchanges are the browser's requests that Trawl answered with a response, in the
-	// order they were made; the main document (served from the task's body) is not one.
-	Exchanges []Exchange `json:"exchanges,omitempty"`
+	// order they were answered; the main document (served from the task's body) is not
+	// one. They travel in the payload, not the metadata: ExchangesSize is the length of
+	// their list there (written by PageMsg).
+	Exchanges     []Exchange `json:"exchanges,omitempty"`
+	ExchangesSize int64      `json:"exchanges_size,omitempty"`
 	// Refused counts the browser's requests failed inside the page, by reason ("robots",
 	// "scope", "blocked", "unsafe", "scheme", "error", "time"): no request was made for
 	// them (or, for "error", none that answered).
@@ -166,26 +170,39 @@ type Exchange struct {
 	Body     []byte `json:"-"` // empty when BodyRef names it
 }
 
-// wireRendered is r as a page's metadata carries it: the exchanges' sizes, not their
-// octets.
+// wireRendered is r as a page's metadata carries it: without its exchanges, which travel
+// in the payload (a page's requests can be hundreds, and JetStream bounds a message's
+// headers to 64 KiB).
 func wireRendered(r *Rendered) *Rendered {
 	w := *r
-	if len(r.Exchanges) > 0 {
-		w.Exchanges = make([]Exchange, len(r.Exchanges))
-		for i, e := range r.Exchanges {
-			e.RequestSize = headSize(e.Request, e.RequestSize)
-			e.ResponseSize = headSize(e.Response, e.ResponseSize)
-			if e.BodyRef == nil {
-				e.BodySize = headSize(e.Body, e.BodySize)
-			}
-			e.Request, e.Response, e.Body = nil, nil, nil
-			w.Exchanges[i] = e
-		}
-	}
+	w.Exchanges = nil
 	return &w
 }
 
-// exchangesSize is the length of the exchanges' octets in the payload.
+// exchangesJSON is the list of r's exchanges as the payload carries it: JSON with their
+// octets' lengths, not the octets.
+func exchangesJSON(r *Rendered) ([]byte, error) {
+	if len(r.Exchanges) == 0 {
+		return nil, nil
+	}
+	list := make([]Exchange, len(r.Exchanges))
+	for i, e := range r.Exchanges {
+		e.RequestSize = headSize(e.Request, e.RequestSize)
+		e.ResponseSize = headSize(e.Response, e.ResponseSize)
+		if e.BodyRef == nil {
+			e.BodySize = headSize(e.Body, e.BodySize)
+		}
+		e.Request, e.Response, e.Body = nil, nil, nil
+		list[i] = e
+	}
+	b, err := stdjson.Marshal(list)
+	if err != nil {
+		return nil, fmt.Errorf("crawlmsg: encode exchanges: %w", err)
+	}
+	return b, nil
+}
+
+// exchangesSize is the length of the exchanges' octets and their list in the payload.
 func exchangesSize(r *Rendered) int {
 	if r == nil {
 		return 0
@@ -197,7 +214,8 @@ func exchangesSize(r *Rendered) int {
 			n += len(e.Body)
 		}
 	}
-	return n
+	js, _ := exchangesJSON(r)
+	return n + len(js)
 }
 
 func appendExchanges(b []byte, r *Rendered) []byte {
@@ -214,10 +232,21 @@ func appendExchanges(b []byte, r *Rendered) []byte {
 	return b
 }
 
-// splitExchanges cuts the exchanges' octets from the end of data and returns what is
-// before them.
+// splitExchanges cuts the exchanges' list and octets from the end of data and returns
+// what is before them.
 func (p *Page) splitExchanges(data []byte) ([]byte, error) {
 	r := p.Meta.Rendered
+	n := r.ExchangesSize
+	if n < 0 || n > int64(len(data)) {
+		return nil, fmt.Errorf("%w: page %s: payload of %d octets does not hold the %d of its exchanges' list", ErrMalformed, p.Meta.URL, len(data), n)
+	}
+	r.Exchanges = nil
+	if n > 0 {
+		if err := decode(data[int64(len(data))-n:], &r.Exchanges); err != nil {
+			return nil, fmt.Errorf("%w: page %s: exchanges: %v", ErrMalformed, p.Meta.URL, err)
+		}
+	}
+	data = data[:int64(len(data))-n]
 	var tail int64
 	for _, e := range r.Exchanges {
 		if e.RequestSize < 0 || e.ResponseSize < 0 || e.BodySize < 0 {

@@ -3,6 +3,7 @@ package crawlmsg
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/nats-io/nats.go"
@@ -100,5 +101,32 @@ func TestRenderTaskRoundTrip(t *testing.T) {
 	}
 	if _, err := DecodeRenderTask(pm.Header, pm.Data); !errors.Is(err, ErrMalformed) {
 		t.Fatalf("rendered page as a task: err %v, want ErrMalformed", err)
+	}
+}
+
+// A page's requests can be hundreds: their list travels in the payload, so the metadata
+// header (JetStream bounds a message's headers to 64 KiB) stays small whatever their
+// number.
+func TestRenderedPageWithManyExchanges(t *testing.T) {
+	r := &Rendered{Reason: "app-shell"}
+	for i := range 1000 {
+		u := fmt.Sprintf("http://cdn.example/assets/chunk-%04d.js?v=0123456789abcdef", i)
+		r.Exchanges = append(r.Exchanges, Exchange{URL: u, Method: "GET", Status: 200, ContentType: "text/javascript",
+			Request: []byte("GET " + u + " HTTP/1.1\r\n\r\n"), Response: []byte("HTTP/1.1 200 OK\r\n\r\n"), Body: []byte("x();")})
+	}
+	m, err := PageMsg("crawl.pages", &Page{Meta: PageMeta{URL: "http://a.example/", Host: "a.example", Lease: "l", Rendered: r}, Body: []byte("<html></html>")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(m.Header.Get(MetaHeader)); n > 1024 {
+		t.Fatalf("metadata header of %d octets for 1000 exchanges, want it independent of their number", n)
+	}
+	got, err := DecodePage(m.Header, m.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Meta.Rendered.Exchanges) != 1000 || string(got.Body) != "<html></html>" ||
+		got.Meta.Rendered.Exchanges[999].URL != r.Exchanges[999].URL || string(got.Meta.Rendered.Exchanges[999].Body) != "x();" {
+		t.Fatalf("decoded %d exchanges, body %q", len(got.Meta.Rendered.Exchanges), got.Body)
 	}
 }

@@ -57,6 +57,8 @@ type entry struct {
 	include  []*regexp.Regexp
 	exclude  []*regexp.Regexp
 	addrBits int
+	// merged: host and domain rules, the rule merged with the domain rules above it.
+	merged Resolved
 }
 
 func compile(rules []Stored, version int64) (*Set, error) {
@@ -114,6 +116,7 @@ func compile(rules []Stored, version int64) (*Set, error) {
 		})
 	}
 	sort.Sort(sort.Reverse(sort.IntSlice(m.addrLen)))
+	m.premerge()
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Scope.String() < sorted[j].Scope.String() })
 	for _, st := range sorted {
 		if st.Scope.Kind == KindHost || st.Scope.Kind == KindDomain {

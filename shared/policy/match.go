@@ -81,13 +81,27 @@ func (res *Resolved) merge(e *entry) {
 
 // host merges the host rule, then the domain rules from the longest name to the
 // shortest. A domain rule is never a public suffix, so walking every suffix of the name
-// is correct and costs one map lookup per label.
+// is correct and costs one map lookup per label. The merge of each host rule and each
+// domain rule with the domains above it is made once, by compile, so a lookup that no
+// prefix rule adds to returns it as it is: no merge, no allocation.
 func (m *matcher) host(host string) Resolved {
-	var res Resolved
-	m.hostInto(&res, host)
-	return res
+	if e := m.hosts[host]; e != nil {
+		return e.merged
+	}
+	for d := host; len(m.domains) > 0; {
+		if e := m.domains[d]; e != nil {
+			return e.merged
+		}
+		i := strings.IndexByte(d, '.')
+		if i < 0 {
+			break
+		}
+		d = d[i+1:]
+	}
+	return Resolved{}
 }
 
+// hostInto merges host's rules under the fields res holds already.
 func (m *matcher) hostInto(res *Resolved, host string) {
 	if e := m.hosts[host]; e != nil {
 		res.merge(e)
@@ -107,24 +121,52 @@ func (m *matcher) hostInto(res *Resolved, host string) {
 	}
 }
 
+// premerge makes each host and domain rule's merged policy (see host).
+func (m *matcher) premerge() {
+	for d, e := range m.domains {
+		e.merged = Resolved{}
+		e.merged.merge(e)
+		for p := d; ; {
+			i := strings.IndexByte(p, '.')
+			if i < 0 {
+				break
+			}
+			p = p[i+1:]
+			if pe := m.domains[p]; pe != nil {
+				e.merged.merge(pe)
+			}
+		}
+	}
+	for h, e := range m.hosts {
+		e.merged = Resolved{}
+		m.hostInto(&e.merged, h)
+	}
+}
+
 // url merges the prefix rules of the URL's host that match it (longest first), then the
 // host's policy. The host's prefix rules are few; the rules of other hosts are never
 // looked at.
 func (m *matcher) url(rawURL string) Resolved {
-	var res Resolved
 	host, port, path, ok := splitURL(rawURL)
 	if !ok {
-		return res
+		return Resolved{}
 	}
-	if es := m.prefixes[host]; len(es) > 0 {
-		for _, e := range es {
-			if e.port == port && strings.HasPrefix(path, e.path) {
-				res.merge(e)
+	// res is made only when a prefix rule matches: merge's calls through fieldOps move it
+	// to the heap, which the common lookup (no prefix rule) does not pay.
+	var res *Resolved
+	for _, e := range m.prefixes[host] {
+		if e.port == port && strings.HasPrefix(path, e.path) {
+			if res == nil {
+				res = &Resolved{}
 			}
+			res.merge(e)
 		}
 	}
-	m.hostInto(&res, host)
-	return res
+	if res == nil || res.From == nil {
+		return m.host(host)
+	}
+	m.hostInto(res, host)
+	return *res
 }
 
 // splitURL reads a normalised absolute URL's host (as Trawl keys hosts), its port when it

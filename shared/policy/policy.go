@@ -155,6 +155,8 @@ const (
 // Resolved is the policy of one host, URL or server address: the merged fields of every
 // rule that matches it, and for each field set, the rule that decided it. Unset fields are
 // nil: the caller's process-wide setting applies.
+// A Resolved is read-only: its fields and maps may be shared with the Set and with other
+// lookups.
 type Resolved struct {
 	Rule
 	// From names, for each field a rule decided, that rule's scope and origin.

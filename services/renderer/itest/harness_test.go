@@ -19,6 +19,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/trawl/trawl/devstack/natsembed"
 	"github.com/trawl/trawl/devstack/redisproc"
@@ -84,7 +85,13 @@ func newStack(t testing.TB) *stack {
 		"TRAWL_DELAY_FACTOR":     "0",
 		"TRAWL_LOG_LEVEL":        "debug",
 		"TRAWL_RENDER_CACHE_TTL": "1h",
+		// Small caps: JetStream reserves each stream's cap out of the disk at creation.
+		"TRAWL_PAGES_MAX_BYTES":    "256MiB",
+		"TRAWL_DOCS_MAX_BYTES":     "64MiB",
+		"TRAWL_RENDER_CACHE_BYTES": "64MiB",
 	}
+	// Browser profiles (and one a killed renderer leaves) go with the test.
+	t.Setenv("TMPDIR", t.TempDir())
 	if st.nc, err = nats.Connect(ns.URL()); err != nil {
 		t.Fatal(err)
 	}
@@ -101,6 +108,17 @@ func newStack(t testing.TB) *stack {
 		t.Fatal(err)
 	}
 	return st
+}
+
+// rdb is a client of the stack's Redis.
+func (st *stack) rdb() *redis.Client {
+	opt, err := redis.ParseURL(st.redis.URL())
+	if err != nil {
+		st.t.Fatal(err)
+	}
+	c := redis.NewClient(opt)
+	st.t.Cleanup(func() { c.Close() })
+	return c
 }
 
 // config is a valid renderer configuration for the stack, changed by mod.

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trawl/trawl/shared/policy"
 	"github.com/trawl/trawl/shared/testwait"
 )
 
@@ -188,5 +189,108 @@ func TestRenderSurvivesABrowserCrash(t *testing.T) {
 	})
 	if v := in.metric(t, `trawl_renderer_pages_total{result="retried"}`); v != 1 {
 		t.Errorf("retried pages %v, want 1", v)
+	}
+}
+
+// The live site policies are asked before every browser request: a blocked host and a
+// URL a rule excludes are refused in the page, counted, and never requested.
+func TestRenderFollowsTheSitePolicies(t *testing.T) {
+	st := newStack(t)
+	s := newSite(t, map[string]http.HandlerFunc{
+		"a.test/robots.txt":       serve("text/plain", ""),
+		"blocked.test/robots.txt": serve("text/plain", ""),
+		"a.test/ads/x.js":         serve("text/javascript", "document.body.setAttribute('data-ads', 'ran');"),
+		"a.test/ok.js":            serve("text/javascript", "document.body.setAttribute('data-ok', 'ran');"),
+		"blocked.test/x.js":       serve("text/javascript", "document.body.setAttribute('data-blocked', 'ran');"),
+	})
+	rule := func(scope string, set func(*policy.Rule)) policy.Change {
+		sc, err := policy.ParseScope(scope)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := policy.Rule{Scope: sc}
+		set(&r)
+		return policy.Change{Rule: r}
+	}
+	yes := true
+	store := policy.NewStore(st.rdb(), "itest")
+	if _, _, err := store.Apply(testwait.Context(t), []policy.Change{
+		rule("host:blocked.test", func(r *policy.Rule) { r.Block = &yes }),
+		rule("host:a.test", func(r *policy.Rule) { r.Exclude = []string{"/ads/"} }),
+	}, "test", 0); err != nil {
+		t.Fatal(err)
+	}
+	in := st.start(st.config(map[string]string{"TRAWL_RESOLVE": resolve("a.test", "blocked.test")}))
+	p := st.page(st.publishTask(s.url("a.test", "/"), `<html><body><script src="/ads/x.js"></script><script src="/ok.js"></script>`+
+		`<script src="`+s.url("blocked.test", "/x.js")+`"></script></body></html>`))
+	if !strings.Contains(string(p.Body), `data-ok="ran"`) {
+		t.Errorf("the allowed script did not run: %s", p.Body)
+	}
+	if got := s.paths("blocked.test"); len(got) != 0 {
+		t.Errorf("blocked.test saw %v, want nothing", got)
+	}
+	if got := s.paths("a.test"); slices.Contains(got, "/ads/x.js") {
+		t.Errorf("an excluded URL was requested: a.test saw %v", got)
+	}
+	if r := p.Meta.Rendered.Refused; r["blocked"] != 1 || r["scope"] != 1 {
+		t.Errorf("refused %v, want blocked: 1, scope: 1", r)
+	}
+	if v := in.metric(t, `trawl_renderer_requests_refused_total{reason="blocked"}`); v != 1 {
+		t.Errorf("blocked refusals counted %v, want 1", v)
+	}
+}
+
+// Under per-server politeness (TRAWL_POLITENESS=ip) the browser's requests to different
+// hosts of one address never overlap and keep the gap, as fetchers' do.
+func TestRenderKeepsTheServersGap(t *testing.T) {
+	st := newStack(t)
+	const gap = 300 * time.Millisecond
+	s := newSite(t, map[string]http.HandlerFunc{
+		"a.test/robots.txt": serve("text/plain", ""),
+		"c.test/robots.txt": serve("text/plain", ""),
+		"d.test/robots.txt": serve("text/plain", ""),
+		"c.test/1.js":       serve("text/javascript", "1;"),
+		"d.test/1.js":       serve("text/javascript", "1;"),
+	})
+	st.start(st.config(map[string]string{"TRAWL_RESOLVE": resolve("a.test", "c.test", "d.test"), "TRAWL_MIN_DELAY": gap.String(),
+		"TRAWL_POLITENESS": "ip", "TRAWL_RENDER_CACHE_TTL": "0"}))
+	p := st.page(st.publishTask(s.url("a.test", "/"), `<html><body><script async src="`+s.url("c.test", "/1.js")+`"></script>`+
+		`<script async src="`+s.url("d.test", "/1.js")+`"></script></body></html>`))
+	if p.Meta.Rendered == nil || p.Meta.Rendered.Failed != "" {
+		t.Fatalf("page not rendered: %+v", p.Meta.Rendered)
+	}
+	hits := s.log()
+	slices.SortFunc(hits, func(a, b hit) int { return a.start.Compare(b.start) })
+	for i := 1; i < len(hits); i++ {
+		prev, cur := hits[i-1], hits[i]
+		if cur.start.Before(prev.end) {
+			t.Errorf("%s%s started before %s%s ended: two requests in flight to one address", cur.host, cur.path, prev.host, prev.path)
+		} else if d := cur.start.Sub(prev.end); d < gap {
+			t.Errorf("%s%s started %s after %s%s ended, below the gap of %s", cur.host, cur.path, d, prev.host, prev.path, gap)
+		}
+	}
+}
+
+// A page that never finishes (a script that loops for ever) is not retried for ever: after
+// TRAWL_RENDER_MAX_ATTEMPTS deliveries it goes on as fetched, saying why, and is counted.
+func TestRenderGivesUpOnAPageThatNeverLoads(t *testing.T) {
+	st := newStack(t)
+	s := newSite(t, map[string]http.HandlerFunc{
+		"a.test/robots.txt": serve("text/plain", ""),
+		"a.test/loop.js":    serve("text/javascript", "for (;;) {}"),
+	})
+	in := st.start(st.config(map[string]string{"TRAWL_RESOLVE": resolve("a.test"), "TRAWL_RENDER_TIMEOUT": "2s",
+		"TRAWL_RENDER_REQUEST_TIMEOUT": "1s", "TRAWL_RENDER_SETTLE": "100ms", "TRAWL_RENDER_MAX_ATTEMPTS": "2"}))
+	shell := `<html><body><p>shell</p><script src="/loop.js"></script></body></html>`
+	p := st.page(st.publishTask(s.url("a.test", "/"), shell))
+	if p.Meta.Rendered == nil || !strings.Contains(p.Meta.Rendered.Failed, "not rendered after 2 attempts") ||
+		!strings.Contains(p.Meta.Rendered.Failed, "time cap") {
+		t.Fatalf("rendered %+v, want failed after 2 attempts over the time cap", p.Meta.Rendered)
+	}
+	if string(p.Body) != shell {
+		t.Errorf("a page given up carries %q, want the body as fetched", p.Body)
+	}
+	if v := in.metric(t, `trawl_renderer_pages_total{result="failed"}`); v != 1 {
+		t.Errorf("failed pages counted %v, want 1", v)
 	}
 }

@@ -17,8 +17,10 @@ import (
 	"io"
 	"log/slog"
 	"mime"
+	"net"
 	"net/http"
 	"net/http/httptrace"
+	"net/netip"
 	"net/url"
 	"regexp"
 	"slices"
@@ -84,8 +86,9 @@ type Config struct {
 	RequestTimeout time.Duration
 	MaxBody        int64
 	CacheMaxEntry  int64
-	// Blocked, when set, says whether a live site policy blocks a URL (and which rule).
-	Blocked func(rawURL string) (blocked bool, rule string)
+	// Policy, when set, is the live site policies' verdict on a URL: "" to go on, or the
+	// reason to refuse it (RefusedBlocked, RefusedScope) and the rule that decided.
+	Policy func(rawURL string) (refuse, why string)
 }
 
 // Answerer answers requests. It is safe for concurrent use.
@@ -98,13 +101,20 @@ type Answerer struct {
 	m      Metrics
 	// robotsFetch makes the requests waiting for one origin's robots.txt share one fetch.
 	robotsFetch singleflight.Group
-	log         *slog.Logger
+	// servers spaces requests per server address (TRAWL_POLITENESS=ip; nil otherwise),
+	// as the fetchers' do; pick resolves a host to the address its dial will use.
+	servers *politeness.Servers
+	pick    func(ctx context.Context, host string) (netip.Addr, error)
+	log     *slog.Logger
 }
 
 // New returns an Answerer making its requests through dialer.
-func New(cfg Config, store *robotscache.Store, claims *politeness.Claimer, dialer *safedial.Dialer, cache *Cache, m Metrics, log *slog.Logger) *Answerer {
+// servers, when not nil, also spaces the requests per server address.
+func New(cfg Config, store *robotscache.Store, claims *politeness.Claimer, servers *politeness.Servers, dialer *safedial.Dialer, cache *Cache, m Metrics, log *slog.Logger) *Answerer {
 	tr := &http.Transport{
-		DialContext:           dialer.DialContext,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			return dialer.DialContext(ctx, network, pinnedAddress(ctx, addr))
+		},
 		Proxy:                 http.ProxyFromEnvironment,
 		TLSClientConfig:       &tls.Config{MinVersion: tls.VersionTLS12},
 		TLSHandshakeTimeout:   min(10*time.Second, cfg.RequestTimeout),
@@ -115,6 +125,8 @@ func New(cfg Config, store *robotscache.Store, claims *politeness.Claimer, diale
 		MaxIdleConnsPerHost: 1,
 		IdleConnTimeout:     30 * time.Second,
 		ForceAttemptHTTP2:   true,
+		// A pooled connection may go to another address of the host than the one claimed.
+		DisableKeepAlives: servers != nil,
 	}
 	client := &http.Client{
 		Transport: tr,
@@ -122,7 +134,8 @@ func New(cfg Config, store *robotscache.Store, claims *politeness.Claimer, diale
 		// here again: every hop is checked and claimed like any request.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
-	return &Answerer{cfg: cfg, robots: store, claims: claims, client: client, cache: cache, m: m, log: log}
+	return &Answerer{cfg: cfg, robots: store, claims: claims, client: client, cache: cache, m: m, log: log,
+		servers: servers, pick: dialer.Pick}
 }
 
 // Close drops idle connections.
@@ -148,9 +161,11 @@ func (a *Answerer) Answer(ctx context.Context, req Request) Result {
 	case a.cfg.Exclude != nil && a.cfg.Exclude.MatchString(req.URL):
 		return a.refuse(RefusedScope, errors.New("TRAWL_EXCLUDE matches"))
 	}
-	if a.cfg.Blocked != nil {
-		if blocked, rule := a.cfg.Blocked(req.URL); blocked {
-			return a.refuse(RefusedBlocked, fmt.Errorf("blocked by %s", rule))
+	if a.cfg.Policy != nil {
+		// Asked right before each request, as fetchers do: a block is in force within the
+		// watcher's poll whatever was dispatched before.
+		if reason, why := a.cfg.Policy(req.URL); reason != "" {
+			return a.refuse(reason, errors.New(why))
 		}
 	}
 	u.Fragment = ""
@@ -173,7 +188,7 @@ func (a *Answerer) Answer(ctx context.Context, req Request) Result {
 		}
 		return a.refuse(RefusedRobots, err)
 	}
-	res, err := a.claimed(ctx, host, func(ctx context.Context) (Result, error) { return a.do(ctx, req, u) })
+	res, err := a.claimed(ctx, host, entry.CrawlDelay(), func(ctx context.Context) (Result, error) { return a.do(ctx, req, u) })
 	if err != nil {
 		return a.refuse(refusal(ctx, err), err)
 	}
@@ -206,23 +221,53 @@ const claimPoll = 100 * time.Millisecond
 
 // claimed runs do under a claim of host, waiting for the host's turn until ctx ends: no
 // other request to the host (a fetcher's task, another renderer's request) is in flight
-// meanwhile, and the host's next turn is a gap after this request ends.
-func (a *Answerer) claimed(ctx context.Context, host string, do func(context.Context) (Result, error)) (Result, error) {
+// meanwhile, and the host's next turn is a gap after this request ends. Under per-server
+// politeness the request also claims the address it will be made to; one claim is never
+// held while waiting for the other (a window could run out meanwhile): a busy address
+// gives the host back, later than it would have been, never earlier.
+func (a *Answerer) claimed(ctx context.Context, host string, crawlDelay time.Duration, do func(context.Context) (Result, error)) (Result, error) {
 	start := time.Now()
-	var cl politeness.Claim
-	for {
-		var err error
-		cl, err = a.claims.Claim(ctx, host, a.cfg.RequestTimeout+time.Second)
-		if err != nil {
-			return Result{}, err
-		}
-		if cl.OK {
-			break
-		}
+	window := a.cfg.RequestTimeout + time.Second
+	var (
+		cl  politeness.Claim
+		sc  politeness.ServerClaim
+		err error
+	)
+	wait := func(d time.Duration) error {
 		// While another request holds the host, the wait the claim gives is its whole
 		// window, though the request usually ends far sooner: ask again shortly.
-		if !ctxsleep.Sleep(ctx, min(cl.Wait, claimPoll)) {
-			return Result{}, fmt.Errorf("waiting %s for host %s's turn: %w", time.Since(start).Round(time.Millisecond), host, ctx.Err())
+		if !ctxsleep.Sleep(ctx, min(d, claimPoll)) {
+			return fmt.Errorf("waiting %s for host %s's turn: %w", time.Since(start).Round(time.Millisecond), host, ctx.Err())
+		}
+		return nil
+	}
+	for {
+		if cl, err = a.claims.Claim(ctx, host, window); err != nil {
+			return Result{}, err
+		}
+		if !cl.OK {
+			if err := wait(cl.Wait); err != nil {
+				return Result{}, err
+			}
+			continue
+		}
+		if a.servers == nil {
+			break
+		}
+		addr, perr := a.pick(ctx, host)
+		if perr == nil {
+			sc, perr = a.servers.Claim(ctx, addr, host, crawlDelay, window)
+		}
+		if perr == nil && sc.OK {
+			ctx = pinTo(ctx, host, addr)
+			break
+		}
+		a.release(ctx, cl, -1)
+		if perr != nil {
+			return Result{}, perr
+		}
+		if err := wait(sc.Wait); err != nil {
+			return Result{}, err
 		}
 	}
 	a.m.ClaimWait(time.Since(start))
@@ -231,14 +276,52 @@ func (a *Answerer) claimed(ctx context.Context, host string, do func(context.Con
 	res, err := do(rctx)
 	took := time.Since(began)
 	cancel()
-	// Released even when the page's context ended: the host's next turn must be set.
+	if sc.OK {
+		relCtx, relCancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		if _, rerr := a.servers.Release(relCtx, sc, took); rerr != nil {
+			a.log.Warn("release of a server address claim failed; the address waits out the claim's window", "addr", sc.Addr, "err", rerr)
+		}
+		relCancel()
+	}
+	a.release(ctx, cl, took)
+	return res, err
+}
+
+// release ends a host claim, even when the page's context ended: the host's next turn
+// must be set. took < 0: no request was made.
+func (a *Answerer) release(ctx context.Context, cl politeness.Claim, took time.Duration) {
 	relCtx, relCancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer relCancel()
-	if _, rerr := a.claims.Release(relCtx, cl, took); rerr != nil {
+	if _, err := a.claims.Release(relCtx, cl, took); err != nil {
 		// The claim's window then ends the host's wait: later, never earlier.
-		a.log.Warn("release of a host claim failed; the host waits out the claim's window", "host", host, "err", rerr)
+		a.log.Warn("release of a host claim failed; the host waits out the claim's window", "host", cl.Host, "err", err)
 	}
-	return res, err
+}
+
+// pin sends a request's connection to the address its server claim was taken on.
+type pin struct {
+	host string
+	addr netip.Addr
+}
+
+type pinKey struct{}
+
+func pinTo(ctx context.Context, host string, addr netip.Addr) context.Context {
+	return context.WithValue(ctx, pinKey{}, pin{host: host, addr: addr.Unmap().WithZone("")})
+}
+
+// pinnedAddress is the address to dial for addr ("host:port") under ctx's pin: the pinned
+// address when addr is the pinned host (a proxy or another host is left alone).
+func pinnedAddress(ctx context.Context, addr string) string {
+	p, ok := ctx.Value(pinKey{}).(pin)
+	if !ok {
+		return addr
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || !strings.EqualFold(host, p.host) {
+		return addr
+	}
+	return net.JoinHostPort(p.addr.String(), port)
 }
 
 // robotsEntry returns origin's robots.txt entry, fetching robots.txt (under a claim of
@@ -262,7 +345,7 @@ func (a *Answerer) fetchRobots(ctx context.Context, host, origin string) (*robot
 		return e, err
 	}
 	var e *robots.Entry
-	res, err := a.claimed(ctx, host, func(ctx context.Context) (Result, error) {
+	res, err := a.claimed(ctx, host, 0, func(ctx context.Context) (Result, error) {
 		u, _ := url.Parse(origin + "/robots.txt")
 		return a.do(ctx, Request{URL: u.String(), Method: http.MethodGet}, u)
 	})

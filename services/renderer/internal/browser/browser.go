@@ -68,6 +68,7 @@ func Start(ctx context.Context, o Options) (*Browser, error) {
 		o.OnRestart = func(string) {}
 	}
 	b := &Browser{o: o}
+	removeOrphanProfiles(o.DataDir, o.Log)
 	in, err := b.launch(ctx, 1)
 	if err != nil {
 		return nil, err
@@ -110,7 +111,7 @@ func (b *Browser) flags(dir string) []chromedp.ExecAllocatorOption {
 }
 
 func (b *Browser) launch(ctx context.Context, gen int) (*instance, error) {
-	dir, err := os.MkdirTemp(b.o.DataDir, "trawl-renderer-")
+	dir, err := os.MkdirTemp(b.o.DataDir, fmt.Sprintf("%s%d-", profilePrefix, os.Getpid()))
 	if err != nil {
 		return nil, fmt.Errorf("browser: profile directory: %w", err)
 	}
@@ -140,6 +141,39 @@ func (b *Browser) launch(ctx context.Context, gen int) (*instance, error) {
 	}
 	b.o.Log.Info("browser started", "pid", pid, "generation", gen)
 	return in, nil
+}
+
+// profilePrefix starts each launch's profile directory, followed by the renderer's pid.
+const profilePrefix = "trawl-renderer-"
+
+// removeOrphanProfiles removes the profile directories of renderers that are gone (a
+// renderer killed outright cannot remove its own), leaving those of live processes: other
+// renderers may share the directory.
+func removeOrphanProfiles(dir string, log *slog.Logger) {
+	if dir == "" {
+		dir = os.TempDir()
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		rest, ok := strings.CutPrefix(e.Name(), profilePrefix)
+		if !ok || !e.IsDir() {
+			continue
+		}
+		pidText, _, _ := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(pidText)
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join("/proc", pidText)); err == nil || !os.IsNotExist(err) {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err == nil {
+			log.Info("removed the browser profile of a renderer that is gone", "dir", e.Name())
+		}
+	}
 }
 
 // Tab is a page of the browser. Its context ends when the tab is closed or the browser

@@ -10,6 +10,7 @@ import (
 
 	"github.com/trawl/trawl/shared/crawlscope"
 	"github.com/trawl/trawl/shared/envconfig"
+	"github.com/trawl/trawl/shared/policy"
 	"github.com/trawl/trawl/shared/politeness"
 	"github.com/trawl/trawl/shared/robots"
 	"github.com/trawl/trawl/shared/safedial"
@@ -24,6 +25,9 @@ type Config struct {
 	// Scope is the crawl's scope settings; a browser request is refused by TRAWL_EXCLUDE
 	// and TRAWL_MAX_URL_LENGTH (see docs/architecture.md, "Rendering").
 	Scope crawlscope.Settings
+	// Policy is how the live site policies are followed (TRAWL_POLICY_POLL): a blocked URL
+	// or one a rule excludes is refused in the page.
+	Policy policy.Settings
 	// Politeness is the hosts' gap rule, the one the scheduler applies to fetchers: every
 	// browser request claims its host under it (politeness.Claimer).
 	Politeness politeness.Rules
@@ -61,6 +65,7 @@ func Load(r *envconfig.Reader) (Config, error) {
 		Common:         envconfig.LoadCommon(r, DefaultHTTPAddr),
 		Scope:          crawlscope.Load(r),
 		Politeness:     politeness.Load(r),
+		Policy:         policy.Load(r),
 		Chromium:       r.String("CHROMIUM", "/usr/bin/chromium"),
 		Tabs:           r.Int("RENDER_TABS", 4),
 		Timeout:        r.Duration("RENDER_TIMEOUT", 60*time.Second),
@@ -94,7 +99,7 @@ func Defaults() Config {
 
 // Validate reports every invalid setting at once.
 func (c Config) Validate() error {
-	errs := []error{c.Common.Validate(), c.Politeness.Validate(), c.Scope.Validate()}
+	errs := []error{c.Common.Validate(), c.Politeness.Validate(), c.Scope.Validate(), c.Policy.Validate()}
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if c.Chromium == "" {
 		bad("TRAWL_CHROMIUM is empty: want the path of a Chromium binary")

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -27,6 +28,7 @@ import (
 	"github.com/trawl/trawl/shared/crawlid"
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/natsx"
+	"github.com/trawl/trawl/shared/policy"
 	"github.com/trawl/trawl/shared/politeness"
 	"github.com/trawl/trawl/shared/robotscache"
 	"github.com/trawl/trawl/shared/runner"
@@ -81,9 +83,18 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Service, er
 	if err != nil {
 		return fail(err)
 	}
+	watcher, err := policy.NewWatcher(ctx, policy.NewStore(r.Redis, cfg.Common.RedisPrefix), cfg.Policy.Poll)
+	if err != nil {
+		return fail(fmt.Errorf("renderer: %w", err))
+	}
+	r.Go("policy watch", watcher.Run)
 	dialer := &safedial.Dialer{Policy: safedial.NewPolicy(cfg.AllowCIDRs...), Timeout: min(cfg.DialTimeout, cfg.RequestTimeout)}
 	if len(cfg.Resolve) > 0 {
 		dialer.Resolver = &safedial.StaticResolver{Names: cfg.Resolve, Next: dialer.Resolver}
+	}
+	var servers *politeness.Servers
+	if cfg.Politeness.Per == politeness.PerIP {
+		servers = politeness.NewServers(r.Redis, cfg.Common.RedisPrefix, cfg.Politeness)
 	}
 	ans := answer.New(answer.Config{
 		UserAgent:      cfg.UserAgent,
@@ -93,10 +104,11 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Service, er
 		RequestTimeout: cfg.RequestTimeout,
 		MaxBody:        cfg.MaxBody,
 		CacheMaxEntry:  cfg.CacheMaxEntry,
+		Policy:         policyVerdict(watcher),
 	},
 		robotscache.NewStore(r.Redis, robotscache.StoreOptions{Prefix: cfg.Common.RedisPrefix, Agent: cfg.RobotsAgent, TTL: cfg.RobotsTTL, ErrorTTL: cfg.RobotsError}),
 		politeness.NewClaimer(r.Redis, cfg.Common.RedisPrefix, cfg.Common.Shards, cfg.Politeness),
-		dialer, cache, m, log)
+		servers, dialer, cache, m, log)
 	r.OnClose(ans.Close)
 	br, err := browser.Start(ctx, browser.Options{
 		Path: cfg.Chromium, JSHeap: cfg.JSHeap, MaxRSS: cfg.MaxRSS, Log: log,
@@ -113,6 +125,22 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Service, er
 			OnRefused: func(reason string) { m.refused.WithLabelValues(reason).Inc() }}),
 	}
 	return s, nil
+}
+
+// policyVerdict refuses what the live rules block, and what a rule excludes: a page's
+// requisite has no link depth of its own, and is not held to a rule's includes (a page's
+// script from a CDN is part of the page), as with TRAWL_EXCLUDE and TRAWL_INCLUDE.
+func policyVerdict(w *policy.Watcher) func(rawURL string) (string, string) {
+	return func(rawURL string) (string, string) {
+		r := w.Current().URL(rawURL)
+		if r.Blocked() {
+			return answer.RefusedBlocked, string(policy.FBlock) + " of " + r.From[policy.FBlock].Scope.String()
+		}
+		if ok, why := r.Admit(rawURL, 0); !ok && strings.HasPrefix(why, string(policy.FExclude)+" ") {
+			return answer.RefusedScope, why
+		}
+		return "", ""
+	}
 }
 
 // Addr is the address /metrics, /healthz and /readyz are served on.
@@ -283,7 +311,8 @@ func (s *Service) publish(ctx context.Context, task *crawlmsg.RenderTask, render
 		}
 		return &crawlmsg.BodyRef{Bucket: topology.BodiesBucket, Name: name, Size: int64(len(b))}, nil
 	}
-	used := int64(0)
+	// The exchanges' list travels in the payload too: about this much each.
+	used := int64(512 * len(rendered.Exchanges))
 	for i := range rendered.Exchanges {
 		e := &rendered.Exchanges[i]
 		used += int64(len(e.Request) + len(e.Response))
