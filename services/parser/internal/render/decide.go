@@ -97,7 +97,7 @@ func (d *Decider) Decide(p Page) Decision {
 
 func (d *Decider) detect(p Page, by string) Decision {
 	if !FewWords(p.Text) {
-		return Decision{Reason: renderconf.ReasonNoShell, Detail: join(by, fmt.Sprintf("more than %d words of text", MaxWords))}
+		return Decision{Reason: renderconf.ReasonNoShell, Detail: join(by, manyWords)}
 	}
 	s := Detect(p.Body)
 	if s.Shell() {
@@ -105,6 +105,10 @@ func (d *Decider) detect(p Page, by string) Decision {
 	}
 	return Decision{Reason: renderconf.ReasonNoShell, Detail: join(by, s.String()), Examined: true}
 }
+
+// manyWords is the detail of a page the detector did not read, made once: this is the
+// decision of nearly every page of a plain crawl.
+var manyWords = fmt.Sprintf("more than %d words of text", MaxWords)
 
 func join(by, s string) string {
 	if by == "" {

@@ -181,7 +181,7 @@ func (m *metrics) record(o *outcome, dedup bool) {
 		m.pages.WithLabelValues("skipped").Inc()
 		return
 	}
-	if d := o.render; d != nil {
+	if d := o.render; d.Reason != "" {
 		decision := "skip"
 		if d.Render {
 			decision = "render"

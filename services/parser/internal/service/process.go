@@ -83,7 +83,7 @@ type outcome struct {
 	embed *embedCounts
 	// render is the page's render decision (every 2xx HTML page); task is set when the
 	// page goes to a renderer, and then it has no document of its own (see decideRender).
-	render *render.Decision
+	render render.Decision // Reason "": no decision (not a 2xx HTML page)
 	task   *crawlmsg.RenderTask
 	whyRec *renderconf.Why // the decision kept for trawlctl explain; nil: none kept
 }

@@ -34,7 +34,7 @@ func (p *processor) decideRender(page *crawlmsg.Page, text string, o *outcome) {
 		return
 	}
 	d := p.render.Decide(render.Page{URL: m.URL, Host: o.document.Host, Rendered: m.Rendered != nil, Text: text, Body: page.Body})
-	o.render = &d
+	o.render = d
 	if !d.Render {
 		return
 	}
@@ -55,8 +55,8 @@ func (p *processor) decideRender(page *crawlmsg.Page, text string, o *outcome) {
 // decisions the settings alone explain (off, always, a host or URL setting, a plain page
 // with plenty of text in auto mode), so that a crawl of ordinary pages writes nothing.
 func (o *outcome) why(page *crawlmsg.PageMeta, now time.Time) (renderconf.Why, bool) {
-	d := o.render
-	if d == nil {
+	d := &o.render
+	if d.Reason == "" {
 		return renderconf.Why{}, false
 	}
 	w := renderconf.Why{URL: page.URL, Render: d.Render, Reason: d.Reason, Detail: d.Detail, At: now.UnixMilli()}
