@@ -130,6 +130,8 @@ type Config struct {
 	// SPA adds two hosts after all others: an app host of application shells whose links
 	// and text a script writes, and the host of that script (see spa.go). Off by default.
 	SPA bool
+	// SPAPages is how many pages the app has besides its home page (default 6).
+	SPAPages int
 	// Render says the crawler renders the app host's pages (TRAWL_RENDER=auto or always):
 	// Expected then holds its script-only pages and the browser's requests; without it,
 	// none of them may be requested.
@@ -207,6 +209,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.MaxURLLength == 0 {
 		c.MaxURLLength = d.MaxURLLength
+	}
+	if c.SPAPages <= 0 {
+		c.SPAPages = 6
 	}
 	if c.VirtualHosts > c.Hosts {
 		return c, fmt.Errorf("synthweb: %d virtual hosts of %d ordinary hosts", c.VirtualHosts, c.Hosts)

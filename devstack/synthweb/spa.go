@@ -12,7 +12,7 @@ import (
 // The single-page-app section (Config.SPA): two hosts after all others. The app host
 // serves only application shells — an empty <div id="root">, a <noscript> asking for
 // JavaScript, and one script loaded from the script host — for its home page and for
-// /app/0 … /app/<spaPages-1>. The script (on the script host, another host) asks the app
+// /app/0 … /app/<Config.SPAPages-1>. The script (on the script host, another host) asks the app
 // host's JSON endpoint /api/page?path=<the page's path> for the page's title, text and
 // links, writes them into the page, and also requests /private/track, which the app
 // host's robots.txt disallows. So a crawler that does not run scripts finds no link and no
@@ -22,7 +22,6 @@ import (
 // Links: the home page links to /app/0 and /app/1; /app/n links home and to /app/2n+2 and
 // /app/2n+3 when they exist — a tree, so every page is found at one depth.
 const (
-	spaPages     = 6
 	spaAPI       = "/api/page"
 	spaScript    = "/js/app.js"
 	spaForbidden = "/private/track"
@@ -56,7 +55,7 @@ func (w *Web) SPA() (SPAInfo, bool) {
 	s := m.special[KindSPAScript]
 	info := SPAInfo{Host: m.hosts[h].Name, ScriptHost: m.hosts[s].Name, Tokens: map[string]string{},
 		Script: m.url(s, spaScript), Disallowed: m.url(h, spaForbidden)}
-	for _, p := range spaPaths() {
+	for _, p := range m.spaPaths() {
 		u := m.url(h, p)
 		if p != "/" {
 			info.Pages = append(info.Pages, u)
@@ -71,9 +70,9 @@ func (w *Web) SPA() (SPAInfo, bool) {
 // Config.SPADelay now: a browser is in the middle of rendering a page.
 func (w *Web) SPAWaiting() int { return int(w.spaWaiting.Load()) }
 
-func spaPaths() []string {
+func (m *model) spaPaths() []string {
 	paths := []string{"/"}
-	for n := range spaPages {
+	for n := range m.cfg.SPAPages {
 		paths = append(paths, "/app/"+strconv.Itoa(n))
 	}
 	return paths
@@ -87,26 +86,26 @@ func spaToken(h int, p string) string {
 }
 
 // spaChildren are the paths page p's script writes links to.
-func spaChildren(p string) []string {
+func (m *model) spaChildren(p string) []string {
 	if p == "/" {
 		return []string{"/app/0", "/app/1"}
 	}
 	n, _ := parseNum(strings.TrimPrefix(p, "/app/"))
 	kids := []string{"/"}
 	for _, c := range []int{2*n + 2, 2*n + 3} {
-		if c < spaPages {
+		if c < m.cfg.SPAPages {
 			kids = append(kids, "/app/"+strconv.Itoa(c))
 		}
 	}
 	return kids
 }
 
-func spaPage(p string) bool {
+func (m *model) spaPage(p string) bool {
 	if p == "/" {
 		return true
 	}
 	n, ok := parseNum(strings.TrimPrefix(p, "/app/"))
-	return ok && strings.HasPrefix(p, "/app/") && n < spaPages
+	return ok && strings.HasPrefix(p, "/app/") && n < m.cfg.SPAPages
 }
 
 func (m *model) spaRobots() robotsFile {
@@ -119,7 +118,7 @@ func (m *model) spaRobots() robotsFile {
 
 // spaHost serves the app host: shells, and the JSON the script loads.
 func (m *model) spaHost(h int, path, query string) resource {
-	if spaPage(path) && query == "" {
+	if m.spaPage(path) && query == "" {
 		s := m.special[KindSPAScript]
 		body := "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>App</title>\n" +
 			// An icon of its own, so a browser asks for no /favicon.ico: every request of
@@ -132,7 +131,7 @@ func (m *model) spaHost(h int, path, query string) resource {
 	if path == spaAPI {
 		p := strings.TrimPrefix(query, "path=")
 		p = strings.ReplaceAll(p, "%2F", "/")
-		if !spaPage(p) || !strings.HasPrefix(query, "path=") {
+		if !m.spaPage(p) || !strings.HasPrefix(query, "path=") {
 			return notFound()
 		}
 		return resource{status: http.StatusOK, contentType: jsonType, body: m.spaJSON(h, p)}
@@ -143,7 +142,7 @@ func (m *model) spaHost(h int, path, query string) resource {
 // spaLinks are the links page p's script writes, for Expected.
 func (m *model) spaLinks(h int, p string) []link {
 	var links []link
-	for _, c := range spaChildren(p) {
+	for _, c := range m.spaChildren(p) {
 		links = append(links, link{href: c, text: "go to " + c, target: m.url(h, c)})
 	}
 	return links
@@ -160,7 +159,7 @@ func (m *model) expectSPA(exp *Expectation, visited map[string]bool) {
 	s := m.special[KindSPAScript]
 	exp.Forbidden[m.url(h, spaForbidden)] = true
 	rendered := false
-	for _, p := range spaPaths() {
+	for _, p := range m.spaPaths() {
 		u, api := m.url(h, p), m.url(h, spaAPIPath(p))
 		switch {
 		case m.cfg.Render && visited[u]:
@@ -192,7 +191,7 @@ func (m *model) spaJSON(h int, p string) string {
 		Text string `json:"text"`
 	}
 	var links []jlink
-	for _, c := range spaChildren(p) {
+	for _, c := range m.spaChildren(p) {
 		links = append(links, jlink{Href: c, Text: "go to " + c})
 	}
 	b, _ := json.Marshal(struct {

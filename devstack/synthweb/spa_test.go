@@ -34,7 +34,7 @@ func TestSPAHost(t *testing.T) {
 	}
 	for i, u := range spa.API {
 		j := get(t, u)
-		if j.status != 200 || j.header.Get("Content-Type") != jsonType || !strings.Contains(j.body, spa.Tokens[app.Origin+spaPaths()[i]]) {
+		if j.status != 200 || j.header.Get("Content-Type") != jsonType || !strings.Contains(j.body, spa.Tokens[app.Origin+w.m.spaPaths()[i]]) {
 			t.Fatalf("%s: %d %q\n%s", u, j.status, j.header.Get("Content-Type"), j.body)
 		}
 	}
