@@ -62,10 +62,10 @@ compose-test:
 	$(GO) vet -tags compose ./devstack/composetest/
 	$(GO) test -tags compose -count=1 -timeout 60m -v ./devstack/composetest/
 
-## run: crawl SEEDS (space- or comma-separated) or the built-in demo web, then print a summary; DIR=path keeps the crawl there and resumes it;
+## run: crawl SEEDS (space- or comma-separated) or the built-in demo web, then print a summary; RENDERERS=N runs N renderers (rendering on, auto); DIR=path keeps the crawl there and resumes it;
 ## PARK_AFTER=2m ends once only hosts due later than that remain, listing them and leaving them queued for a later run with the same DIR
 run: build
-	$(BIN)/trawl-dev -bin $(BIN) $(if $(SEEDS),-seeds "$(SEEDS)") $(if $(FETCHERS),-fetchers $(FETCHERS)) $(if $(DIR),-dir "$(DIR)") $(if $(PARK_AFTER),-park-after $(PARK_AFTER))
+	$(BIN)/trawl-dev -bin $(BIN) $(if $(SEEDS),-seeds "$(SEEDS)") $(if $(FETCHERS),-fetchers $(FETCHERS)) $(if $(RENDERERS),-renderers $(RENDERERS)) $(if $(DIR),-dir "$(DIR)") $(if $(PARK_AFTER),-park-after $(PARK_AFTER))
 
 ## bench: whole-pipeline pages/s and CPU-ms per page per process on a plain synthetic web, beside a
 ## bare reference crawler (devstack/e2e BenchmarkPipeline), with 10,000 site policies loaded against

@@ -22,7 +22,7 @@ import (
 )
 
 // The images compose.yaml builds, one per service.
-var images = []string{"scheduler", "fetcher", "parser", "dedup", "archiver"}
+var images = []string{"scheduler", "fetcher", "parser", "dedup", "archiver", "renderer"}
 
 // Every service image builds from what its Dockerfile copies. The Dockerfiles build with
 // GOWORK=off, so each service module's own go.mod/go.sum must cover everything shared/
@@ -253,7 +253,7 @@ func TestComposeImagesAreSettings(t *testing.T) {
 			}
 		}
 	}
-	want := []string{"TRAWL_GO_IMAGE", "TRAWL_NATS_IMAGE", "TRAWL_PROMETHEUS_IMAGE", "TRAWL_REDIS_IMAGE", "TRAWL_RUNTIME_IMAGE"}
+	want := []string{"TRAWL_GO_IMAGE", "TRAWL_NATS_IMAGE", "TRAWL_PROMETHEUS_IMAGE", "TRAWL_REDIS_IMAGE", "TRAWL_RENDERER_RUNTIME_IMAGE", "TRAWL_RUNTIME_IMAGE"}
 	if got := slices.Sorted(maps.Keys(vars)); !slices.Equal(got, want) {
 		t.Errorf("image settings %v, want %v", got, want)
 	}

@@ -61,6 +61,42 @@ func TestArchiveReadByWarcioCoded(t *testing.T) {
 	readByWarcio(t, files)
 }
 
+// TestArchiveRenderedReadByWarcio crawls the single-page app with rendering and the
+// archiver: every rendered page's DOM is a resource record urn:dom:<URL> and every browser
+// request a request/response pair naming it, which warccheck verifies and warcio.js reads
+// with no problem, indexing each where Trawl's CDXJ says.
+func TestArchiveRenderedReadByWarcio(t *testing.T) {
+	env := testEnv()
+	dir := filepath.Join(t.TempDir(), "warc")
+	opts := renderEnv()
+	opts["TRAWL_ARCHIVE_DIR"] = dir
+	r := crawl(t, spaWeb(true), env, stack.Options{Env: opts}, nil)
+	// With the archiver on, the shells' script is also a page requisite, fetched by a
+	// fetcher for the archive; the renderer, whose cache holds only what renderers fetched,
+	// asks for it once more.
+	checkInvariants(t, r, env, 1)
+	sealArchive(t, r.stack)
+	a, err := warccheck.Check(dir)
+	if err != nil {
+		t.Fatalf("the archive does not read back:\n%v", err)
+	}
+	spa, _ := r.web.SPA()
+	doms := 0
+	for _, c := range a.Captures() {
+		if c.Get("WARC-Type") == "resource" {
+			doms++
+		}
+	}
+	if doms != len(spa.Tokens) {
+		t.Errorf("%d DOM records, want one per app page (%d)", doms, len(spa.Tokens))
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "*.warc.gz"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("WARC files %v (%v)", files, err)
+	}
+	readByWarcio(t, files)
+}
+
 // readByWarcio runs devstack/warcio/check.mjs on files.
 func readByWarcio(t *testing.T, files []string) {
 	t.Helper()

@@ -193,7 +193,7 @@ func ReadProgress(ctx context.Context, js jetstream.JetStream, rdb redis.Univers
 			return p, fmt.Errorf("stack: progress: %w", err)
 		}
 	}
-	for _, name := range []string{topology.StreamDiscovered, topology.StreamFrontier, topology.StreamFetch, topology.StreamFetched, topology.StreamPages, topology.StreamDocs} {
+	for _, name := range []string{topology.StreamDiscovered, topology.StreamFrontier, topology.StreamFetch, topology.StreamFetched, topology.StreamPages, topology.StreamDocs, topology.StreamRender} {
 		// Looking the stream up fetches its info already: one request per stream, since
 		// progress is read every few hundred milliseconds during a measured crawl.
 		st, err := js.Stream(ctx, name)
@@ -209,6 +209,10 @@ func ReadProgress(ctx context.Context, js jetstream.JetStream, rdb redis.Univers
 			p.Backlog["scheduler"] = info.State.Msgs
 		case topology.StreamFetch:
 			p.Backlog["fetch"] = info.State.Msgs
+		case topology.StreamRender:
+			// A work queue: a task stays until a renderer acked it, rendering included. A
+			// crawl is not over while a page waits for its rendering.
+			p.Backlog["render"] = info.State.Msgs
 		case topology.StreamPages:
 			p.Pages = info.State.LastSeq
 		case topology.StreamDocs:

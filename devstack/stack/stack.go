@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -31,6 +32,7 @@ import (
 	"github.com/trawl/trawl/shared/envconfig"
 	"github.com/trawl/trawl/shared/natsx"
 	"github.com/trawl/trawl/shared/redisx"
+	"github.com/trawl/trawl/shared/renderconf"
 	"github.com/trawl/trawl/shared/seed"
 )
 
@@ -41,6 +43,11 @@ var Services = []string{"scheduler", "dedup", "parser", "fetcher"}
 // (in Options.Env or the environment). It starts with the others, so its consumer exists
 // before the first page is published.
 const Archiver = "archiver"
+
+// Renderer is the optional service that renders pages in a browser: the stack runs
+// Options.Replicas["renderer"] of them, or one when TRAWL_RENDER (in Options.Env or the
+// environment) is auto or always and no count is given.
+const Renderer = "renderer"
 
 // NATSServer is the trawl-nats binary Build also makes (devstack/cmd/trawl-nats), for
 // stacks that run NATS as a process of its own (Options.NATSBin).
@@ -120,7 +127,7 @@ func Build(ctx context.Context, root, outDir string) error {
 		return fmt.Errorf("stack: build: %w", err)
 	}
 	args := []string{"build", "-o", outDir + string(os.PathSeparator)}
-	for _, s := range append(Services, Archiver) {
+	for _, s := range append(Services, Archiver, Renderer) {
 		args = append(args, "./services/"+s)
 	}
 	args = append(args, "./devstack/cmd/"+NATSServer)
@@ -237,12 +244,18 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if err := r.Err(); err != nil {
 		return nil, fmt.Errorf("stack: %w", err)
 	}
-	names := Services
+	names := slices.Clone(Services)
 	if ArchiveDir(env) != "" {
-		names = append(append([]string(nil), Services...), Archiver)
+		names = append(names, Archiver)
+	}
+	if Renderers(env, opts.Replicas) > 0 {
+		names = append(names, Renderer)
 	}
 	for _, name := range names {
 		n := opts.Replicas[name]
+		if name == Renderer {
+			n = Renderers(env, opts.Replicas)
+		}
 		if n <= 0 {
 			n = 1
 		}
@@ -266,6 +279,22 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		}
 	}
 	return s, nil
+}
+
+// Renderers is how many renderers a stack with env and replicas runs: the count given, else
+// one when TRAWL_RENDER is on.
+func Renderers(env map[string]string, replicas map[string]int) int {
+	if n, ok := replicas[Renderer]; ok {
+		return max(n, 0)
+	}
+	mode, ok := env["TRAWL_RENDER"]
+	if !ok {
+		mode = os.Getenv("TRAWL_RENDER")
+	}
+	if (renderconf.Settings{Mode: cmp.Or(mode, renderconf.Off)}).On() {
+		return 1
+	}
+	return 0
 }
 
 // ArchiveDir is the TRAWL_ARCHIVE_DIR the services get with env: the archiver runs when it is set.

@@ -60,6 +60,8 @@ const (
 	KindSessionIDs                  // every page links to the others with fresh session ids in the URL
 	KindDuplicates                  // pages whose text copies another page's, exactly or but for one word
 	KindSitemaps                    // pages listed only in sitemaps named by robots.txt (Config.Sitemaps)
+	KindSPA                         // application shells whose links and text a script writes (Config.SPA)
+	KindSPAScript                   // the script of the KindSPA host's pages, another host (Config.SPA)
 )
 
 // specialKinds is the order special hosts get addresses after the ordinary
@@ -95,6 +97,10 @@ func (k HostKind) String() string {
 		return "duplicates"
 	case KindSitemaps:
 		return "sitemaps"
+	case KindSPA:
+		return "spa"
+	case KindSPAScript:
+		return "spa-script"
 	default:
 		return fmt.Sprintf("HostKind(%d)", int(k))
 	}
@@ -130,6 +136,18 @@ type Config struct {
 	// sitemap index of two sitemaps, one gzipped, listing pages no page links to
 	// (Web.SitemapOnly). Off by default, so every other web stays as it is.
 	Sitemaps bool
+	// SPA adds two hosts after all others: an app host of application shells whose links
+	// and text a script writes, and the host of that script (see spa.go). Off by default.
+	SPA bool
+	// SPAPages is how many pages the app has besides its home page (default 6).
+	SPAPages int
+	// Render says the crawler renders the app host's pages (TRAWL_RENDER=auto or always):
+	// Expected then holds its script-only pages and the browser's requests; without it,
+	// none of them may be requested.
+	Render bool
+	// SPADelay holds each answer of the app host's JSON endpoint this long (0: none), so a
+	// test can catch a browser in the middle of rendering a page (Web.SPAWaiting).
+	SPADelay time.Duration
 
 	// The crawler's URL rules that decide which URLs exist for it, so that Expected
 	// describes the crawl of a crawler configured this way. The zero values are the
@@ -200,6 +218,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.MaxURLLength == 0 {
 		c.MaxURLLength = d.MaxURLLength
+	}
+	if c.SPAPages <= 0 {
+		c.SPAPages = 6
 	}
 	if c.VirtualHosts > c.Hosts {
 		return c, fmt.Errorf("synthweb: %d virtual hosts of %d ordinary hosts", c.VirtualHosts, c.Hosts)

@@ -12,6 +12,9 @@ import (
 type Expectation struct {
 	// Fetch holds every URL a correct crawl must request exactly once.
 	Fetch map[string]bool
+	// Browser holds the URLs of Fetch that a rendering browser requests (a page's script
+	// and what it loads), not the frontier.
+	Browser map[string]bool
 	// Retried holds URLs whose server always answers 5xx, with that status:
 	// each must be requested at least once and at most 1+maxRetries times.
 	Retried map[string]int
@@ -60,6 +63,7 @@ func (w *Web) Walk(maxDepth int) []Discovery {
 func (m *model) expected(maxDepth int, walk *[]Discovery) Expectation {
 	exp := Expectation{
 		Fetch:          make(map[string]bool),
+		Browser:        make(map[string]bool),
 		Retried:        make(map[string]int),
 		Forbidden:      make(map[string]bool),
 		ForbiddenHosts: make(map[string]bool),
@@ -119,7 +123,7 @@ func (m *model) expected(maxDepth int, walk *[]Discovery) Expectation {
 			}
 			unfollowed = append(unfollowed, res.bait...)
 			m.expectRequisites(res, 0, visited, forbidden, &exp, &unfollowed)
-			if res.status != http.StatusOK || res.contentType != htmlType {
+			if res.status != http.StatusOK || res.contentType != htmlType || (res.scripted && !m.cfg.Render) {
 				continue
 			}
 			emitted := map[string]bool{}
@@ -148,6 +152,7 @@ func (m *model) expected(maxDepth int, walk *[]Discovery) Expectation {
 		level = next
 	}
 
+	m.expectSPA(&exp, visited)
 	for _, u := range unfollowed {
 		if !exp.Fetch[u] && exp.Retried[u] == 0 {
 			exp.Forbidden[u] = true

@@ -117,7 +117,7 @@ const numStyles = 6
 // render writes res as HTML. Everything but the markup variety comes from
 // res, so the served bytes are a pure function of the seed.
 func (m *model) render(res resource) []byte {
-	if res.contentType != htmlType {
+	if res.contentType != htmlType || res.verbatim {
 		return []byte(res.body)
 	}
 	rng := rand.New(rand.NewPCG(res.textSeed, 0x5eed))

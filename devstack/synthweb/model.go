@@ -84,6 +84,9 @@ func extraKinds(cfg Config) []HostKind {
 	if cfg.Sitemaps {
 		kinds = append(kinds, KindSitemaps)
 	}
+	if cfg.SPA {
+		kinds = append(kinds, KindSPA, KindSPAScript)
+	}
 	return kinds
 }
 
@@ -149,6 +152,8 @@ func (m *model) robots(h int) robotsFile {
 		return robotsFile{status: http.StatusServiceUnavailable}
 	case KindSitemaps:
 		return m.sitemapsRobots(h)
+	case KindSPA:
+		return m.spaRobots()
 	}
 	return base
 }
@@ -166,7 +171,9 @@ type resource struct {
 	title       string
 	base        string // <base href> as written, "" for none
 	links       []link
-	body        string   // body of non-HTML resources
+	body        string   // body of non-HTML resources, and of verbatim HTML
+	verbatim    bool     // an HTML body served as body, not generated
+	scripted    bool     // links are written by a script: only a rendering crawler finds them
 	bait        []string // URLs that appear only inside a non-HTML body
 	textSeed    uint64   // PRNG stream for the filler paragraphs
 	paras       int      // filler paragraphs; 0 means 3
@@ -236,6 +243,10 @@ func (m *model) resource(h int, pathQuery string) resource {
 			return notFound()
 		}
 		return m.sitemapsHost(h, path)
+	case KindSPA:
+		return m.spaHost(h, path, query)
+	case KindSPAScript:
+		return m.spaScriptHost(h, path, query)
 	default: // crawl-delay, robots-404, robots-503, slow: a small leaf site
 		if query != "" {
 			return notFound()

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -42,6 +43,8 @@ type Web struct {
 	idle   *sync.Cond // signalled when active drops to zero
 	active int
 	log    []Request
+	// spaWaiting counts the app host's JSON answers held by Config.SPADelay.
+	spaWaiting atomic.Int64
 }
 
 // Start builds the web and listens on every host address. ctx bounds
@@ -272,6 +275,19 @@ func (w *Web) serve(rw http.ResponseWriter, r *http.Request, host string) (int, 
 		case <-t.C:
 		case <-r.Context().Done():
 			return 0, nil // client gone or web closing
+		}
+	}
+	if w.m.hosts[h].Kind == KindSPA && w.m.cfg.SPADelay > 0 && r.URL.Path == spaAPI {
+		w.spaWaiting.Add(1)
+		t := time.NewTimer(w.m.cfg.SPADelay)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+		}
+		t.Stop()
+		w.spaWaiting.Add(-1)
+		if r.Context().Err() != nil {
+			return 0, nil // the browser went away
 		}
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {

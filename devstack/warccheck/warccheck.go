@@ -254,6 +254,14 @@ func Verify(r *Record) error {
 		if _, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(r.Block))); err != nil {
 			return fmt.Errorf("%s@%d: HTTP request: %w", r.File, r.Offset, err)
 		}
+	case "resource":
+		// A rendered page's DOM: the block is the payload.
+		if d := r.Get("WARC-Payload-Digest"); d != sha1B32(r.Block) {
+			return fmt.Errorf("%s@%d: resource WARC-Payload-Digest %s, block hashes to %s", r.File, r.Offset, d, sha1B32(r.Block))
+		}
+		if !strings.HasPrefix(r.Get("WARC-Target-URI"), "urn:dom:http") || r.Get("Content-Type") == "" {
+			return fmt.Errorf("%s@%d: resource of %q, Content-Type %q: want a urn:dom: of a page URL, typed", r.File, r.Offset, r.Get("WARC-Target-URI"), r.Get("Content-Type"))
+		}
 	}
 	return nil
 }
@@ -307,11 +315,11 @@ type Archive struct {
 	Index   []Line
 }
 
-// Captures are the response and revisit records.
+// Captures are the response, revisit and resource records: the ones indexed.
 func (a *Archive) Captures() []*Record {
 	var out []*Record
 	for _, r := range a.Records {
-		if t := r.Get("WARC-Type"); t == "response" || t == "revisit" {
+		if t := r.Get("WARC-Type"); t == "response" || t == "revisit" || t == "resource" {
 			out = append(out, r)
 		}
 	}
@@ -365,6 +373,12 @@ func Check(dir string) (*Archive, error) {
 			if peer == nil || peer.Get("WARC-Target-URI") != r.Get("WARC-Target-URI") || peer.Get("WARC-Concurrent-To") != r.Get("WARC-Record-ID") {
 				errs = append(errs, fmt.Errorf("%s@%d: %s record not linked with its pair by WARC-Concurrent-To", base, r.Offset, t))
 			}
+			// A browser's exchange also names its page's DOM record, in the same file.
+			for _, c := range r.All("WARC-Concurrent-To")[1:] {
+				if dom := ids[c]; dom == nil || dom.Get("WARC-Type") != "resource" {
+					errs = append(errs, fmt.Errorf("%s@%d: %s record's WARC-Concurrent-To %s names no resource record of the file", base, r.Offset, t, c))
+				}
+			}
 		}
 		idx, err := ReadCDXJ(strings.TrimSuffix(path, ".warc.gz") + ".cdxj")
 		if err != nil {
@@ -392,7 +406,7 @@ func Check(dir string) (*Archive, error) {
 			indexed[off] = true
 		}
 		for _, r := range recs {
-			if t := r.Get("WARC-Type"); (t == "response" || t == "revisit") && !indexed[r.Offset] {
+			if t := r.Get("WARC-Type"); (t == "response" || t == "revisit" || t == "resource") && !indexed[r.Offset] {
 				errs = append(errs, fmt.Errorf("%s@%d: %s of %s has no index line", base, r.Offset, t, r.Get("WARC-Target-URI")))
 			}
 		}

@@ -5,7 +5,11 @@
 //   - every response record's WARC-Payload-Digest is the sha1 (base32) of the payload
 //     warcio reads, and every other record's WARC-Block-Digest that of its block;
 //   - every line of the .cdxj beside a file names a record warcio's own indexer finds at
-//     the same offset, with the same length (and digest, when both give one).
+//     the same offset, with the same length (and digest, when both give one);
+//   - a rendered page's DOM is a resource record of urn:dom:<URL>, typed text/html, whose
+//     WARC-Payload-Digest is its block's, and every WARC-Concurrent-To of a record names a
+//     record of the same file (a browser's exchange names its request or response and its
+//     page's DOM).
 // Exits 1 and prints each problem otherwise.
 import fs from "node:fs";
 import crypto from "node:crypto";
@@ -27,13 +31,18 @@ function base32(buf) {
 }
 const sha1 = (b) => "sha1:" + base32(crypto.createHash("sha1").update(b).digest());
 
-let records = 0, responses = 0, indexed = 0, problems = 0;
+let records = 0, responses = 0, doms = 0, indexed = 0, problems = 0;
 const problem = (msg) => { problems++; console.log(msg); };
 
 for (const file of process.argv.slice(2)) {
   const parser = new WARCParser(fs.createReadStream(file), { keepHeadersCase: true });
+  const ids = new Set(), links = [];
   for await (const rec of parser) {
     records++;
+    ids.add(rec.warcHeader("WARC-Record-ID"));
+    const conc = rec.warcHeader("WARC-Concurrent-To");
+    // warcio joins a repeated field with ",,,".
+    if (conc) for (const id of conc.split(/\s*,+\s*/)) links.push([rec.warcTargetURI, id]);
     // For a request or response, readFully(false) gives the HTTP payload as stored (the
     // content coding kept); for other records, the whole block.
     const content = Buffer.from(await rec.readFully(false));
@@ -42,11 +51,18 @@ for (const file of process.argv.slice(2)) {
       responses++;
       const want = rec.warcHeader("WARC-Payload-Digest");
       if (want && sha1(content) !== want) problem(`${file}: ${uri}: payload digest ${want}, warcio reads ${sha1(content)}`);
+    } else if (rec.warcType === "resource" && (rec.warcTargetURI || "").startsWith("urn:dom:")) {
+      doms++;
+      const want = rec.warcHeader("WARC-Payload-Digest");
+      if (sha1(content) !== want) problem(`${file}: ${uri}: DOM payload digest ${want}, warcio reads ${sha1(content)}`);
+      if (!(rec.warcContentType || "").startsWith("text/html")) problem(`${file}: ${uri}: DOM typed ${rec.warcContentType}`);
     } else if (!rec.httpHeaders) {
       const want = rec.warcHeader("WARC-Block-Digest");
       if (want && sha1(content) !== want) problem(`${file}: ${rec.warcType} ${uri}: block digest ${want}, warcio reads ${sha1(content)}`);
     }
   }
+
+  for (const [uri, id] of links) if (!ids.has(id)) problem(`${file}: ${uri}: WARC-Concurrent-To ${id} names no record of the file`);
 
   const cdxj = file.replace(/\.warc\.gz$/, ".cdxj");
   if (!fs.existsSync(cdxj)) {
@@ -72,5 +88,5 @@ for (const file of process.argv.slice(2)) {
   indexed += found;
   if (found !== ours.size) problem(`${cdxj}: ${ours.size} lines, warcio finds ${found} of them at the same offsets`);
 }
-console.log(`warcio read ${records} records (${responses} responses, ${indexed} index lines matched) in ${process.argv.length - 2} files; ${problems} problems`);
+console.log(`warcio read ${records} records (${responses} responses, ${doms} rendered DOMs, ${indexed} index lines matched) in ${process.argv.length - 2} files; ${problems} problems`);
 process.exit(problems || process.argv.length < 3 ? 1 : 0);

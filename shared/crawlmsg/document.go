@@ -43,4 +43,10 @@ type Document struct {
 	// the document then carries no text, links or title, only the URL, the fetch time and
 	// the fingerprints, so an indexer refreshes its copy's timestamp and keeps its content.
 	Unchanged bool `json:"unchanged,omitempty"`
+	// Rendered marks a document made from a page rendered in a browser (PageMeta.Rendered):
+	// its text and links are what the page's scripts wrote. RenderFailed, when set, says the
+	// page was sent to a browser but could not be rendered (why); its document is then the
+	// page as fetched.
+	Rendered     bool   `json:"rendered,omitempty"`
+	RenderFailed string `json:"render_failed,omitempty"`
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/trawl/trawl/devstack/redisproc"
 	"github.com/trawl/trawl/devstack/stack"
 	"github.com/trawl/trawl/devstack/synthweb"
+	"github.com/trawl/trawl/devstack/sysdeps"
 	"github.com/trawl/trawl/shared/durability"
 	"github.com/trawl/trawl/shared/envconfig"
 )
@@ -30,6 +31,7 @@ type options struct {
 	bin          string
 	seeds        []string
 	fetchers     int
+	renderers    int
 	logs         bool
 	every        time.Duration
 	timeout      time.Duration
@@ -45,6 +47,7 @@ func main() {
 	flag.StringVar(&o.bin, "bin", "bin", "directory holding the service binaries (built into it when missing)")
 	flag.StringVar(&seeds, "seeds", os.Getenv("SEEDS"), "seed URLs, space- or comma-separated (default: $SEEDS; none = the demo web)")
 	flag.IntVar(&o.fetchers, "fetchers", 1, "fetcher processes")
+	flag.IntVar(&o.renderers, "renderers", -1, "renderer processes, which render pages in headless Chromium; more than 0 turns rendering on (TRAWL_RENDER=auto unless set) (default: one when TRAWL_RENDER is auto or always, else none)")
 	flag.BoolVar(&o.logs, "logs", false, "copy every service's log lines to stderr")
 	flag.DurationVar(&o.every, "every", 2*time.Second, "progress report interval")
 	flag.DurationVar(&o.timeout, "timeout", 0, "give up after this long (0 = never)")
@@ -77,9 +80,25 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		return err
 	}
 	env := map[string]string{}
+	replicas := map[string]int{"fetcher": o.fetchers}
+	if o.renderers >= 0 {
+		replicas[stack.Renderer] = o.renderers
+		if o.renderers > 0 {
+			setDefault(env, "TRAWL_RENDER", "auto")
+		}
+	}
+	rendering := stack.Renderers(env, replicas) > 0
+	if rendering {
+		if err := sysdeps.Ensure(ctx, os.Stderr, sysdeps.Known["chromium"]); err != nil {
+			return err
+		}
+	}
 	seeds := o.seeds
 	if len(seeds) == 0 {
 		cfg := demoConfig(o.demoHosts)
+		// With renderers, the demo web has its single-page app, whose pages only a
+		// rendering crawl finds.
+		cfg.SPA, cfg.Render = rendering, rendering
 		portFile := ""
 		if o.dir != "" {
 			// A crawl resumed from -dir holds the demo web's URLs, port included: serve it
@@ -120,7 +139,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	if o.logs {
 		logs = os.Stderr
 	}
-	fmt.Fprintf(out, "starting NATS JetStream, redis-server and the services (%d fetcher(s))…\n", o.fetchers)
+	fmt.Fprintf(out, "starting NATS JetStream, redis-server and the services (%d fetcher(s), %d renderer(s))…\n", o.fetchers, stack.Renderers(env, replicas))
 	if dir := stack.ArchiveDir(env); dir != "" {
 		fmt.Fprintf(out, "archiving: WARC files and their CDXJ indexes go to %s (the file being written ends in .open until the stop)\n", dir)
 	}
@@ -130,7 +149,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		NATSBin:  filepath.Join(o.bin, stack.NATSServer),
 		Dir:      o.dir,
 		Env:      env,
-		Replicas: map[string]int{"fetcher": o.fetchers},
+		Replicas: replicas,
 		// TRAWL_FSYNC as the environment (or the demo's defaults) gives it; an invalid one
 		// stops the start with what to set.
 		Durability: durability.Load(envconfig.Overlay(env)),
@@ -292,7 +311,7 @@ func setDefault(env map[string]string, k, v string) {
 // works when run with `go run`.
 func ensureBinaries(ctx context.Context, bin string) error {
 	var missing []string
-	for _, s := range append(stack.Services, stack.Archiver, stack.NATSServer) {
+	for _, s := range append(stack.Services, stack.Archiver, stack.Renderer, stack.NATSServer) {
 		if _, err := os.Stat(filepath.Join(bin, s)); err != nil {
 			missing = append(missing, s)
 		}

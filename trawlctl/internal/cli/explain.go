@@ -32,7 +32,10 @@ bounds, User-Agent, headers, cookies and credentials by secret name, render, blo
 value for the URL and what decided it: the rule's scope and origin (its rules file line,
 or the change that set it), or the process-wide setting; whether the host is blocked and
 how many of its URLs are parked. Recrawl (TRAWL_RECRAWL=adaptive): the URL's
-schedule message in CRAWL_RECRAWL (last fetch, validators, interval, next due). The last fetch outcome cannot be looked up by
+schedule message in CRAWL_RECRAWL (last fetch, validators, interval, next due). Render: whether
+the page was rendered in a browser and why (the parser's last decision kept for the URL —
+rendered, or read by the shell detector, or refused by a rule — else what TRAWL_RENDER,
+TRAWL_RENDER_HOSTS and TRAWL_RENDER_URLS decide). The last fetch outcome cannot be looked up by
 URL in JetStream; the report says how to search for it.`,
 }
 
@@ -83,6 +86,7 @@ func runExplain(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	explainRecrawl(ctx, e, r)
+	explainRender(ctx, e, rdb, r)
 	if *asJSON {
 		enc := json.NewEncoder(e.Stdout)
 		enc.SetIndent("", "  ")

@@ -13,6 +13,7 @@ import (
 	"github.com/trawl/trawl/shared/frontierconf"
 	"github.com/trawl/trawl/shared/politeness"
 	"github.com/trawl/trawl/shared/recrawl"
+	"github.com/trawl/trawl/shared/renderconf"
 	"github.com/trawl/trawl/shared/robots"
 )
 
@@ -31,6 +32,9 @@ type Config struct {
 	LeaseTTL time.Duration
 	// Settings are the parser's scope settings, which explain applies.
 	crawlscope.Settings
+	// Render is which pages the parser sends to a renderer (TRAWL_RENDER*), which explain
+	// applies when no decision of the parser is kept.
+	Render renderconf.Settings
 	// The process-wide limits a site policy's rule can override, which explain names
 	// when no rule decides them.
 	Politeness      politeness.Rules // TRAWL_MIN_DELAY, TRAWL_DELAY_FACTOR, TRAWL_MAX_CRAWL_DELAY …
@@ -49,6 +53,7 @@ func Load(r *envconfig.Reader) Config {
 		BloomParts:  bloomhash.LoadParts(r),
 		LeaseTTL:    envconfig.LoadLeaseTTL(r),
 		Settings:    crawlscope.Load(r),
+		Render:      renderconf.Load(r),
 		Politeness:  politeness.Load(r),
 		// Read by frontierconf's rule; its other settings are the scheduler's.
 		MaxPagesPerHost: frontierconf.Load(r).MaxPagesPerHost,
@@ -82,6 +87,6 @@ func (c Config) Validate() error {
 	if err := frontierconf.CheckMaxDepth(c.MaxDepth); err != nil {
 		errs = append(errs, err)
 	}
-	errs = append(errs, c.Settings.Validate(), c.Politeness.Validate())
+	errs = append(errs, c.Settings.Validate(), c.Politeness.Validate(), c.Render.Validate())
 	return errors.Join(errs...)
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/trawl/trawl/shared/policy"
 	"github.com/trawl/trawl/shared/politeness"
 	"github.com/trawl/trawl/shared/recrawl"
+	"github.com/trawl/trawl/shared/renderconf"
 	"github.com/trawl/trawl/shared/robots"
 	"github.com/trawl/trawl/shared/topology"
 	"github.com/trawl/trawl/shared/urlnorm"
@@ -78,6 +79,18 @@ type Report struct {
 	RecrawlNote string           `json:"recrawl_note,omitempty"`
 	// Policy is the URL's live site policy: each limit and what decided it.
 	Policy PolicyReport `json:"policy"`
+	// Render is whether the page was or would be rendered in a browser, and why.
+	Render *RenderReport `json:"render,omitempty"`
+}
+
+// RenderReport is the parser's render decision for the URL: the last one it kept
+// (Kept), or what the settings say when it kept none.
+type RenderReport struct {
+	Mode   string            `json:"mode"` // TRAWL_RENDER as trawlctl reads it
+	Kept   *renderconf.Why   `json:"kept,omitempty"`
+	Reason renderconf.Reason `json:"reason,omitempty"` // from the settings when none is kept
+	Render bool              `json:"render"`
+	Note   string            `json:"note"`
 }
 
 // SeenReport is the Bloom filter's answer.

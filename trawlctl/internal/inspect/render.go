@@ -147,6 +147,14 @@ func WriteText(w io.Writer, r *Report, now time.Time) error {
 	case r.RecrawlNote != "":
 		p("recrawl    %s", r.RecrawlNote)
 	}
+	if rr := r.Render; rr != nil {
+		verb := map[bool]string{true: "RENDERED", false: "not rendered"}
+		if k := rr.Kept; k != nil {
+			p("render     %s (%s) %s: %s", verb[k.Render], k.Reason, when(time.UnixMilli(k.At)), k.Detail)
+		} else {
+			p("render     %s (%s): %s", verb[rr.Render], rr.Reason, rr.Note)
+		}
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }

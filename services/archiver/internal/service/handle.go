@@ -23,6 +23,9 @@ type item struct {
 	x   *warc.Exchange
 	key string // the message's id
 	cap string // its capture record's id
+	// rendered holds a rendered page's records (the DOM and the browser's exchanges); x is
+	// then nil.
+	rendered []*warc.Built
 }
 
 // HandleBatch writes every page of the batch, fsyncs the file once, and returns one result
@@ -41,7 +44,28 @@ func (s *Service) HandleBatch(ctx context.Context, msgs []jetstream.Msg) []error
 			s.m.skipped.Inc()
 			continue
 		}
-		x, err := s.exchange(ctx, m, key)
+		page, err := crawlmsg.DecodePage(m.Headers(), m.Data())
+		if err != nil {
+			errs[i] = fmt.Errorf("archiver: decode page: %w", err)
+			continue
+		}
+		if page.Meta.Rendered != nil {
+			built, err := s.rendering(ctx, page, key)
+			if err != nil || built == nil {
+				errs[i] = err // nil: nothing to archive (a failed rendering that made no request)
+				continue
+			}
+			// A rendering's capture is its last record (the DOM, or a failed rendering's
+			// last response), which the check above cannot name before the page is read.
+			last := built[len(built)-1].CaptureID
+			if s.written.has(last) {
+				s.m.skipped.Inc()
+				continue
+			}
+			items[i] = &item{key: key, cap: last, rendered: built}
+			continue
+		}
+		x, err := s.exchange(ctx, page, key)
 		if err != nil {
 			errs[i] = err
 			continue
@@ -61,11 +85,19 @@ func (s *Service) HandleBatch(ctx context.Context, msgs []jetstream.Msg) []error
 
 	var built []*warc.Built
 	var written []int
+	var fetched []*warc.Exchange // built[k]'s exchange when a fetch's, else nil
 	for i, it := range items {
-		if it != nil {
+		switch {
+		case it == nil:
+			continue
+		case it.rendered != nil:
+			built = append(built, it.rendered...)
+			fetched = append(fetched, make([]*warc.Exchange, len(it.rendered))...)
+		default:
 			built = append(built, warc.Build(it.x))
-			written = append(written, i)
+			fetched = append(fetched, it.x)
 		}
+		written = append(written, i)
 	}
 	_, n, err := s.w.WriteBatch(built)
 	if err != nil {
@@ -76,11 +108,11 @@ func (s *Service) HandleBatch(ctx context.Context, msgs []jetstream.Msg) []error
 	var stored []string
 	var storedCaps []last
 	for k, b := range built {
-		x := items[written[k]].x
 		for _, r := range b.Records {
 			s.m.records.WithLabelValues(recordType(r)).Inc()
 		}
-		if x.Revisit == nil && okStatus(x) && s.cfg.Revisits {
+		x := fetched[k]
+		if x != nil && x.Revisit == nil && okStatus(x) && s.cfg.Revisits {
 			stored = append(stored, x.URL)
 			storedCaps = append(storedCaps, last{Digest: b.PayloadDigest, Date: x.Date})
 		}
@@ -143,9 +175,12 @@ func (s *Service) revisits(ctx context.Context, items []*item) error {
 	}
 	var urls []string
 	for _, it := range items {
-		if it != nil {
+		if it != nil && it.x != nil {
 			urls = append(urls, it.x.URL)
 		}
+	}
+	if len(urls) == 0 {
+		return nil
 	}
 	lctx, cancel := context.WithTimeout(ctx, s.cfg.Common.AckWait)
 	defer cancel()
@@ -156,7 +191,7 @@ func (s *Service) revisits(ctx context.Context, items []*item) error {
 	seen := map[string]*last{}
 	j := 0
 	for _, it := range items {
-		if it == nil {
+		if it == nil || it.x == nil {
 			continue
 		}
 		prev := lasts[j]
@@ -182,12 +217,9 @@ func (s *Service) revisits(ctx context.Context, items []*item) error {
 	return nil
 }
 
-// exchange reads a page message into what the archive records.
-func (s *Service) exchange(ctx context.Context, m jetstream.Msg, key string) (*warc.Exchange, error) {
-	page, err := crawlmsg.DecodePage(m.Headers(), m.Data())
-	if err != nil {
-		return nil, fmt.Errorf("archiver: decode page: %w", err)
-	}
+// exchange reads a fetched page into what the archive records.
+func (s *Service) exchange(ctx context.Context, page *crawlmsg.Page, key string) (*warc.Exchange, error) {
+	var err error
 	meta := &page.Meta
 	x := &warc.Exchange{
 		Key:       key,

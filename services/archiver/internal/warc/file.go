@@ -359,19 +359,23 @@ func syncFile(path string) error {
 
 // scanned is a whole record found by scanFile.
 type scanned struct {
-	Type, ID, URI, Date, Digest string
-	Offset, Length              int64
-	Block                       []byte
+	Type, ID, URI, Date, Digest, ContentType string
+	Offset, Length                           int64
+	Block                                    []byte
 }
 
-// Entry is the CDXJ entry of a response or revisit record in file name.
+// Entry is the CDXJ entry of a response, revisit or resource record in file name.
 func (r *scanned) Entry(name string) (Entry, bool) {
-	if r.Type != TypeResponse && r.Type != TypeRevisit {
+	if r.Type != TypeResponse && r.Type != TypeRevisit && r.Type != TypeResource {
 		return Entry{}, false
 	}
 	t, err := time.Parse(time.RFC3339Nano, r.Date)
 	if err != nil {
 		return Entry{}, false
+	}
+	if r.Type == TypeResource {
+		mt, _, _ := strings.Cut(r.ContentType, ";")
+		return Entry{URL: r.URI, Date: t, Mime: strings.ToLower(strings.TrimSpace(mt)), Status: 200, Digest: r.Digest, Filename: name, Offset: r.Offset, Length: r.Length}, true
 	}
 	status, mt := ParseHead(r.Block)
 	if r.Type == TypeRevisit {
@@ -467,6 +471,8 @@ func parseRecord(data []byte) (*scanned, bool) {
 			r.Date = value
 		case "warc-payload-digest":
 			r.Digest = value
+		case "content-type":
+			r.ContentType = value
 		case "content-length":
 			length, _ = strconv.ParseInt(value, 10, 64)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/trawl/trawl/shared/frontierconf"
 	"github.com/trawl/trawl/shared/policy"
 	"github.com/trawl/trawl/shared/recrawl"
+	"github.com/trawl/trawl/shared/renderconf"
 	"github.com/trawl/trawl/shared/robots"
 )
 
@@ -57,6 +58,9 @@ type Config struct {
 	// Recrawl is the interval policy (TRAWL_RECRAWL_*), used when TRAWL_RECRAWL=adaptive.
 	Recrawl recrawl.Settings
 
+	// Render is which pages go to a renderer (TRAWL_RENDER, TRAWL_RENDER_HOSTS,
+	// TRAWL_RENDER_URLS).
+	Render renderconf.Settings
 	// Policy is TRAWL_PARSER_POLICY: hold links to the live site policies' scope rules
 	// and recrawl bounds (needs Redis, where the rules live). false: the process-wide
 	// settings alone, and no Redis when content dedup is off too; the scheduler still
@@ -92,6 +96,7 @@ func Load(r *envconfig.Reader) (Config, error) {
 		SitemapMaxURLs:   r.Int("SITEMAP_MAX_URLS", sitemap.MaxURLs),
 		SitemapMaxBytes:  r.Bytes("SITEMAP_MAX_BYTES", sitemap.MaxBytes),
 		Recrawl:          recrawl.Load(r),
+		Render:           renderconf.Load(r),
 		Policy:           r.Bool("PARSER_POLICY", true),
 		Rules:            policy.Load(r),
 	}
@@ -172,6 +177,7 @@ func (c Config) Validate() error {
 	if _, err := scope.ParseEmbedScope(c.EmbedScope); err != nil {
 		bad("TRAWL_EMBED_SCOPE=%q: want any or crawl", c.EmbedScope)
 	}
+	errs = append(errs, c.Render.Validate())
 	return errors.Join(errs...)
 }
 

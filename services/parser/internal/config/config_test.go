@@ -10,6 +10,7 @@ import (
 	"github.com/trawl/trawl/shared/envconfig"
 	"github.com/trawl/trawl/shared/policy"
 	"github.com/trawl/trawl/shared/recrawl"
+	"github.com/trawl/trawl/shared/renderconf"
 )
 
 func TestDefaults(t *testing.T) {
@@ -27,7 +28,7 @@ func TestDefaults(t *testing.T) {
 		ContentDedup: true, NearDupDistance: 3, NearDupMinWords: 20, NearDupBucketCap: 64, ContentParts: 1,
 		Embeds: "auto", MaxEmbedHops: 2, EmbedScope: "any",
 		SitemapMaxURLs: 50000, SitemapMaxBytes: 50 << 20,
-		Recrawl: recrawl.Defaults, Policy: true, Rules: policy.Defaults,
+		Recrawl: recrawl.Defaults, Policy: true, Rules: policy.Defaults, Render: renderconf.Defaults,
 	}
 	if c != want {
 		t.Errorf("defaults = %+v\nwant %+v", c, want)

@@ -7,28 +7,31 @@ import (
 	"github.com/trawl/trawl/services/parser/internal/scope"
 	"github.com/trawl/trawl/shared/obs"
 	"github.com/trawl/trawl/shared/policy"
+	"github.com/trawl/trawl/shared/renderconf"
 )
 
 type metrics struct {
-	pages           *prometheus.CounterVec
-	links           prometheus.Counter
-	emitted         prometheus.Counter
-	rejected        *prometheus.CounterVec
-	dropped         *prometheus.CounterVec
-	parseErrors     prometheus.Counter
-	parseDuration   prometheus.Histogram
-	terminated      *prometheus.CounterVec
-	limited         *prometheus.CounterVec
-	trimmed         prometheus.Counter
-	publishFailures prometheus.Counter
-	duplicates      *prometheus.CounterVec
-	nearDupSkipped  prometheus.Counter
-	dedupDuration   prometheus.Histogram
-	dedupFailures   prometheus.Counter
-	bucketsFull     prometheus.Counter
-	bodies          *prometheus.CounterVec // result: read, missing, deleted
-	sitemaps        *sitemapMetrics
-	embeds          *embedMetrics
+	pages             *prometheus.CounterVec
+	links             prometheus.Counter
+	emitted           prometheus.Counter
+	rejected          *prometheus.CounterVec
+	dropped           *prometheus.CounterVec
+	parseErrors       prometheus.Counter
+	parseDuration     prometheus.Histogram
+	terminated        *prometheus.CounterVec
+	limited           *prometheus.CounterVec
+	trimmed           prometheus.Counter
+	publishFailures   prometheus.Counter
+	duplicates        *prometheus.CounterVec
+	nearDupSkipped    prometheus.Counter
+	dedupDuration     prometheus.Histogram
+	dedupFailures     prometheus.Counter
+	bucketsFull       prometheus.Counter
+	bodies            *prometheus.CounterVec // result: read, missing, deleted
+	render            *prometheus.CounterVec // decision: render, skip; reason: renderconf.Reason
+	renderWhyFailures prometheus.Counter
+	sitemaps          *sitemapMetrics
+	embeds            *embedMetrics
 	// embedsOn reports the requisites switch for trawl_parser_embeds_on; rules, the live
 	// site policies the parser holds links to (nil: TRAWL_PARSER_POLICY=false). Both are
 	// set once built, before the metrics are served.
@@ -38,23 +41,25 @@ type metrics struct {
 
 func newMetrics(om *obs.Metrics) *metrics {
 	m := &metrics{
-		pages:           om.CounterVec("pages_total", "Pages taken from crawl.pages: parsed (a document was published) or skipped (not HTML, not 2xx).", "result"),
-		links:           om.Counter("links_total", "Distinct valid outlinks extracted from parsed pages."),
-		emitted:         om.Counter("links_emitted_total", "Outlinks published to crawl.discovered (links_total minus links_rejected_total)."),
-		rejected:        om.CounterVec("links_rejected_total", "Extracted outlinks not published to crawl.discovered, by scope rule.", "reason"),
-		dropped:         om.CounterVec("links_dropped_total", "Link candidates discarded during extraction: scheme (javascript:, mailto: …), invalid, fragment (#… only), limit (beyond the per-page link cap).", "reason"),
-		parseErrors:     om.Counter("parse_errors_total", "Pages whose extraction failed part-way; their document holds what was extracted."),
-		parseDuration:   om.Histogram("parse_duration_seconds", "Time to extract one page.", prometheus.ExponentialBuckets(0.0001, 4, 9)),
-		terminated:      om.CounterVec("messages_terminated_total", "crawl.pages messages terminated: permanent (malformed, unknown version); temporary failures are retried, never terminated.", "reason"),
-		limited:         om.CounterVec("extract_limited_total", "Pages on which an extraction limit was reached: bytes, tokens (rest of page unseen), links, text.", "limit"),
-		trimmed:         om.Counter("docs_trimmed_total", "Documents whose links or text were cut to fit the stream's message size."),
-		publishFailures: om.Counter("publish_failures_total", "Batches whose publish wave failed; their pages are redelivered."),
-		duplicates:      om.CounterVec("duplicates_total", "Documents published flagged as duplicates of an earlier page: exact (same visible text) or near (SimHash within TRAWL_NEAR_DUP_DISTANCE bits).", "kind"),
-		nearDupSkipped:  om.Counter("near_dup_skipped_total", "Documents checked for exact duplicates only: fewer words than TRAWL_NEAR_DUP_MIN_WORDS."),
-		dedupDuration:   om.Histogram("dedup_check_duration_seconds", "Time of one batch's duplicate check in Redis (one script call).", prometheus.ExponentialBuckets(0.0001, 4, 9)),
-		dedupFailures:   om.Counter("dedup_check_failures_total", "Batches whose duplicate check failed (Redis); their pages are redelivered."),
-		bucketsFull:     om.Counter("dedup_buckets_full_total", "SimHash band insertions refused because the bucket held TRAWL_NEAR_DUP_BUCKET_CAP originals; the page is still found through its other bands."),
-		bodies:          om.CounterVec("bodies_total", "Page bodies sent by reference (CRAWL_BODIES object store): read, missing (gone before parsing; the page is terminated), deleted (once no consumer of crawl.pages can ask for it).", "result"),
+		pages:             om.CounterVec("pages_total", "Pages taken from crawl.pages: parsed (a document was published) or skipped (not HTML, not 2xx).", "result"),
+		links:             om.Counter("links_total", "Distinct valid outlinks extracted from parsed pages."),
+		emitted:           om.Counter("links_emitted_total", "Outlinks published to crawl.discovered (links_total minus links_rejected_total)."),
+		rejected:          om.CounterVec("links_rejected_total", "Extracted outlinks not published to crawl.discovered, by scope rule.", "reason"),
+		dropped:           om.CounterVec("links_dropped_total", "Link candidates discarded during extraction: scheme (javascript:, mailto: …), invalid, fragment (#… only), limit (beyond the per-page link cap).", "reason"),
+		parseErrors:       om.Counter("parse_errors_total", "Pages whose extraction failed part-way; their document holds what was extracted."),
+		parseDuration:     om.Histogram("parse_duration_seconds", "Time to extract one page.", prometheus.ExponentialBuckets(0.0001, 4, 9)),
+		terminated:        om.CounterVec("messages_terminated_total", "crawl.pages messages terminated: permanent (malformed, unknown version); temporary failures are retried, never terminated.", "reason"),
+		limited:           om.CounterVec("extract_limited_total", "Pages on which an extraction limit was reached: bytes, tokens (rest of page unseen), links, text.", "limit"),
+		trimmed:           om.Counter("docs_trimmed_total", "Documents whose links or text were cut to fit the stream's message size."),
+		publishFailures:   om.Counter("publish_failures_total", "Batches whose publish wave failed; their pages are redelivered."),
+		duplicates:        om.CounterVec("duplicates_total", "Documents published flagged as duplicates of an earlier page: exact (same visible text) or near (SimHash within TRAWL_NEAR_DUP_DISTANCE bits).", "kind"),
+		nearDupSkipped:    om.Counter("near_dup_skipped_total", "Documents checked for exact duplicates only: fewer words than TRAWL_NEAR_DUP_MIN_WORDS."),
+		dedupDuration:     om.Histogram("dedup_check_duration_seconds", "Time of one batch's duplicate check in Redis (one script call).", prometheus.ExponentialBuckets(0.0001, 4, 9)),
+		dedupFailures:     om.Counter("dedup_check_failures_total", "Batches whose duplicate check failed (Redis); their pages are redelivered."),
+		bucketsFull:       om.Counter("dedup_buckets_full_total", "SimHash band insertions refused because the bucket held TRAWL_NEAR_DUP_BUCKET_CAP originals; the page is still found through its other bands."),
+		bodies:            om.CounterVec("bodies_total", "Page bodies sent by reference (CRAWL_BODIES object store): read, missing (gone before parsing; the page is terminated), deleted (once no consumer of crawl.pages can ask for it).", "result"),
+		render:            om.CounterVec("render_decisions_total", "2xx HTML pages by render decision (render: sent to a renderer; skip) and reason: always, rule-always, setting-host, setting-url, shell; off, rule-never, rendered (a rendering, never rendered again), not-shell.", "decision", "reason"),
+		renderWhyFailures: om.Counter("render_explain_failures_total", "Batches whose render decisions could not be kept in Redis for trawlctl explain (the pages are parsed all the same)."),
 	}
 	m.sitemaps = newSitemapMetrics(om)
 	m.embeds = newEmbedMetrics(om)
@@ -100,6 +105,13 @@ func newMetrics(om *obs.Metrics) *metrics {
 	for _, k := range []contentdup.Kind{contentdup.Exact, contentdup.Near} {
 		m.duplicates.WithLabelValues(k.String())
 	}
+	for _, r := range renderconf.Reasons {
+		decision := "skip"
+		if r.Renders() {
+			decision = "render"
+		}
+		m.render.WithLabelValues(decision, string(r))
+	}
 	return m
 }
 
@@ -117,6 +129,13 @@ func (m *metrics) record(o *outcome, dedup bool) {
 	if o.skipped {
 		m.pages.WithLabelValues("skipped").Inc()
 		return
+	}
+	if d := o.render; d.Reason != "" {
+		decision := "skip"
+		if d.Render {
+			decision = "render"
+		}
+		m.render.WithLabelValues(decision, string(d.Reason)).Inc()
 	}
 	m.pages.WithLabelValues("parsed").Inc()
 	m.parseDuration.Observe(o.duration.Seconds())

@@ -10,11 +10,13 @@ import (
 
 	"github.com/trawl/trawl/services/parser/internal/contentdup"
 	"github.com/trawl/trawl/services/parser/internal/extract"
+	"github.com/trawl/trawl/services/parser/internal/render"
 	"github.com/trawl/trawl/services/parser/internal/scope"
 	"github.com/trawl/trawl/services/parser/internal/simhash"
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/policy"
 	"github.com/trawl/trawl/shared/recrawl"
+	"github.com/trawl/trawl/shared/renderconf"
 	"github.com/trawl/trawl/shared/urlnorm"
 )
 
@@ -32,6 +34,7 @@ type processor struct {
 	embeds     *embedSwitch // page requisites (TRAWL_EMBEDS); nil is off
 	log        *slog.Logger
 	recrawl    *recrawlPolicy // nil unless TRAWL_RECRAWL=adaptive
+	render     *render.Decider
 	// rules are the live site policies (the parser's policy.Watcher's Current); nil:
 	// none (TRAWL_PARSER_POLICY=false, or a processor under test).
 	rules func() *policy.Set
@@ -78,6 +81,11 @@ type outcome struct {
 	at      time.Time // the page's fetch time
 	// embed holds the page's requisite figures; nil when requisites were not looked for.
 	embed *embedCounts
+	// render is the page's render decision (every 2xx HTML page); task is set when the
+	// page goes to a renderer, and then it has no document of its own (see decideRender).
+	render render.Decision // Reason "": no decision (not a 2xx HTML page)
+	task   *crawlmsg.RenderTask
+	whyRec *renderconf.Why // the decision kept for trawlctl explain; nil: none kept
 }
 
 // process never fails on page content: a page that cannot be parsed still yields a
@@ -148,6 +156,8 @@ func (p *processor) process(page *crawlmsg.Page) (*outcome, error) {
 		doc.SimHash = simhash.Format(o.fp.SimHash)
 	}
 	o.document = doc
+
+	p.decideRender(page, res.Text, o)
 
 	found, rej := p.filter.Select(scope.Page{URL: m.URL, Depth: m.Depth, NoFollow: res.NoFollow, Rules: p.currentRules()}, res.Links)
 	o.rejected = rej

@@ -22,6 +22,7 @@ import (
 	"github.com/trawl/trawl/services/parser/internal/config"
 	"github.com/trawl/trawl/services/parser/internal/contentdup"
 	"github.com/trawl/trawl/services/parser/internal/extract"
+	"github.com/trawl/trawl/services/parser/internal/render"
 	"github.com/trawl/trawl/services/parser/internal/scope"
 	"github.com/trawl/trawl/shared/crawlid"
 	"github.com/trawl/trawl/shared/crawlmsg"
@@ -72,7 +73,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Service, 
 	}
 	s := &Service{cfg: cfg, log: log, proc: proc}
 	opts := []runner.Option{runner.WithBodies()}
-	if cfg.ContentDedup || cfg.Policy {
+	// Redis holds the content index, the site policies and the render decisions trawlctl
+	// explains.
+	if cfg.ContentDedup || cfg.Policy || cfg.Render.On() {
 		opts = append(opts, runner.WithRedis())
 	}
 	if s.run, err = runner.Start(ctx, "parser", cfg.Common, log, opts...); err != nil {
@@ -85,6 +88,10 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Service, 
 	}()
 	s.nc, s.js, s.bodies, s.http = s.run.NC, s.run.JS, s.run.Bodies, s.run.HTTP
 	s.rdb, s.crawl = s.run.Redis, s.run.Crawl
+	s.proc.render, err = render.New(cfg.Render, s.policyRule())
+	if err != nil {
+		return nil, err
+	}
 	if cfg.ContentDedup {
 		var idx *contentdup.Index
 		if idx, err = contentdup.New(s.rdb, cfg.Common.RedisPrefix, cfg.ContentDedupOptions()); err != nil {
@@ -131,7 +138,12 @@ func newProcessorOf(cfg config.Config, log *slog.Logger) (*processor, error) {
 	if err != nil {
 		return nil, err
 	}
+	decider, err := render.New(cfg.Render, nil)
+	if err != nil {
+		return nil, err
+	}
 	return &processor{
+		render:  decider,
 		extract: extractOptions(cfg),
 		filter:  filter,
 		maxDoc:  maxMsg,
@@ -236,7 +248,12 @@ func (s *Service) HandleBatch(ctx context.Context, msgs []jetstream.Msg) []error
 			errs[i] = natsx.Permanent(err)
 			return
 		}
-		s.proc.judgeRecrawl(page, o)
+		if o.task == nil {
+			s.proc.judgeRecrawl(page, o)
+		}
+		if w, ok := o.why(&page.Meta, time.Now()); ok {
+			o.whyRec = &w
+		}
 		outs[i] = o
 	})
 
@@ -277,6 +294,14 @@ func (s *Service) HandleBatch(ctx context.Context, msgs []jetstream.Msg) []error
 		id := natsx.MsgID(msgs[i])
 		if o.doc != nil {
 			pub = append(pub, natsx.NewMsg(topology.SubjectDocs, topology.DocID(id), o.doc))
+		}
+		if o.task != nil {
+			tm, err := s.renderTaskMsg(ctx, o)
+			if err != nil {
+				errs[i], outs[i] = err, nil
+				continue
+			}
+			pub = append(pub, tm)
 		}
 		if len(o.changed) > 0 {
 			nudges, err := s.bringForward(ctx, o, id)
@@ -333,6 +358,7 @@ func (s *Service) HandleBatch(ctx context.Context, msgs []jetstream.Msg) []error
 			s.m.record(o, s.dups != nil)
 		}
 	}
+	s.recordWhys(ctx, outs, errs)
 	s.releaseBodies(ctx, byRef, errs)
 	return errs
 }
