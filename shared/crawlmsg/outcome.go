@@ -46,6 +46,10 @@ const (
 	// (shared/policy). The URL is parked with the reason "blocked", not counted as an
 	// attempt, and resumes when the block is lifted.
 	OutcomeParked OutcomeKind = "parked"
+	// OutcomeOutOfScope: the task made no request because a live site policy narrowed the
+	// crawl's scope since its URL was queued (a lower max_depth, an include it misses, an
+	// exclude it matches): the URL ends out of scope, as the frontier's recheck would end it.
+	OutcomeOutOfScope OutcomeKind = "out-of-scope"
 )
 
 // Outcome is one fetch log entry: what the scheduler needs to release the host and set its

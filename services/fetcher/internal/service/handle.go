@@ -341,6 +341,9 @@ func (s *Service) process(ctx context.Context, task *crawlmsg.FetchTask) (*crawl
 	if pol.Blocked() {
 		return s.parked(out, parkedPage), nil, nil
 	}
+	if o := s.outOfScope(task, pol, out); o != nil {
+		return o, nil, nil
+	}
 	rb := s.robotsFor(pol)
 
 	// Whatever the robots lookup below costs, the request ends deadlineSlack before the

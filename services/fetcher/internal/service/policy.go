@@ -33,10 +33,11 @@ const (
 )
 
 type policyMetrics struct {
-	parked    *prometheus.CounterVec // what: page, robots
-	hopBlock  prometheus.Counter
-	secretErr prometheus.Counter
-	applied   *prometheus.CounterVec // setting: user_agent, headers, cookies, credentials
+	parked     *prometheus.CounterVec // what: page, robots
+	hopBlock   prometheus.Counter
+	outOfScope prometheus.Counter
+	secretErr  prometheus.Counter
+	applied    *prometheus.CounterVec // setting: user_agent, headers, cookies, credentials
 	// The rules in force, read at scrape time (set by New once the watcher exists).
 	version, stale func() float64
 }
@@ -47,6 +48,8 @@ func newPolicyMetrics(om *obs.Metrics) *policyMetrics {
 			"Tasks answered parked without a request because a site policy blocks their URL, checked right before the request: page (the page, requisite or sitemap) or robots (its robots.txt, or a hop of it).", "what"),
 		hopBlock: om.Counter("policy_robots_hop_blocked_total",
 			"robots.txt redirect chains stopped because a site policy blocks the next hop's URL (the origin's robots.txt counts unreachable)."),
+		outOfScope: om.Counter("policy_out_of_scope_total",
+			"Page tasks ended out of scope without a request because a site policy narrowed the scope (max_depth, include, exclude) since their URL was queued."),
 		secretErr: om.Counter("policy_secret_errors_total",
 			"Tasks failed without a request because a secret their site policy names cannot be read (TRAWL_SECRETS_DIR)."),
 		applied: om.CounterVec("policy_requests_total",
@@ -81,6 +84,26 @@ func (s *Service) parked(out *crawlmsg.Outcome, what string) *crawlmsg.Outcome {
 	s.m.policy.parked.WithLabelValues(what).Inc()
 	out.Kind = crawlmsg.OutcomeParked
 	out.Error = "blocked by a site policy"
+	return out
+}
+
+// outOfScope answers a page task whose URL a site policy's scope no longer admits at its
+// depth (a max_depth lowered, an include it misses, an exclude it matches, set since the
+// URL was queued): no request, and the URL ends out of scope. The frontier rechecks its
+// back queues when a scope narrows, but not URLs still in its front queues or already
+// dispatched; this check is what keeps those from being fetched. Requisites and sitemaps
+// follow the parser's own scope rules and are not held to it.
+func (s *Service) outOfScope(task *crawlmsg.FetchTask, pol policy.Resolved, out *crawlmsg.Outcome) *crawlmsg.Outcome {
+	if task.Kind != crawlmsg.KindPage && task.Kind != "" {
+		return nil
+	}
+	ok, why := pol.Admit(task.URL, task.Depth)
+	if ok {
+		return nil
+	}
+	s.m.policy.outOfScope.Inc()
+	out.Kind = crawlmsg.OutcomeOutOfScope
+	out.Error = "out of scope by a site policy: " + why
 	return out
 }
 

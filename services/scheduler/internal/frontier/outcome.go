@@ -32,9 +32,12 @@ const (
 	// ResultParked: a live policy blocks the URL (the fetcher made no request): it went to
 	// its host's park list with the same attempt, until the block is lifted.
 	ResultParked
+	// ResultOutOfScope: a live policy narrowed the scope since the URL was queued (the
+	// fetcher made no request): it ended out of scope.
+	ResultOutOfScope
 )
 
-var resultNames = [...]string{"invalid", "stale", "fetched", "retry", "failed", "disallowed", "requeued", "parked"}
+var resultNames = [...]string{"invalid", "stale", "fetched", "retry", "failed", "disallowed", "requeued", "parked", "out_of_scope"}
 
 func (r Result) String() string {
 	if int(r) < len(resultNames) {
@@ -72,6 +75,7 @@ const (
 	actDisallowed action = 4
 	actRequeue    action = 5
 	actPark       action = 6
+	actOutOfScope action = 7
 )
 
 // health is what an outcome says about its host, for retirement (codes shared with
@@ -135,6 +139,8 @@ func classify(o crawlmsg.Outcome) (p plan, ok bool) {
 		return plan{act: actRequeue, refund: true}, true
 	case crawlmsg.OutcomeParked:
 		return plan{act: actPark, refund: true}, true
+	case crawlmsg.OutcomeOutOfScope:
+		return plan{act: actOutOfScope, refund: true}, true
 	}
 	return plan{}, false
 }
@@ -214,6 +220,8 @@ func (f *Frontier) Complete(ctx context.Context, outs []crawlmsg.Outcome) ([]App
 			a.Result = ResultRequeued
 		case actPark:
 			a.Result = ResultParked
+		case actOutOfScope:
+			a.Result = ResultOutOfScope
 		}
 		a.Next = time.UnixMilli(next)
 		a.Refunded = refund[i]

@@ -141,6 +141,10 @@ for o = 1, n do
       bump('disallowed', 1)
     elseif act == 6 then
       park_entries(h, {string.sub(v, sp + 1)})
+    elseif act == 7 then
+      -- A live policy narrowed the scope since the URL was queued: it ends, as the
+      -- recheck would have ended it.
+      bump('out_of_scope', 1)
     else
       -- The entry is only needed when the URL goes back to its queue.
       local e = string.sub(v, sp + 1)
