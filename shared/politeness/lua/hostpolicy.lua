@@ -20,85 +20,46 @@ local function policy_any()
   end
   return pol_any
 end
--- pol_cands are the policy table fields that can hold host h's rules, most specific first,
--- appended to cands (and their scopes to scopes).
-local function pol_cands(h, cands, scopes)
-  cands[#cands + 1] = POL_H .. h
-  scopes[#scopes + 1] = POL_SCOPE_H .. h
-  local s = h
-  while s do
-    cands[#cands + 1] = POL_D .. s
-    scopes[#scopes + 1] = POL_SCOPE_D .. s
-    local d = string.find(s, '.', 1, true)
-    if d then s = string.sub(s, d + 1) else s = nil end
-  end
-end
--- pol_merge merges the entries r[i..j] read for fields whose scopes are scopes[i..j] (most
--- specific first) over the process-wide limits.
-local function pol_merge(r, scopes, i, j)
-  local lim = base_limits()
-  local got, rules = {}, {}
-  for x = j, i, -1 do
-    -- Least specific first, so that a more specific entry's fields overwrite.
-    if r[x] then
-      rules[#rules + 1] = scopes[x]
-      local k = 0
-      for tok in string.gmatch(r[x], '[^ ]+') do
-        k = k + 1
-        if tok ~= LIM_UNSET then
-          got[k] = tok
-          if k == LIM_BLOCK then lim.block_by = scopes[x] end
-        end
-      end
-    end
-  end
-  lim.rules = rules
-  if got[LIM_MIND] then lim.mind = tonumber(got[LIM_MIND]) end
-  if got[LIM_KF] then lim.kf = tonumber(got[LIM_KF]) end
-  if got[LIM_CD] == LIM_EXACT then
-    lim.maxcd = math.huge
-  elseif got[LIM_CD] then
-    lim.maxcd = tonumber(got[LIM_CD])
-  end
-  if got[LIM_CONN] then lim.conn = tonumber(got[LIM_CONN]) end
-  if got[LIM_BUDGET] then lim.budget = tonumber(got[LIM_BUDGET]) end
-  lim.block = got[LIM_BLOCK] == '1'
-  return lim
-end
--- prefetch_limits reads the limits of every host of hs not read yet in this script with
--- one HMGET per 1000 fields, rather than one per host: a script that handles many hosts
--- (a dispatch, a batch of outcomes, the router's chunk) pays about one call.
-local function prefetch_limits(hs)
-  if not policy_any() then return end
-  local cands, scopes, span, todo = {}, {}, {}, {}
-  for _, h in ipairs(hs) do
-    if h and not pol_cache[h] and not span[h] then
-      local i = #cands + 1
-      pol_cands(h, cands, scopes)
-      span[h] = {i, #cands}
-      todo[#todo + 1] = h
-    end
-  end
-  if #todo == 0 then return end
-  local r = {}
-  for c = 1, #cands, 1000 do
-    local got = redis.call('HMGET', K_POLICY, unpack(cands, c, math.min(c + 999, #cands)))
-    for x = 1, #got do r[c + x - 1] = got[x] end
-  end
-  for _, h in ipairs(todo) do
-    pol_cache[h] = pol_merge(r, scopes, span[h][1], span[h][2])
-  end
-end
 local function host_limits(h)
   local c = pol_cache[h]
   if c then return c end
-  local lim
+  local lim = base_limits()
   if policy_any() then
-    local cands, scopes = {}, {}
-    pol_cands(h, cands, scopes)
-    lim = pol_merge(redis.call('HMGET', K_POLICY, unpack(cands)), scopes, 1, #cands)
-  else
-    lim = base_limits()
+    local cands, scopes = {POL_H .. h}, {POL_SCOPE_H .. h}
+    local s = h
+    while s do
+      cands[#cands + 1] = POL_D .. s
+      scopes[#scopes + 1] = POL_SCOPE_D .. s
+      local d = string.find(s, '.', 1, true)
+      if d then s = string.sub(s, d + 1) else s = nil end
+    end
+    local r = redis.call('HMGET', K_POLICY, unpack(cands))
+    local got, rules = {}, {}
+    for j = #r, 1, -1 do
+      -- Least specific first, so that a more specific entry's fields overwrite.
+      if r[j] then
+        rules[#rules + 1] = scopes[j]
+        local k = 0
+        for tok in string.gmatch(r[j], '[^ ]+') do
+          k = k + 1
+          if tok ~= LIM_UNSET then
+            got[k] = tok
+            if k == LIM_BLOCK then lim.block_by = scopes[j] end
+          end
+        end
+      end
+    end
+    lim.rules = rules
+    if got[LIM_MIND] then lim.mind = tonumber(got[LIM_MIND]) end
+    if got[LIM_KF] then lim.kf = tonumber(got[LIM_KF]) end
+    if got[LIM_CD] == LIM_EXACT then
+      lim.maxcd = math.huge
+    elseif got[LIM_CD] then
+      lim.maxcd = tonumber(got[LIM_CD])
+    end
+    if got[LIM_CONN] then lim.conn = tonumber(got[LIM_CONN]) end
+    if got[LIM_BUDGET] then lim.budget = tonumber(got[LIM_BUDGET]) end
+    lim.block = got[LIM_BLOCK] == '1'
   end
   pol_cache[h] = lim
   return lim

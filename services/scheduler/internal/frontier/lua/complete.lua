@@ -43,16 +43,12 @@ local W = 8
 local out = {}
 -- All leases of the batch in one call. The lease deadlines are only needed for outcomes
 -- that made no request (to tell a late one), which are few.
-local leaseHosts, askDeadline, outHosts = {}, {}, {}
+local leaseHosts, askDeadline = {}, {}
 for j = 1, n do
   local b = A + 1 + W * (j - 1)
-  outHosts[j] = ARGV[b]
   leaseHosts[j] = slot_of(ARGV[b], ARGV[b + 1])
   if tonumber(ARGV[b + 2]) % 16 < 8 then askDeadline[#askDeadline + 1] = j end
 end
--- The batch's hosts' limits and their tasks out, each in one call for all of them.
-prefetch_limits(outHosts)
-if policy_any() then slots_read('ZMSCORE', K_INFLIGHT, outHosts, inflightRead, inflightSeen) end
 local leases, deadlines = {}, {}
 for c = 1, n, 1000 do
   local r = redis.call('HMGET', K_LEASE, unpack(leaseHosts, c, math.min(c + 999, n)))

@@ -18,10 +18,6 @@ if #hs == 0 then
   return out
 end
 bulk('ZREM', K_HEAP, hs)
--- The limits and lease slots of every due host, each in one call for all of them.
-prefetch_limits(hs)
-local leaseRead, leaseSeen = {}, {}
-if policy_any() then slots_read('HMGET', K_LEASE, hs, leaseRead, leaseSeen) end
 local freed = {}
 local th, te, tslot = {}, {}, {}
 local again = {}
@@ -34,14 +30,9 @@ for _, h in ipairs(hs) do
   -- tasks as it may have are out (counted over a few more slots than its connections).
   local k, busy = 0, 0
   if e and (lim.conn > 1 or policy_any()) then
-    local ids = slot_ids(h, lim)
-    local held
-    if leaseSeen[h] then
-      held = {}
-      for j = 1, #ids do held[j] = leaseRead[ids[j]] end
-    else
-      held = redis.call('HMGET', K_LEASE, unpack(ids))
-    end
+    local ids = {}
+    for j = 0, math.max(lim.conn, 8) - 1 do ids[j + 1] = slot_id(h, j) end
+    local held = redis.call('HMGET', K_LEASE, unpack(ids))
     k = -1
     for j = 1, #held do
       if held[j] then

@@ -6,9 +6,6 @@
 -- Returns the number of URLs parked.
 local freed = {}
 local n = 0
-local hs = {}
-for j = A, #ARGV do hs[#hs + 1] = ARGV[j] end
-prefetch_limits(hs)
 for j = A, #ARGV do
   local h = ARGV[j]
   if host_limits(h).block then

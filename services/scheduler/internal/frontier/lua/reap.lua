@@ -13,10 +13,6 @@ local limit = tonumber(ARGV[A])
 local cutoff = tonumber(ARGV[A + 1])
 local hs = redis.call('ZRANGEBYSCORE', K_INFLIGHT, '-inf', n2s(cutoff), 'LIMIT', 0, limit)
 if #hs == 0 then return {0, 0, 0} end
-local reapHosts = {}
-for j, sid in ipairs(hs) do reapHosts[j] = slot_host(sid) end
-prefetch_limits(reapHosts)
-if policy_any() then slots_read('ZMSCORE', K_INFLIGHT, reapHosts, inflightRead, inflightSeen) end
 local heapArgs, freed = {}, {}
 local requeued, failed = 0, 0
 local errLines = {}

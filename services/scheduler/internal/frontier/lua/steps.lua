@@ -179,7 +179,6 @@ local function route()
     end
     if #ask > 0 then
       local r = redis.call('HMGET', K_HOSTS, unpack(ask))
-      prefetch_limits(ask)
       for j = 1, #ask do
         local h = ask[j]
         if host_limits(h).block then
@@ -294,46 +293,14 @@ local function exhausted(att, text)
   return 'attempts exhausted after ' .. n2s(att + 1) .. ' attempts: ' .. text
 end
 
--- slot_ids are the lease slots of host h to look at: a few more than its connections,
--- which may have been lowered with tasks out.
-local function slot_ids(h, lim)
-  local ids = {}
-  for j = 0, math.max(lim.conn, 8) - 1 do ids[j + 1] = slot_id(h, j) end
-  return ids
-end
--- slots_read reads key's field or member (HMGET: lease, ZMSCORE: inflight) of every slot
--- of the hosts hs in one call per 1000 slots, into into[slot] (false: none; seen[h] says
--- host h was read), so that a script handling many hosts pays about one call rather than
--- one per host. Only valid while the script has not changed key: dispatch, complete and
--- reap write it at the end.
-local function slots_read(cmd, key, hs, into, seen)
-  local ids = {}
-  for _, h in ipairs(hs) do
-    if h and not seen[h] then
-      seen[h] = true
-      for _, id in ipairs(slot_ids(h, host_limits(h))) do ids[#ids + 1] = id end
-    end
-  end
-  for c = 1, #ids, 1000 do
-    local r = redis.call(cmd, key, unpack(ids, c, math.min(c + 999, #ids)))
-    for x = 1, #r do into[ids[c + x - 1]] = r[x] or false end
-  end
-end
--- Slots of K_INFLIGHT read ahead by slots_read (complete, reap).
-local inflightRead, inflightSeen = {}, {}
-
 -- slots_busy counts the other tasks of host h out, besides the slots in done (ended in
 -- this script): 0 without any live policy (one connection, whose only task is ending).
 local function slots_busy(h, lim, done)
   if lim.conn <= 1 and not policy_any() then return 0 end
-  local ids = slot_ids(h, lim)
-  local r
-  if inflightSeen[h] then
-    r = {}
-    for j = 1, #ids do r[j] = inflightRead[ids[j]] end
-  else
-    r = redis.call('ZMSCORE', K_INFLIGHT, unpack(ids))
-  end
+  local ids = {}
+  -- A few more than the connections: they may have been lowered with tasks out.
+  for j = 0, math.max(lim.conn, 8) - 1 do ids[j + 1] = slot_id(h, j) end
+  local r = redis.call('ZMSCORE', K_INFLIGHT, unpack(ids))
   local n = 0
   for j = 1, #r do
     if r[j] and not done[ids[j]] then n = n + 1 end
