@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -770,5 +771,112 @@ func TestPolicyTwoConnections(t *testing.T) {
 	}
 	if s := f.stats(); s.Fetched != 8 || s.Queued != 0 || s.Inflight != 0 {
 		t.Fatalf("at the end: %+v", s)
+	}
+}
+
+// The race of an unblock: a fetcher still on the old rules (it polls them) takes a task
+// dispatched right after the resume and answers parked. The scheduler's rules in force no
+// longer block the URL, so the outcome puts it back at the head of its host's queue with
+// the same attempt, and it is fetched without waiting for any further policy pass.
+func TestPolicyParkedOutcomeAfterUnblock(t *testing.T) {
+	rdb := startRedis(t)
+	f := newTF(t, rdb, testOptions(0))
+	var set atomic.Pointer[policy.Set]
+	set.Store(rules(t, 1, hostRule("race.example", policy.Rule{Block: pbool(true)})))
+	f.UsePolicy(set.Load)
+	f.add("m1", urls(0, "http://race.example/0", "http://race.example/1")...)
+	f.applyPolicy(set.Load())
+	if tasks := f.dispatch(at(0), 10); len(tasks) != 0 {
+		t.Fatalf("dispatched %v while blocked", tasks)
+	}
+	if s := f.stats(); s.Parked != 2 {
+		t.Fatalf("after block: %+v", s)
+	}
+	set.Store(rules(t, 2))
+	if a := f.applyPolicy(set.Load()); a.Resumed != 2 {
+		t.Fatalf("resumed %d, want 2", a.Resumed)
+	}
+	tasks := f.dispatch(at(time.Second), 10)
+	if len(tasks) != 1 || tasks[0].URL != "http://race.example/0" {
+		t.Fatalf("dispatched %v after the unblock", tasks)
+	}
+	// The fetcher still holds the block: no request.
+	po := outcome(tasks[0], crawlmsg.OutcomeParked, 0)
+	po.Requested = false
+	res := f.complete(at(2*time.Second), po)
+	if res[0].Result != frontier.ResultRequeued {
+		t.Fatalf("parked outcome of an unblocked URL: result %s, want %s", res[0].Result, frontier.ResultRequeued)
+	}
+	if l := f.parkList("race.example"); len(l) != 0 {
+		t.Fatalf("park list %v after the unblock", urlsOf(l))
+	}
+	var got []string
+	for step := 3; step < 20 && len(got) < 2; step++ {
+		for _, tk := range f.dispatch(at(time.Duration(step)*time.Minute), 10) {
+			if tk.Attempt != 0 {
+				t.Errorf("%s dispatched with attempt %d", tk.URL, tk.Attempt)
+			}
+			got = append(got, tk.URL)
+			f.complete(at(time.Duration(step)*time.Minute+time.Second), ok200(tk))
+		}
+	}
+	if want := []string{"http://race.example/0", "http://race.example/1"}; !slices.Equal(got, want) {
+		t.Fatalf("fetched %v, want %v", got, want)
+	}
+	if s := f.stats(); s.Parked != 0 || s.Queued != 0 || s.Fetched != 2 {
+		t.Fatalf("at the end: %+v", s)
+	}
+	// A fetcher's parked outcome for a URL the rules in force do block is parked.
+	set.Store(rules(t, 3, hostRule("race.example", policy.Rule{Block: pbool(true)})))
+	f.add("m2", urls(1, "http://race.example/2")...)
+	tasks = f.dispatch(at(30*time.Minute), 10)
+	if len(tasks) != 1 {
+		t.Fatalf("dispatched %v before the table holds the block", tasks)
+	}
+	f.applyPolicy(set.Load())
+	po = outcome(tasks[0], crawlmsg.OutcomeParked, 0)
+	po.Requested = false
+	if res := f.complete(at(31*time.Minute), po); res[0].Result != frontier.ResultParked {
+		t.Fatalf("parked outcome of a blocked URL: result %s", res[0].Result)
+	}
+	if l := urlsOf(f.parkList("race.example")); !slices.Equal(l, []string{"http://race.example/2"}) {
+		t.Fatalf("park list %v", l)
+	}
+}
+
+// A pass with the table unchanged (the follow-up after a change, the periodic one)
+// resumes the park list of a host no rule blocks, which a fetcher on older rules filled,
+// and leaves the lists of a blocked host and of a host a URL-prefix block covers.
+func TestPolicyPassResumesUnblockedParkLists(t *testing.T) {
+	rdb := startRedis(t)
+	f := newTF(t, rdb, testOptions(0))
+	f.add("m1", urls(0, "http://free.example/0", "http://host.example/0", "http://pfx.example/private/0")...)
+	tasks := f.dispatch(at(0), 10)
+	if len(tasks) != 3 {
+		t.Fatalf("dispatched %v", tasks)
+	}
+	set := rules(t, 1, hostRule("host.example", policy.Rule{Block: pbool(true)}),
+		policy.Rule{Scope: policy.Scope{Kind: policy.KindPrefix, Value: "http://(example,pfx,)/private/"}, Block: pbool(true)})
+	f.applyPolicy(set)
+	// The scheduler's frontier here has no rules of its own (UsePolicy), so every parked
+	// outcome parks, as a fetcher answered.
+	for _, tk := range tasks {
+		po := outcome(tk, crawlmsg.OutcomeParked, 0)
+		po.Requested = false
+		if res := f.complete(at(time.Second), po); res[0].Result != frontier.ResultParked {
+			t.Fatalf("%s: %s", tk.URL, res[0].Result)
+		}
+	}
+	if a := f.applyPolicy(set); !a.Empty() || a.Resumed != 1 {
+		t.Fatalf("pass with the table unchanged: %+v, want free.example's URL resumed", a)
+	}
+	for h, n := range map[string]int{"free.example": 0, "host.example": 1, "pfx.example": 1} {
+		if l := f.parkList(h); len(l) != n {
+			t.Errorf("%s park list %v, want %d entries", h, urlsOf(l), n)
+		}
+	}
+	got := f.dispatch(at(time.Minute), 10)
+	if len(got) != 1 || got[0].URL != "http://free.example/0" {
+		t.Fatalf("dispatched %v, want free.example's URL", got)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/policy"
 	"github.com/trawl/trawl/shared/redisx"
 )
 
@@ -169,12 +170,24 @@ func (f *Frontier) Complete(ctx context.Context, outs []crawlmsg.Outcome) ([]App
 	args := f.args(1 + completeFields*len(outs))
 	nArg := len(args)
 	args = append(args, "0")
+	var rules *policy.Set
+	if f.rules != nil {
+		rules = f.rules()
+	}
 	for i, o := range outs {
 		applied[i].Host = o.Host
 		p, ok := classify(o)
 		if !ok || o.Host == "" || o.Lease == "" {
 			applied[i].Result = ResultInvalid
 			continue
+		}
+		if p.act == actPark && rules != nil && !rules.URL(o.URL).Blocked() {
+			// A fetcher still on older rules parked a URL the rules in force no longer
+			// block (it took the task right after an unblock): parked, it would wait for
+			// a pass that resumes park lists. It goes back to the head of its queue with
+			// the same attempt instead; were its host blocked in the shard's table after
+			// all, the outcome parks the whole queue with it.
+			p.act = actRequeue
 		}
 		cd := int64(-1)
 		// A robots outcome, or one whose task fetched robots.txt first, carries the freshly

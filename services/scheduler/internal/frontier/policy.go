@@ -118,9 +118,11 @@ const resumeChunk = 1000
 // ApplyPolicy brings the shard in line with a rule set: it syncs the policy table
 // (SyncPolicy); when that changed anything it parks the queues of the active hosts the
 // rules now block (a blocked host would be parked when next due anyway; this does it at
-// once), and resumes every park list whose host is no longer blocked. Run it at start, on
-// every change, and once more a little after a change (ResumeParked then finds URLs a
-// fetcher parked under the old rules while the change spread).
+// once), and resumes every park list whose host is no longer blocked; with the table
+// unchanged it resumes the park lists of the hosts the rules do not block
+// (resumeUnblocked). Run it at start, on every change, once more a little after a change
+// and periodically: those passes find URLs a fetcher parked under the old rules while the
+// change spread.
 func (f *Frontier) ApplyPolicy(ctx context.Context, s *policy.Set) (PolicyApplied, error) {
 	ch, err := f.SyncPolicy(ctx, s)
 	if err != nil {
@@ -128,13 +130,54 @@ func (f *Frontier) ApplyPolicy(ctx context.Context, s *policy.Set) (PolicyApplie
 	}
 	a := PolicyApplied{PolicyChange: ch}
 	if ch.Empty() {
-		return a, nil
+		a.Resumed, err = f.resumeUnblocked(ctx, s)
+		return a, err
 	}
 	if a.Parked, err = f.ParkBlocked(ctx); err != nil {
 		return a, err
 	}
 	a.Resumed, err = f.ResumeParked(ctx)
 	return a, err
+}
+
+// resumeUnblocked resumes, with the table unchanged, the park lists of the hosts no rule
+// blocks: lists a fetcher still on older rules filled after the change that unblocked
+// them. A host a URL-prefix block covers keeps its list (its entries may be blocked URLs,
+// which a fetcher would only park again); so does a blocked host. It costs one HKEYS
+// when nothing is parked.
+func (f *Frontier) resumeUnblocked(ctx context.Context, s *policy.Set) (int64, error) {
+	hosts, err := f.rdb.HKeys(ctx, f.k.Parked()).Result()
+	if err != nil {
+		return 0, fmt.Errorf("frontier: shard %d: parked hosts: %w", f.o.Shard, err)
+	}
+	if len(hosts) == 0 {
+		return 0, nil
+	}
+	if s == nil {
+		s = policy.Empty()
+	}
+	prefixBlocked := map[string]bool{}
+	for _, st := range s.Rules() {
+		if st.Scope.Kind == policy.KindPrefix && st.Rule.Block != nil && *st.Rule.Block {
+			for _, h := range hosts {
+				if s.Covers(st.Scope, h) {
+					prefixBlocked[h] = true
+				}
+			}
+		}
+	}
+	var n int64
+	for _, h := range hosts {
+		if prefixBlocked[h] || s.Host(h).Blocked() {
+			continue
+		}
+		m, err := f.resumeHost(ctx, h)
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
 }
 
 // ParkBlocked parks the queues of the active hosts that the policy table blocks, in
@@ -171,22 +214,32 @@ func (f *Frontier) ResumeParked(ctx context.Context) (int64, error) {
 	}
 	var n int64
 	for _, h := range hosts {
-		for {
-			v, err := f.run(ctx, scriptResume, append(f.args(2), h, strconv.Itoa(resumeChunk)))
-			if err != nil {
-				return n, err
-			}
-			m, _ := v.(int64)
-			if m <= 0 {
-				break
-			}
-			n += m
-			if m < resumeChunk {
-				break
-			}
+		m, err := f.resumeHost(ctx, h)
+		n += m
+		if err != nil {
+			return n, err
 		}
 	}
 	return n, nil
+}
+
+// resumeHost moves host h's park list back, a chunk per call, unless the table blocks it.
+func (f *Frontier) resumeHost(ctx context.Context, h string) (int64, error) {
+	var n int64
+	for {
+		v, err := f.run(ctx, scriptResume, append(f.args(2), h, strconv.Itoa(resumeChunk)))
+		if err != nil {
+			return n, err
+		}
+		m, _ := v.(int64)
+		if m <= 0 {
+			return n, nil
+		}
+		n += m
+		if m < resumeChunk {
+			return n, nil
+		}
+	}
 }
 
 // Parked is the shard's park lists: host → why and how many URLs.
