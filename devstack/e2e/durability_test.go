@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/trawl/trawl/devstack/natsembed"
 	"github.com/trawl/trawl/devstack/stack"
 	"github.com/trawl/trawl/devstack/synthweb"
 	"github.com/trawl/trawl/shared/crawlid"
@@ -210,6 +211,11 @@ func TestCrawlResumesAfterWholeStackCrash(t *testing.T) {
 func startStack(t *testing.T, ctx context.Context, opts stack.Options) *stack.Stack {
 	t.Helper()
 	opts.BinDir = binDir
+	if opts.NATSMaxStore == 0 && opts.NATSBin == "" {
+		// The services set aside their stream caps out of a logical limit, not the free
+		// disk, which tests running at once (and a busy machine) would decide.
+		opts.NATSMaxStore = natsembed.TestMaxStore
+	}
 	st, err := stack.Start(ctx, opts)
 	if err != nil {
 		t.Fatalf("start stack: %v", err)
