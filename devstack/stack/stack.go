@@ -287,11 +287,7 @@ func Renderers(env map[string]string, replicas map[string]int) int {
 	if n, ok := replicas[Renderer]; ok {
 		return max(n, 0)
 	}
-	mode, ok := env["TRAWL_RENDER"]
-	if !ok {
-		mode = os.Getenv("TRAWL_RENDER")
-	}
-	if (renderconf.Settings{Mode: cmp.Or(mode, renderconf.Off)}).On() {
+	if renderconf.Load(envconfig.Overlay(env)).On() {
 		return 1
 	}
 	return 0
