@@ -392,12 +392,25 @@ func (s Standins) runtime(ctx context.Context) error {
 }
 
 // debian stands in for Debian's slim image: the Debian rootfs itself (minbase, a few
-// packages more than the slim image has), whose apt sources name the mirror debootstrap
-// used, so that `apt-get install` in a build on it reaches Debian's archive as the real
-// image's would.
+// packages more than the slim image has) with the real image's apt sources — the suite,
+// its updates and its security updates — on this machine's mirrors, so that `apt-get
+// install` in a build on it installs what it would on the real image.
 func (s Standins) debian(ctx context.Context, base string) error {
-	df := "FROM " + base + "\nCMD [\"bash\"]\n"
-	return s.build(ctx, DebianImage, hashOf(recipe, df), "Debian "+debianSuite+" minbase ("+base+")", buildCtx{dockerfile: df})
+	mirror := s.Mirror
+	if mirror == "" {
+		mirror = aptMirror(debianSuite)
+	}
+	security := aptMirror(debianSuite + "-security")
+	if security == aptMirror("no such suite") {
+		security = "http://deb.debian.org/debian-security"
+	}
+	sources := "Types: deb\nURIs: " + mirror + "\nSuites: " + debianSuite + " " + debianSuite + "-updates\nComponents: main\n" +
+		"Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg\n\n" +
+		"Types: deb\nURIs: " + security + "\nSuites: " + debianSuite + "-security\nComponents: main\n" +
+		"Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg\n"
+	df := "FROM " + base + "\nRUN rm -f /etc/apt/sources.list\nCOPY debian.sources /etc/apt/sources.list.d/debian.sources\nCMD [\"bash\"]\n"
+	return s.build(ctx, DebianImage, hashOf(recipe, df, sources), "Debian "+debianSuite+" minbase ("+base+"), apt sources on "+mirror+" and "+security,
+		buildCtx{dockerfile: df, files: []ctxFile{{"debian.sources", 0o644, []byte(sources)}}})
 }
 
 // redisWrapper runs Debian's redis-server as the official image's does: without protected
