@@ -54,10 +54,11 @@ func renderProfile(t *testing.T, tool Tool) {
 	if len(exp.Browser) == 0 {
 		t.Fatal("the web expects no browser request: it does not serve the single-page app, or does not expect rendering")
 	}
-	s.eventually(2*time.Minute, fmt.Sprintf("%d renderer containers running", renderers), func() (bool, string) {
+	// Healthy, not merely running: a renderer in a crash loop is running between restarts.
+	s.eventually(2*time.Minute, fmt.Sprintf("%d renderer containers healthy", renderers), func() (bool, string) {
 		ids := strings.Fields(s.docker("ps", "-q", "--filter", "label=com.docker.compose.project="+project,
-			"--filter", "label=com.docker.compose.service=renderer", "--filter", "status=running"))
-		return len(ids) == renderers, fmt.Sprintf("%d running", len(ids))
+			"--filter", "label=com.docker.compose.service=renderer", "--filter", "health=healthy"))
+		return len(ids) == renderers, fmt.Sprintf("%d healthy", len(ids))
 	})
 	// Pages go to the renderers after they are fetched, and status.json does not count
 	// the render queue: the crawl is over once the web saw every request it expects and
