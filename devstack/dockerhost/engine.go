@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -57,6 +58,10 @@ func EnsureEngine(ctx context.Context, w io.Writer, logPath string) (string, err
 		return "", fmt.Errorf("dockerhost: dockerd log: %w", err)
 	}
 	defer lf.Close()
+	// Descriptors this process inherited stay open across exec (Go marks only its own
+	// close-on-exec), and an engine that outlives this process must not hold them: a
+	// `flock FILE go test …` lock among them would stay taken for as long as dockerd runs.
+	closeInheritedOnExec()
 	cmd := exec.Command(dockerd)
 	cmd.Stdout, cmd.Stderr = lf, lf
 	// Its own session: the engine outlives this process and its terminal, as a service.
@@ -126,3 +131,16 @@ func tail(s string, n int) string {
 }
 
 var errNotInstalled = errors.New("not installed")
+
+// closeInheritedOnExec marks every descriptor above stderr close-on-exec.
+func closeInheritedOnExec() {
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			syscall.CloseOnExec(fd)
+		}
+	}
+}

@@ -20,16 +20,22 @@ import (
 	"time"
 )
 
-// The base images the Dockerfiles and compose.yaml use by default. The compose test checks
-// that they still name them.
+// The base images the Dockerfiles and compose.yaml use by default. TestBaseImagesNamed
+// checks that they name these and no other.
 const (
 	GoImage      = "golang:1.26-bookworm"
 	RuntimeImage = "gcr.io/distroless/static-debian12:nonroot"
-	NATSImage    = "nats:2.12-alpine"
-	RedisImage   = "redis:7.4-alpine"
+	// DebianImage is the renderer's runtime image: Debian, onto which its Dockerfile
+	// installs Debian's chromium with apt-get.
+	DebianImage = "debian:bookworm-slim"
+	NATSImage   = "nats:2.12-alpine"
+	RedisImage  = "redis:7.4-alpine"
 	// PrometheusImage serves the `metrics` profile.
 	PrometheusImage = "prom/prometheus:v3.5.0"
 )
+
+// BaseImages are every image above: each has a stand-in, and the files name no other.
+var BaseImages = []string{GoImage, RuntimeImage, DebianImage, NATSImage, RedisImage, PrometheusImage}
 
 // standinLabel marks an image built here, with the hash of what it was built from: an
 // image with the label and another hash is rebuilt, one without it (pulled from a
@@ -39,8 +45,9 @@ const standinLabel = "org.trawl.standin"
 // recipe versions every stand-in: bump it when the way they are built changes.
 const recipe = "1"
 
-// One Debian rootfs serves the builder, NATS (wget for its healthcheck) and Redis
-// (redis-server, redis-cli, sh, grep, getent, cut for the healthcheck and cluster-redis-init).
+// One Debian rootfs serves the builder, Debian (the renderer's base), NATS (wget for its
+// healthcheck) and Redis (redis-server, redis-cli, sh, grep, getent, cut for the
+// healthcheck and cluster-redis-init).
 var basePackages = []string{"ca-certificates", "redis-server", "redis-tools", "wget"}
 
 const debianSuite = "bookworm"
@@ -62,18 +69,22 @@ func (s Standins) Ensure(ctx context.Context) error {
 		s.Log = io.Discard
 	}
 	need := map[string]bool{}
-	for _, img := range []string{GoImage, RuntimeImage, NATSImage, RedisImage, PrometheusImage} {
+	needBase, needAny := false, false
+	for _, img := range BaseImages {
 		real, err := s.present(ctx, img)
 		if err != nil {
 			return err
 		}
 		need[img] = !real
+		needAny = needAny || !real
+		// Every stand-in but the runtime's starts from the Debian rootfs.
+		needBase = needBase || (!real && img != RuntimeImage)
 	}
-	if !need[GoImage] && !need[NATSImage] && !need[RedisImage] && !need[RuntimeImage] && !need[PrometheusImage] {
+	if !needAny {
 		return nil
 	}
 	var base string
-	if need[GoImage] || need[NATSImage] || need[RedisImage] || need[PrometheusImage] {
+	if needBase {
 		var err error
 		if base, err = s.base(ctx); err != nil {
 			return err
@@ -84,6 +95,7 @@ func (s Standins) Ensure(ctx context.Context) error {
 		build func(context.Context, string) error
 	}{
 		{RuntimeImage, func(ctx context.Context, _ string) error { return s.runtime(ctx) }},
+		{DebianImage, s.debian},
 		{RedisImage, s.redis},
 		{NATSImage, s.nats},
 		{GoImage, s.golang},
@@ -377,6 +389,28 @@ func (s Standins) runtime(ctx context.Context) error {
 	}}
 	return s.build(ctx, RuntimeImage, hashOf(recipe, df, passwd, group, string(ca)),
 		"an empty image with CA certificates and the nonroot user (65532)", bc)
+}
+
+// debian stands in for Debian's slim image: the Debian rootfs itself (minbase, a few
+// packages more than the slim image has) with the real image's apt sources — the suite,
+// its updates and its security updates — on this machine's mirrors, so that `apt-get
+// install` in a build on it installs what it would on the real image.
+func (s Standins) debian(ctx context.Context, base string) error {
+	mirror := s.Mirror
+	if mirror == "" {
+		mirror = aptMirror(debianSuite)
+	}
+	security := aptMirror(debianSuite + "-security")
+	if security == aptMirror("no such suite") {
+		security = "http://deb.debian.org/debian-security"
+	}
+	sources := "Types: deb\nURIs: " + mirror + "\nSuites: " + debianSuite + " " + debianSuite + "-updates\nComponents: main\n" +
+		"Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg\n\n" +
+		"Types: deb\nURIs: " + security + "\nSuites: " + debianSuite + "-security\nComponents: main\n" +
+		"Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg\n"
+	df := "FROM " + base + "\nRUN rm -f /etc/apt/sources.list\nCOPY debian.sources /etc/apt/sources.list.d/debian.sources\nCMD [\"bash\"]\n"
+	return s.build(ctx, DebianImage, hashOf(recipe, df, sources), "Debian "+debianSuite+" minbase ("+base+"), apt sources on "+mirror+" and "+security,
+		buildCtx{dockerfile: df, files: []ctxFile{{"debian.sources", 0o644, []byte(sources)}}})
 }
 
 // redisWrapper runs Debian's redis-server as the official image's does: without protected

@@ -120,6 +120,8 @@ type Config struct {
 	// on one address, BaseIP: vhost1.synth.test, vhost2.synth.test, …, told apart by the
 	// Host header, as many sites on one server are. The crawler resolves their names
 	// through Web.Resolve (TRAWL_RESOLVE). The other hosts take the addresses after it.
+	// More than Hosts makes the hosts after the ordinary ones (Sitemaps, SPA) virtual too, in
+	// order, so a web served on 0.0.0.0 alone (one address) can have them.
 	VirtualHosts int
 	Port         int  // 0 = pick a port free on all addresses
 	Special      bool // include the special hosts (true in DefaultConfig)
@@ -222,8 +224,8 @@ func (c Config) withDefaults() (Config, error) {
 	if c.SPAPages <= 0 {
 		c.SPAPages = 6
 	}
-	if c.VirtualHosts > c.Hosts {
-		return c, fmt.Errorf("synthweb: %d virtual hosts of %d ordinary hosts", c.VirtualHosts, c.Hosts)
+	if n := numHosts(c); c.VirtualHosts > n {
+		return c, fmt.Errorf("synthweb: %d virtual hosts of %d hosts", c.VirtualHosts, n)
 	}
 	return c, nil
 }

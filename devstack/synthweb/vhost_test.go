@@ -2,6 +2,7 @@ package synthweb
 
 import (
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -94,10 +95,51 @@ func TestVirtualHostsShareOneAddress(t *testing.T) {
 
 func TestVirtualHostsConfig(t *testing.T) {
 	cfg := smallConfig()
-	cfg.VirtualHosts = cfg.Hosts + 1
+	cfg.VirtualHosts = numHosts(cfg) + 1
 	if _, err := Start(context.Background(), cfg); err == nil {
-		t.Fatal("more virtual hosts than ordinary hosts accepted")
+		t.Fatal("more virtual hosts than hosts accepted")
 	}
+}
+
+// The single-page app's hosts, after the ordinary ones, can be virtual hosts too: a web on
+// one address (a container's, cmd/trawl-synthweb -spa) serves the app by name.
+func TestVirtualSPAHosts(t *testing.T) {
+	cfg := Config{Hosts: 2, PagesPerHost: 3, LinksPerPage: 2, SPA: true, Render: true, VirtualHosts: 4, SlowDelay: -1}
+	w := startWeb(t, cfg)
+	spa, ok := w.SPA()
+	if !ok || spa.Host != virtualName(2) || spa.ScriptHost != virtualName(3) {
+		t.Fatalf("SPA hosts %q and %q (%t), want %s and %s", spa.Host, spa.ScriptHost, ok, virtualName(2), virtualName(3))
+	}
+	hosts := w.Hosts()
+	req, err := http.NewRequest(http.MethodGet, "http://"+net.JoinHostPort(hosts[0].Addr, portOf(t, hosts[2].Origin))+"/", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Host = strings.TrimPrefix(hosts[2].Origin, "http://")
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var b strings.Builder
+	if _, err := io.Copy(&b, resp.Body); err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK || !strings.Contains(b.String(), spa.Script) {
+		t.Errorf("the app host's shell by name: %s, want 200 with a script from %s:\n%s", resp.Status, spa.Script, b.String())
+	}
+	if exp := w.Expected(10); len(exp.Browser) != 1+len(spa.API) || !exp.Forbidden[spa.Disallowed] {
+		t.Errorf("Expected: %d browser requests, want the script and %d JSON; %s forbidden %t", len(exp.Browser), len(spa.API), spa.Disallowed, exp.Forbidden[spa.Disallowed])
+	}
+}
+
+func portOf(t *testing.T, origin string) string {
+	t.Helper()
+	_, port, err := net.SplitHostPort(strings.TrimPrefix(origin, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return port
 }
 
 // rqa builds a request to host at addr from millisecond offsets.

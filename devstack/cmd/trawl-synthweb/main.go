@@ -1,6 +1,6 @@
 // Command trawl-synthweb serves a small synthetic web of virtual hosts on every address
 // (vhost1.synth.test, vhost2.synth.test, …, one port) and its request log as JSON on a
-// second port (GET /log), so the compose test can run the web as a container on the
+// second port (GET /log), optionally with the single-page-app section (-spa), so the compose test can run the web as a container on the
 // Compose network and judge a crawl from the server's own log.
 package main
 
@@ -26,12 +26,18 @@ func main() {
 	port := flag.Int("port", 8080, "port of the web")
 	logAddr := flag.String("log-addr", ":8081", "address of the request log (GET /log)")
 	maxDepth := flag.Int("max-depth", 20, "the crawler's TRAWL_MAX_DEPTH, for the expectation")
+	spa := flag.Bool("spa", false, "add the single-page-app section: its app and script hosts are the virtual hosts after the others")
+	render := flag.String("render", "off", "the crawler's TRAWL_RENDER (off, auto, always), for the expectation of the single-page app")
 	flag.Parse()
+	virtual := *hosts
+	if *spa {
+		virtual += 2
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, synthweb.Config{
-		Hosts: *hosts, VirtualHosts: *hosts, PagesPerHost: *pages, LinksPerPage: *links,
-		BaseIP: "0.0.0.0", Port: *port, Seed: 1,
+		Hosts: *hosts, VirtualHosts: virtual, PagesPerHost: *pages, LinksPerPage: *links,
+		BaseIP: "0.0.0.0", Port: *port, Seed: 1, SPA: *spa, Render: *render != "off",
 	}, *logAddr, *maxDepth); err != nil {
 		fmt.Fprintln(os.Stderr, "trawl-synthweb:", err)
 		os.Exit(1)
