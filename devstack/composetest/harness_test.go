@@ -232,6 +232,11 @@ func newStack(t *testing.T, tool Tool, pages int, extraEnv ...string) *Stack {
 		"TRAWL_DEDUP_METRICS_PORT="+strconv.Itoa(freePort(t)),
 		"TRAWL_TEST_WEB_LOG_PORT="+strconv.Itoa(s.logPort),
 		"TRAWL_TEST_WEB_PAGES="+strconv.Itoa(pages),
+		// NATS sets each file stream's byte cap aside out of three quarters of the disk
+		// free when it started: the production caps (19 GiB with the render cache) would
+		// let the test machine's free disk decide whether the services start. A test crawl
+		// stores a few megabytes; these are the caps `make run` uses.
+		"TRAWL_PAGES_MAX_BYTES=1GiB", "TRAWL_DOCS_MAX_BYTES=512MiB", "TRAWL_RENDER_CACHE_BYTES=256MiB",
 	)
 	s.env = append(s.env, extraEnv...)
 	s.down()
