@@ -114,6 +114,20 @@ func (e *env) policyStore(ctx context.Context) (*policy.Store, func(), error) {
 	return policy.NewStore(rdb, e.cfg.RedisPrefix), func() { rdb.Close() }, nil
 }
 
+// policyRules opens the store and reads the rules in force; done closes the connection.
+func (e *env) policyRules(ctx context.Context) (*policy.Store, *policy.Set, func(), error) {
+	st, done, err := e.policyStore(ctx)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	set, err := st.Load(ctx)
+	if err != nil {
+		done()
+		return nil, nil, nil, err
+	}
+	return st, set, done, nil
+}
+
 func parseScopeArg(s string) (policy.Scope, error) {
 	sc, err := policy.ParseScope(s)
 	if err != nil {
@@ -139,15 +153,11 @@ func runPolicySet(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	st, done, err := e.policyStore(ctx)
+	st, set, done, err := e.policyRules(ctx)
 	if err != nil {
 		return err
 	}
 	defer done()
-	set, err := st.Load(ctx)
-	if err != nil {
-		return err
-	}
 	r := policy.Rule{Scope: sc}
 	if old, ok := set.Rule(sc); ok {
 		r = old.Rule
@@ -286,15 +296,11 @@ func runPolicyGet(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	st, done, err := e.policyStore(ctx)
+	_, set, done, err := e.policyRules(ctx)
 	if err != nil {
 		return err
 	}
 	defer done()
-	set, err := st.Load(ctx)
-	if err != nil {
-		return err
-	}
 	r, ok := set.Rule(sc)
 	if !ok {
 		return fmt.Errorf("no rule for %s (version %d)", sc, set.Version())
@@ -320,15 +326,11 @@ func runPolicyLs(ctx context.Context, e *env, args []string) error {
 	if fs.NArg() > 0 {
 		return usagef("unexpected argument %q", fs.Arg(0))
 	}
-	st, done, err := e.policyStore(ctx)
+	_, set, done, err := e.policyRules(ctx)
 	if err != nil {
 		return err
 	}
 	defer done()
-	set, err := st.Load(ctx)
-	if err != nil {
-		return err
-	}
 	for _, r := range set.Rules() {
 		fmt.Fprintf(e.Stdout, "%s  %s  (%s)\n", r.Scope, r.Summary(), originString(r.Origin))
 	}
