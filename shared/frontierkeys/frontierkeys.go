@@ -48,7 +48,8 @@ func (s Shard) Stats() string { return s.ks.Key("stats") }
 // Heap is the zset of active, idle hosts scored by next fetch time (unix ms).
 func (s Shard) Heap() string { return s.ks.Key("heap") }
 
-// Hosts is the host table: active host → 1.
+// Hosts is the host table: active host → its live-policy limits as the scripts' lookup
+// found them ("1" while no rule is in force; politeness.PolicyModule, active_limits).
 func (s Shard) Hosts() string { return s.ks.Key("hosts") }
 
 // Inflight is the zset of hosts with a task out, scored by lease deadline (unix ms).

@@ -12,14 +12,22 @@ import (
 )
 
 // Fields of a shard's policy table (Shard.Policy): a host rule's limits under
-// PolicyHostPrefix+host, a domain rule's under PolicyDomainPrefix+domain. A host's limits are
-// merged field by field: its own entry over the entries of each of its name's suffixes,
-// the longest first (a domain rule is never a public suffix, so every suffix may be looked
-// up without matching a suffix list in Lua).
+// PolicyHostPrefix+host (the host name itself), a domain rule's under
+// PolicyDomainPrefix+domain (".example.com"; no host name starts with a dot, so the two
+// never meet). A host's limits are merged field by field: its own entry over the entries
+// of each of its name's suffixes, the longest first (a domain rule is never a public
+// suffix, so every suffix may be looked up without matching a suffix list in Lua).
+// PolicyDomainPrefix being the label separator makes each suffix's field a tail of
+// "."+host, which the scripts cut rather than build (politeness.PolicyModule).
 const (
-	PolicyHostPrefix   = "h:"
-	PolicyDomainPrefix = "d:"
+	PolicyHostPrefix   = ""
+	PolicyDomainPrefix = "."
 )
+
+// PolicyGenField is the policy table's generation: a fresh token each time the table
+// changes, absent while it holds no rule. The scripts read it once per run; an active
+// host's limits, kept with it in Shard.Hosts, hold while their generation is the table's.
+const PolicyGenField = "#gen"
 
 // The scope strings of host and domain rules (policy.Scope.String: "host:<name>",
 // "domain:<name>"), which name a rule in Shard.PolicyStats.

@@ -41,7 +41,7 @@ func TestHostLimitsEncoding(t *testing.T) {
 
 func TestPolicyCandidates(t *testing.T) {
 	got := PolicyCandidates("www.example.co.uk")
-	want := []string{"h:www.example.co.uk", "d:www.example.co.uk", "d:example.co.uk", "d:co.uk", "d:uk"}
+	want := []string{"www.example.co.uk", ".www.example.co.uk", ".example.co.uk", ".co.uk", ".uk"}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %v, want %v", got, want)
 	}

@@ -112,6 +112,12 @@ func TestPolitenessLuaMatchesGo(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			// The table is in force while it has a generation.
+			if len(tt.pol) > 0 {
+				if err := rdb.HSet(ctx, policyKey, frontierkeys.PolicyGenField, "1-test").Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
 			next, capped := tt.r.With(lim).NextFetch(now, tt.h, tt.o)
 			if got := next.Sub(now); got != tt.want {
 				t.Errorf("Go: next in %s, want %s", got, tt.want)

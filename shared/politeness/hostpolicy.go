@@ -23,7 +23,7 @@ var PolicyNames = redisx.Names(
 	"LIM_CD", frontierkeys.LimitCrawlDelay, "LIM_CONN", frontierkeys.LimitConnections,
 	"LIM_BUDGET", frontierkeys.LimitHostBudget, "LIM_BLOCK", frontierkeys.LimitBlock,
 	"LIM_UNSET", frontierkeys.LimitUnset, "LIM_EXACT", frontierkeys.LimitExact,
-	"POL_SLOT_SEP", frontierkeys.LeaseSlotSep,
+	"POL_SLOT_SEP", frontierkeys.LeaseSlotSep, "POL_GEN", frontierkeys.PolicyGenField,
 )
 
 // exactCrawlDelay is the cap of a Crawl-delay honoured exactly: none.

@@ -10,6 +10,7 @@ import (
 	"github.com/trawl/trawl/services/scheduler/internal/frontier"
 	"github.com/trawl/trawl/services/scheduler/internal/prioritize"
 	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/policy"
 	"github.com/trawl/trawl/shared/testwait"
 )
 
@@ -31,13 +32,50 @@ func BenchmarkFrontierDispatchPreference(b *testing.B) {
 	benchDispatch(b, prioritize.Preference{X: 1, Y: 1})
 }
 
+// BenchmarkFrontierDispatchRules is BenchmarkFrontierDispatch with 10,000 live site
+// policies in the shard's table (benchRules): what the rules cost the frontier's scripts
+// per URL, beside BenchmarkFrontierDispatch's figures.
+func BenchmarkFrontierDispatchRules(b *testing.B) {
+	benchDispatchWith(b, prioritize.BreadthFirst{}, benchRules(b))
+}
+
+// benchRules is a table of 10,000 rules like the one devstack/e2e BenchmarkPolicyRules
+// loads: one in 200 of the benchmark's hosts has a rule setting limits equal to the
+// process-wide ones, and the rest are for hosts and domains the crawl never meets (a
+// quarter of them allowing two connections).
+func benchRules(b *testing.B) *policy.Set {
+	const n, hosts = 10_000, 20000
+	rs := make([]policy.Rule, 0, n)
+	for i := 0; len(rs) < n; i++ {
+		switch {
+		case i < hosts/200:
+			rs = append(rs, hostRule(strings.SplitN(benchURL(i*200, 0), "/", 4)[2],
+				policy.Rule{MinDelay: pdur(0), Connections: pint(1)}))
+		case i%2 == 0:
+			rs = append(rs, hostRule(fmt.Sprintf("www%d.unmet.example", i), policy.Rule{MinDelay: pdur(2 * time.Second)}))
+		default:
+			rs = append(rs, domainRule(fmt.Sprintf("unmet%d.example", i), policy.Rule{Connections: pint(2)}))
+		}
+	}
+	return rules(b, 1, rs...)
+}
+
 func benchDispatch(b *testing.B, p frontier.Prioritizer) {
+	benchDispatchWith(b, p, nil)
+}
+
+func benchDispatchWith(b *testing.B, p frontier.Prioritizer, rs *policy.Set) {
 	rdb := startRedis(b)
 	o := testOptions(0)
 	o.MinDelay = 0
 	o.DelayFactor = 0
 	f := newTFWith(b, rdb, o, p)
 	ctx := testwait.Context(b)
+	if rs != nil {
+		if _, err := f.SyncPolicy(ctx, rs); err != nil {
+			b.Fatal(err)
+		}
+	}
 	const hosts, batch, perMsg = 20000, 512, 64
 
 	redisBefore := redisUsec(b, rdb.Info(ctx, "commandstats").Val())

@@ -115,10 +115,14 @@ func TestPolicyPolitenessPerHost(t *testing.T) {
 }
 
 // SyncPolicy writes the table a rule set implies and, on a change, only the entries that
-// differ; rules with no per-host field and URL-prefix rules have no entry.
+// differ, with a new generation; rules with no per-host field and URL-prefix rules have no
+// entry, and a set without rules leaves no table (and so no generation).
 func TestSyncPolicyWritesOnlyChanges(t *testing.T) {
 	rdb := startRedis(t)
 	f := newTF(t, rdb, testOptions(0))
+	ctx := testwait.Context(t)
+	key := frontierkeys.ForShard("t", 0).Policy()
+	gen := func() string { return rdb.HGet(ctx, key, frontierkeys.PolicyGenField).Val() }
 	a := hostRule("a.example", policy.Rule{MinDelay: pdur(2 * time.Second)})
 	b := domainRule("b.example", policy.Rule{Connections: pint(3), HostBudget: pi64(10)})
 	ua := "TestBot/1"
@@ -127,8 +131,9 @@ func TestSyncPolicyWritesOnlyChanges(t *testing.T) {
 	if len(ch.Set) != 2 || len(ch.Deleted) != 0 {
 		t.Fatalf("first sync %+v, want 2 entries set", ch)
 	}
-	if ch := f.syncPolicy(rules(t, 1, a, b, c)); !ch.Empty() {
-		t.Fatalf("same rules again changed %+v", ch)
+	g1 := gen()
+	if ch := f.syncPolicy(rules(t, 1, a, b, c)); !ch.Empty() || gen() != g1 {
+		t.Fatalf("same rules again changed %+v, generation %q → %q", ch, g1, gen())
 	}
 	b2 := domainRule("b.example", policy.Rule{Connections: pint(3), HostBudget: pi64(10), Block: pbool(true)})
 	ch = f.syncPolicy(rules(t, 2, b2, c))
@@ -136,10 +141,17 @@ func TestSyncPolicyWritesOnlyChanges(t *testing.T) {
 		len(ch.Deleted) != 1 || ch.Deleted[0] != frontierkeys.PolicyHostField("a.example") {
 		t.Fatalf("change %+v, want b.example set and a.example deleted", ch)
 	}
-	got := rdb.HGetAll(testwait.Context(t), frontierkeys.ForShard("t", 0).Policy()).Val()
+	if g := gen(); g == "" || g == g1 {
+		t.Fatalf("generation after a change %q, was %q", g, g1)
+	}
+	got := rdb.HGetAll(ctx, key).Val()
 	l, err := frontierkeys.ParseHostLimits(got[frontierkeys.PolicyDomainField("b.example")])
-	if err != nil || len(got) != 1 || *l.Connections != 3 || *l.HostBudget != 10 || !*l.Block || l.MinDelay != nil {
+	if err != nil || len(got) != 2 || *l.Connections != 3 || *l.HostBudget != 10 || !*l.Block || l.MinDelay != nil {
 		t.Fatalf("table %v (%+v, %v)", got, l, err)
+	}
+	f.syncPolicy(rules(t, 3, c))
+	if n := rdb.Exists(ctx, key).Val(); n != 0 {
+		t.Fatalf("a set without per-host rules left the table: %v", rdb.HGetAll(ctx, key).Val())
 	}
 }
 
@@ -878,5 +890,95 @@ func TestPolicyPassResumesUnblockedParkLists(t *testing.T) {
 	got := f.dispatch(at(time.Minute), 10)
 	if len(got) != 1 || got[0].URL != "http://free.example/0" {
 		t.Fatalf("dispatched %v, want free.example's URL", got)
+	}
+}
+
+// An active host keeps the limits its lookup found with it (politeness.PolicyModule): a
+// change of the rules must still reach it at its next step, whether the change sets a rule
+// for it, changes it, or removes every rule.
+func TestPolicyChangeReachesActiveHost(t *testing.T) {
+	rdb := startRedis(t)
+	o := testOptions(0)
+	o.DelayFactor = 0
+	f := newTF(t, rdb, o)
+	other := hostRule("other.example", policy.Rule{MinDelay: pdur(time.Hour)})
+	f.syncPolicy(rules(t, 1, other))
+	var us []crawlmsg.Discovered
+	for i := range 5 {
+		us = append(us, urls(0, fmt.Sprintf("http://a.example/%d", i))...)
+	}
+	f.add("m1", us...)
+	steps := []struct {
+		name string
+		set  *policy.Set
+		want time.Duration // the gap after the next outcome
+	}{
+		{"no rule for the host", nil, o.MinDelay},
+		{"a rule set for it", rules(t, 2, other, hostRule("a.example", policy.Rule{MinDelay: pdur(time.Minute)})), time.Minute},
+		{"its rule changed", rules(t, 3, other, domainRule("a.example", policy.Rule{MinDelay: pdur(2 * time.Minute)})), 2 * time.Minute},
+		{"every rule removed", rules(t, 4), o.MinDelay},
+	}
+	now := at(0)
+	for _, st := range steps {
+		t.Run(st.name, func(t *testing.T) {
+			if st.set != nil {
+				f.syncPolicy(st.set)
+			}
+			tasks := f.dispatch(now, 10)
+			if len(tasks) != 1 {
+				t.Fatalf("dispatched %d, want 1", len(tasks))
+			}
+			now = now.Add(time.Second)
+			f.complete(now, ok200(tasks[0]))
+			f.wantHeap("a.example", now.Add(st.want))
+			now = now.Add(st.want)
+		})
+	}
+}
+
+// A host whose connections are lowered while it has tasks out in several lease slots gets
+// no further task until those end, even when no rule is left at all (the count of tasks
+// out beyond a host's first slot, stats slots_out, says its slots must be read).
+func TestPolicyConnectionsLoweredWithTasksOut(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		after *policy.Set
+	}{
+		{"lowered to one", rules(t, 2, hostRule("multi.example", policy.Rule{Connections: pint(1), MinDelay: pdur(0)}))},
+		{"every rule removed", rules(t, 2)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rdb := startRedis(t)
+			o := testOptions(0)
+			o.MinDelay, o.DelayFactor = 0, 0
+			f := newTF(t, rdb, o)
+			f.syncPolicy(rules(t, 1, hostRule("multi.example", policy.Rule{Connections: pint(3), MinDelay: pdur(0)})))
+			var us []crawlmsg.Discovered
+			for i := range 6 {
+				us = append(us, urls(0, fmt.Sprintf("http://multi.example/%d", i))...)
+			}
+			f.add("m1", us...)
+			var out []crawlmsg.FetchTask
+			for i := 0; i < 5 && len(out) < 3; i++ {
+				out = append(out, f.dispatch(at(time.Duration(i)*time.Millisecond), 10)...)
+			}
+			if len(out) != 3 {
+				t.Fatalf("%d tasks out with three connections, want 3", len(out))
+			}
+			f.syncPolicy(tt.after)
+			now := at(time.Second)
+			for len(out) > 1 {
+				f.complete(now, ok200(out[0]))
+				out = out[1:]
+				if got := f.dispatch(now, 10); len(got) != 0 {
+					t.Fatalf("a task dispatched with %d still out on one connection: %s (lease %s)", len(out), got[0].URL, got[0].Lease)
+				}
+				now = now.Add(time.Second)
+			}
+			f.complete(now, ok200(out[0]))
+			if got := f.dispatch(now, 10); len(got) != 1 {
+				t.Fatalf("%d tasks once the last ended, want 1", len(got))
+			}
+		})
 	}
 }

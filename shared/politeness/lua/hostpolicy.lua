@@ -10,59 +10,147 @@
 -- {mind, kf, maxcd, conn, budget, block, rules, block_by}: budget is nil when no rule sets
 -- it (the process-wide budget applies); rules are the scopes ("host:…", "domain:…") of the
 -- entries that matched, block_by the scope that decided block. Results are kept for the
--- script's run, and a shard without any rule pays one EXISTS per script.
-local pol_any = nil
+-- script's run; a shard without any rule pays one HGET per script.
+--
+-- The table is in force while it has a generation (POL_GEN, a fresh token each time it
+-- changes; frontierkeys.PolicyGenField). An active host keeps what its lookup found in its
+-- entry of the active hosts' hash (K_HOSTS), stamped with the generation: the generation
+-- alone when no rule matched, else "<gen>\t<merged fields> <block_by> <scopes…>" (the
+-- fields of the entries, before the process-wide settings fill what they leave unset, so
+-- a restart with other settings needs no new lookup). active_limits reads that instead of
+-- the table while the generation holds, so the lookup runs once per host and change, not
+-- per URL and step.
+local pol_gen = nil
+local pol_read = false
 local pol_cache = {}
--- policy_any says the shard's policy table has any entry.
-local function policy_any()
-  if pol_any == nil then
-    pol_any = K_POLICY ~= nil and redis.call('EXISTS', K_POLICY) == 1
+-- policy_gen is the policy table's generation, nil when no rule is in force.
+local function policy_gen()
+  if not pol_read then
+    pol_read = true
+    if K_POLICY ~= nil then pol_gen = redis.call('HGET', K_POLICY, POL_GEN) or nil end
   end
-  return pol_any
+  return pol_gen
 end
-local function host_limits(h)
-  local c = pol_cache[h]
-  if c then return c end
+-- policy_any says the shard's policy table has a rule in force.
+local function policy_any() return policy_gen() ~= nil end
+
+-- merged_limits turns the merged fields got (LIM_* positions, nil unset) into limits.
+local function merged_limits(got, rules, block_by)
   local lim = base_limits()
-  if policy_any() then
-    local cands, scopes = {POL_H .. h}, {POL_SCOPE_H .. h}
-    local s = h
-    while s do
-      cands[#cands + 1] = POL_D .. s
-      scopes[#scopes + 1] = POL_SCOPE_D .. s
-      local d = string.find(s, '.', 1, true)
-      if d then s = string.sub(s, d + 1) else s = nil end
-    end
-    local r = redis.call('HMGET', K_POLICY, unpack(cands))
-    local got, rules = {}, {}
-    for j = #r, 1, -1 do
-      -- Least specific first, so that a more specific entry's fields overwrite.
-      if r[j] then
-        rules[#rules + 1] = scopes[j]
-        local k = 0
-        for tok in string.gmatch(r[j], '[^ ]+') do
-          k = k + 1
-          if tok ~= LIM_UNSET then
-            got[k] = tok
-            if k == LIM_BLOCK then lim.block_by = scopes[j] end
-          end
+  lim.rules = rules
+  lim.block_by = block_by
+  if got[LIM_MIND] then lim.mind = tonumber(got[LIM_MIND]) end
+  if got[LIM_KF] then lim.kf = tonumber(got[LIM_KF]) end
+  if got[LIM_CD] == LIM_EXACT then
+    lim.maxcd = math.huge
+  elseif got[LIM_CD] then
+    lim.maxcd = tonumber(got[LIM_CD])
+  end
+  if got[LIM_CONN] then lim.conn = tonumber(got[LIM_CONN]) end
+  if got[LIM_BUDGET] then lim.budget = tonumber(got[LIM_BUDGET]) end
+  lim.block = got[LIM_BLOCK] == '1'
+  return lim
+end
+
+-- lookup reads host h's entries from the table: the merged fields, the scopes of the
+-- entries that matched and the scope that decided block.
+local function lookup(h)
+  -- The domain fields are the name's tails from each dot (POL_D is the label
+  -- separator), cut from one string rather than built.
+  local dh = POL_D .. h
+  local cands = {POL_H .. h, dh}
+  local i = 2
+  while true do
+    local d = string.find(dh, POL_D, i, true)
+    if not d then break end
+    cands[#cands + 1] = string.sub(dh, d)
+    i = d + 1
+  end
+  local r = redis.call('HMGET', K_POLICY, unpack(cands))
+  local got, rules, block_by = {}, {}, nil
+  for j = #r, 1, -1 do
+    -- Least specific first, so that a more specific entry's fields overwrite.
+    if r[j] then
+      local scope
+      if j == 1 then scope = POL_SCOPE_H .. h else scope = POL_SCOPE_D .. string.sub(cands[j], #POL_D + 1) end
+      rules[#rules + 1] = scope
+      local k = 0
+      for tok in string.gmatch(r[j], '[^ ]+') do
+        k = k + 1
+        if tok ~= LIM_UNSET then
+          got[k] = tok
+          if k == LIM_BLOCK then block_by = scope end
         end
       end
     end
-    lim.rules = rules
-    if got[LIM_MIND] then lim.mind = tonumber(got[LIM_MIND]) end
-    if got[LIM_KF] then lim.kf = tonumber(got[LIM_KF]) end
-    if got[LIM_CD] == LIM_EXACT then
-      lim.maxcd = math.huge
-    elseif got[LIM_CD] then
-      lim.maxcd = tonumber(got[LIM_CD])
-    end
-    if got[LIM_CONN] then lim.conn = tonumber(got[LIM_CONN]) end
-    if got[LIM_BUDGET] then lim.budget = tonumber(got[LIM_BUDGET]) end
-    lim.block = got[LIM_BLOCK] == '1'
   end
-  pol_cache[h] = lim
-  return lim
+  return got, rules, block_by
+end
+
+-- host_entry is the value of host h's entry in the active hosts' hash: what its lookup
+-- found under the current generation ('1' without any rule).
+local host_entry_of = {}
+local function host_entry(h)
+  local g = policy_gen()
+  if not g then return '1' end
+  local e = host_entry_of[h]
+  if e then return e end
+  local got, rules, block_by = lookup(h)
+  if #rules == 0 then
+    e = g
+  else
+    local f = {}
+    for k = 1, LIM_BLOCK do f[k] = got[k] or LIM_UNSET end
+    f[#f + 1] = block_by or LIM_UNSET
+    for _, sc in ipairs(rules) do f[#f + 1] = sc end
+    e = g .. '\t' .. table.concat(f, ' ')
+  end
+  host_entry_of[h] = e
+  pol_cache[h] = merged_limits(got, rules, block_by)
+  return e
+end
+
+local function host_limits(h)
+  local c = pol_cache[h]
+  if c then return c end
+  if policy_any() then
+    host_entry(h)
+    return pol_cache[h]
+  end
+  c = base_limits()
+  pol_cache[h] = c
+  return c
+end
+
+-- active_limits is host_limits for a host whose entry in the active hosts' hash is v
+-- (nil: not active): read from v while its generation is the table's, else looked up and
+-- v rewritten.
+local function active_limits(h, v)
+  local c = pol_cache[h]
+  if c then return c end
+  local g = policy_gen()
+  if not g or not v then return host_limits(h) end
+  if v == g then
+    c = base_limits()
+  elseif string.sub(v, 1, #g + 1) == g .. '\t' then
+    local got, rules, k, block_by = {}, {}, 0, nil
+    for tok in string.gmatch(string.sub(v, #g + 2), '[^ ]+') do
+      k = k + 1
+      if k <= LIM_BLOCK then
+        if tok ~= LIM_UNSET then got[k] = tok end
+      elseif k == LIM_BLOCK + 1 then
+        if tok ~= LIM_UNSET then block_by = tok end
+      else
+        rules[#rules + 1] = tok
+      end
+    end
+    c = merged_limits(got, rules, block_by)
+  else
+    redis.call('HSET', K_HOSTS, h, host_entry(h))
+    return pol_cache[h]
+  end
+  pol_cache[h] = c
+  return c
 end
 
 -- slots_out is the earliest lease deadline of the tasks of host h out (nil: none), over

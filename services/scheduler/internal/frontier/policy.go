@@ -3,6 +3,7 @@ package frontier
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"time"
 
@@ -66,14 +67,18 @@ func (c PolicyChange) Empty() bool { return len(c.Set) == 0 && len(c.Deleted) ==
 
 // SyncPolicy makes the shard's policy table hold what the rule set implies (PolicyTable),
 // writing only the entries that differ: it reads the table, so it is right at start, after
-// a restart of Redis, and when several processes serve the shard. The scripts read the
-// table on every step, so a change is in force from the next step on.
+// a restart of Redis, and when several processes serve the shard. Every change gives the
+// table a new generation (frontierkeys.PolicyGenField), and a table without rules has
+// none, so the limits active hosts keep with them (politeness.PolicyModule) are looked up
+// again: a change is in force from the next step on.
 func (f *Frontier) SyncPolicy(ctx context.Context, s *policy.Set) (PolicyChange, error) {
 	want := PolicyTable(s)
 	have, err := f.rdb.HGetAll(ctx, f.k.Policy()).Result()
 	if err != nil {
 		return PolicyChange{}, fmt.Errorf("frontier: shard %d: read the policy table: %w", f.o.Shard, err)
 	}
+	_, hasGen := have[frontierkeys.PolicyGenField]
+	delete(have, frontierkeys.PolicyGenField)
 	var ch PolicyChange
 	var set []any
 	for k, v := range want {
@@ -87,22 +92,35 @@ func (f *Frontier) SyncPolicy(ctx context.Context, s *policy.Set) (PolicyChange,
 			ch.Deleted = append(ch.Deleted, k)
 		}
 	}
-	if ch.Empty() {
+	if ch.Empty() && hasGen == (len(want) > 0) {
 		return ch, nil
 	}
 	_, err = f.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		if len(want) == 0 {
+			p.Del(ctx, f.k.Policy())
+			return nil
+		}
 		for i := 0; i < len(set); i += 2000 {
 			p.HSet(ctx, f.k.Policy(), set[i:min(i+2000, len(set))]...)
 		}
 		for i := 0; i < len(ch.Deleted); i += 1000 {
 			p.HDel(ctx, f.k.Policy(), ch.Deleted[i:min(i+1000, len(ch.Deleted))]...)
 		}
+		p.HSet(ctx, f.k.Policy(), frontierkeys.PolicyGenField, policyGen(s))
 		return nil
 	})
 	if err != nil {
 		return PolicyChange{}, fmt.Errorf("frontier: shard %d: write the policy table: %w", f.o.Shard, err)
 	}
 	return ch, nil
+}
+
+// policyGen is a fresh generation for the policy table: the rule set's version, for a
+// reader, and random bits, so that no two writes share one even when Redis lost the last
+// (its AOF syncs once a second) and a scheduler writes the same version again over
+// different entries.
+func policyGen(s *policy.Set) string {
+	return strconv.FormatInt(s.Version(), 10) + "-" + strconv.FormatUint(rand.Uint64(), 36)
 }
 
 // PolicyApplied is what ApplyPolicy did.

@@ -23,6 +23,11 @@ type Rechecked struct {
 // ScopeChanged are the scopes whose rules changed between two sets in a field that
 // decides which URLs are crawled (max depth, include, exclude, block).
 func ScopeChanged(old, new *policy.Set) []policy.Scope {
+	if old == new {
+		// The periodic passes apply the set already rechecked: with 10,000 rules, comparing
+		// it with itself would cost milliseconds each time.
+		return nil
+	}
 	rules := func(s *policy.Set) map[string]policy.Stored {
 		m := map[string]policy.Stored{}
 		if s != nil {

@@ -139,7 +139,7 @@ end
 
 -- Counter deltas are buffered and written once per script.
 local STAT_NAMES = {'accepted', 'queued', 'fetched', 'failed', 'disallowed', 'out_of_scope',
-  'over_budget', 'dispatched', 'pages', 'expired', 'retired', 'parked'}
+  'over_budget', 'dispatched', 'pages', 'expired', 'retired', 'parked', 'slots_out'}
 local delta = {}
 for _, n in ipairs(STAT_NAMES) do delta[n] = 0 end
 local function bump(name, n) delta[name] = delta[name] + n end
@@ -207,5 +207,15 @@ local function bulk(cmd, key, args)
     redis.call(cmd, key, unpack(args, i, j))
     i = j + 1
   end
+end
+
+-- HMGET of any number of fields, in chunks like bulk; a missing field is nil.
+local function hmget(key, fields)
+  local out = {}
+  for i = 1, #fields, 1000 do
+    local r = redis.call('HMGET', key, unpack(fields, i, math.min(i + 999, #fields)))
+    for j = 1, #r do out[i + j - 1] = r[j] or nil end
+  end
+  return out
 end
 

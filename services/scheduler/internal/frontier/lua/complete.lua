@@ -43,13 +43,16 @@ local W = 8
 local out = {}
 -- All leases of the batch in one call. The lease deadlines are only needed for outcomes
 -- that made no request (to tell a late one), which are few.
-local leaseHosts, askDeadline = {}, {}
+local leaseHosts, askDeadline, outHosts = {}, {}, {}
 for j = 1, n do
   local b = A + 1 + W * (j - 1)
+  outHosts[j] = ARGV[b]
   leaseHosts[j] = slot_of(ARGV[b], ARGV[b + 1])
   if tonumber(ARGV[b + 2]) % 16 < 8 then askDeadline[#askDeadline + 1] = j end
 end
 local leases, deadlines = {}, {}
+-- The hosts' limits, kept in their entries of the active hosts' hash (active_limits).
+local hostv = policy_any() and hmget(K_HOSTS, outHosts) or {}
 for c = 1, n, 1000 do
   local r = redis.call('HMGET', K_LEASE, unpack(leaseHosts, c, math.min(c + 999, n)))
   for j = 1, #r do leases[c + j - 1] = r[j] end
@@ -94,6 +97,7 @@ for o = 1, n do
   else
     leaseDel[#leaseDel + 1] = sid
     consumed[sid] = true
+    slot_ended(h, sid)
     local hkey = hk(h)
     local st = redis.call('HMGET', hkey, 'next', 'cd', 'err', 'fails', 'fetched', 'rtavg', 'rt')
     local stNext = tonumber(st[1] or '0') or 0
@@ -102,7 +106,7 @@ for o = 1, n do
     local stFails = tonumber(st[4] or '0') or 0
     local errs, fails = stErr, stFails
     local set = {}
-    local lim = host_limits(h)
+    local lim = active_limits(h, hostv[o])
     local capped = 0
     if newcd >= 0 and newcd ~= cd then
       cd = newcd
@@ -189,7 +193,7 @@ for o = 1, n do
     end
     if refund then
       bump('pages', -1)
-      if charge_hosts() then redis.call('HINCRBY', hkey, 'pages', -1) end
+      if charge_host(h) then redis.call('HINCRBY', hkey, 'pages', -1) end
     end
     if reset then errs = 0 end
     local teS = n2s(te)

@@ -18,18 +18,20 @@ if #hs == 0 then
   return out
 end
 bulk('ZREM', K_HEAP, hs)
+-- The hosts' limits, kept in their entries of the active hosts' hash (active_limits).
+local hv = policy_any() and hmget(K_HOSTS, hs) or {}
 local freed = {}
 local th, te, tslot = {}, {}, {}
 local again = {}
-for _, h in ipairs(hs) do
-  local lim = host_limits(h)
+for i, h in ipairs(hs) do
+  local lim = active_limits(h, hv[i])
   local blocked = lim.block
   local e = not blocked and redis.call('LPOP', bq(h))
   -- The lease slot (several connections, or any live policy, which may have lowered
   -- them with tasks out): the first free of the host's connections, none when as many
   -- tasks as it may have are out (counted over a few more slots than its connections).
   local k, busy = 0, 0
-  if e and (lim.conn > 1 or policy_any()) then
+  if e and (lim.conn > 1) then
     local ids = {}
     for j = 0, math.max(lim.conn, 8) - 1 do ids[j + 1] = slot_id(h, j) end
     local held = redis.call('HMGET', K_LEASE, unpack(ids))
@@ -61,7 +63,7 @@ for _, h in ipairs(hs) do
   else
     local over = MAXP > 0 and pages_used() >= MAXP
     local hb = host_budget(h)
-    if not over and charge_hosts() then
+    if not over and charge_host(h) then
       if redis.call('HINCRBY', hk(h), 'pages', 1) > hb and hb > 0 then
         redis.call('HINCRBY', hk(h), 'pages', -1)
         over = true
@@ -104,7 +106,10 @@ if n > 0 then
     -- (AOF everysec) and seq runs again: a reused token would make JetStream drop the new
     -- task (and its page and outcome) as duplicates of the lost dispatch's messages.
     local tok = SHARD .. '-' .. n2s(last - n + j) .. '-' .. ARGV[3]
-    if tslot[j] > 0 then tok = tok .. TOKEN_SLOT .. tslot[j] end
+    if tslot[j] > 0 then
+      tok = tok .. TOKEN_SLOT .. tslot[j]
+      bump('slots_out', 1)
+    end
     local sid = slot_id(th[j], tslot[j])
     leaseArgs[#leaseArgs + 1] = sid
     leaseArgs[#leaseArgs + 1] = tok .. ' ' .. te[j]

@@ -12,10 +12,11 @@ for j = A, #ARGV - 1, 2 do
   local sp = v and string.find(v, ' ', 1, true)
   if sp and string.sub(v, 1, sp - 1) == tok then
     redis.call('HDEL', K_LEASE, sid)
+    slot_ended(h, sid)
     redis.call('HDEL', K_LASTERR, sid)
     redis.call('ZREM', K_INFLIGHT, sid)
     bump('pages', -1)
-    if charge_hosts() then redis.call('HINCRBY', hk(h), 'pages', -1) end
+    if charge_host(h) then redis.call('HINCRBY', hk(h), 'pages', -1) end
     local rest = redis.call('LLEN', bq(h))
     if rest > 0 then redis.call('DEL', bq(h)) end
     bump('queued', -rest)

@@ -24,6 +24,7 @@ for _, sid in ipairs(hs) do
   local sp = v and string.find(v, ' ', 1, true)
   local back = false
   if sp then
+    slot_ended(h, sid)
     local d, hp, att, u = parse(string.sub(v, sp + 1))
     local r = 'failed'
     local why = 'no outcome before the lease deadline'

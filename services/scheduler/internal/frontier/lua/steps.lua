@@ -2,15 +2,15 @@
 -- common.lua and the politeness modules, whose functions they call.
 
 -- A host's page budget: its live policy's host_budget, else TRAWL_MAX_PAGES_PER_HOST (0:
--- none). Pages are charged to host:<host> pages whenever some budget may apply (a per-host
--- setting, or any live policy, which may set one later), so a budget set mid-crawl counts
--- the pages fetched since the policy table held its first entry.
+-- none). Pages are charged to host:<host> pages while a budget applies to the host
+-- (charge_host), so a budget set mid-crawl counts the pages fetched from then on; the
+-- other hosts pay no write per page.
 local function host_budget(h)
   local b = host_limits(h).budget
   if b == nil then return MAXPH end
   return b
 end
-local function charge_hosts() return MAXPH > 0 or policy_any() end
+local function charge_host(h) return MAXPH > 0 or host_budget(h) > 0 end
 
 -- Parking. A host a live policy blocks (host_limits(h).block) is never dispatched: its
 -- queued URLs move, in queue order, to the end of its park list (park:<host>), counted in
@@ -181,7 +181,7 @@ local function route()
       local r = redis.call('HMGET', K_HOSTS, unpack(ask))
       for j = 1, #ask do
         local h = ask[j]
-        if host_limits(h).block then
+        if active_limits(h, r[j] or nil).block then
           -- Its queue goes to the park list first, so the park list keeps queue order.
           if r[j] then
             local _, freed = park_host(h)
@@ -236,7 +236,7 @@ local function route()
         rules_bump(host_limits(h).rules, PSTAT_HOSTS, 1)
         redis.call('RPUSH', bq(h), e)
         hostArgs[#hostArgs + 1] = h
-        hostArgs[#hostArgs + 1] = '1'
+        hostArgs[#hostArgs + 1] = host_entry(h)
         heapArgs[#heapArgs + 1] = n2s(newNext[h])
         heapArgs[#heapArgs + 1] = h
         known[h] = 'active'
@@ -293,10 +293,29 @@ local function exhausted(att, text)
   return 'attempts exhausted after ' .. n2s(att + 1) .. ' attempts: ' .. text
 end
 
+-- Tasks out on lease slots after a host's first (stats slots_out), read once per script.
+-- Only a host whose policy allows several connections takes those slots, so while there
+-- are none, a host allowed one connection has no task out but the one in its first slot
+-- and its slots need no reading; a host whose connections were lowered with tasks out
+-- keeps the count above 0 until they end.
+local extra_base = nil
+local function extra_out()
+  if extra_base == nil then
+    extra_base = tonumber(redis.call('HGET', K_STATS, 'slots_out') or '0') or 0
+  end
+  return extra_base + delta['slots_out']
+end
+-- slot_ended counts the end of the task out in lease slot sid of host h.
+local function slot_ended(h, sid)
+  if sid ~= h then bump('slots_out', -1) end
+end
+-- check_slots says host h's lease slots must be read: it may have more than one task out.
+local function check_slots(lim) return lim.conn > 1 or extra_out() > 0 end
+
 -- slots_busy counts the other tasks of host h out, besides the slots in done (ended in
--- this script): 0 without any live policy (one connection, whose only task is ending).
+-- this script): 0 when it can have no other (check_slots).
 local function slots_busy(h, lim, done)
-  if lim.conn <= 1 and not policy_any() then return 0 end
+  if not check_slots(lim) then return 0 end
   local ids = {}
   -- A few more than the connections: they may have been lowered with tasks out.
   for j = 0, math.max(lim.conn, 8) - 1 do ids[j + 1] = slot_id(h, j) end
