@@ -12,11 +12,14 @@ TEST_FLAGS ?= -count=1 -timeout 25m
 # End-to-end tests run the services as separate binaries; their process only hosts the
 # embedded NATS server, whose own internals the race detector would be testing.
 E2E        := ./devstack/e2e/...
+# The end-to-end tests and the integration module make test leaves to make test-policy-render.
+POLICY_RENDER_E2E := ^(TestPolicy|TestRender)
+RENDER_ITEST      := /services/renderer/itest
 BENCH_TIME ?= 1s
 
 export GOFLAGS ?= -buildvcs=false
 
-.PHONY: all build test vet run bench fuzz unit tidy clean interop docs-crawl compose-test
+.PHONY: all build test test-policy-render vet run bench fuzz unit tidy clean interop docs-crawl compose-test
 
 all: build
 
@@ -30,11 +33,20 @@ vet:
 	$(GO) vet $(PKGS)
 	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
-## test: unit, integration (real NATS JetStream + redis-server) and end-to-end tests
+## test: unit, integration (real NATS JetStream + redis-server) and end-to-end tests, but for those
+## of live site policies and rendering end to end and the renderer's own integration tests (make
+## test-policy-render, which CI runs next), so that the edit-test loop stays near ten minutes
 test: vet
 	@$(GO) run ./devstack/cmd/trawl-deps redis-server chromium
-	$(GO) test -race $(TEST_FLAGS) $$($(GO) list $(PKGS) | grep -v /devstack/e2e)
-	$(GO) test $(TEST_FLAGS) $(E2E)
+	$(GO) test -race $(TEST_FLAGS) $$($(GO) list $(PKGS) | grep -v -e /devstack/e2e -e $(RENDER_ITEST))
+	$(GO) test $(TEST_FLAGS) -skip '$(POLICY_RENDER_E2E)' $(E2E)
+
+## test-policy-render: live site policies and rendering end to end (each judged from the synthetic
+## web's own request log) and the renderer's integration tests with a real Chromium
+test-policy-render: vet
+	@$(GO) run ./devstack/cmd/trawl-deps redis-server chromium
+	$(GO) test -race $(TEST_FLAGS) ./services/renderer/itest/...
+	$(GO) test $(TEST_FLAGS) -run '$(POLICY_RENDER_E2E)' $(E2E)
 
 ## interop: the archiver's WARC files read back by warcio.js, Webrecorder's reader (installs
 ## node, npm and warcio when missing)
