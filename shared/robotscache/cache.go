@@ -73,8 +73,15 @@ func NewStore(kv KV, o StoreOptions) *Store {
 	return &Store{kv: kv, o: o, local: newLRU(o.LocalSize)}
 }
 
+// Key is the Redis key of origin's entry (origin is scheme://host[:port]) under the key
+// prefix: the layout the fetchers, renderers and trawlctl's inspect share.
+func Key(prefix, origin string) string { return prefix + ":robots:" + origin }
+
+// HopKey is the Redis key of origin's pending robots.txt hop under the key prefix.
+func HopKey(prefix, origin string) string { return prefix + ":robots-hop:" + origin }
+
 // Key is the Redis key of origin's entry (origin is scheme://host[:port]).
-func (s *Store) Key(origin string) string { return s.o.Prefix + ":robots:" + origin }
+func (s *Store) Key(origin string) string { return Key(s.o.Prefix, origin) }
 
 // TTL is how long an entry is kept: briefly for an unreachable robots.txt, so the host is
 // retried soon, and TTL otherwise.
@@ -135,7 +142,7 @@ type Hop struct {
 const hopTTL = time.Hour
 
 // HopKey is the Redis key of origin's pending hop.
-func (s *Store) HopKey(origin string) string { return s.o.Prefix + ":robots-hop:" + origin }
+func (s *Store) HopKey(origin string) string { return HopKey(s.o.Prefix, origin) }
 
 // GetHop returns origin's pending robots.txt hop, or nil.
 func (s *Store) GetHop(ctx context.Context, origin string) (*Hop, error) {

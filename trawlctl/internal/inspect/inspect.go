@@ -25,6 +25,7 @@ import (
 	"github.com/trawl/trawl/shared/recrawl"
 	"github.com/trawl/trawl/shared/renderconf"
 	"github.com/trawl/trawl/shared/robots"
+	"github.com/trawl/trawl/shared/robotscache"
 	"github.com/trawl/trawl/shared/topology"
 	"github.com/trawl/trawl/shared/urlnorm"
 	"github.com/trawl/trawl/trawlctl/internal/bloom"
@@ -219,7 +220,7 @@ func Explain(ctx context.Context, rdb redis.UniversalClient, o Options, rawURL s
 	r := &Report{Input: rawURL, URL: norm, Host: strings.ToLower(u.Hostname()), Origin: u.Scheme + "://" + u.Host}
 	r.Shard = topology.ShardOf(r.Host, o.Shards)
 	ks := frontierkeys.ForShard(o.Prefix, r.Shard)
-	robotsKey := o.Prefix + ":robots:" + r.Origin
+	robotsKey := robotscache.Key(o.Prefix, r.Origin)
 
 	// Everything but the Bloom bits and the queue scans in one round trip.
 	var (
