@@ -24,6 +24,36 @@ func Host(raw string) (string, error) {
 	return h, nil
 }
 
+// HostOf is the lowercased hostname of an absolute URL in this package's normal form
+// (scheme://[userinfo@]host[:port]/path…), read without parsing the URL: the parser's
+// scope asks it for every link, and the frontier's router reads a queued URL's host by
+// the same rule in Lua (hostof, in the scheduler's common.lua), which the frontier checks
+// against Host before a URL is queued. "" when the URL has no authority or an unclosed
+// IPv6 bracket.
+func HostOf(u string) string {
+	i := strings.Index(u, "://")
+	if i < 0 {
+		return ""
+	}
+	auth := u[i+3:]
+	if j := strings.IndexAny(auth, "/?#"); j >= 0 {
+		auth = auth[:j]
+	}
+	if j := strings.LastIndexByte(auth, '@'); j >= 0 {
+		auth = auth[j+1:]
+	}
+	if strings.HasPrefix(auth, "[") {
+		j := strings.IndexByte(auth, ']')
+		if j < 0 {
+			return ""
+		}
+		auth = auth[1:j]
+	} else if j := strings.IndexByte(auth, ':'); j >= 0 {
+		auth = auth[:j]
+	}
+	return strings.ToLower(auth)
+}
+
 // Origin returns scheme://host[:port] of a normalised URL (the robots.txt scope).
 func Origin(raw string) (string, error) {
 	u, err := url.Parse(raw)

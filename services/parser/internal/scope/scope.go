@@ -211,7 +211,7 @@ func (f *Filter) Select(p Page, links []crawlmsg.Link) ([]crawlmsg.Discovered, R
 		}
 		return nil, rej
 	}
-	pageHost := hostOf(p.URL)
+	pageHost := urlnorm.HostOf(p.URL)
 	pageKey := f.key(pageHost)
 	// Sized once: most links of a page pass.
 	out := make([]crawlmsg.Discovered, 0, len(links))
@@ -261,7 +261,7 @@ func (f *Filter) SelectEmbeds(p Page, embeds []crawlmsg.Link, linked []crawlmsg.
 		size += discoveredSize(d)
 		skip[d.URL] = true
 	}
-	pageHost := hostOf(p.URL)
+	pageHost := urlnorm.HostOf(p.URL)
 	pageKey := f.key(pageHost)
 	crawlScope := f.cfg.EmbedScope == EmbedCrawl
 	// Requisites held to the crawl's scope are held to the rules' too; by default they
@@ -343,7 +343,7 @@ func (f *Filter) checkURL(l crawlmsg.Link, pageHost, pageKey string, inScope boo
 	if f.cfg.MaxURLLength > 0 && len(l.URL) > f.cfg.MaxURLLength {
 		return ReasonLength, false
 	}
-	host := hostOf(l.URL)
+	host := urlnorm.HostOf(l.URL)
 	if host == "" {
 		return ReasonInvalid, false
 	}
@@ -391,30 +391,4 @@ func RegisteredDomain(host string) string {
 		return host
 	}
 	return d
-}
-
-// hostOf returns the lowercased hostname of an absolute URL in urlnorm's normal form
-// (scheme://[userinfo@]host[:port]/path…), without allocating a url.URL per link.
-func hostOf(u string) string {
-	i := strings.Index(u, "://")
-	if i < 0 {
-		return ""
-	}
-	rest := u[i+3:]
-	if j := strings.IndexAny(rest, "/?#"); j >= 0 {
-		rest = rest[:j]
-	}
-	if j := strings.LastIndexByte(rest, '@'); j >= 0 {
-		rest = rest[j+1:]
-	}
-	if strings.HasPrefix(rest, "[") {
-		if j := strings.IndexByte(rest, ']'); j >= 0 {
-			return strings.ToLower(rest[1:j])
-		}
-		return ""
-	}
-	if j := strings.LastIndexByte(rest, ':'); j >= 0 {
-		rest = rest[:j]
-	}
-	return strings.ToLower(rest)
 }

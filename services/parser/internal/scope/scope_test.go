@@ -207,18 +207,3 @@ func TestParseMode(t *testing.T) {
 		t.Error("New accepted an unknown mode")
 	}
 }
-
-func TestHostOf(t *testing.T) {
-	tests := map[string]string{
-		"http://Example.com/a":        "example.com",
-		"https://u:p@h.example:8443/": "h.example",
-		"http://[2001:db8::1]:80/x":   "2001:db8::1",
-		"http://h?q":                  "h",
-		"nonsense":                    "",
-	}
-	for in, want := range tests {
-		if got := hostOf(in); got != want {
-			t.Errorf("hostOf(%q) = %q, want %q", in, got, want)
-		}
-	}
-}

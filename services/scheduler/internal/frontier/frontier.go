@@ -379,36 +379,10 @@ func (f *Frontier) admissible(u crawlmsg.Discovered) (string, bool) {
 		return "", false
 	}
 	host, err := urlnorm.Host(u.URL)
-	if err != nil || host != luaHost(u.URL) || strings.ContainsAny(host, " \t\r\n") {
+	if err != nil || host != urlnorm.HostOf(u.URL) || strings.ContainsAny(host, " \t\r\n") {
 		return "", false
 	}
 	return host, true
-}
-
-// luaHost is the Go twin of hostof in lua/common.lua: the router finds a queued URL's host
-// by this rule, so a URL for which it disagrees with urlnorm.Host is not queued.
-func luaHost(u string) string {
-	i := strings.Index(u, "://")
-	if i < 0 {
-		return ""
-	}
-	auth := u[i+3:]
-	if j := strings.IndexAny(auth, "/?#"); j >= 0 {
-		auth = auth[:j]
-	}
-	if j := strings.LastIndexByte(auth, '@'); j >= 0 {
-		auth = auth[j+1:]
-	}
-	if strings.HasPrefix(auth, "[") {
-		j := strings.IndexByte(auth, ']')
-		if j < 0 {
-			return ""
-		}
-		auth = auth[1:j]
-	} else if j := strings.IndexByte(auth, ':'); j >= 0 {
-		auth = auth[:j]
-	}
-	return strings.ToLower(auth)
 }
 
 // Dispatch hands out up to max tasks, one per host whose next fetch time has come by the

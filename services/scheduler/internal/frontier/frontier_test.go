@@ -8,43 +8,7 @@ import (
 	"github.com/trawl/trawl/shared/envconfig"
 	"github.com/trawl/trawl/shared/frontierconf"
 	"github.com/trawl/trawl/shared/politeness"
-	"github.com/trawl/trawl/shared/urlnorm"
 )
-
-// The Lua router finds hosts with hostof; luaHost is its Go twin and must agree with
-// urlnorm.Host on every normalised URL, or a URL would be queued under the wrong host.
-func TestLuaHostAgreesWithURLNorm(t *testing.T) {
-	for _, raw := range []string{
-		"http://Example.COM/a",
-		"https://example.com:8443/a?b#c",
-		"http://user:pw@example.com:81/",
-		"http://a@b@example.com/",
-		"http://[2001:DB8::1]:8080/x",
-		"http://[::1]/",
-		"http://127.0.0.1/",
-		"http://xn--bcher-kva.example/",
-		"http://bücher.example/",
-		"https://example.com?x=1",
-		"https://example.com#frag",
-		"http://0x7f.1/",
-		"http://example.com./",
-		"http://under_score.example/",
-	} {
-		t.Run(raw, func(t *testing.T) {
-			n, err := urlnorm.Normalize(raw)
-			if err != nil {
-				t.Fatalf("normalize: %v", err)
-			}
-			want, err := urlnorm.Host(n)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := luaHost(n); got != want {
-				t.Fatalf("luaHost(%q) = %q, urlnorm.Host = %q", n, got, want)
-			}
-		})
-	}
-}
 
 func TestAdmissible(t *testing.T) {
 	f := New(nil, DefaultOptions(0), nil)

@@ -114,8 +114,9 @@ local function parse(e)
   return d, hp, tonumber(a), u
 end
 
--- hostof mirrors url.URL.Hostname for the normalised URLs the frontier accepts; Go checks
--- the two agree before a URL is queued (frontier.luaHost).
+-- hostof mirrors url.URL.Hostname for the normalised URLs the frontier accepts; its Go
+-- twin is urlnorm.HostOf, and Go checks it against urlnorm.Host before a URL is queued
+-- (Frontier.admissible).
 local function hostof(u)
   local s = string.find(u, '://', 1, true)
   if not s then return nil end
