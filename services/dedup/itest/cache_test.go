@@ -227,7 +227,7 @@ func TestServiceRedeliveryBypassesCache(t *testing.T) {
 		return s.metric(t, "trawl_dedup_cache_hits_total") == 2
 	})
 
-	if err := natsx.Ensure(ctx, s.js, s.cfg.Topology(), s.cfg.Timings(), quietLog()); err != nil {
+	if err := natsx.Ensure(ctx, s.js, s.cfg.Common.Topology(), s.cfg.Common.Timings(), quietLog()); err != nil {
 		t.Fatal(err)
 	}
 	got, ids := map[int][]string{}, map[string]int{}
@@ -306,7 +306,7 @@ func TestServiceBloomSpansManyKeys(t *testing.T) {
 	})
 	c := redisClient(t, s.redis)
 	ctx := testwait.Context(t)
-	f, err := bloom.New(s.cfg.RedisPrefix, s.cfg.Bloom)
+	f, err := bloom.New(s.cfg.Common.RedisPrefix, s.cfg.Bloom)
 	if err != nil {
 		t.Fatal(err)
 	}

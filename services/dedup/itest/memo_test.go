@@ -84,7 +84,7 @@ func TestServiceMemosTrimmedToAckFloor(t *testing.T) {
 		t.Fatalf("taken message has sequence %d, want %d", seq, acked+1)
 	}
 	// Memos left behind for messages long acked, which nothing will forget.
-	store := seen.New(c, nil, s.cfg.RedisPrefix)
+	store := seen.New(c, nil, s.cfg.Common.RedisPrefix)
 	for i := 1; i <= acked; i++ {
 		if err := c.HSet(ctx, store.MemoKey(), fmt.Sprintf("left:%d", i), "0").Err(); err != nil {
 			t.Fatal(err)

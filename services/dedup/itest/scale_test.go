@@ -154,7 +154,7 @@ func TestServiceBloomGrowth(t *testing.T) {
 	if n := s.metric(t, "trawl_dedup_bloom_layers"); n != 2 {
 		t.Errorf("trawl_dedup_bloom_layers = %v, want 2 (1000 + 2000 URLs)", n)
 	}
-	f, err := bloom.New(s.cfg.RedisPrefix, s.cfg.Bloom)
+	f, err := bloom.New(s.cfg.Common.RedisPrefix, s.cfg.Bloom)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -76,7 +76,7 @@ func startStack(t *testing.T, redisOpts redisproc.Options, env map[string]string
 	}
 	t.Cleanup(nc.Close)
 	// The streams must exist before the test publishes; the service declares the same.
-	if err := natsx.Ensure(ctx, js, cfg.Topology(), cfg.Timings(), quiet); err != nil {
+	if err := natsx.Ensure(ctx, js, cfg.Common.Topology(), cfg.Common.Timings(), quiet); err != nil {
 		t.Fatal(err)
 	}
 
@@ -149,7 +149,7 @@ func (s *stack) publishRaw(t *testing.T, data []byte) {
 func (s *stack) frontier(t *testing.T, into map[int][]string, ids map[string]int) {
 	t.Helper()
 	ctx := testwait.Context(t)
-	for shard := range s.cfg.Shards {
+	for shard := range s.cfg.Common.Shards {
 		cons, err := s.js.Consumer(ctx, topology.StreamFrontier, topology.SchedulerFrontierConsumer(shard))
 		if err != nil {
 			t.Fatal(err)
@@ -384,7 +384,7 @@ func (s *stack) takeAsCrashed(t *testing.T, c *redis.Client, urls []string) (str
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := bloom.New(s.cfg.RedisPrefix, s.cfg.Bloom)
+	f, err := bloom.New(s.cfg.Common.RedisPrefix, s.cfg.Bloom)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -395,7 +395,7 @@ func (s *stack) takeAsCrashed(t *testing.T, c *redis.Client, urls []string) (str
 	for i, u := range urls {
 		msg.URLs = append(msg.URLs, seen.URL{Index: i, URL: u})
 	}
-	if _, err := seen.New(c, f, s.cfg.RedisPrefix).TestAndSet(ctx, []seen.Message{msg}); err != nil {
+	if _, err := seen.New(c, f, s.cfg.Common.RedisPrefix).TestAndSet(ctx, []seen.Message{msg}); err != nil {
 		t.Fatal(err)
 	}
 	return msg.ID, msg.Seq

@@ -322,7 +322,7 @@ func TestServiceLivePolicyBlockAndUnblock(t *testing.T) {
 	s.publish(topology.FrontierSubject(0), &batch)
 	testwait.Eventually(t, 10*time.Second, "a.example fetched a few times", func() bool { return fx.tasksFor("a.example") >= 3 })
 
-	store := policy.NewStore(s.rdb, s.cfg.RedisPrefix)
+	store := policy.NewStore(s.rdb, s.cfg.Common.RedisPrefix)
 	changed := time.Now()
 	if _, _, err := store.Apply(ctx, []policy.Change{{Rule: hostRule("a.example", policy.Rule{Block: pbool(true)})}}, "test", 0); err != nil {
 		t.Fatal(err)
@@ -337,7 +337,7 @@ func TestServiceLivePolicyBlockAndUnblock(t *testing.T) {
 	if d := last.Sub(changed); d > 2*time.Second {
 		t.Fatalf("a.example got a task %s after the block", d)
 	}
-	if ph, ok, err := frontierkeys.ReadParkedHost(ctx, s.rdb, s.cfg.RedisPrefix, 0, "a.example"); err != nil || !ok || ph.Reason != frontierkeys.ParkBlocked {
+	if ph, ok, err := frontierkeys.ReadParkedHost(ctx, s.rdb, s.cfg.Common.RedisPrefix, 0, "a.example"); err != nil || !ok || ph.Reason != frontierkeys.ParkBlocked {
 		t.Fatalf("ReadParkedHost = %+v, %v, %v", ph, ok, err)
 	}
 	before := fx.tasksFor("a.example")

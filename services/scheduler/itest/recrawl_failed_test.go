@@ -56,7 +56,7 @@ func TestRecrawlRetiredHostKeepsSchedules(t *testing.T) {
 	})
 
 	const host = "down.test"
-	shard := topology.ShardOf(host, s.cfg.Shards)
+	shard := topology.ShardOf(host, s.cfg.Common.Shards)
 	us := []string{"http://down.test/a", "http://down.test/b", "http://down.test/later"}
 	now := time.Now()
 	var msgs []*nats.Msg
@@ -109,7 +109,7 @@ func TestFailedRecrawlScheduledAfterSchedulerDeath(t *testing.T) {
 	s.stop()
 
 	const u = "http://gone.test/page"
-	shard := topology.ShardOf("gone.test", s.cfg.Shards)
+	shard := topology.ShardOf("gone.test", s.cfg.Common.Shards)
 	f := frontier.New(s.rdb, service.FrontierOptions(s.cfg, shard), service.Prioritizer(s.cfg))
 	st := crawlmsg.Recrawl{ETag: `"y"`, Interval: 60_000, Fetches: 2, Due: time.Now().UnixMilli()}
 	e := crawlmsg.RecrawlEntry{URL: u, Depth: 2, State: st}

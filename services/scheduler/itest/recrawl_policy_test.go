@@ -25,12 +25,12 @@ func TestFailedRecrawlWithinRuleBounds(t *testing.T) {
 		t.Fatal(err)
 	}
 	max := policy.Duration(20 * time.Second)
-	if _, _, err := policy.NewStore(s.rdb, s.cfg.RedisPrefix).Apply(ctx, []policy.Change{{Rule: policy.Rule{Scope: sc, RecrawlMax: &max}}}, "test", 0); err != nil {
+	if _, _, err := policy.NewStore(s.rdb, s.cfg.Common.RedisPrefix).Apply(ctx, []policy.Change{{Rule: policy.Rule{Scope: sc, RecrawlMax: &max}}}, "test", 0); err != nil {
 		t.Fatal(err)
 	}
 
 	const u = "http://bounded.test/page"
-	shard := topology.ShardOf("bounded.test", s.cfg.Shards)
+	shard := topology.ShardOf("bounded.test", s.cfg.Common.Shards)
 	f := frontier.New(s.rdb, service.FrontierOptions(s.cfg, shard), service.Prioritizer(s.cfg))
 	e := crawlmsg.RecrawlEntry{URL: u, Depth: 2, State: crawlmsg.Recrawl{Interval: 60_000, Fetches: 2, Due: time.Now().UnixMilli()}}
 	if _, err := f.AddBatches(ctx, []frontier.Batch{{ID: "due:1", URLs: []crawlmsg.Discovered{e.Discovered()}}}); err != nil {

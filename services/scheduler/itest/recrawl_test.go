@@ -34,7 +34,7 @@ func TestRecrawlScheduleToTask(t *testing.T) {
 		t.Helper()
 		e := &crawlmsg.RecrawlEntry{URL: u, Depth: 3, State: crawlmsg.Recrawl{ETag: etag, LastModified: "Mon, 02 Jan 2006 15:04:05 GMT",
 			Digest: "d", Interval: 5000, Due: due.UnixMilli()}}
-		m, err := recrawl.Schedule(topology.ShardOf("recrawl.test", s.cfg.Shards), e, id)
+		m, err := recrawl.Schedule(topology.ShardOf("recrawl.test", s.cfg.Common.Shards), e, id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -48,7 +48,7 @@ func TestRecrawlScheduleToTask(t *testing.T) {
 		t.Fatalf("CRAWL_RECRAWL holds %d messages, want the URL's one schedule", n)
 	}
 	// The status page shows the schedule waiting.
-	resp, err := http.Get("http://" + s.cfg.HTTPAddr + "/status.json")
+	resp, err := http.Get("http://" + s.cfg.Common.HTTPAddr + "/status.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func TestRecrawlFailedRescheduled(t *testing.T) {
 	})
 
 	const u = "http://down.test/page"
-	shard := topology.ShardOf("down.test", s.cfg.Shards)
+	shard := topology.ShardOf("down.test", s.cfg.Common.Shards)
 	e := &crawlmsg.RecrawlEntry{URL: u, Depth: 1, State: crawlmsg.Recrawl{ETag: `"x"`, Interval: 60_000, Fetches: 4, Due: time.Now().UnixMilli()}}
 	m, err := recrawl.Schedule(shard, e, "s1")
 	if err != nil {

@@ -186,7 +186,7 @@ func TestServiceHoldsDispatchWhileJetStreamUnavailable(t *testing.T) {
 	}
 
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if err := natsx.Ensure(ctx, s.js, s.cfg.Topology(), s.cfg.Timings(), log); err != nil {
+	if err := natsx.Ensure(ctx, s.js, s.cfg.Common.Topology(), s.cfg.Common.Timings(), log); err != nil {
 		t.Fatal(err)
 	}
 	fx := s.runFetcher(ctx, fetched200)

@@ -144,7 +144,7 @@ func (s *stack) startService(env map[string]string, opts ...service.Option) (con
 	})
 	// Ready once /readyz answers: NATS topology ensured, Redis up, loops running.
 	testwait.Eventually(t, 30*time.Second, "service ready", func() bool {
-		resp, err := http.Get("http://" + cfg.HTTPAddr + "/readyz")
+		resp, err := http.Get("http://" + cfg.Common.HTTPAddr + "/readyz")
 		if err != nil {
 			return false
 		}
@@ -190,7 +190,7 @@ func (s *stack) publish(subject string, v any) {
 // metric returns the value of one series from /metrics (0 if absent).
 func (s *stack) metric(name string, labels map[string]string) float64 {
 	s.t.Helper()
-	resp, err := http.Get("http://" + s.cfg.HTTPAddr + "/metrics")
+	resp, err := http.Get("http://" + s.cfg.Common.HTTPAddr + "/metrics")
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -457,7 +457,7 @@ func TestServiceRetriesThroughRedisOutage(t *testing.T) {
 	// While Redis is down the consumer gate holds messages back instead of spending deliveries.
 	s.publish(topology.FrontierSubject(0), &crawlmsg.FrontierBatch{URLs: []crawlmsg.Discovered{{URL: "http://a.example/2"}, {URL: "http://b.example/1"}}})
 	testwait.Eventually(t, 10*time.Second, "readiness reports redis down", func() bool {
-		resp, err := http.Get("http://" + s.cfg.HTTPAddr + "/readyz")
+		resp, err := http.Get("http://" + s.cfg.Common.HTTPAddr + "/readyz")
 		if err != nil {
 			return false
 		}

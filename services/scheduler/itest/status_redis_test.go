@@ -30,7 +30,7 @@ type statusBody struct {
 // getStatus reads the scheduler's /status.json: its status code, body and report.
 func (s *stack) getStatus() (int, string, statusBody) {
 	s.t.Helper()
-	resp, err := http.Get("http://" + s.cfg.HTTPAddr + "/status.json")
+	resp, err := http.Get("http://" + s.cfg.Common.HTTPAddr + "/status.json")
 	if err != nil {
 		s.t.Fatal(err)
 	}

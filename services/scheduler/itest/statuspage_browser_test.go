@@ -147,11 +147,11 @@ func TestStatusPageInChromium(t *testing.T) {
 
 	// busy.example's server address has a request in flight (another host's, under
 	// per-server politeness); slow.example's has no state.
-	if err := s.rdb.HSet(context.Background(), politeness.ServerKey(s.cfg.RedisPrefix, netip.MustParseAddr("192.0.2.20")),
+	if err := s.rdb.HSet(context.Background(), politeness.ServerKey(s.cfg.Common.RedisPrefix, netip.MustParseAddr("192.0.2.20")),
 		"until", time.Now().Add(time.Hour).UnixMilli(), "tok", "t", "host", "other.example").Err(); err != nil {
 		t.Fatal(err)
 	}
-	url := "http://" + s.cfg.HTTPAddr + "/status"
+	url := "http://" + s.cfg.Common.HTTPAddr + "/status"
 	nctx, ncancel := context.WithTimeout(tab, 30*time.Second)
 	defer ncancel()
 	if err := chromedp.Do(nctx, chromedp.Navigate(url)); err != nil {
@@ -253,10 +253,10 @@ func TestStatusPageInChromium(t *testing.T) {
 			}
 			changes = append(changes, policy.Change{Rule: policy.Rule{Scope: sc, MaxDepth: new(int)}})
 		}
-		if _, _, err := policy.NewStore(s.rdb, s.cfg.RedisPrefix).Apply(ctx, changes, "test", 0); err != nil {
+		if _, _, err := policy.NewStore(s.rdb, s.cfg.Common.RedisPrefix).Apply(ctx, changes, "test", 0); err != nil {
 			t.Fatal(err)
 		}
-		st := frontierkeys.ForShard(s.cfg.RedisPrefix, 0).PolicyStats()
+		st := frontierkeys.ForShard(s.cfg.Common.RedisPrefix, 0).PolicyStats()
 		field := func(scope, counter string) string { return scope + "\t" + counter }
 		if err := s.rdb.HSet(ctx, st,
 			field("host:r100.example", frontierkeys.PolicyStatParked), 7, field("host:r100.example", frontierkeys.PolicyStatBlocked), 7, field("host:r100.example", frontierkeys.PolicyStatHosts), 1,

@@ -74,9 +74,9 @@ func TestDispatchHoldsForRegisteredIndexer(t *testing.T) {
 			info.State.FirstSeq, info.State.Msgs, held.Fetched, hosts)
 	}
 	if !s.held(ctx, "docs-lag") {
-		t.Fatalf("dispatch held by %q, want docs-lag", s.rdb.HGet(ctx, frontierkeys.Dispatch(s.cfg.RedisPrefix), "held").Val())
+		t.Fatalf("dispatch held by %q, want docs-lag", s.rdb.HGet(ctx, frontierkeys.Dispatch(s.cfg.Common.RedisPrefix), "held").Val())
 	}
-	if n := s.rdb.HGet(ctx, frontierkeys.Dispatch(s.cfg.RedisPrefix), "indexers").Val(); n != "1" {
+	if n := s.rdb.HGet(ctx, frontierkeys.Dispatch(s.cfg.Common.RedisPrefix), "indexers").Val(); n != "1" {
 		t.Fatalf("indexers %q in the dispatch state, want 1 (the ad-hoc tap is not registered)", n)
 	}
 
@@ -149,5 +149,5 @@ func TestDispatchHoldsWhileBodiesStoreFills(t *testing.T) {
 
 // held reports whether the scheduler's published dispatch state names stage as holding.
 func (s *stack) held(ctx context.Context, stage string) bool {
-	return strings.Contains(s.rdb.HGet(ctx, frontierkeys.Dispatch(s.cfg.RedisPrefix), "held").Val(), stage)
+	return strings.Contains(s.rdb.HGet(ctx, frontierkeys.Dispatch(s.cfg.Common.RedisPrefix), "held").Val(), stage)
 }

@@ -180,7 +180,7 @@ func TestRestartAppliesWaitingOutcomesBeforeReaping(t *testing.T) {
 	}
 	testwait.Eventually(t, 30*time.Second, "deadlines and grace past by the Redis clock", func() bool {
 		now, err := s.rdb.Time(ctx).Result()
-		return err == nil && now.UnixMilli() > last+s.cfg.AckWait.Milliseconds()+500
+		return err == nil && now.UnixMilli() > last+s.cfg.Common.AckWait.Milliseconds()+500
 	})
 
 	_, stop, done := s.startService(nil)
@@ -292,7 +292,7 @@ func TestDispatchHoldsWhileParserBehind(t *testing.T) {
 	s.publish(topology.FrontierSubject(0), &batch)
 
 	testwait.Eventually(t, 30*time.Second, "dispatch held for the parser", func() bool {
-		return strings.Contains(s.rdb.HGet(ctx, frontierkeys.Dispatch(s.cfg.RedisPrefix), "held").Val(), "parser") &&
+		return strings.Contains(s.rdb.HGet(ctx, frontierkeys.Dispatch(s.cfg.Common.RedisPrefix), "held").Val(), "parser") &&
 			s.metric("trawl_scheduler_dispatch_backpressure", map[string]string{"stage": "parser"}) == 1
 	})
 	// Held: the fetchers drain what is out, then nothing more comes.
@@ -311,7 +311,7 @@ func TestDispatchHoldsWhileParserBehind(t *testing.T) {
 	if n := s.metric("trawl_scheduler_dispatch_backpressure_total", map[string]string{"stage": "parser"}); n < 1 {
 		t.Fatalf("dispatch_backpressure_total{stage=parser} %v, want the hold counted", n)
 	}
-	if n := s.rdb.HGet(ctx, frontierkeys.Dispatch(s.cfg.RedisPrefix), "holds").Val(); n == "" || n == "0" {
+	if n := s.rdb.HGet(ctx, frontierkeys.Dispatch(s.cfg.Common.RedisPrefix), "holds").Val(); n == "" || n == "0" {
 		t.Fatalf("holds %q in the dispatch state, want counted", n)
 	}
 

@@ -19,8 +19,8 @@ func TestDefaults(t *testing.T) {
 	if c.Bloom.Capacity != 10_000_000 || c.Bloom.FPRate != 0.01 || c.Bloom.KeyBits != 1<<31 || c.Bloom.Growth != 2 || c.Bloom.Tighten != 0.5 || c.MemoTrimInterval != 30*time.Second {
 		t.Errorf("bloom defaults = %+v", c.Bloom)
 	}
-	if c.MaxDepth != 20 || c.Batch != 256 || c.FillInterval != time.Minute || c.HTTPAddr != ":9104" {
-		t.Errorf("defaults: max depth %d, batch %d, fill %s, http %q", c.MaxDepth, c.Batch, c.FillInterval, c.HTTPAddr)
+	if c.MaxDepth != 20 || c.Batch != 256 || c.FillInterval != time.Minute || c.Common.HTTPAddr != ":9104" {
+		t.Errorf("defaults: max depth %d, batch %d, fill %s, http %q", c.MaxDepth, c.Batch, c.FillInterval, c.Common.HTTPAddr)
 	}
 	if c.CacheSize != 50_000 || !c.Norm.StripSessionIDs || c.Norm.SortQuery {
 		t.Errorf("defaults: cache size %d, normalisation %+v; want 50000, strip session ids, unsorted query", c.CacheSize, c.Norm)
@@ -47,7 +47,7 @@ func TestOverrides(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.Bloom.Capacity != 100_000 || c.Bloom.FPRate != 0.001 || c.Bloom.KeyBits != 65536 ||
-		c.MaxDepth != 3 || c.Batch != 1000 || c.FillInterval != 0 || c.HTTPAddr != "127.0.0.1:0" ||
+		c.MaxDepth != 3 || c.Batch != 1000 || c.FillInterval != 0 || c.Common.HTTPAddr != "127.0.0.1:0" ||
 		c.CacheSize != 0 || c.Norm.StripSessionIDs || !c.Norm.SortQuery {
 		t.Errorf("overrides not applied: %+v", c)
 	}

@@ -35,7 +35,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 // start brings up the shared plumbing and the seen test, publishes the seeds and
 // registers the loops.
 func start(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *runner.Runner, err error) {
-	filter, err := bloom.NewParts(cfg.RedisPrefix, cfg.Bloom)
+	filter, err := bloom.NewParts(cfg.Common.RedisPrefix, cfg.Bloom)
 	if err != nil {
 		return nil, fmt.Errorf("dedup: %w", err)
 	}
@@ -60,7 +60,7 @@ func start(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *runner.
 		"fp_rate", first.FPRate, "growth", first.Growth, "tighten", first.Tighten, "layers", filter.Layers(),
 		"newest_bits", newest.M, "newest_hashes", newest.K, "bytes", filter.Bytes(), "next_layer_bytes", filter.NextBytes(),
 		"meta", first.MetaKey())
-	if redisx.IsCluster(cfg.RedisURL) && len(filter) == 1 {
+	if redisx.IsCluster(cfg.Common.RedisURL) && len(filter) == 1 {
 		log.Warn("the seen filter is in one part, so one Redis Cluster master holds it and takes every seen test; "+
 			"set TRAWL_BLOOM_PARTS to a few times the masters for a new crawl", "meta", first.MetaKey())
 	}
@@ -94,7 +94,7 @@ func start(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *runner.
 		publish:  func(ctx context.Context, msgs []*nats.Msg) error { return natsx.PublishBatch(ctx, js, msgs) },
 		norm:     cfg.Norm,
 		maxDepth: cfg.MaxDepth,
-		shards:   cfg.Shards,
+		shards:   cfg.Common.Shards,
 		m:        m,
 		log:      log,
 	}
@@ -106,7 +106,7 @@ func start(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *runner.
 	}
 	opts := natsx.ConsumeOptions{
 		Batch:      cfg.Batch,
-		ErrorAfter: cfg.ErrorAfter,
+		ErrorAfter: cfg.Common.ErrorAfter,
 		Ready:      r.Crawl.Ready,
 		OnTerm:     func(reason string) { m.terminated.WithLabelValues(reason).Inc() },
 		Log:        log,
@@ -128,7 +128,7 @@ func start(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *runner.
 		}, cfg.MemoTrimInterval, m, log)
 		return nil
 	})
-	log.Info("dedup starting", "batch", cfg.Batch, "max_depth", cfg.MaxDepth, "shards", cfg.Shards,
+	log.Info("dedup starting", "batch", cfg.Batch, "max_depth", cfg.MaxDepth, "shards", cfg.Common.Shards,
 		"cache_size", cfg.CacheSize, "strip_session_ids", cfg.Norm.StripSessionIDs, "sort_query", cfg.Norm.SortQuery)
 	return r, nil
 }

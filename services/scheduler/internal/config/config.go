@@ -20,7 +20,7 @@ const DefaultHTTPAddr = ":9102"
 
 // Config is the scheduler's configuration.
 type Config struct {
-	envconfig.Common
+	Common envconfig.Common
 
 	// Settings are the frontier's settings (queues, retries, depth, budgets, host
 	// retirement and state, backlinks).
@@ -89,7 +89,7 @@ func Load(r *envconfig.Reader) (Config, error) {
 	}
 	spec := r.String("SCHEDULER_SHARDS", "")
 	if spec == "" {
-		for s := range max(c.Shards, 0) {
+		for s := range max(c.Common.Shards, 0) {
 			c.SchedulerShards = append(c.SchedulerShards, s)
 		}
 	} else {
@@ -182,8 +182,8 @@ func (c Config) Validate() error {
 		}
 		seen := map[int]bool{}
 		for _, s := range c.SchedulerShards {
-			if s < 0 || s >= c.Shards {
-				bad("TRAWL_SCHEDULER_SHARDS: shard %d outside 0..TRAWL_SHARDS-1 (%d)", s, c.Shards-1)
+			if s < 0 || s >= c.Common.Shards {
+				bad("TRAWL_SCHEDULER_SHARDS: shard %d outside 0..TRAWL_SHARDS-1 (%d)", s, c.Common.Shards-1)
 			}
 			if seen[s] {
 				bad("TRAWL_SCHEDULER_SHARDS: shard %d listed twice", s)

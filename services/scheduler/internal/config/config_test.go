@@ -45,8 +45,8 @@ func TestDefaults(t *testing.T) {
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("defaults:\n got %+v\nwant %+v", c, want)
 	}
-	if c.HTTPAddr != DefaultHTTPAddr {
-		t.Fatalf("HTTPAddr = %q, want %q", c.HTTPAddr, DefaultHTTPAddr)
+	if c.Common.HTTPAddr != DefaultHTTPAddr {
+		t.Fatalf("HTTPAddr = %q, want %q", c.Common.HTTPAddr, DefaultHTTPAddr)
 	}
 }
 

@@ -152,9 +152,9 @@ func (s *shard) publish(ctx context.Context, tasks []crawlmsg.FetchTask) bool {
 	if len(tasks) == 0 {
 		return true
 	}
-	msgs := make([]*nats.Msg, 0, (len(tasks)+s.cfg.TaskBatch-1)/s.cfg.TaskBatch)
-	for start := 0; start < len(tasks); start += s.cfg.TaskBatch {
-		chunk := tasks[start:min(start+s.cfg.TaskBatch, len(tasks))]
+	msgs := make([]*nats.Msg, 0, (len(tasks)+s.cfg.Common.TaskBatch-1)/s.cfg.Common.TaskBatch)
+	for start := 0; start < len(tasks); start += s.cfg.Common.TaskBatch {
+		chunk := tasks[start:min(start+s.cfg.Common.TaskBatch, len(tasks))]
 		var data []byte
 		var err error
 		if len(chunk) == 1 {
@@ -175,7 +175,7 @@ func (s *shard) publish(ctx context.Context, tasks []crawlmsg.FetchTask) bool {
 	if err := natsx.PublishBatch(pctx, s.js, msgs); err != nil {
 		s.m.publishFailures.WithLabelValues(s.label).Add(float64(len(tasks)))
 		s.log.Error("publish fetch tasks failed; their leases will expire and the reaper will requeue them",
-			"tasks", len(tasks), "lease_ttl", s.cfg.LeaseTTL, "err", err)
+			"tasks", len(tasks), "lease_ttl", s.cfg.Common.LeaseTTL, "err", err)
 		return false
 	}
 	s.m.dispatched.WithLabelValues(s.label).Add(float64(len(tasks)))

@@ -88,7 +88,7 @@ type gate struct {
 }
 
 func newGate(cfg config.Config, js jetstream.JetStream, rdb redis.UniversalClient, m *metrics, log *slog.Logger) *gate {
-	return &gate{js: js, rdb: rdb, key: frontierkeys.Dispatch(cfg.RedisPrefix), cfg: cfg, m: m, log: log.With("loop", "dispatch gate"), held: map[string]bool{}}
+	return &gate{js: js, rdb: rdb, key: frontierkeys.Dispatch(cfg.Common.RedisPrefix), cfg: cfg, m: m, log: log.With("loop", "dispatch gate"), held: map[string]bool{}}
 }
 
 // run polls until ctx ends.

@@ -38,7 +38,7 @@ type policies struct {
 // newPolicies loads the rules once; an error stops the scheduler, which would otherwise
 // crawl blocked sites.
 func newPolicies(ctx context.Context, cfg config.Config, rdb redis.UniversalClient, log *slog.Logger) (*policies, error) {
-	w, err := policy.NewWatcher(ctx, policy.NewStore(rdb, cfg.RedisPrefix), cfg.Policy.Poll)
+	w, err := policy.NewWatcher(ctx, policy.NewStore(rdb, cfg.Common.RedisPrefix), cfg.Policy.Poll)
 	if err != nil {
 		return nil, err
 	}

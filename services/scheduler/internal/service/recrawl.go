@@ -85,7 +85,7 @@ func (s *shard) dueLoop(ctx context.Context) {
 }
 
 func (s *shard) dueAllowance(ctx context.Context, in *dueIntake) (int, error) {
-	key := frontierkeys.ForShard(s.cfg.RedisPrefix, s.id).Stats()
+	key := frontierkeys.ForShard(s.cfg.Common.RedisPrefix, s.id).Stats()
 	h, err := s.rdb.HGetAll(ctx, key).Result()
 	if err != nil {
 		return 0, fmt.Errorf("read %s: %w", key, err)
@@ -294,7 +294,7 @@ func recrawlBacklog(cfg config.Config, js jetstream.JetStream, now func() time.T
 		if last != nil && now().Sub(at) < backlogEvery {
 			return last, nil
 		}
-		b, err := recrawl.ReadBacklog(ctx, js, cfg.Shards, backlogSample, now())
+		b, err := recrawl.ReadBacklog(ctx, js, cfg.Common.Shards, backlogSample, now())
 		if err != nil {
 			return nil, err
 		}

@@ -122,7 +122,7 @@ func newStatusPage(cfg config.Config, rdb redis.UniversalClient, why *redisx.Las
 	for _, s := range cfg.SchedulerShards {
 		served[s] = true
 	}
-	shards := make([]statuspage.Shard, cfg.Shards)
+	shards := make([]statuspage.Shard, cfg.Common.Shards)
 	for i := range shards {
 		shards[i] = statuspage.Shard{ID: i, Served: served[i],
 			Source: explained{frontier.New(rdb, FrontierOptions(cfg, i), Prioritizer(cfg)), why}}
@@ -142,7 +142,7 @@ func newStatusPage(cfg config.Config, rdb redis.UniversalClient, why *redisx.Las
 			}
 		},
 		Dispatch: func(ctx context.Context) (statuspage.Dispatch, bool, error) {
-			st, ok, err := ReadDispatchState(ctx, rdb, cfg.RedisPrefix)
+			st, ok, err := ReadDispatchState(ctx, rdb, cfg.Common.RedisPrefix)
 			if !ok || err != nil {
 				return statuspage.Dispatch{}, ok, err
 			}
@@ -152,13 +152,13 @@ func newStatusPage(cfg config.Config, rdb redis.UniversalClient, why *redisx.Las
 				PagesBytes: st.PagesBytes, PagesMaxBytes: st.PagesMaxBytes}, true, nil
 		},
 		SeenFilter: func(ctx context.Context) (map[string]string, error) {
-			return rdb.HGetAll(ctx, bloomhash.StatsKey(cfg.RedisPrefix)).Result()
+			return rdb.HGetAll(ctx, bloomhash.StatsKey(cfg.Common.RedisPrefix)).Result()
 		},
 		Recrawl: recrawlBacklog(cfg, js, now),
 		Stuck: func(ctx context.Context) ([]frontierkeys.StuckLease, time.Time, error) {
-			return frontierkeys.ReadStuck(ctx, rdb, cfg.RedisPrefix, cfg.Shards, cfg.LeaseTTL, statuspage.MaxStuck)
+			return frontierkeys.ReadStuck(ctx, rdb, cfg.Common.RedisPrefix, cfg.Common.Shards, cfg.Common.LeaseTTL, statuspage.MaxStuck)
 		},
-		Rules: activeRules(rdb, cfg.RedisPrefix, cfg.Shards, rules),
+		Rules: activeRules(rdb, cfg.Common.RedisPrefix, cfg.Common.Shards, rules),
 	})
 }
 
@@ -233,7 +233,7 @@ func newShard(ctx context.Context, cfg config.Config, id int, js jetstream.JetSt
 		js: js, rdb: rdb, m: m, log: log.With("shard", id),
 		subject: topology.FetchSubject(id), frontC: fc, outcomeC: oc, dueC: dc,
 		wake: make(chan struct{}, 1), resched: make(chan struct{}, 1), now: time.Now,
-		replicated: redisx.NewWaiter(rdb, cfg.RedisWait),
+		replicated: redisx.NewWaiter(rdb, cfg.Common.RedisWait),
 	}, nil
 }
 
@@ -247,10 +247,10 @@ func (s *shard) waitReplicated(ctx context.Context) error {
 // FrontierOptions maps the configuration to shard's frontier options.
 func FrontierOptions(cfg config.Config, shard int) frontier.Options {
 	o := frontier.DefaultOptions(shard)
-	o.KeyPrefix = cfg.RedisPrefix
+	o.KeyPrefix = cfg.Common.RedisPrefix
 	o.Settings = cfg.Settings
 	o.Rules = cfg.Rules
-	o.LeaseTTL = cfg.LeaseTTL
+	o.LeaseTTL = cfg.Common.LeaseTTL
 	o.KeepFailedRecrawls = cfg.Common.Topology().Recrawl
 	return o
 }
@@ -268,7 +268,7 @@ func (s *shard) start(r *runner.Runner) {
 	consume := func(name string, c jetstream.Consumer, h natsx.BatchHandler) func(context.Context) error {
 		return func(ctx context.Context) error {
 			return natsx.ConsumeBatches(ctx, c, natsx.ConsumeOptions{
-				ErrorAfter: s.cfg.ErrorAfter,
+				ErrorAfter: s.cfg.Common.ErrorAfter,
 				Ready:      ready,
 				OnTerm:     func(reason string) { s.m.terminated.WithLabelValues(name, reason).Inc() },
 				Log:        s.log.With("consumer", name),
@@ -326,7 +326,7 @@ type reapRound struct {
 // reapGrace is how long past its deadline a lease is kept for its outcome: at least the
 // outcome consumer's AckWait, so an outcome held by a scheduler that died comes back
 // (and is applied normally) before its lease is reaped.
-func (s *shard) reapGrace() time.Duration { return s.cfg.AckWait }
+func (s *shard) reapGrace() time.Duration { return s.cfg.Common.AckWait }
 
 // reap returns the URLs of leases expired more than the grace ago to their queues, but only
 // once every outcome that was waiting when that cutoff was taken has been applied: after a
