@@ -18,6 +18,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/trawl/trawl/devstack/natsembed"
@@ -223,6 +224,34 @@ func TestRunnerLoopErrors(t *testing.T) {
 			}
 			if !r.NC.IsClosed() {
 				t.Error("NATS still open after a failed Run")
+			}
+		})
+	}
+}
+
+// A consume loop waits on the crawl guard exactly when the service uses Redis.
+func TestRunnerConsumeOptionsReady(t *testing.T) {
+	ns := natsembed.StartT(t)
+	rs := redisproc.StartT(t, redisproc.Options{})
+	terminated := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "terminated_total"}, []string{"reason"})
+	for _, tc := range []struct {
+		name  string
+		opts  []runner.Option
+		ready bool
+	}{
+		{"without redis", nil, false},
+		{"with redis", []runner.Option{runner.WithRedis()}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := startRunner(t, runnerEnv(ns, rs), tc.opts...)
+			o := r.ConsumeOptions(terminated)
+			if (o.Ready != nil) != tc.ready {
+				t.Fatalf("Ready set: %v, want %v", o.Ready != nil, tc.ready)
+			}
+			if o.Ready != nil {
+				if err := o.Ready(testwait.Context(t)); err != nil {
+					t.Errorf("Ready with Redis up = %v", err)
+				}
 			}
 		})
 	}

@@ -92,10 +92,11 @@ type Runner struct {
 	Metrics *obs.Metrics
 	HTTP    *obs.Server
 
-	loops     []loop
-	closers   []func()
-	closeOnce sync.Once
-	flush     time.Duration
+	loops      []loop
+	closers    []func()
+	closeOnce  sync.Once
+	flush      time.Duration
+	errorAfter int // TRAWL_LOG_ERROR_AFTER
 }
 
 type loop struct {
@@ -113,7 +114,7 @@ func Start(ctx context.Context, name string, c envconfig.Common, log *slog.Logge
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
 	}
-	r := &Runner{Name: name, Log: log, Topology: c.Topology(), Registry: obs.NewRegistry(), flush: o.flush}
+	r := &Runner{Name: name, Log: log, Topology: c.Topology(), Registry: obs.NewRegistry(), flush: o.flush, errorAfter: c.ErrorAfter}
 	r.Metrics = obs.NewMetrics(r.Registry, name)
 	defer func() {
 		if err != nil {
@@ -160,6 +161,26 @@ func (r *Runner) natsReady(context.Context) error {
 		return fmt.Errorf("nats: %s", r.NC.Status())
 	}
 	return nil
+}
+
+// ConsumeOptions are a consume loop's options as every service sets them: a message that
+// keeps failing is logged at error level from TRAWL_LOG_ERROR_AFTER deliveries on; when the
+// service uses Redis, the loop does not pull while the crawl guard says Redis cannot take
+// the work (Crawl.Ready), so an outage spends no deliveries; each terminated message is
+// counted in terminated under labels and its reason; the loop logs with the service's
+// logger. The caller adds what is the loop's own (Batch, InFlight, Weight, DrainTimeout)
+// and may wrap Ready or narrow Log.
+func (r *Runner) ConsumeOptions(terminated *prometheus.CounterVec, labels ...string) natsx.ConsumeOptions {
+	labels = labels[:len(labels):len(labels)] // append below copies: OnTerm runs concurrently
+	o := natsx.ConsumeOptions{
+		ErrorAfter: r.errorAfter,
+		OnTerm:     func(reason string) { terminated.WithLabelValues(append(labels, reason)...).Inc() },
+		Log:        r.Log,
+	}
+	if r.Crawl != nil {
+		o.Ready = r.Crawl.Ready
+	}
+	return o
 }
 
 // Addr is the address /metrics, /healthz and /readyz are served on.

@@ -14,7 +14,6 @@ import (
 
 	"github.com/trawl/trawl/services/archiver/internal/config"
 	"github.com/trawl/trawl/services/archiver/internal/warc"
-	"github.com/trawl/trawl/shared/crawlid"
 	"github.com/trawl/trawl/shared/natsx"
 	"github.com/trawl/trawl/shared/runner"
 	"github.com/trawl/trawl/shared/topology"
@@ -30,8 +29,7 @@ type Service struct {
 	run    *runner.Runner
 	nc     *nats.Conn
 	js     jetstream.JetStream
-	crawl  *crawlid.Guard // nil when TRAWL_ARCHIVE_REVISITS is off (no Redis)
-	digs   *digests       // nil when TRAWL_ARCHIVE_REVISITS is off
+	digs   *digests // nil when TRAWL_ARCHIVE_REVISITS is off
 	bodies jetstream.ObjectStore
 	cons   jetstream.Consumer
 	m      *metrics
@@ -73,7 +71,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Service, 
 			s.Close()
 		}
 	}()
-	s.nc, s.js, s.bodies, s.crawl = s.run.NC, s.run.JS, s.run.Bodies, s.run.Crawl
+	s.nc, s.js, s.bodies = s.run.NC, s.run.JS, s.run.Bodies
 	s.m = newMetrics(s.run.Metrics)
 	if len(rec.Files) > 0 {
 		s.m.recovered.Add(float64(len(rec.Files)))
@@ -135,16 +133,10 @@ func (s *Service) Run(ctx context.Context) error {
 func (s *Service) consume(ctx context.Context) error {
 	s.log.Info("archiver consuming", "stream", topology.StreamPages, "consumer", topology.ConsumerArchiver,
 		"dir", s.cfg.Dir, "id", s.cfg.ID, "max_size", s.cfg.MaxSize, "revisits", s.cfg.Revisits, "http", s.Addr())
-	opts := natsx.ConsumeOptions{
-		Batch:      s.cfg.Batch,
-		ErrorAfter: s.cfg.Common.ErrorAfter,
-		OnTerm:     func(reason string) { s.m.terminated.WithLabelValues(reason).Inc() },
-		Log:        s.log,
-	}
-	if s.crawl != nil {
-		// While Redis is away every batch would fail its digest lookup: wait instead.
-		opts.Ready = s.crawl.Ready
-	}
+	// With revisits on, the loop waits while Redis is away (every batch would fail its
+	// digest lookup).
+	opts := s.run.ConsumeOptions(s.m.terminated)
+	opts.Batch = s.cfg.Batch
 	// One batch at a time (InFlight 1): the file is one sequence, and a batch is acked
 	// only after its records are synced.
 	return natsx.ConsumeBatches(ctx, s.cons, opts, s.HandleBatch)

@@ -104,13 +104,8 @@ func start(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *runner.
 		checker.Cache = cache.New(cfg.CacheSize)
 		h.entries = checker.Cache.Len
 	}
-	opts := natsx.ConsumeOptions{
-		Batch:      cfg.Batch,
-		ErrorAfter: cfg.Common.ErrorAfter,
-		Ready:      r.Crawl.Ready,
-		OnTerm:     func(reason string) { m.terminated.WithLabelValues(reason).Inc() },
-		Log:        log,
-	}
+	opts := r.ConsumeOptions(m.terminated)
+	opts.Batch = cfg.Batch
 	r.Go("consume", func(ctx context.Context) error { return natsx.ConsumeBatches(ctx, cons, opts, h.handle) })
 	if cfg.FillInterval > 0 {
 		r.Go("fill ratio", func(ctx context.Context) error {

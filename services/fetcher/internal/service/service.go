@@ -211,15 +211,11 @@ func (s *Service) Run(ctx context.Context) error {
 		s.work = startWorkers(s.cfg.Concurrency, s.handleTask)
 		defer s.work.stop()
 		// Slots count tasks: a message takes one per task it holds.
-		return natsx.ConsumeEach(ctx, s.cons, natsx.ConsumeOptions{
-			Batch:        s.cfg.Concurrency,
-			Weight:       taskCount,
-			ErrorAfter:   s.cfg.Common.ErrorAfter,
-			Ready:        s.ready,
-			DrainTimeout: s.taskBudget(),
-			OnTerm:       func(reason string) { s.m.terminated.WithLabelValues(reason).Inc() },
-			Log:          s.log,
-		}, s.handle)
+		opts := s.run.ConsumeOptions(s.m.terminated)
+		opts.Batch, opts.Weight = s.cfg.Concurrency, taskCount
+		opts.Ready = s.ready
+		opts.DrainTimeout = s.taskBudget()
+		return natsx.ConsumeEach(ctx, s.cons, opts, s.handle)
 	})
 	s.log.Info("fetcher consuming", "concurrency", s.cfg.Concurrency, "metrics", s.Addr(), "allow_cidrs", s.cfg.AllowCIDRs)
 	return s.run.Run(ctx)

@@ -24,7 +24,6 @@ import (
 	"github.com/trawl/trawl/services/parser/internal/extract"
 	"github.com/trawl/trawl/services/parser/internal/render"
 	"github.com/trawl/trawl/services/parser/internal/scope"
-	"github.com/trawl/trawl/shared/crawlid"
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/natsx"
 	"github.com/trawl/trawl/shared/obs"
@@ -50,10 +49,8 @@ type Service struct {
 	proc *processor
 	// bodies holds page bodies sent by reference (crawlmsg.BodyRef).
 	bodies jetstream.ObjectStore
-	// crawl gates consumption on Redis holding the crawl's state; nil without Redis.
-	crawl *crawlid.Guard
-	run   *runner.Runner
-	cons  jetstream.Consumer
+	run    *runner.Runner
+	cons   jetstream.Consumer
 	// rules keeps the live site policies current; nil with TRAWL_PARSER_POLICY=false.
 	rules *policy.Watcher
 }
@@ -87,7 +84,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Service, 
 		}
 	}()
 	s.nc, s.js, s.bodies, s.http = s.run.NC, s.run.JS, s.run.Bodies, s.run.HTTP
-	s.rdb, s.crawl = s.run.Redis, s.run.Crawl
+	s.rdb = s.run.Redis
 	s.proc.render, err = render.New(cfg.Render, s.policyRule())
 	if err != nil {
 		return nil, err
@@ -195,18 +192,10 @@ func (s *Service) consume(ctx context.Context) error {
 		"concurrency", s.cfg.ParseConcurrency, "batch", s.cfg.ParseBatch, "inflight", s.cfg.ParseInFlight, "http", s.Addr(),
 		"content_dedup", s.cfg.ContentDedup, "near_dup_distance", s.cfg.NearDupDistance,
 		"embeds", s.cfg.Embeds, "embeds_on", s.proc.embeds.On())
-	opts := natsx.ConsumeOptions{
-		Batch:      s.cfg.ParseBatch,
-		InFlight:   s.cfg.ParseInFlight,
-		ErrorAfter: s.cfg.Common.ErrorAfter,
-		OnTerm:     func(reason string) { s.m.terminated.WithLabelValues(reason).Inc() },
-		Log:        s.log,
-	}
-	if s.crawl != nil {
-		// While Redis is away every batch would fail its duplicate check: wait instead of
-		// spending deliveries.
-		opts.Ready = s.crawl.Ready
-	}
+	// With Redis, the loop waits while Redis is away (every batch would fail its duplicate
+	// check).
+	opts := s.run.ConsumeOptions(s.m.terminated)
+	opts.Batch, opts.InFlight = s.cfg.ParseBatch, s.cfg.ParseInFlight
 	return natsx.ConsumeBatches(ctx, s.cons, opts, s.HandleBatch)
 }
 

@@ -25,7 +25,6 @@ import (
 	"github.com/trawl/trawl/services/renderer/internal/browser"
 	"github.com/trawl/trawl/services/renderer/internal/config"
 	"github.com/trawl/trawl/services/renderer/internal/render"
-	"github.com/trawl/trawl/shared/crawlid"
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/natsx"
 	"github.com/trawl/trawl/shared/policy"
@@ -45,7 +44,6 @@ type Service struct {
 	run     *runner.Runner
 	cons    jetstream.Consumer
 	bodies  jetstream.ObjectStore
-	crawl   *crawlid.Guard
 	browser *browser.Browser
 	answer  *answer.Answerer
 	render  *render.Renderer
@@ -119,7 +117,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Service, er
 	}
 	r.OnClose(br.Close)
 	s := &Service{
-		cfg: cfg, log: log, nc: r.NC, js: r.JS, run: r, cons: cons, bodies: r.Bodies, crawl: r.Crawl,
+		cfg: cfg, log: log, nc: r.NC, js: r.JS, run: r, cons: cons, bodies: r.Bodies,
 		browser: br, answer: ans, m: m, maxMsg: r.Topology.MaxMsgSize,
 		render: render.New(ans, render.Options{Timeout: cfg.Timeout, Settle: cfg.Settle, Log: log,
 			OnRefused: func(reason string) { m.refused.WithLabelValues(reason).Inc() }}),
@@ -159,14 +157,10 @@ func (s *Service) Run(ctx context.Context) error {
 		return nil
 	})
 	s.run.Go("consume", func(ctx context.Context) error {
-		return natsx.ConsumeEach(ctx, s.cons, natsx.ConsumeOptions{
-			Batch:        s.cfg.Tabs,
-			ErrorAfter:   s.cfg.Common.ErrorAfter,
-			Ready:        s.crawl.Ready,
-			DrainTimeout: s.cfg.Timeout + 10*time.Second,
-			OnTerm:       func(reason string) { s.m.terminated.WithLabelValues(reason).Inc() },
-			Log:          s.log,
-		}, s.handle)
+		opts := s.run.ConsumeOptions(s.m.terminated)
+		opts.Batch = s.cfg.Tabs
+		opts.DrainTimeout = s.cfg.Timeout + 10*time.Second
+		return natsx.ConsumeEach(ctx, s.cons, opts, s.handle)
 	})
 	s.log.Info("renderer consuming", "tabs", s.cfg.Tabs, "timeout", s.cfg.Timeout, "metrics", s.Addr())
 	return s.run.Run(ctx)

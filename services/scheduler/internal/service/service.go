@@ -264,16 +264,10 @@ func Prioritizer(cfg config.Config) frontier.Prioritizer {
 }
 
 func (s *shard) start(r *runner.Runner) {
-	ready := s.crawl.Ready
 	consume := func(name string, c jetstream.Consumer, h natsx.BatchHandler) func(context.Context) error {
-		return func(ctx context.Context) error {
-			return natsx.ConsumeBatches(ctx, c, natsx.ConsumeOptions{
-				ErrorAfter: s.cfg.Common.ErrorAfter,
-				Ready:      ready,
-				OnTerm:     func(reason string) { s.m.terminated.WithLabelValues(name, reason).Inc() },
-				Log:        s.log.With("consumer", name),
-			}, h)
-		}
+		opts := r.ConsumeOptions(s.m.terminated, name)
+		opts.Log = s.log.With("consumer", name)
+		return func(ctx context.Context) error { return natsx.ConsumeBatches(ctx, c, opts, h) }
 	}
 	r.Go(fmt.Sprintf("shard %d frontier consumer", s.id), consume("frontier", s.frontC, s.handleFrontier))
 	r.Go(fmt.Sprintf("shard %d outcome consumer", s.id), consume("outcomes", s.outcomeC, s.handleOutcomes))
