@@ -28,7 +28,7 @@ const maxBatch = 4096
 
 // Config is everything the service needs.
 type Config struct {
-	Common envconfig.Common
+	Common       envconfig.Common
 	Bloom        bloom.Params  // TRAWL_BLOOM_CAPACITY, _FP_RATE, _KEY_BITS, _GROWTH, _TIGHTEN, _PARTS
 	MaxDepth     int           // TRAWL_MAX_DEPTH: URLs deeper than this are dropped
 	Batch        int           // TRAWL_DEDUP_BATCH: input messages per Redis call
