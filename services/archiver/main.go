@@ -19,7 +19,7 @@ func main() {
 	if err == nil {
 		err = cfg.Validate()
 	}
-	runner.Main("archiver", cfg.Common, err, func(ctx context.Context, log *slog.Logger) error {
-		return service.Run(ctx, cfg, log)
+	runner.Main("archiver", cfg.Common, err, func(ctx context.Context, log *slog.Logger) (*service.Service, error) {
+		return service.New(ctx, cfg, log)
 	})
 }

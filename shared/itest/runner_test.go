@@ -55,19 +55,19 @@ func startRunner(t *testing.T, env map[string]string, opts ...runner.Option) *ru
 	return r
 }
 
-// runInBackground runs r until the returned stop is called; stop returns Run's error.
+// runInBackground runs r until the returned stop is called; stop returns RunLoops' error.
 func runInBackground(t *testing.T, r *runner.Runner) (stop func() error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(testwait.Context(t))
 	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
+	go func() { done <- r.RunLoops(ctx) }()
 	return func() error {
 		cancel()
 		select {
 		case err := <-done:
 			return err
 		case <-time.After(15 * time.Second):
-			t.Fatal("Run did not return after its context ended")
+			t.Fatal("RunLoops did not return after its context ended")
 			return nil
 		}
 	}
@@ -125,7 +125,7 @@ func TestRunnerShutdownOrder(t *testing.T) {
 	testwait.Eventually(t, 10*time.Second, "the runner to be ready", func() bool { return httpOK(r.Addr(), "/readyz") == nil })
 	addr := r.Addr()
 	if err := stop(); err != nil {
-		t.Fatalf("Run: %v", err)
+		t.Fatalf("RunLoops: %v", err)
 	}
 
 	want := []string{
@@ -176,7 +176,7 @@ func TestRunnerFlushesOnClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := <-stopped; err != nil {
-		t.Fatalf("Run: %v", err)
+		t.Fatalf("RunLoops: %v", err)
 	}
 	testwait.Eventually(t, 10*time.Second, "the last message to be stored", func() bool {
 		return streamMsgs(t, js, "FLUSH") == 1
@@ -204,12 +204,12 @@ func TestRunnerLoopErrors(t *testing.T) {
 			})
 			r.Go("failing", tc.failing)
 			done := make(chan error, 1)
-			go func() { done <- r.Run(testwait.Context(t)) }()
+			go func() { done <- r.RunLoops(testwait.Context(t)) }()
 			var err error
 			select {
 			case err = <-done:
 			case <-time.After(15 * time.Second):
-				t.Fatal("a failing loop did not stop Run")
+				t.Fatal("a failing loop did not stop RunLoops")
 			}
 			select {
 			case <-stopped:
@@ -217,10 +217,10 @@ func TestRunnerLoopErrors(t *testing.T) {
 				t.Error("the other loop was not stopped")
 			}
 			if err == nil || err.Error() != tc.want {
-				t.Fatalf("Run = %v, want %q", err, tc.want)
+				t.Fatalf("RunLoops = %v, want %q", err, tc.want)
 			}
 			if tc.name == "an error" && !errors.Is(err, boom) {
-				t.Errorf("Run = %v does not wrap the loop's error", err)
+				t.Errorf("RunLoops = %v does not wrap the loop's error", err)
 			}
 			if !r.NC.IsClosed() {
 				t.Error("NATS still open after a failed Run")
@@ -267,14 +267,15 @@ func TestRunnerStopDuringStartUp(t *testing.T) {
 	ctx, cancel := context.WithCancel(testwait.Context(t))
 	done := make(chan error, 1)
 	go func() {
-		done <- runner.Run(ctx, log, func(ctx context.Context) (*runner.Runner, error) {
-			return runner.Start(ctx, "itest", envconfig.LoadCommon(envconfig.FromMap(env), "127.0.0.1:0"), log, runner.WithRedis())
+		done <- runner.NewThenRun(ctx, log, func(ctx context.Context) (loopsOnly, error) {
+			r, err := runner.Start(ctx, "itest", envconfig.LoadCommon(envconfig.FromMap(env), "127.0.0.1:0"), log, runner.WithRedis())
+			return loopsOnly{r}, err
 		})
 	}()
 	testwait.Eventually(t, 10*time.Second, "start-up to wait for redis", func() bool { return strings.Contains(logs.String(), "waiting for redis") })
 	cancel()
 	if err := <-done; err != nil {
-		t.Fatalf("Run after a stop during start-up = %v, want nil", err)
+		t.Fatalf("NewThenRun after a stop during start-up = %v, want nil", err)
 	}
 }
 
@@ -361,24 +362,27 @@ func TestRunnerExitCode(t *testing.T) {
 // runnerChild is the service binary of TestRunnerExitCode.
 func runnerChild(scenario string) {
 	c := envconfig.LoadCommon(&envconfig.Reader{}, "127.0.0.1:0")
-	runner.Main("itest", c, c.Validate(), func(ctx context.Context, log *slog.Logger) error {
+	runner.Main("itest", c, c.Validate(), func(ctx context.Context, log *slog.Logger) (loopsOnly, error) {
 		log.Info("starting")
-		return runner.Run(ctx, log, func(ctx context.Context) (*runner.Runner, error) {
-			r, err := runner.Start(ctx, "itest", c, log, runner.WithRedis())
-			if err != nil {
-				return nil, err
+		r, err := runner.Start(ctx, "itest", c, log, runner.WithRedis())
+		if err != nil {
+			return loopsOnly{}, err
+		}
+		r.Go("work", func(ctx context.Context) error {
+			if scenario == "fail" {
+				return errors.New("work failed")
 			}
-			r.Go("work", func(ctx context.Context) error {
-				if scenario == "fail" {
-					return errors.New("work failed")
-				}
-				<-ctx.Done()
-				return nil
-			})
-			return r, nil
+			<-ctx.Done()
+			return nil
 		})
+		return loopsOnly{r}, nil
 	})
 }
+
+// loopsOnly is a service that is nothing but its runner's loops.
+type loopsOnly struct{ *runner.Runner }
+
+func (s loopsOnly) Run(ctx context.Context) error { return s.RunLoops(ctx) }
 
 // deadAddr is a local address nothing listens on.
 func deadAddr(t *testing.T) string {

@@ -38,10 +38,10 @@ func SetGCDefault() {
 
 // Main is a service binary's main after its configuration is loaded and validated
 // (cfgErr). `<binary> healthcheck` asks the running instance's /readyz and exits 0 or 1
-// (container images carry no curl). Otherwise it logs as c says and calls run under a
-// context that SIGINT and SIGTERM end; run is expected to use Run, which holds the exit
-// rule for a signal during start-up.
-func Main(name string, c envconfig.Common, cfgErr error, run func(ctx context.Context, log *slog.Logger) error) {
+// (container images carry no curl). Otherwise it logs as c says and, under a context that
+// SIGINT and SIGTERM end, builds the service with newService (the service package's New)
+// and runs it (NewThenRun, which holds the exit rule for a signal during start-up).
+func Main[S Service](name string, c envconfig.Common, cfgErr error, newService func(ctx context.Context, log *slog.Logger) (S, error)) {
 	if obs.HealthcheckArg() {
 		os.Exit(obs.Probe(context.Background(), c.HTTPAddr, os.Stderr))
 	}
@@ -59,7 +59,7 @@ func Main(name string, c envconfig.Common, cfgErr error, run func(ctx context.Co
 	SetGCDefault()
 	log := obs.NewLogger(name, c.LogLevel, c.LogFormat)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, log)
+	err := NewThenRun(ctx, log, func(ctx context.Context) (S, error) { return newService(ctx, log) })
 	stop()
 	if err != nil {
 		log.Error(name+" failed", "err", redact.Error(err))

@@ -1,8 +1,13 @@
-// Package runner is the one shape of a Trawl service process. Start brings up what every
-// service needs — NATS, the JetStream topology, Redis and the crawl's identity when the
-// service uses Redis, the metrics registry and the /metrics, /healthz, /readyz listener —
-// and the service adds its own parts and registers its loops with Go. Run runs the loops
-// under one group until the context ends or one loop fails, then shuts down in order:
+// Package runner is the one shape of a Trawl service process. A service is a package
+// with New (start-up: Start, then what is the service's own) returning a value whose Run
+// registers the service's loops and hands over to RunLoops, and whose Close releases what
+// New opened when Run is never called. main.go gives New to Main, which calls NewThenRun.
+//
+// Start brings up what every service needs — NATS, the JetStream topology, Redis and the
+// crawl's identity when the service uses Redis, the metrics registry and the /metrics,
+// /healthz, /readyz listener — and the service adds its own parts and registers its loops
+// with Go. RunLoops runs the loops under one group until the context ends or one loop
+// fails, then shuts down in order:
 //
 //  1. the loops' context ends; each finishes what it holds (drains, acks, publishes);
 //  2. once every loop has returned, the HTTP listener and the crawl watch stop, so
@@ -15,7 +20,7 @@
 // while it still waits for NATS, Redis or its own start-up — is a clean stop, not a
 // failure: Run returns nil and Main exits 0, as it does for a stop after start-up. A
 // start-up that fails on its own, or a loop that fails, exits 1; a bad configuration
-// exits 2.
+// exits 2. NewThenRun holds the rule.
 package runner
 
 import (
@@ -186,7 +191,7 @@ func (r *Runner) ConsumeOptions(terminated *prometheus.CounterVec, labels ...str
 // Addr is the address /metrics, /healthz and /readyz are served on.
 func (r *Runner) Addr() string { return r.HTTP.Addr() }
 
-// Go registers a loop for Run. A loop runs until its context ends and then returns once
+// Go registers a loop for RunLoops. A loop runs until its context ends and then returns once
 // it has finished what it holds. A loop that returns while the service is running — with
 // an error or without — stops the others, and Run returns its error.
 func (r *Runner) Go(name string, fn func(ctx context.Context) error) {
@@ -197,9 +202,9 @@ func (r *Runner) Go(name string, fn func(ctx context.Context) error) {
 // Redis are closed; the last registered runs first.
 func (r *Runner) OnClose(fn func()) { r.closers = append(r.closers, fn) }
 
-// Run runs the registered loops until ctx ends or one of them fails, shuts down in the
-// package's order and closes the runner. It returns the first loop's error.
-func (r *Runner) Run(ctx context.Context) error {
+// RunLoops runs the registered loops until ctx ends or one of them fails, shuts down in
+// the package's order and closes the runner. It returns the first loop's error.
+func (r *Runner) RunLoops(ctx context.Context) error {
 	defer r.Close()
 	loopCtx, stopLoops := context.WithCancel(ctx)
 	defer stopLoops()
@@ -252,7 +257,7 @@ func (r *Runner) Run(ctx context.Context) error {
 }
 
 // Close runs the service's closers, flushes and closes NATS, then closes Redis. It is
-// safe to call more than once and on a Runner that was never Run.
+// safe to call more than once and on a Runner whose loops never ran.
 func (r *Runner) Close() {
 	r.closeOnce.Do(func() {
 		for _, fn := range slices.Backward(r.closers) {
@@ -272,17 +277,20 @@ func (r *Runner) Close() {
 	})
 }
 
-// Service is a started service: Run runs it until ctx ends and releases everything it
-// holds before it returns.
+// Service is a started service, as its package's New returns it: Run registers its loops
+// and runs them (RunLoops) until ctx ends, releasing everything it holds before it
+// returns; Close releases a Service that is not Run, and does nothing after Run.
 type Service interface {
 	Run(ctx context.Context) error
+	Close()
 }
 
-// Run is a service's whole life: start (Start and the service's own start-up) then Run.
-// It holds the exit rule: when ctx ends before start returns, the stop is clean and Run
-// returns nil, whatever start returned.
-func Run[S Service](ctx context.Context, log *slog.Logger, start func(context.Context) (S, error)) error {
-	s, err := start(ctx)
+// NewThenRun is a service's whole life: newService (Start and the service's own
+// start-up), then the service's Run. It holds the exit rule: when ctx ends before
+// newService returns, the stop is clean and NewThenRun returns nil, whatever newService
+// returned.
+func NewThenRun[S Service](ctx context.Context, log *slog.Logger, newService func(context.Context) (S, error)) error {
+	s, err := newService(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
 			log.Info("stopped before it was ready", "err", err)
@@ -290,5 +298,6 @@ func Run[S Service](ctx context.Context, log *slog.Logger, start func(context.Co
 		}
 		return err
 	}
+	defer s.Close()
 	return s.Run(ctx)
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/envconfig"
 	"github.com/trawl/trawl/shared/natsx"
+	"github.com/trawl/trawl/shared/runner"
 	"github.com/trawl/trawl/shared/testwait"
 	"github.com/trawl/trawl/shared/topology"
 )
@@ -92,7 +93,9 @@ func (s *stack) start(t *testing.T) {
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	go func() { done <- service.Run(runCtx, s.cfg, log) }()
+	go func() {
+		done <- runner.NewThenRun(runCtx, log, func(ctx context.Context) (*service.Service, error) { return service.New(ctx, s.cfg, log) })
+	}()
 	stopped := false
 	s.stop = func() error {
 		if stopped {

@@ -25,6 +25,7 @@ import (
 	"github.com/trawl/trawl/services/scheduler/internal/service"
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/envconfig"
+	"github.com/trawl/trawl/shared/runner"
 	"github.com/trawl/trawl/shared/testwait"
 	"github.com/trawl/trawl/shared/topology"
 )
@@ -132,7 +133,9 @@ func (s *stack) startService(env map[string]string, opts ...service.Option) (con
 	log := slog.New(slog.NewTextHandler(testWriter{t, s.logs}, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- service.Run(ctx, cfg, log, opts...) }()
+	go func() {
+		done <- runner.NewThenRun(ctx, log, func(ctx context.Context) (*service.Service, error) { return service.New(ctx, cfg, log, opts...) })
+	}()
 	t.Cleanup(func() {
 		cancel()
 		select {

@@ -38,11 +38,6 @@ type Service struct {
 	written *recent
 }
 
-// Run runs the archiver until ctx ends.
-func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
-	return runner.Run(ctx, log, func(ctx context.Context) (*Service, error) { return New(ctx, cfg, log) })
-}
-
 // New recovers the files a stopped archiver left open, then connects to NATS (and Redis
 // when revisits are on), declares the topology and the archiver's own consumer, and opens
 // the HTTP listener. The caller must call Run (which seals the file and closes everything
@@ -127,7 +122,7 @@ func (s *Service) Run(ctx context.Context) error {
 		}
 	})
 	s.run.Go("consume", s.consume)
-	return s.run.Run(ctx)
+	return s.run.RunLoops(ctx)
 }
 
 func (s *Service) consume(ctx context.Context) error {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/trawl/trawl/services/dedup/internal/bloom"
@@ -25,16 +26,22 @@ import (
 	"github.com/trawl/trawl/shared/topology"
 )
 
-// Run runs the service until ctx ends, then stops pulling, finishes the batch in hand
-// (publish, ack) and returns. It returns early only on a start-up failure or an error the
-// consume loop cannot recover from.
-func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
-	return runner.Run(ctx, log, func(ctx context.Context) (*runner.Runner, error) { return start(ctx, cfg, log) })
+// Service is a running dedup.
+type Service struct {
+	cfg    config.Config
+	log    *slog.Logger
+	run    *runner.Runner
+	cons   jetstream.Consumer
+	filter bloom.Parts
+	store  *seen.Store
+	h      *handler
+	m      *metrics
 }
 
-// start brings up the shared plumbing and the seen test, publishes the seeds and
-// registers the loops.
-func start(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *runner.Runner, err error) {
+// New brings up the shared plumbing and the seen test and publishes the seeds. It waits
+// for NATS and Redis until ctx ends. The caller must call Run (which closes everything
+// when it returns) or Close.
+func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Service, err error) {
 	filter, err := bloom.NewParts(cfg.Common.RedisPrefix, cfg.Bloom)
 	if err != nil {
 		return nil, fmt.Errorf("dedup: %w", err)
@@ -104,29 +111,39 @@ func start(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *runner.
 		checker.Cache = cache.New(cfg.CacheSize)
 		h.entries = checker.Cache.Len
 	}
-	opts := r.ConsumeOptions(m.terminated)
-	opts.Batch = cfg.Batch
-	r.Go("consume", func(ctx context.Context) error { return natsx.ConsumeBatches(ctx, cons, opts, h.handle) })
-	if cfg.FillInterval > 0 {
-		r.Go("fill ratio", func(ctx context.Context) error {
-			measureFill(ctx, filter, rdb, cfg.FillInterval, m, log)
+	return &Service{cfg: cfg, log: log, run: r, cons: cons, filter: filter, store: store, h: h, m: m}, nil
+}
+
+// Run tests discovered URLs until ctx ends, then stops pulling, finishes the batch in hand
+// (publish, ack), closes everything and returns. It returns early only on an error the
+// consume loop cannot recover from.
+func (s *Service) Run(ctx context.Context) error {
+	opts := s.run.ConsumeOptions(s.m.terminated)
+	opts.Batch = s.cfg.Batch
+	s.run.Go("consume", func(ctx context.Context) error { return natsx.ConsumeBatches(ctx, s.cons, opts, s.h.handle) })
+	if s.cfg.FillInterval > 0 {
+		s.run.Go("fill ratio", func(ctx context.Context) error {
+			measureFill(ctx, s.filter, s.run.Redis, s.cfg.FillInterval, s.m, s.log)
 			return nil
 		})
 	}
-	r.Go("memo trim", func(ctx context.Context) error {
-		trimMemos(ctx, store, func(ctx context.Context) (uint64, error) {
-			info, err := cons.Info(ctx)
+	s.run.Go("memo trim", func(ctx context.Context) error {
+		trimMemos(ctx, s.store, func(ctx context.Context) (uint64, error) {
+			info, err := s.cons.Info(ctx)
 			if err != nil {
 				return 0, err
 			}
 			return info.AckFloor.Stream, nil
-		}, cfg.MemoTrimInterval, m, log)
+		}, s.cfg.MemoTrimInterval, s.m, s.log)
 		return nil
 	})
-	log.Info("dedup starting", "batch", cfg.Batch, "max_depth", cfg.MaxDepth, "shards", cfg.Common.Shards,
-		"cache_size", cfg.CacheSize, "strip_session_ids", cfg.Norm.StripSessionIDs, "sort_query", cfg.Norm.SortQuery)
-	return r, nil
+	s.log.Info("dedup starting", "batch", s.cfg.Batch, "max_depth", s.cfg.MaxDepth, "shards", s.cfg.Common.Shards,
+		"cache_size", s.cfg.CacheSize, "strip_session_ids", s.cfg.Norm.StripSessionIDs, "sort_query", s.cfg.Norm.SortQuery)
+	return s.run.RunLoops(ctx)
 }
+
+// Close releases the connections of a Service that is not Run (Run closes them itself).
+func (s *Service) Close() { s.run.Close() }
 
 // setLayers updates the gauges that follow the filter's layers.
 func (m *metrics) setLayers(f bloom.Parts) {

@@ -73,11 +73,6 @@ type Service struct {
 	archive *natsx.ConsumerWatch
 }
 
-// Run builds the service and runs it until ctx ends.
-func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
-	return runner.Run(ctx, log, func(ctx context.Context) (*Service, error) { return New(ctx, cfg, log) })
-}
-
 // New connects to NATS and Redis, declares the topology and opens the metrics listener.
 // It waits for NATS and Redis until ctx ends. The caller must call Run (which closes
 // everything when it returns) or Close.
@@ -218,7 +213,7 @@ func (s *Service) Run(ctx context.Context) error {
 		return natsx.ConsumeEach(ctx, s.cons, opts, s.handle)
 	})
 	s.log.Info("fetcher consuming", "concurrency", s.cfg.Concurrency, "metrics", s.Addr(), "allow_cidrs", s.cfg.AllowCIDRs)
-	return s.run.Run(ctx)
+	return s.run.RunLoops(ctx)
 }
 
 // Close releases the connections of a Service that is not Run (Run closes them itself).

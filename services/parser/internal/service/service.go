@@ -55,11 +55,6 @@ type Service struct {
 	rules *policy.Watcher
 }
 
-// Run runs the parser until ctx ends.
-func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
-	return runner.Run(ctx, log, func(ctx context.Context) (*Service, error) { return New(ctx, cfg, log) })
-}
-
 // New connects to NATS (and to Redis unless content dedup is off), declares the topology
 // and opens the HTTP listener. The caller must call Run (which closes everything when it
 // returns) or Close.
@@ -184,7 +179,7 @@ func (s *Service) Run(ctx context.Context) error {
 		s.run.Go("policy watch", s.rules.Run)
 	}
 	s.run.Go("consume", s.consume)
-	return s.run.Run(ctx)
+	return s.run.RunLoops(ctx)
 }
 
 func (s *Service) consume(ctx context.Context) error {

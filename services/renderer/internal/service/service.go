@@ -47,13 +47,9 @@ type Service struct {
 	browser *browser.Browser
 	answer  *answer.Answerer
 	render  *render.Renderer
+	rules   *policy.Watcher // the live site policies, kept current by Run
 	m       *metrics
 	maxMsg  int32
-}
-
-// Run builds the service and runs it until ctx ends.
-func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
-	return runner.Run(ctx, log, func(ctx context.Context) (*Service, error) { return New(ctx, cfg, log) })
 }
 
 // New connects to NATS and Redis, declares the topology, starts the browser and opens the
@@ -85,7 +81,6 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Service, er
 	if err != nil {
 		return fail(fmt.Errorf("renderer: %w", err))
 	}
-	r.Go("policy watch", watcher.Run)
 	dialer := &safedial.Dialer{Policy: safedial.NewPolicy(cfg.AllowCIDRs...), Timeout: min(cfg.DialTimeout, cfg.RequestTimeout)}
 	if len(cfg.Resolve) > 0 {
 		dialer.Resolver = &safedial.StaticResolver{Names: cfg.Resolve, Next: dialer.Resolver}
@@ -118,7 +113,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Service, er
 	r.OnClose(br.Close)
 	s := &Service{
 		cfg: cfg, log: log, nc: r.NC, js: r.JS, run: r, cons: cons, bodies: r.Bodies,
-		browser: br, answer: ans, m: m, maxMsg: r.Topology.MaxMsgSize,
+		browser: br, answer: ans, rules: watcher, m: m, maxMsg: r.Topology.MaxMsgSize,
 		render: render.New(ans, render.Options{Timeout: cfg.Timeout, Settle: cfg.Settle, Log: log,
 			OnRefused: func(reason string) { m.refused.WithLabelValues(reason).Inc() }}),
 	}
@@ -152,6 +147,7 @@ func (s *Service) Close() { s.run.Close() }
 
 // Run consumes render tasks until ctx ends, finishes the pages in hand and closes.
 func (s *Service) Run(ctx context.Context) error {
+	s.run.Go("policy watch", s.rules.Run)
 	s.run.Go("browser watch", func(ctx context.Context) error {
 		s.browser.Watch(ctx, 2*time.Second, func(rss int64) { s.m.rss.Set(float64(rss)) })
 		return nil
@@ -163,7 +159,7 @@ func (s *Service) Run(ctx context.Context) error {
 		return natsx.ConsumeEach(ctx, s.cons, opts, s.handle)
 	})
 	s.log.Info("renderer consuming", "tabs", s.cfg.Tabs, "timeout", s.cfg.Timeout, "metrics", s.Addr())
-	return s.run.Run(ctx)
+	return s.run.RunLoops(ctx)
 }
 
 // handle renders one task. Errors are temporary (nak, retried with backoff) except a

@@ -44,7 +44,7 @@ const (
 	probeTimeout   = 2 * time.Second
 )
 
-// Option changes how Run works, for tests.
+// Option changes how New builds the service, for tests.
 type Option func(*options)
 
 type options struct {
@@ -56,19 +56,24 @@ type options struct {
 // so schedulers whose clocks disagree still dispatch no host early.
 func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
 
-// Run serves cfg.SchedulerShards until ctx ends, then stops taking work, finishes what it
-// holds and returns. It returns an error only if start-up fails or a loop cannot go on.
-func Run(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Option) error {
+// Service is a scheduler serving cfg.SchedulerShards.
+type Service struct {
+	run  *runner.Runner
+	page *statuspage.Page
+	gate *gate
+	// pol holds the live site policies and the shards they are applied to.
+	pol *policies
+}
+
+// New brings up the shared plumbing, the status page, the dispatch gate and every served
+// shard, whose queues it brings to the live site policies before any dispatches. It waits
+// for NATS and Redis until ctx ends. The caller must call Run (which closes everything
+// when it returns) or Close.
+func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Option) (_ *Service, err error) {
 	o := options{now: time.Now}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	return runner.Run(ctx, log, func(ctx context.Context) (*runner.Runner, error) { return start(ctx, cfg, log, o) })
-}
-
-// start brings up the shared plumbing, the status page and the dispatch gate, and
-// registers every shard's loops.
-func start(ctx context.Context, cfg config.Config, log *slog.Logger, o options) (_ *runner.Runner, err error) {
 	log.Info("scheduler starting; connecting to NATS and Redis", "shards", cfg.SchedulerShards)
 	r, err := runner.Start(ctx, "scheduler", cfg.Common, log, runner.WithRedis())
 	if err != nil {
@@ -88,8 +93,6 @@ func start(ctx context.Context, cfg config.Config, log *slog.Logger, o options) 
 	page := newStatusPage(cfg, rdb, redisx.TrackErrors(rdb), js, m, log, o.now, pol.w.Current)
 	page.Register(r.HTTP)
 	gt := newGate(cfg, js, rdb, m, log)
-	r.Go("status page sampler", func(ctx context.Context) error { page.Run(ctx); return nil })
-	r.Go("dispatch gate", func(ctx context.Context) error { gt.run(ctx); return nil })
 	for _, shard := range cfg.SchedulerShards {
 		s, err := newShard(ctx, cfg, shard, js, rdb, m, log)
 		if err != nil {
@@ -106,13 +109,24 @@ func start(ctx context.Context, cfg config.Config, log *slog.Logger, o options) 
 	if !pol.apply(ctx) {
 		return nil, fmt.Errorf("scheduler: the live site policies could not be written to the shards")
 	}
-	r.Go("live policy watcher", pol.w.Run)
-	r.Go("live policy", func(ctx context.Context) error { pol.run(ctx); return nil })
-	for _, s := range pol.shards {
-		s.start(r)
-	}
-	return r, nil
+	return &Service{run: r, page: page, gate: gt, pol: pol}, nil
 }
+
+// Run serves the shards until ctx ends, then stops taking work, finishes what it holds,
+// closes everything and returns. It returns an error only if a loop cannot go on.
+func (s *Service) Run(ctx context.Context) error {
+	s.run.Go("status page sampler", func(ctx context.Context) error { s.page.Run(ctx); return nil })
+	s.run.Go("dispatch gate", func(ctx context.Context) error { s.gate.run(ctx); return nil })
+	s.run.Go("live policy watcher", s.pol.w.Run)
+	s.run.Go("live policy", func(ctx context.Context) error { s.pol.run(ctx); return nil })
+	for _, sh := range s.pol.shards {
+		sh.start(s.run)
+	}
+	return s.run.RunLoops(ctx)
+}
+
+// Close releases the connections of a Service that is not Run (Run closes them itself).
+func (s *Service) Close() { s.run.Close() }
 
 // newStatusPage shows every shard of the crawl, not only those this process serves: the
 // state is all in Redis, so any scheduler can show the whole crawl. A shard read cut short
