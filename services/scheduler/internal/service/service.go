@@ -120,7 +120,7 @@ func (s *Service) Run(ctx context.Context) error {
 	s.run.Go("live policy watcher", s.pol.w.Run)
 	s.run.Go("live policy", func(ctx context.Context) error { s.pol.run(ctx); return nil })
 	for _, sh := range s.pol.shards {
-		sh.start(s.run)
+		sh.goLoops(s.run)
 	}
 	return s.run.RunLoops(ctx)
 }
@@ -277,7 +277,8 @@ func Prioritizer(cfg config.Config) frontier.Prioritizer {
 	return prioritize.BreadthFirst{}
 }
 
-func (s *shard) start(r *runner.Runner) {
+// goLoops registers the shard's loops with r.
+func (s *shard) goLoops(r *runner.Runner) {
 	consume := func(name string, c jetstream.Consumer, h natsx.BatchHandler) func(context.Context) error {
 		opts := r.ConsumeOptions(s.m.terminated, name)
 		opts.Log = s.log.With("consumer", name)
