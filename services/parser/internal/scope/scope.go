@@ -217,7 +217,10 @@ func (f *Filter) Select(p Page, links []crawlmsg.Link) ([]crawlmsg.Discovered, R
 	size := 0
 	rules := f.activeRules(p.Rules)
 	for _, l := range links {
-		r, ok := f.checkURL(l, from, true)
+		r, ok := ReasonNoFollow, false
+		if !l.NoFollow {
+			r, ok = f.check(l.URL, from, true)
+		}
 		if ok && rules != nil {
 			r, ok = admit(rules, l.URL, depth)
 		}
@@ -273,8 +276,7 @@ func (f *Filter) SelectEmbeds(p Page, embeds []crawlmsg.Link, linked []crawlmsg.
 		if skip[l.URL] {
 			continue
 		}
-		l.NoFollow = false
-		r, ok := f.checkURL(l, from, crawlScope)
+		r, ok := f.check(l.URL, from, crawlScope)
 		if ok && rules != nil {
 			r, ok = admit(rules, l.URL, p.Depth)
 		}
@@ -328,12 +330,8 @@ func admit(rules *policy.Set, u string, depth int) (Reason, bool) {
 	return "", true
 }
 
-// checkURL applies nofollow and the URL-only rule; inScope adds TRAWL_SCOPE and
-// TRAWL_INCLUDE.
-func (f *Filter) checkURL(l crawlmsg.Link, from crawlscope.From, inScope bool) (Reason, bool) {
-	if l.NoFollow {
-		return ReasonNoFollow, false
-	}
-	r, ok := f.rule.Check(l.URL, from, inScope)
+// check applies the URL-only rule; inScope adds TRAWL_SCOPE and TRAWL_INCLUDE.
+func (f *Filter) check(u string, from crawlscope.From, inScope bool) (Reason, bool) {
+	r, ok := f.rule.Check(u, from, inScope)
 	return Reason(r), ok
 }
