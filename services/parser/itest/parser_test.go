@@ -207,7 +207,7 @@ type discMsg struct {
 	batch crawlmsg.DiscoveredBatch
 }
 
-// takeDiscovered acts as dedup: it pulls and acks every batch on crawl.discovered.
+// takeDiscovered acts as the dedup service: it pulls and acks every batch on crawl.discovered.
 func (s *stack) takeDiscovered() []discMsg {
 	s.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)

@@ -73,14 +73,14 @@ func (s *Service) parseBatch(ctx context.Context, msgs []pageIn) *parsedBatch {
 		outs[i] = o
 	})
 
-	if s.dups != nil {
+	if s.contentDups != nil {
 		start := time.Now()
 		dctx, cancel := context.WithTimeout(ctx, s.cfg.Common.AckWait)
-		full, err := s.proc.markDuplicates(dctx, s.dups, outs)
+		full, err := s.proc.markDuplicates(dctx, s.contentDups, outs)
 		cancel()
-		s.m.dedupDuration.Observe(time.Since(start).Seconds())
+		s.m.dupCheckDuration.Observe(time.Since(start).Seconds())
 		if err != nil {
-			s.m.dedupFailures.Inc()
+			s.m.dupCheckFailures.Inc()
 			s.log.Warn("content dedup check failed; pages will be redelivered", "pages", len(msgs), "err", err)
 			for i, o := range outs {
 				if o != nil && !o.skipped {
@@ -174,7 +174,7 @@ func (b *parsedBatch) publishFailed(err error) {
 func (s *Service) settle(ctx context.Context, b *parsedBatch) {
 	for i, o := range b.outs {
 		if o != nil && b.errs[i] == nil {
-			s.m.record(o, s.dups != nil)
+			s.m.record(o, s.contentDups != nil)
 		}
 	}
 	s.recordWhys(ctx, b.outs, b.errs)

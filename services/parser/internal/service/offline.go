@@ -67,7 +67,7 @@ func NewOffline(ctx context.Context, cfg config.Config, rdb redis.UniversalClien
 		if err := idx.Init(ctx); err != nil {
 			return nil, err
 		}
-		s.dups = idx
+		s.contentDups = idx
 	}
 	return &Offline{s: s}, nil
 }

@@ -42,10 +42,12 @@ type Service struct {
 	nc   *nats.Conn
 	js   jetstream.JetStream
 	rdb  redis.UniversalClient // nil when neither content dedup nor the site policies need it
-	dups contentIndex          // nil when TRAWL_CONTENT_DEDUP is off
 	m    *metrics
 	http *obs.Server
 	proc *processor
+	// contentDups is the index of the crawl's page texts (contentdup); nil when
+	// TRAWL_CONTENT_DEDUP is off.
+	contentDups contentIndex
 	// bodies holds page bodies sent by reference (crawlmsg.BodyRef).
 	bodies jetstream.ObjectStore
 	// crawl gates consumption on Redis holding the crawl's state; nil without Redis.
@@ -98,7 +100,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Service, 
 		if err = idx.Init(ctx); err != nil {
 			return nil, err
 		}
-		s.dups = idx
+		s.contentDups = idx
 	}
 	if cfg.Policy {
 		// Loaded before the first page: links are never held to no rules while rules exist.
