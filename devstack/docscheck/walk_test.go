@@ -14,7 +14,17 @@ import (
 // and what to do instead.
 func forbidInCode(t *testing.T, pattern *regexp.Regexp, allowed, instead string) {
 	t.Helper()
-	allowedDir := filepath.Join(repoRoot, filepath.FromSlash(allowed))
+	forbidInFiles(t, ".go", pattern, allowed, instead)
+}
+
+// forbidInFiles is forbidInCode for the non-test files whose names end in suffix; allowed
+// "" allows no directory.
+func forbidInFiles(t *testing.T, suffix string, pattern *regexp.Regexp, allowed, instead string) {
+	t.Helper()
+	allowedDir := ""
+	if allowed != "" {
+		allowedDir = filepath.Join(repoRoot, filepath.FromSlash(allowed))
+	}
 	err := filepath.WalkDir(repoRoot, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -26,7 +36,7 @@ func forbidInCode(t *testing.T, pattern *regexp.Regexp, allowed, instead string)
 			}
 			return nil
 		}
-		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+		if !strings.HasSuffix(path, suffix) || strings.HasSuffix(path, "_test.go") {
 			return nil
 		}
 		b, err := os.ReadFile(path)

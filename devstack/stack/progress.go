@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/trawl/trawl/shared/backlog"
 	"github.com/trawl/trawl/shared/crawlid"
 	"github.com/trawl/trawl/shared/frontierkeys"
 	"github.com/trawl/trawl/shared/topology"
@@ -32,7 +33,7 @@ type Progress struct {
 	OverBudget int64
 	Hosts      int64 // active back queues
 	// Backlog is messages not yet handled by each pipeline stage, by stage name.
-	Backlog map[string]uint64
+	Backlog backlog.Backlog
 	// Seqs are the streams' last sequence numbers; unchanged Seqs between two snapshots
 	// mean nothing was published in between.
 	Seqs  map[string]uint64
@@ -85,15 +86,15 @@ func (p Progress) sameSeqs(q Progress) bool {
 
 // String is the one-line progress report of `make run`.
 func (p Progress) String() string {
-	var backlog []string
-	for _, k := range []string{"dedup", "scheduler", "fetch", "outcomes", "parser", "archiver"} {
+	var waiting []string
+	for _, k := range []string{backlog.Dedup, backlog.Scheduler, backlog.Fetch, backlog.Outcomes, backlog.Parser, backlog.Archiver} {
 		if n := p.Backlog[k]; n > 0 {
-			backlog = append(backlog, fmt.Sprintf("%s=%d", k, n))
+			waiting = append(waiting, fmt.Sprintf("%s=%d", k, n))
 		}
 	}
 	bl := "none"
-	if len(backlog) > 0 {
-		bl = strings.Join(backlog, " ")
+	if len(waiting) > 0 {
+		bl = strings.Join(waiting, " ")
 	}
 	line := fmt.Sprintf("fetched=%d failed=%d disallowed=%d over-budget=%d | queued=%d in-flight=%d active-hosts=%d | docs=%d | backlog: %s",
 		p.Fetched, p.Failed, p.Disallowed, p.OverBudget, p.Queued, p.InFlight, p.Hosts, p.Docs, bl)
@@ -148,7 +149,7 @@ const progressTimeout = 10 * time.Second
 // wrapping crawlid.ErrLost means Redis no longer holds the crawl NATS knows: the counters
 // would read zero and the crawl can never finish.
 func ReadProgress(ctx context.Context, js jetstream.JetStream, rdb redis.UniversalClient, prefix string, shards int, leaseTTL time.Duration) (Progress, error) {
-	p := Progress{At: time.Now(), Backlog: map[string]uint64{}, Seqs: map[string]uint64{}}
+	p := Progress{At: time.Now(), Backlog: backlog.Backlog{}, Seqs: map[string]uint64{}}
 	known, err := crawlid.Known(ctx, js, prefix)
 	if err != nil {
 		return p, fmt.Errorf("stack: progress: %w", err)
@@ -193,60 +194,31 @@ func ReadProgress(ctx context.Context, js jetstream.JetStream, rdb redis.Univers
 			return p, fmt.Errorf("stack: progress: %w", err)
 		}
 	}
-	for _, name := range []string{topology.StreamDiscovered, topology.StreamFrontier, topology.StreamFetch, topology.StreamFetched, topology.StreamPages, topology.StreamDocs, topology.StreamRender} {
-		// Looking the stream up fetches its info already: one request per stream, since
-		// progress is read every few hundred milliseconds during a measured crawl.
-		st, err := js.Stream(ctx, name)
-		if err != nil {
-			return p, fmt.Errorf("stack: progress: stream %s: %w", name, err)
-		}
-		info := st.CachedInfo()
-		p.Seqs[name] = info.State.LastSeq
-		switch name {
-		case topology.StreamDiscovered:
-			p.Backlog["dedup"] = info.State.Msgs
-		case topology.StreamFrontier:
-			p.Backlog["scheduler"] = info.State.Msgs
-		case topology.StreamFetch:
-			p.Backlog["fetch"] = info.State.Msgs
-		case topology.StreamRender:
-			// A work queue: a task stays until a renderer acked it, rendering included. A
-			// crawl is not over while a page waits for its rendering.
-			p.Backlog["render"] = info.State.Msgs
-		case topology.StreamPages:
-			p.Pages = info.State.LastSeq
-		case topology.StreamDocs:
-			p.Docs = info.State.LastSeq
-		}
-	}
-	pending := func(stream, consumer string) (uint64, error) {
-		c, err := js.Consumer(ctx, stream, consumer)
-		if err != nil {
-			return 0, fmt.Errorf("stack: progress: consumer %s: %w", consumer, err)
-		}
-		info := c.CachedInfo()
-		return info.NumPending + uint64(info.NumAckPending), nil
-	}
-	n, err := pending(topology.StreamPages, topology.ConsumerParser)
+	// Read every few hundred milliseconds during a measured crawl: one request per stream
+	// or consumer. A render task stays in its work queue until a renderer acked it,
+	// rendering included: a crawl is not over while a page waits for its rendering. The
+	// archiver's consumer exists only once an archiver ran (TRAWL_ARCHIVE_DIR); a crawl is
+	// not over while pages wait for it either: `make run` would stop it before they are
+	// written.
+	rd, err := backlog.Read(ctx, js, backlog.Request{
+		Streams: []string{topology.StreamDiscovered, topology.StreamFrontier, topology.StreamFetch, topology.StreamFetched, topology.StreamPages, topology.StreamDocs, topology.StreamRender},
+		Stages:  []string{backlog.Dedup, backlog.Scheduler, backlog.Fetch, backlog.Render, backlog.Parser, backlog.Archiver, backlog.Outcomes},
+		Shards:  shards,
+	})
 	if err != nil {
-		return p, err
+		return p, fmt.Errorf("stack: progress: %w", err)
 	}
-	p.Backlog["parser"] = n
-	// The archiver's consumer exists only once an archiver ran (TRAWL_ARCHIVE_DIR). A crawl
-	// is not over while pages wait for it: `make run` would stop it before they are written.
-	switch n, err := pending(topology.StreamPages, topology.ConsumerArchiver); {
-	case err == nil:
-		p.Backlog["archiver"] = n
-	case !errors.Is(err, jetstream.ErrConsumerNotFound):
-		return p, err
-	}
-	for shard := range shards {
-		n, err := pending(topology.StreamFetched, topology.SchedulerFetchedConsumer(shard))
-		if err != nil {
-			return p, err
+	for _, m := range rd.Missing {
+		if m.Consumer != topology.ConsumerArchiver {
+			return p, fmt.Errorf("stack: progress: %w", m.Err)
 		}
-		p.Backlog["outcomes"] += n
 	}
+	p.Backlog = rd.Backlog
+	for name, st := range rd.Streams {
+		p.Seqs[name] = st.LastSeq
+	}
+	p.Pages = rd.Streams[topology.StreamPages].LastSeq
+	p.Docs = rd.Streams[topology.StreamDocs].LastSeq
 	return p, nil
 }
 

@@ -1,7 +1,7 @@
-// Package crawlscope holds the settings that decide which links the parser follows —
-// TRAWL_SCOPE, TRAWL_MAX_URL_LENGTH, TRAWL_INCLUDE, TRAWL_EXCLUDE — read and checked here
-// once: the parser applies them and trawlctl explains a URL with them. (TRAWL_MAX_DEPTH is
-// the frontier's, in frontierconf.)
+// Package crawlscope holds the URL-only rule that decides which links the parser follows
+// (Rule) and its settings — TRAWL_SCOPE, TRAWL_MAX_URL_LENGTH, TRAWL_INCLUDE, TRAWL_EXCLUDE
+// — read and checked here once: the parser applies the rule and trawlctl explains a URL
+// with it. (TRAWL_MAX_DEPTH is the frontier's, in frontierconf.)
 package crawlscope
 
 import (

@@ -417,13 +417,17 @@ func ObjectStore(ctx context.Context, js jetstream.JetStream, cfg jetstream.Obje
 
 // retryUnanswered calls fn until it succeeds, fails otherwise than by going unanswered, or
 // ctx ends. Unanswered: no reply in time, or no responder, which is what a replicated
-// stream answers until its Raft group has elected a leader.
+// stream answers until its Raft group has elected a leader; or "stream not found" from
+// the probe after a create or update that succeeded, which a server of a cluster answers
+// while the bucket's stream, just created by another service starting at the same time,
+// has not reached it yet.
 func retryUnanswered[T any](ctx context.Context, fn func(context.Context) (T, error)) (T, error) {
 	for {
 		rctx, cancel := context.WithTimeout(ctx, ensureTimeout)
 		v, err := fn(rctx)
 		cancel()
-		unanswered := errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse)
+		unanswered := errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrNoResponders) ||
+			errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, jetstream.ErrStreamNotFound)
 		if err == nil || !unanswered || ctx.Err() != nil {
 			return v, err
 		}

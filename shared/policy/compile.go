@@ -123,7 +123,14 @@ func compile(rules []Stored, version int64) (*Set, error) {
 			m.hostList = append(m.hostList, st)
 		}
 	}
-	return &Set{version: version, rules: sorted, impl: m}, nil
+	set := &Set{version: version, rules: sorted, impl: m}
+	for _, st := range sorted {
+		if b := st.DomainBudget; b != nil && *b > 0 {
+			set.domainBudgets = true
+			break
+		}
+	}
+	return set, nil
 }
 
 // compileRule checks one rule and compiles its patterns. Its errors name the scope.

@@ -178,6 +178,8 @@ type Set struct {
 	version int64
 	rules   []Stored
 	impl    *matcher
+	// domainBudgets: some rule sets a domain budget.
+	domainBudgets bool
 }
 
 // Compile checks every rule (scope, field ranges, regexps, fields allowed for the scope)
@@ -186,6 +188,10 @@ func Compile(rules []Stored, version int64) (*Set, error) { return compile(rules
 
 // Empty is the set with no rules.
 func Empty() *Set { s, _ := Compile(nil, 0); return s }
+
+// DomainBudgets says some rule sets a domain budget, so that a scheduler without any
+// skips looking up the domain of every task it dispatches.
+func (s *Set) DomainBudgets() bool { return s.domainBudgets }
 
 // Version is the store version the set was read at (0: no rule ever set).
 func (s *Set) Version() int64 { return s.version }

@@ -300,3 +300,27 @@ func BenchmarkSetURL(b *testing.B) {
 		}
 	}
 }
+
+func TestSetDomainBudgets(t *testing.T) {
+	zero, five := int64(0), int64(5)
+	tests := []struct {
+		name  string
+		rules []Stored
+		want  bool
+	}{
+		{"no rules", nil, false},
+		{"a budget of 0 (no limit)", []Stored{rule(t, "domain:example.com", func(r *Rule) { r.DomainBudget = &zero })}, false},
+		{"other fields only", []Stored{rule(t, "host:www.example.com", func(r *Rule) { r.Connections = ptr(2) })}, false},
+		{"a domain budget", []Stored{
+			rule(t, "host:www.example.com", func(r *Rule) { r.Connections = ptr(2) }),
+			rule(t, "domain:example.org", func(r *Rule) { r.DomainBudget = &five }),
+		}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := compileT(t, tt.rules...).DomainBudgets(); got != tt.want {
+				t.Fatalf("DomainBudgets() = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

@@ -15,8 +15,8 @@ import (
 
 var (
 	prelude       = redisx.Lua{FS: luaFS, Name: "lua/claimargs.lua"}
-	claimScript   = redisx.Script(PolicyNames, prelude, Module, PolicyModule, redisx.Lua{FS: luaFS, Name: "lua/claim.lua"})
-	releaseScript = redisx.Script(PolicyNames, prelude, Module, PolicyModule, redisx.Lua{FS: luaFS, Name: "lua/release.lua"})
+	claimScript   = redisx.Script(PolicyNames, HostNames, prelude, Module, PolicyModule, redisx.Lua{FS: luaFS, Name: "lua/claim.lua"})
+	releaseScript = redisx.Script(PolicyNames, HostNames, prelude, Module, PolicyModule, redisx.Lua{FS: luaFS, Name: "lua/release.lua"})
 )
 
 // Claimer reserves a host of the frontier for one request that is not one of the host's

@@ -26,6 +26,17 @@ var PolicyNames = redisx.Names(
 	"POL_SLOT_SEP", frontierkeys.LeaseSlotSep, "POL_GEN", frontierkeys.PolicyGenField,
 )
 
+// HostNames are the fields of a host's state hash (frontierkeys.Host*) for the scripts
+// that read or write it, the frontier's and the claims' (put them first in the script), as
+// the table HF (HF.NEXT, HF.CD, …); devstack/docscheck's TestLuaSpellsNoHostField keeps
+// the scripts from spelling a field themselves.
+var HostNames = redisx.Table("HF",
+	"NEXT", frontierkeys.HostNext, "CD", frontierkeys.HostCD, "ERR", frontierkeys.HostErr,
+	"FAILS", frontierkeys.HostFails, "RETIRED", frontierkeys.HostRetired,
+	"PAGES", frontierkeys.HostPages, "FETCHED", frontierkeys.HostFetched,
+	"RT", frontierkeys.HostRT, "RTAVG", frontierkeys.HostRTAvg, "ADDR", frontierkeys.HostAddr,
+)
+
 // exactCrawlDelay is the cap of a Crawl-delay honoured exactly: none.
 const exactCrawlDelay = time.Duration(math.MaxInt64)
 

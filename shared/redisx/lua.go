@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -28,34 +29,73 @@ type Lua struct {
 // upper-case identifier and a string must not need quoting (both checked: a mistake here
 // is a build mistake, caught by any test that loads the package).
 func Names(kv ...any) Lua {
-	if len(kv)%2 != 0 {
-		panic("redisx: Names wants pairs")
-	}
 	var b strings.Builder
 	b.WriteString("-- names from Go (redisx.Names)\n")
+	for name, v := range luaPairs("Names", kv) {
+		fmt.Fprintf(&b, "local %s = %s\n", name, v)
+	}
+	return Lua{Name: "names", Source: b.String()}
+}
+
+// Table is Names as the fields of one Lua table (`local HF = {NEXT = 'next', …}`, read as
+// HF.NEXT): for a family of names in scripts that are near Lua's limit of 200 locals per
+// function, which every name of Names takes one of.
+func Table(table string, kv ...any) Lua {
+	checkLuaName("Table", table)
+	var b strings.Builder
+	fmt.Fprintf(&b, "-- names from Go (redisx.Table)\nlocal %s = {", table)
+	sep := ""
+	for name, v := range luaPairs("Table", kv) {
+		fmt.Fprintf(&b, "%s%s = %s", sep, name, v)
+		sep = ", "
+	}
+	b.WriteString("}\n")
+	return Lua{Name: "names", Source: b.String()}
+}
+
+// luaPairs checks kv's names and values and yields each name with its value as a Lua
+// literal.
+func luaPairs(fn string, kv []any) func(yield func(string, string) bool) {
+	if len(kv)%2 != 0 {
+		panic("redisx: " + fn + " wants pairs")
+	}
+	out := make([][2]string, 0, len(kv)/2)
 	for i := 0; i < len(kv); i += 2 {
 		name, ok := kv[i].(string)
-		if !ok || name == "" {
-			panic(fmt.Sprintf("redisx: Names: bad Lua name %v", kv[i]))
+		if !ok {
+			panic(fmt.Sprintf("redisx: %s: bad Lua name %v", fn, kv[i]))
 		}
-		for _, c := range name {
-			if !(c >= 'A' && c <= 'Z' || c == '_' || c >= '0' && c <= '9') {
-				panic("redisx: Names: bad Lua name " + name)
-			}
-		}
+		checkLuaName(fn, name)
 		switch v := kv[i+1].(type) {
 		case string:
 			if strings.ContainsAny(v, "'\\\n\r") {
-				panic("redisx: Names: value of " + name + " needs quoting")
+				panic("redisx: " + fn + ": value of " + name + " needs quoting")
 			}
-			fmt.Fprintf(&b, "local %s = '%s'\n", name, v)
+			out = append(out, [2]string{name, "'" + v + "'"})
 		case int:
-			fmt.Fprintf(&b, "local %s = %d\n", name, v)
+			out = append(out, [2]string{name, strconv.Itoa(v)})
 		default:
-			panic(fmt.Sprintf("redisx: Names: value of %s is a %T, want a string or an int", name, v))
+			panic(fmt.Sprintf("redisx: %s: value of %s is a %T, want a string or an int", fn, name, v))
 		}
 	}
-	return Lua{Name: "names", Source: b.String()}
+	return func(yield func(string, string) bool) {
+		for _, p := range out {
+			if !yield(p[0], p[1]) {
+				return
+			}
+		}
+	}
+}
+
+func checkLuaName(fn, name string) {
+	if name == "" {
+		panic("redisx: " + fn + ": empty Lua name")
+	}
+	for _, c := range name {
+		if !(c >= 'A' && c <= 'Z' || c == '_' || c >= '0' && c <= '9') {
+			panic("redisx: " + fn + ": bad Lua name " + name)
+		}
+	}
 }
 
 // Script joins .lua files into one script, in order: a file may call what the files

@@ -2,6 +2,7 @@ package itest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -140,8 +141,9 @@ func cpuTime(b *testing.B) time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// BenchmarkPages is the parser's whole per-page path without NATS (service.Offline): the
-// pages of the pipeline benchmark's wide web, decoded from their messages, extracted,
+// BenchmarkPages is the parser's whole per-page path without NATS (service.Offline, which
+// runs HandleBatch's own steps and leaves out only the publish and the acks): the pages of
+// the pipeline benchmark's wide web, decoded from their messages, extracted,
 // fingerprinted, checked against content dedup on a real redis-server, encoded as
 // documents and packed as link batches, one batch of 32 pages per op with the default
 // settings and GOGC, as the parser runs them. Every page is new to the index, as in a
@@ -179,18 +181,29 @@ func benchPages(b *testing.B, msgs []*nats.Msg, rules []policy.Change) {
 			b.Fatal(err)
 		}
 	}
-	off, err := service.NewOffline(ctx, cfg, rdb, slog.New(slog.DiscardHandler))
+	off, err := service.NewOffline(ctx, cfg, rdb, nil, slog.New(slog.DiscardHandler))
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer debug.SetGCPercent(debug.SetGCPercent(400)) // the services' default (runner.SetGCDefault)
 
+	msgIDs := make([]string, len(msgs))
+	for i := range msgIDs {
+		msgIDs[i] = "CRAWL_PAGES:" + strconv.Itoa(i+1) + ":bench"
+	}
+	ids := func(i int) []string { return msgIDs[(i%benchBatches)*benchBatch:][:benchBatch] }
 	batch := func(i int) []*nats.Msg { return msgs[(i%benchBatches)*benchBatch:][:benchBatch] }
 	// One pass unmeasured, so the first op pays no one-time cost (scripts loaded, pools).
 	for i := range benchBatches {
-		docs, _, err := off.Batch(ctx, batch(i))
-		if err != nil || len(docs) != benchBatch {
-			b.Fatalf("warm-up batch %d: %d documents, %v", i, len(docs), err)
+		pub, errs := off.Batch(ctx, ids(i), batch(i))
+		docs := 0
+		for _, m := range pub {
+			if m.Subject == topology.SubjectDocs {
+				docs++
+			}
+		}
+		if err := errors.Join(errs...); err != nil || docs != benchBatch {
+			b.Fatalf("warm-up batch %d: %d documents, %v", i, docs, err)
 		}
 	}
 	// The rules stay in force: the offline parser loaded them once and does not poll.
@@ -229,8 +242,8 @@ func benchPages(b *testing.B, msgs []*nats.Msg, rules []policy.Change) {
 			empty()
 			b.StartTimer()
 		}
-		if _, _, err := off.Batch(ctx, batch(i)); err != nil {
-			b.Fatal(err)
+		if _, errs := off.Batch(ctx, ids(i), batch(i)); errors.Join(errs...) != nil {
+			b.Fatal(errors.Join(errs...))
 		}
 		i++
 	}

@@ -57,6 +57,27 @@ func newStackWith(t *testing.T, env map[string]string, ropts redisproc.Options) 
 // the parser exists).
 func newStackOn(t *testing.T, ns *natsembed.Server, rs *redisproc.Server, env map[string]string) *stack {
 	t.Helper()
+	cfg := stackConfig(t, ns, rs, env)
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	svc, err := service.New(ctx, cfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, js := connectJS(t, ns)
+	opt, err := redis.ParseURL(rs.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(opt)
+	t.Cleanup(func() { rdb.Close() })
+	return &stack{t: t, ns: ns, rs: rs, svc: svc, nc: nc, js: js, rdb: rdb}
+}
+
+// stackConfig is the parser's configuration on the servers, env over the tests' defaults.
+func stackConfig(t *testing.T, ns *natsembed.Server, rs *redisproc.Server, env map[string]string) config.Config {
+	t.Helper()
 	vars := map[string]string{
 		"TRAWL_NATS_URL":    ns.URL(),
 		"TRAWL_REDIS_URL":   rs.URL(),
@@ -76,21 +97,7 @@ func newStackOn(t *testing.T, ns *natsembed.Server, rs *redisproc.Server, env ma
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
-	defer cancel()
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	svc, err := service.New(ctx, cfg, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	nc, js := connectJS(t, ns)
-	opt, err := redis.ParseURL(rs.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	rdb := redis.NewClient(opt)
-	t.Cleanup(func() { rdb.Close() })
-	return &stack{t: t, ns: ns, rs: rs, svc: svc, nc: nc, js: js, rdb: rdb}
+	return cfg
 }
 
 // run starts the service's consume loop; the test ends by cancelling it and requiring a
@@ -200,7 +207,7 @@ type discMsg struct {
 	batch crawlmsg.DiscoveredBatch
 }
 
-// takeDiscovered acts as dedup: it pulls and acks every batch on crawl.discovered.
+// takeDiscovered acts as the dedup service: it pulls and acks every batch on crawl.discovered.
 func (s *stack) takeDiscovered() []discMsg {
 	s.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)

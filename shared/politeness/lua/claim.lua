@@ -9,7 +9,7 @@
 -- Returns {1, until}: claimed until that time (ms), which Release needs; or {0, wait}: the
 -- host is busy, try again in wait ms.
 local window = tonumber(ARGV[7])
-local st = redis.call('HMGET', K_HOST, 'next', 'cd', 'rt')
+local st = redis.call('HMGET', K_HOST, HF.NEXT, HF.CD, HF.RT)
 local dl = slots_out(H)
 if dl then
   -- A task is out: its outcome sets the next time. Ask again after about one gap, and no
@@ -24,7 +24,7 @@ local nxt = tonumber(st[1] or '0') or 0
 if nxt > NOW then return {0, n2s(nxt - NOW)} end
 local existed = redis.call('EXISTS', K_HOST) == 1
 local til = NOW + window
-redis.call('HSET', K_HOST, 'next', n2s(til))
+redis.call('HSET', K_HOST, HF.NEXT, n2s(til))
 redis.call('ZADD', K_HEAP, 'XX', n2s(til), H)
 keep_until(til, existed)
 return {1, n2s(til)}

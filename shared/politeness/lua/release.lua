@@ -6,16 +6,16 @@
 -- Returns the host's next fetch time (ms).
 local til, dur = tonumber(ARGV[7]), tonumber(ARGV[8])
 if dur < 0 then dur = 0 end
-local st = redis.call('HMGET', K_HOST, 'next', 'cd')
+local st = redis.call('HMGET', K_HOST, HF.NEXT, HF.CD)
 local nxt = tonumber(st[1] or '0') or 0
 local te = NOW + gap(tonumber(st[2] or '0') or 0, dur, host_limits(H))
 local existed = redis.call('EXISTS', K_HOST) == 1
 if nxt == til then
-  redis.call('HSET', K_HOST, 'next', n2s(te))
+  redis.call('HSET', K_HOST, HF.NEXT, n2s(te))
   redis.call('ZADD', K_HEAP, 'XX', n2s(te), H)
 else
   if nxt > te then te = nxt end
-  redis.call('HSET', K_HOST, 'next', n2s(te))
+  redis.call('HSET', K_HOST, HF.NEXT, n2s(te))
   redis.call('ZADD', K_HEAP, 'XX', 'GT', n2s(te), H)
 end
 keep_until(te, existed)

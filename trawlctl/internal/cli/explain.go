@@ -61,15 +61,18 @@ func runExplain(ctx context.Context, e *env, args []string) error {
 	}
 	o := inspect.Options{
 		Prefix: e.cfg.RedisPrefix, Shards: e.cfg.Shards, BloomParts: e.cfg.BloomParts, FrontQueues: e.cfg.FrontQueues,
-		Agent: e.cfg.RobotsAgent, MaxDepth: e.cfg.MaxDepth, MaxURLLength: e.cfg.MaxURLLength,
+		Agent:     e.cfg.RobotsAgent,
 		ScanLimit: *scanLimit,
 		Limits: inspect.Limits{
 			Politeness: e.cfg.Politeness, MaxPagesPerHost: e.cfg.MaxPagesPerHost, Include: e.cfg.Include, Exclude: e.cfg.Exclude,
 			Recrawl: e.cfg.Recrawl, UserAgent: e.cfg.UserAgent,
 		},
 	}
-	// Validate compiled them already; this cannot fail.
-	o.Include, o.Exclude, _ = e.cfg.Regexps()
+	rule, err := e.cfg.Settings.Rule(e.cfg.MaxDepth)
+	if err != nil {
+		return err
+	}
+	o.Rule = rule
 	rdb, err := conn.Redis(ctx, e.cfg.Conn)
 	if err != nil {
 		return err

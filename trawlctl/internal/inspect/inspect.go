@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"net/netip"
 	"net/url"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/trawl/trawl/shared/crawlscope"
 	"github.com/trawl/trawl/shared/frontierkeys"
 	"github.com/trawl/trawl/shared/policy"
 	"github.com/trawl/trawl/shared/politeness"
@@ -33,15 +33,13 @@ import (
 
 // Options describe the deployment the URL is explained against.
 type Options struct {
-	Prefix       string
-	Shards       int
-	BloomParts   int // TRAWL_BLOOM_PARTS: the seen filter's parts, as dedup made it; 0 = 1
-	FrontQueues  int // F; 0 = probe every queue a scheduler may have (64)
-	Agent        string
-	MaxDepth     int
-	MaxURLLength int // 0 = no limit
-	Include      *regexp.Regexp
-	Exclude      *regexp.Regexp
+	Prefix      string
+	Shards      int
+	BloomParts  int // TRAWL_BLOOM_PARTS: the seen filter's parts, as dedup made it; 0 = 1
+	FrontQueues int // F; 0 = probe every queue a scheduler may have (64)
+	Agent       string
+	// Rule is the URL-only scope rule the parser follows links by.
+	Rule crawlscope.Rule
 	// ScanLimit bounds how many entries of each queue are searched for the URL (queues
 	// can hold millions; a list cannot be searched by value cheaply). Default 10000.
 	ScanLimit int
@@ -343,7 +341,7 @@ func Explain(ctx context.Context, rdb redis.UniversalClient, o Options, rawURL s
 		r.Policy.Note = o.RulesNote
 	}
 	lim := o.Limits
-	lim.MaxDepth = o.MaxDepth
+	lim.MaxDepth = o.Rule.MaxDepth
 	r.policy(rules, lim, r.Scope.Depth)
 	if v, err := parked.Result(); err == nil {
 		pr := &ParkReport{Key: ks.Park(r.Host), Queued: parkLen.Val(), Reason: v}
@@ -502,19 +500,20 @@ func (r *Report) server(ctx context.Context, rdb redis.UniversalClient, prefix s
 	return nil
 }
 
+// scope tells every URL-only rule that refuses the URL, where the parser stops at the first.
 func (r *Report) scope(o Options) {
-	s := &r.Scope
-	s.Length, s.MaxURLLength, s.MaxDepth = len(r.URL), o.MaxURLLength, o.MaxDepth
-	s.TooLong = o.MaxURLLength > 0 && s.Length > o.MaxURLLength
-	s.Trap = urlnorm.RepeatsSegment(r.URL)
-	s.Excluded = o.Exclude != nil && o.Exclude.MatchString(r.URL)
-	s.NotIncluded = o.Include != nil && !o.Include.MatchString(r.URL)
+	s, rule := &r.Scope, &o.Rule
+	s.Length, s.MaxURLLength, s.MaxDepth = len(r.URL), rule.MaxURLLength, rule.MaxDepth
+	s.TooLong = rule.TooLong(r.URL)
+	s.Trap = rule.Trap(r.URL)
+	s.Excluded = rule.Excluded(r.URL)
+	s.NotIncluded = rule.NotIncluded(r.URL)
 	if s.Depth != nil {
-		s.TooDeep = *s.Depth > o.MaxDepth
+		s.TooDeep = rule.TooDeep(*s.Depth)
 	}
 	var why []string
 	if s.TooLong {
-		why = append(why, fmt.Sprintf("longer than TRAWL_MAX_URL_LENGTH (%d > %d)", s.Length, o.MaxURLLength))
+		why = append(why, fmt.Sprintf("longer than TRAWL_MAX_URL_LENGTH (%d > %d)", s.Length, rule.MaxURLLength))
 	}
 	if s.Trap {
 		why = append(why, "a path segment repeats 3+ times (trap rule)")
@@ -526,7 +525,7 @@ func (r *Report) scope(o Options) {
 		why = append(why, "does not match TRAWL_INCLUDE")
 	}
 	if s.TooDeep {
-		why = append(why, fmt.Sprintf("queued at depth %d > TRAWL_MAX_DEPTH %d", *s.Depth, o.MaxDepth))
+		why = append(why, fmt.Sprintf("queued at depth %d > TRAWL_MAX_DEPTH %d", *s.Depth, rule.MaxDepth))
 	}
 	if !r.Policy.Admitted && r.Policy.Why != "" {
 		why = append(why, "refused by a site policy: "+r.Policy.Why)
@@ -535,8 +534,8 @@ func (r *Report) scope(o Options) {
 		s.Verdict = "out of scope: " + strings.Join(why, "; ") + " (the parser does not follow links to it)"
 		return
 	}
-	s.Verdict = fmt.Sprintf("passes the URL-only rules (length %d ≤ %d, no trap, include/exclude)", s.Length, o.MaxURLLength)
-	if o.MaxURLLength == 0 {
+	s.Verdict = fmt.Sprintf("passes the URL-only rules (length %d ≤ %d, no trap, include/exclude)", s.Length, rule.MaxURLLength)
+	if rule.MaxURLLength == 0 {
 		s.Verdict = "passes the URL-only rules (no length limit, no trap, include/exclude)"
 	}
 	if s.Depth == nil {

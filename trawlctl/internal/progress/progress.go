@@ -7,12 +7,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/trawl/trawl/shared/backlog"
 	"github.com/trawl/trawl/shared/frontierkeys"
 	"github.com/trawl/trawl/shared/policy"
 	"github.com/trawl/trawl/shared/recrawl"
@@ -89,7 +91,7 @@ type Snapshot struct {
 	Errors int64 `json:"errors"`
 	// Backlog is the messages not yet handled by each stage: dedup, scheduler, fetch
 	// (work-queue stream sizes), outcomes, parser (consumer pending + unacked).
-	Backlog map[string]uint64 `json:"backlog"`
+	Backlog backlog.Backlog   `json:"backlog"`
 	Streams map[string]Stream `json:"streams"`
 	// Dispatch is what holds the schedulers' dispatch back, as they last published it;
 	// nil when no scheduler ran lately.
@@ -170,7 +172,7 @@ func (r *Reader) Read(ctx context.Context) (*Snapshot, error) {
 	if r.O.Now != nil {
 		now = r.O.Now
 	}
-	s := &Snapshot{At: now(), Prefix: r.O.Prefix, Backlog: map[string]uint64{}, Streams: map[string]Stream{}}
+	s := &Snapshot{At: now(), Prefix: r.O.Prefix, Backlog: backlog.Backlog{}, Streams: map[string]Stream{}}
 	if err := r.readRedis(ctx, s); err != nil {
 		return nil, err
 	}
@@ -302,65 +304,41 @@ func (r *Reader) readRedis(ctx context.Context, s *Snapshot) error {
 	return nil
 }
 
-// stages maps the work-queue streams to the stage whose backlog their size is.
-var stages = []struct{ stream, stage string }{
-	{topology.StreamDiscovered, "dedup"},
-	{topology.StreamFrontier, "scheduler"},
-	{topology.StreamFetch, "fetch"},
-	{topology.StreamFetched, ""},
-	{topology.StreamPages, ""},
-	{topology.StreamDocs, ""},
-}
+// streams are the streams whose state a snapshot shows; the first three are also the
+// backlogs of dedup, the scheduler and the fetchers (work queues).
+var streams = []string{topology.StreamDiscovered, topology.StreamFrontier, topology.StreamFetch,
+	topology.StreamFetched, topology.StreamPages, topology.StreamDocs}
 
 func (r *Reader) readJetStream(ctx context.Context, s *Snapshot) error {
-	for _, st := range stages {
-		str, err := r.JS.Stream(ctx, st.stream)
-		if errors.Is(err, jetstream.ErrStreamNotFound) {
-			s.Warnings = append(s.Warnings, fmt.Sprintf("stream %s does not exist (no service has started against this NATS?)", st.stream))
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("progress: stream %s: %w", st.stream, err)
-		}
-		info := str.CachedInfo()
-		s.Streams[st.stream] = Stream{Msgs: info.State.Msgs, Bytes: info.State.Bytes, LastSeq: info.State.LastSeq}
-		if st.stage != "" {
-			s.Backlog[st.stage] = info.State.Msgs
+	warn := func(ms []backlog.Missing) {
+		for _, m := range ms {
+			if m.Consumer == "" {
+				s.Warnings = append(s.Warnings, fmt.Sprintf("stream %s does not exist (no service has started against this NATS?)", m.Stream))
+			} else {
+				s.Warnings = append(s.Warnings, fmt.Sprintf("consumer %s/%s does not exist", m.Stream, m.Consumer))
+			}
 		}
 	}
-	// Limits and interest streams keep handled messages, so their stages' backlog is what
-	// their consumers still have to deliver or see acked.
-	pending := func(stream, consumer string) (uint64, bool, error) {
-		c, err := r.JS.Consumer(ctx, stream, consumer)
-		if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
-			s.Warnings = append(s.Warnings, fmt.Sprintf("consumer %s/%s does not exist", stream, consumer))
-			return 0, false, nil
-		}
-		if err != nil {
-			return 0, false, fmt.Errorf("progress: consumer %s/%s: %w", stream, consumer, err)
-		}
-		info := c.CachedInfo()
-		return info.NumPending + uint64(info.NumAckPending), true, nil
+	rd, err := backlog.Read(ctx, r.JS, backlog.Request{Streams: streams, Stages: []string{backlog.Dedup, backlog.Scheduler, backlog.Fetch}})
+	if err != nil {
+		return fmt.Errorf("progress: %w", err)
 	}
+	warn(rd.Missing)
+	for name, st := range rd.Streams {
+		s.Streams[name] = Stream{Msgs: st.Msgs, Bytes: st.Bytes, LastSeq: st.LastSeq}
+	}
+	maps.Copy(s.Backlog, rd.Backlog)
 	b, err := recrawl.ReadBacklog(ctx, r.JS, r.O.Shards, recrawlSample, s.At)
 	if err != nil {
 		s.Warnings = append(s.Warnings, err.Error())
 	}
 	s.Recrawl = b
-	if n, ok, err := pending(topology.StreamPages, topology.ConsumerParser); err != nil {
-		return err
-	} else if ok {
-		s.Backlog["parser"] = n
+	rd, err = backlog.Read(ctx, r.JS, backlog.Request{Stages: []string{backlog.Parser, backlog.Outcomes}, Shards: r.O.Shards})
+	if err != nil {
+		return fmt.Errorf("progress: %w", err)
 	}
-	for k := range r.O.Shards {
-		n, ok, err := pending(topology.StreamFetched, topology.SchedulerFetchedConsumer(k))
-		if err != nil {
-			return err
-		}
-		if ok {
-			s.Backlog["outcomes"] += n
-		}
-	}
+	warn(rd.Missing)
+	maps.Copy(s.Backlog, rd.Backlog)
 	return nil
 }
 

@@ -1,21 +1,17 @@
-// Package scope decides which of a page's outlinks become crawl.discovered URLs. Every
-// URL is reached through a chain of links that each passed this filter, so rules relative
-// to the linking page ("same host", "same domain") keep the crawl on its seeds' sites.
+// Package scope decides which of a page's outlinks and requisites become crawl.discovered
+// URLs: nofollow, the URL-only rule (crawlscope.Rule, which trawlctl explain tells a URL by
+// too), the live site policies and the bounds on one page's links.
 package scope
 
 import (
 	"fmt"
-	"net"
 	"regexp"
 	"strings"
 	"sync/atomic"
 
-	"golang.org/x/net/publicsuffix"
-
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/crawlscope"
 	"github.com/trawl/trawl/shared/policy"
-	"github.com/trawl/trawl/shared/urlnorm"
 )
 
 // Mode is the scope rule of TRAWL_SCOPE.
@@ -42,16 +38,17 @@ type Reason string
 
 const (
 	ReasonNoFollow   Reason = "nofollow"    // rel=nofollow, or the page is nofollow
-	ReasonDepth      Reason = "depth"       // depth+1 exceeds MaxDepth
-	ReasonLength     Reason = "length"      // URL longer than MaxURLLength
-	ReasonScope      Reason = "scope"       // other host / domain than the page
-	ReasonExclude    Reason = "exclude"     // matches TRAWL_EXCLUDE
-	ReasonInclude    Reason = "include"     // does not match TRAWL_INCLUDE
-	ReasonTrap       Reason = "trap"        // a path segment repeats 3+ times
 	ReasonOutlinks   Reason = "outlinks"    // beyond MaxOutlinks for the page
 	ReasonBatchBytes Reason = "batch_bytes" // the page's batch would outgrow MaxBatchBytes
-	ReasonInvalid    Reason = "invalid"     // no host could be read from the URL
 	ReasonEmbedHops  Reason = "embed_hops"  // a requisite more embed hops from a page than MaxEmbedHops
+	// The URL-only rule (crawlscope.Rule) refused it.
+	ReasonDepth   = Reason(crawlscope.RefusedDepth)   // depth+1 exceeds MaxDepth
+	ReasonLength  = Reason(crawlscope.RefusedLength)  // URL longer than MaxURLLength
+	ReasonScope   = Reason(crawlscope.RefusedScope)   // other host / domain than the page
+	ReasonExclude = Reason(crawlscope.RefusedExclude) // matches TRAWL_EXCLUDE
+	ReasonInclude = Reason(crawlscope.RefusedInclude) // does not match TRAWL_INCLUDE
+	ReasonTrap    = Reason(crawlscope.RefusedTrap)    // a path segment repeats 3+ times
+	ReasonInvalid = Reason(crawlscope.RefusedInvalid) // no host could be read from the URL
 	// A live site policy's rule (shared/policy) refused it: deeper than the rule's
 	// max_depth, not matching its include patterns, or matching one of its exclude patterns.
 	ReasonPolicyDepth   Reason = "policy_depth"
@@ -118,6 +115,8 @@ type Config struct {
 // Filter applies a Config. It is safe for concurrent use.
 type Filter struct {
 	cfg Config
+	// rule is the Config's URL-only part.
+	rule crawlscope.Rule
 	// scoped remembers whether the rule set last seen has scope rules.
 	scoped atomic.Pointer[scopedSet]
 }
@@ -136,7 +135,8 @@ func New(cfg Config) (*Filter, error) {
 	if _, err := ParseEmbedScope(string(cfg.EmbedScope)); err != nil {
 		return nil, err
 	}
-	return &Filter{cfg: cfg}, nil
+	rule := crawlscope.Rule{Mode: string(cfg.Mode), MaxDepth: cfg.MaxDepth, MaxURLLength: cfg.MaxURLLength, Include: cfg.Include, Exclude: cfg.Exclude}
+	return &Filter{cfg: cfg, rule: rule}, nil
 }
 
 // Page is the linking page.
@@ -201,7 +201,7 @@ func (f *Filter) Select(p Page, links []crawlmsg.Link) ([]crawlmsg.Discovered, R
 		rej[ReasonNoFollow] += len(links)
 		return nil, rej
 	}
-	if depth > f.cfg.MaxDepth {
+	if f.rule.TooDeep(depth) {
 		for _, l := range links {
 			if l.NoFollow {
 				rej[ReasonNoFollow]++
@@ -211,14 +211,16 @@ func (f *Filter) Select(p Page, links []crawlmsg.Link) ([]crawlmsg.Discovered, R
 		}
 		return nil, rej
 	}
-	pageHost := urlnorm.HostOf(p.URL)
-	pageKey := f.key(pageHost)
+	from := f.rule.From(p.URL)
 	// Sized once: most links of a page pass.
 	out := make([]crawlmsg.Discovered, 0, len(links))
 	size := 0
 	rules := f.activeRules(p.Rules)
 	for _, l := range links {
-		r, ok := f.check(l, pageHost, pageKey)
+		r, ok := ReasonNoFollow, false
+		if !l.NoFollow {
+			r, ok = f.check(l.URL, from, true)
+		}
 		if ok && rules != nil {
 			r, ok = admit(rules, l.URL, depth)
 		}
@@ -261,8 +263,7 @@ func (f *Filter) SelectEmbeds(p Page, embeds []crawlmsg.Link, linked []crawlmsg.
 		size += discoveredSize(d)
 		skip[d.URL] = true
 	}
-	pageHost := urlnorm.HostOf(p.URL)
-	pageKey := f.key(pageHost)
+	from := f.rule.From(p.URL)
 	crawlScope := f.cfg.EmbedScope == EmbedCrawl
 	// Requisites held to the crawl's scope are held to the rules' too; by default they
 	// may leave it, as they may leave TRAWL_SCOPE and TRAWL_INCLUDE.
@@ -275,8 +276,7 @@ func (f *Filter) SelectEmbeds(p Page, embeds []crawlmsg.Link, linked []crawlmsg.
 		if skip[l.URL] {
 			continue
 		}
-		l.NoFollow = false
-		r, ok := f.checkURL(l, pageHost, pageKey, crawlScope)
+		r, ok := f.check(l.URL, from, crawlScope)
 		if ok && rules != nil {
 			r, ok = admit(rules, l.URL, p.Depth)
 		}
@@ -330,65 +330,8 @@ func admit(rules *policy.Set, u string, depth int) (Reason, bool) {
 	return "", true
 }
 
-// check applies the per-link rules, cheapest first.
-func (f *Filter) check(l crawlmsg.Link, pageHost, pageKey string) (Reason, bool) {
-	return f.checkURL(l, pageHost, pageKey, true)
-}
-
-// checkURL applies the per-URL rules; inScope adds TRAWL_SCOPE and TRAWL_INCLUDE.
-func (f *Filter) checkURL(l crawlmsg.Link, pageHost, pageKey string, inScope bool) (Reason, bool) {
-	if l.NoFollow {
-		return ReasonNoFollow, false
-	}
-	if f.cfg.MaxURLLength > 0 && len(l.URL) > f.cfg.MaxURLLength {
-		return ReasonLength, false
-	}
-	host := urlnorm.HostOf(l.URL)
-	if host == "" {
-		return ReasonInvalid, false
-	}
-	switch {
-	case !inScope:
-	case f.cfg.Mode == Host:
-		if host != pageHost {
-			return ReasonScope, false
-		}
-	case f.cfg.Mode == Domain:
-		if host != pageHost && f.key(host) != pageKey {
-			return ReasonScope, false
-		}
-	}
-	if f.cfg.Exclude != nil && f.cfg.Exclude.MatchString(l.URL) {
-		return ReasonExclude, false
-	}
-	if inScope && f.cfg.Include != nil && !f.cfg.Include.MatchString(l.URL) {
-		return ReasonInclude, false
-	}
-	if urlnorm.RepeatsSegment(l.URL) {
-		return ReasonTrap, false
-	}
-	return "", true
-}
-
-// key is what two hosts must share to be in scope of each other.
-func (f *Filter) key(host string) string {
-	if f.cfg.Mode != Domain {
-		return host
-	}
-	return RegisteredDomain(host)
-}
-
-// RegisteredDomain is host's eTLD+1 by the Public Suffix List (so a.example.co.uk and
-// b.example.co.uk share example.co.uk, while alice.github.io and bob.github.io do not).
-// An IP address, or a name that is itself a public suffix or has no registrable part
-// (localhost), is its own domain.
-func RegisteredDomain(host string) string {
-	if net.ParseIP(host) != nil {
-		return host
-	}
-	d, err := publicsuffix.EffectiveTLDPlusOne(host)
-	if err != nil {
-		return host
-	}
-	return d
+// check applies the URL-only rule; inScope adds TRAWL_SCOPE and TRAWL_INCLUDE.
+func (f *Filter) check(u string, from crawlscope.From, inScope bool) (Reason, bool) {
+	r, ok := f.rule.Check(u, from, inScope)
+	return Reason(r), ok
 }

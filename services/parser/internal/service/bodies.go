@@ -43,6 +43,9 @@ func (s *Service) resolveBody(ctx context.Context, url string, ref *crawlmsg.Bod
 	if ref.Bucket != topology.BodiesBucket || ref.Name == "" {
 		return nil, natsx.Permanent(fmt.Errorf("parser: %s: body reference %+v outside bucket %s", url, *ref, topology.BodiesBucket))
 	}
+	if s.bodies == nil {
+		return nil, fmt.Errorf("parser: %s: body %s sent by reference, and no body store to read it from (an Offline parser without NATS)", url, ref.Name)
+	}
 	gctx, cancel := context.WithTimeout(ctx, s.cfg.Common.AckWait)
 	defer cancel()
 	body, err := s.bodies.GetBytes(gctx, ref.Name)

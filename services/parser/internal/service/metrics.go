@@ -24,8 +24,8 @@ type metrics struct {
 	publishFailures   prometheus.Counter
 	duplicates        *prometheus.CounterVec
 	nearDupSkipped    prometheus.Counter
-	dedupDuration     prometheus.Histogram
-	dedupFailures     prometheus.Counter
+	dupCheckDuration  prometheus.Histogram
+	dupCheckFailures  prometheus.Counter
 	bucketsFull       prometheus.Counter
 	bodies            *prometheus.CounterVec // result: read, missing, deleted
 	render            *prometheus.CounterVec // decision: render, skip; reason: renderconf.Reason
@@ -54,8 +54,8 @@ func newMetrics(om *obs.Metrics) *metrics {
 		publishFailures:   om.Counter("publish_failures_total", "Batches whose publish wave failed; their pages are redelivered."),
 		duplicates:        om.CounterVec("duplicates_total", "Documents published flagged as duplicates of an earlier page: exact (same visible text) or near (SimHash within TRAWL_NEAR_DUP_DISTANCE bits).", "kind"),
 		nearDupSkipped:    om.Counter("near_dup_skipped_total", "Documents checked for exact duplicates only: fewer words than TRAWL_NEAR_DUP_MIN_WORDS."),
-		dedupDuration:     om.Histogram("dedup_check_duration_seconds", "Time of one batch's duplicate check in Redis (one script call).", prometheus.ExponentialBuckets(0.0001, 4, 9)),
-		dedupFailures:     om.Counter("dedup_check_failures_total", "Batches whose duplicate check failed (Redis); their pages are redelivered."),
+		dupCheckDuration:  om.Histogram("dedup_check_duration_seconds", "Time of one batch's duplicate check in Redis (one script call).", prometheus.ExponentialBuckets(0.0001, 4, 9)),
+		dupCheckFailures:  om.Counter("dedup_check_failures_total", "Batches whose duplicate check failed (Redis); their pages are redelivered."),
 		bucketsFull:       om.Counter("dedup_buckets_full_total", "SimHash band insertions refused because the bucket held TRAWL_NEAR_DUP_BUCKET_CAP originals; the page is still found through its other bands."),
 		bodies:            om.CounterVec("bodies_total", "Page bodies sent by reference (CRAWL_BODIES object store): read, missing (gone before parsing; the page is terminated), deleted (once no consumer of crawl.pages can ask for it).", "result"),
 		render:            om.CounterVec("render_decisions_total", "2xx HTML pages by render decision (render: sent to a renderer; skip) and reason: always, rule-always, setting-host, setting-url, shell; off, rule-never, rendered (a rendering, never rendered again), not-shell.", "decision", "reason"),
@@ -116,9 +116,9 @@ func newMetrics(om *obs.Metrics) *metrics {
 }
 
 // record adds one settled page's counts. It runs only once the page's outputs are stored,
-// so a page redelivered after a failed publish is not counted twice. dedup says whether
-// the duplicate check ran.
-func (m *metrics) record(o *outcome, dedup bool) {
+// so a page redelivered after a failed publish is not counted twice. contentDedup says
+// whether the content duplicate check ran.
+func (m *metrics) record(o *outcome, contentDedup bool) {
 	if o.sitemap != nil {
 		m.sitemaps.record(o.sitemap)
 		return
@@ -161,7 +161,7 @@ func (m *metrics) record(o *outcome, dedup bool) {
 	if o.dup != contentdup.Original {
 		m.duplicates.WithLabelValues(o.dup.String()).Inc()
 	}
-	if dedup && o.short {
+	if contentDedup && o.short {
 		m.nearDupSkipped.Inc()
 	}
 }

@@ -4,46 +4,62 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strconv"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/trawl/trawl/services/parser/internal/config"
 	"github.com/trawl/trawl/services/parser/internal/contentdup"
-	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/services/parser/internal/render"
+	"github.com/trawl/trawl/shared/natsx"
+	"github.com/trawl/trawl/shared/obs"
 	"github.com/trawl/trawl/shared/policy"
+	"github.com/trawl/trawl/shared/topology"
 )
 
-// Offline is the parser's work on a batch of page messages without the message
-// transport: decoding each page, extraction, the duplicate check of the batch against
-// Redis, encoding the documents and packing the batch's links, by the same steps as
-// HandleBatch. It measures the per-page cost apart from NATS, whose share is counted
-// separately.
+// Offline is the parser without its message transport: it runs a batch of page messages
+// through the very steps HandleBatch runs (parseBatch, then settle) and returns the
+// messages HandleBatch would publish, instead of publishing them and acking the pages.
+// It measures the per-page cost apart from NATS, whose share is counted separately.
 type Offline struct {
-	proc    *processor
-	dups    contentIndex // nil without Redis
-	workers int
+	s *Service
 }
 
-// NewOffline builds the per-page work of cfg; with rdb set, content dedup runs against
-// the index there (initialised as the service does), and links are held to the site
-// policies stored there (TRAWL_PARSER_POLICY).
-func NewOffline(ctx context.Context, cfg config.Config, rdb redis.UniversalClient, log *slog.Logger) (*Offline, error) {
+// NewOffline builds the parser of cfg without a consumer. With rdb set, content dedup runs
+// against the index there (initialised as the service does), links are held to the site
+// policies stored there (TRAWL_PARSER_POLICY, loaded once: a measurement holds them still)
+// and render decisions are kept there for trawlctl explain. With js set, the reads the
+// service makes of NATS work too (bodies sent by reference, recrawl schedules a sitemap
+// brings forward); without it a page that needs one fails. Its metrics go to a registry
+// of its own.
+func NewOffline(ctx context.Context, cfg config.Config, rdb redis.UniversalClient, js jetstream.JetStream, log *slog.Logger) (*Offline, error) {
 	proc, err := newProcessorOf(cfg, log)
 	if err != nil {
 		return nil, err
 	}
-	o := &Offline{proc: proc, workers: max(cfg.ParseConcurrency, 1)}
-	if rdb != nil && cfg.Policy {
-		// The rules as loaded now: a measurement holds them still.
+	s := &Service{cfg: cfg, log: log, proc: proc, js: js, m: newMetrics(obs.NewMetrics(prometheus.NewRegistry(), "parser"))}
+	if js != nil {
+		if s.bodies, err = natsx.ObjectStore(ctx, js, topology.Bodies(cfg.Common.Topology())); err != nil {
+			return nil, fmt.Errorf("parser: bodies store: %w", err)
+		}
+	}
+	if s.proc.render, err = render.New(cfg.Render, s.policyRule()); err != nil {
+		return nil, err
+	}
+	if rdb == nil {
+		return &Offline{s: s}, nil
+	}
+	s.rdb = rdb
+	if cfg.Policy {
 		w, err := policy.NewWatcher(ctx, policy.NewStore(rdb, cfg.Common.RedisPrefix), cfg.Rules.Poll)
 		if err != nil {
 			return nil, fmt.Errorf("parser: site policies: %w", err)
 		}
-		proc.rules = w.Current
+		s.proc.rules = w.Current
 	}
-	if rdb != nil && cfg.ContentDedup {
+	if cfg.ContentDedup {
 		idx, err := contentdup.New(rdb, cfg.Common.RedisPrefix, cfg.ContentDedupOptions())
 		if err != nil {
 			return nil, err
@@ -51,57 +67,27 @@ func NewOffline(ctx context.Context, cfg config.Config, rdb redis.UniversalClien
 		if err := idx.Init(ctx); err != nil {
 			return nil, err
 		}
-		o.dups = idx
+		s.contentDups = idx
 	}
-	return o, nil
+	return &Offline{s: s}, nil
 }
 
-// Batch handles one batch of page messages (as crawlmsg.PageMsg builds them) and returns
-// the documents and the crawl.discovered messages it would publish. A page that fails to
-// decode fails the batch.
-func (o *Offline) Batch(ctx context.Context, msgs []*nats.Msg) (docs [][]byte, discovered []*nats.Msg, err error) {
-	outs := make([]*outcome, len(msgs))
-	errs := make([]error, len(msgs))
-	parallel(len(msgs), o.workers, func(i int) {
-		page, err := crawlmsg.DecodePage(msgs[i].Header, msgs[i].Data)
-		if err != nil {
-			errs[i] = err
-			return
+// Batch handles one batch of page messages (as crawlmsg.PageMsg builds them), ids[i]
+// standing for the id natsx.MsgID gives msgs[i] once delivered. It returns the messages
+// HandleBatch would publish, in its order, and HandleBatch's result for each page.
+func (o *Offline) Batch(ctx context.Context, ids []string, msgs []*nats.Msg) ([]*nats.Msg, []error) {
+	if len(ids) != len(msgs) {
+		errs := make([]error, len(msgs))
+		for i := range errs {
+			errs[i] = fmt.Errorf("parser: offline batch of %d messages with %d ids", len(msgs), len(ids))
 		}
-		out, err := o.proc.process(page)
-		if err != nil {
-			errs[i] = err
-			return
-		}
-		o.proc.judgeRecrawl(page, out)
-		outs[i] = out
-	})
-	for _, err := range errs {
-		if err != nil {
-			return nil, nil, fmt.Errorf("parser: offline batch: %w", err)
-		}
+		return nil, errs
 	}
-	if o.dups != nil {
-		if _, err := o.proc.markDuplicates(ctx, o.dups, outs); err != nil {
-			return nil, nil, err
-		}
+	in := make([]pageIn, len(msgs))
+	for i, m := range msgs {
+		in[i] = pageIn{id: ids[i], header: m.Header, data: m.Data}
 	}
-	parallel(len(msgs), o.workers, func(i int) { errs[i] = o.proc.encode(outs[i]) })
-	var links []linkSource
-	for i, out := range outs {
-		if errs[i] != nil {
-			return nil, nil, errs[i]
-		}
-		if out.doc != nil {
-			docs = append(docs, out.doc)
-		}
-		if out.follow != nil {
-			links = append(links, linkSource{pageID: "offline:" + strconv.Itoa(i), group: out.follow})
-		}
-	}
-	discovered, err = discoveredMsgs(links, o.proc.linkBudget)
-	if err != nil {
-		return nil, nil, err
-	}
-	return docs, discovered, nil
+	b := o.s.parseBatch(ctx, in)
+	o.s.settle(ctx, b)
+	return b.pub, b.errs
 }

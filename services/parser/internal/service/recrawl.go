@@ -127,6 +127,9 @@ func changedSince(o *outcome, since int64) []crawlmsg.Discovered {
 // schedule keeps the URL's state; its id derives from the sitemap page's, so a redelivery
 // changes nothing.
 func (s *Service) bringForward(ctx context.Context, o *outcome, id string) ([]*nats.Msg, error) {
+	if s.js == nil {
+		return nil, fmt.Errorf("parser: a sitemap says %d URLs changed, and there is no NATS to read their schedules from (an Offline parser without NATS)", len(o.changed))
+	}
 	p := s.proc.recrawl
 	var out []*nats.Msg
 	for _, d := range o.changed {

@@ -85,6 +85,9 @@ func (o *outcome) why(page *crawlmsg.PageMeta, now time.Time) (renderconf.Why, b
 func (s *Service) renderTaskMsg(ctx context.Context, o *outcome) (*nats.Msg, error) {
 	t := o.task
 	if len(t.Page.Body) > s.proc.maxDoc {
+		if s.bodies == nil {
+			return nil, fmt.Errorf("parser: render task of %s: no body store for its %d-octet body (an Offline parser without NATS)", t.Page.Meta.URL, len(t.Page.Body))
+		}
 		name := crawlmsg.RenderTaskBodyName(t.Page.Meta.Lease)
 		if _, err := s.bodies.PutBytes(ctx, name, t.Page.Body); err != nil {
 			return nil, fmt.Errorf("parser: store render task body %s: %w", name, err)

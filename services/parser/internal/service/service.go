@@ -9,11 +9,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -43,10 +41,12 @@ type Service struct {
 	nc   *nats.Conn
 	js   jetstream.JetStream
 	rdb  redis.UniversalClient // nil when neither content dedup nor the site policies need it
-	dups contentIndex          // nil when TRAWL_CONTENT_DEDUP is off
 	m    *metrics
 	http *obs.Server
 	proc *processor
+	// contentDups is the index of the crawl's page texts (contentdup); nil when
+	// TRAWL_CONTENT_DEDUP is off.
+	contentDups contentIndex
 	// bodies holds page bodies sent by reference (crawlmsg.BodyRef).
 	bodies jetstream.ObjectStore
 	run    *runner.Runner
@@ -92,7 +92,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Service, 
 		if err = idx.Init(ctx); err != nil {
 			return nil, err
 		}
-		s.dups = idx
+		s.contentDups = idx
 	}
 	if cfg.Policy {
 		// Loaded before the first page: links are never held to no rules while rules exist.
@@ -209,142 +209,20 @@ func (s *Service) Close() {
 // or the publish failed; the retry gives the same verdicts, and the outputs' Nats-Msg-Id
 // makes a second publish harmless).
 func (s *Service) HandleBatch(ctx context.Context, msgs []jetstream.Msg) []error {
-	errs := make([]error, len(msgs))
-	s.proc.embeds.refresh(ctx)
-	outs := make([]*outcome, len(msgs))
-	byRef := make([]*crawlmsg.BodyRef, len(msgs))
-	parallel(len(msgs), s.cfg.ParseConcurrency, func(i int) {
-		page, err := crawlmsg.DecodePage(msgs[i].Headers(), msgs[i].Data())
-		if err != nil {
-			errs[i] = fmt.Errorf("parser: decode page: %w", err)
-			return
-		}
-		if ref := page.Meta.BodyRef; ref != nil {
-			if page.Body, err = s.resolveBody(ctx, page.Meta.URL, ref); err != nil {
-				errs[i] = err
-				return
-			}
-			byRef[i] = ref
-		}
-		o, err := s.proc.process(page)
-		if err != nil {
-			// Only encoding our own output fails here, and a retry would fail the same way.
-			errs[i] = natsx.Permanent(err)
-			return
-		}
-		if o.task == nil {
-			s.proc.judgeRecrawl(page, o)
-		}
-		if w, ok := o.why(&page.Meta, time.Now()); ok {
-			o.whyRec = &w
-		}
-		outs[i] = o
-	})
-
-	if s.dups != nil {
-		start := time.Now()
-		dctx, cancel := context.WithTimeout(ctx, s.cfg.Common.AckWait)
-		full, err := s.proc.markDuplicates(dctx, s.dups, outs)
-		cancel()
-		s.m.dedupDuration.Observe(time.Since(start).Seconds())
-		if err != nil {
-			s.m.dedupFailures.Inc()
-			s.log.Warn("content dedup check failed; pages will be redelivered", "pages", len(msgs), "err", err)
-			for i, o := range outs {
-				if o != nil && !o.skipped {
-					errs[i] = fmt.Errorf("parser: content dedup: %w", err)
-					outs[i] = nil
-				}
-			}
-		}
-		s.m.bucketsFull.Add(float64(full))
+	in := make([]pageIn, len(msgs))
+	for i, m := range msgs {
+		in[i] = pageIn{id: natsx.MsgID(m), header: m.Headers(), data: m.Data()}
 	}
-	parallel(len(msgs), s.cfg.ParseConcurrency, func(i int) {
-		if outs[i] == nil {
-			return
-		}
-		if err := s.proc.encode(outs[i]); err != nil {
-			errs[i] = natsx.Permanent(err)
-			outs[i] = nil
-		}
-	})
-
-	var pub []*nats.Msg
-	var links []linkSource
-	for i, o := range outs {
-		if o == nil {
-			continue
-		}
-		id := natsx.MsgID(msgs[i])
-		if o.doc != nil {
-			pub = append(pub, natsx.NewMsg(topology.SubjectDocs, topology.DocID(id), o.doc))
-		}
-		if o.task != nil {
-			tm, err := s.renderTaskMsg(ctx, o)
-			if err != nil {
-				errs[i], outs[i] = err, nil
-				continue
-			}
-			pub = append(pub, tm)
-		}
-		if len(o.changed) > 0 {
-			nudges, err := s.bringForward(ctx, o, id)
-			if err != nil {
-				errs[i], outs[i] = err, nil
-				continue
-			}
-			pub = append(pub, nudges...)
-		}
-		if sm, err := s.proc.scheduleMsg(o, topology.ScheduleID(id)); err != nil {
-			errs[i], outs[i] = natsx.Permanent(err), nil
-			continue
-		} else if sm != nil {
-			pub = append(pub, sm)
-		}
-		switch {
-		case len(o.follows) > 0:
-			// Several groups of one page need ids of their own, or the duplicate window
-			// would drop all but the first message.
-			for n, g := range o.follows {
-				pid := id
-				if n > 0 {
-					pid += "#" + strconv.Itoa(n)
-				}
-				links = append(links, linkSource{pageID: pid, group: g})
-			}
-		case o.follow != nil:
-			links = append(links, linkSource{pageID: id, group: o.follow})
-		}
-	}
-	disc, err := discoveredMsgs(links, s.proc.linkBudget)
-	if err != nil {
-		// Encoding our own struct: no input can make it fail, so it is retried.
-		for i, o := range outs {
-			if o != nil && o.follow != nil {
-				errs[i] = err
-			}
-		}
-	}
-	pub = append(pub, disc...)
+	b := s.parseBatch(ctx, in)
 	pctx, cancel := context.WithTimeout(ctx, s.cfg.Common.AckWait)
 	defer cancel()
-	if err := natsx.PublishBatch(pctx, s.js, pub); err != nil {
+	if err := natsx.PublishBatch(pctx, s.js, b.pub); err != nil {
 		s.m.publishFailures.Inc()
 		s.log.Warn("publish failed; pages will be redelivered", "pages", len(msgs), "err", err)
-		for i, o := range outs {
-			if o != nil && (!o.skipped || o.schedule != nil) {
-				errs[i] = fmt.Errorf("parser: publish: %w", err)
-			}
-		}
+		b.publishFailed(err)
 	}
-	for i, o := range outs {
-		if o != nil && errs[i] == nil {
-			s.m.record(o, s.dups != nil)
-		}
-	}
-	s.recordWhys(ctx, outs, errs)
-	s.releaseBodies(ctx, byRef, errs)
-	return errs
+	s.settle(ctx, b)
+	return b.errs
 }
 
 // parallel runs fn(0..n-1) on up to workers goroutines.

@@ -37,7 +37,7 @@ func domainOf(s *policy.Set, host string) (domain string, budget int64, ok bool)
 // (settled counts them). On an error every task is returned: an unpublished task would
 // wait for the reaper, and a charge that failed lets at most these tasks past the budget.
 func (f *Frontier) ChargeDomains(ctx context.Context, s *policy.Set, tasks []crawlmsg.FetchTask) (keep []crawlmsg.FetchTask, settled int, err error) {
-	if s == nil || len(tasks) == 0 {
+	if s == nil || len(tasks) == 0 || !s.DomainBudgets() {
 		return tasks, 0, nil
 	}
 	type dom struct {
@@ -101,7 +101,7 @@ func (f *Frontier) ChargeDomains(ctx context.Context, s *policy.Set, tasks []cra
 // RefundDomains returns the domain budget charge of outcomes that made no page request
 // (Applied.Refunded).
 func (f *Frontier) RefundDomains(ctx context.Context, s *policy.Set, applied []Applied) error {
-	if s == nil {
+	if s == nil || !s.DomainBudgets() {
 		return nil
 	}
 	give := map[string]int64{}

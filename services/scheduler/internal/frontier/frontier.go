@@ -42,6 +42,97 @@ var (
 	scriptRecheck  = load("recheck.lua")
 )
 
+// The scripts' KEYS and ARGV layout, written once here: New builds the keys and the
+// common arguments from these tables, and layoutLua declares the same positions to the
+// scripts as the locals lua/common.lua reads (K_STATS = KEYS[1], MIND = tonumber(ARGV[7]),
+// …), so no position is written twice.
+var shardKeys = []struct {
+	lua string
+	key func(frontierkeys.Shard) string
+}{
+	{"K_STATS", frontierkeys.Shard.Stats}, {"K_HEAP", frontierkeys.Shard.Heap},
+	{"K_HOSTS", frontierkeys.Shard.Hosts}, {"K_INFLIGHT", frontierkeys.Shard.Inflight},
+	{"K_LEASE", frontierkeys.Shard.Lease}, {"K_PAUSED", frontierkeys.Shard.Paused},
+	{"K_SEQ", frontierkeys.Shard.Seq}, {"K_BACKLINKS", frontierkeys.Shard.Backlinks},
+	{"K_BUSIEST", frontierkeys.Shard.Busiest}, {"K_SLOWEST", frontierkeys.Shard.Slowest},
+	{"K_ERRORS", frontierkeys.Shard.Errors}, {"K_APPLIED", frontierkeys.Shard.Applied},
+	{"K_LASTERR", frontierkeys.Shard.LastErr}, {"K_POLICY", frontierkeys.Shard.Policy},
+	{"K_PARKED", frontierkeys.Shard.Parked}, {"K_PSTATS", frontierkeys.Shard.PolicyStats},
+}
+
+// callArgs are the common arguments each call sets (Frontier.args): the key prefix, the
+// clock (NOW; empty: the server's TIME) and the random seed (SEED, also the call's nonce
+// in lease tokens).
+var callArgs = []struct {
+	lua string
+	str bool
+}{{"PFX", true}, {"NOW", false}, {"SEED", true}}
+
+// confArgs are the shard's settings in the common arguments, after callArgs: the Lua local
+// each is read into (a number unless str) and its value.
+var confArgs = []struct {
+	lua string
+	str bool
+	val func(o Options) string
+}{
+	{lua: "F", val: func(o Options) string { return strconv.Itoa(o.FrontQueues) }},
+	{lua: "B", val: func(o Options) string { return strconv.Itoa(o.BackQueues) }},
+	{lua: "BIAS", val: func(o Options) string { return strconv.FormatFloat(o.PriorityBias, 'g', -1, 64) }},
+	{lua: "MIND", val: func(o Options) string { return msArg(o.MinDelay) }},
+	{lua: "KF", val: func(o Options) string { return strconv.FormatFloat(o.DelayFactor, 'g', -1, 64) }},
+	{lua: "MAXCD", val: func(o Options) string { return msArg(o.MaxCrawlDelay) }},
+	{lua: "MAXBO", val: func(o Options) string { return msArg(o.MaxBackoff) }},
+	{lua: "RETRYB", val: func(o Options) string { return msArg(o.RetryBackoff) }},
+	{lua: "MAXR", val: func(o Options) string { return strconv.Itoa(o.MaxRetries) }},
+	{lua: "LEASE", val: func(o Options) string { return msArg(o.LeaseTTL) }},
+	{lua: "MAXPH", val: func(o Options) string { return strconv.FormatInt(o.MaxPagesPerHost, 10) }},
+	{lua: "MAXP", val: func(o Options) string { return strconv.FormatInt(o.MaxPages, 10) }},
+	{lua: "ROUTE_LIMIT", val: func(o Options) string { return strconv.Itoa(o.RouteLimit) }},
+	{lua: "SHARD", str: true, val: func(o Options) string { return strconv.Itoa(o.Shard) }},
+	{lua: "RETIRE", val: func(o Options) string { return strconv.Itoa(o.RetireAfter) }},
+	{lua: "HOSTTTL", val: func(o Options) string { return msArg(o.HostStateTTL) }},
+	{lua: "TOPKEEP", val: func(o Options) string { return strconv.Itoa(o.TopHosts) }},
+	{lua: "ERRKEEP", val: func(o Options) string { return strconv.Itoa(o.RecentErrors) }},
+	{lua: "BLKEEP", val: func(o Options) string { return strconv.Itoa(o.BacklinkHosts) }},
+}
+
+func msArg(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
+
+// Positions after the tables: the front queues follow the fixed KEYS (then, when kept,
+// the recrawl outbox), and a script's own arguments follow the common ARGV.
+var (
+	fixedKeys = len(shardKeys)
+	argStart  = len(callArgs) + len(confArgs) + 1
+)
+
+// layoutLua declares the layout to the scripts: a local per key and argument, fq(p) (front
+// queue p's key), K_OUTBOX (nil when not kept) and A (the first of a script's own
+// arguments). It adds no local beyond those: the scripts are near Lua's limit of 200.
+var layoutLua = func() redisx.Lua {
+	var b strings.Builder
+	b.WriteString("-- KEYS and ARGV layout from Go (frontier.go: shardKeys, callArgs, confArgs)\n")
+	for i, k := range shardKeys {
+		fmt.Fprintf(&b, "local %s = KEYS[%d]\n", k.lua, i+1)
+	}
+	arg := func(name string, str bool, pos int) {
+		if str {
+			fmt.Fprintf(&b, "local %s = ARGV[%d]\n", name, pos)
+		} else {
+			fmt.Fprintf(&b, "local %s = tonumber(ARGV[%d])\n", name, pos)
+		}
+	}
+	for i, c := range callArgs {
+		arg(c.lua, c.str, i+1)
+	}
+	for i, c := range confArgs {
+		arg(c.lua, c.str, len(callArgs)+i+1)
+	}
+	fmt.Fprintf(&b, "local function fq(p) return KEYS[%d + p] end\n", fixedKeys+1)
+	fmt.Fprintf(&b, "local K_OUTBOX = KEYS[%d + F]\n", fixedKeys+1)
+	fmt.Fprintf(&b, "local A = %d\n", argStart)
+	return redisx.Lua{Name: "layout", Source: b.String()}
+}()
+
 // names are the constants of frontierkeys that the scripts use.
 var names = redisx.Names(
 	"SLOT_SEP", frontierkeys.LeaseSlotSep, "TOKEN_SLOT", frontierkeys.LeaseTokenSep,
@@ -54,7 +145,7 @@ var names = redisx.Names(
 // load builds a frontier script: the names from Go, the common prelude, the politeness and
 // policy modules, the shared steps, the script.
 func load(name string) *redis.Script {
-	return redisx.Script(names, politeness.PolicyNames, redisx.Lua{FS: luaFS, Name: "lua/common.lua"}, politeness.Module,
+	return redisx.Script(names, politeness.PolicyNames, politeness.HostNames, layoutLua, redisx.Lua{FS: luaFS, Name: "lua/common.lua"}, politeness.Module,
 		politeness.PolicyModule, redisx.Lua{FS: luaFS, Name: "lua/steps.lua"},
 		redisx.Lua{FS: luaFS, Name: "lua/" + name})
 }
@@ -151,7 +242,7 @@ type Frontier struct {
 	bs   BacklinkScorer // p, when it scores backlinks
 	k    frontierkeys.Shard
 	keys []string
-	conf []any // ARGV[4..argStart-1]
+	conf []any // the confArgs values, after callArgs
 	// rules are the live site policies (UsePolicy); nil: none.
 	rules func() *policy.Set
 }
@@ -159,13 +250,6 @@ type Frontier struct {
 // UsePolicy makes AddBatches check each URL against the live site policies' depth,
 // include and exclude (Resolved.Admit). Call it before the frontier is used.
 func (f *Frontier) UsePolicy(rules func() *policy.Set) { f.rules = rules }
-
-// Positions shared with lua/common.lua: the front queues follow the fixed KEYS, and script
-// arguments follow the common ARGV.
-const (
-	fixedKeys = 16
-	argStart  = 23
-)
 
 // New returns the frontier of o.Shard. The bounds that are not settings (RouteLimit,
 // ReapLimit, TopHosts, RecentErrors) take their defaults when zero.
@@ -185,42 +269,20 @@ func New(rdb redis.UniversalClient, o Options, p Prioritizer) *Frontier {
 	}
 
 	k := frontierkeys.ForShard(o.KeyPrefix, o.Shard)
-	keys := []string{k.Stats(), k.Heap(), k.Hosts(), k.Inflight(),
-		k.Lease(), k.Paused(), k.Seq(), k.Backlinks(),
-		k.Busiest(), k.Slowest(), k.Errors(), k.Applied(), k.LastErr(), k.Policy(), k.Parked(), k.PolicyStats()}
+	keys := make([]string, 0, fixedKeys+o.FrontQueues+1)
+	for _, sk := range shardKeys {
+		keys = append(keys, sk.key(k))
+	}
 	for q := range o.FrontQueues {
 		keys = append(keys, k.FrontQueue(q))
 	}
-	nKeys := fixedKeys + o.FrontQueues
 	if o.KeepFailedRecrawls {
 		// After the front queues: lua/common.lua's K_OUTBOX, absent when not kept.
 		keys = append(keys, k.RecrawlOutbox())
-		nKeys++
 	}
-	ms := func(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
-	conf := []any{
-		strconv.Itoa(o.FrontQueues),
-		strconv.Itoa(o.BackQueues),
-		strconv.FormatFloat(o.PriorityBias, 'g', -1, 64),
-		ms(o.MinDelay),
-		strconv.FormatFloat(o.DelayFactor, 'g', -1, 64),
-		ms(o.MaxCrawlDelay),
-		ms(o.MaxBackoff),
-		ms(o.RetryBackoff),
-		strconv.Itoa(o.MaxRetries),
-		ms(o.LeaseTTL),
-		strconv.FormatInt(o.MaxPagesPerHost, 10),
-		strconv.FormatInt(o.MaxPages, 10),
-		strconv.Itoa(o.RouteLimit),
-		strconv.Itoa(o.Shard),
-		strconv.Itoa(o.RetireAfter),
-		ms(o.HostStateTTL),
-		strconv.Itoa(o.TopHosts),
-		strconv.Itoa(o.RecentErrors),
-		strconv.Itoa(o.BacklinkHosts),
-	}
-	if len(keys) != nKeys || 3+len(conf) != argStart-1 {
-		panic("frontier: KEYS/ARGV layout out of step with lua/common.lua")
+	conf := make([]any, len(confArgs))
+	for i, c := range confArgs {
+		conf[i] = c.val(o)
 	}
 	bs, _ := p.(BacklinkScorer)
 	return &Frontier{rdb: rdb, o: o, p: p, bs: bs, k: k, keys: keys, conf: conf}

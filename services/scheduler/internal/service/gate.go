@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/trawl/trawl/services/scheduler/internal/config"
+	"github.com/trawl/trawl/shared/backlog"
 	"github.com/trawl/trawl/shared/frontierkeys"
 	"github.com/trawl/trawl/shared/topology"
 )
@@ -243,28 +244,25 @@ func (g *gate) pollBacklogs(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
 	var errs []error
-	pending := func(stream, consumer string) (uint64, bool) {
-		c, err := g.js.Consumer(ctx, stream, consumer)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("consumer %s/%s: %w", stream, consumer, err))
-			return 0, false
-		}
-		info := c.CachedInfo()
-		return info.NumPending + uint64(max(info.NumAckPending, 0)), true
-	}
 	g.mu.Lock()
 	f := g.fig
 	g.mu.Unlock()
-	if n, ok := pending(topology.StreamPages, topology.ConsumerParser); ok {
+	// A reading that fails keeps the last one; the others still count.
+	if n, err := backlog.Stage(ctx, g.js, backlog.Parser, 0); err != nil {
+		errs = append(errs, err)
+	} else {
 		f.Parser = n
 	}
-	if n, ok := pending(topology.StreamDiscovered, topology.ConsumerDedup); ok {
+	// Dedup's consumer's own count: on its work queue, read by it alone, the queue's size.
+	if n, err := backlog.Pending(ctx, g.js, topology.StreamDiscovered, topology.ConsumerDedup); err != nil {
+		errs = append(errs, err)
+	} else {
 		f.Dedup = n
 	}
-	if s, err := g.js.Stream(ctx, topology.StreamFrontier); err != nil {
-		errs = append(errs, fmt.Errorf("stream %s: %w", topology.StreamFrontier, err))
+	if n, err := backlog.Stage(ctx, g.js, backlog.Scheduler, 0); err != nil {
+		errs = append(errs, err)
 	} else {
-		f.Frontier = s.CachedInfo().State.Msgs
+		f.Frontier = n
 	}
 	if s, err := g.js.Stream(ctx, topology.StreamPages); err != nil {
 		errs = append(errs, fmt.Errorf("stream %s: %w", topology.StreamPages, err))

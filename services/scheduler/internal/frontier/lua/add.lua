@@ -82,7 +82,7 @@ for b = 1, nb do
       i = i + 3
       local s = hostState[h]
       if s == nil then
-        local st = redis.call('HMGET', hk(h), 'retired', 'pages')
+        local st = redis.call('HMGET', hk(h), HF.RETIRED, HF.PAGES)
         if st[1] then
           s = 'retired'
         elseif host_budget(h) > 0 and tonumber(st[2] or '0') >= host_budget(h) then

@@ -1,60 +1,32 @@
 -- Prelude shared by every frontier script (prepended in Go before loading).
 --
--- KEYS: 1 stats, 2 heap, 3 hosts, 4 inflight, 5 lease, 6 paused, 7 seq, 8 backlinks,
---       9 busiest, 10 slowest, 11 errors, 12 applied, 13 lasterr, 14 policy, 15 parked,
---       16 policy-stats, 17.. fq:0..fq:F-1, 17+F recrawl-outbox (adaptive recrawl only;
---       K_OUTBOX)
--- ARGV: 1 key prefix "trawl:{s<n>}:", 2 now (unix ms; '' = the server's TIME, which is
---       what a scheduler passes), 3 random seed, 4 F, 5 B, 6 bias,
---       7 min delay ms, 8 delay factor k, 9 max crawl-delay ms, 10 max backoff ms,
---       11 retry backoff base ms, 12 max retries, 13 lease TTL ms, 14 max pages per host,
---       15 max pages, 16 router limit, 17 shard, 18 retire after (0 = never),
---       19 host state TTL ms (0 = never expires), 20 hosts kept in each of busiest and
---       slowest, 21 entries kept in errors, 22 hosts whose backlinks are counted; script
---       arguments start at ARGV[23].
+-- The KEYS and ARGV layout is Go's (frontier.go: shardKeys, callArgs, confArgs), declared
+-- before this file as the locals it names: KEYS K_STATS … K_PSTATS, then the front queues
+-- (fq(p)), then the recrawl outbox when adaptive recrawl keeps it (K_OUTBOX, else nil);
+-- ARGV PFX (key prefix "trawl:{s<n>}:"), NOW (now in unix ms; '' = the server's TIME,
+-- which is what a scheduler passes), SEED (the random seed), then the settings F, B, BIAS,
+-- MIND (min delay ms), KF (delay factor), MAXCD (max crawl-delay ms), MAXBO (max backoff
+-- ms), RETRYB (retry backoff base ms), MAXR (max retries), LEASE (lease TTL ms), MAXPH
+-- (max pages per host), MAXP (max pages), ROUTE_LIMIT, SHARD, RETIRE (retire after; 0 =
+-- never), HOSTTTL (host state TTL ms; 0 = never expires), TOPKEEP (hosts kept in each of
+-- busiest and slowest), ERRKEEP (entries kept in errors), BLKEEP (hosts whose backlinks
+-- are counted); a script's own arguments start at ARGV[A].
 --
 -- Per-host keys (bq:<host>, host:<host>) cannot be listed in KEYS because the
 -- hosts a step touches are only known inside the script; they are built from the prefix,
 -- whose hash tag puts them in the same cluster slot as the declared keys.
 
-local K_STATS, K_HEAP, K_HOSTS, K_INFLIGHT = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local K_LEASE, K_PAUSED, K_SEQ, K_BACKLINKS = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
-local K_BUSIEST, K_SLOWEST, K_ERRORS, K_APPLIED = KEYS[9], KEYS[10], KEYS[11], KEYS[12]
-local K_LASTERR, K_POLICY, K_PARKED, K_PSTATS = KEYS[13], KEYS[14], KEYS[15], KEYS[16]
-local PFX = ARGV[1]
 -- One clock for every decision about time (due hosts, lease deadlines, next fetch times,
 -- backoff, expiry): the Redis server's, never the calling process's. Reading TIME before
 -- writing needs effects replication, the only mode since Redis 7 (the default since 5);
 -- replicate_commands turns it on in older servers and is a no-op in newer ones.
 if redis.replicate_commands then redis.replicate_commands() end
-local NOW = tonumber(ARGV[2])
 if not NOW then
   local t = redis.call('TIME')
   NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
-local rng = tonumber(ARGV[3])
-local F = tonumber(ARGV[4])
-local B = tonumber(ARGV[5])
-local BIAS = tonumber(ARGV[6])
-local MIND = tonumber(ARGV[7])
-local KF = tonumber(ARGV[8])
-local MAXCD = tonumber(ARGV[9])
-local MAXBO = tonumber(ARGV[10])
-local RETRYB = tonumber(ARGV[11])
-local MAXR = tonumber(ARGV[12])
-local LEASE = tonumber(ARGV[13])
-local MAXPH = tonumber(ARGV[14])
-local MAXP = tonumber(ARGV[15])
-local ROUTE_LIMIT = tonumber(ARGV[16])
-local SHARD = ARGV[17]
-local RETIRE = tonumber(ARGV[18])
-local HOSTTTL = tonumber(ARGV[19])
-local TOPKEEP = tonumber(ARGV[20])
-local ERRKEEP = tonumber(ARGV[21])
-local BLKEEP = tonumber(ARGV[22])
-local A = 23
+local rng = tonumber(SEED)
 
-local function fq(p) return KEYS[17 + p] end
 local function bq(h) return PFX .. 'bq:' .. h end
 local function hk(h) return PFX .. 'host:' .. h end
 local function pk(h) return PFX .. 'park:' .. h end
@@ -80,7 +52,6 @@ local function n2s(x) return string.format('%.0f', x) end
 -- otherwise drop with it; kept here in the same step as "<now ms> <requested 0|1>
 -- <entry>", it is scheduled again by Go (service.rescheduleLoop), so a site that is
 -- down a while loses no URL. Only entries with an extension can carry state.
-local K_OUTBOX = KEYS[17 + F]
 local function keep_recrawl(e, requested)
   if K_OUTBOX and string.find(e, '^%d+ %d+ %d+ [^ ]+ [^ ]') then
     redis.call('RPUSH', K_OUTBOX, n2s(NOW) .. ' ' .. requested .. ' ' .. e)

@@ -99,7 +99,7 @@ for o = 1, n do
     consumed[sid] = true
     slot_ended(h, sid)
     local hkey = hk(h)
-    local st = redis.call('HMGET', hkey, 'next', 'cd', 'err', 'fails', 'fetched', 'rtavg', 'rt')
+    local st = redis.call('HMGET', hkey, HF.NEXT, HF.CD, HF.ERR, HF.FAILS, HF.FETCHED, HF.RTAVG, HF.RT)
     local stNext = tonumber(st[1] or '0') or 0
     local cd = tonumber(st[2] or '0') or 0
     local stErr = tonumber(st[3] or '0') or 0
@@ -110,7 +110,7 @@ for o = 1, n do
     local capped = 0
     if newcd >= 0 and newcd ~= cd then
       cd = newcd
-      set[#set + 1] = 'cd'
+      set[#set + 1] = HF.CD
       set[#set + 1] = n2s(cd)
       -- Reported once per host and value: only the outcome that changes the stored value.
       if cd > lim.maxcd then capped = 2 end
@@ -193,14 +193,14 @@ for o = 1, n do
     end
     if refund then
       bump('pages', -1)
-      if charge_host(h) then redis.call('HINCRBY', hkey, 'pages', -1) end
+      if charge_host(h) then redis.call('HINCRBY', hkey, HF.PAGES, -1) end
     end
     if reset then errs = 0 end
     local teS = n2s(te)
-    set[#set + 1] = 'next'
+    set[#set + 1] = HF.NEXT
     set[#set + 1] = teS
     if addr ~= '' then
-      set[#set + 1] = 'addr'
+      set[#set + 1] = HF.ADDR
       set[#set + 1] = addr
     end
     if requested then
@@ -208,9 +208,9 @@ for o = 1, n do
       local avg = dur
       if old then avg = floor(old + (dur - old) / 4 + 0.5) end
       -- The duration arrives as a decimal integer, so it is stored as it came.
-      set[#set + 1] = 'rt'
+      set[#set + 1] = HF.RT
       set[#set + 1] = durS
-      set[#set + 1] = 'rtavg'
+      set[#set + 1] = HF.RTAVG
       set[#set + 1] = n2s(avg)
       if not slowFloor or avg > slowFloor then
         slowArgs[#slowArgs + 1] = avg
@@ -222,7 +222,7 @@ for o = 1, n do
     end
     if act == 1 then
       local nf = (tonumber(st[5] or '0') or 0) + 1
-      set[#set + 1] = 'fetched'
+      set[#set + 1] = HF.FETCHED
       set[#set + 1] = nf
       -- Counts only grow, so a host left out of a full view is below every member.
       if not busyFloor or nf > busyFloor then
@@ -233,11 +233,11 @@ for o = 1, n do
     -- Streaks are written only when they change: most outcomes are successes of hosts
     -- without a streak, and an absent field reads as 0.
     if errs ~= stErr then
-      set[#set + 1] = 'err'
+      set[#set + 1] = HF.ERR
       set[#set + 1] = n2s(errs)
     end
     if fails ~= stFails then
-      set[#set + 1] = 'fails'
+      set[#set + 1] = HF.FAILS
       set[#set + 1] = n2s(fails)
     end
     if res == 3 then keep_recrawl(string.sub(v, sp + 1), requested and 1 or 0) end
@@ -253,7 +253,7 @@ for o = 1, n do
         bump('failed', retired)
       end
       bump('retired', 1)
-      set[#set + 1] = 'retired'
+      set[#set + 1] = HF.RETIRED
       set[#set + 1] = n2s(NOW)
     end
     redis.call('HSET', hkey, unpack(set))

@@ -64,8 +64,8 @@ for i, h in ipairs(hs) do
     local over = MAXP > 0 and pages_used() >= MAXP
     local hb = host_budget(h)
     if not over and charge_host(h) then
-      if redis.call('HINCRBY', hk(h), 'pages', 1) > hb and hb > 0 then
-        redis.call('HINCRBY', hk(h), 'pages', -1)
+      if redis.call('HINCRBY', hk(h), HF.PAGES, 1) > hb and hb > 0 then
+        redis.call('HINCRBY', hk(h), HF.PAGES, -1)
         over = true
       end
     end
@@ -80,9 +80,9 @@ for i, h in ipairs(hs) do
     else
       if lim.conn > 1 then
         -- The next start is a gap after this one, whichever slot ends first.
-        local st = redis.call('HMGET', hk(h), 'cd', 'rt')
+        local st = redis.call('HMGET', hk(h), HF.CD, HF.RT)
         local nx = n2s(NOW + gap(tonumber(st[1] or '0') or 0, tonumber(st[2] or '0') or 0, lim))
-        redis.call('HSET', hk(h), 'next', nx)
+        redis.call('HSET', hk(h), HF.NEXT, nx)
         if busy + 1 < lim.conn and redis.call('LLEN', bq(h)) > 0 then
           again[#again + 1] = nx
           again[#again + 1] = h
@@ -105,7 +105,7 @@ if n > 0 then
     -- The call's random nonce keeps tokens unique even if Redis loses its last writes
     -- (AOF everysec) and seq runs again: a reused token would make JetStream drop the new
     -- task (and its page and outcome) as duplicates of the lost dispatch's messages.
-    local tok = SHARD .. '-' .. n2s(last - n + j) .. '-' .. ARGV[3]
+    local tok = SHARD .. '-' .. n2s(last - n + j) .. '-' .. SEED
     if tslot[j] > 0 then
       tok = tok .. TOKEN_SLOT .. tslot[j]
       bump('slots_out', 1)

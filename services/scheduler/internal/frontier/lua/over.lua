@@ -16,7 +16,7 @@ for j = A, #ARGV - 1, 2 do
     redis.call('HDEL', K_LASTERR, sid)
     redis.call('ZREM', K_INFLIGHT, sid)
     bump('pages', -1)
-    if charge_host(h) then redis.call('HINCRBY', hk(h), 'pages', -1) end
+    if charge_host(h) then redis.call('HINCRBY', hk(h), HF.PAGES, -1) end
     local rest = redis.call('LLEN', bq(h))
     if rest > 0 then redis.call('DEL', bq(h)) end
     bump('queued', -rest)
@@ -24,7 +24,7 @@ for j = A, #ARGV - 1, 2 do
     redis.call('ZREM', K_HEAP, h)
     if slots_busy(h, host_limits(h), {}) == 0 then
       freed[#freed + 1] = h
-      expire_state(h, tonumber(redis.call('HGET', hk(h), 'next') or '0') or 0)
+      expire_state(h, tonumber(redis.call('HGET', hk(h), HF.NEXT) or '0') or 0)
     end
     n = n + 1
   end

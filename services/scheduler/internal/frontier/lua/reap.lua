@@ -48,9 +48,9 @@ for _, sid in ipairs(hs) do
       string.sub(string.match(u or '', '^[^ ]*'), 1, 512) .. '\t' .. why
   end
   local lim = host_limits(h)
-  local st = redis.call('HMGET', hk(h), 'cd', 'rt')
+  local st = redis.call('HMGET', hk(h), HF.CD, HF.RT)
   local te = NOW + gap(tonumber(st[1] or '0') or 0, tonumber(st[2] or '0') or 0, lim)
-  redis.call('HSET', hk(h), 'next', n2s(te))
+  redis.call('HSET', hk(h), HF.NEXT, n2s(te))
   local others = slots_busy(h, lim, done)
   if lim.block then
     park_queue(h)

@@ -39,7 +39,7 @@ end
 local freed = {}
 if redis.call('EXISTS', bq(h)) == 0 and redis.call('ZREM', K_HEAP, h) == 1 then
   freed[1] = h
-  expire_state(h, tonumber(redis.call('HGET', hk(h), 'next') or '0') or 0)
+  expire_state(h, tonumber(redis.call('HGET', hk(h), HF.NEXT) or '0') or 0)
 end
 free_and_route(freed)
 flush_stats()

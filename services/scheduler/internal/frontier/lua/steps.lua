@@ -56,7 +56,7 @@ local function park_host(h)
   local n = park_queue(h)
   if redis.call('ZREM', K_HEAP, h) == 1 then
     redis.call('HDEL', K_HOSTS, h)
-    local nx = tonumber(redis.call('HGET', hk(h), 'next') or '0') or 0
+    local nx = tonumber(redis.call('HGET', hk(h), HF.NEXT) or '0') or 0
     expire_state(h, nx)
     return n, true
   end
@@ -127,7 +127,7 @@ local function route()
   local function admission(h)
     if MAXP > 0 and pages_used() >= MAXP then return 'over' end
     if newNext[h] then return 'new' end
-    local r = redis.call('HMGET', hk(h), 'next', 'retired', 'pages')
+    local r = redis.call('HMGET', hk(h), HF.NEXT, HF.RETIRED, HF.PAGES)
     -- Retired while its URLs waited in the front queues, or its budget was spent.
     if r[2] then return 'retired' end
     local hb = host_budget(h)

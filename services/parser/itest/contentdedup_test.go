@@ -15,7 +15,7 @@ import (
 // Pages of the content-dedup tests. The exact copy has other markup, title, scripts and
 // styles, but the same visible text; the near copy has one word changed; the soft 404s
 // are too short for a near-duplicate lookup but still exact duplicates of each other.
-func dedupPages(t *testing.T) (orig, copyPage, near, unrelated string) {
+func contentDupPages(t *testing.T) (orig, copyPage, near, unrelated string) {
 	light := fixtureText(t, "lighthouse.txt")
 	text := edited(light, 300, -1, "")
 	w := strings.Fields(text)
@@ -34,7 +34,7 @@ const soft404 = `<html><head><title>Not found</title></head><body><p>Sorry, this
 func TestContentDedup(t *testing.T) {
 	s := newStack(t, nil)
 	s.run()
-	orig, copyPage, near, unrelated := dedupPages(t)
+	orig, copyPage, near, unrelated := contentDupPages(t)
 	// The original first, then the copies, as a crawl would find them. Batches are parsed
 	// concurrently (TRAWL_PARSE_INFLIGHT), so which of two pages in flight together is
 	// the original is a race; each page waits for the one before it to be parsed.
@@ -119,8 +119,8 @@ func TestContentDedup(t *testing.T) {
 }
 
 func TestContentDedupOff(t *testing.T) {
-	// Nothing listens on port 1: with dedup and the site policies off the parser must not
-	// need Redis at all.
+	// Nothing listens on port 1: with content dedup and the site policies off the parser
+	// must not need Redis at all.
 	s := newStack(t, map[string]string{"TRAWL_CONTENT_DEDUP": "false", "TRAWL_PARSER_POLICY": "false", "TRAWL_REDIS_URL": "redis://127.0.0.1:1/0"})
 	s.run()
 	resp, err := http.Get("http://" + s.svc.Addr() + "/readyz")
@@ -129,9 +129,9 @@ func TestContentDedupOff(t *testing.T) {
 	}
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("/readyz = %d without Redis and with dedup off", resp.StatusCode)
+		t.Fatalf("/readyz = %d without Redis and with content dedup off", resp.StatusCode)
 	}
-	orig, _, _, _ := dedupPages(t)
+	orig, _, _, _ := contentDupPages(t)
 	s.publishPage(htmlMeta("http://lights.test/history", 1), orig)
 	s.publishPage(htmlMeta("http://mirror.test/history", 1), orig)
 	s.waitSettled()
@@ -145,7 +145,7 @@ func TestContentDedupOff(t *testing.T) {
 		}
 	}
 	if got := s.metric(`trawl_parser_duplicates_total{kind="exact"}`); got != 0 {
-		t.Errorf("exact duplicates = %v with dedup off", got)
+		t.Errorf("exact duplicates = %v with content dedup off", got)
 	}
 }
 
@@ -153,7 +153,7 @@ func TestContentDedupSurvivesRedisOutage(t *testing.T) {
 	// AOF with fsync always, so the index survives the restart.
 	s := newStackWith(t, nil, redisproc.Options{AppendOnly: true, FsyncAlways: true})
 	s.run()
-	orig, copyPage, _, _ := dedupPages(t)
+	orig, copyPage, _, _ := contentDupPages(t)
 	s.publishPage(htmlMeta("http://lights.test/history", 1), orig)
 	s.waitSettled()
 

@@ -1,0 +1,171 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/trawl/trawl/services/fetcher/internal/fetch"
+	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/natsx"
+	"github.com/trawl/trawl/shared/topology"
+)
+
+// fetchPage requests the page (u is task.URL parsed) under reqCtx and builds the page
+// and, for a redirect, the discovered target.
+func (s *Service) fetchPage(ctx, reqCtx context.Context, task *crawlmsg.FetchTask, u *url.URL, out *crawlmsg.Outcome) (*crawlmsg.Outcome, *pageResult, error) {
+	// Right before the request, the rules in force now decide: a block set since the task
+	// was dispatched, received or started stops it here.
+	pol := s.policyOf(task.URL)
+	if pol.Blocked() {
+		return s.parked(out, parkedPage), nil, nil
+	}
+	hdr, err := s.headersOf(pol, u.Hostname())
+	if err != nil {
+		return s.secretFailed(out, err), nil, nil
+	}
+	lease, reqErr, err := s.atServer(reqCtx, task.URL, time.Duration(out.CrawlDelay*float64(time.Second)))
+	if err != nil {
+		return nil, nil, err
+	}
+	if lease != nil && !lease.claim.OK {
+		return serverBusy(out, lease), nil, nil
+	}
+	started := s.now()
+	var resp *fetch.Response
+	switch {
+	case reqErr != nil:
+		// The dial would have failed the same way.
+		err = reqErr
+	case lease != nil:
+		resp, err = s.client.GetParsed(fetch.WithHeaders(lease.ctx, hdr), task.URL, u, acceptFor(task.Kind), validators(task))
+		s.releaseServer(ctx, lease, s.now().Sub(started))
+		out.Addr = lease.claim.Addr.String()
+	default:
+		resp, err = s.client.GetParsed(fetch.WithHeaders(reqCtx, hdr), task.URL, u, acceptFor(task.Kind), validators(task))
+	}
+	if err != nil {
+		switch {
+		case ctx.Err() != nil:
+			return nil, nil, fmt.Errorf("fetcher: %s: %w", task.URL, err)
+		case fetch.IsBlocked(err):
+			s.m.blocked.Inc()
+			out.Kind, out.Error, out.Permanent = crawlmsg.OutcomeBlocked, err.Error(), true
+			return out, nil, nil
+		}
+		out.Kind, out.Requested = crawlmsg.OutcomeError, true
+		out.Error, out.Permanent = err.Error(), fetch.IsPermanent(err)
+		out.StartedAt, out.DurationMs = started.UnixMilli(), s.now().Sub(started).Milliseconds()
+		return out, nil, nil
+	}
+	s.m.pages.WithLabelValues(statusClass(resp.Status)).Inc()
+	s.m.bytes.Add(float64(resp.WireBytes))
+	s.m.duration.Observe(resp.Duration.Seconds())
+
+	// The page, its capture and the result are one allocation.
+	res := &pageResult{resp: resp}
+	res.pageMem = crawlmsg.Page{
+		Meta: crawlmsg.PageMeta{
+			URL:         task.URL,
+			Host:        task.Host,
+			Depth:       task.Depth,
+			Status:      resp.Status,
+			Header:      resp.Header,
+			ContentType: resp.MediaType,
+			Charset:     resp.Charset,
+			FetchedAt:   resp.StartedAt.UnixMilli(),
+			DurationMs:  resp.Duration.Milliseconds(),
+			Truncated:   resp.Truncated,
+			// A redirect chain is recorded hop by hop: this hop's target, and how many
+			// hops led here (the previous hop is the page whose Location is this URL).
+			Location: resp.Location,
+			Hops:     task.Hops,
+			Lease:    task.Lease,
+			Kind:     task.Kind,
+			Embeds:   task.Embeds,
+			Recrawl:  task.Recrawl,
+			Under:    task.Under,
+		},
+		Body: resp.Body,
+	}
+	res.page = &res.pageMem
+	s.attachCapture(res.page, &res.capture, resp)
+
+	if resp.Location != "" {
+		out.Location = resp.Location
+		// The target is crawled like any discovered URL (deduplicated, scheduled politely),
+		// at the same depth: a redirect is not a link hop. Hops caps the chain.
+		if task.Hops+1 <= s.cfg.MaxRedirects {
+			batch := &crawlmsg.DiscoveredBatch{Source: task.URL, URLs: []crawlmsg.Discovered{{
+				URL: resp.Location, Depth: task.Depth, Via: crawlmsg.ViaRedirect, Hops: task.Hops + 1,
+				// A moved stylesheet is still a requisite; a moved sitemap still a sitemap.
+				Kind: task.Kind, Embeds: task.Embeds, Under: task.Under,
+			}}}
+			data, err := crawlmsg.Marshal(batch)
+			if err != nil {
+				return nil, nil, natsx.Permanent(fmt.Errorf("encode redirect of %s: %w", task.URL, err))
+			}
+			res.redirect = natsx.NewMsg(topology.SubjectDiscovered, topology.RedirectID(task.Lease), data)
+		}
+	}
+	out.Kind, out.Requested = crawlmsg.OutcomeFetched, true
+	if resp.RemoteIP != "" {
+		out.Addr = resp.RemoteIP
+	}
+	out.Status = resp.Status
+	out.StartedAt = resp.StartedAt.UnixMilli()
+	out.DurationMs = resp.Duration.Milliseconds()
+	out.Bytes = int64(len(resp.Body))
+	out.RetryAfter = retryAfter(resp, started)
+	return out, res, nil
+}
+
+// pageResult is what a page request produced besides its outcome: the page and, for a
+// redirect, the target to discover.
+type pageResult struct {
+	page     *crawlmsg.Page // &pageMem
+	pageMem  crawlmsg.Page
+	capture  crawlmsg.Capture // page's, in the same allocation
+	redirect *nats.Msg
+	resp     *fetch.Response // holds the body's buffer
+	// reusable: the body went inline and its page message was acknowledged on the first
+	// attempt, so no earlier attempt is left that the client could still resend, and the
+	// body's buffer may serve another response.
+	reusable bool
+}
+
+// acceptFor is the Accept header of a request for a URL of this kind.
+func acceptFor(k crawlmsg.Kind) string {
+	switch k {
+	case crawlmsg.KindEmbed:
+		return fetch.AcceptAny
+	case crawlmsg.KindSitemap:
+		return fetch.AcceptSitemap
+	}
+	return fetch.AcceptPage
+}
+
+// validators make a recrawl's request conditional: a page unchanged since its last fetch
+// then costs a 304 and no body.
+func validators(task *crawlmsg.FetchTask) fetch.Validators {
+	if task.Recrawl == nil {
+		return fetch.Validators{}
+	}
+	return fetch.Validators{ETag: task.Recrawl.ETag, LastModified: task.Recrawl.LastModified}
+}
+
+// retryAfter is the Retry-After of a 429 or 503 in seconds, or 0.
+func retryAfter(resp *fetch.Response, now time.Time) float64 {
+	if resp.Status != http.StatusTooManyRequests && resp.Status != http.StatusServiceUnavailable {
+		return 0
+	}
+	d, ok := fetch.RetryAfter(resp.Header, now)
+	if !ok {
+		return 0
+	}
+	return d.Seconds()
+}
