@@ -27,7 +27,7 @@ import (
 
 func connect(t *testing.T) jetstream.JetStream {
 	t.Helper()
-	return connectTo(t, natsembed.Options{StoreDir: t.TempDir()})
+	return connectTo(t, natsembed.Options{StoreDir: t.TempDir(), MaxStore: natsembed.TestMaxStore})
 }
 
 // connectTo starts a server with opts and connects to it as the services do.

@@ -54,6 +54,7 @@ func domainRule(d string, r policy.Rule) policy.Rule {
 
 func (f *tf) syncPolicy(s *policy.Set) frontier.PolicyChange {
 	f.t.Helper()
+	f.policed = true
 	ch, err := f.SyncPolicy(testwait.Context(f.t), s)
 	if err != nil {
 		f.t.Fatal(err)
@@ -157,6 +158,7 @@ func TestSyncPolicyWritesOnlyChanges(t *testing.T) {
 
 func (f *tf) applyPolicy(s *policy.Set) frontier.PolicyApplied {
 	f.t.Helper()
+	f.policed = true
 	a, err := f.ApplyPolicy(testwait.Context(f.t), s)
 	if err != nil {
 		f.t.Fatal(err)
@@ -941,11 +943,14 @@ func TestPolicyChangeReachesActiveHost(t *testing.T) {
 // out beyond a host's first slot, stats slots_out, says its slots must be read).
 func TestPolicyConnectionsLoweredWithTasksOut(t *testing.T) {
 	for _, tt := range []struct {
-		name  string
-		after *policy.Set
+		name    string
+		after   *policy.Set
+		reverse bool // the later slots' tasks end first
 	}{
-		{"lowered to one", rules(t, 2, hostRule("multi.example", policy.Rule{Connections: pint(1), MinDelay: pdur(0)}))},
-		{"every rule removed", rules(t, 2)},
+		{"lowered to one", rules(t, 2, hostRule("multi.example", policy.Rule{Connections: pint(1), MinDelay: pdur(0)})), false},
+		{"every rule removed", rules(t, 2), false},
+		{"lowered to one, later slots ending first", rules(t, 2, hostRule("multi.example", policy.Rule{Connections: pint(1), MinDelay: pdur(0)})), true},
+		{"every rule removed, later slots ending first", rules(t, 2), true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			rdb := startRedis(t)
@@ -966,6 +971,9 @@ func TestPolicyConnectionsLoweredWithTasksOut(t *testing.T) {
 				t.Fatalf("%d tasks out with three connections, want 3", len(out))
 			}
 			f.syncPolicy(tt.after)
+			if tt.reverse {
+				slices.Reverse(out)
+			}
 			now := at(time.Second)
 			for len(out) > 1 {
 				f.complete(now, ok200(out[0]))

@@ -264,7 +264,11 @@ for o = 1, n do
     end
     -- Another task of the host still out (several connections) keeps it active.
     local others = slots_busy(h, lim, consumed)
-    if not retire and lim.block then
+    if retire and others > 0 then
+      -- Its queue is gone; the task still out keeps it active, out of the heap (where
+      -- several connections may have left it), until its outcome frees it.
+      redis.call('ZREM', K_HEAP, h)
+    elseif not retire and lim.block then
       park_queue(h)
       redis.call('ZREM', K_HEAP, h)
       if others == 0 then

@@ -20,6 +20,9 @@ end
 bulk('ZREM', K_HEAP, hs)
 -- The hosts' limits, kept in their entries of the active hosts' hash (active_limits).
 local hv = policy_any() and hmget(K_HOSTS, hs) or {}
+-- Each due host's first lease slot: one left in the heap with a task out there (it had
+-- several connections, lowered or removed since) must not take that slot again.
+local held0 = hmget(K_LEASE, hs)
 local freed = {}
 local th, te, tslot = {}, {}, {}
 local again = {}
@@ -27,11 +30,12 @@ for i, h in ipairs(hs) do
   local lim = active_limits(h, hv[i])
   local blocked = lim.block
   local e = not blocked and redis.call('LPOP', bq(h))
-  -- The lease slot (several connections, or any live policy, which may have lowered
-  -- them with tasks out): the first free of the host's connections, none when as many
-  -- tasks as it may have are out (counted over a few more slots than its connections).
+  -- The lease slot (several connections, or some task out on a slot after its host's
+  -- first, which lowered connections may have left, or one in its first; check_slots):
+  -- the first free of the host's connections, none when as many tasks as it may have are
+  -- out (counted over a few more slots than its connections).
   local k, busy = 0, 0
-  if e and (lim.conn > 1) then
+  if e and (check_slots(h, lim) or held0[i]) then
     local ids = {}
     for j = 0, math.max(lim.conn, 8) - 1 do ids[j + 1] = slot_id(h, j) end
     local held = redis.call('HMGET', K_LEASE, unpack(ids))

@@ -55,6 +55,8 @@ end
 local function park_host(h)
   local n = park_queue(h)
   if redis.call('ZREM', K_HEAP, h) == 1 then
+    -- In the heap with a task out (several connections): its last outcome frees it.
+    if slots_out(h) then return n, false end
     redis.call('HDEL', K_HOSTS, h)
     local nx = tonumber(redis.call('HGET', hk(h), HF.NEXT) or '0') or 0
     expire_state(h, nx)
@@ -305,17 +307,23 @@ local function extra_out()
   end
   return extra_base + delta['slots_out']
 end
--- slot_ended counts the end of the task out in lease slot sid of host h.
+-- slot_ended counts the end of the task out in lease slot sid of host h. A host one of
+-- whose later slots ended in this script may still have a task out in another (its
+-- connections lowered meanwhile), though the count may now be 0: its slots are read.
+local ended_extra = {}
 local function slot_ended(h, sid)
-  if sid ~= h then bump('slots_out', -1) end
+  if sid ~= h then
+    bump('slots_out', -1)
+    ended_extra[h] = true
+  end
 end
 -- check_slots says host h's lease slots must be read: it may have more than one task out.
-local function check_slots(lim) return lim.conn > 1 or extra_out() > 0 end
+local function check_slots(h, lim) return lim.conn > 1 or extra_out() > 0 or ended_extra[h] == true end
 
 -- slots_busy counts the other tasks of host h out, besides the slots in done (ended in
 -- this script): 0 when it can have no other (check_slots).
 local function slots_busy(h, lim, done)
-  if not check_slots(lim) then return 0 end
+  if not check_slots(h, lim) then return 0 end
   local ids = {}
   -- A few more than the connections: they may have been lowered with tasks out.
   for j = 0, math.max(lim.conn, 8) - 1 do ids[j + 1] = slot_id(h, j) end
