@@ -134,6 +134,10 @@ const (
 	HostRT      = "rt"      // last response time, ms
 	HostRTAvg   = "rtavg"   // moving-average response time, ms
 	HostAddr    = "addr"    // the server address last requested for the host
+	// HostPolicy is what the host's policy lookup found, stamped with the policy table's
+	// generation (politeness.PolicyModule), kept so that a host activated again under the
+	// same generation needs no new lookup.
+	HostPolicy = "pol"
 )
 
 // Dispatch is the one per-deployment key: the hash where the schedulers publish the

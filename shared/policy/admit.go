@@ -6,10 +6,11 @@ import "strings"
 // rules that match the URL in precedence order (its host's URL prefixes, longest first,
 // then the host, then its domains, longest first) and keeps, for max depth, include and
 // exclude, the first that sets each. The parser asks it of every link, so it allocates
-// nothing: a crawl with 10,000 rules pays a few map lookups per link, plus the patterns of
-// the rules that decide.
+// nothing and visits only the rules that set one of those (matcher.scope): a crawl with
+// 10,000 rules pays a few map lookups per link, none when no rule limits the scope, plus
+// the patterns of the rules that decide.
 func (s *Set) Admit(rawURL string, depth int) (ok bool, why string) {
-	m := s.impl
+	m := &s.impl.scope
 	if len(m.hosts) == 0 && len(m.domains) == 0 && len(m.prefixes) == 0 {
 		return true, ""
 	}

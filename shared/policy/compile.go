@@ -47,6 +47,13 @@ type matcher struct {
 	addrs    map[int]map[string]*entry
 	addrLen  []int // the prefix lengths present, longest first
 	hostList []Stored
+	// scope holds the host, domain and prefix rules that set max depth, include or
+	// exclude: the only ones Admit, asked of every link, needs to visit. Most rules are
+	// about politeness, so this is usually far smaller.
+	scope struct {
+		hosts, domains map[string]*entry
+		prefixes       map[string][]*entry
+	}
 }
 
 // entry is one compiled rule.
@@ -117,6 +124,15 @@ func compile(rules []Stored, version int64) (*Set, error) {
 	}
 	sort.Sort(sort.Reverse(sort.IntSlice(m.addrLen)))
 	m.premerge()
+	m.scope.hosts, m.scope.domains = scopeEntries(m.hosts), scopeEntries(m.domains)
+	m.scope.prefixes = map[string][]*entry{}
+	for h, es := range m.prefixes {
+		for _, e := range es {
+			if e.setsScope() {
+				m.scope.prefixes[h] = append(m.scope.prefixes[h], e)
+			}
+		}
+	}
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Scope.String() < sorted[j].Scope.String() })
 	for _, st := range sorted {
 		if st.Scope.Kind == KindHost || st.Scope.Kind == KindDomain {
@@ -131,6 +147,22 @@ func compile(rules []Stored, version int64) (*Set, error) {
 		}
 	}
 	return set, nil
+}
+
+// setsScope says the rule sets a field Admit decides by.
+func (e *entry) setsScope() bool {
+	return e.st.MaxDepth != nil || len(e.st.Include) > 0 || len(e.st.Exclude) > 0
+}
+
+// scopeEntries are the entries of m that set a field Admit decides by.
+func scopeEntries(m map[string]*entry) map[string]*entry {
+	out := map[string]*entry{}
+	for k, e := range m {
+		if e.setsScope() {
+			out[k] = e
+		}
+	}
+	return out
 }
 
 // compileRule checks one rule and compiles its patterns. Its errors name the scope.

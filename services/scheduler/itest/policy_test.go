@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -934,6 +935,63 @@ func TestPolicyChangeReachesActiveHost(t *testing.T) {
 			f.complete(now, ok200(tasks[0]))
 			f.wantHeap("a.example", now.Add(st.want))
 			now = now.Add(st.want)
+		})
+	}
+}
+
+// A host activated anew (its queue emptied in between) takes the rules in force then. The
+// lookup its state hash keeps (frontierkeys.HostPolicy) stands in for the policy table only
+// while the table's generation is the one it was stamped with: the table's entry rewritten
+// under the same generation, which no scheduler does, shows which of the two was read.
+func TestPolicyChangeReachesIdleHost(t *testing.T) {
+	rdb := startRedis(t)
+	o := testOptions(0)
+	o.DelayFactor = 0
+	f := newTF(t, rdb, o)
+	ctx := testwait.Context(t)
+	other := hostRule("other.example", policy.Rule{MinDelay: pdur(time.Hour)})
+	minute := rules(t, 2, other, hostRule("a.example", policy.Rule{MinDelay: pdur(time.Minute)}))
+	steps := []struct {
+		name string
+		set  *policy.Set
+		// forge rewrites the host's table entry to this set's, keeping the generation.
+		forge *policy.Set
+		want  time.Duration // the gap after the outcome
+	}{
+		{name: "no rule for the host", set: rules(t, 1, other), want: o.MinDelay},
+		{name: "a rule set for it", set: minute, want: time.Minute},
+		{name: "activated again under the same generation", want: time.Minute},
+		{name: "its entry rewritten without a new generation", forge: rules(t, 3, other, hostRule("a.example", policy.Rule{MinDelay: pdur(time.Hour)})), want: time.Minute},
+		{name: "its rule changed", set: rules(t, 4, other, domainRule("a.example", policy.Rule{MinDelay: pdur(2 * time.Minute)})), want: 2 * time.Minute},
+		{name: "every rule removed", set: rules(t, 5), want: o.MinDelay},
+	}
+	now := at(0)
+	for i, st := range steps {
+		t.Run(st.name, func(t *testing.T) {
+			if st.set != nil {
+				f.syncPolicy(st.set)
+			}
+			if st.forge != nil {
+				if err := rdb.HSet(ctx, f.Keyspace().Key("policy"), "a.example", frontier.PolicyTable(st.forge)["a.example"]).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			f.add(fmt.Sprintf("m%d", i), urls(0, fmt.Sprintf("http://a.example/%d", i))...)
+			tasks := f.dispatch(now, 10)
+			if len(tasks) != 1 {
+				t.Fatalf("dispatched %d, want 1", len(tasks))
+			}
+			now = now.Add(time.Second)
+			f.complete(now, ok200(tasks[0]))
+			if _, ok := f.heapScore("a.example"); ok {
+				t.Fatal("a.example still in the heap with an empty queue")
+			}
+			want := now.Add(st.want)
+			if got := f.hostField("a.example", frontierkeys.HostNext); got != strconv.FormatInt(want.UnixMilli(), 10) {
+				t.Fatalf("next fetch time %s, want t0+%s", got, want.Sub(t0))
+			}
+			f.check()
+			now = want
 		})
 	}
 }

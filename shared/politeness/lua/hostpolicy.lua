@@ -19,7 +19,9 @@
 -- fields of the entries, before the process-wide settings fill what they leave unset, so
 -- a restart with other settings needs no new lookup). active_limits reads that instead of
 -- the table while the generation holds, so the lookup runs once per host and change, not
--- per URL and step.
+-- per URL and step. The same entry is kept in the host's state hash (HF.POL), which
+-- outlives the host's activity: the router hands it to adopt_entry, so a host activated
+-- again under the same generation needs no lookup either.
 local pol_gen = nil
 local pol_read = false
 local pol_cache = {}
@@ -122,17 +124,11 @@ local function host_limits(h)
   return c
 end
 
--- active_limits is host_limits for a host whose entry in the active hosts' hash is v
--- (nil: not active): read from v while its generation is the table's, else looked up and
--- v rewritten.
-local function active_limits(h, v)
-  local c = pol_cache[h]
-  if c then return c end
-  local g = policy_gen()
-  if not g or not v then return host_limits(h) end
-  if v == g then
-    c = base_limits()
-  elseif string.sub(v, 1, #g + 1) == g .. '\t' then
+-- entry_limits decodes host entry v (host_entry) of generation g; nil when v is of
+-- another generation.
+local function entry_limits(v, g)
+  if v == g then return base_limits() end
+  if string.sub(v, 1, #g + 1) == g .. '\t' then
     local got, rules, k, block_by = {}, {}, 0, nil
     for tok in string.gmatch(string.sub(v, #g + 2), '[^ ]+') do
       k = k + 1
@@ -144,8 +140,33 @@ local function active_limits(h, v)
         rules[#rules + 1] = tok
       end
     end
-    c = merged_limits(got, rules, block_by)
-  else
+    return merged_limits(got, rules, block_by)
+  end
+  return nil
+end
+
+-- adopt_entry takes v, the entry kept in host h's state hash (nil: none), as h's entry
+-- when it is of the current generation, and says whether it did.
+local function adopt_entry(h, v)
+  local g = policy_gen()
+  if not g or not v or host_entry_of[h] then return false end
+  local c = entry_limits(v, g)
+  if not c then return false end
+  host_entry_of[h] = v
+  pol_cache[h] = c
+  return true
+end
+
+-- active_limits is host_limits for a host whose entry in the active hosts' hash is v
+-- (nil: not active): read from v while its generation is the table's, else looked up and
+-- v rewritten.
+local function active_limits(h, v)
+  local c = pol_cache[h]
+  if c then return c end
+  local g = policy_gen()
+  if not g or not v then return host_limits(h) end
+  c = entry_limits(v, g)
+  if not c then
     redis.call('HSET', K_HOSTS, h, host_entry(h))
     return pol_cache[h]
   end

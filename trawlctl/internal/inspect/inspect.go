@@ -465,6 +465,8 @@ func (r *Report) host(h map[string]string, ttl *redis.DurationCmd) {
 			hr.Pages = &n
 		case k == frontierkeys.HostAddr:
 			hr.Server = &ServerReport{Addr: v}
+		case k == frontierkeys.HostPolicy:
+			// The frontier's copy of the policy lookup; explain reports the rules themselves.
 		default:
 			if hr.Other == nil {
 				hr.Other = map[string]string{}

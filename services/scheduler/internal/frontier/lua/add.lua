@@ -83,9 +83,12 @@ for b = 1, nb do
       local s = hostState[h]
       if s == nil then
         local st = redis.call('HMGET', hk(h), HF.RETIRED, HF.PAGES)
+        -- Pages are counted only while a budget applies (charge_host), so a host
+        -- without a count needs no policy lookup to be under its budget.
+        local used = tonumber(st[2] or '0') or 0
         if st[1] then
           s = 'retired'
-        elseif host_budget(h) > 0 and tonumber(st[2] or '0') >= host_budget(h) then
+        elseif used > 0 and host_budget(h) > 0 and used >= host_budget(h) then
           s = 'over'
         else
           s = 'ok'

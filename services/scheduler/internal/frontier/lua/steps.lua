@@ -124,12 +124,18 @@ local function route()
   if total == 0 then return 0 end
   local known = {}
   -- The stored state of a host about to be admitted, read once per call: its next fetch
-  -- time, and whether it has a hash (which then must not expire while it is active).
-  local newNext, newStored = {}, {}
+  -- time, whether it has a hash (which then must not expire while it is active), and
+  -- whether that holds its policy lookup of the current generation (adopt_entry).
+  local newNext, newStored, polKept = {}, {}, {}
   local function admission(h)
+    if newNext[h] then
+      if MAXP > 0 and pages_used() >= MAXP then return 'over' end
+      return 'new'
+    end
+    local r = redis.call('HMGET', hk(h), HF.NEXT, HF.RETIRED, HF.PAGES, HF.POL)
+    polKept[h] = adopt_entry(h, r[4] or nil)
+    if host_limits(h).block then return 'parked' end
     if MAXP > 0 and pages_used() >= MAXP then return 'over' end
-    if newNext[h] then return 'new' end
-    local r = redis.call('HMGET', hk(h), HF.NEXT, HF.RETIRED, HF.PAGES)
     -- Retired while its URLs waited in the front queues, or its budget was spent.
     if r[2] then return 'retired' end
     local hb = host_budget(h)
@@ -137,7 +143,7 @@ local function route()
     local nxt = tonumber(r[1] or '0') or 0
     if nxt < NOW then nxt = NOW end
     newNext[h] = nxt
-    newStored[h] = r[1] or r[3]
+    newStored[h] = r[1] or r[3] or r[4]
     return 'new'
   end
   local hostArgs, heapArgs = {}, {}
@@ -183,17 +189,16 @@ local function route()
       local r = redis.call('HMGET', K_HOSTS, unpack(ask))
       for j = 1, #ask do
         local h = ask[j]
-        if active_limits(h, r[j] or nil).block then
-          -- Its queue goes to the park list first, so the park list keeps queue order.
-          if r[j] then
-            local _, freed = park_host(h)
-            if freed then nh = nh - 1 end
-          end
-          known[h] = 'parked'
-        elseif r[j] then
-          known[h] = 'active'
-        else
+        if not r[j] then
+          -- Its limits come with its stored state (admission).
           known[h] = 'new'
+        elseif active_limits(h, r[j]).block then
+          -- Its queue goes to the park list first, so the park list keeps queue order.
+          local _, freed = park_host(h)
+          if freed then nh = nh - 1 end
+          known[h] = 'parked'
+        else
+          known[h] = 'active'
         end
       end
     end
@@ -204,8 +209,8 @@ local function route()
       local h = hostOf[p][pos[p]]
       local state = h and known[h]
       if state == 'new' then
-        -- A new host's URL may end without a back queue (retired host, spent budget), so
-        -- that is settled before it may block the front queue.
+        -- A new host's URL may end without a back queue (blocked, retired host, spent
+        -- budget), so that is settled before it may block the front queue.
         state = admission(h)
         if state ~= 'new' then known[h] = state end
       end
@@ -237,8 +242,10 @@ local function route()
         if newStored[h] then redis.call('PERSIST', hk(h)) end
         rules_bump(host_limits(h).rules, PSTAT_HOSTS, 1)
         redis.call('RPUSH', bq(h), e)
+        local pe = host_entry(h)
+        if not polKept[h] and policy_any() then redis.call('HSET', hk(h), HF.POL, pe) end
         hostArgs[#hostArgs + 1] = h
-        hostArgs[#hostArgs + 1] = host_entry(h)
+        hostArgs[#hostArgs + 1] = pe
         heapArgs[#heapArgs + 1] = n2s(newNext[h])
         heapArgs[#heapArgs + 1] = h
         known[h] = 'active'
