@@ -169,7 +169,7 @@ func ReadProgress(ctx context.Context, js jetstream.JetStream, rdb redis.Univers
 		pipe := rdb.Pipeline()
 		stats := pipe.HGetAll(ctx, ks.Stats())
 		inflight := pipe.ZCard(ctx, ks.Inflight())
-		hosts := pipe.HLen(ctx, ks.Hosts())
+		hosts := ks.CountActive(ctx, pipe)
 		if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
 			return p, fmt.Errorf("stack: progress: redis: %w", err)
 		}
@@ -184,7 +184,7 @@ func ReadProgress(ctx context.Context, js jetstream.JetStream, rdb redis.Univers
 		p.OutOfScope += c.OutOfScope
 		p.OverBudget += c.OverBudget
 		p.InFlight += inflight.Val()
-		p.Hosts += hosts.Val()
+		p.Hosts += hosts()
 	}
 	if p.Waits, err = frontierkeys.ReadWaits(ctx, rdb, prefix, shards, waitSample); err != nil {
 		return p, fmt.Errorf("stack: progress: %w", err)

@@ -11,11 +11,14 @@
 package frontierkeys
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/trawl/trawl/shared/redisx"
 )
@@ -49,8 +52,45 @@ func (s Shard) Stats() string { return s.ks.Key("stats") }
 func (s Shard) Heap() string { return s.ks.Key("heap") }
 
 // Hosts is the host table: active host → its live-policy limits as the scripts' lookup
-// found them ("1" while no rule is in force; politeness.PolicyModule, active_limits).
+// found them ("1" while no rule is in force; politeness.PolicyModule, active_limits), and
+// the field Wide, which is no host: read the active hosts with ActiveHosts and
+// CountActive.
 func (s Shard) Hosts() string { return s.ks.Key("hosts") }
+
+// Wide is a field the frontier keeps in the host table (Shard.Hosts) and the per-rule
+// counters (Shard.PolicyStats), with WideValue, which names no host and no rule. Redis keeps
+// a hash of up to 512 short entries (hash-max-listpack-entries, -value) as a listpack,
+// which every lookup searches from the start; a value longer than hash-max-listpack-value
+// (64 bytes by default) turns the hash into a hash table for good. The frontier looks
+// hosts up in its host table at every step, so with a few hundred active hosts the listpack
+// cost more than the rest of the lookup.
+const Wide = "#wide"
+
+// WideValue is Wide's value: longer than Redis's default hash-max-listpack-value.
+var WideValue = strings.Repeat("-", 128)
+
+// ActiveHosts are the hosts among the host table's fields (HKEYS of Shard.Hosts).
+func ActiveHosts(fields []string) []string {
+	out := fields[:0:0]
+	for _, f := range fields {
+		if f != Wide {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// CountActive queues on p what counts the shard's active hosts; the returned function
+// reads the count once p has run.
+func (s Shard) CountActive(ctx context.Context, p redis.Pipeliner) func() int64 {
+	n, wide := p.HLen(ctx, s.Hosts()), p.HExists(ctx, s.Hosts(), Wide)
+	return func() int64 {
+		if wide.Val() {
+			return max(n.Val()-1, 0)
+		}
+		return n.Val()
+	}
+}
 
 // Inflight is the zset of hosts with a task out, scored by lease deadline (unix ms).
 func (s Shard) Inflight() string { return s.ks.Key("inflight") }

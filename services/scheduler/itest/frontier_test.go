@@ -9,6 +9,7 @@ import (
 
 	"github.com/trawl/trawl/services/scheduler/internal/frontier"
 	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/policy"
 	"github.com/trawl/trawl/shared/testwait"
 	"github.com/trawl/trawl/shared/urlnorm"
 )
@@ -277,4 +278,53 @@ func TestQueuedKindSurvivesRequeues(t *testing.T) {
 		want(tk, 2)
 	}
 	f.check()
+}
+
+// The host table is a Redis hash table, not a listpack that each lookup would search from
+// its start, and the field that keeps it so (frontierkeys.Wide) counts as no host: not
+// against the back queues (B), not in the stats, not to ParkBlocked. The per-rule counters
+// are kept a hash table the same way.
+func TestHostTableIsAHashTable(t *testing.T) {
+	rdb := startRedis(t)
+	o := testOptions(0)
+	o.BackQueues = 2
+	f := newTF(t, rdb, o)
+	ctx := testwait.Context(t)
+	encoding := func(key string) string {
+		t.Helper()
+		e, err := rdb.ObjectEncoding(ctx, key).Result()
+		if err != nil {
+			t.Fatalf("OBJECT ENCODING %s: %v", key, err)
+		}
+		return e
+	}
+	f.add("m1", urls(0, "http://a.example/1", "http://b.example/1", "http://c.example/1", "http://d.example/1")...)
+	tasks := f.dispatch(t0, 10)
+	if got := hostsOf(tasks); !slices.Equal(got, []string{"a.example", "b.example"}) {
+		t.Fatalf("dispatched %v with 2 back queues, want a.example and b.example", got)
+	}
+	if e := encoding(f.Keyspace().Key("hosts")); e != "hashtable" {
+		t.Fatalf("host table encoded %s, want hashtable", e)
+	}
+	if s := f.stats(); s.ActiveHosts != 2 {
+		t.Fatalf("active hosts %d, want 2", s.ActiveHosts)
+	}
+	now := t0.Add(time.Second)
+	for _, tk := range tasks {
+		f.complete(now, ok200(tk))
+	}
+	if got := hostsOf(f.dispatch(now.Add(time.Hour), 10)); !slices.Equal(got, []string{"c.example", "d.example"}) {
+		t.Fatalf("dispatched %v once both back queues were free, want c.example and d.example", got)
+	}
+	if s := f.stats(); s.ActiveHosts != 2 {
+		t.Fatalf("active hosts %d, want 2", s.ActiveHosts)
+	}
+	f.check()
+	f.syncPolicy(rules(t, 1, hostRule("c.example", policy.Rule{Block: pbool(true)})))
+	if n, err := f.ParkBlocked(ctx); err != nil || n != 0 {
+		t.Fatalf("ParkBlocked = %d, %v; want 0 (c.example's one URL is out), nil", n, err)
+	}
+	if e := encoding(f.Keyspace().Key("policy-stats")); e != "hashtable" {
+		t.Fatalf("per-rule counters encoded %s, want hashtable", e)
+	}
 }

@@ -240,7 +240,7 @@ func (f *tf) check() {
 	if inQueues != s.Queued {
 		t.Fatalf("queued counter %d but %d entries in queues", s.Queued, inQueues)
 	}
-	hosts := rdb.HKeys(ctx, ks.Key("hosts")).Val()
+	hosts := frontierkeys.ActiveHosts(rdb.HKeys(ctx, ks.Key("hosts")).Val())
 	heap := set(rdb.ZRange(ctx, ks.Key("heap"), 0, -1).Val())
 	slots := rdb.ZRange(ctx, ks.Key("inflight"), 0, -1).Val()
 	inflight := map[string]bool{}

@@ -461,7 +461,7 @@ func readQueued(ctx context.Context, rdb redis.UniversalClient, prefix string, n
 		}
 		seen := map[string]bool{}
 		var hs []string
-		for _, h := range append(active.Val(), parked.Val()...) {
+		for _, h := range append(frontierkeys.ActiveHosts(active.Val()), parked.Val()...) {
 			if !seen[h] {
 				seen[h] = true
 				hs = append(hs, h)

@@ -51,7 +51,7 @@ func (c *Counters) add(h frontierkeys.Counters) {
 
 // Hosts describes the back-queue side of the frontier.
 type Hosts struct {
-	Active   int64 `json:"active"`    // hosts holding a back queue (HLEN hosts)
+	Active   int64 `json:"active"`    // hosts holding a back queue (Shard.CountActive)
 	InHeap   int64 `json:"in_heap"`   // idle active hosts (ZCARD heap)
 	Ready    int64 `json:"ready"`     // of them, due now (ZCOUNT heap -inf now)
 	Waiting  int64 `json:"waiting"`   // of them, waiting out their politeness delay
@@ -231,10 +231,11 @@ func (r *Reader) readRedis(ctx context.Context, s *Snapshot) error {
 		nq = frontierkeys.MaxFrontQueues
 	}
 	type shardCmds struct {
-		stats                   *redis.MapStringStringCmd
-		hosts, heap, ready, inf *redis.IntCmd
-		paused                  *redis.IntCmd
-		fq                      []*redis.IntCmd
+		stats            *redis.MapStringStringCmd
+		heap, ready, inf *redis.IntCmd
+		hosts            func() int64
+		paused           *redis.IntCmd
+		fq               []*redis.IntCmd
 	}
 	cmds := make([]shardCmds, r.O.Shards)
 	nowMs := strconv.FormatInt(s.At.UnixMilli(), 10)
@@ -246,7 +247,7 @@ func (r *Reader) readRedis(ctx context.Context, s *Snapshot) error {
 			ks := frontierkeys.ForShard(r.O.Prefix, k)
 			c := &cmds[k]
 			c.stats = p.HGetAll(ctx, ks.Stats())
-			c.hosts = p.HLen(ctx, ks.Hosts())
+			c.hosts = ks.CountActive(ctx, p)
 			c.heap = p.ZCard(ctx, ks.Heap())
 			c.ready = p.ZCount(ctx, ks.Heap(), "-inf", nowMs)
 			c.inf = p.ZCard(ctx, ks.Inflight())
@@ -281,7 +282,7 @@ func (r *Reader) readRedis(ctx context.Context, s *Snapshot) error {
 			s.Front[q] += sh.Front[q]
 			s.Queued += sh.Front[q]
 		}
-		sh.Hosts = Hosts{Active: c.hosts.Val(), InHeap: c.heap.Val(), Ready: c.ready.Val(), InFlight: c.inf.Val()}
+		sh.Hosts = Hosts{Active: c.hosts(), InHeap: c.heap.Val(), Ready: c.ready.Val(), InFlight: c.inf.Val()}
 		sh.Hosts.Waiting = sh.Hosts.InHeap - sh.Hosts.Ready
 		counters := frontierkeys.ParseStats(c.stats.Val())
 		sh.Counters.add(counters)

@@ -137,15 +137,21 @@ var layoutLua = func() redisx.Lua {
 var names = redisx.Names(
 	"SLOT_SEP", frontierkeys.LeaseSlotSep, "TOKEN_SLOT", frontierkeys.LeaseTokenSep,
 	"PARK_BLOCKED", frontierkeys.ParkBlocked,
-	"PSTAT_HOSTS", frontierkeys.PolicyStatHosts, "PSTAT_REQUESTS", frontierkeys.PolicyStatRequests,
-	"PSTAT_BLOCKED", frontierkeys.PolicyStatBlocked, "PSTAT_PARKED", frontierkeys.PolicyStatParked,
-	"PSTAT_EXCLUDED", frontierkeys.PolicyStatExcluded,
+	"WIDE", frontierkeys.Wide, "WIDE_VALUE", frontierkeys.WideValue,
+)
+
+// pstatNames are the per-rule counters' names (frontierkeys.PolicyStat*), as the table
+// PSTAT: a script may have 200 locals, and the frontier's are near that.
+var pstatNames = redisx.Table("PSTAT",
+	"HOSTS", frontierkeys.PolicyStatHosts, "REQUESTS", frontierkeys.PolicyStatRequests,
+	"BLOCKED", frontierkeys.PolicyStatBlocked, "PARKED", frontierkeys.PolicyStatParked,
+	"EXCLUDED", frontierkeys.PolicyStatExcluded,
 )
 
 // load builds a frontier script: the names from Go, the common prelude, the politeness and
 // policy modules, the shared steps, the script.
 func load(name string) *redis.Script {
-	return redisx.Script(names, politeness.PolicyNames, politeness.HostNames, layoutLua, redisx.Lua{FS: luaFS, Name: "lua/common.lua"}, politeness.Module,
+	return redisx.Script(names, pstatNames, politeness.PolicyNames, politeness.HostNames, layoutLua, redisx.Lua{FS: luaFS, Name: "lua/common.lua"}, politeness.Module,
 		politeness.PolicyModule, redisx.Lua{FS: luaFS, Name: "lua/steps.lua"},
 		redisx.Lua{FS: luaFS, Name: "lua/" + name})
 }

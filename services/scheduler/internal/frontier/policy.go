@@ -107,6 +107,8 @@ func (f *Frontier) SyncPolicy(ctx context.Context, s *policy.Set) (PolicyChange,
 			p.HDel(ctx, f.k.Policy(), ch.Deleted[i:min(i+1000, len(ch.Deleted))]...)
 		}
 		p.HSet(ctx, f.k.Policy(), frontierkeys.PolicyGenField, policyGen(s))
+		// The scripts count per rule in the counters' hash at every dispatch.
+		p.HSet(ctx, f.k.PolicyStats(), frontierkeys.Wide, frontierkeys.WideValue)
 		return nil
 	})
 	if err != nil {
@@ -201,10 +203,11 @@ func (f *Frontier) resumeUnblocked(ctx context.Context, s *policy.Set) (int64, e
 // ParkBlocked parks the queues of the active hosts that the policy table blocks, in
 // chunks of hosts, and returns how many URLs it parked.
 func (f *Frontier) ParkBlocked(ctx context.Context) (int64, error) {
-	hosts, err := f.rdb.HKeys(ctx, f.k.Hosts()).Result()
+	fields, err := f.rdb.HKeys(ctx, f.k.Hosts()).Result()
 	if err != nil {
 		return 0, fmt.Errorf("frontier: shard %d: active hosts: %w", f.o.Shard, err)
 	}
+	hosts := frontierkeys.ActiveHosts(fields)
 	var n int64
 	for i := 0; i < len(hosts); i += resumeChunk {
 		chunk := hosts[i:min(i+resumeChunk, len(hosts))]

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/trawl/trawl/shared/frontierkeys"
 	"github.com/trawl/trawl/shared/policy"
 )
 
@@ -64,10 +65,11 @@ func (f *Frontier) RecheckScope(ctx context.Context, s *policy.Set, changed []po
 	if len(changed) == 0 || s == nil {
 		return r, nil
 	}
-	hosts, err := f.rdb.HKeys(ctx, f.k.Hosts()).Result()
+	fields, err := f.rdb.HKeys(ctx, f.k.Hosts()).Result()
 	if err != nil {
 		return r, fmt.Errorf("frontier: shard %d: active hosts: %w", f.o.Shard, err)
 	}
+	hosts := frontierkeys.ActiveHosts(fields)
 	for _, h := range hosts {
 		covered := false
 		for _, sc := range changed {

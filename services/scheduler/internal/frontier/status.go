@@ -98,7 +98,8 @@ type Status struct {
 type statsCmds struct {
 	hash            *redis.MapStringStringCmd
 	inflight, ready *redis.IntCmd
-	hosts, paused   *redis.IntCmd
+	paused          *redis.IntCmd
+	hosts           func() int64
 	fqs             []*redis.IntCmd
 }
 
@@ -107,7 +108,7 @@ func (f *Frontier) queueStats(ctx context.Context, p redis.Pipeliner) *statsCmds
 		hash:     p.HGetAll(ctx, f.k.Stats()),
 		inflight: p.ZCard(ctx, f.k.Inflight()),
 		ready:    p.ZCard(ctx, f.k.Heap()),
-		hosts:    p.HLen(ctx, f.k.Hosts()),
+		hosts:    f.k.CountActive(ctx, p),
 		paused:   p.Exists(ctx, f.k.Paused()),
 		fqs:      make([]*redis.IntCmd, f.o.FrontQueues),
 	}
@@ -124,7 +125,7 @@ func (c *statsCmds) stats() Stats {
 		Fetched: h.Fetched, Failed: h.Failed, Disallowed: h.Disallowed,
 		OutOfScope: h.OutOfScope, OverBudget: h.OverBudget,
 		Dispatched: h.Dispatched, Pages: h.Pages, Expired: h.Expired, RetiredHosts: h.Retired,
-		ActiveHosts: c.hosts.Val(), ReadyHosts: c.ready.Val(), Paused: c.paused.Val() > 0,
+		ActiveHosts: c.hosts(), ReadyHosts: c.ready.Val(), Paused: c.paused.Val() > 0,
 		Waiting: make([]int64, len(c.fqs)),
 	}
 	for q, cmd := range c.fqs {

@@ -96,7 +96,7 @@ for i, h in ipairs(hs) do
       te[#te + 1] = e
       tslot[#tslot + 1] = k
       bump('pages', 1)
-      rules_bump(lim.rules, PSTAT_REQUESTS, 1)
+      rules_bump(lim.rules, PSTAT.REQUESTS, 1)
     end
   end
 end

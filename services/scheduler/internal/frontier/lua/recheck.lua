@@ -21,11 +21,11 @@ for j = 1, n do
     keep[#keep + 1] = e
   elseif act == 'p' then
     park[#park + 1] = e
-    rule_bump(scope, PSTAT_BLOCKED, 1)
-    rule_bump(scope, PSTAT_PARKED, 1)
+    rule_bump(scope, PSTAT.BLOCKED, 1)
+    rule_bump(scope, PSTAT.PARKED, 1)
   else
     excluded = excluded + 1
-    rule_bump(scope, PSTAT_EXCLUDED, 1)
+    rule_bump(scope, PSTAT.EXCLUDED, 1)
   end
 end
 bulk('RPUSH', bq(h), keep)

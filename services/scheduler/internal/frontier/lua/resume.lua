@@ -14,7 +14,7 @@ if not es then
   flush_stats()
   return 0
 end
-rule_bump(by, PSTAT_PARKED, -#es)
+rule_bump(by, PSTAT.PARKED, -#es)
 -- RPOP gives the last entry first; LPUSH in that order leaves them in list order.
 bulk('LPUSH', fq(0), es)
 bump('parked', -#es)

@@ -22,8 +22,8 @@ local function charge_host(h) return MAXPH > 0 or host_budget(h) > 0 end
 local function note_park(h, n)
   local by = host_limits(h).block_by
   if host_limits(h).block and by then
-    rule_bump(by, PSTAT_BLOCKED, n)
-    rule_bump(by, PSTAT_PARKED, n)
+    rule_bump(by, PSTAT.BLOCKED, n)
+    rule_bump(by, PSTAT.PARKED, n)
     parkTouched[h] = by
   elseif not parkTouched[h] then
     parkTouched[h] = true
@@ -113,7 +113,8 @@ end
 -- HMGET, processes the entries in draw order, and pushes any it did not get to back onto
 -- the heads of their queues in their original order.
 local function route()
-  local nh = redis.call('HLEN', K_HOSTS)
+  -- The host table holds the active hosts and WIDE (frontierkeys.Wide), which is none.
+  local nh = redis.call('HLEN', K_HOSTS) - redis.call('HEXISTS', K_HOSTS, WIDE)
   if nh >= B then return 0 end
   local lens, total = {}, 0
   for p = 0, F - 1 do
@@ -240,7 +241,7 @@ local function route()
         keep_recrawl(e, 0)
       else
         if newStored[h] then redis.call('PERSIST', hk(h)) end
-        rules_bump(host_limits(h).rules, PSTAT_HOSTS, 1)
+        rules_bump(host_limits(h).rules, PSTAT.HOSTS, 1)
         redis.call('RPUSH', bq(h), e)
         local pe = host_entry(h)
         if not polKept[h] and policy_any() then redis.call('HSET', hk(h), HF.POL, pe) end
@@ -260,6 +261,10 @@ local function route()
         bulk('LPUSH', fq(p), back)
       end
     end
+  end
+  if #hostArgs > 0 then
+    hostArgs[#hostArgs + 1] = WIDE
+    hostArgs[#hostArgs + 1] = WIDE_VALUE
   end
   bulk('HSET', K_HOSTS, hostArgs)
   bulk('ZADD', K_HEAP, heapArgs)
