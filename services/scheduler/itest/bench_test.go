@@ -36,20 +36,38 @@ func BenchmarkFrontierDispatchPreference(b *testing.B) {
 // policies in the shard's table (benchRules): what the rules cost the frontier's scripts
 // per URL, beside BenchmarkFrontierDispatch's figures.
 func BenchmarkFrontierDispatchRules(b *testing.B) {
-	benchDispatchWith(b, prioritize.BreadthFirst{}, benchRules(b))
+	benchDispatchWith(b, prioritize.BreadthFirst{}, benchRules(b, manyHostsBench, 200), manyHostsBench)
 }
 
+// BenchmarkFrontierDispatchFewHosts is BenchmarkFrontierDispatch over 250 hosts, as many as
+// devstack/e2e BenchmarkPipeline's web: a host's queue rarely empties, and the frontier's
+// hashes of active hosts are small enough for Redis to keep as listpacks unless told
+// otherwise (frontierkeys.Wide).
+func BenchmarkFrontierDispatchFewHosts(b *testing.B) {
+	benchDispatchWith(b, prioritize.BreadthFirst{}, nil, fewHostsBench)
+}
+
+// BenchmarkFrontierDispatchFewHostsRules is BenchmarkFrontierDispatchFewHosts with 10,000
+// rules, 100 of them for the web's hosts, as devstack/e2e BenchmarkPolicyRules loads.
+func BenchmarkFrontierDispatchFewHostsRules(b *testing.B) {
+	benchDispatchWith(b, prioritize.BreadthFirst{}, benchRules(b, fewHostsBench, 2.5), fewHostsBench)
+}
+
+// The benchmarks' host counts.
+const manyHostsBench, fewHostsBench = 20000, 250
+
 // benchRules is a table of 10,000 rules like the one devstack/e2e BenchmarkPolicyRules
-// loads: one in 200 of the benchmark's hosts has a rule setting limits equal to the
-// process-wide ones, and the rest are for hosts and domains the crawl never meets (a
-// quarter of them allowing two connections).
-func benchRules(b *testing.B) *policy.Set {
-	const n, hosts = 10_000, 20000
+// loads: a rule for one in every `every` of the benchmark's hosts, setting limits equal to
+// the process-wide ones, and the rest for hosts and domains the crawl never meets (half of
+// them allowing two connections).
+func benchRules(b *testing.B, hosts int, every float64) *policy.Set {
+	const n = 10_000
+	named := int(float64(hosts) / every)
 	rs := make([]policy.Rule, 0, n)
 	for i := 0; len(rs) < n; i++ {
 		switch {
-		case i < hosts/200:
-			rs = append(rs, hostRule(strings.SplitN(benchURL(i*200, 0), "/", 4)[2],
+		case i < named:
+			rs = append(rs, hostRule(strings.SplitN(benchURL(int(float64(i)*every), 0), "/", 4)[2],
 				policy.Rule{MinDelay: pdur(0), Connections: pint(1)}))
 		case i%2 == 0:
 			rs = append(rs, hostRule(fmt.Sprintf("www%d.unmet.example", i), policy.Rule{MinDelay: pdur(2 * time.Second)}))
@@ -61,10 +79,10 @@ func benchRules(b *testing.B) *policy.Set {
 }
 
 func benchDispatch(b *testing.B, p frontier.Prioritizer) {
-	benchDispatchWith(b, p, nil)
+	benchDispatchWith(b, p, nil, manyHostsBench)
 }
 
-func benchDispatchWith(b *testing.B, p frontier.Prioritizer, rs *policy.Set) {
+func benchDispatchWith(b *testing.B, p frontier.Prioritizer, rs *policy.Set, hosts int) {
 	rdb := startRedis(b)
 	o := testOptions(0)
 	o.MinDelay = 0
@@ -76,7 +94,7 @@ func benchDispatchWith(b *testing.B, p frontier.Prioritizer, rs *policy.Set) {
 			b.Fatal(err)
 		}
 	}
-	const hosts, batch, perMsg = 20000, 512, 64
+	const batch, perMsg = 512, 64
 
 	redisBefore := redisUsec(b, rdb.Info(ctx, "commandstats").Val())
 	cpuBefore := redisCPU(b, rdb.Info(ctx, "cpu").Val())

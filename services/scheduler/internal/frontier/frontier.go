@@ -370,7 +370,8 @@ func (f *Frontier) AddBatches(ctx context.Context, batches []Batch) ([]int, erro
 			host, valid := f.admissible(u)
 			if valid && set != nil {
 				// A rule's depth, include and exclude; its block is the router's (parked).
-				valid, _ = set.URL(u.URL).Admit(u.URL, u.Depth)
+				// Set.Admit looks only at the rules that limit the scope.
+				valid, _ = set.Admit(u.URL, u.Depth)
 			}
 			if !valid {
 				oos++
