@@ -37,8 +37,10 @@ import (
 //	                     binaries must serve TRAWL_PPROF. Profiling and the traffic tap cost
 //	                     CPU, so CPU per page in such a run is not comparable.
 //	TRAWL_BENCH_ONLY     run only the scenarios whose name contains this
-//	TRAWL_BENCH_ROUNDS   crawls per scenario (default 3; 1 when profiling): the figures
-//	                     reported are the round with the median CPU per page, beside the
+//	TRAWL_BENCH_POLICY_UNPACED  BenchmarkPolicyRules without its politeness delay
+//	TRAWL_BENCH_ROUNDS   crawls per scenario (default 3, BenchmarkPolicyRules 15; 1 when
+//	                     profiling): the figures reported are the round with the median
+//	                     CPU per page, beside the
 //	                     range of every round, because on a shared 2-core machine one
 //	                     crawl's CPU per page varies by ±10% from the next
 const (
@@ -47,6 +49,7 @@ const (
 	envBenchSeconds = "TRAWL_BENCH_PROFILE_SECONDS"
 	envBenchOnly    = "TRAWL_BENCH_ONLY"
 	envBenchRounds  = "TRAWL_BENCH_ROUNDS"
+	envBenchUnpaced = "TRAWL_BENCH_POLICY_UNPACED"
 )
 
 // benchScenario is one crawl of BenchmarkPipeline.
@@ -67,6 +70,8 @@ type benchScenario struct {
 	// rules, if set, is how many live site policies are loaded before the services start
 	// (benchRules): what 10,000 rules cost the crawl.
 	rules int
+	// minDelay is TRAWL_MIN_DELAY: 0 lets the crawl go as fast as the machine allows.
+	minDelay time.Duration
 }
 
 var benchScenarios = []benchScenario{
@@ -87,7 +92,7 @@ var benchScenarios = []benchScenario{
 func BenchmarkPipeline(b *testing.B) {
 	natsBin := buildNATS(b)
 	only := os.Getenv(envBenchOnly)
-	rounds := benchRounds(b)
+	rounds := benchRounds(b, 3)
 	for _, sc := range benchScenarios {
 		if only != "" && !strings.Contains(sc.name, only) {
 			continue
@@ -106,14 +111,14 @@ func BenchmarkPipeline(b *testing.B) {
 
 // benchRounds reads TRAWL_BENCH_ROUNDS; a profiled run is one round, whose profiles the
 // next round would overwrite.
-func benchRounds(b *testing.B) int {
+func benchRounds(b *testing.B, def int) int {
 	b.Helper()
 	if os.Getenv(envBenchProfile) != "" {
 		return 1
 	}
 	v := os.Getenv(envBenchRounds)
 	if v == "" {
-		return 3
+		return def
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 || n > 100 {
@@ -271,7 +276,7 @@ func runPipelineBench(b *testing.B, sc benchScenario, natsBin string) benchResul
 	defer web.Close()
 	env := map[string]string{
 		"TRAWL_ALLOW_CIDRS":  "127.0.0.0/8",
-		"TRAWL_MIN_DELAY":    "0",
+		"TRAWL_MIN_DELAY":    sc.minDelay.String(),
 		"TRAWL_DELAY_FACTOR": "0",
 		"TRAWL_MAX_DEPTH":    strconv.Itoa(benchMaxDepth),
 		"TRAWL_ROBOTS_AGENT": synthweb.ProductToken,
@@ -291,7 +296,7 @@ func runPipelineBench(b *testing.B, sc benchScenario, natsBin string) benchResul
 	var prepare func(context.Context, redis.UniversalClient) error
 	if sc.rules > 0 {
 		prepare = func(ctx context.Context, rdb redis.UniversalClient) error {
-			return loadBenchRules(ctx, rdb, web, sc.rules)
+			return loadBenchRules(ctx, rdb, web, sc.rules, sc.minDelay)
 		}
 	}
 	st, err := stack.Start(ctx, stack.Options{
