@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -69,15 +70,10 @@ const Wide = "#wide"
 // WideValue is Wide's value: longer than Redis's default hash-max-listpack-value.
 var WideValue = strings.Repeat("-", 128)
 
-// ActiveHosts are the hosts among the host table's fields (HKEYS of Shard.Hosts).
+// ActiveHosts are the hosts among the host table's fields (HKEYS of Shard.Hosts), kept in
+// fields' own array.
 func ActiveHosts(fields []string) []string {
-	out := fields[:0:0]
-	for _, f := range fields {
-		if f != Wide {
-			out = append(out, f)
-		}
-	}
-	return out
+	return slices.DeleteFunc(fields, func(f string) bool { return f == Wide })
 }
 
 // CountActive queues on p what counts the shard's active hosts; the returned function

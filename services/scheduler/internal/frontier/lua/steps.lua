@@ -113,8 +113,10 @@ end
 -- HMGET, processes the entries in draw order, and pushes any it did not get to back onto
 -- the heads of their queues in their original order.
 local function route()
-  -- The host table holds the active hosts and WIDE (frontierkeys.Wide), which is none.
-  local nh = redis.call('HLEN', K_HOSTS) - redis.call('HEXISTS', K_HOSTS, WIDE)
+  -- The host table holds the active hosts and WIDE (frontierkeys.Wide), which is none and
+  -- is written with the first host the table gets.
+  local wide = redis.call('HEXISTS', K_HOSTS, WIDE)
+  local nh = redis.call('HLEN', K_HOSTS) - wide
   if nh >= B then return 0 end
   local lens, total = {}, 0
   for p = 0, F - 1 do
@@ -262,7 +264,7 @@ local function route()
       end
     end
   end
-  if #hostArgs > 0 then
+  if #hostArgs > 0 and wide == 0 then
     hostArgs[#hostArgs + 1] = WIDE
     hostArgs[#hostArgs + 1] = WIDE_VALUE
   end
