@@ -39,7 +39,10 @@ import (
 //	TRAWL_BENCH_ONLY     run only the scenarios whose name contains this
 //	TRAWL_BENCH_POLICY_UNPACED  BenchmarkPolicyRules without its politeness delay
 //	TRAWL_BENCH_ROUNDS   crawls per scenario (default 3, BenchmarkPolicyRules 15; 1 when
-//	                     profiling): the figures reported are the round with the median
+//	                     profiling unless set, each round's profiles then in a directory
+//	                     round-N, so that `go tool pprof` can merge them: a few seconds'
+//	                     profile holds too few samples to compare two crawls by): the
+//	                     figures reported are the round with the median
 //	                     CPU per page, beside the
 //	                     range of every round, because on a shared 2-core machine one
 //	                     crawl's CPU per page varies by ±10% from the next
@@ -109,15 +112,14 @@ func BenchmarkPipeline(b *testing.B) {
 	}
 }
 
-// benchRounds reads TRAWL_BENCH_ROUNDS; a profiled run is one round, whose profiles the
-// next round would overwrite.
+// benchRounds reads TRAWL_BENCH_ROUNDS; a profiled run is one round unless it is set.
 func benchRounds(b *testing.B, def int) int {
 	b.Helper()
-	if os.Getenv(envBenchProfile) != "" {
-		return 1
-	}
 	v := os.Getenv(envBenchRounds)
 	if v == "" {
+		if os.Getenv(envBenchProfile) != "" {
+			return 1
+		}
 		return def
 	}
 	n, err := strconv.Atoi(v)
@@ -254,6 +256,13 @@ func runPipelineBench(b *testing.B, sc benchScenario, natsBin string) benchResul
 		bins = d
 	}
 	profDir := os.Getenv(envBenchProfile)
+	if profDir != "" {
+		profRounds[sc.name]++
+		profDir = filepath.Join(profDir, sanitize(sc.name))
+		if os.Getenv(envBenchRounds) != "" {
+			profDir = filepath.Join(profDir, fmt.Sprintf("round-%d", profRounds[sc.name]))
+		}
+	}
 	var cpus []int
 	if sc.pinned {
 		if runtime.NumCPU() < 2 {
@@ -336,7 +345,7 @@ func runPipelineBench(b *testing.B, sc benchScenario, natsBin string) benchResul
 		if err := st.RedisClient().ConfigResetStat(ctx).Err(); err != nil {
 			b.Fatal(err)
 		}
-		profWait = startProfiles(ctx, b, st, natsPprof, filepath.Join(profDir, sanitize(sc.name)))
+		profWait = startProfiles(ctx, b, st, natsPprof, profDir)
 	}
 
 	res.load = loadAvg()
@@ -370,7 +379,7 @@ func runPipelineBench(b *testing.B, sc benchScenario, natsBin string) benchResul
 	}
 	if profDir != "" {
 		profWait()
-		res.trafficNotes = trafficReport(ctx, b, st, tap, seqs0, web, res.trawl.pages, filepath.Join(profDir, sanitize(sc.name)))
+		res.trafficNotes = trafficReport(ctx, b, st, tap, seqs0, web, res.trawl.pages, profDir)
 	}
 	if err := st.Close(ctx); err != nil {
 		b.Logf("stack close: %v", err)
@@ -396,6 +405,9 @@ func runPipelineBench(b *testing.B, sc benchScenario, natsBin string) benchResul
 	}
 	return res
 }
+
+// profRounds counts each scenario's profiled rounds, which name their directories.
+var profRounds = map[string]int{}
 
 func freeTCPAddr() (string, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

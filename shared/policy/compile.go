@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -46,26 +47,29 @@ type matcher struct {
 	prefixes map[string][]*entry // host → its prefix rules, longest path first
 	addrs    map[int]map[string]*entry
 	addrLen  []int // the prefix lengths present, longest first
-	hostList []Stored
 	// scope holds the host, domain and prefix rules that set max depth, include or
 	// exclude: the only ones Admit, asked of every link, needs to visit. Most rules are
 	// about politeness, so this is usually far smaller.
-	scope struct {
-		hosts, domains map[string]*entry
-		prefixes       map[string][]*entry
-	}
+	scope scopeMatcher
+}
+
+// scopeMatcher is a matcher's host, domain and prefix rules that set a scope field.
+type scopeMatcher struct {
+	hosts, domains map[string]*entry
+	prefixes       map[string][]*entry
 }
 
 // entry is one compiled rule.
 type entry struct {
-	st       Stored
-	port     string // prefix rules: the port, "" for the scheme's default
-	path     string // prefix rules: the path prefix
+	st       *Stored // in the Set's rules: one copy of each rule, whose fields the GC scans
+	port     string  // prefix rules: the port, "" for the scheme's default
+	path     string  // prefix rules: the path prefix
 	include  []*regexp.Regexp
 	exclude  []*regexp.Regexp
 	addrBits int
-	// merged: host and domain rules, the rule merged with the domain rules above it.
-	merged Resolved
+	// merged: host and domain rules, the rule merged with the domain rules above it (nil
+	// for the others, which are most rules of a large set).
+	merged *Resolved
 }
 
 func compile(rules []Stored, version int64) (*Set, error) {
@@ -77,19 +81,31 @@ func compile(rules []Stored, version int64) (*Set, error) {
 	}
 	var errs []error
 	seen := make(map[Scope]bool, len(rules))
-	sorted := make([]Stored, 0, len(rules))
-	for _, st := range rules {
+	// Sorted first, so that each entry can point at its rule in the set's list.
+	sorted := slices.Clone(rules)
+	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Scope.String() < sorted[j].Scope.String() })
+	entries := make([]*entry, 0, len(sorted))
+	kept := sorted[:0]
+	for _, st := range sorted {
 		e, err := compileRule(st)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		if seen[e.st.Scope] {
-			errs = append(errs, fmt.Errorf("policy: %s: two rules for one scope", e.st.Scope))
+		if seen[st.Scope] {
+			errs = append(errs, fmt.Errorf("policy: %s: two rules for one scope", st.Scope))
 			continue
 		}
-		seen[e.st.Scope] = true
-		sorted = append(sorted, e.st)
+		seen[st.Scope] = true
+		kept = append(kept, st)
+		entries = append(entries, e)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	sorted = slices.Clip(kept)
+	for i, e := range entries {
+		e.st = &sorted[i]
 		switch e.st.Scope.Kind {
 		case KindHost:
 			m.hosts[e.st.Scope.Value] = e
@@ -111,9 +127,6 @@ func compile(rules []Stored, version int64) (*Set, error) {
 			m.addrs[n][e.st.Scope.Value] = e
 		}
 	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
 	for _, es := range m.prefixes {
 		sort.Slice(es, func(i, j int) bool {
 			if len(es[i].path) != len(es[j].path) {
@@ -131,12 +144,6 @@ func compile(rules []Stored, version int64) (*Set, error) {
 			if e.setsScope() {
 				m.scope.prefixes[h] = append(m.scope.prefixes[h], e)
 			}
-		}
-	}
-	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Scope.String() < sorted[j].Scope.String() })
-	for _, st := range sorted {
-		if st.Scope.Kind == KindHost || st.Scope.Kind == KindDomain {
-			m.hostList = append(m.hostList, st)
 		}
 	}
 	set := &Set{version: version, rules: sorted, impl: m}
@@ -174,7 +181,7 @@ func compileRule(st Stored) (*entry, error) {
 	if sc != st.Scope {
 		return nil, fmt.Errorf("policy: %s: not the canonical form %s", st.Scope, sc)
 	}
-	e := &entry{st: st}
+	e := &entry{}
 	var errs []string
 	bad := func(f Field, format string, args ...any) {
 		errs = append(errs, string(f)+": "+fmt.Sprintf(format, args...))

@@ -65,7 +65,7 @@ func (res *Resolved) merge(e *entry) {
 		}
 		op.copy(&res.Rule, &e.st.Rule)
 		if res.From == nil {
-			res.From = make(map[Field]Stored, 4)
+			res.From = make(map[Field]*Stored, 4)
 		}
 		res.From[op.f] = e.st
 		switch op.f {
@@ -86,11 +86,11 @@ func (res *Resolved) merge(e *entry) {
 // prefix rule adds to returns it as it is: no merge, no allocation.
 func (m *matcher) host(host string) Resolved {
 	if e := m.hosts[host]; e != nil {
-		return e.merged
+		return *e.merged
 	}
 	for d := host; len(m.domains) > 0; {
 		if e := m.domains[d]; e != nil {
-			return e.merged
+			return *e.merged
 		}
 		i := strings.IndexByte(d, '.')
 		if i < 0 {
@@ -124,7 +124,7 @@ func (m *matcher) hostInto(res *Resolved, host string) {
 // premerge makes each host and domain rule's merged policy (see host).
 func (m *matcher) premerge() {
 	for d, e := range m.domains {
-		e.merged = Resolved{}
+		e.merged = &Resolved{}
 		e.merged.merge(e)
 		for p := d; ; {
 			i := strings.IndexByte(p, '.')
@@ -138,8 +138,8 @@ func (m *matcher) premerge() {
 		}
 	}
 	for h, e := range m.hosts {
-		e.merged = Resolved{}
-		m.hostInto(&e.merged, h)
+		e.merged = &Resolved{}
+		m.hostInto(e.merged, h)
 	}
 }
 
@@ -257,11 +257,6 @@ func (m *matcher) covers(sc Scope, host string) bool {
 	return false
 }
 
-// HostRules are the set's host and domain rules, sorted by scope: the rules whose
-// per-host fields (politeness, budgets, block) the scheduler's scripts read from
-// Shard.Policy, merged per field as Host merges them.
-func (s *Set) HostRules() []Stored { return s.impl.hostList }
-
 // Rule is the rule of one scope, if the set has one.
 func (s *Set) Rule(sc Scope) (Stored, bool) {
 	var e *entry
@@ -286,13 +281,13 @@ func (s *Set) Rule(sc Scope) (Stored, bool) {
 	if e == nil {
 		return Stored{}, false
 	}
-	return e.st, true
+	return *e.st, true
 }
 
 // Admit: see its doc comment in policy.go.
 func (r Resolved) admit(rawURL string, depth int) (bool, string) {
 	if r.MaxDepth != nil && depth > *r.MaxDepth {
-		return false, string(FMaxDepth) + " of " + r.From[FMaxDepth].Scope.String()
+		return false, string(FMaxDepth) + " of " + r.decider(FMaxDepth)
 	}
 	if len(r.include) > 0 {
 		in := false
@@ -303,15 +298,23 @@ func (r Resolved) admit(rawURL string, depth int) (bool, string) {
 			}
 		}
 		if !in {
-			return false, string(FInclude) + " of " + r.From[FInclude].Scope.String()
+			return false, string(FInclude) + " of " + r.decider(FInclude)
 		}
 	}
 	for _, re := range r.exclude {
 		if re.MatchString(rawURL) {
-			return false, string(FExclude) + " of " + r.From[FExclude].Scope.String()
+			return false, string(FExclude) + " of " + r.decider(FExclude)
 		}
 	}
 	return true, ""
+}
+
+// decider is the scope of the rule that decided f, "" for a Resolved built by hand.
+func (r Resolved) decider(f Field) string {
+	if st := r.From[f]; st != nil {
+		return st.Scope.String()
+	}
+	return ""
 }
 
 // compilePatterns compiles patterns of a Resolved built by hand (a Set's carry them

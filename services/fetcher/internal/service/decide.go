@@ -31,7 +31,8 @@ func (s *Service) process(ctx context.Context, task *crawlmsg.FetchTask) (*crawl
 	// The site policies are read when the task starts on its worker, not when it was
 	// received, and again right before each request it makes (fetchPage, fetchRobots):
 	// a block set while the task waited is obeyed.
-	pol := s.policyOf(task.URL)
+	rules := s.policies.Current()
+	pol := rules.URL(task.URL)
 	if pol.Blocked() {
 		return s.parked(out, parkedPage), nil, nil
 	}
@@ -97,7 +98,7 @@ func (s *Service) process(ctx context.Context, task *crawlmsg.FetchTask) (*crawl
 	}
 	s.m.robotsDecisions.WithLabelValues("allowed").Inc()
 	out.CrawlDelay = d.CrawlDelay.Seconds()
-	return s.fetchPage(ctx, reqCtx, task, u, out)
+	return s.fetchPage(ctx, reqCtx, task, u, out, rules, pol)
 }
 
 // originOf is u's scheme://host[:port], rawURL's own prefix when it is written so (a

@@ -12,15 +12,20 @@ import (
 	"github.com/trawl/trawl/services/fetcher/internal/fetch"
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/natsx"
+	"github.com/trawl/trawl/shared/policy"
 	"github.com/trawl/trawl/shared/topology"
 )
 
 // fetchPage requests the page (u is task.URL parsed) under reqCtx and builds the page
-// and, for a redirect, the discovered target.
-func (s *Service) fetchPage(ctx, reqCtx context.Context, task *crawlmsg.FetchTask, u *url.URL, out *crawlmsg.Outcome) (*crawlmsg.Outcome, *pageResult, error) {
+// and, for a redirect, the discovered target. pol is task.URL's policy under rules, the
+// set read when the task started.
+func (s *Service) fetchPage(ctx, reqCtx context.Context, task *crawlmsg.FetchTask, u *url.URL, out *crawlmsg.Outcome, rules *policy.Set, pol policy.Resolved) (*crawlmsg.Outcome, *pageResult, error) {
 	// Right before the request, the rules in force now decide: a block set since the task
-	// was dispatched, received or started stops it here.
-	pol := s.policyOf(task.URL)
+	// was dispatched, received or started stops it here. A set is immutable, so while the
+	// same one is in force the URL's policy is the one read at the start.
+	if now := s.policies.Current(); now != rules {
+		pol = now.URL(task.URL)
+	}
 	if pol.Blocked() {
 		return s.parked(out, parkedPage), nil, nil
 	}

@@ -37,7 +37,9 @@ type policyMetrics struct {
 	hopBlock   prometheus.Counter
 	outOfScope prometheus.Counter
 	secretErr  prometheus.Counter
-	applied    *prometheus.CounterVec // setting: user_agent, headers, cookies, credentials
+	// applied counts requests by setting (user_agent, headers, cookies, credentials),
+	// its children resolved once: a request of a ruled host adds to one or more.
+	applied map[policy.Field]prometheus.Counter
 	// The rules in force, read at scrape time (set by New once the watcher exists).
 	version, stale func() float64
 }
@@ -52,9 +54,9 @@ func newPolicyMetrics(om *obs.Metrics) *policyMetrics {
 			"Page tasks ended out of scope without a request because a site policy narrowed the scope (max_depth, include, exclude) since their URL was queued."),
 		secretErr: om.Counter("policy_secret_errors_total",
 			"Tasks failed without a request because a secret their site policy names cannot be read (TRAWL_SECRETS_DIR)."),
-		applied: om.CounterVec("policy_requests_total",
-			"Requests sent with a site policy's request setting: user_agent, headers (plain or secret), cookies, credentials.", "setting"),
 	}
+	applied := om.CounterVec("policy_requests_total",
+		"Requests sent with a site policy's request setting: user_agent, headers (plain or secret), cookies, credentials.", "setting")
 	om.GaugeFunc("policy_version", "The version of the site policies in force in this fetcher (the store's version when they were loaded).",
 		func() float64 { return probe(m.version) })
 	om.GaugeFunc("policy_stale_seconds", "How long since the site policies' store last answered a poll (0: the last poll did); the rules loaded last stay in force meanwhile.",
@@ -62,8 +64,9 @@ func newPolicyMetrics(om *obs.Metrics) *policyMetrics {
 	for _, w := range []string{parkedPage, parkedRobots} {
 		m.parked.WithLabelValues(w)
 	}
+	m.applied = map[policy.Field]prometheus.Counter{}
 	for _, f := range []policy.Field{policy.FUserAgent, policy.FHeaders, policy.FCookies, policy.FCredentials} {
-		m.applied.WithLabelValues(string(f))
+		m.applied[f] = applied.WithLabelValues(string(f))
 	}
 	return m
 }
@@ -142,16 +145,16 @@ func (s *Service) headersOf(r policy.Resolved, host string) (*fetch.Headers, err
 	if r.UserAgent == nil && len(r.Headers) == 0 && len(r.HeaderSecrets) == 0 && r.Cookies == nil && r.Credentials == nil {
 		return nil, nil
 	}
-	h := &fetch.Headers{Host: host, Header: http.Header{}}
+	h := &fetch.Headers{Host: host, Header: make(http.Header, len(r.Headers)+len(r.HeaderSecrets)+3)}
 	if r.UserAgent != nil && *r.UserAgent != "" {
 		h.Header["User-Agent"] = []string{*r.UserAgent}
-		s.m.policy.applied.WithLabelValues(string(policy.FUserAgent)).Inc()
+		s.m.policy.applied[policy.FUserAgent].Inc()
 	}
 	for name, v := range r.Headers {
 		h.Header.Set(name, v)
 	}
 	if len(r.Headers) > 0 || len(r.HeaderSecrets) > 0 {
-		s.m.policy.applied.WithLabelValues(string(policy.FHeaders)).Inc()
+		s.m.policy.applied[policy.FHeaders].Inc()
 	}
 	// Sorted, so that which secret an error names does not depend on map order.
 	names := make([]string, 0, len(r.HeaderSecrets))
@@ -174,7 +177,7 @@ func (s *Service) headersOf(r policy.Resolved, host string) (*fetch.Headers, err
 		}
 		h.Header["Cookie"] = []string{v}
 		h.Secret = append(h.Secret, "Cookie")
-		s.m.policy.applied.WithLabelValues(string(policy.FCookies)).Inc()
+		s.m.policy.applied[policy.FCookies].Inc()
 	}
 	if r.Credentials != nil {
 		v, err := s.secret(r, policy.FCredentials, *r.Credentials)
@@ -188,7 +191,7 @@ func (s *Service) headersOf(r policy.Resolved, host string) (*fetch.Headers, err
 		}
 		h.Header["Authorization"] = []string{"Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+pass))}
 		h.Secret = append(h.Secret, "Authorization")
-		s.m.policy.applied.WithLabelValues(string(policy.FCredentials)).Inc()
+		s.m.policy.applied[policy.FCredentials].Inc()
 	}
 	for name := range h.Header {
 		if fetch.Reserved[name] {
