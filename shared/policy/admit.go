@@ -1,40 +1,16 @@
 package policy
 
-import (
-	"cmp"
-	"strings"
-)
+import "strings"
 
 // Admit is URL(rawURL).Admit(rawURL, depth) without building the Resolved: it visits the
 // rules that match the URL in precedence order (its host's URL prefixes, longest first,
 // then the host, then its domains, longest first) and keeps, for max depth, include and
-// exclude, the first that sets each. It allocates nothing and visits only the rules that
-// set one of those (matcher.scope): a crawl with 10,000 rules pays a few map lookups per
-// URL, none when no rule limits the scope, plus the patterns of the rules that decide.
+// exclude, the first that sets each. The parser asks it of every link, so it allocates
+// nothing and visits only the rules that set one of those (matcher.scope): a crawl with
+// 10,000 rules pays a few map lookups per link, none when no rule limits the scope, plus
+// the patterns of the rules that decide.
 func (s *Set) Admit(rawURL string, depth int) (ok bool, why string) {
-	a := s.Admitter()
-	return a.Admit(rawURL, depth)
-}
-
-// Admitter answers Admit for the links of one page, which the parser asks of every link:
-// most links of a page share a host, whose rules it looks up once instead of per link.
-// It is not safe for concurrent use.
-type Admitter struct {
-	s *Set
-	// The rules of the host asked about last: its URL prefixes (longest first), and the
-	// first of its host and domain rules to set each scope field.
-	host     string
-	known    bool
-	prefixes []*entry
-	hd       scopeDeciders
-}
-
-// Admitter returns an Admitter of s.
-func (s *Set) Admitter() Admitter { return Admitter{s: s} }
-
-// Admit is Set.Admit.
-func (a *Admitter) Admit(rawURL string, depth int) (ok bool, why string) {
-	m := &a.s.impl.scope
+	m := &s.impl.scope
 	if len(m.hosts) == 0 && len(m.domains) == 0 && len(m.prefixes) == 0 {
 		return true, ""
 	}
@@ -42,25 +18,12 @@ func (a *Admitter) Admit(rawURL string, depth int) (ok bool, why string) {
 	if !parsed {
 		return true, ""
 	}
-	if !a.known || host != a.host {
-		a.host, a.known = host, true
-		a.prefixes, a.hd = m.prefixes[host], m.hostDeciders(host)
-	}
 	var d scopeDeciders
-	for _, e := range a.prefixes {
+	for _, e := range m.prefixes[host] {
 		if e.port == port && strings.HasPrefix(path, e.path) {
 			d.take(e)
 		}
 	}
-	// A URL prefix rule is more specific than its host's and domains' rules.
-	d.depth, d.include, d.exclude = cmp.Or(d.depth, a.hd.depth), cmp.Or(d.include, a.hd.include), cmp.Or(d.exclude, a.hd.exclude)
-	return d.admit(rawURL, depth)
-}
-
-// hostDeciders are the first of host's host rule and domain rules (longest first) to set
-// each scope field.
-func (m *scopeMatcher) hostDeciders(host string) scopeDeciders {
-	var d scopeDeciders
 	if e := m.hosts[host]; e != nil {
 		d.take(e)
 	}
@@ -76,7 +39,7 @@ func (m *scopeMatcher) hostDeciders(host string) scopeDeciders {
 			n = n[i+1:]
 		}
 	}
-	return d
+	return d.admit(rawURL, depth)
 }
 
 // scopeDeciders are the rules that decide a URL's max depth, include and exclude.

@@ -50,13 +50,10 @@ type matcher struct {
 	// scope holds the host, domain and prefix rules that set max depth, include or
 	// exclude: the only ones Admit, asked of every link, needs to visit. Most rules are
 	// about politeness, so this is usually far smaller.
-	scope scopeMatcher
-}
-
-// scopeMatcher is a matcher's host, domain and prefix rules that set a scope field.
-type scopeMatcher struct {
-	hosts, domains map[string]*entry
-	prefixes       map[string][]*entry
+	scope struct {
+		hosts, domains map[string]*entry
+		prefixes       map[string][]*entry
+	}
 }
 
 // entry is one compiled rule.

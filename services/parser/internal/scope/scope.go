@@ -267,7 +267,7 @@ func (f *Filter) SelectEmbeds(p Page, embeds []crawlmsg.Link, linked []crawlmsg.
 	crawlScope := f.cfg.EmbedScope == EmbedCrawl
 	// Requisites held to the crawl's scope are held to the rules' too; by default they
 	// may leave it, as they may leave TRAWL_SCOPE and TRAWL_INCLUDE.
-	var rules *policy.Admitter
+	var rules *policy.Set
 	if crawlScope {
 		rules = f.activeRules(p.Rules)
 	}
@@ -297,21 +297,11 @@ func (f *Filter) SelectEmbeds(p Page, embeds []crawlmsg.Link, linked []crawlmsg.
 	return out, rej
 }
 
-// activeRules is an Admitter of rules for one page's links, or nil when no rule sets a
-// scope field (max depth, include, exclude), so that a crawl whose rules are all about
-// politeness pays nothing per link for them. The answer is kept for the set last asked
-// about: a set is immutable and replaced whole on a change, so one scan of its rules per
-// change is enough.
-func (f *Filter) activeRules(rules *policy.Set) *policy.Admitter {
-	if set := f.withScopeRules(rules); set != nil {
-		a := set.Admitter()
-		return &a
-	}
-	return nil
-}
-
-// withScopeRules is rules, or nil when no rule sets a scope field.
-func (f *Filter) withScopeRules(rules *policy.Set) *policy.Set {
+// activeRules is rules, or nil when no rule sets a scope field (max depth, include,
+// exclude), so that a crawl whose rules are all about politeness pays nothing per link
+// for them. The answer is kept for the set last asked about: a set is immutable and
+// replaced whole on a change, so one scan of its rules per change is enough.
+func (f *Filter) activeRules(rules *policy.Set) *policy.Set {
 	if rules == nil || len(rules.Rules()) == 0 {
 		return nil
 	}
@@ -333,7 +323,7 @@ func (f *Filter) withScopeRules(rules *policy.Set) *policy.Set {
 type scopedSet struct{ set, active *policy.Set }
 
 // admit asks the URL's policy whether it may be followed at depth.
-func admit(rules *policy.Admitter, u string, depth int) (Reason, bool) {
+func admit(rules *policy.Set, u string, depth int) (Reason, bool) {
 	if ok, why := rules.Admit(u, depth); !ok {
 		return policyReason(why), false
 	}
