@@ -38,6 +38,7 @@ import (
 //	                     CPU, so CPU per page in such a run is not comparable.
 //	TRAWL_BENCH_ONLY     run only the scenarios whose name contains this
 //	TRAWL_BENCH_POLICY_UNPACED  BenchmarkPolicyRules without its politeness delay
+//	TRAWL_BENCH_POLICY_SIDE_BY_SIDE  BenchmarkPolicyRules' two crawls at the same time
 //	TRAWL_BENCH_ROUNDS   crawls per scenario (default 3, BenchmarkPolicyRules 15; 1 when
 //	                     profiling unless set, each round's profiles then in a directory
 //	                     round-N, so that `go tool pprof` can merge them: a few seconds'
@@ -53,6 +54,7 @@ const (
 	envBenchOnly    = "TRAWL_BENCH_ONLY"
 	envBenchRounds  = "TRAWL_BENCH_ROUNDS"
 	envBenchUnpaced = "TRAWL_BENCH_POLICY_UNPACED"
+	envBenchSide    = "TRAWL_BENCH_POLICY_SIDE_BY_SIDE"
 )
 
 // benchScenario is one crawl of BenchmarkPipeline.
@@ -73,6 +75,9 @@ type benchScenario struct {
 	// rules, if set, is how many live site policies are loaded before the services start
 	// (benchRules): what 10,000 rules cost the crawl.
 	rules int
+	// concurrent: another crawl runs at the same time (BenchmarkPolicyRules side by side),
+	// so this one leaves the benchmark's timer alone.
+	concurrent bool
 	// minDelay is TRAWL_MIN_DELAY: 0 lets the crawl go as fast as the machine allows.
 	minDelay time.Duration
 }
@@ -246,7 +251,16 @@ func benchWeb(ctx context.Context, b *testing.B, sc benchScenario) (*synthweb.We
 }
 
 func runPipelineBench(b *testing.B, sc benchScenario, natsBin string) benchResult {
-	b.StopTimer()
+	timer := func(on bool) {
+		switch {
+		case sc.concurrent:
+		case on:
+			b.StartTimer()
+		default:
+			b.StopTimer()
+		}
+	}
+	timer(false)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	res := benchResult{scenario: sc}
@@ -351,7 +365,7 @@ func runPipelineBench(b *testing.B, sc benchScenario, natsBin string) benchResul
 	res.load = loadAvg()
 	opens0 := tcpActiveOpens()
 	cpu0 := cpuTimes(b, pids)
-	b.StartTimer()
+	timer(true)
 	if err := st.Seed(ctx, web.Seeds()); err != nil {
 		b.Fatal(err)
 	}
@@ -366,7 +380,7 @@ func runPipelineBench(b *testing.B, sc benchScenario, natsBin string) benchResul
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.StopTimer()
+	timer(false)
 	cpu1 := cpuTimes(b, pids)
 	res.connects = tcpActiveOpens() - opens0
 	res.cpu = map[string]time.Duration{}
