@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"regexp"
@@ -80,7 +81,11 @@ func compile(rules []Stored, version int64) (*Set, error) {
 	seen := make(map[Scope]bool, len(rules))
 	// Sorted first, so that each entry can point at its rule in the set's list.
 	sorted := slices.Clone(rules)
-	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Scope.String() < sorted[j].Scope.String() })
+	// In Scope.String order, compared without building the strings: no kind is a prefix of
+	// another, so the kinds order as "kind:" does.
+	slices.SortStableFunc(sorted, func(a, b Stored) int {
+		return cmp.Or(cmp.Compare(a.Scope.Kind, b.Scope.Kind), cmp.Compare(a.Scope.Value, b.Scope.Value))
+	})
 	entries := make([]*entry, 0, len(sorted))
 	kept := sorted[:0]
 	for _, st := range sorted {

@@ -287,7 +287,7 @@ func (s *Set) Rule(sc Scope) (Stored, bool) {
 // Admit: see its doc comment in policy.go.
 func (r Resolved) admit(rawURL string, depth int) (bool, string) {
 	if r.MaxDepth != nil && depth > *r.MaxDepth {
-		return false, string(FMaxDepth) + " of " + r.decider(FMaxDepth)
+		return false, string(FMaxDepth) + " of " + r.DecidedBy(FMaxDepth)
 	}
 	if len(r.include) > 0 {
 		in := false
@@ -298,19 +298,20 @@ func (r Resolved) admit(rawURL string, depth int) (bool, string) {
 			}
 		}
 		if !in {
-			return false, string(FInclude) + " of " + r.decider(FInclude)
+			return false, string(FInclude) + " of " + r.DecidedBy(FInclude)
 		}
 	}
 	for _, re := range r.exclude {
 		if re.MatchString(rawURL) {
-			return false, string(FExclude) + " of " + r.decider(FExclude)
+			return false, string(FExclude) + " of " + r.DecidedBy(FExclude)
 		}
 	}
 	return true, ""
 }
 
-// decider is the scope of the rule that decided f, "" for a Resolved built by hand.
-func (r Resolved) decider(f Field) string {
+// DecidedBy is the scope of the rule that decided field f, "" when no rule did (or for a
+// Resolved built by hand).
+func (r Resolved) DecidedBy(f Field) string {
 	if st := r.From[f]; st != nil {
 		return st.Scope.String()
 	}

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net/netip"
 	"runtime"
 	"strings"
@@ -372,4 +373,20 @@ func TestSetHeapPerRule(t *testing.T) {
 	}
 	runtime.KeepAlive(s)
 	runtime.KeepAlive(rules)
+}
+
+// Rules lists the set in scope string order (status, ls and apply's diff print it so),
+// whatever order the store gave.
+func TestSetRulesInScopeOrder(t *testing.T) {
+	rules := manyRules(t, 400)
+	rand.New(rand.NewPCG(1, 2)).Shuffle(len(rules), func(i, j int) { rules[i], rules[j] = rules[j], rules[i] })
+	got := compileT(t, rules...).Rules()
+	if len(got) != len(rules) {
+		t.Fatalf("%d rules, want %d", len(got), len(rules))
+	}
+	for i := 1; i < len(got); i++ {
+		if got[i-1].Scope.String() >= got[i].Scope.String() {
+			t.Fatalf("rule %d %s before rule %d %s", i-1, got[i-1].Scope, i, got[i].Scope)
+		}
+	}
 }

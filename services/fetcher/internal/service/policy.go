@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -223,10 +224,7 @@ func (s *Service) secret(r policy.Resolved, f policy.Field, name string) (string
 
 // scopeOf names the rule that decided r's field f.
 func scopeOf(r policy.Resolved, f policy.Field) string {
-	if st, ok := r.From[f]; ok {
-		return st.Scope.String()
-	}
-	return "(unknown rule)"
+	return cmp.Or(r.DecidedBy(f), "(unknown rule)")
 }
 
 // robotsView is the robots.txt cache as one agent sees it: the entries reduced for its

@@ -114,7 +114,7 @@ func (s *Service) policyRule() render.Rule {
 		if r.Render == nil {
 			return "", ""
 		}
-		return *r.Render, r.From[policy.FRender].Scope.String()
+		return *r.Render, r.DecidedBy(policy.FRender)
 	}
 }
 

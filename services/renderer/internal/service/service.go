@@ -127,7 +127,7 @@ func policyVerdict(w *policy.Watcher) func(rawURL string) (string, string) {
 	return func(rawURL string) (string, string) {
 		r := w.Current().URL(rawURL)
 		if r.Blocked() {
-			return answer.RefusedBlocked, string(policy.FBlock) + " of " + r.From[policy.FBlock].Scope.String()
+			return answer.RefusedBlocked, string(policy.FBlock) + " of " + r.DecidedBy(policy.FBlock)
 		}
 		if ok, why := r.Admit(rawURL, 0); !ok && strings.HasPrefix(why, string(policy.FExclude)+" ") {
 			return answer.RefusedScope, why

@@ -113,7 +113,7 @@ func (f *Frontier) recheckHost(ctx context.Context, s *policy.Set, host string, 
 					act = "x"
 					_, scope, _ = strings.Cut(why, " of ")
 				} else if res.Blocked() {
-					act, scope = "p", res.From[policy.FBlock].Scope.String()
+					act, scope = "p", res.DecidedBy(policy.FBlock)
 				}
 			}
 			args = append(args, e, act, scope)
