@@ -501,3 +501,89 @@ func TestConsumeBatchesInFlight(t *testing.T) {
 		})
 	}
 }
+
+// A stop handles and acks every message the client already holds, so none waits out
+// AckWait. The stream holds just what the client's buffer takes (Batch × (InFlight+1)),
+// and the stop comes once the server has sent it all while the handler holds the first
+// batch: the rest is in the client's buffer. With more messages in the stream, a pull
+// request still open as the client unsubscribes can have the server send messages nobody
+// receives, which only AckWait brings back (a limit of pull consumers the services accept,
+// see docs/architecture.md); this test must not depend on that race.
+func TestConsumeBatchesStopSettlesWhatItPulled(t *testing.T) {
+	js := connect(t)
+	cons := workStream(t, js, "CS", -1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const batch, msgs = 4, 8
+	for i := range msgs {
+		if _, err := js.Publish(ctx, "CS.m", []byte(strconv.Itoa(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var (
+		mu      sync.Mutex
+		handled = map[uint64]int{}
+		entered = make(chan struct{})
+		release = make(chan struct{})
+		first   = true
+	)
+	done := make(chan error, 1)
+	go func() {
+		done <- natsx.ConsumeBatches(ctx, cons, natsx.ConsumeOptions{Batch: batch, InFlight: 1},
+			func(_ context.Context, msgs []jetstream.Msg) []error {
+				mu.Lock()
+				for _, m := range msgs {
+					md, err := m.Metadata()
+					if err != nil {
+						t.Error(err)
+						continue
+					}
+					handled[md.Sequence.Stream]++
+				}
+				wait := first
+				first = false
+				mu.Unlock()
+				if wait {
+					close(entered)
+					<-release
+				}
+				return nil
+			})
+	}()
+	<-entered
+	testwait.Eventually(t, 10*time.Second, "every message delivered to the client", func() bool {
+		info, err := cons.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.Delivered.Stream == msgs
+	})
+	cancel()
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := js.Conn().Flush(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	n := len(handled)
+	for seq, c := range handled {
+		if c != 1 {
+			t.Errorf("message %d handled %d times", seq, c)
+		}
+	}
+	mu.Unlock()
+	if n != msgs {
+		t.Fatalf("handled %d messages by the end of the stop, want all %d the client held", n, msgs)
+	}
+	// Acks are applied by the server shortly after it reads them; an unsettled message
+	// would stay pending, with no consumer left to redeliver it to.
+	testwait.Eventually(t, 10*time.Second, "every message acked", func() bool {
+		info, err := cons.Info(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.NumAckPending == 0 && streamMsgs(t, js, "CS") == 0
+	})
+}

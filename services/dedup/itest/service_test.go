@@ -443,9 +443,11 @@ func TestServiceRedeliveryAfterCrash(t *testing.T) {
 }
 
 // TestServiceGracefulStopAndRestart stops the service while it has work and starts it
-// again on the same Redis and NATS: what it had pulled is finished and acked at the stop,
-// the restarted instance accepts the existing filter, and every URL reaches the frontier
-// exactly once.
+// again on the same Redis and NATS: the restarted instance accepts the existing filter and
+// every URL reaches the frontier exactly once. That the stop finishes and acks what the
+// service holds is TestConsumeBatchesStopSettlesWhatItPulled's (shared/itest): here the
+// stop comes with a pull request open, so the server may have sent a few messages as the
+// service unsubscribed, which come back after AckWait (5s here) to the restarted instance.
 func TestServiceGracefulStopAndRestart(t *testing.T) {
 	s := startStack(t, redisproc.Options{}, map[string]string{"TRAWL_DEDUP_BATCH": "8"})
 	const msgs, per = 200, 10
@@ -473,17 +475,11 @@ func TestServiceGracefulStopAndRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The server applies acks shortly after the client flushed them; a message really left
-	// unacked would stay pending for the whole AckWait (30s), past this wait, which leaves
-	// room for a loaded 2-core machine.
-	var info *jetstream.ConsumerInfo
-	testwait.Eventually(t, 15*time.Second, "no message left unacked by a graceful stop", func() bool {
-		if info, err = cons.Info(testwait.Context(t)); err != nil {
-			t.Fatal(err)
-		}
-		return info.NumAckPending == 0
-	})
-	t.Logf("stopped with %d of %d messages still pending", info.NumPending, msgs)
+	info, err := cons.Info(testwait.Context(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("stopped with %d of %d messages not yet delivered, %d delivered and not yet acked", info.NumPending, msgs, info.NumAckPending)
 
 	s.start(t)
 	got, ids := map[int][]string{}, map[string]int{}
