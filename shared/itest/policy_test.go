@@ -225,6 +225,77 @@ func TestPolicyStoreCluster(t *testing.T) {
 	}
 }
 
+// A watcher that keeps only some fields (policy.OnlyFields) holds only the rules that set
+// one of them, and resolves each of those fields as the whole set does: a more specific
+// rule that sets none of them is dropped without hiding a wider rule that sets one. It
+// loads changes like any watcher.
+func TestPolicyWatcherOnlyFields(t *testing.T) {
+	srv := redisproc.StartT(t, redisproc.Options{})
+	rdb := redisClient(t, srv)
+	ctx := testwait.Context(t)
+	st := policy.NewStore(rdb, "trawl")
+	depth := func(n int) func(r *policy.Rule) { return func(r *policy.Rule) { r.MaxDepth = &n } }
+	slow := func(r *policy.Rule) { r.MinDelay = pdur(t, "5s") }
+	render := "always"
+	changes := []policy.Change{
+		set(policyRule(t, "domain:example.com", depth(2)), ""),
+		set(policyRule(t, "host:www.example.com", slow), ""),
+		set(policyRule(t, "host:docs.example.com", func(r *policy.Rule) { slow(r); r.Render = &render }), ""),
+		set(policyRule(t, "host:other.example", slow), ""),
+	}
+	if _, _, err := st.Apply(ctx, changes, "ops", 0); err != nil {
+		t.Fatal(err)
+	}
+	all, err := policy.NewWatcher(ctx, st, 50*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := policy.NewWatcher(ctx, st, 50*time.Millisecond, policy.OnlyFields(policy.FMaxDepth, policy.FRender))
+	if err != nil {
+		t.Fatal(err)
+	}
+	scopes := func(s *policy.Set) string {
+		var out []string
+		for _, r := range s.Rules() {
+			out = append(out, r.Scope.String())
+		}
+		return strings.Join(out, " ")
+	}
+	if got, want := scopes(w.Current()), "domain:example.com host:docs.example.com"; got != want {
+		t.Errorf("rules held: %s, want %s", got, want)
+	}
+	if w.Current().Version() != all.Current().Version() {
+		t.Errorf("version %d, want the store's %d", w.Current().Version(), all.Current().Version())
+	}
+	for _, u := range []string{"http://www.example.com/a", "http://docs.example.com/b", "http://other.example/", "http://example.com/"} {
+		got, want := w.Current().URL(u), all.Current().URL(u)
+		for _, f := range []policy.Field{policy.FMaxDepth, policy.FRender} {
+			if got.DecidedBy(f) != want.DecidedBy(f) {
+				t.Errorf("%s: %s decided by %q, by %q in the whole set", u, f, got.DecidedBy(f), want.DecidedBy(f))
+			}
+		}
+		gotOK, _ := w.Current().Admit(u, 3)
+		wantOK, _ := all.Current().Admit(u, 3)
+		if gotOK != wantOK {
+			t.Errorf("%s at depth 3: admitted %v, %v by the whole set", u, gotOK, wantOK)
+		}
+	}
+	if ok, _ := w.Current().Admit("http://www.example.com/a", 3); ok {
+		t.Error("www.example.com admitted at depth 3, past its domain's max depth 2")
+	}
+
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(runCtx) }()
+	t.Cleanup(func() { stop(); <-done })
+	if _, _, err := st.Apply(ctx, []policy.Change{set(policyRule(t, "host:other.example", func(r *policy.Rule) { slow(r); depth(5)(r) }), "")}, "ops", 0); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Eventually(t, 2*time.Second, "the watcher to hold the rule that now sets a max depth", func() bool {
+		return scopes(w.Current()) == "domain:example.com host:docs.example.com host:other.example"
+	})
+}
+
 // The watcher loads a change within a poll, tells its callbacks in order, keeps the last
 // rules while Redis does not answer (Stale says how long), and catches up after.
 func TestPolicyWatcher(t *testing.T) {

@@ -75,8 +75,35 @@ type Watcher struct{ w *watcher }
 
 // NewWatcher loads the rules once (an error here stops the service: it would crawl
 // against rules it cannot read) and returns a watcher; Run keeps it current.
-func NewWatcher(ctx context.Context, st *Store, poll time.Duration) (*Watcher, error) {
-	return newWatcher(ctx, st, poll)
+func NewWatcher(ctx context.Context, st *Store, poll time.Duration, opts ...WatchOption) (*Watcher, error) {
+	var o watchOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return newWatcher(ctx, st, poll, o)
+}
+
+// WatchOption configures a Watcher.
+type WatchOption func(*watchOptions)
+
+type watchOptions struct {
+	// only: keep the rules that set one of these fields; nil keeps every rule.
+	only map[Field]bool
+}
+
+// OnlyFields has a Watcher hold only the rules that set one of fields, so that a service
+// that reads a few fields holds a set the size of the rules that set them: the parser,
+// which reads the scope and render fields, holds 100 rules of a crawl's 10,000 that way,
+// and its every garbage collection marks those alone. Each of these fields resolves as in
+// the whole set, since a rule that sets none of them never decides one; the set's Version
+// is the store's, and its Rules are the rules held. Default: every rule.
+func OnlyFields(fields ...Field) WatchOption {
+	return func(o *watchOptions) {
+		o.only = map[Field]bool{}
+		for _, f := range fields {
+			o.only[f] = true
+		}
+	}
 }
 
 // Current is the rules as last loaded.

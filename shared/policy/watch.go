@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,6 +14,7 @@ import (
 type watcher struct {
 	st   *Store
 	poll time.Duration
+	o    watchOptions
 	cur  atomic.Pointer[Set]
 	// lastOK is when the store last answered a poll (unix ns); 0 before Run's first.
 	lastOK    atomic.Int64
@@ -21,21 +23,39 @@ type watcher struct {
 	running   atomic.Bool
 }
 
-func newWatcher(ctx context.Context, st *Store, poll time.Duration) (*Watcher, error) {
+func newWatcher(ctx context.Context, st *Store, poll time.Duration, o watchOptions) (*Watcher, error) {
 	if poll <= 0 {
 		poll = Defaults.Poll
 	}
-	s, err := st.Load(ctx)
+	w := &watcher{st: st, poll: poll, o: o}
+	s, err := w.load(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("policy: first load of the rules: %w", err)
 	}
-	w := &watcher{st: st, poll: poll}
 	w.cur.Store(s)
 	w.lastOK.Store(time.Now().UnixNano())
 	return &Watcher{w: w}, nil
 }
 
 func (w *watcher) current() *Set { return w.cur.Load() }
+
+// load reads the rules and compiles those the watcher keeps (OnlyFields).
+func (w *watcher) load(ctx context.Context) (*Set, error) {
+	rules, v, err := w.st.read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if w.o.only != nil {
+		kept := rules[:0]
+		for _, r := range rules {
+			if slices.ContainsFunc(r.setFields(), func(f Field) bool { return w.o.only[f] }) {
+				kept = append(kept, r)
+			}
+		}
+		rules = kept
+	}
+	return Compile(rules, v)
+}
 
 func (w *watcher) onChange(f func(old, new *Set)) {
 	if w.running.Load() {
@@ -88,7 +108,7 @@ func (w *watcher) pollOnce(ctx context.Context, cbs []func(old, new *Set)) error
 		w.lastOK.Store(time.Now().UnixNano())
 		return nil
 	}
-	s, err := w.st.Load(ctx)
+	s, err := w.load(ctx)
 	if err != nil {
 		return err
 	}

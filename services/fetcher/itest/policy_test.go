@@ -142,7 +142,6 @@ func TestPolicyRequestSettings(t *testing.T) {
 
 	settings := func(r *policy.Rule) {
 		r.UserAgent = ptrTo(ua)
-		r.Headers = map[string]string{"X-Extra": "plain-value"}
 		r.HeaderSecrets = map[string]string{"X-Token": "token"}
 		r.Cookies = ptrTo("cookie")
 		r.Credentials = ptrTo("basic")
@@ -150,11 +149,16 @@ func TestPolicyRequestSettings(t *testing.T) {
 	var ra, rr policy.Rule
 	settings(&ra)
 	settings(&rr)
+	// The plain header comes from a rule that sets nothing else, so that a fetcher that
+	// left such rules out of the set it holds (policy.OnlyFields) would not send it.
+	plain := policy.Rule{Headers: map[string]string{"X-Extra": "plain-value"}}
 	st.setRules(map[string]policy.Rule{
-		"host:a.test": ra,
-		"host:r.test": rr,
-		"host:s.test": {Cookies: ptrTo("missing")},
-		"host:u.test": {Credentials: ptrTo("nocolon")},
+		"host:a.test":   ra,
+		"host:r.test":   rr,
+		"domain:a.test": plain,
+		"domain:r.test": plain,
+		"host:s.test":   {Cookies: ptrTo("missing")},
+		"host:u.test":   {Credentials: ptrTo("nocolon")},
 	})
 	dir := secretsDir(t, map[string]string{"token": tokenVal, "cookie": cookie, "basic": user + ":" + password, "nocolon": password})
 

@@ -898,7 +898,9 @@ func TestPolicyPassResumesUnblockedParkLists(t *testing.T) {
 
 // An active host keeps the limits its lookup found with it (politeness.PolicyModule): a
 // change of the rules must still reach it at its next step, whether the change sets a rule
-// for it, changes it, or removes every rule.
+// for it, changes it, or removes every rule, and also when the change comes while its task
+// is out, so that the outcome is the first step to meet it (the outcome reads the entry
+// its state hash keeps, the dispatch the one in the active hosts' hash).
 func TestPolicyChangeReachesActiveHost(t *testing.T) {
 	rdb := startRedis(t)
 	o := testOptions(0)
@@ -906,30 +908,36 @@ func TestPolicyChangeReachesActiveHost(t *testing.T) {
 	f := newTF(t, rdb, o)
 	other := hostRule("other.example", policy.Rule{MinDelay: pdur(time.Hour)})
 	f.syncPolicy(rules(t, 1, other))
+	// One URL more than the steps, so that the host stays in the heap after the last.
 	var us []crawlmsg.Discovered
-	for i := range 5 {
+	for i := range 6 {
 		us = append(us, urls(0, fmt.Sprintf("http://a.example/%d", i))...)
 	}
 	f.add("m1", us...)
 	steps := []struct {
-		name string
-		set  *policy.Set
-		want time.Duration // the gap after the next outcome
+		name     string
+		set      *policy.Set
+		whileOut bool          // the change comes between the dispatch and the outcome
+		want     time.Duration // the gap after the next outcome
 	}{
-		{"no rule for the host", nil, o.MinDelay},
-		{"a rule set for it", rules(t, 2, other, hostRule("a.example", policy.Rule{MinDelay: pdur(time.Minute)})), time.Minute},
-		{"its rule changed", rules(t, 3, other, domainRule("a.example", policy.Rule{MinDelay: pdur(2 * time.Minute)})), 2 * time.Minute},
-		{"every rule removed", rules(t, 4), o.MinDelay},
+		{"no rule for the host", nil, false, o.MinDelay},
+		{"a rule set for it", rules(t, 2, other, hostRule("a.example", policy.Rule{MinDelay: pdur(time.Minute)})), false, time.Minute},
+		{"its rule changed", rules(t, 3, other, domainRule("a.example", policy.Rule{MinDelay: pdur(2 * time.Minute)})), false, 2 * time.Minute},
+		{"its rule changed while its task is out", rules(t, 4, other, hostRule("a.example", policy.Rule{MinDelay: pdur(3 * time.Minute)})), true, 3 * time.Minute},
+		{"every rule removed", rules(t, 5), false, o.MinDelay},
 	}
 	now := at(0)
 	for _, st := range steps {
 		t.Run(st.name, func(t *testing.T) {
-			if st.set != nil {
+			if st.set != nil && !st.whileOut {
 				f.syncPolicy(st.set)
 			}
 			tasks := f.dispatch(now, 10)
 			if len(tasks) != 1 {
 				t.Fatalf("dispatched %d, want 1", len(tasks))
+			}
+			if st.whileOut {
+				f.syncPolicy(st.set)
 			}
 			now = now.Add(time.Second)
 			f.complete(now, ok200(tasks[0]))

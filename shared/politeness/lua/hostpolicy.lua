@@ -21,7 +21,9 @@
 -- the table while the generation holds, so the lookup runs once per host and change, not
 -- per URL and step. The same entry is kept in the host's state hash (HF.POL), which
 -- outlives the host's activity: the router hands it to adopt_entry, so a host activated
--- again under the same generation needs no lookup either.
+-- again under the same generation needs no lookup either, and an outcome, which reads
+-- that hash anyway, takes its limits from there (kept_limits). A new lookup writes both
+-- (relookup).
 local pol_gen = nil
 local pol_read = false
 local pol_cache = {}
@@ -124,25 +126,24 @@ local function host_limits(h)
   return c
 end
 
+-- ENTRY_BODY splits the body of a host entry that found rules (host_entry, after the
+-- generation and tab) in one match: its LIM_BLOCK fields, block_by, then the scopes.
+local ENTRY_BODY = '^' .. string.rep('([^ ]+) ', LIM_BLOCK + 1) .. '(.+)$'
+
 -- entry_limits decodes host entry v (host_entry) of generation g; nil when v is of
--- another generation.
+-- another generation. It runs for every task dispatched and every outcome of a host a
+-- rule names, hence one match and one table rather than a token loop.
 local function entry_limits(v, g)
   if v == g then return base_limits() end
-  if string.sub(v, 1, #g + 1) == g .. '\t' then
-    local got, rules, k, block_by = {}, {}, 0, nil
-    for tok in string.gmatch(string.sub(v, #g + 2), '[^ ]+') do
-      k = k + 1
-      if k <= LIM_BLOCK then
-        if tok ~= LIM_UNSET then got[k] = tok end
-      elseif k == LIM_BLOCK + 1 then
-        if tok ~= LIM_UNSET then block_by = tok end
-      else
-        rules[#rules + 1] = tok
-      end
-    end
-    return merged_limits(got, rules, block_by)
+  local n = #g
+  if string.sub(v, 1, n) ~= g or string.byte(v, n + 1) ~= 9 then return nil end
+  local c = {string.match(v, ENTRY_BODY, n + 2)}
+  local rules = {}
+  for sc in string.gmatch(c[LIM_BLOCK + 2] or '', '[^ ]+') do rules[#rules + 1] = sc end
+  for k = 1, LIM_BLOCK + 1 do
+    if c[k] == LIM_UNSET then c[k] = nil end
   end
-  return nil
+  return merged_limits(c, rules, c[LIM_BLOCK + 1])
 end
 
 -- adopt_entry takes v, the entry kept in host h's state hash (nil: none), as h's entry
@@ -157,19 +158,41 @@ local function adopt_entry(h, v)
   return true
 end
 
+-- relookup looks host h up again and keeps its new entry in both places: its state hash
+-- (HF.POL at key hkey) and, when h is active (active nil: asked), the active hosts' hash,
+-- so that either may be read for it.
+local function relookup(h, hkey, active)
+  local e = host_entry(h)
+  if active == nil then active = redis.call('HEXISTS', K_HOSTS, h) == 1 end
+  if active then redis.call('HSET', K_HOSTS, h, e) end
+  redis.call('HSET', hkey, HF.POL, e)
+  return pol_cache[h]
+end
+
 -- active_limits is host_limits for a host whose entry in the active hosts' hash is v
--- (nil: not active): read from v while its generation is the table's, else looked up and
--- v rewritten.
-local function active_limits(h, v)
+-- (nil: not active) and whose state hash is at key hkey: read from v while its generation
+-- is the table's, else looked up again (relookup).
+local function active_limits(h, v, hkey)
   local c = pol_cache[h]
   if c then return c end
   local g = policy_gen()
   if not g or not v then return host_limits(h) end
   c = entry_limits(v, g)
-  if not c then
-    redis.call('HSET', K_HOSTS, h, host_entry(h))
-    return pol_cache[h]
-  end
+  if not c then return relookup(h, hkey, true) end
+  pol_cache[h] = c
+  return c
+end
+
+-- kept_limits is host_limits for a host whose state hash (at key hkey) keeps v in HF.POL
+-- (nil: none), for a script that reads that hash anyway: read from v while its generation
+-- is the table's, else looked up again (relookup).
+local function kept_limits(h, v, hkey)
+  local c = pol_cache[h]
+  if c then return c end
+  local g = policy_gen()
+  if not g then return host_limits(h) end
+  c = v and entry_limits(v, g)
+  if not c then return relookup(h, hkey, nil) end
   pol_cache[h] = c
   return c
 end

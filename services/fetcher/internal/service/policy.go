@@ -5,8 +5,9 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/obs"
 	"github.com/trawl/trawl/shared/policy"
+	"github.com/trawl/trawl/shared/politeness"
 	"github.com/trawl/trawl/shared/robots"
 	"github.com/trawl/trawl/shared/robotscache"
 )
@@ -70,6 +72,21 @@ func newPolicyMetrics(om *obs.Metrics) *policyMetrics {
 		m.applied[f] = applied.WithLabelValues(string(f))
 	}
 	return m
+}
+
+// policyFields are the live site policies' fields the fetcher reads: block, the scope a
+// task is held to, and what its requests carry; with per-address politeness also the
+// limits it applies to a server address (serverLimits). A host's own politeness limits
+// and budget are the frontier's and the claim scripts', read from Redis. Its Watcher
+// holds only the rules that set one of these (policy.OnlyFields), so a crawl whose rules
+// are mostly per-host politeness leaves the fetcher a small set.
+func policyFields(per politeness.Per) []policy.Field {
+	fs := []policy.Field{policy.FBlock, policy.FMaxDepth, policy.FInclude, policy.FExclude,
+		policy.FUserAgent, policy.FHeaders, policy.FHeaderSecrets, policy.FCookies, policy.FCredentials}
+	if per == politeness.PerIP {
+		fs = append(fs, policy.FMinDelay, policy.FDelayFactor, policy.FCrawlDelay, policy.FConnections)
+	}
+	return fs
 }
 
 // policyOf is rawURL's policy under the rules in force now.
@@ -158,11 +175,10 @@ func (s *Service) headersOf(r policy.Resolved, host string) (*fetch.Headers, err
 		s.m.policy.applied[policy.FHeaders].Inc()
 	}
 	// Sorted, so that which secret an error names does not depend on map order.
-	names := make([]string, 0, len(r.HeaderSecrets))
-	for name := range r.HeaderSecrets {
-		names = append(names, name)
+	var names []string
+	if len(r.HeaderSecrets) > 0 {
+		names = slices.Sorted(maps.Keys(r.HeaderSecrets))
 	}
-	sort.Strings(names)
 	for _, name := range names {
 		v, err := s.secret(r, policy.FHeaderSecrets, r.HeaderSecrets[name])
 		if err != nil {
@@ -194,12 +210,7 @@ func (s *Service) headersOf(r policy.Resolved, host string) (*fetch.Headers, err
 		h.Secret = append(h.Secret, "Authorization")
 		s.m.policy.applied[policy.FCredentials].Inc()
 	}
-	for name := range h.Header {
-		if fetch.Reserved[name] {
-			// Compile should have refused it; the client would ignore it anyway.
-			delete(h.Header, name)
-		}
-	}
+	// A reserved header (fetch.Reserved) is one Compile refuses, and the client skips.
 	return h, nil
 }
 

@@ -116,7 +116,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Optio
 	r.OnClose(s.archive.Close)
 	// The rules as they are now; an error stops the fetcher rather than let it crawl
 	// against rules it cannot read.
-	if s.watcher, err = policy.NewWatcher(ctx, policy.NewStore(r.Redis, cfg.Common.RedisPrefix), cfg.Policy.Poll); err != nil {
+	if s.watcher, err = policy.NewWatcher(ctx, policy.NewStore(r.Redis, cfg.Common.RedisPrefix), cfg.Policy.Poll,
+		policy.OnlyFields(policyFields(cfg.Politeness.Per)...)); err != nil {
 		r.Close()
 		return nil, fmt.Errorf("fetcher: site policies: %w", err)
 	}

@@ -53,7 +53,7 @@ func NewOffline(ctx context.Context, cfg config.Config, rdb redis.UniversalClien
 	}
 	s.rdb = rdb
 	if cfg.Policy {
-		w, err := policy.NewWatcher(ctx, policy.NewStore(rdb, cfg.Common.RedisPrefix), cfg.Rules.Poll)
+		w, err := policy.NewWatcher(ctx, policy.NewStore(rdb, cfg.Common.RedisPrefix), cfg.Rules.Poll, policyFields)
 		if err != nil {
 			return nil, fmt.Errorf("parser: site policies: %w", err)
 		}

@@ -40,6 +40,11 @@ type processor struct {
 	rules func() *policy.Set
 }
 
+// policyFields are the live site policies' fields the parser reads: the scope its links
+// are held to and whether a page is rendered. Its Watcher holds only the rules that set
+// one of them (policy.OnlyFields).
+var policyFields = policy.OnlyFields(policy.FMaxDepth, policy.FInclude, policy.FExclude, policy.FRender)
+
 // currentRules is the rules in force now, nil when there are none.
 func (p *processor) currentRules() *policy.Set {
 	if p.rules == nil {

@@ -96,7 +96,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Service, 
 	}
 	if cfg.Policy {
 		// Loaded before the first page: links are never held to no rules while rules exist.
-		if s.rules, err = policy.NewWatcher(ctx, policy.NewStore(s.rdb, cfg.Common.RedisPrefix), cfg.Rules.Poll); err != nil {
+		if s.rules, err = policy.NewWatcher(ctx, policy.NewStore(s.rdb, cfg.Common.RedisPrefix), cfg.Rules.Poll, policyFields); err != nil {
 			return nil, fmt.Errorf("parser: site policies: %w", err)
 		}
 		s.proc.rules = s.rules.Current

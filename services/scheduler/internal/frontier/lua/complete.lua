@@ -43,16 +43,13 @@ local W = 8
 local out = {}
 -- All leases of the batch in one call. The lease deadlines are only needed for outcomes
 -- that made no request (to tell a late one), which are few.
-local leaseHosts, askDeadline, outHosts = {}, {}, {}
+local leaseHosts, askDeadline = {}, {}
 for j = 1, n do
   local b = A + 1 + W * (j - 1)
-  outHosts[j] = ARGV[b]
   leaseHosts[j] = slot_of(ARGV[b], ARGV[b + 1])
   if tonumber(ARGV[b + 2]) % 16 < 8 then askDeadline[#askDeadline + 1] = j end
 end
 local leases, deadlines = {}, {}
--- The hosts' limits, kept in their entries of the active hosts' hash (active_limits).
-local hostv = policy_any() and hmget(K_HOSTS, outHosts) or {}
 for c = 1, n, 1000 do
   local r = redis.call('HMGET', K_LEASE, unpack(leaseHosts, c, math.min(c + 999, n)))
   for j = 1, #r do leases[c + j - 1] = r[j] end
@@ -99,14 +96,15 @@ for o = 1, n do
     consumed[sid] = true
     slot_ended(h, sid)
     local hkey = hk(h)
-    local st = redis.call('HMGET', hkey, HF.NEXT, HF.CD, HF.ERR, HF.FAILS, HF.FETCHED, HF.RTAVG, HF.RT)
+    -- The host's limits come with its state: its entry kept in HF.POL (kept_limits).
+    local st = redis.call('HMGET', hkey, HF.NEXT, HF.CD, HF.ERR, HF.FAILS, HF.FETCHED, HF.RTAVG, HF.RT, HF.POL)
     local stNext = tonumber(st[1] or '0') or 0
     local cd = tonumber(st[2] or '0') or 0
     local stErr = tonumber(st[3] or '0') or 0
     local stFails = tonumber(st[4] or '0') or 0
     local errs, fails = stErr, stFails
     local set = {}
-    local lim = active_limits(h, hostv[o])
+    local lim = kept_limits(h, st[8] or nil, hkey)
     local capped = 0
     if newcd >= 0 and newcd ~= cd then
       cd = newcd

@@ -27,7 +27,7 @@ local freed = {}
 local th, te, tslot = {}, {}, {}
 local again = {}
 for i, h in ipairs(hs) do
-  local lim = active_limits(h, hv[i])
+  local lim = active_limits(h, hv[i], hk(h))
   local blocked = lim.block
   local e = not blocked and redis.call('LPOP', bq(h))
   -- The lease slot (several connections, or some task out on a slot after its host's

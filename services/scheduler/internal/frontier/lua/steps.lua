@@ -195,7 +195,7 @@ local function route()
         if not r[j] then
           -- Its limits come with its stored state (admission).
           known[h] = 'new'
-        elseif active_limits(h, r[j]).block then
+        elseif active_limits(h, r[j], hk(h)).block then
           -- Its queue goes to the park list first, so the park list keeps queue order.
           local _, freed = park_host(h)
           if freed then nh = nh - 1 end
