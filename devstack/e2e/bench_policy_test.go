@@ -24,9 +24,9 @@ import (
 // benchRuleCount is how many live site policies BenchmarkPolicyRules loads.
 const benchRuleCount = 10_000
 
-// benchPolicyDelay is the politeness delay that paces BenchmarkPolicyRules' crawl: 250
-// hosts at one request per 100 ms and response time give about 2,200 pages/s, half of what
-// the 2-core machine gives an unpaced crawl.
+// benchPolicyDelay is the politeness delay that paces BenchmarkPolicyRules' alternating
+// rounds (TRAWL_BENCH_POLICY_ALTERNATE): 250 hosts at one request per 100 ms and response
+// time give about 2,200 pages/s, half of what the 2-core machine gives an unpaced crawl.
 const benchPolicyDelay = 100 * time.Millisecond
 
 // benchSideDelay paces the two crawls BenchmarkPolicyRules runs side by side: about 900
@@ -41,37 +41,38 @@ const benchMatching = 100
 // BenchmarkPolicyRules measures what live site policies cost a crawl: the plain web
 // crawled with no rule and with 10,000 rules loaded (benchMatching of them for hosts of the
 // web, setting limits equal to the process-wide ones, a header and the depth; the rest for
-// hosts, domains, URL prefixes and address blocks it never meets), in alternating rounds so
-// that the machine's drift falls on both alike. Reported: CPU-ms per page per process and
-// pages/s of each (the median round's), and how far the rules move them, in percent.
-//
-// The crawl is paced by politeness (benchPolicyDelay per host), as a polite crawl is, so
-// that both crawls run at the same rate. Unpaced, the pipeline takes the machine's two
-// cores; any work added then slows the crawl, every stage batches less, and the CPU per
-// page of every process rises, NATS's too, which the rules do not touch.
-// TRAWL_BENCH_POLICY_UNPACED=1 measures that case.
+// hosts, domains, URL prefixes and address blocks it never meets). Reported: CPU-ms per
+// page per process and pages/s of each (the median round's), and how far the rules move
+// them, in percent: the median round, the pairs' median and mean with its 95% confidence
+// interval, and every round pooled.
 //
 // A crawl's CPU per page on a shared machine moves from one minute to the next by as
-// much as the rules cost, which alternating rounds average out only over many of them.
-// TRAWL_BENCH_POLICY_SIDE_BY_SIDE=1 runs each round's two crawls at the same time, each on
-// its own stack and web and paced by benchSideDelay, so that both meet the same machine.
+// much as the rules cost. So each round runs its two crawls side by side: each on its own
+// stack and web, seeded at the same moment (startLine), and paced by politeness
+// (benchSideDelay per host) to a rate that leaves the two cores some room, so that both
+// meet the same machine and neither waits for the CPU.
+//
+// TRAWL_BENCH_POLICY_ALTERNATE=1 runs the two crawls one after the other instead, in
+// alternating rounds paced by benchPolicyDelay, which averages the machine's drift out
+// only over many rounds; profiling (TRAWL_BENCH_PROFILE) implies it. With
+// TRAWL_BENCH_POLICY_UNPACED=1 (alternating too) the pipeline takes the machine's two
+// cores; any work added then slows the crawl, every stage batches less, and the CPU per
+// page of every process rises, NATS's too, which the rules do not touch.
 func BenchmarkPolicyRules(b *testing.B) {
 	natsBin := buildNATS(b)
 	if only := os.Getenv(envBenchOnly); only != "" && !strings.Contains("policy-rules", only) {
 		b.Skipf("%s=%s", envBenchOnly, only)
 	}
-	// One pair's difference spreads by about ±9% on a 2-core machine: a verdict on a
-	// bound of 3% needs many rounds.
+	// One pair's difference spreads by about ±2% side by side (±9% alternating) on a
+	// 2-core machine: a verdict on a bound of 3% needs many rounds.
 	rounds := benchRounds(b, 15)
-	base := benchScenario{name: "paced", hosts: 250, pages: 80, replicas: 1, fsync: durability.EverySecond, minDelay: benchPolicyDelay}
-	side := os.Getenv(envBenchSide) != ""
+	base := benchScenario{name: "side-by-side", hosts: 250, pages: 80, replicas: 1, fsync: durability.EverySecond, minDelay: benchSideDelay}
+	side := os.Getenv(envBenchAlternate) == "" && os.Getenv(envBenchUnpaced) == "" && os.Getenv(envBenchProfile) == ""
 	switch {
-	case side && (os.Getenv(envBenchUnpaced) != "" || os.Getenv(envBenchProfile) != ""):
-		b.Fatalf("%s: the crawls side by side are paced and not profiled", envBenchSide)
-	case side:
-		base.name, base.minDelay, base.concurrent = "side-by-side", benchSideDelay, true
 	case os.Getenv(envBenchUnpaced) != "":
 		base.name, base.minDelay = "plain", 0
+	case !side:
+		base.name, base.minDelay = "paced", benchPolicyDelay
 	}
 	withRules := base
 	withRules.name, withRules.rules = fmt.Sprintf("%s/rules=%d", base.name, benchRuleCount), benchRuleCount
@@ -85,8 +86,11 @@ func BenchmarkPolicyRules(b *testing.B) {
 			}
 			var n, r benchResult
 			var wg sync.WaitGroup
-			wg.Go(func() { n = runPipelineBench(b, base, natsBin) })
-			wg.Go(func() { r = runPipelineBench(b, withRules, natsBin) })
+			line := newStartLine(2)
+			a, c := base, withRules
+			a.together, c.together = line.lane(), line.lane()
+			wg.Go(func() { n = runPipelineBench(b, a, natsBin) })
+			wg.Go(func() { r = runPipelineBench(b, c, natsBin) })
 			wg.Wait()
 			if b.Failed() {
 				b.FailNow()

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"text/tabwriter"
 	"time"
@@ -572,4 +573,57 @@ func trafficReport(ctx context.Context, b *testing.B, st *stack.Stack, tap *traf
 		b.Fatal(err)
 	}
 	return sb.String()
+}
+
+// startLine holds crawls run side by side until every one is ready to seed, so that they
+// crawl over the same seconds of the machine. Without it the crawl whose stack starts
+// later (loading 10,000 rules takes a second or two) spends its last seconds alone on the
+// machine, where every stage takes its messages in smaller batches: its CPU per page read
+// about 1.5% higher with the rules in Redis but in force nowhere.
+type startLine struct {
+	left atomic.Int32
+	all  chan struct{}
+}
+
+func newStartLine(n int) *startLine {
+	l := &startLine{all: make(chan struct{})}
+	l.left.Store(int32(n))
+	return l
+}
+
+// lane is one crawl's place on the line: it arrives once, by ready or leave.
+func (l *startLine) lane() *startLane { return &startLane{line: l} }
+
+type startLane struct {
+	line *startLine
+	once sync.Once
+}
+
+func (s *startLane) arrive() {
+	s.once.Do(func() {
+		if s.line.left.Add(-1) == 0 {
+			close(s.line.all)
+		}
+	})
+}
+
+// ready says this crawl can seed and waits for the others; nil waits for none.
+func (s *startLane) ready(ctx context.Context) error {
+	if s == nil {
+		return nil
+	}
+	s.arrive()
+	select {
+	case <-s.line.all:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for the crawl beside this one to be ready to seed: %w", ctx.Err())
+	}
+}
+
+// leave gives up this crawl's place, so that a crawl that failed does not hold the others.
+func (s *startLane) leave() {
+	if s != nil {
+		s.arrive()
+	}
 }

@@ -37,8 +37,10 @@ import (
 //	                     binaries must serve TRAWL_PPROF. Profiling and the traffic tap cost
 //	                     CPU, so CPU per page in such a run is not comparable.
 //	TRAWL_BENCH_ONLY     run only the scenarios whose name contains this
+//	TRAWL_BENCH_POLICY_ALTERNATE  BenchmarkPolicyRules' two crawls one after the other
+//	                     instead of side by side
 //	TRAWL_BENCH_POLICY_UNPACED  BenchmarkPolicyRules without its politeness delay
-//	TRAWL_BENCH_POLICY_SIDE_BY_SIDE  BenchmarkPolicyRules' two crawls at the same time
+//	                     (alternating)
 //	TRAWL_BENCH_ROUNDS   crawls per scenario (default 3, BenchmarkPolicyRules 15; 1 when
 //	                     profiling unless set, each round's profiles then in a directory
 //	                     round-N, so that `go tool pprof` can merge them: a few seconds'
@@ -48,13 +50,13 @@ import (
 //	                     range of every round, because on a shared 2-core machine one
 //	                     crawl's CPU per page varies by ±10% from the next
 const (
-	envBenchBin     = "TRAWL_BENCH_BIN"
-	envBenchProfile = "TRAWL_BENCH_PROFILE"
-	envBenchSeconds = "TRAWL_BENCH_PROFILE_SECONDS"
-	envBenchOnly    = "TRAWL_BENCH_ONLY"
-	envBenchRounds  = "TRAWL_BENCH_ROUNDS"
-	envBenchUnpaced = "TRAWL_BENCH_POLICY_UNPACED"
-	envBenchSide    = "TRAWL_BENCH_POLICY_SIDE_BY_SIDE"
+	envBenchBin       = "TRAWL_BENCH_BIN"
+	envBenchProfile   = "TRAWL_BENCH_PROFILE"
+	envBenchSeconds   = "TRAWL_BENCH_PROFILE_SECONDS"
+	envBenchOnly      = "TRAWL_BENCH_ONLY"
+	envBenchRounds    = "TRAWL_BENCH_ROUNDS"
+	envBenchUnpaced   = "TRAWL_BENCH_POLICY_UNPACED"
+	envBenchAlternate = "TRAWL_BENCH_POLICY_ALTERNATE"
 )
 
 // benchScenario is one crawl of BenchmarkPipeline.
@@ -75,9 +77,10 @@ type benchScenario struct {
 	// rules, if set, is how many live site policies are loaded before the services start
 	// (benchRules): what 10,000 rules cost the crawl.
 	rules int
-	// concurrent: another crawl runs at the same time (BenchmarkPolicyRules side by side),
-	// so this one leaves the benchmark's timer alone.
-	concurrent bool
+	// together, if set, is this crawl's place on the start line of crawls run at the same
+	// time (BenchmarkPolicyRules side by side): it seeds when all are ready, and leaves
+	// the benchmark's timer alone.
+	together *startLane
 	// minDelay is TRAWL_MIN_DELAY: 0 lets the crawl go as fast as the machine allows.
 	minDelay time.Duration
 }
@@ -253,7 +256,7 @@ func benchWeb(ctx context.Context, b *testing.B, sc benchScenario) (*synthweb.We
 func runPipelineBench(b *testing.B, sc benchScenario, natsBin string) benchResult {
 	timer := func(on bool) {
 		switch {
-		case sc.concurrent:
+		case sc.together != nil:
 		case on:
 			b.StartTimer()
 		default:
@@ -264,6 +267,8 @@ func runPipelineBench(b *testing.B, sc benchScenario, natsBin string) benchResul
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	res := benchResult{scenario: sc}
+	// A crawl that fails before its start line still lets the others go.
+	defer sc.together.leave()
 
 	bins := binDir
 	if d := os.Getenv(envBenchBin); d != "" {
@@ -362,6 +367,9 @@ func runPipelineBench(b *testing.B, sc benchScenario, natsBin string) benchResul
 		profWait = startProfiles(ctx, b, st, natsPprof, profDir)
 	}
 
+	if err := sc.together.ready(ctx); err != nil {
+		b.Fatalf("%s: %v", sc.name, err)
+	}
 	res.load = loadAvg()
 	opens0 := tcpActiveOpens()
 	cpu0 := cpuTimes(b, pids)
