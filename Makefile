@@ -81,8 +81,8 @@ run: build
 
 ## bench: whole-pipeline pages/s and CPU-ms per page per process on a plain synthetic web, beside a
 ## bare reference crawler (devstack/e2e BenchmarkPipeline), with 10,000 site policies loaded against
-## none, the two crawls side by side (BenchmarkPolicyRules), the dispatch pause of a policy change touching 100,000 queued URLs
-## (BenchmarkPolicyChangePause), plus per-stage benchmarks
+## none, the two crawls side by side (BenchmarkPolicyRules), the dispatch pause of a policy change
+## touching 100,000 queued URLs (BenchmarkPolicyChangePause), plus per-stage benchmarks
 bench: build
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCH_TIME) -timeout 45m \
 		$(PKGS)

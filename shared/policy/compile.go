@@ -159,9 +159,7 @@ func compile(rules []Stored, version int64) (*Set, error) {
 }
 
 // setsScope says the rule sets a field Admit decides by.
-func (e *entry) setsScope() bool {
-	return e.st.MaxDepth != nil || len(e.st.Include) > 0 || len(e.st.Exclude) > 0
-}
+func (e *entry) setsScope() bool { return e.st.SetsAny(scopeFields...) }
 
 // scopeEntries are the entries of m that set a field Admit decides by.
 func scopeEntries(m map[string]*entry) map[string]*entry {

@@ -3,6 +3,7 @@ package policy
 import (
 	"net/netip"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -55,6 +56,22 @@ func (r *Rule) setFields() []Field {
 
 // Fields are the fields the rule sets, in Fields order.
 func (r Rule) Fields() []Field { return r.setFields() }
+
+// ScopeFields are the fields that decide whether a URL is in the crawl's scope (Admit):
+// max depth, include and exclude.
+func ScopeFields() []Field { return slices.Clone(scopeFields) }
+
+var scopeFields = []Field{FMaxDepth, FInclude, FExclude}
+
+// SetsAny says whether the rule sets one of fields.
+func (r *Rule) SetsAny(fields ...Field) bool {
+	for _, op := range fieldOps {
+		if op.set(r) && slices.Contains(fields, op.f) {
+			return true
+		}
+	}
+	return false
+}
 
 // merge fills the fields res has not decided yet from e: called from the most specific
 // matching rule to the least, so each field ends with the most specific rule that sets it.

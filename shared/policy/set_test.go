@@ -241,6 +241,39 @@ func TestAdmit(t *testing.T) {
 	})
 }
 
+func TestRuleSetsAny(t *testing.T) {
+	tests := []struct {
+		name   string
+		rule   Rule
+		fields []Field
+		want   bool
+	}{
+		{"a scope field it sets", Rule{MaxDepth: ptr(2)}, ScopeFields(), true},
+		{"one of several", Rule{Exclude: []string{"x"}}, []Field{FBlock, FExclude}, true},
+		{"fields it does not set", Rule{Block: ptr(true), Headers: map[string]string{"X": "y"}}, ScopeFields(), false},
+		{"an empty list it sets nothing by", Rule{Include: []string{}}, []Field{FInclude}, false},
+		{"no fields asked", Rule{MaxDepth: ptr(2)}, nil, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.rule.SetsAny(tt.fields...); got != tt.want {
+				t.Fatalf("SetsAny(%v) = %v, want %v", tt.fields, got, tt.want)
+			}
+		})
+	}
+	t.Run("ScopeFields are what Admit decides by, and a copy", func(t *testing.T) {
+		sf := ScopeFields()
+		want := []Field{FMaxDepth, FInclude, FExclude}
+		if fmt.Sprint(sf) != fmt.Sprint(want) {
+			t.Fatalf("ScopeFields = %v, want %v", sf, want)
+		}
+		sf[0] = FBlock
+		if ScopeFields()[0] != FMaxDepth {
+			t.Fatal("a caller's change to ScopeFields' slice reached the package's")
+		}
+	})
+}
+
 func TestCovers(t *testing.T) {
 	s := Empty()
 	for _, tt := range []struct {

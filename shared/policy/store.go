@@ -88,7 +88,7 @@ type WatchOption func(*watchOptions)
 
 type watchOptions struct {
 	// only: keep the rules that set one of these fields; nil keeps every rule.
-	only map[Field]bool
+	only []Field
 }
 
 // OnlyFields has a Watcher hold only the rules that set one of fields, so that a service
@@ -98,12 +98,7 @@ type watchOptions struct {
 // the whole set, since a rule that sets none of them never decides one; the set's Version
 // is the store's, and its Rules are the rules held. Default: every rule.
 func OnlyFields(fields ...Field) WatchOption {
-	return func(o *watchOptions) {
-		o.only = map[Field]bool{}
-		for _, f := range fields {
-			o.only[f] = true
-		}
-	}
+	return func(o *watchOptions) { o.only = append([]Field{}, fields...) }
 }
 
 // Current is the rules as last loaded.

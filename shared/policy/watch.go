@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,7 +47,7 @@ func (w *watcher) load(ctx context.Context) (*Set, error) {
 	if w.o.only != nil {
 		kept := rules[:0]
 		for _, r := range rules {
-			if slices.ContainsFunc(r.setFields(), func(f Field) bool { return w.o.only[f] }) {
+			if r.SetsAny(w.o.only...) {
 				kept = append(kept, r)
 			}
 		}

@@ -81,8 +81,8 @@ func newPolicyMetrics(om *obs.Metrics) *policyMetrics {
 // holds only the rules that set one of these (policy.OnlyFields), so a crawl whose rules
 // are mostly per-host politeness leaves the fetcher a small set.
 func policyFields(per politeness.Per) []policy.Field {
-	fs := []policy.Field{policy.FBlock, policy.FMaxDepth, policy.FInclude, policy.FExclude,
-		policy.FUserAgent, policy.FHeaders, policy.FHeaderSecrets, policy.FCookies, policy.FCredentials}
+	fs := append(policy.ScopeFields(), policy.FBlock,
+		policy.FUserAgent, policy.FHeaders, policy.FHeaderSecrets, policy.FCookies, policy.FCredentials)
 	if per == politeness.PerIP {
 		fs = append(fs, policy.FMinDelay, policy.FDelayFactor, policy.FCrawlDelay, policy.FConnections)
 	}

@@ -297,10 +297,10 @@ func (f *Filter) SelectEmbeds(p Page, embeds []crawlmsg.Link, linked []crawlmsg.
 	return out, rej
 }
 
-// activeRules is rules, or nil when no rule sets a scope field (max depth, include,
-// exclude), so that a crawl whose rules are all about politeness pays nothing per link
-// for them. The answer is kept for the set last asked about: a set is immutable and
-// replaced whole on a change, so one scan of its rules per change is enough.
+// activeRules is rules, or nil when no rule sets a scope field (policy.ScopeFields), so
+// that a crawl whose rules are all about politeness pays nothing per link for them. The
+// answer is kept for the set last asked about: a set is immutable and replaced whole on a
+// change, so one scan of its rules per change is enough.
 func (f *Filter) activeRules(rules *policy.Set) *policy.Set {
 	if rules == nil || len(rules.Rules()) == 0 {
 		return nil
@@ -309,8 +309,9 @@ func (f *Filter) activeRules(rules *policy.Set) *policy.Set {
 		return k.active
 	}
 	k := &scopedSet{set: rules}
+	sf := policy.ScopeFields()
 	for _, r := range rules.Rules() {
-		if r.MaxDepth != nil || len(r.Include) > 0 || len(r.Exclude) > 0 {
+		if r.SetsAny(sf...) {
 			k.active = rules
 			break
 		}

@@ -43,7 +43,7 @@ type processor struct {
 // policyFields are the live site policies' fields the parser reads: the scope its links
 // are held to and whether a page is rendered. Its Watcher holds only the rules that set
 // one of them (policy.OnlyFields).
-var policyFields = policy.OnlyFields(policy.FMaxDepth, policy.FInclude, policy.FExclude, policy.FRender)
+var policyFields = policy.OnlyFields(append(policy.ScopeFields(), policy.FRender)...)
 
 // currentRules is the rules in force now, nil when there are none.
 func (p *processor) currentRules() *policy.Set {

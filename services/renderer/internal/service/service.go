@@ -77,7 +77,10 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Service, er
 	if err != nil {
 		return fail(err)
 	}
-	watcher, err := policy.NewWatcher(ctx, policy.NewStore(r.Redis, cfg.Common.RedisPrefix), cfg.Policy.Poll)
+	// policyVerdict reads block and, through Admit, the scope fields: the renderer holds
+	// the rules that set those alone.
+	watcher, err := policy.NewWatcher(ctx, policy.NewStore(r.Redis, cfg.Common.RedisPrefix), cfg.Policy.Poll,
+		policy.OnlyFields(append(policy.ScopeFields(), policy.FBlock)...))
 	if err != nil {
 		return fail(fmt.Errorf("renderer: %w", err))
 	}
