@@ -98,15 +98,13 @@ const (
 )
 
 // Encode is the entry "<min delay ms> <delay factor> <crawl delay: x or cap ms>
-// <connections> <host budget> <block 0|1>", each "-" when unset. Empty reports that no
-// field is set (such a rule needs no entry).
-func (l HostLimits) Encode() (s string, empty bool) {
+// <connections> <host budget> <block 0|1>", each "-" when unset.
+func (l HostLimits) Encode() string {
 	tok := make([]string, limitFields)
 	for i := range tok {
 		tok[i] = LimitUnset
 	}
-	empty = true
-	set := func(pos int, v string) { tok[pos-1], empty = v, false }
+	set := func(pos int, v string) { tok[pos-1] = v }
 	if l.MinDelay != nil {
 		set(LimitMinDelay, strconv.FormatInt(max(l.MinDelay.Milliseconds(), 0), 10))
 	}
@@ -133,7 +131,7 @@ func (l HostLimits) Encode() (s string, empty bool) {
 		}
 		set(LimitBlock, b)
 	}
-	return strings.Join(tok, " "), empty
+	return strings.Join(tok, " ")
 }
 
 // ParseHostLimits decodes an entry. Missing trailing fields are unset, so an entry written

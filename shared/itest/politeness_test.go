@@ -107,7 +107,7 @@ func TestPolitenessLuaMatchesGo(t *testing.T) {
 					continue
 				}
 				lim = lim.Over(l)
-				enc, _ := l.Encode()
+				enc := l.Encode()
 				if err := rdb.HSet(ctx, policyKey, c, enc).Err(); err != nil {
 					t.Fatal(err)
 				}

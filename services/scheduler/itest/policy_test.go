@@ -117,8 +117,10 @@ func TestPolicyPolitenessPerHost(t *testing.T) {
 }
 
 // SyncPolicy writes the table a rule set implies and, on a change, only the entries that
-// differ, with a new generation; rules with no per-host field and URL-prefix rules have no
-// entry, and a set without rules leaves no table (and so no generation).
+// differ, with a new generation; a host or domain rule with no per-host field has an entry
+// with every limit unset (so that the scripts count hosts and requests under it), a
+// URL-prefix rule none, and a set without host or domain rules leaves no table (and so no
+// generation).
 func TestSyncPolicyWritesOnlyChanges(t *testing.T) {
 	rdb := startRedis(t)
 	f := newTF(t, rdb, testOptions(0))
@@ -130,8 +132,11 @@ func TestSyncPolicyWritesOnlyChanges(t *testing.T) {
 	ua := "TestBot/1"
 	c := hostRule("c.example", policy.Rule{UserAgent: &ua})
 	ch := f.syncPolicy(rules(t, 1, a, b, c))
-	if len(ch.Set) != 2 || len(ch.Deleted) != 0 {
-		t.Fatalf("first sync %+v, want 2 entries set", ch)
+	if len(ch.Set) != 3 || len(ch.Deleted) != 0 {
+		t.Fatalf("first sync %+v, want 3 entries set", ch)
+	}
+	if e := rdb.HGet(ctx, key, frontierkeys.PolicyHostField("c.example")).Val(); e != (frontierkeys.HostLimits{}).Encode() {
+		t.Fatalf("entry of a rule with no per-host field %q, want every limit unset", e)
 	}
 	g1 := gen()
 	if ch := f.syncPolicy(rules(t, 1, a, b, c)); !ch.Empty() || gen() != g1 {
@@ -148,12 +153,16 @@ func TestSyncPolicyWritesOnlyChanges(t *testing.T) {
 	}
 	got := rdb.HGetAll(ctx, key).Val()
 	l, err := frontierkeys.ParseHostLimits(got[frontierkeys.PolicyDomainField("b.example")])
-	if err != nil || len(got) != 2 || *l.Connections != 3 || *l.HostBudget != 10 || !*l.Block || l.MinDelay != nil {
+	if err != nil || len(got) != 3 || *l.Connections != 3 || *l.HostBudget != 10 || !*l.Block || l.MinDelay != nil {
 		t.Fatalf("table %v (%+v, %v)", got, l, err)
 	}
-	f.syncPolicy(rules(t, 3, c))
+	private, err := policy.ParseScope("http://a.example/private/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.syncPolicy(rules(t, 3, policy.Rule{Scope: private, Block: pbool(true)}))
 	if n := rdb.Exists(ctx, key).Val(); n != 0 {
-		t.Fatalf("a set without per-host rules left the table: %v", rdb.HGetAll(ctx, key).Val())
+		t.Fatalf("a set without host or domain rules left the table: %v", rdb.HGetAll(ctx, key).Val())
 	}
 }
 
@@ -479,14 +488,17 @@ func TestPolicyDomainBudgetAcrossShards(t *testing.T) {
 }
 
 // Each rule counts, in Shard.PolicyStats, the hosts it was admitted under, the tasks
-// dispatched under it, the URLs its block parked and how many are parked now;
-// frontierkeys.ReadPolicyStats sums them over shards.
+// dispatched under it, the URLs its block parked and how many are parked now, a rule that
+// sets no per-host limit (here a User-Agent) too; frontierkeys.ReadPolicyStats sums them
+// over shards.
 func TestPolicyStatsPerRule(t *testing.T) {
 	rdb := startRedis(t)
 	f := newTF(t, rdb, testOptions(0))
 	dom := domainRule("x.example", policy.Rule{MinDelay: pdur(0)})
 	blk := hostRule("b.x.example", policy.Rule{Block: pbool(true)})
-	f.applyPolicy(rules(t, 1, dom, blk))
+	ua := "Special/1.0"
+	agent := hostRule("c.example", policy.Rule{UserAgent: &ua})
+	f.applyPolicy(rules(t, 1, dom, blk, agent))
 	f.add("m1", urls(0, "http://a.x.example/0", "http://a.x.example/1", "http://a.x.example/2",
 		"http://b.x.example/0", "http://b.x.example/1", "http://c.example/0")...)
 	f.drain(at(0), 10)
@@ -500,17 +512,19 @@ func TestPolicyStatsPerRule(t *testing.T) {
 	}
 	got := stats()
 	want := map[string]frontierkeys.PolicyStat{
-		dom.Scope.String(): {Hosts: 1, Requests: 3},
-		blk.Scope.String(): {Blocked: 2, Parked: 2},
+		dom.Scope.String():   {Hosts: 1, Requests: 3},
+		blk.Scope.String():   {Blocked: 2, Parked: 2},
+		agent.Scope.String(): {Hosts: 1, Requests: 1},
 	}
 	if !maps.Equal(got, want) {
 		t.Fatalf("policy stats %+v, want %+v", got, want)
 	}
-	f.applyPolicy(rules(t, 2, dom))
+	f.applyPolicy(rules(t, 2, dom, agent))
 	f.drain(at(time.Hour), 10)
 	want = map[string]frontierkeys.PolicyStat{
-		dom.Scope.String(): {Hosts: 2, Requests: 5},
-		blk.Scope.String(): {Blocked: 2, Parked: 0},
+		dom.Scope.String():   {Hosts: 2, Requests: 5},
+		blk.Scope.String():   {Blocked: 2, Parked: 0},
+		agent.Scope.String(): {Hosts: 1, Requests: 1},
 	}
 	if got := stats(); !maps.Equal(got, want) {
 		t.Fatalf("after the unblock: policy stats %+v, want %+v", got, want)

@@ -33,7 +33,10 @@ func HostLimits(r policy.Rule) frontierkeys.HostLimits {
 }
 
 // PolicyTable is the policy table a rule set implies: field (frontierkeys.PolicyHostField,
-// PolicyDomainField) → encoded limits, for every host and domain rule that sets any.
+// PolicyDomainField) → encoded limits, for every host and domain rule. A rule that sets no
+// per-host limit (only a header, an exclude, …) has an entry too, with every limit unset:
+// the scripts count the hosts and requests under a rule from the entries a host's lookup
+// matched, so without one the status page would show such a rule matching no host.
 func PolicyTable(s *policy.Set) map[string]string {
 	t := map[string]string{}
 	if s == nil {
@@ -49,9 +52,7 @@ func PolicyTable(s *policy.Set) map[string]string {
 		default:
 			continue
 		}
-		if enc, empty := HostLimits(st.Rule).Encode(); !empty {
-			t[field] = enc
-		}
+		t[field] = HostLimits(st.Rule).Encode()
 	}
 	return t
 }
