@@ -194,8 +194,16 @@ func parkedEntries(t *testing.T, rdb redis.UniversalClient, shards int, host str
 	var reasons []string
 	for s := range shards {
 		ks := frontierkeys.ForShard(policyPrefix, s)
-		v, err := rdb.HGet(testwait.Context(t), ks.Parked(), host).Result()
-		if err == redis.Nil {
+		// Both read in one transaction: a resume or a park between two reads would show
+		// the hash and the list disagreeing though each script keeps them in step.
+		var hget *redis.StringCmd
+		var llen *redis.IntCmd
+		_, err := rdb.TxPipelined(testwait.Context(t), func(p redis.Pipeliner) error {
+			hget, llen = p.HGet(testwait.Context(t), ks.Parked(), host), p.LLen(testwait.Context(t), ks.Park(host))
+			return nil
+		})
+		v, herr := hget.Result()
+		if herr == redis.Nil {
 			continue
 		}
 		if err != nil {
@@ -206,7 +214,7 @@ func parkedEntries(t *testing.T, rdb redis.UniversalClient, shards int, host str
 			t.Fatalf("%s of %s is %q: want \"<reason> <entries>[ <rule>]\"", ks.Parked(), host, v)
 		}
 		// The park list itself must hold what the hash says.
-		if l, err := rdb.LLen(testwait.Context(t), ks.Park(host)).Result(); err != nil || l != p.Entries {
+		if l, err := llen.Result(); err != nil || l != p.Entries {
 			t.Errorf("shard %d: %s says %d entries of %s parked, its park list holds %d (%v)", s, ks.Parked(), p.Entries, host, l, err)
 		}
 		n += p.Entries
