@@ -16,7 +16,6 @@ import (
 
 	"github.com/trawl/trawl/devstack/stack"
 	"github.com/trawl/trawl/devstack/synthweb"
-	"github.com/trawl/trawl/shared/durability"
 	"github.com/trawl/trawl/shared/frontierkeys"
 	"github.com/trawl/trawl/shared/policy"
 )
@@ -66,7 +65,7 @@ func BenchmarkPolicyRules(b *testing.B) {
 	// One pair's difference spreads by about ±2% side by side (±9% alternating) on a
 	// 2-core machine: a verdict on a bound of 3% needs many rounds.
 	rounds := benchRounds(b, 15)
-	base := benchScenario{name: "side-by-side", hosts: 250, pages: 80, replicas: 1, fsync: durability.EverySecond, minDelay: benchSideDelay}
+	base := benchScenario{name: "side-by-side", hosts: 250, pages: 80, replicas: 1, minDelay: benchSideDelay}
 	side := os.Getenv(envBenchAlternate) == "" && os.Getenv(envBenchUnpaced) == "" && os.Getenv(envBenchProfile) == ""
 	switch {
 	case os.Getenv(envBenchUnpaced) != "":
@@ -285,10 +284,9 @@ func runChangePause(b *testing.B, natsBin string) {
 	bigScope := policy.Scope{Kind: policy.KindHost, Value: big.Name}
 	hold := policy.Rule{Scope: bigScope, MinDelay: ptr(policy.Duration(time.Hour))}
 	st, err := stack.Start(ctx, stack.Options{
-		BinDir:     binDir,
-		Dir:        b.TempDir(),
-		NATSBin:    natsBin,
-		Durability: durability.EverySecond,
+		BinDir:  binDir,
+		Dir:     b.TempDir(),
+		NATSBin: natsBin,
 		Env: map[string]string{
 			"TRAWL_ALLOW_CIDRS":  "127.0.0.0/8",
 			"TRAWL_MIN_DELAY":    "0",

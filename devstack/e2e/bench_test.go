@@ -68,11 +68,10 @@ type benchScenario struct {
 	// pinned runs the pipeline (services, NATS, Redis) on CPU 1 and the web on CPU 0, so
 	// that the web's own cost does not compete with the crawler's.
 	pinned bool
-	bare   bool // also crawl the web with the bare reference loop
-	// fsync is TRAWL_FSYNC for NATS and Redis. The scenarios that measure the code's cost
-	// run at 1s, so that the disk's fsync latency, which is the machine's and not the
-	// code's, does not set their pace; plain/fsync=always measures what the default
-	// level costs beside plain.
+	refs   bool // also crawl the web with the reference crawlers (referenceCrawlers)
+	// fsync is TRAWL_FSYNC for NATS and Redis; "" is the default users get
+	// (durability.Default), which is what the scenarios measure unless they are about
+	// another level.
 	fsync durability.Level
 	// rules, if set, is how many live site policies are loaded before the services start
 	// (benchRules): what 10,000 rules cost the crawl.
@@ -85,21 +84,48 @@ type benchScenario struct {
 	minDelay time.Duration
 }
 
+// benchScenarios run at the shipped defaults but for what a scenario is about: a narrow
+// web (few hosts, many pages each) and a wide one, each beside the reference crawlers; the
+// other durability level beside them; the pipeline pinned away from the web.
 var benchScenarios = []benchScenario{
-	{name: "plain", hosts: 250, pages: 80, replicas: 1, bare: true, fsync: durability.EverySecond},
-	{name: "plain/fsync=always", hosts: 250, pages: 80, replicas: 1, fsync: durability.Always},
-	{name: "wide", hosts: 2000, pages: 12, replicas: 1, bare: true, fsync: durability.EverySecond},
-	{name: "plain-pinned/replicas=1", hosts: 250, pages: 80, replicas: 1, pinned: true, fsync: durability.EverySecond},
-	{name: "plain-pinned/replicas=2", hosts: 250, pages: 80, replicas: 2, pinned: true, fsync: durability.EverySecond},
+	{name: "narrow", hosts: 250, pages: 80, replicas: 1, refs: true},
+	{name: "wide", hosts: 2000, pages: 12, replicas: 1, refs: true},
+	{name: "narrow/fsync=" + string(otherLevel()), hosts: 250, pages: 80, replicas: 1, refs: true, fsync: otherLevel()},
+	{name: "wide/fsync=" + string(otherLevel()), hosts: 2000, pages: 12, replicas: 1, refs: true, fsync: otherLevel()},
+	{name: "narrow-pinned/replicas=1", hosts: 250, pages: 80, replicas: 1, pinned: true},
+	{name: "narrow-pinned/replicas=2", hosts: 250, pages: 80, replicas: 2, pinned: true},
+}
+
+// otherLevel is the durability level that is not the default, measured beside it.
+func otherLevel() durability.Level {
+	for _, l := range durability.Levels {
+		if l != durability.Default {
+			return l
+		}
+	}
+	return durability.Default
+}
+
+// referenceCrawlers are the yardsticks BenchmarkPipeline runs on the same web as Trawl,
+// judged from the same request log: the least a crawler must do (the bare loop) and the Go
+// crawler users compare with (Colly).
+var referenceCrawlers = []struct {
+	name  string
+	crawl func(ctx context.Context, seeds []string, maxDepth int) error
+}{
+	{"bare loop", bareCrawl},
+	{"Colly", collyCrawl},
 }
 
 // BenchmarkPipeline measures whole-pipeline throughput and cost on a plain synthetic web
 // with no politeness delay (one request per host at a time still holds): the four real
-// services, NATS JetStream in a process of its own and redis-server crawl it from its home
-// pages until idle. Against the same web it runs a bare in-process reference crawler
-// (net/http + the x/net/html tokenizer, 64 workers) as the machine's ceiling. Rates come
-// from the web server's own request log, first request to last; CPU time per page per
-// process from /proc/<pid>/stat over the crawl.
+// services, NATS JetStream in a process of its own and redis-server, at the shipped
+// defaults, crawl it from its home pages until idle. Against the same web it runs the
+// reference crawlers: a bare in-process loop (net/http + the x/net/html tokenizer, 64
+// workers) as the machine's ceiling, and Colly v2. Rates come from the web server's own
+// request log, first request to last, and so do coverage and politeness violations (two
+// requests to one host in flight at once); CPU time per page per process from
+// /proc/<pid>/stat over the crawl.
 func BenchmarkPipeline(b *testing.B) {
 	natsBin := buildNATS(b)
 	only := os.Getenv(envBenchOnly)
@@ -164,20 +190,28 @@ func buildNATS(b testing.TB) string {
 type benchResult struct {
 	scenario     benchScenario
 	load         string // load averages when the crawl started
+	want         int    // pages a correct crawl fetches
 	trawl        crawlRate
-	bare         crawlRate
-	bareCPU      time.Duration // the bench process (web + bare loop) over the bare crawl
+	refs         []refResult
 	cpu          map[string]time.Duration
 	backlog      map[string]uint64 // largest backlog seen per stage
 	connects     int64             // TCP connections opened on the machine during the crawl
 	trafficNotes string
 }
 
+// refResult is one reference crawler's crawl of the scenario's web.
+type refResult struct {
+	name string
+	rate crawlRate
+	cpu  time.Duration // the bench process (web + crawler) over the crawl
+}
+
 // crawlRate is what the web server's log says of one crawl.
 type crawlRate struct {
-	pages    int // requests other than robots.txt
-	requests int
-	span     time.Duration // first request's start to last request's end
+	pages      int // requests other than robots.txt
+	requests   int
+	violations int           // requests that overlapped another to the same host
+	span       time.Duration // first request's start to last request's end
 	// Median and 90th percentile of the gap between the end of one request to a host and
 	// the start of the next: with no politeness delay, the time a host's next URL takes to
 	// come round the crawler, which bounds pages/s at active hosts / gap.
@@ -210,6 +244,7 @@ func rateOf(reqs []synthweb.Request) crawlRate {
 		}
 	}
 	c.span = last.Sub(first)
+	c.violations = len(synthweb.Overlaps(reqs))
 	// Requests are ordered by start, so each host's are too.
 	lastEnd := map[string]time.Time{}
 	var gaps []time.Duration
@@ -396,6 +431,7 @@ func runPipelineBench(b *testing.B, sc benchScenario, natsBin string) benchResul
 		res.cpu[id] = t - cpu0[id]
 	}
 	res.trawl = rateOf(web.Requests())
+	res.want = want
 	if res.trawl.pages < want {
 		b.Fatalf("%s: Trawl fetched %d pages of %d (%d in the frontier's count)", sc.name, res.trawl.pages, want, p.Fetched)
 	}
@@ -408,21 +444,23 @@ func runPipelineBench(b *testing.B, sc benchScenario, natsBin string) benchResul
 	}
 	web.Close()
 
-	if sc.bare {
-		web, want := benchWeb(ctx, b, sc)
-		defer web.Close()
-		self0, err := stack.CPUTime(os.Getpid())
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := bareCrawl(ctx, web.Seeds(), benchMaxDepth); err != nil {
-			b.Fatal(err)
-		}
-		self1, _ := stack.CPUTime(os.Getpid())
-		res.bareCPU = self1 - self0
-		res.bare = rateOf(web.Requests())
-		if res.bare.pages < want {
-			b.Fatalf("%s: the bare loop fetched %d pages of %d", sc.name, res.bare.pages, want)
+	if sc.refs {
+		for _, rc := range referenceCrawlers {
+			web, want := benchWeb(ctx, b, sc)
+			self0, err := stack.CPUTime(os.Getpid())
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := rc.crawl(ctx, web.Seeds(), benchMaxDepth); err != nil {
+				b.Fatalf("%s: %s: %v", sc.name, rc.name, err)
+			}
+			self1, _ := stack.CPUTime(os.Getpid())
+			r := refResult{name: rc.name, rate: rateOf(web.Requests()), cpu: self1 - self0}
+			web.Close()
+			if r.rate.pages < want {
+				b.Fatalf("%s: %s fetched %d pages of %d", sc.name, rc.name, r.rate.pages, want)
+			}
+			res.refs = append(res.refs, r)
 		}
 	}
 	return res
@@ -496,24 +534,35 @@ func (r benchResult) report(b *testing.B, rounds []benchResult) {
 	for _, role := range benchRoles {
 		b.ReportMetric(perPage[role], role+"-cpu-ms/page")
 	}
+	b.ReportMetric(float64(r.trawl.violations), "violations")
 	var sb strings.Builder
 	tw := tabwriter.NewWriter(&sb, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(&sb, "\n%s: %d hosts × %d pages, %d fetcher(s) + %d parser(s)%s; load avg at start %s\n",
-		r.scenario.name, r.scenario.hosts, r.scenario.pages, r.scenario.replicas, r.scenario.replicas,
-		map[bool]string{true: ", pipeline pinned to CPUs 1.., web to CPU 0", false: ""}[r.scenario.pinned], r.load)
-	fmt.Fprintf(tw, "crawler\tpages\trequests\tseconds\tpages/s\thost gap p50\tp90\t\n")
-	fmt.Fprintf(tw, "Trawl\t%d\t%d\t%.2f\t%.0f\t%s\t%s\t\n", r.trawl.pages, r.trawl.requests, r.trawl.span.Seconds(), trawl, ms(r.trawl.gapP50), ms(r.trawl.gapP90))
-	if r.scenario.bare {
-		bare := r.bare.pagesPerSec()
-		b.ReportMetric(bare, "bare-pages/s")
-		b.ReportMetric(trawl/bare, "trawl/bare")
-		fmt.Fprintf(tw, "bare loop\t%d\t%d\t%.2f\t%.0f\t%s\t%s\t\n", r.bare.pages, r.bare.requests, r.bare.span.Seconds(), bare, ms(r.bare.gapP50), ms(r.bare.gapP90))
-		tw.Flush()
-		fmt.Fprintf(&sb, "Trawl / bare = %.1f%%; bare loop + web in this process: %.3f CPU-ms/page\n",
-			100*trawl/bare, float64(r.bareCPU)/float64(time.Millisecond)/float64(r.bare.pages))
-	} else {
-		tw.Flush()
+	level := r.scenario.fsync
+	if level == "" {
+		level = durability.Default
 	}
+	fmt.Fprintf(&sb, "\n%s: %d hosts × %d pages, %d fetcher(s) + %d parser(s), TRAWL_FSYNC=%s%s; load avg at start %s\n",
+		r.scenario.name, r.scenario.hosts, r.scenario.pages, r.scenario.replicas, r.scenario.replicas, level,
+		map[bool]string{true: ", pipeline pinned to CPUs 1.., web to CPU 0", false: ""}[r.scenario.pinned], r.load)
+	fmt.Fprintf(tw, "crawler\tpages\tcoverage\tviolations\trequests\tseconds\tpages/s\tTrawl ×\tCPU-ms/page\thost gap p50\tp90\t\n")
+	row := func(name string, c crawlRate, cpu float64, cpuNote string) {
+		ratio := "-"
+		if c.pagesPerSec() > 0 && name != "Trawl" {
+			ratio = fmt.Sprintf("%.2f", trawl/c.pagesPerSec())
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%.4f\t%d\t%d\t%.2f\t%.0f\t%s\t%.3f%s\t%s\t%s\t\n", name, c.pages, float64(c.pages)/float64(max(r.want, 1)),
+			c.violations, c.requests, c.span.Seconds(), c.pagesPerSec(), ratio, cpu, cpuNote, ms(c.gapP50), ms(c.gapP90))
+	}
+	row("Trawl", r.trawl, total, "")
+	for _, ref := range r.refs {
+		row(ref.name, ref.rate, float64(ref.cpu)/float64(time.Millisecond)/float64(max(ref.rate.pages, 1)), " (incl. web)")
+		metric := strings.ToLower(strings.ReplaceAll(ref.name, " ", "-"))
+		b.ReportMetric(ref.rate.pagesPerSec(), metric+"-pages/s")
+		if ref.rate.pagesPerSec() > 0 {
+			b.ReportMetric(trawl/ref.rate.pagesPerSec(), "trawl/"+metric)
+		}
+	}
+	tw.Flush()
 	tw = tabwriter.NewWriter(&sb, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "CPU-ms/page\t")
 	for _, role := range benchRoles {

@@ -67,8 +67,8 @@ type Options struct {
 	// ProcEnv adds settings for one replica, keyed "name-index" (e.g. "scheduler-1").
 	ProcEnv map[string]map[string]string
 	// Durability is what a write acknowledged by Redis or NATS survives
-	// (TRAWL_FSYNC); "" is durability.Default, as compose.yaml runs them: both fsync
-	// every write. Either way the AOF is on, so a SIGKILLed redis-server (or a whole stack
+	// (TRAWL_FSYNC), given to the services too; "" is durability.Default, as compose.yaml
+	// runs them. Either way the AOF is on, so a SIGKILLed redis-server (or a whole stack
 	// killed and started again on the same Dir) loses nothing it acknowledged.
 	Durability durability.Level
 	// Logs, if set, also receives every service's log lines prefixed with its id.
@@ -227,6 +227,8 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	}
 	env["TRAWL_NATS_URL"] = natsURL
 	env["TRAWL_REDIS_URL"] = redisURL
+	// The services settle their acks by the level the stores run at.
+	env[durability.Env] = string(opts.Durability)
 	// NATS sets each stream's byte cap aside out of three quarters of the free disk, so the
 	// production caps (18 GiB in all) would keep a local stack from starting on a small
 	// disk; the environment's own values still win.

@@ -7,15 +7,15 @@
 // The setting's two values are spelled so that nats-server takes them as they are for its
 // sync_interval (compose's nats.conf reads the variable directly); Redis's appendfsync is
 // derived here, and compose.yaml's Redis commands say the same (devstack/composecheck
-// holds them to it).
+// holds them to it). The services read it too (envconfig.Common.Durability): at
+// EverySecond each stage acknowledges its input only once what it wrote for it is past
+// the level's Window, so that an OS crash, which rolls each store back by its own last
+// second or so, cannot keep a message's acknowledgement and lose its effects.
 package durability
 
 import (
 	"fmt"
-	"strings"
 	"time"
-
-	"github.com/trawl/trawl/shared/envconfig"
 )
 
 // Env is the variable that sets the level.
@@ -36,13 +36,11 @@ const (
 	EverySecond Level = "1s"
 )
 
-// Default is the level when Env is unset.
-const Default = Always
-
-// Load reads the level's variable as written; Parse checks it.
-func Load(r *envconfig.Reader) Level {
-	return Level(r.String(strings.TrimPrefix(Env, envconfig.Prefix), string(Default)))
-}
+// Default is the level when Env is unset: measured by make bench (docs/cost-per-page.md),
+// Always crawls at about a quarter of EverySecond's rate on one node, for the last second
+// of an OS crash; the uncertain second that EverySecond leaves is re-admitted after an
+// unclean restart (docs/architecture.md "Durability").
+const Default = EverySecond
 
 // Levels lists every level, strongest first.
 var Levels = []Level{Always, EverySecond}
@@ -66,6 +64,19 @@ func (l Level) RedisAppendFsync() string {
 		return "everysec"
 	}
 	return "always"
+}
+
+// Window is how long an acknowledged write may stay out of reach of an OS crash: at
+// EverySecond, JetStream's sync interval (1 s) and Redis's everysec, which fsyncs once a
+// second and, behind a slow fsync, holds writes back for up to 2 s more before it blocks.
+// A stage that acknowledges its input Window after storing the input's effects in both
+// stores (natsx.ConsumeOptions.SettleAfter) never has its acknowledgement outlive them. 0
+// at Always: every write is on disk when it is acknowledged.
+func (l Level) Window() time.Duration {
+	if l == EverySecond {
+		return 3 * time.Second
+	}
+	return 0
 }
 
 // NATSSync is JetStream's sync_interval for the level: always, or an interval.

@@ -13,10 +13,11 @@ func TestLevels(t *testing.T) {
 		redis        string
 		natsAlways   bool
 		natsInterval time.Duration
+		window       time.Duration
 	}{
-		{"", Always, "always", true, 0},
-		{"always", Always, "always", true, 0},
-		{"1s", EverySecond, "everysec", false, time.Second},
+		{"", EverySecond, "everysec", false, time.Second, 3 * time.Second},
+		{"always", Always, "always", true, 0, 0},
+		{"1s", EverySecond, "everysec", false, time.Second, 3 * time.Second},
 	} {
 		t.Run(tc.in, func(t *testing.T) {
 			l, err := Parse(tc.in)
@@ -25,6 +26,11 @@ func TestLevels(t *testing.T) {
 			}
 			if got := l.RedisAppendFsync(); got != tc.redis {
 				t.Errorf("appendfsync %q, want %q", got, tc.redis)
+			}
+			// The window must outlast both stores' fsync lag: Redis's everysec can be 3 s
+			// behind (a second, plus 2 s of postponed writes behind a slow fsync).
+			if got := l.Window(); got != tc.window {
+				t.Errorf("window %s, want %s", got, tc.window)
 			}
 			if a, i := l.NATSSync(); a != tc.natsAlways || (!a && i != tc.natsInterval) {
 				t.Errorf("JetStream sync always=%v interval=%s, want %v %s", a, i, tc.natsAlways, tc.natsInterval)

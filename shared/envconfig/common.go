@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/trawl/trawl/shared/durability"
 	"github.com/trawl/trawl/shared/natsx"
 	"github.com/trawl/trawl/shared/redisx"
 	"github.com/trawl/trawl/shared/topology"
@@ -166,6 +167,9 @@ type Common struct {
 	// they set the free disk NATS needs (topology.Options).
 	PagesMaxBytes int64
 	DocsMaxBytes  int64
+	// Durability is TRAWL_FSYNC, which the stores run with: a stage acknowledges its input
+	// only once what it stored for it is past the level's window (durability.Level.Window).
+	Durability durability.Level
 }
 
 // MinStreamBytes is the least TRAWL_PAGES_MAX_BYTES and TRAWL_DOCS_MAX_BYTES: room for
@@ -200,7 +204,13 @@ func LoadCommon(r *Reader, defaultHTTP string) Common {
 		RedisWait:     r.Duration("REDIS_WAIT", 0),
 		PagesMaxBytes: r.Bytes("PAGES_MAX_BYTES", topology.DefaultOptions(0).PagesMaxBytes),
 		DocsMaxBytes:  r.Bytes("DOCS_MAX_BYTES", topology.DefaultOptions(0).DocsMaxBytes),
+		Durability:    LoadDurability(r),
 	}
+}
+
+// LoadDurability reads TRAWL_FSYNC as written; durability.Parse checks it.
+func LoadDurability(r *Reader) durability.Level {
+	return durability.Level(r.String(strings.TrimPrefix(durability.Env, Prefix), string(durability.Default)))
 }
 
 // Validate reports every invalid setting.
@@ -234,6 +244,13 @@ func (c Common) Validate() error {
 	}
 	if c.DocsMaxBytes < MinStreamBytes {
 		errs = append(errs, fmt.Errorf("TRAWL_DOCS_MAX_BYTES=%d: want at least %d (64MiB)", c.DocsMaxBytes, MinStreamBytes))
+	}
+	if _, err := durability.Parse(string(c.Durability)); err != nil {
+		errs = append(errs, err)
+	} else if w := c.Durability.Window(); w > 0 && c.AckWait < w+time.Second {
+		// Each stage acknowledges its input a window after handling it; a redelivery in
+		// between would only be work done twice.
+		errs = append(errs, fmt.Errorf("TRAWL_ACK_WAIT=%s: want at least a second more than the window of TRAWL_FSYNC=%s (%s), after which a stage acknowledges what it handled", c.AckWait, c.Durability, w))
 	}
 	if c.Recrawl != RecrawlOff && c.Recrawl != RecrawlAdaptive {
 		errs = append(errs, fmt.Errorf("TRAWL_RECRAWL=%q: want %s or %s", c.Recrawl, RecrawlOff, RecrawlAdaptive))

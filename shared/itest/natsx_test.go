@@ -587,3 +587,75 @@ func TestConsumeBatchesStopSettlesWhatItPulled(t *testing.T) {
 		return info.NumAckPending == 0 && streamMsgs(t, js, "CS") == 0
 	})
 }
+
+// At TRAWL_FSYNC=1s a stage acks its input only a window after handling it: an OS crash
+// rolls each store back by its own last second or so, and an ack that outlived the
+// outputs it stood for would lose them for good. A handled message stays pending for
+// SettleAfter, then is acked; a stop waits out the acks it still owes rather than leave
+// the messages to AckWait.
+func TestConsumeBatchesSettleAfter(t *testing.T) {
+	const settle = 1500 * time.Millisecond
+	for _, stop := range []bool{false, true} {
+		t.Run(map[bool]string{false: "running", true: "stopped"}[stop], func(t *testing.T) {
+			js := connect(t)
+			name := map[bool]string{false: "SA", true: "SB"}[stop]
+			cons := workStream(t, js, name, -1)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			const msgs = 6
+			for i := range msgs {
+				if _, err := js.Publish(ctx, name+".m", []byte(strconv.Itoa(i))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var handledAt atomic.Int64
+			var handled atomic.Int32
+			done := make(chan error, 1)
+			go func() {
+				done <- natsx.ConsumeBatches(ctx, cons, natsx.ConsumeOptions{Batch: msgs, SettleAfter: settle},
+					func(_ context.Context, ms []jetstream.Msg) []error {
+						if handled.Add(int32(len(ms))) == msgs {
+							handledAt.Store(time.Now().UnixNano())
+						}
+						return nil
+					})
+			}()
+			testwait.Eventually(t, 10*time.Second, "every message handled", func() bool { return handled.Load() == msgs })
+			info, err := cons.Info(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if since := time.Since(time.Unix(0, handledAt.Load())); since < settle/2 && info.NumAckPending != msgs {
+				t.Fatalf("%s after the handler: %d of %d messages still pending, want all until %s have passed", since, info.NumAckPending, msgs, settle)
+			}
+			if stop {
+				cancel()
+				if err := <-done; err != nil {
+					t.Fatal(err)
+				}
+				if err := js.Conn().Flush(); err != nil {
+					t.Fatal(err)
+				}
+				// The stop returns having sent the acks it owed; the server applies them
+				// shortly after reading them.
+				testwait.Eventually(t, 500*time.Millisecond, "the acks a stop owes sent by its return", func() bool {
+					info, err := cons.Info(context.Background())
+					if err != nil {
+						t.Fatal(err)
+					}
+					return info.NumAckPending == 0
+				})
+			}
+			testwait.Eventually(t, 10*time.Second, "every message acked", func() bool {
+				info, err := cons.Info(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				return info.NumAckPending == 0 && streamMsgs(t, js, name) == 0
+			})
+			if since := time.Since(time.Unix(0, handledAt.Load())); since < settle {
+				t.Errorf("every message acked %s after the handler returned, want no sooner than %s", since, settle)
+			}
+		})
+	}
+}

@@ -70,7 +70,14 @@ type ConsumeOptions struct {
 	Weight func(jetstream.Msg) int
 	// OnTerm is called for every terminated message (metrics); the reason is "permanent".
 	OnTerm func(reason string)
-	Log    *slog.Logger
+	// SettleAfter, for ConsumeBatches, is how long a handled message's ack waits after its
+	// handler returned (durability.Level.Window, 0 = ack at once). Until then what the
+	// handler stored for the message (its outputs in JetStream, its writes to Redis) may
+	// still be lost to an OS crash while the ack survives it, and the message, never
+	// delivered again, would be lost with them. A failed message is nak'ed or terminated at
+	// once. The consumer's MaxAckPending must hold what arrives in that time.
+	SettleAfter time.Duration
+	Log         *slog.Logger
 }
 
 func (o *ConsumeOptions) defaults(batch int) {
@@ -140,21 +147,36 @@ func ConsumeBatches(ctx context.Context, cons jetstream.Consumer, o ConsumeOptio
 		hold  holdOff
 		wg    sync.WaitGroup
 		slots = make(chan struct{}, o.InFlight)
+		acks  *laterAcks
 	)
+	if o.SettleAfter > 0 {
+		acks = startLaterAcks(o)
+		// After the batches in flight (deferred below, so it runs first) and before the
+		// iterator stops: a stop waits out the acks it still owes, at most SettleAfter.
+		defer acks.close()
+	}
 	// Batches still in flight are finished before the iterator stops (defers run last
 	// first), so their messages are settled on a live subscription.
 	defer wg.Wait()
 	run := func(batch []jetstream.Msg) {
 		results := h(work, batch)
 		failed := 0
+		var done []jetstream.Msg
 		for i, m := range batch {
 			var herr error
 			if i < len(results) {
 				herr = results[i]
 			}
+			if herr == nil && acks != nil {
+				done = append(done, m)
+				continue
+			}
 			if settle(m, herr, o) {
 				failed++
 			}
+		}
+		if len(done) > 0 {
+			acks.add(done)
 		}
 		hold.record(failed == len(batch))
 	}
@@ -191,6 +213,77 @@ func ConsumeBatches(ctx context.Context, cons jetstream.Consumer, o ConsumeOptio
 			run(batch)
 		})
 	}
+}
+
+// laterAcks acks handled messages SettleAfter after their handler returned, in the order
+// they were handled.
+type laterAcks struct {
+	o     ConsumeOptions
+	mu    sync.Mutex
+	queue []dueAcks
+	shut  bool
+	wake  chan struct{}
+	done  chan struct{}
+}
+
+type dueAcks struct {
+	at   time.Time
+	msgs []jetstream.Msg
+}
+
+func startLaterAcks(o ConsumeOptions) *laterAcks {
+	a := &laterAcks{o: o, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	go a.loop()
+	return a
+}
+
+// add never blocks a handler: the queue holds what SettleAfter's worth of batches brings.
+func (a *laterAcks) add(msgs []jetstream.Msg) {
+	a.mu.Lock()
+	a.queue = append(a.queue, dueAcks{at: time.Now().Add(a.o.SettleAfter), msgs: msgs})
+	a.mu.Unlock()
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (a *laterAcks) loop() {
+	defer close(a.done)
+	for {
+		a.mu.Lock()
+		if len(a.queue) == 0 {
+			shut := a.shut
+			a.mu.Unlock()
+			if shut {
+				return
+			}
+			<-a.wake
+			continue
+		}
+		next := a.queue[0]
+		a.queue[0] = dueAcks{}
+		a.queue = a.queue[1:]
+		a.mu.Unlock()
+		// Entries are due in the order they came, so waiting for the first is enough; the
+		// wait is SettleAfter at most.
+		time.Sleep(time.Until(next.at))
+		for _, m := range next.msgs {
+			settle(m, nil, a.o)
+		}
+	}
+}
+
+// close acks what is queued when it is due and returns when all of it is acked.
+func (a *laterAcks) close() {
+	a.mu.Lock()
+	a.shut = true
+	a.mu.Unlock()
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+	<-a.done
 }
 
 // holdOff slows a loop whose work keeps failing with temporary errors (a dependency that

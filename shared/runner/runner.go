@@ -101,7 +101,8 @@ type Runner struct {
 	closers    []func()
 	closeOnce  sync.Once
 	flush      time.Duration
-	errorAfter int // TRAWL_LOG_ERROR_AFTER
+	errorAfter int           // TRAWL_LOG_ERROR_AFTER
+	settle     time.Duration // the TRAWL_FSYNC window: natsx.ConsumeOptions.SettleAfter
 }
 
 type loop struct {
@@ -119,7 +120,7 @@ func Start(ctx context.Context, name string, c envconfig.Common, log *slog.Logge
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
 	}
-	r := &Runner{Name: name, Log: log, Topology: c.Topology(), Registry: obs.NewRegistry(), flush: o.flush, errorAfter: c.ErrorAfter}
+	r := &Runner{Name: name, Log: log, Topology: c.Topology(), Registry: obs.NewRegistry(), flush: o.flush, errorAfter: c.ErrorAfter, settle: c.Durability.Window()}
 	r.Metrics = obs.NewMetrics(r.Registry, name)
 	defer func() {
 		if err != nil {
@@ -171,16 +172,18 @@ func (r *Runner) natsReady(context.Context) error {
 // ConsumeOptions are a consume loop's options as every service sets them: a message that
 // keeps failing is logged at error level from TRAWL_LOG_ERROR_AFTER deliveries on; when the
 // service uses Redis, the loop does not pull while the crawl guard says Redis cannot take
-// the work (Crawl.Ready), so an outage spends no deliveries; each terminated message is
+// the work (Crawl.Ready), so an outage spends no deliveries; ConsumeBatches acks a handled
+// message only after the TRAWL_FSYNC window (SettleAfter); each terminated message is
 // counted in terminated under labels and its reason; the loop logs with the service's
 // logger. The caller adds what is the loop's own (Batch, InFlight, Weight, DrainTimeout)
 // and may wrap Ready or narrow Log.
 func (r *Runner) ConsumeOptions(terminated *prometheus.CounterVec, labels ...string) natsx.ConsumeOptions {
 	labels = labels[:len(labels):len(labels)] // append below copies: OnTerm runs concurrently
 	o := natsx.ConsumeOptions{
-		ErrorAfter: r.errorAfter,
-		OnTerm:     func(reason string) { terminated.WithLabelValues(append(labels, reason)...).Inc() },
-		Log:        r.Log,
+		ErrorAfter:  r.errorAfter,
+		SettleAfter: r.settle,
+		OnTerm:      func(reason string) { terminated.WithLabelValues(append(labels, reason)...).Inc() },
+		Log:         r.Log,
 	}
 	if r.Crawl != nil {
 		o.Ready = r.Crawl.Ready

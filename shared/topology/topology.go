@@ -94,10 +94,16 @@ func ArchiverConsumer(t StageTimings) jetstream.ConsumerConfig {
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       t.AckWait,
 		MaxDeliver:    t.MaxDeliver,
-		MaxAckPending: 4096,
+		MaxAckPending: SettlingMaxAckPending,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 	}
 }
+
+// SettlingMaxAckPending is the MaxAckPending of the consumers whose stages ack a window
+// after handling (natsx.ConsumeOptions.SettleAfter): what a stage has handled but not yet
+// acked waits there, a few seconds of the crawl's rate (3 s at 10,000 messages a second is
+// 30,000), besides what it holds.
+const SettlingMaxAckPending = 65536
 
 // RegisteredMeta is the consumer metadata key that registers a durable consumer of
 // CRAWL_DOCS as an indexer (value "true"). CRAWL_DOCS is kept by limits, so a consumer
@@ -450,18 +456,18 @@ func Consumers(o Options, t StageTimings) []ConsumerSpec {
 		}}
 	}
 	specs := []ConsumerSpec{
-		spec(StreamDiscovered, ServiceDedup, ConsumerDedup, SubjectDiscovered, 4096),
+		spec(StreamDiscovered, ServiceDedup, ConsumerDedup, SubjectDiscovered, SettlingMaxAckPending),
 		spec(StreamFetch, ServiceScheduler, ConsumerFetcher, fetchPrefix+">", 10000),
-		spec(StreamPages, ServiceParser, ConsumerParser, SubjectPages, 4096),
+		spec(StreamPages, ServiceParser, ConsumerParser, SubjectPages, SettlingMaxAckPending),
 		spec(StreamRender, ServiceRenderer, ConsumerRenderer, SubjectRender, 1024),
 	}
 	for s := 0; s < o.Shards; s++ {
 		specs = append(specs,
-			spec(StreamFrontier, ServiceScheduler, SchedulerFrontierConsumer(s), FrontierSubject(s), 4096),
-			spec(StreamFetched, ServiceScheduler, SchedulerFetchedConsumer(s), FetchedSubject(s), 10000),
+			spec(StreamFrontier, ServiceScheduler, SchedulerFrontierConsumer(s), FrontierSubject(s), SettlingMaxAckPending),
+			spec(StreamFetched, ServiceScheduler, SchedulerFetchedConsumer(s), FetchedSubject(s), SettlingMaxAckPending),
 		)
 		if o.Recrawl {
-			specs = append(specs, spec(RecrawlStreamOf(s, o), ServiceScheduler, SchedulerRecrawlConsumer(s), DueFilter(s), 4096))
+			specs = append(specs, spec(RecrawlStreamOf(s, o), ServiceScheduler, SchedulerRecrawlConsumer(s), DueFilter(s), SettlingMaxAckPending))
 		}
 	}
 	return specs

@@ -23,7 +23,6 @@ import (
 	"github.com/trawl/trawl/devstack/stack"
 	"github.com/trawl/trawl/devstack/synthweb"
 	"github.com/trawl/trawl/devstack/sysdeps"
-	"github.com/trawl/trawl/shared/durability"
 	"github.com/trawl/trawl/shared/envconfig"
 )
 
@@ -152,7 +151,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		Replicas: replicas,
 		// TRAWL_FSYNC as the environment (or the demo's defaults) gives it; an invalid one
 		// stops the start with what to set.
-		Durability: durability.Load(envconfig.Overlay(env)),
+		Durability: envconfig.LoadDurability(envconfig.Overlay(env)),
 		Logs:       logs,
 		Log:        slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})

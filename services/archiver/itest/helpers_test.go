@@ -40,10 +40,12 @@ func newStack(t *testing.T, env map[string]string) *stack {
 	t.Helper()
 	s := &stack{t: t, ns: natsembed.StartT(t), rs: redisproc.StartT(t, redisproc.Options{}), dir: t.TempDir()}
 	s.env = map[string]string{
-		"TRAWL_NATS_URL":      s.ns.URL(),
-		"TRAWL_REDIS_URL":     s.rs.URL(),
-		"TRAWL_HTTP_ADDR":     "127.0.0.1:0",
-		"TRAWL_ACK_WAIT":      "1s",
+		"TRAWL_NATS_URL":  s.ns.URL(),
+		"TRAWL_REDIS_URL": s.rs.URL(),
+		"TRAWL_HTTP_ADDR": "127.0.0.1:0",
+		"TRAWL_ACK_WAIT":  "1s",
+		// Acks at once: the 1s level's settling window is longer than this ack wait.
+		"TRAWL_FSYNC":         "always",
 		"TRAWL_ARCHIVE_DIR":   s.dir,
 		"TRAWL_ARCHIVE_ID":    "itest",
 		"TRAWL_ARCHIVE_BATCH": "8",

@@ -79,10 +79,12 @@ func newStackOn(t *testing.T, ns *natsembed.Server, rs *redisproc.Server, env ma
 func stackConfig(t *testing.T, ns *natsembed.Server, rs *redisproc.Server, env map[string]string) config.Config {
 	t.Helper()
 	vars := map[string]string{
-		"TRAWL_NATS_URL":    ns.URL(),
-		"TRAWL_REDIS_URL":   rs.URL(),
-		"TRAWL_HTTP_ADDR":   "127.0.0.1:0",
-		"TRAWL_ACK_WAIT":    "1s",
+		"TRAWL_NATS_URL":  ns.URL(),
+		"TRAWL_REDIS_URL": rs.URL(),
+		"TRAWL_HTTP_ADDR": "127.0.0.1:0",
+		"TRAWL_ACK_WAIT":  "1s",
+		// Acks at once: the 1s level's settling window is longer than this ack wait.
+		"TRAWL_FSYNC":       "always",
 		"TRAWL_MAX_DEPTH":   "3",
 		"TRAWL_SCOPE":       "host",
 		"TRAWL_PARSE_BATCH": "4",

@@ -31,7 +31,7 @@ func TestPagesKeptUntilParsed(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
 	_, js := connectJS(t, ns)
-	common := envconfig.LoadCommon(envconfig.FromMap(map[string]string{"TRAWL_ACK_WAIT": "1s"}), "")
+	common := envconfig.LoadCommon(envconfig.FromMap(map[string]string{"TRAWL_ACK_WAIT": "1s", "TRAWL_FSYNC": "always"}), "")
 	opts := common.Topology()
 	const capBytes = 64 << 10
 	opts.TapMaxAge = time.Second

@@ -156,7 +156,7 @@ func TestServicePreferenceCountsBacklinks(t *testing.T) {
 // publish failed comes back through the reaper at the cost of one attempt, and no further
 // attempts are spent however many lease TTLs the outage lasts.
 func TestServiceHoldsDispatchWhileJetStreamUnavailable(t *testing.T) {
-	s := startStack(t, redisproc.Options{}, map[string]string{"TRAWL_LEASE_TTL": "2s", "TRAWL_ACK_WAIT": "1s", "TRAWL_MAX_RETRIES": "2"})
+	s := startStack(t, redisproc.Options{}, map[string]string{"TRAWL_LEASE_TTL": "2s", "TRAWL_ACK_WAIT": "1s", "TRAWL_FSYNC": "always", "TRAWL_MAX_RETRIES": "2"})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	if err := s.js.DeleteStream(ctx, topology.StreamFetch); err != nil {

@@ -131,7 +131,7 @@ func TestSkewedSchedulersNeverDispatchEarly(t *testing.T) {
 // fetched again, and a late outcome sets the host's delay from its response time.
 func TestRestartAppliesWaitingOutcomesBeforeReaping(t *testing.T) {
 	s := startStack(t, redisproc.Options{}, map[string]string{
-		"TRAWL_LEASE_TTL": "2s", "TRAWL_ACK_WAIT": "1s", "TRAWL_DELAY_FACTOR": "2"})
+		"TRAWL_LEASE_TTL": "2s", "TRAWL_ACK_WAIT": "1s", "TRAWL_FSYNC": "always", "TRAWL_DELAY_FACTOR": "2"})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	const hosts = 6
@@ -234,7 +234,7 @@ func TestRestartAppliesWaitingOutcomesBeforeReaping(t *testing.T) {
 // fetched, so with a slow fetcher of concurrency 2 and many hosts no task waits out its
 // lease.
 func TestDispatchFollowsFetchCapacity(t *testing.T) {
-	s := startStack(t, redisproc.Options{}, map[string]string{"TRAWL_LEASE_TTL": "3s", "TRAWL_ACK_WAIT": "1s"})
+	s := startStack(t, redisproc.Options{}, map[string]string{"TRAWL_LEASE_TTL": "3s", "TRAWL_ACK_WAIT": "1s", "TRAWL_FSYNC": "always"})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	const hosts = 120

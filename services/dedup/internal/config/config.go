@@ -22,8 +22,8 @@ const DefaultHTTPAddr = ":9104"
 // with the logarithm of the size).
 const MaxCacheSize = 10_000_000
 
-// maxBatch matches the dedup consumer's MaxAckPending in topology: a larger batch could
-// never fill.
+// maxBatch bounds TRAWL_DEDUP_BATCH: messages a batch holds in one seen-test call (the
+// consumer's MaxAckPending, topology.SettlingMaxAckPending, is far above it).
 const maxBatch = 4096
 
 // Config is everything the service needs.
