@@ -79,8 +79,10 @@ compose-test:
 run: build
 	$(BIN)/trawl-dev -bin $(BIN) $(if $(SEEDS),-seeds "$(SEEDS)") $(if $(FETCHERS),-fetchers $(FETCHERS)) $(if $(RENDERERS),-renderers $(RENDERERS)) $(if $(DIR),-dir "$(DIR)") $(if $(PARK_AFTER),-park-after $(PARK_AFTER))
 
-## bench: whole-pipeline pages/s and CPU-ms per page per process on a plain synthetic web, beside a
-## bare reference crawler (devstack/e2e BenchmarkPipeline), with 10,000 site policies loaded against
+## bench: whole-pipeline pages/s, coverage, politeness violations and CPU-ms per page per process at
+## the shipped defaults on a narrow and a wide synthetic web, beside Colly v2 and a bare
+## fetch-and-parse loop on the same web, and the other TRAWL_FSYNC level beside them
+## (devstack/e2e BenchmarkPipeline), with 10,000 site policies loaded against
 ## none, the two crawls side by side (BenchmarkPolicyRules), the dispatch pause of a policy change
 ## touching 100,000 queued URLs (BenchmarkPolicyChangePause), plus per-stage benchmarks
 bench: build
