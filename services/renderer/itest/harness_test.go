@@ -199,6 +199,14 @@ var leases atomic.Int64
 func (st *stack) publishTask(rawURL, body string) string {
 	st.t.Helper()
 	lease := fmt.Sprintf("0-%d-test", leases.Add(1))
+	st.publishTaskOf(lease, rawURL, body, "")
+	return lease
+}
+
+// publishTaskOf publishes the render task of lease; msgID, when set, replaces its
+// Nats-Msg-Id, so that the stream keeps a second copy of a task (as a redelivery gives it).
+func (st *stack) publishTaskOf(lease, rawURL, body, msgID string) {
+	st.t.Helper()
 	u, _ := url.Parse(rawURL)
 	m, err := crawlmsg.RenderTaskMsg(topology.SubjectRender, &crawlmsg.RenderTask{Reason: "test", Page: crawlmsg.Page{
 		Meta: crawlmsg.PageMeta{URL: rawURL, Host: u.Hostname(), Lease: lease, Status: 200, Depth: 1,
@@ -208,10 +216,12 @@ func (st *stack) publishTask(rawURL, body string) string {
 	if err != nil {
 		st.t.Fatal(err)
 	}
+	if msgID != "" {
+		m.Header.Set(nats.MsgIdHdr, msgID)
+	}
 	if _, err := st.js.PublishMsg(testwait.Context(st.t), m); err != nil {
 		st.t.Fatal(err)
 	}
-	return lease
 }
 
 // page waits for the rendered page of lease on crawl.pages.
