@@ -60,6 +60,7 @@ type stack struct {
 	js    jetstream.JetStream
 	env   map[string]string
 	pages jetstream.Consumer
+	early map[string]*crawlmsg.Page // read from pages before they were waited for
 }
 
 func newStack(t testing.TB) *stack {
@@ -162,17 +163,20 @@ func (st *stack) start(cfg config.Config) *instance {
 	}
 	in := &instance{svc: svc, cancel: cancel, done: make(chan error, 1)}
 	go func() { in.done <- svc.Run(ctx) }()
-	st.t.Cleanup(func() {
-		in.once.Do(func() {
-			in.cancel()
-			select {
-			case <-in.done:
-			case <-time.After(waitFor):
-				st.t.Errorf("renderer did not stop within %s", waitFor)
-			}
-		})
-	})
+	st.t.Cleanup(func() { in.stop(st.t) })
 	return in
+}
+
+// stop ends the renderer and waits for it.
+func (in *instance) stop(t testing.TB) {
+	in.once.Do(func() {
+		in.cancel()
+		select {
+		case <-in.done:
+		case <-time.After(waitFor):
+			t.Errorf("renderer did not stop within %s", waitFor)
+		}
+	})
 }
 
 // metric scrapes one sample ("name{labels}") from the instance's /metrics; 0 if absent.
@@ -199,6 +203,14 @@ var leases atomic.Int64
 func (st *stack) publishTask(rawURL, body string) string {
 	st.t.Helper()
 	lease := fmt.Sprintf("0-%d-test", leases.Add(1))
+	st.publishTaskOf(lease, rawURL, body, "")
+	return lease
+}
+
+// publishTaskOf publishes the render task of lease; msgID, when set, replaces its
+// Nats-Msg-Id, so that the stream keeps a second copy of a task (as a redelivery gives it).
+func (st *stack) publishTaskOf(lease, rawURL, body, msgID string) {
+	st.t.Helper()
 	u, _ := url.Parse(rawURL)
 	m, err := crawlmsg.RenderTaskMsg(topology.SubjectRender, &crawlmsg.RenderTask{Reason: "test", Page: crawlmsg.Page{
 		Meta: crawlmsg.PageMeta{URL: rawURL, Host: u.Hostname(), Lease: lease, Status: 200, Depth: 1,
@@ -208,15 +220,22 @@ func (st *stack) publishTask(rawURL, body string) string {
 	if err != nil {
 		st.t.Fatal(err)
 	}
+	if msgID != "" {
+		m.Header.Set(nats.MsgIdHdr, msgID)
+	}
 	if _, err := st.js.PublishMsg(testwait.Context(st.t), m); err != nil {
 		st.t.Fatal(err)
 	}
-	return lease
 }
 
-// page waits for the rendered page of lease on crawl.pages.
+// page waits for the rendered page of lease on crawl.pages. Pages of other leases read
+// meanwhile are kept for their own call.
 func (st *stack) page(lease string) *crawlmsg.Page {
 	st.t.Helper()
+	if p, ok := st.early[lease]; ok {
+		delete(st.early, lease)
+		return p
+	}
 	deadline := time.Now().Add(waitFor)
 	for time.Now().Before(deadline) {
 		m, err := st.pages.Next(jetstream.FetchMaxWait(time.Second))
@@ -228,6 +247,10 @@ func (st *stack) page(lease string) *crawlmsg.Page {
 			st.t.Fatalf("rendered page does not decode: %v", err)
 		}
 		if p.Meta.Lease != lease {
+			if st.early == nil {
+				st.early = map[string]*crawlmsg.Page{}
+			}
+			st.early[p.Meta.Lease] = p
 			continue
 		}
 		if id := m.Headers().Get(nats.MsgIdHdr); id != crawlmsg.RenderedMsgID(lease) {

@@ -1,11 +1,10 @@
 // Package fetch is the fetcher's HTTP client: one GET, bounded in every dimension a server
 // controls (connect, TLS, header and total time; header size; body size before and after
-// gzip decoding), never following redirects on its own, and dialling only through the
-// address policy it is given.
+// content decoding, shared/contentcoding's), never following redirects on its own, and
+// dialling only through the address policy it is given.
 package fetch
 
 import (
-	"compress/gzip"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -21,6 +20,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/trawl/trawl/shared/contentcoding"
 	"github.com/trawl/trawl/shared/safedial"
 	"github.com/trawl/trawl/shared/urlnorm"
 )
@@ -320,40 +320,38 @@ func (c *Client) do(ctx context.Context, rawURL string, u *url.URL, accept strin
 	if extra != nil {
 		out.RequestHead = maskHead(out.RequestHead, extra.Secret)
 	}
-	// The wire cap leaves room for gzip overhead on incompressible data; whichever cap
-	// is hit first marks the body truncated.
-	wireCap := maxBody + maxBody/16 + 64<<10
+	// The wire cap leaves room for a coding's overhead on incompressible data; whichever
+	// cap is hit first marks the body truncated.
+	wireCap := contentcoding.WireCap(maxBody)
 	wire := &x.wire
 	*wire = countingReader{r: resp.Body, left: wireCap}
 	var body io.Reader = wire
-	gzipped := strings.EqualFold(strings.TrimSpace(resp.Header.Get("Content-Encoding")), "gzip")
-	if gzipped {
+	// A coding that cannot be decoded leaves the body as received, its header saying so.
+	codings, _ := contentcoding.Codings(resp.Header.Get("Content-Encoding"))
+	encoded := len(codings) > 0
+	if encoded {
 		// The archive keeps the octets as received; the parser gets them decoded.
 		out.Decoded = true
 		wire.keep = c.cfg.KeepRaw == nil || c.cfg.KeepRaw()
-		zr, err := gzip.NewReader(wire)
-		if err != nil && !errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("fetch: gzip body: %w", err)
+		zr, release, err := contentcoding.NewReader(wire, codings)
+		if err != nil {
+			return nil, fmt.Errorf("fetch: %s body: %w", resp.Header.Get("Content-Encoding"), err)
 		}
-		if err == nil {
-			defer zr.Close()
-			body = zr
-		} else {
-			body = strings.NewReader("")
-		}
+		defer release()
+		body = zr
 		// What follows is the decoded body: the encoding and length no longer describe it.
 		out.Header.Del("Content-Encoding")
 		out.Header.Del("Content-Length")
 	}
 	hint := int64(0)
-	if !gzipped && resp.ContentLength > 0 {
+	if !encoded && resp.ContentLength > 0 {
 		// One octet more than the body, so the read that meets its end needs no growth.
 		hint = min(resp.ContentLength, maxBody, maxPresize) + 1
 	}
 	out.buf = bodyBufs.Get().(*[]byte)
 	x.body = io.LimitedReader{R: body, N: maxBody + 1}
 	buf, err := readAll(&x.body, (*out.buf)[:0], hint)
-	if gzipped && err == nil && int64(len(buf)) <= maxBody {
+	if encoded && err == nil && int64(len(buf)) <= maxBody {
 		// The whole stream was decoded: octets after its end belong to the body as
 		// received too (still under the wire cap).
 		_, _ = io.Copy(io.Discard, wire)

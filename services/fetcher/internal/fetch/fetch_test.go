@@ -3,6 +3,7 @@ package fetch
 import (
 	"bytes"
 	"compress/gzip"
+	"compress/zlib"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -152,20 +153,27 @@ func TestGzip(t *testing.T) {
 	page := []byte(strings.Repeat("<p>compressible</p>", 200))
 	small := gzipped(t, page)
 	bomb := gzipped(t, make([]byte, 64<<20)) // 64 MiB of zeros in ~64 KiB
+	var deflated bytes.Buffer
+	zw := zlib.NewWriter(&deflated)
+	zw.Write(page)
+	zw.Close()
 	cases := []struct {
 		name      string
 		body      []byte
 		want      []byte
 		truncated bool
+		coding    string
 	}{
-		{"decoded", small, page, false},
-		{"bomb stopped at the decoded cap", bomb, make([]byte, 64<<10), true},
-		{"empty", nil, nil, false},
+		{"decoded", small, page, false, "gzip"},
+		{"bomb stopped at the decoded cap", bomb, make([]byte, 64<<10), true, "gzip"},
+		{"empty", nil, nil, false, "gzip"},
+		// Not asked for, sent all the same: decoded by the same decoder.
+		{"deflate", deflated.Bytes(), page, false, "deflate"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			s := newSite(t, func(w http.ResponseWriter, r *http.Request) {
-				w.Header().Set("Content-Encoding", "gzip")
+				w.Header().Set("Content-Encoding", c.coding)
 				w.Header().Set("Content-Type", "text/html")
 				w.Write(c.body)
 			})

@@ -29,6 +29,7 @@ import (
 
 	"golang.org/x/sync/singleflight"
 
+	"github.com/trawl/trawl/shared/contentcoding"
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/ctxsleep"
 	"github.com/trawl/trawl/shared/politeness"
@@ -119,8 +120,8 @@ func New(cfg Config, store *robotscache.Store, claims *politeness.Claimer, serve
 		TLSClientConfig:       &tls.Config{MinVersion: tls.VersionTLS12},
 		TLSHandshakeTimeout:   min(10*time.Second, cfg.RequestTimeout),
 		ResponseHeaderTimeout: cfg.RequestTimeout,
-		// The body as received is what is archived; asking for no content coding makes it
-		// the body the browser gets too.
+		// The request asks for no content coding itself (identity); what a server sends
+		// anyway is decoded in do, under the body cap, not by the transport, which has none.
 		DisableCompression:  true,
 		MaxIdleConnsPerHost: 1,
 		IdleConnTimeout:     30 * time.Second,
@@ -188,15 +189,47 @@ func (a *Answerer) Answer(ctx context.Context, req Request) Result {
 		}
 		return a.refuse(RefusedRobots, err)
 	}
-	res, err := a.claimed(ctx, host, entry.CrawlDelay(), func(ctx context.Context) (Result, error) { return a.do(ctx, req, u) })
+	source := "network"
+	res, err := a.claimed(ctx, host, entry.CrawlDelay(), func(ctx context.Context) (Result, error) {
+		if cacheable {
+			// Since the look above, another request for the URL (another tab's, another
+			// renderer's) may have been answered and kept while this one waited for the
+			// host: a favicon two pages ask for at once is requested once.
+			if r, ok := a.cache.Get(ctx, u.String()); ok {
+				source = "cache"
+				return r, nil
+			}
+		}
+		res, err := a.do(ctx, req, u)
+		if err == nil && cacheable && a.keep(res) {
+			// Stored before the host is released: a request for the URL waiting for the
+			// host finds it.
+			a.cache.Put(ctx, u.String(), res)
+		}
+		return res, err
+	})
 	if err != nil {
 		return a.refuse(refusal(ctx, err), err)
 	}
-	a.m.Answered("network")
-	if cacheable && res.Status == http.StatusOK && int64(len(res.Body)) <= a.cfg.CacheMaxEntry && !res.Exchange.Truncated && storable(res.Header) {
-		a.cache.Put(ctx, u.String(), res)
-	}
+	a.m.Answered(source)
 	return res
+}
+
+// keep reports whether a response may be served to other pages from the cache: a final
+// answer HTTP lets a cache keep without being told (RFC 9111, 4.2.2: a 404 or a 410 as
+// much as a 200), whole, not too large, and not private to this page.
+func (a *Answerer) keep(res Result) bool {
+	return heuristicallyCacheable[res.Status] && int64(len(res.Body)) <= a.cfg.CacheMaxEntry && !res.Exchange.Truncated && storable(res.Header)
+}
+
+// heuristicallyCacheable are the statuses RFC 9111 lets a cache keep without explicit
+// freshness (RFC 9110, 15.1), but 206: the cache is keyed by URL alone, and a part is not
+// the answer to a request for the whole.
+var heuristicallyCacheable = map[int]bool{
+	http.StatusOK: true, http.StatusNonAuthoritativeInfo: true, http.StatusNoContent: true,
+	http.StatusMultipleChoices: true, http.StatusMovedPermanently: true, http.StatusPermanentRedirect: true,
+	http.StatusNotFound: true, http.StatusMethodNotAllowed: true, http.StatusGone: true,
+	http.StatusRequestURITooLong: true, http.StatusNotImplemented: true,
 }
 
 func refusal(ctx context.Context, err error) string {
@@ -366,7 +399,7 @@ func (a *Answerer) fetchRobots(ctx context.Context, host, origin string) (*robot
 }
 
 // hopByHop are the request headers the browser's request loses: Trawl's client manages
-// the connection, sends its own User-Agent and asks for no content coding.
+// the connection, sends its own User-Agent and asks for no content coding (identity).
 var hopByHop = []string{"Connection", "Keep-Alive", "Proxy-Connection", "Transfer-Encoding", "Upgrade", "Te", "Trailer",
 	"Accept-Encoding", "User-Agent", "Host", "Content-Length", "Cookie"}
 
@@ -396,27 +429,38 @@ func (a *Answerer) do(ctx context.Context, req Request, u *url.URL) (Result, err
 		}
 	}
 	hr.Header.Set("User-Agent", a.cfg.UserAgent)
+	// Asked explicitly: a server that reads no Accept-Encoding as "anything" must not
+	// pick a coding. One that sends a coding all the same (objects stored gzipped, nginx's
+	// gzip_static always) is decoded below.
+	hr.Header.Set("Accept-Encoding", "identity")
 	started := time.Now()
 	resp, err := a.client.Do(hr)
 	if err != nil {
 		return Result{}, err
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, a.cfg.MaxBody+1))
+	coding := resp.Header.Get("Content-Encoding")
+	b, err := contentcoding.Read(resp.Body, coding, a.cfg.MaxBody)
 	if err != nil {
-		return Result{}, fmt.Errorf("read body of %s: %w", u, err)
-	}
-	truncated := int64(len(b)) > a.cfg.MaxBody
-	if truncated {
-		b = b[:a.cfg.MaxBody]
+		return Result{}, fmt.Errorf("body of %s: %w", u, err)
 	}
 	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	ex := &crawlmsg.Exchange{
 		URL: u.String(), Method: method, Status: resp.StatusCode, ContentType: strings.ToLower(ct),
 		FetchedAt: started.UnixMilli(), DurationMs: time.Since(started).Milliseconds(), IP: hostOnly(ip),
-		Truncated: truncated, Request: requestHead(hr), Response: responseHead(resp), Body: b,
+		// The archive keeps the body as received, under the head that describes it.
+		Truncated: b.Truncated, Request: requestHead(hr), Response: responseHead(resp), Body: b.Content,
 	}
-	return Result{Status: resp.StatusCode, Header: resp.Header, Body: b, Exchange: ex}, nil
+	h := resp.Header
+	if b.Raw != nil {
+		ex.Body = b.Raw
+		// The page and the cache get the content: the coding and length describe the
+		// octets as received, not it.
+		h = h.Clone()
+		h.Del("Content-Encoding")
+		h.Del("Content-Length")
+	}
+	return Result{Status: resp.StatusCode, Header: h, Body: b.Content, Exchange: ex}, nil
 }
 
 func hostOnly(addr string) string {

@@ -14,11 +14,13 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/trawl/trawl/shared/contentcoding"
 	"github.com/trawl/trawl/shared/crawlmsg"
 )
 
 // Cache is the subresource cache shared by every renderer: a JetStream object store
-// (topology.RenderCacheBucket) whose objects are the bodies of responses already fetched,
+// (topology.RenderCacheBucket) whose objects are the bodies of responses already fetched
+// (decoded: the content the page was given, not the octets as received),
 // named by their URL's hash, with the status and headers in the object's metadata. The
 // store's TTL (TRAWL_RENDER_CACHE_TTL) ages entries out and its byte limit
 // (TRAWL_RENDER_CACHE_BYTES) bounds it: when full, new entries are refused and pages
@@ -54,13 +56,18 @@ func (c *Cache) Get(ctx context.Context, rawURL string) (Result, bool) {
 	if err != nil || info.Metadata["url"] != rawURL {
 		return Result{}, false
 	}
-	body, err := io.ReadAll(obj)
-	if err != nil {
-		return Result{}, false
-	}
 	status, _ := strconv.Atoi(info.Metadata["status"])
 	var h http.Header
 	if status == 0 || json.Unmarshal([]byte(info.Metadata["header"]), &h) != nil {
+		return Result{}, false
+	}
+	if codings, err := contentcoding.Codings(h.Get("Content-Encoding")); err != nil || len(codings) > 0 {
+		// An entry of an earlier release, which kept a coded body under its coding and
+		// gave it to pages undecoded: fetched again, decoded, it replaces this one.
+		return Result{}, false
+	}
+	body, err := io.ReadAll(obj)
+	if err != nil {
 		return Result{}, false
 	}
 	fetched, _ := strconv.ParseInt(info.Metadata["fetched_at"], 10, 64)

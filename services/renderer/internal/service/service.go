@@ -11,6 +11,8 @@ package service
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -287,32 +289,73 @@ func (s *Service) keepInProgress(ctx context.Context, m jetstream.Msg) func() {
 const messageRoom = 4 << 10
 
 // publish stores the rendered page: bodies that would not fit the message go to the
-// bodies object store first (the DOM as render:<lease>, an exchange's body as
-// render:<lease>:<i>), then the page, with Nats-Msg-Id render:<lease>.
+// bodies object store first (the DOM as render:<attempt>, an exchange's body as
+// render:<attempt>:<i>), then the page, with Nats-Msg-Id render:<lease>.
+//
+// The objects are named by this attempt (the lease and a random id), never by the lease
+// alone: a task rendered again after its page was stored (an ack lost, a renderer gone
+// before acking) renders other bodies (another DOM, a script that changed), and its page
+// is dropped as a duplicate; objects under the lease's names would be rewritten under the
+// stored page, which a lagging parser or archiver would then find the wrong size or,
+// worse, the size of the other body. A duplicate's objects are deleted at once; those of
+// an attempt that never got its page stored are the parser's sweeper's, as any body.
 func (s *Service) publish(ctx context.Context, task *crawlmsg.RenderTask, rendered *crawlmsg.Rendered, dom []byte) error {
 	meta := task.Page.Meta
-	lease := meta.Lease
 	meta.BodyRef, meta.Capture, meta.Rendered = nil, nil, rendered
 	meta.ContentType, meta.Charset = "text/html", "utf-8"
 	meta.Header = withoutBodyHeaders(meta.Header)
+	attempt := attemptName(meta.Lease)
 	budget := min(s.cfg.BodyInlineMax, min(s.nc.MaxPayload(), int64(s.maxMsg))-messageRoom-16<<10)
+	var stored []string
 	put := func(name string, b []byte) (*crawlmsg.BodyRef, error) {
 		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
 		if _, err := s.bodies.Put(pctx, jetstream.ObjectMeta{Name: name}, bytes.NewReader(b)); err != nil {
 			return nil, fmt.Errorf("store %s: %w", name, err)
 		}
+		stored = append(stored, name)
 		return &crawlmsg.BodyRef{Bucket: topology.BodiesBucket, Name: name, Size: int64(len(b))}, nil
 	}
+	page, err := s.pageOut(meta, rendered, dom, attempt, budget, put)
+	if err != nil {
+		// No page names them: they can go now.
+		s.deleteObjects(ctx, stored)
+		return err
+	}
+	msg, err := crawlmsg.PageMsg(topology.SubjectPages, page)
+	if err != nil {
+		s.deleteObjects(ctx, stored)
+		return fmt.Errorf("encode rendered page %s: %w", meta.URL, err)
+	}
+	msg.Header.Set(nats.MsgIdHdr, crawlmsg.RenderedMsgID(meta.Lease))
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	ack, err := s.js.PublishMsg(pctx, msg)
+	if err != nil {
+		// The page may be stored all the same (a lost pub-ack): its objects stay.
+		return fmt.Errorf("publish rendered page %s: %w", meta.URL, err)
+	}
+	if ack.Duplicate {
+		// An earlier attempt's page is the one stored; it names that attempt's objects.
+		s.log.Info("rendered page stored by an earlier attempt; this attempt's objects removed", "url", meta.URL, "objects", len(stored))
+		s.deleteObjects(ctx, stored)
+	}
+	return nil
+}
+
+// pageOut is the rendered page's message content: bodies that would not fit it are put
+// (named after attempt) and referred to.
+func (s *Service) pageOut(meta crawlmsg.PageMeta, rendered *crawlmsg.Rendered, dom []byte, attempt string, budget int64,
+	put func(name string, b []byte) (*crawlmsg.BodyRef, error)) (*crawlmsg.Page, error) {
 	// The exchanges' list travels in the payload too: about this much each.
 	used := int64(512 * len(rendered.Exchanges))
 	for i := range rendered.Exchanges {
 		e := &rendered.Exchanges[i]
 		used += int64(len(e.Request) + len(e.Response))
 		if used+int64(len(e.Body)) > budget/2 && len(e.Body) > 0 {
-			ref, err := put(crawlmsg.RenderedExchangeBodyName(lease, i), e.Body)
+			ref, err := put(crawlmsg.RenderedExchangeBodyName(attempt, i), e.Body)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			e.BodyRef, e.BodySize, e.Body = ref, ref.Size, nil
 			continue
@@ -321,23 +364,36 @@ func (s *Service) publish(ctx context.Context, task *crawlmsg.RenderTask, render
 	}
 	page := &crawlmsg.Page{Meta: meta, Body: dom}
 	if used+int64(len(dom)) > budget {
-		ref, err := put(crawlmsg.RenderedBodyName(lease), dom)
+		ref, err := put(crawlmsg.RenderedBodyName(attempt), dom)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		page.Meta.BodyRef, page.Body = ref, nil
 	}
-	msg, err := crawlmsg.PageMsg(topology.SubjectPages, page)
-	if err != nil {
-		return fmt.Errorf("encode rendered page %s: %w", meta.URL, err)
+	return page, nil
+}
+
+// attemptName names one rendering of the task of lease: the lease and 64 random bits, so
+// no two attempts (on one renderer or several, across restarts) share an object name.
+func attemptName(lease string) string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return lease + "." + hex.EncodeToString(b[:])
+}
+
+// deleteObjects removes objects of this attempt that no stored page names; a failure only
+// leaves them to the parser's body sweeper.
+func (s *Service) deleteObjects(ctx context.Context, names []string) {
+	if len(names) == 0 {
+		return
 	}
-	msg.Header.Set(nats.MsgIdHdr, crawlmsg.RenderedMsgID(lease))
-	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if err := natsx.PublishBatch(pctx, s.js, []*nats.Msg{msg}); err != nil {
-		return fmt.Errorf("publish rendered page %s: %w", meta.URL, err)
+	for _, name := range names {
+		if err := s.bodies.Delete(dctx, name); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
+			s.log.Warn("object of a rendering no page names not deleted; left to the body sweeper", "object", name, "err", err)
+		}
 	}
-	return nil
 }
 
 // withoutBodyHeaders drops the headers that describe the fetched body's transfer; the
