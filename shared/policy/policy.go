@@ -218,6 +218,10 @@ func (s *Set) Addr(a netip.Addr) Resolved { return s.impl.addr(a) }
 // rule whose scope covers it. Used to find the hosts a change touches.
 func (s *Set) Covers(sc Scope, host string) bool { return s.impl.covers(sc, host) }
 
+// PrefixBlocks says whether a URL-prefix rule of host sets block: some of its URLs may be
+// blocked while others are not, so whether a URL of it is blocked is Set.URL's to say.
+func (s *Set) PrefixBlocks(host string) bool { return s.impl.prefixBlocks(host) }
+
 // Change is one operation of an apply: set a rule (replacing its scope's rule) or remove
 // a scope's rule.
 type Change struct {
