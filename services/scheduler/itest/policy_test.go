@@ -804,9 +804,11 @@ func TestPolicyTwoConnections(t *testing.T) {
 }
 
 // The race of an unblock: a fetcher still on the old rules (it polls them) takes a task
-// dispatched right after the resume and answers parked. The scheduler's rules in force no
-// longer block the URL, so the outcome puts it back at the head of its host's queue with
-// the same attempt, and it is fetched without waiting for any further policy pass.
+// dispatched right after the resume and answers parked by them. The scheduler's rules in
+// force, newer, no longer block the URL, so the outcome puts it back at the head of its
+// host's queue counting an attempt (so that a fetcher stuck on old rules cannot send it
+// round forever: TestPolicyOutcomeByOlderRules), and it is fetched without waiting for any
+// further policy pass.
 func TestPolicyParkedOutcomeAfterUnblock(t *testing.T) {
 	rdb := startRedis(t)
 	f := newTF(t, rdb, testOptions(0))
@@ -831,7 +833,7 @@ func TestPolicyParkedOutcomeAfterUnblock(t *testing.T) {
 	}
 	// The fetcher still holds the block: no request.
 	po := outcome(tasks[0], crawlmsg.OutcomeParked, 0)
-	po.Requested = false
+	po.Requested, po.PolicyVersion = false, 1
 	res := f.complete(at(2*time.Second), po)
 	if res[0].Result != frontier.ResultRequeued {
 		t.Fatalf("parked outcome of an unblocked URL: result %s, want %s", res[0].Result, frontier.ResultRequeued)
@@ -842,8 +844,8 @@ func TestPolicyParkedOutcomeAfterUnblock(t *testing.T) {
 	var got []string
 	for step := 3; step < 20 && len(got) < 2; step++ {
 		for _, tk := range f.dispatch(at(time.Duration(step)*time.Minute), 10) {
-			if tk.Attempt != 0 {
-				t.Errorf("%s dispatched with attempt %d", tk.URL, tk.Attempt)
+			if want := map[string]int{"http://race.example/0": 1}[tk.URL]; tk.Attempt != want {
+				t.Errorf("%s dispatched with attempt %d, want %d", tk.URL, tk.Attempt, want)
 			}
 			got = append(got, tk.URL)
 			f.complete(at(time.Duration(step)*time.Minute+time.Second), ok200(tk))

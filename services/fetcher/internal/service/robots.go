@@ -85,11 +85,11 @@ func (s *Service) fetchRobots(ctx, reqCtx context.Context, out *crawlmsg.Outcome
 			return noFresh(s.robotsHop(ctx, rb.store, out, origin, robotscache.Hop{URL: target, N: n}, started, ownTook, 0))
 		}
 		next := robotscache.Hop{URL: target, N: n}
-		if s.policyOf(out.URL).Blocked() {
+		if rules := s.policies.Current(); rules.URL(out.URL).Blocked() {
 			if requested {
 				return noFresh(s.robotsHop(ctx, rb.store, out, origin, next, started, ownTook, 0))
 			}
-			return s.parked(out, parkedRobots), nil, nil
+			return s.parked(out, parkedRobots, rules), nil, nil
 		}
 		tpol := s.policyOf(target)
 		if tpol.Blocked() {
