@@ -73,9 +73,10 @@ type Rule struct {
 	MinDelay    *Duration   `json:"min_delay,omitempty"`    // least gap between two requests
 	DelayFactor *float64    `json:"delay_factor,omitempty"` // k: the gap's multiple of the response time
 	CrawlDelay  *CrawlDelay `json:"crawl_delay,omitempty"`
-	// Connections is the most requests in flight to one host (1 by default). With more
-	// than one, each request still starts at least the host's gap after the previous
-	// request to the host started.
+	// Connections is the most requests in flight to one host (1 by default). N
+	// connections give the host N times one connection's rate: each request starts at
+	// least 1/N of one connection's cycle (the last response time and the host's gap)
+	// after the previous request to the host started.
 	Connections *int `json:"connections,omitempty"`
 
 	// Budgets: pages fetched per host (for each host the rule matches), and, on a domain

@@ -723,9 +723,10 @@ func TestPolicyRecheckDoesNotStallDispatch(t *testing.T) {
 
 type Rechecked = frontier.Rechecked
 
-// connections: 2 lets two tasks of the host out at once, each dispatch at least the
-// host's gap after the previous one's start; an outcome frees its slot, and the readers
-// (leases, stuck report, lease errors) name the host of either slot.
+// connections: 2 lets two tasks of the host out at once, each dispatch at least half of
+// one connection's cycle (the last response time and the host's gap) after the previous
+// one's start; an outcome frees its slot, and the readers (leases, stuck report, lease
+// errors) name the host of either slot.
 func TestPolicyTwoConnections(t *testing.T) {
 	rdb := startRedis(t)
 	o := testOptions(0)
@@ -748,15 +749,16 @@ func TestPolicyTwoConnections(t *testing.T) {
 	}
 	first := multi(f.dispatch(at(0), 10))
 	if len(first) != 1 {
-		t.Fatalf("at 0: %d tasks, want 1 (the second waits a gap from the first's start)", len(first))
+		t.Fatalf("at 0: %d tasks, want 1 (the second waits half the gap from the first's start)", len(first))
 	}
-	f.wantHeap("multi.example", at(time.Second))
-	if got := multi(f.dispatch(at(999*time.Millisecond), 10)); len(got) != 0 {
-		t.Fatalf("a second task %s before the gap from the first start", got[0].URL)
+	// No response time yet: half of the 1 s minimum delay.
+	f.wantHeap("multi.example", at(500*time.Millisecond))
+	if got := multi(f.dispatch(at(499*time.Millisecond), 10)); len(got) != 0 {
+		t.Fatalf("a second task %s before half the gap from the first start", got[0].URL)
 	}
-	second := multi(f.dispatch(at(time.Second), 10))
+	second := multi(f.dispatch(at(500*time.Millisecond), 10))
 	if len(second) != 1 || !strings.HasSuffix(second[0].Lease, "~1") {
-		t.Fatalf("at 1s: %+v, want one task in slot 1", second)
+		t.Fatalf("at 0.5s: %+v, want one task in slot 1", second)
 	}
 	if got := multi(f.dispatch(at(10*time.Second), 10)); len(got) != 0 {
 		t.Fatalf("a third task out with two connections: %s", got[0].URL)
@@ -771,7 +773,7 @@ func TestPolicyTwoConnections(t *testing.T) {
 		t.Fatalf("ReadLeases = %+v, %v", leases, err)
 	}
 	// The first ends at 10.5 s: its slot is free, and the host is due at once (its last
-	// start was 9.5 s ago).
+	// start was 10 s ago).
 	f.complete(at(10500*time.Millisecond), ok200(first[0]))
 	f.wantHeap("multi.example", at(10500*time.Millisecond))
 	third := multi(f.dispatch(at(10500*time.Millisecond), 10))
