@@ -44,11 +44,15 @@ const (
 	OutcomeServerBusy OutcomeKind = "server-busy"
 	// OutcomeParked: the task made no request because a live site policy blocks its URL
 	// (shared/policy). The URL is parked with the reason "blocked", not counted as an
-	// attempt, and resumes when the block is lifted.
+	// attempt, and resumes when the block is lifted; unless the scheduler's rules, newer
+	// than PolicyVersion, no longer block it: then it goes back to its queue, counting an
+	// attempt.
 	OutcomeParked OutcomeKind = "parked"
 	// OutcomeOutOfScope: the task made no request because a live site policy narrowed the
 	// crawl's scope since its URL was queued (a lower max_depth, an include it misses, an
-	// exclude it matches): the URL ends out of scope, as the frontier's recheck would end it.
+	// exclude it matches): the URL ends out of scope, as the frontier's recheck would end it;
+	// unless the scheduler's rules, newer than PolicyVersion, admit it: then it goes back to
+	// its queue, counting an attempt.
 	OutcomeOutOfScope OutcomeKind = "out-of-scope"
 )
 
@@ -83,6 +87,12 @@ type Outcome struct {
 	Error string `json:"error,omitempty"`
 	// Permanent marks an error that retrying cannot fix (e.g. no such host).
 	Permanent bool `json:"permanent,omitempty"`
+	// PolicyVersion is the version of the site policies a parked or out-of-scope outcome
+	// was decided by (policy.Set.Version; 0: unknown, or no rule ever set). The scheduler
+	// checks such an outcome again when its own rules are newer.
+	PolicyVersion int64 `json:"policy_version,omitempty"`
+	// Depth is the task's depth, in an out-of-scope outcome, for that check (max_depth).
+	Depth int `json:"depth,omitempty"`
 	// Recrawl is set for a recrawled URL whose task stored no page (an error, a block, a
 	// page too large, robots.txt unavailable): the parser never sees it, so should the URL
 	// end failed, the scheduler writes its next schedule from this.

@@ -28,8 +28,8 @@ var nextFetchScript = redisx.Script(
 // TestPolitenessLuaMatchesGo checks the rule the frontier's scripts apply (politeness.lua,
 // with a host's live policy limits read by hostpolicy.lua) against politeness.Rules, row by
 // row: the two must give the same next fetch time to the millisecond, and the same capped
-// flag. A row's policy entries are written to a real policy table, and Go merges them as
-// frontierkeys says (PolicyCandidates, HostLimits.Over) before Rules.With.
+// flag. A row's policy entries are written to a real policy table, which Go reads back
+// with politeness.ReadHostLimits (the fetcher's twin of host_limits) before Rules.With.
 func TestPolitenessLuaMatchesGo(t *testing.T) {
 	rdb := redisClient(t, redisproc.StartT(t, redisproc.Options{}))
 	ctx := context.Background()
@@ -94,21 +94,14 @@ func TestPolitenessLuaMatchesGo(t *testing.T) {
 		{"late: the host's gap", defaults, politeness.Host{Next: ago(time.Second), LastResponse: 600 * time.Millisecond}, politeness.Outcome{Late: true}, 6 * time.Second,
 			host(frontierkeys.HostLimits{DelayFactor: num(10)})},
 	}
-	const policyKey = "t:{s0}:policy"
+	policyKey := frontierkeys.ForShard("t", 0).Policy()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if err := rdb.Del(ctx, policyKey).Err(); err != nil {
 				t.Fatal(err)
 			}
-			var lim frontierkeys.HostLimits
-			for _, c := range frontierkeys.PolicyCandidates("www.example.com") {
-				l, ok := tt.pol[c]
-				if !ok {
-					continue
-				}
-				lim = lim.Over(l)
-				enc := l.Encode()
-				if err := rdb.HSet(ctx, policyKey, c, enc).Err(); err != nil {
+			for c, l := range tt.pol {
+				if err := rdb.HSet(ctx, policyKey, c, l.Encode()).Err(); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -117,6 +110,10 @@ func TestPolitenessLuaMatchesGo(t *testing.T) {
 				if err := rdb.HSet(ctx, policyKey, frontierkeys.PolicyGenField, "1-test").Err(); err != nil {
 					t.Fatal(err)
 				}
+			}
+			lim, err := politeness.ReadHostLimits(ctx, rdb, "t", 0, "www.example.com")
+			if err != nil {
+				t.Fatal(err)
 			}
 			next, capped := tt.r.With(lim).NextFetch(now, tt.h, tt.o)
 			if got := next.Sub(now); got != tt.want {

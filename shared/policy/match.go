@@ -274,6 +274,15 @@ func (m *matcher) covers(sc Scope, host string) bool {
 	return false
 }
 
+func (m *matcher) prefixBlocks(host string) bool {
+	for _, e := range m.prefixes[host] {
+		if b := e.st.Rule.Block; b != nil && *b {
+			return true
+		}
+	}
+	return false
+}
+
 // Rule is the rule of one scope, if the set has one.
 func (s *Set) Rule(sc Scope) (Stored, bool) {
 	var e *entry

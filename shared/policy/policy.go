@@ -73,9 +73,10 @@ type Rule struct {
 	MinDelay    *Duration   `json:"min_delay,omitempty"`    // least gap between two requests
 	DelayFactor *float64    `json:"delay_factor,omitempty"` // k: the gap's multiple of the response time
 	CrawlDelay  *CrawlDelay `json:"crawl_delay,omitempty"`
-	// Connections is the most requests in flight to one host (1 by default). With more
-	// than one, each request still starts at least the host's gap after the previous
-	// request to the host started.
+	// Connections is the most requests in flight to one host (1 by default). N
+	// connections give the host N times one connection's rate: each request starts at
+	// least 1/N of one connection's cycle (the last response time and the host's gap)
+	// after the previous request to the host started.
 	Connections *int `json:"connections,omitempty"`
 
 	// Budgets: pages fetched per host (for each host the rule matches), and, on a domain
@@ -217,6 +218,10 @@ func (s *Set) Addr(a netip.Addr) Resolved { return s.impl.addr(a) }
 // Covers says whether a rule of the set can apply to the host: a host, domain or prefix
 // rule whose scope covers it. Used to find the hosts a change touches.
 func (s *Set) Covers(sc Scope, host string) bool { return s.impl.covers(sc, host) }
+
+// PrefixBlocks says whether a URL-prefix rule of host sets block: some of its URLs may be
+// blocked while others are not, so whether a URL of it is blocked is Set.URL's to say.
+func (s *Set) PrefixBlocks(host string) bool { return s.impl.prefixBlocks(host) }
 
 // Change is one operation of an apply: set a rule (replacing its scope's rule) or remove
 // a scope's rule.

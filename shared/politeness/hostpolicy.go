@@ -1,8 +1,12 @@
 package politeness
 
 import (
+	"context"
+	"fmt"
 	"math"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/trawl/trawl/shared/frontierkeys"
 	"github.com/trawl/trawl/shared/redisx"
@@ -59,4 +63,34 @@ func (r Rules) With(l frontierkeys.HostLimits) Rules {
 		}
 	}
 	return r
+}
+
+// ReadHostLimits are host's limits in its shard's policy table, merged as host_limits
+// merges them (the host's entry over the domain entries of its name and each suffix,
+// field by field, the most specific that sets a field winning); none while the table has
+// no generation. It is host_limits for a process outside the frontier's scripts: a
+// fetcher deciding, after robots.txt, whether the host's gap lets it go on to the page.
+func ReadHostLimits(ctx context.Context, rdb redis.UniversalClient, prefix string, shard int, host string) (frontierkeys.HostLimits, error) {
+	cands := frontierkeys.PolicyCandidates(host)
+	fields := append([]string{frontierkeys.PolicyGenField}, cands...)
+	got, err := rdb.HMGet(ctx, frontierkeys.ForShard(prefix, shard).Policy(), fields...).Result()
+	if err != nil {
+		return frontierkeys.HostLimits{}, fmt.Errorf("politeness: %s's policy on shard %d: %w", host, shard, err)
+	}
+	var l frontierkeys.HostLimits
+	if got[0] == nil {
+		return l, nil
+	}
+	for i, v := range got[1:] {
+		s, ok := v.(string)
+		if !ok {
+			continue
+		}
+		e, err := frontierkeys.ParseHostLimits(s)
+		if err != nil {
+			return frontierkeys.HostLimits{}, fmt.Errorf("politeness: %s's policy on shard %d: entry %q: %w", host, shard, cands[i], err)
+		}
+		l = l.Over(e)
+	}
+	return l, nil
 }

@@ -61,12 +61,13 @@ func TestBlockStopsQueuedTasks(t *testing.T) {
 	}
 	close(hold)
 
-	if o := st.outcome(first.Lease); o.Kind != crawlmsg.OutcomeParked || !o.Requested {
-		t.Errorf("the task on the worker: %+v, want parked, its robots.txt request reported", o)
+	// Each names the rules it was decided by, which the scheduler checks against its own.
+	if o := st.outcome(first.Lease); o.Kind != crawlmsg.OutcomeParked || !o.Requested || o.PolicyVersion != v {
+		t.Errorf("the task on the worker: %+v, want parked by rules v%d, its robots.txt request reported", o, v)
 	}
 	for _, tk := range queued {
-		if o := st.outcome(tk.Lease); o.Kind != crawlmsg.OutcomeParked || o.Requested {
-			t.Errorf("a queued task: %+v, want parked without a request", o)
+		if o := st.outcome(tk.Lease); o.Kind != crawlmsg.OutcomeParked || o.Requested || o.PolicyVersion != v {
+			t.Errorf("a queued task: %+v, want parked by rules v%d without a request", o, v)
 		}
 	}
 	if got := s.requests(); !slices.Equal(got, []string{"/robots.txt"}) {

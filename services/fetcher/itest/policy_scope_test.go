@@ -61,6 +61,10 @@ func TestNarrowedScopeEndsTasksWithoutRequest(t *testing.T) {
 			if tc.want == crawlmsg.OutcomeOutOfScope && (o.Requested || o.Error == "") {
 				t.Errorf("outcome %+v, want no request and the rule named", o)
 			}
+			// The scheduler checks the answer again should its rules be newer.
+			if tc.want == crawlmsg.OutcomeOutOfScope && (o.PolicyVersion != v || o.Depth != tc.depth) {
+				t.Errorf("outcome names rules v%d and depth %d, want v%d and %d", o.PolicyVersion, o.Depth, v, tc.depth)
+			}
 		})
 	}
 	got := s.requests()

@@ -1,12 +1,16 @@
 package itest
 
 import (
+	"context"
+	"maps"
+	"net"
 	"net/http"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/frontierkeys"
 )
 
 // TestRobotsThenURL: a task whose origin has no robots.txt in the cache fetches it, and goes
@@ -70,6 +74,66 @@ func TestRobotsThenURL(t *testing.T) {
 				want = 1
 			}
 			in.waitMetric(t, `trawl_fetcher_robots_then_url_total`, want)
+		})
+	}
+}
+
+// TestRobotsThenURLUnderHostPolicy: whether a task goes on from robots.txt to its URL is
+// decided by the host's own gap, as the frontier computes it: the process-wide settings
+// under the limits the host's site policy sets in its shard's policy table (written here
+// as the scheduler writes it). A rule's minimum delay keeps the page for its own task even
+// with TRAWL_MIN_DELAY=0, and a rule may as well shorten the gap (a minimum delay of 0, a
+// Crawl-delay capped at 0). Judged from the site's request log.
+func TestRobotsThenURLUnderHostPolicy(t *testing.T) {
+	noDelay := map[string]string{"TRAWL_MIN_DELAY": "0s", "TRAWL_DELAY_FACTOR": "0"}
+	dur := func(d time.Duration) *time.Duration { return &d }
+	for _, tc := range []struct {
+		name   string
+		env    map[string]string
+		robots string
+		// The table's entries: field → limits.
+		table    map[string]frontierkeys.HostLimits
+		wantSeen []string
+	}{
+		{name: "host rule min_delay 10s: the page waits", env: noDelay, robots: "User-agent: *\n",
+			table:    map[string]frontierkeys.HostLimits{frontierkeys.PolicyHostField("b.test"): {MinDelay: dur(10 * time.Second)}},
+			wantSeen: []string{"/robots.txt"}},
+		{name: "domain rule min_delay 10s: the page waits", env: noDelay, robots: "User-agent: *\n",
+			table:    map[string]frontierkeys.HostLimits{frontierkeys.PolicyDomainField("b.test"): {MinDelay: dur(10 * time.Second)}},
+			wantSeen: []string{"/robots.txt"}},
+		{name: "a rule of another host: the page follows", env: noDelay, robots: "User-agent: *\n",
+			table:    map[string]frontierkeys.HostLimits{frontierkeys.PolicyHostField("c.test"): {MinDelay: dur(10 * time.Second)}},
+			wantSeen: []string{"/robots.txt", "/page"}},
+		{name: "host rule min_delay 0 under TRAWL_MIN_DELAY=10s: the page follows",
+			env: map[string]string{"TRAWL_MIN_DELAY": "10s", "TRAWL_DELAY_FACTOR": "0"}, robots: "User-agent: *\n",
+			table:    map[string]frontierkeys.HostLimits{frontierkeys.PolicyHostField("b.test"): {MinDelay: dur(0)}},
+			wantSeen: []string{"/robots.txt", "/page"}},
+		{name: "host rule caps Crawl-delay at 0: the page follows", env: noDelay, robots: "User-agent: *\nCrawl-delay: 10\n",
+			table:    map[string]frontierkeys.HostLimits{frontierkeys.PolicyHostField("b.test"): {CrawlDelay: &frontierkeys.CrawlDelayRule{}}},
+			wantSeen: []string{"/robots.txt", "/page"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := newStack(t)
+			s := newSite(t, map[string]http.HandlerFunc{"/robots.txt": text(tc.robots), "/page": html(pageHTML)})
+			_, port, _ := net.SplitHostPort(s.Listener.Addr().String())
+			env := map[string]string{"TRAWL_RESOLVE": "b.test=127.0.0.1"}
+			maps.Copy(env, tc.env)
+			st.start(st.config(env), "a")
+			ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+			defer cancel()
+			args := []any{frontierkeys.PolicyGenField, "1-test"}
+			for f, l := range tc.table {
+				args = append(args, f, l.Encode())
+			}
+			if err := st.rdb.HSet(ctx, frontierkeys.ForShard(st.common.RedisPrefix, 0).Policy(), args...).Err(); err != nil {
+				t.Fatal(err)
+			}
+			tk := task("http://b.test:" + port + "/page")
+			st.publishTask(tk)
+			st.outcome(tk.Lease)
+			if got := s.requests(); !slices.Equal(got, tc.wantSeen) {
+				t.Fatalf("site saw %v, want %v", got, tc.wantSeen)
+			}
 		})
 	}
 }

@@ -723,9 +723,10 @@ func TestPolicyRecheckDoesNotStallDispatch(t *testing.T) {
 
 type Rechecked = frontier.Rechecked
 
-// connections: 2 lets two tasks of the host out at once, each dispatch at least the
-// host's gap after the previous one's start; an outcome frees its slot, and the readers
-// (leases, stuck report, lease errors) name the host of either slot.
+// connections: 2 lets two tasks of the host out at once, each dispatch at least half of
+// one connection's cycle (the last response time and the host's gap) after the previous
+// one's start; an outcome frees its slot, and the readers (leases, stuck report, lease
+// errors) name the host of either slot.
 func TestPolicyTwoConnections(t *testing.T) {
 	rdb := startRedis(t)
 	o := testOptions(0)
@@ -748,15 +749,16 @@ func TestPolicyTwoConnections(t *testing.T) {
 	}
 	first := multi(f.dispatch(at(0), 10))
 	if len(first) != 1 {
-		t.Fatalf("at 0: %d tasks, want 1 (the second waits a gap from the first's start)", len(first))
+		t.Fatalf("at 0: %d tasks, want 1 (the second waits half the gap from the first's start)", len(first))
 	}
-	f.wantHeap("multi.example", at(time.Second))
-	if got := multi(f.dispatch(at(999*time.Millisecond), 10)); len(got) != 0 {
-		t.Fatalf("a second task %s before the gap from the first start", got[0].URL)
+	// No response time yet: half of the 1 s minimum delay.
+	f.wantHeap("multi.example", at(500*time.Millisecond))
+	if got := multi(f.dispatch(at(499*time.Millisecond), 10)); len(got) != 0 {
+		t.Fatalf("a second task %s before half the gap from the first start", got[0].URL)
 	}
-	second := multi(f.dispatch(at(time.Second), 10))
+	second := multi(f.dispatch(at(500*time.Millisecond), 10))
 	if len(second) != 1 || !strings.HasSuffix(second[0].Lease, "~1") {
-		t.Fatalf("at 1s: %+v, want one task in slot 1", second)
+		t.Fatalf("at 0.5s: %+v, want one task in slot 1", second)
 	}
 	if got := multi(f.dispatch(at(10*time.Second), 10)); len(got) != 0 {
 		t.Fatalf("a third task out with two connections: %s", got[0].URL)
@@ -771,7 +773,7 @@ func TestPolicyTwoConnections(t *testing.T) {
 		t.Fatalf("ReadLeases = %+v, %v", leases, err)
 	}
 	// The first ends at 10.5 s: its slot is free, and the host is due at once (its last
-	// start was 9.5 s ago).
+	// start was 10 s ago).
 	f.complete(at(10500*time.Millisecond), ok200(first[0]))
 	f.wantHeap("multi.example", at(10500*time.Millisecond))
 	third := multi(f.dispatch(at(10500*time.Millisecond), 10))
@@ -804,9 +806,11 @@ func TestPolicyTwoConnections(t *testing.T) {
 }
 
 // The race of an unblock: a fetcher still on the old rules (it polls them) takes a task
-// dispatched right after the resume and answers parked. The scheduler's rules in force no
-// longer block the URL, so the outcome puts it back at the head of its host's queue with
-// the same attempt, and it is fetched without waiting for any further policy pass.
+// dispatched right after the resume and answers parked by them. The scheduler's rules in
+// force, newer, no longer block the URL, so the outcome puts it back at the head of its
+// host's queue counting an attempt (so that a fetcher stuck on old rules cannot send it
+// round forever: TestPolicyOutcomeByOlderRules), and it is fetched without waiting for any
+// further policy pass.
 func TestPolicyParkedOutcomeAfterUnblock(t *testing.T) {
 	rdb := startRedis(t)
 	f := newTF(t, rdb, testOptions(0))
@@ -831,7 +835,7 @@ func TestPolicyParkedOutcomeAfterUnblock(t *testing.T) {
 	}
 	// The fetcher still holds the block: no request.
 	po := outcome(tasks[0], crawlmsg.OutcomeParked, 0)
-	po.Requested = false
+	po.Requested, po.PolicyVersion = false, 1
 	res := f.complete(at(2*time.Second), po)
 	if res[0].Result != frontier.ResultRequeued {
 		t.Fatalf("parked outcome of an unblocked URL: result %s, want %s", res[0].Result, frontier.ResultRequeued)
@@ -842,8 +846,8 @@ func TestPolicyParkedOutcomeAfterUnblock(t *testing.T) {
 	var got []string
 	for step := 3; step < 20 && len(got) < 2; step++ {
 		for _, tk := range f.dispatch(at(time.Duration(step)*time.Minute), 10) {
-			if tk.Attempt != 0 {
-				t.Errorf("%s dispatched with attempt %d", tk.URL, tk.Attempt)
+			if want := map[string]int{"http://race.example/0": 1}[tk.URL]; tk.Attempt != want {
+				t.Errorf("%s dispatched with attempt %d, want %d", tk.URL, tk.Attempt, want)
 			}
 			got = append(got, tk.URL)
 			f.complete(at(time.Duration(step)*time.Minute+time.Second), ok200(tk))

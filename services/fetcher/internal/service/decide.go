@@ -34,9 +34,9 @@ func (s *Service) process(ctx context.Context, task *crawlmsg.FetchTask) (*crawl
 	rules := s.policies.Current()
 	pol := rules.URL(task.URL)
 	if pol.Blocked() {
-		return s.parked(out, parkedPage), nil, nil
+		return s.parked(out, parkedPage, rules), nil, nil
 	}
-	if o := s.outOfScope(task, pol, out); o != nil {
+	if o := s.outOfScope(task, rules, pol, out); o != nil {
 		return o, nil, nil
 	}
 	rb := s.robotsFor(pol)

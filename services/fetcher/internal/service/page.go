@@ -24,10 +24,10 @@ func (s *Service) fetchPage(ctx, reqCtx context.Context, task *crawlmsg.FetchTas
 	// was dispatched, received or started stops it here. A set is immutable, so while the
 	// same one is in force the URL's policy is the one read at the start.
 	if now := s.policies.Current(); now != rules {
-		pol = now.URL(task.URL)
+		rules, pol = now, now.URL(task.URL)
 	}
 	if pol.Blocked() {
-		return s.parked(out, parkedPage), nil, nil
+		return s.parked(out, parkedPage, rules), nil, nil
 	}
 	hdr, err := s.headersOf(pol, u.Hostname())
 	if err != nil {

@@ -97,13 +97,15 @@ func (s *Service) policyOf(rawURL string) policy.Resolved {
 // errPolicyBlocked: a site policy blocks the URL a request would go to.
 var errPolicyBlocked = errors.New("a site policy blocks it")
 
-// parked answers a task whose URL a site policy blocks: no request for it, and the
-// scheduler parks the URL (reason blocked) until the block is lifted. Requested stays as
-// it was: a task that fetched robots.txt before finding its URL blocked still reports
-// that request, whose gap the host is owed.
-func (s *Service) parked(out *crawlmsg.Outcome, what string) *crawlmsg.Outcome {
+// parked answers a task whose URL a site policy of rules blocks: no request for it, and
+// the scheduler parks the URL (reason blocked) until the block is lifted. Requested stays
+// as it was: a task that fetched robots.txt before finding its URL blocked still reports
+// that request, whose gap the host is owed. The outcome names the rules' version, so a
+// scheduler holding newer ones checks it again.
+func (s *Service) parked(out *crawlmsg.Outcome, what string, rules *policy.Set) *crawlmsg.Outcome {
 	s.m.policy.parked.WithLabelValues(what).Inc()
 	out.Kind = crawlmsg.OutcomeParked
+	out.PolicyVersion = rules.Version()
 	out.Error = "blocked by a site policy"
 	return out
 }
@@ -113,8 +115,10 @@ func (s *Service) parked(out *crawlmsg.Outcome, what string) *crawlmsg.Outcome {
 // URL was queued): no request, and the URL ends out of scope. The frontier rechecks its
 // back queues when a scope narrows, but not URLs still in its front queues or already
 // dispatched; this check is what keeps those from being fetched. Requisites and sitemaps
-// follow the parser's own scope rules and are not held to it.
-func (s *Service) outOfScope(task *crawlmsg.FetchTask, pol policy.Resolved, out *crawlmsg.Outcome) *crawlmsg.Outcome {
+// follow the parser's own scope rules and are not held to it. pol is the URL's policy
+// under rules, whose version the outcome names with the depth, so a scheduler holding
+// newer rules checks it again.
+func (s *Service) outOfScope(task *crawlmsg.FetchTask, rules *policy.Set, pol policy.Resolved, out *crawlmsg.Outcome) *crawlmsg.Outcome {
 	if task.Kind != crawlmsg.KindPage && task.Kind != "" {
 		return nil
 	}
@@ -124,6 +128,7 @@ func (s *Service) outOfScope(task *crawlmsg.FetchTask, pol policy.Resolved, out 
 	}
 	s.m.policy.outOfScope.Inc()
 	out.Kind = crawlmsg.OutcomeOutOfScope
+	out.PolicyVersion, out.Depth = rules.Version(), task.Depth
 	out.Error = "out of scope by a site policy: " + why
 	return out
 }

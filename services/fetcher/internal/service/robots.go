@@ -28,18 +28,28 @@ type robotsFetched struct {
 // (f, nil when that took more than one request or did not succeed): only when the politeness
 // rule puts the host's next request no later than now, so that the two requests are as far
 // apart as two tasks would be, and only when the task's lease and budget still hold a full
-// request and its publishing.
+// request and its publishing. The rule is the host's as the frontier applies it: the
+// process-wide settings under the limits the host's site policy sets in its shard's policy
+// table (politeness.ReadHostLimits); a table that cannot be read leaves the URL to a task
+// of its own, which the frontier spaces.
 func (s *Service) goOnAfterRobots(ctx context.Context, task *crawlmsg.FetchTask, f *robotsFetched) bool {
 	if f == nil {
 		return false
 	}
 	now := s.now()
-	gap, _ := s.cfg.Politeness.Gap(f.entry.CrawlDelay(), f.took)
-	if now.Before(f.end.Add(gap)) || now.Add(s.cfg.FetchTimeout+deadlineSlack).After(s.lease.local(task.Deadline)) {
+	if now.Add(s.cfg.FetchTimeout + deadlineSlack).After(s.lease.local(task.Deadline)) {
 		return false
 	}
-	dl, ok := ctx.Deadline()
-	return !ok || dl.Sub(now) >= s.cfg.FetchTimeout+publishTimeout
+	if dl, ok := ctx.Deadline(); ok && dl.Sub(now) < s.cfg.FetchTimeout+publishTimeout {
+		return false
+	}
+	lim, err := politeness.ReadHostLimits(ctx, s.rdb, s.cfg.Common.RedisPrefix, task.Shard, task.Host)
+	if err != nil {
+		s.log.Warn("robots.txt: the host's policy limits cannot be read; its URL waits for a task of its own", "host", task.Host, "err", err)
+		return false
+	}
+	gap, _ := s.cfg.Politeness.With(lim).Gap(f.entry.CrawlDelay(), f.took)
+	return !s.now().Before(f.end.Add(gap))
 }
 
 // fetchRobots makes the task's request robots.txt: the result is cached for every
@@ -85,11 +95,11 @@ func (s *Service) fetchRobots(ctx, reqCtx context.Context, out *crawlmsg.Outcome
 			return noFresh(s.robotsHop(ctx, rb.store, out, origin, robotscache.Hop{URL: target, N: n}, started, ownTook, 0))
 		}
 		next := robotscache.Hop{URL: target, N: n}
-		if s.policyOf(out.URL).Blocked() {
+		if rules := s.policies.Current(); rules.URL(out.URL).Blocked() {
 			if requested {
 				return noFresh(s.robotsHop(ctx, rb.store, out, origin, next, started, ownTook, 0))
 			}
-			return s.parked(out, parkedRobots), nil, nil
+			return s.parked(out, parkedRobots, rules), nil, nil
 		}
 		tpol := s.policyOf(target)
 		if tpol.Blocked() {

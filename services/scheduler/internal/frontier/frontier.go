@@ -40,6 +40,7 @@ var (
 	scriptResume   = load("resume.lua")
 	scriptOver     = load("over.lua")
 	scriptRecheck  = load("recheck.lua")
+	scriptSift     = load("sift.lua")
 )
 
 // The scripts' KEYS and ARGV layout, written once here: New builds the keys and the
@@ -251,6 +252,8 @@ type Frontier struct {
 	conf []any // the confArgs values, after callArgs
 	// rules are the live site policies (UsePolicy); nil: none.
 	rules func() *policy.Set
+	// sifted is what the policy passes sifted last (siftParked).
+	sifted siftMemo
 }
 
 // UsePolicy makes AddBatches check each URL against the live site policies' depth,

@@ -28,7 +28,8 @@ const (
 	ResultDisallowed
 	// ResultRequeued: the URL went back to the head of its host queue with the same attempt
 	// (robots.txt was fetched instead, the task expired before the fetch, or it was
-	// deferred).
+	// deferred), or counting an attempt (a fetcher on older rules than the scheduler's
+	// parked it or found it out of scope: recheckPolicy).
 	ResultRequeued
 	// ResultParked: a live policy blocks the URL (the fetcher made no request): it went to
 	// its host's park list with the same attempt, until the block is lifted.
@@ -77,6 +78,8 @@ const (
 	actRequeue    action = 5
 	actPark       action = 6
 	actOutOfScope action = 7
+	// actRecheck: back to the head of the host queue counting an attempt (recheckPolicy).
+	actRecheck action = 0
 )
 
 // health is what an outcome says about its host, for retirement (codes shared with
@@ -146,6 +149,35 @@ func classify(o crawlmsg.Outcome) (p plan, ok bool) {
 	return plan{}, false
 }
 
+// recheckPolicy checks a parked or out-of-scope outcome (act) again when the fetcher
+// decided it by older rules than the scheduler's (a change not yet loaded there, taken
+// with a task dispatched right after it): the rules in force decide. A URL they block is
+// parked, one they do not admit ends out of scope, and one they admit and do not block,
+// which a park list would hold until a pass resumes it or which would end for good, goes
+// back to the head of its queue (actRecheck), counting an attempt: a fetcher stuck on old
+// rules (its store unreachable) cannot send it round forever, and once its attempts are
+// spent the fetcher's answer stands. Were the host blocked in the shard's table after all,
+// the outcome parks the whole queue with it. An outcome decided by the scheduler's rules
+// or newer ones stands: the scheduler may be the one behind.
+func recheckPolicy(rules *policy.Set, o crawlmsg.Outcome, act action, maxRetries int) action {
+	if o.PolicyVersion >= rules.Version() {
+		return act
+	}
+	res := rules.URL(o.URL)
+	if res.Blocked() {
+		return actPark
+	}
+	if act == actOutOfScope {
+		if ok, _ := res.Admit(o.URL, o.Depth); !ok {
+			return actOutOfScope
+		}
+	}
+	if o.Attempt+1 > maxRetries {
+		return act
+	}
+	return actRecheck
+}
+
 func secondsToMs(s float64) int64 {
 	if s <= 0 || math.IsNaN(s) {
 		return 0
@@ -181,13 +213,8 @@ func (f *Frontier) Complete(ctx context.Context, outs []crawlmsg.Outcome) ([]App
 			applied[i].Result = ResultInvalid
 			continue
 		}
-		if p.act == actPark && rules != nil && !rules.URL(o.URL).Blocked() {
-			// A fetcher still on older rules parked a URL the rules in force no longer
-			// block (it took the task right after an unblock): parked, it would wait for
-			// a pass that resumes park lists. It goes back to the head of its queue with
-			// the same attempt instead; were its host blocked in the shard's table after
-			// all, the outcome parks the whole queue with it.
-			p.act = actRequeue
+		if rules != nil && (p.act == actPark || p.act == actOutOfScope) {
+			p.act = recheckPolicy(rules, o, p.act, f.o.MaxRetries)
 		}
 		cd := int64(-1)
 		// A robots outcome, or one whose task fetched robots.txt first, carries the freshly

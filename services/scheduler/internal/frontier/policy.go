@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/trawl/trawl/shared/frontierkeys"
 	"github.com/trawl/trawl/shared/policy"
+	"github.com/trawl/trawl/shared/redisx"
 )
 
 // HostLimits is a rule's per-host limits as the shard's policy table holds them: the
@@ -139,8 +141,7 @@ const resumeChunk = 1000
 // ApplyPolicy brings the shard in line with a rule set: it syncs the policy table
 // (SyncPolicy); when that changed anything it parks the queues of the active hosts the
 // rules now block (a blocked host would be parked when next due anyway; this does it at
-// once), and resumes every park list whose host is no longer blocked; with the table
-// unchanged it resumes the park lists of the hosts the rules do not block
+// once). Either way it then resumes the park lists of the hosts the rules do not block
 // (resumeUnblocked). Run it at start, on every change, once more a little after a change
 // and periodically: those passes find URLs a fetcher parked under the old rules while the
 // change spread.
@@ -150,54 +151,168 @@ func (f *Frontier) ApplyPolicy(ctx context.Context, s *policy.Set) (PolicyApplie
 		return PolicyApplied{}, err
 	}
 	a := PolicyApplied{PolicyChange: ch}
-	if ch.Empty() {
-		a.Resumed, err = f.resumeUnblocked(ctx, s)
-		return a, err
+	if !ch.Empty() {
+		if a.Parked, err = f.ParkBlocked(ctx); err != nil {
+			return a, err
+		}
 	}
-	if a.Parked, err = f.ParkBlocked(ctx); err != nil {
-		return a, err
-	}
-	a.Resumed, err = f.ResumeParked(ctx)
+	a.Resumed, err = f.resumeUnblocked(ctx, s)
 	return a, err
 }
 
-// resumeUnblocked resumes, with the table unchanged, the park lists of the hosts no rule
-// blocks: lists a fetcher still on older rules filled after the change that unblocked
-// them. A host a URL-prefix block covers keeps its list (its entries may be blocked URLs,
-// which a fetcher would only park again); so does a blocked host. It costs one HKEYS
-// when nothing is parked.
+// resumeUnblocked resumes the park lists of the hosts no host or domain rule blocks: after
+// a change that lifted a block, and on the passes with the table unchanged, the lists a
+// fetcher still on older rules filled after it. The list of a host a URL-prefix block
+// covers holds URLs that are still blocked and URLs whose block was removed or narrowed
+// (the policy table holds no prefix rule, so only the set can tell them apart): it is
+// sifted, each URL resumed unless the set blocks it (siftParked). It costs one HKEYS when
+// nothing is parked.
 func (f *Frontier) resumeUnblocked(ctx context.Context, s *policy.Set) (int64, error) {
 	hosts, err := f.rdb.HKeys(ctx, f.k.Parked()).Result()
 	if err != nil {
 		return 0, fmt.Errorf("frontier: shard %d: parked hosts: %w", f.o.Shard, err)
 	}
-	if len(hosts) == 0 {
-		return 0, nil
-	}
 	if s == nil {
 		s = policy.Empty()
 	}
-	prefixBlocked := map[string]bool{}
-	for _, st := range s.Rules() {
-		if st.Scope.Kind == policy.KindPrefix && st.Rule.Block != nil && *st.Rule.Block {
-			for _, h := range hosts {
-				if s.Covers(st.Scope, h) {
-					prefixBlocked[h] = true
-				}
-			}
+	var whole, sift []string
+	for _, h := range hosts {
+		switch {
+		case s.Host(h).Blocked():
+		case s.PrefixBlocks(h):
+			sift = append(sift, h)
+		default:
+			whole = append(whole, h)
 		}
 	}
+	// Only the lists sifted now are remembered, so the memo holds no older set.
+	f.sifted.keep(sift)
 	var n int64
-	for _, h := range hosts {
-		if prefixBlocked[h] || s.Host(h).Blocked() {
-			continue
-		}
+	for _, h := range whole {
 		m, err := f.resumeHost(ctx, h)
 		n += m
 		if err != nil {
 			return n, err
 		}
 	}
+	for _, h := range sift {
+		m, err := f.siftParked(ctx, s, h)
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// siftMemo remembers, per host, the set its park list was last sifted against and the
+// list's length after it: a list that has not grown since, under the same set, holds only
+// URLs that set blocks, so the passes every 30 s do not read it again. Only a sift removes
+// entries other than a whole-list resume, and parking appends, so an unchanged length under
+// one set is an unchanged list.
+type siftMemo struct {
+	mu sync.Mutex
+	m  map[string]siftMark
+}
+
+type siftMark struct {
+	set *policy.Set
+	n   int64
+}
+
+func (m *siftMemo) get(h string) (siftMark, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k, ok := m.m[h]
+	return k, ok
+}
+
+func (m *siftMemo) put(h string, k siftMark) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.m == nil {
+		m.m = map[string]siftMark{}
+	}
+	m.m[h] = k
+}
+
+// keep forgets every host but these.
+func (m *siftMemo) keep(hosts []string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	in := make(map[string]bool, len(hosts))
+	for _, h := range hosts {
+		in[h] = true
+	}
+	for h := range m.m {
+		if !in[h] {
+			delete(m.m, h)
+		}
+	}
+}
+
+// siftParked resumes the entries of host h's park list whose URL the set no longer blocks
+// and keeps the others parked, in their order: Go reads a chunk from the list's end and
+// decides each entry, and sift.lua applies it only if the chunk is still there (else Go
+// reads again). It returns how many entries it resumed.
+func (f *Frontier) siftParked(ctx context.Context, s *policy.Set, h string) (int64, error) {
+	key := f.k.Park(h)
+	total, err := f.rdb.LLen(ctx, key).Result()
+	if err != nil {
+		return 0, fmt.Errorf("frontier: shard %d: sift %s: %w", f.o.Shard, h, err)
+	}
+	if k, ok := f.sifted.get(h); ok && k.set == s && k.n == total {
+		return 0, nil
+	}
+	var n int64
+	tries, left := 0, total
+	for done := int64(0); done < total; {
+		c := min(total-done, resumeChunk)
+		es, err := f.rdb.LRange(ctx, key, -c, -1).Result()
+		if err != nil {
+			return n, fmt.Errorf("frontier: shard %d: sift %s: %w", f.o.Shard, h, err)
+		}
+		if len(es) == 0 {
+			break
+		}
+		args := append(f.args(2+2*len(es)), h, strconv.Itoa(len(es)))
+		for _, e := range es {
+			act := "k"
+			if en, err := ParseEntry(e); err == nil && !s.URL(en.URL).Blocked() {
+				act = "r"
+			}
+			args = append(args, e, act)
+		}
+		v, err := f.run(ctx, scriptSift, args)
+		if err != nil {
+			return n, err
+		}
+		r, err := redisx.Int64s(v)
+		if err != nil || len(r) != 2 {
+			return n, fmt.Errorf("frontier: shard %d: sift %s: unexpected reply %v: %w", f.o.Shard, h, v, err)
+		}
+		m := r[0]
+		switch {
+		case m == -2:
+			// The shard's table blocks the host after all (another process wrote it).
+			return n, nil
+		case m < 0:
+			// Parking appended to the list meanwhile: read its end again.
+			if tries++; tries > 100 {
+				return n, fmt.Errorf("frontier: shard %d: sift %s: the park list kept moving", f.o.Shard, h)
+			}
+			continue
+		}
+		n += m
+		left = r[1]
+		done += int64(len(es))
+	}
+	if tries > 0 {
+		// Entries appended meanwhile took the place of some the pass did not reach: the
+		// next pass reads the whole list again.
+		return n, nil
+	}
+	f.sifted.put(h, siftMark{set: s, n: left})
 	return n, nil
 }
 
@@ -222,25 +337,6 @@ func (f *Frontier) ParkBlocked(ctx context.Context) (int64, error) {
 		}
 		m, _ := v.(int64)
 		n += m
-	}
-	return n, nil
-}
-
-// ResumeParked moves the park lists of the hosts the policy table no longer blocks back
-// to the head of front queue 0, in their order, a chunk per script call so that dispatch
-// for other hosts goes on in between. It returns how many URLs it moved.
-func (f *Frontier) ResumeParked(ctx context.Context) (int64, error) {
-	hosts, err := f.rdb.HKeys(ctx, f.k.Parked()).Result()
-	if err != nil {
-		return 0, fmt.Errorf("frontier: shard %d: parked hosts: %w", f.o.Shard, err)
-	}
-	var n int64
-	for _, h := range hosts {
-		m, err := f.resumeHost(ctx, h)
-		n += m
-		if err != nil {
-			return n, err
-		}
 	}
 	return n, nil
 }

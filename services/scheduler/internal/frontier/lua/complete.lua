@@ -4,7 +4,8 @@
 -- address the request went to ('' = unknown; the stored one stays), kept in host:<host> as
 -- addr for the status views. flags packs five small fields into one number, because every
 -- argument costs the script a string and a table slot: action (1 fetched, 2 retry,
--- 3 failed, 4 disallowed, 5 requeue, 6 park) + 8 × requested (0/1) + 16 × reset error streak (0/1)
+-- 3 failed, 4 disallowed, 5 requeue, 6 park, 7 out of scope, 0 requeue counting an
+-- attempt) + 8 × requested (0/1) + 16 × reset error streak (0/1)
 -- + 32 × refund the page charge (0/1: no page request was made) + 64 × health (0 says
 -- nothing about the host, 1 a failure: error, timeout, 5xx, robots unavailable; 2 the host
 -- answered).
@@ -147,6 +148,17 @@ for o = 1, n do
       -- A live policy narrowed the scope since the URL was queued: it ends, as the
       -- recheck would have ended it.
       bump('out_of_scope', 1)
+    elseif act == 0 then
+      -- A fetcher on older rules parked the URL or found it out of scope, and the rules in
+      -- force admit it: back to its queue counting an attempt (Go sends this only while
+      -- one is left), so a fetcher stuck on old rules cannot send it round forever.
+      local e = string.sub(v, sp + 1)
+      local d, hp, att, u = parse(e)
+      if d then e = d .. ' ' .. hp .. ' ' .. n2s(att + 1) .. ' ' .. u end
+      redis.call('LPUSH', bq(h), e)
+      bump('queued', 1)
+      back = 1
+      res = 5
     else
       -- The entry is only needed when the URL goes back to its queue.
       local e = string.sub(v, sp + 1)

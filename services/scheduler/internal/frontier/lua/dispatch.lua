@@ -1,12 +1,13 @@
 -- Dispatch. ARGV[A]: most tasks to hand out.
 -- Returns {deadline, host1, token1, entry1, host2, ...}; {} when paused.
 --
--- A host whose live policy allows connections > 1 takes the first free lease slot
+-- A host whose live policy allows connections N > 1 takes the first free lease slot
 -- (slot_id), and while it has another slot free and URLs queued it stays in the heap, due
--- again the host's gap after this dispatch: with several connections the gap is kept
--- from one request's start to the next one's start. With one connection nothing changes:
--- the host leaves the heap until its outcome, which sets its next time a gap after the
--- request's end.
+-- again 1/N of one connection's cycle (the last response time and the gap after it) after
+-- this dispatch: starts are spaced start to start, so the host gets N times the rate one
+-- connection gives it, and never more than N requests in flight. With one connection
+-- nothing changes: the host leaves the heap until its outcome, which sets its next time a
+-- gap after the request's end.
 if redis.call('EXISTS', K_PAUSED) == 1 then return {} end
 local MAX = tonumber(ARGV[A])
 route()
@@ -83,9 +84,11 @@ for i, h in ipairs(hs) do
       expire_state(h, NOW)
     else
       if lim.conn > 1 then
-        -- The next start is a gap after this one, whichever slot ends first.
+        -- The next start is 1/N of a request and its gap after this one, whichever slot
+        -- ends first.
         local st = redis.call('HMGET', hk(h), HF.CD, HF.RT)
-        local nx = n2s(NOW + gap(tonumber(st[1] or '0') or 0, tonumber(st[2] or '0') or 0, lim))
+        local rt = tonumber(st[2] or '0') or 0
+        local nx = n2s(NOW + (rt + gap(tonumber(st[1] or '0') or 0, rt, lim)) / lim.conn)
         redis.call('HSET', hk(h), HF.NEXT, nx)
         if busy + 1 < lim.conn and redis.call('LLEN', bq(h)) > 0 then
           again[#again + 1] = nx
