@@ -13,6 +13,7 @@ import (
 	"github.com/trawl/trawl/shared/natsx"
 	"github.com/trawl/trawl/shared/redisx"
 	"github.com/trawl/trawl/shared/topology"
+	"github.com/trawl/trawl/shared/urlnorm"
 )
 
 // Conn are the settings that find a crawl: every service reads them (in Common), and so
@@ -205,6 +206,17 @@ func LoadCommon(r *Reader, defaultHTTP string) Common {
 		PagesMaxBytes: r.Bytes("PAGES_MAX_BYTES", topology.DefaultOptions(0).PagesMaxBytes),
 		DocsMaxBytes:  r.Bytes("DOCS_MAX_BYTES", topology.DefaultOptions(0).DocsMaxBytes),
 		Durability:    LoadDurability(r),
+	}
+}
+
+// LoadURLNorm reads the settings of a URL's normal form beyond urlnorm's fixed rules
+// (TRAWL_STRIP_SESSION_IDS, TRAWL_SORT_QUERY): dedup gives every URL this form, and every
+// process that makes a request of its own (the renderer's for the browser) puts its URL in
+// the same form before judging it, so that one URL is one URL everywhere.
+func LoadURLNorm(r *Reader) urlnorm.Options {
+	return urlnorm.Options{
+		StripSessionIDs: r.Bool("STRIP_SESSION_IDS", true),
+		SortQuery:       r.Bool("SORT_QUERY", false),
 	}
 }
 

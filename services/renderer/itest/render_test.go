@@ -294,3 +294,53 @@ func TestRenderGivesUpOnAPageThatNeverLoads(t *testing.T) {
 		t.Errorf("failed pages counted %v, want 1", v)
 	}
 }
+
+// A browser request is judged in Trawl's form of its URL, not Chromium's: a host written
+// with a trailing dot is the host a block names, an escaped unreserved octet is the letter
+// a prefix block names, and neither spelling reaches the site.
+func TestRenderJudgesRequestsInTrawlsForm(t *testing.T) {
+	st := newStack(t)
+	s := newSite(t, map[string]http.HandlerFunc{
+		"a.test/robots.txt":       serve("text/plain", ""),
+		"blocked.test/robots.txt": serve("text/plain", ""),
+		"a.test/ok.js":            serve("text/javascript", "document.body.setAttribute('data-ok', 'ran');"),
+		"a.test/private/a.js":     serve("text/javascript", "document.body.setAttribute('data-private', 'ran');"),
+		"blocked.test/x.js":       serve("text/javascript", "document.body.setAttribute('data-blocked', 'ran');"),
+	})
+	yes := true
+	var changes []policy.Change
+	for _, scope := range []string{"host:blocked.test", s.url("a.test", "/private/")} {
+		sc, err := policy.ParseScope(scope)
+		if err != nil {
+			t.Fatal(err)
+		}
+		changes = append(changes, policy.Change{Rule: policy.Rule{Scope: sc, Block: &yes}})
+	}
+	if _, _, err := policy.NewStore(st.rdb(), "itest").Apply(testwait.Context(t), changes, "test", 0); err != nil {
+		t.Fatal(err)
+	}
+	// The trailing-dot spelling resolves too, so that a request let through would be seen.
+	st.start(st.config(map[string]string{"TRAWL_RESOLVE": resolve("a.test", "blocked.test", "blocked.test.")}))
+	dotted := "http://blocked.test.:" + s.port + "/x.js"
+	p := st.page(st.publishTask(s.url("a.test", "/"), `<html><body><script src="/ok.js"></script>`+
+		`<script src="/%70rivate/a.js"></script><script src="`+dotted+`"></script></body></html>`))
+	if !strings.Contains(string(p.Body), `data-ok="ran"`) {
+		t.Errorf("the allowed script did not run: %s", p.Body)
+	}
+	for _, attr := range []string{"data-private", "data-blocked"} {
+		if strings.Contains(string(p.Body), attr) {
+			t.Errorf("a blocked script ran (%s): %s", attr, p.Body)
+		}
+	}
+	if got := s.paths("blocked.test"); len(got) != 0 {
+		t.Errorf("blocked.test saw %v, want nothing", got)
+	}
+	for _, path := range s.paths("a.test") {
+		if strings.Contains(path, "rivate") {
+			t.Errorf("a.test saw %s, under a prefix block", path)
+		}
+	}
+	if r := p.Meta.Rendered.Refused; r["blocked"] != 2 {
+		t.Errorf("refused %v, want blocked: 2", r)
+	}
+}

@@ -64,10 +64,7 @@ func Load(r *envconfig.Reader) (Config, error) {
 		FillInterval:     r.Duration("BLOOM_FILL_INTERVAL", time.Minute),
 		Seeds:            r.List("SEEDS", nil),
 		CacheSize:        r.Int("DEDUP_CACHE_SIZE", 50_000),
-		Norm: urlnorm.Options{
-			StripSessionIDs: r.Bool("STRIP_SESSION_IDS", true),
-			SortQuery:       r.Bool("SORT_QUERY", false),
-		},
+		Norm:             envconfig.LoadURLNorm(r),
 	}
 	return c, r.Err()
 }

@@ -36,6 +36,7 @@ import (
 	"github.com/trawl/trawl/shared/robots"
 	"github.com/trawl/trawl/shared/robotscache"
 	"github.com/trawl/trawl/shared/safedial"
+	"github.com/trawl/trawl/shared/urlnorm"
 )
 
 // Reasons a request is refused (failed inside the page); the values of
@@ -87,6 +88,8 @@ type Config struct {
 	RequestTimeout time.Duration
 	MaxBody        int64
 	CacheMaxEntry  int64
+	// Norm is the URL form dedup gives the fetchers' URLs; every request is put in it first.
+	Norm urlnorm.Options
 	// Policy, when set, is the live site policies' verdict on a URL: "" to go on, or the
 	// reason to refuse it (RefusedBlocked, RefusedScope) and the rule that decided.
 	Policy func(rawURL string) (refuse, why string)
@@ -157,33 +160,48 @@ func (a *Answerer) Answer(ctx context.Context, req Request) Result {
 		return a.refuse(RefusedScheme, fmt.Errorf("scheme %q", u.Scheme))
 	case u.Hostname() == "":
 		return a.refuse(RefusedURL, errors.New("no host"))
-	case a.cfg.MaxURLLength > 0 && len(req.URL) > a.cfg.MaxURLLength:
-		return a.refuse(RefusedURL, fmt.Errorf("%d octets, TRAWL_MAX_URL_LENGTH is %d", len(req.URL), a.cfg.MaxURLLength))
-	case a.cfg.Exclude != nil && a.cfg.Exclude.MatchString(req.URL):
+	}
+	// The URL as Chromium writes it is not Trawl's: a trailing dot on the host, escaped
+	// unreserved octets, a session id. Judged, cached, claimed and requested in the form
+	// dedup gives the fetchers' URLs, a request is one URL with one host however the page
+	// spells it, and no spelling slips past a block, a scope or a host's claim.
+	norm, err := urlnorm.NormalizeWith(req.URL, a.cfg.Norm)
+	if err != nil {
+		return a.refuse(RefusedURL, err)
+	}
+	host, err := urlnorm.Host(norm)
+	if err != nil {
+		return a.refuse(RefusedURL, err)
+	}
+	if u, err = url.Parse(norm); err != nil {
+		return a.refuse(RefusedURL, err)
+	}
+	switch {
+	case a.cfg.MaxURLLength > 0 && len(norm) > a.cfg.MaxURLLength:
+		return a.refuse(RefusedURL, fmt.Errorf("%d octets, TRAWL_MAX_URL_LENGTH is %d", len(norm), a.cfg.MaxURLLength))
+	case a.cfg.Exclude != nil && a.cfg.Exclude.MatchString(norm):
 		return a.refuse(RefusedScope, errors.New("TRAWL_EXCLUDE matches"))
 	}
 	if a.cfg.Policy != nil {
 		// Asked right before each request, as fetchers do: a block is in force within the
 		// watcher's poll whatever was dispatched before.
-		if reason, why := a.cfg.Policy(req.URL); reason != "" {
+		if reason, why := a.cfg.Policy(norm); reason != "" {
 			return a.refuse(reason, errors.New(why))
 		}
 	}
-	u.Fragment = ""
 	cacheable := req.Method == http.MethodGet && a.cache != nil
 	if cacheable {
-		if r, ok := a.cache.Get(ctx, u.String()); ok {
+		if r, ok := a.cache.Get(ctx, norm); ok {
 			a.m.Answered("cache")
 			return r
 		}
 	}
-	host := strings.ToLower(u.Hostname())
 	origin := u.Scheme + "://" + u.Host
 	entry, err := a.robotsEntry(ctx, host, origin)
 	if err != nil {
 		return a.refuse(refusal(ctx, err), err)
 	}
-	if d, err := robots.Decide(entry, "", u.String()); err != nil || !d.Allowed {
+	if d, err := robots.Decide(entry, "", norm); err != nil || !d.Allowed {
 		if err == nil {
 			err = fmt.Errorf("%s %s", d.Reason, d.Rule)
 		}
@@ -195,7 +213,7 @@ func (a *Answerer) Answer(ctx context.Context, req Request) Result {
 			// Since the look above, another request for the URL (another tab's, another
 			// renderer's) may have been answered and kept while this one waited for the
 			// host: a favicon two pages ask for at once is requested once.
-			if r, ok := a.cache.Get(ctx, u.String()); ok {
+			if r, ok := a.cache.Get(ctx, norm); ok {
 				source = "cache"
 				return r, nil
 			}
@@ -204,7 +222,7 @@ func (a *Answerer) Answer(ctx context.Context, req Request) Result {
 		if err == nil && cacheable && a.keep(res) {
 			// Stored before the host is released: a request for the URL waiting for the
 			// host finds it.
-			a.cache.Put(ctx, u.String(), res)
+			a.cache.Put(ctx, norm, res)
 		}
 		return res, err
 	})

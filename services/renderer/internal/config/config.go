@@ -4,6 +4,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"github.com/trawl/trawl/shared/urlnorm"
 	"net/netip"
 	"strings"
 	"time"
@@ -25,6 +26,10 @@ type Config struct {
 	// Scope is the crawl's scope settings; a browser request is refused by TRAWL_EXCLUDE
 	// and TRAWL_MAX_URL_LENGTH (see docs/architecture.md, "Rendering").
 	Scope crawlscope.Settings
+	// Norm is the URL form dedup gives every URL (TRAWL_STRIP_SESSION_IDS,
+	// TRAWL_SORT_QUERY): a browser request is put in it before it is judged, claimed and
+	// made, as the fetchers' URLs are.
+	Norm urlnorm.Options
 	// Policy is how the live site policies are followed (TRAWL_POLICY_POLL): a blocked URL
 	// or one a rule excludes is refused in the page.
 	Policy policy.Settings
@@ -64,6 +69,7 @@ func Load(r *envconfig.Reader) (Config, error) {
 	c := Config{
 		Common:         envconfig.LoadCommon(r, DefaultHTTPAddr),
 		Scope:          crawlscope.Load(r),
+		Norm:           envconfig.LoadURLNorm(r),
 		Politeness:     politeness.Load(r),
 		Policy:         policy.Load(r),
 		Chromium:       r.String("CHROMIUM", "/usr/bin/chromium"),

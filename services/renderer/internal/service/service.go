@@ -98,6 +98,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Service, er
 		UserAgent:      cfg.UserAgent,
 		RobotsAgent:    cfg.RobotsAgent,
 		MaxURLLength:   cfg.Scope.MaxURLLength,
+		Norm:           cfg.Norm,
 		Exclude:        exclude,
 		RequestTimeout: cfg.RequestTimeout,
 		MaxBody:        cfg.MaxBody,
