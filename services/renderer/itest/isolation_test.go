@@ -109,11 +109,26 @@ func TestRenderBrowserIsolated(t *testing.T) {
 	case <-time.After(waitFor):
 		t.Fatal("the page never asked for its script")
 	}
+	checkIsolated(t, tree(t, in.svc.Browser().PID()), secret)
+	close(release)
+	if p := st.page(lease); !strings.Contains(string(p.Body), `data-slow="ran"`) {
+		t.Errorf("page not rendered: %s", p.Body)
+	}
+}
+
+// checkIsolated checks the browser's processes (procs[0] the browser itself): none holds a
+// TRAWL_* variable or secret in its environment, none runs as root, none is in the test's
+// network namespace or was started unsandboxed, and each page's renderer process is under
+// seccomp, without new privileges, in a PID namespace of its own.
+func checkIsolated(t *testing.T, procs []proc, secret string) {
+	t.Helper()
 	self, err := readProc(os.Getpid())
 	if err != nil {
 		t.Fatal(err)
 	}
-	procs := tree(t, in.svc.Browser().PID())
+	if len(procs) == 0 {
+		t.Fatal("no browser process")
+	}
 	renderers := 0
 	for _, p := range procs {
 		what := fmt.Sprintf("browser process %d (%.80s)", p.pid, p.cmdline)
@@ -122,7 +137,7 @@ func TestRenderBrowserIsolated(t *testing.T) {
 				t.Errorf("%s has %q in its environment", what, kv)
 			}
 		}
-		if uid := strings.Fields(p.status["Uid"]); len(uid) == 0 || uid[0] == "0" || uid[1] == "0" {
+		if uid := strings.Fields(p.status["Uid"]); len(uid) < 2 || uid[0] == "0" || uid[1] == "0" {
 			t.Errorf("%s runs as uid %v, want a user that is not root", what, uid)
 		}
 		if p.netns == self.netns {
@@ -147,6 +162,72 @@ func TestRenderBrowserIsolated(t *testing.T) {
 	if renderers == 0 {
 		t.Errorf("no renderer process among the browser's %d processes", len(procs))
 	}
+}
+
+// A renderer that is not root (as in its Docker image) sandboxes its browser the same way:
+// the browser in user and network namespaces the renderer makes, Chromium's sandbox nested
+// inside.
+func TestRendererNotRootSandboxesItsBrowser(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Fatal("this test runs the renderer as another user: run it as root (as make test and CI do)")
+	}
+	const secret = "s3cret-of-the-renderer"
+	const uid = 65532 // the image's nonroot
+	st := newStack(t)
+	bin := renderer(t)
+	// Short: Chromium's singleton socket goes in a directory inside, and a socket's path
+	// has at most 107 bytes.
+	tmp, err := os.MkdirTemp(tmpRoot, "trawl-nr-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(tmp) })
+	if err := os.Chown(tmp, uid, uid); err != nil {
+		t.Fatal(err)
+	}
+	asked := make(chan struct{}, 1)
+	release := make(chan struct{})
+	s := newSite(t, map[string]http.HandlerFunc{
+		"a.test/robots.txt": serve("text/plain", ""),
+		"a.test/slow.js": func(w http.ResponseWriter, r *http.Request) {
+			asked <- struct{}{}
+			select {
+			case <-release:
+			case <-time.After(waitFor):
+			}
+			w.Header().Set("Content-Type", "text/javascript")
+			w.Write([]byte(`document.body.setAttribute('data-slow', 'ran');`))
+		},
+	})
+	cmd := exec.Command(bin)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid, Groups: []uint32{}}, Pdeathsig: syscall.SIGKILL}
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "TMPDIR=" + tmp, "SOME_API_TOKEN=" + secret, "TRAWL_RESOLVE=" + resolve("a.test"), "TRAWL_RENDER_CACHE_TTL=0"}
+	for k, v := range st.env {
+		if k != "TRAWL_RENDER_CACHE_TTL" {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+	}
+	var out testwait.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	var werr error
+	go func() { werr = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	})
+	lease := st.publishTask(s.url("a.test", "/"), `<html><body><script src="/slow.js"></script></body></html>`)
+	select {
+	case <-asked:
+	case <-exited:
+		t.Fatalf("the renderer exited (%v):\n%s", werr, out.String())
+	case <-time.After(waitFor):
+		t.Fatalf("the page never asked for its script:\n%s", out.String())
+	}
+	checkIsolated(t, tree(t, cmd.Process.Pid)[1:], secret)
 	close(release)
 	if p := st.page(lease); !strings.Contains(string(p.Body), `data-slow="ran"`) {
 		t.Errorf("page not rendered: %s", p.Body)

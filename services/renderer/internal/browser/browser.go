@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -54,8 +55,8 @@ type Browser struct {
 	cur    *instance
 	closed bool
 	// unsandboxed is set once the kernel refused the sandbox and AllowUnsandboxed let the
-	// browser run without it: later launches do not ask again.
-	unsandboxed bool
+	// browser run without it: later launches do not ask again. Atomic: launches run under mu.
+	unsandboxed atomic.Bool
 }
 
 // instance is one launch of the browser.
@@ -203,9 +204,7 @@ const unsandboxedRisk = "the browser runs WITHOUT Chromium's sandbox and without
 	"its network), and only Chromium's flags keep pages' own connections from leaving"
 
 func (b *Browser) launch(ctx context.Context, gen int) (*instance, error) {
-	b.mu.Lock()
-	sandboxed := !b.unsandboxed
-	b.mu.Unlock()
+	sandboxed := !b.unsandboxed.Load()
 	in, err := b.launchOnce(ctx, gen, sandboxed)
 	if err == nil || !sandboxed || !noSandbox(err) {
 		return in, err
@@ -217,9 +216,7 @@ func (b *Browser) launch(ctx context.Context, gen int) (*instance, error) {
 			"TRAWL_RENDER_ALLOW_UNSANDBOXED=true to accept the risk", ErrNoSandbox, err)
 	}
 	b.o.Log.Warn("no sandbox for the browser; running it unsandboxed as TRAWL_RENDER_ALLOW_UNSANDBOXED allows", "risk", unsandboxedRisk, "err", err)
-	b.mu.Lock()
-	b.unsandboxed = true
-	b.mu.Unlock()
+	b.unsandboxed.Store(true)
 	return b.launchOnce(ctx, gen, false)
 }
 
