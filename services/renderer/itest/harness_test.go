@@ -91,8 +91,9 @@ func newStack(t testing.TB) *stack {
 		"TRAWL_DOCS_MAX_BYTES":     "64MiB",
 		"TRAWL_RENDER_CACHE_BYTES": "64MiB",
 	}
-	// Browser profiles (and one a killed renderer leaves) go with the test.
-	t.Setenv("TMPDIR", t.TempDir())
+	// Browser profiles (and one a killed renderer leaves) go with the test, in a directory
+	// the browser's user (not root) may enter.
+	t.Setenv("TMPDIR", reachableTempDir(t))
 	if st.nc, err = nats.Connect(ns.URL()); err != nil {
 		t.Fatal(err)
 	}
@@ -109,6 +110,22 @@ func newStack(t testing.TB) *stack {
 		t.Fatal(err)
 	}
 	return st
+}
+
+// reachableTempDir is a directory removed with the test that any user may enter (not
+// list): t.TempDir's parent is root's alone, and a root renderer runs its browser as
+// another user.
+func reachableTempDir(t testing.TB) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "trawl-itest-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
 
 // rdb is a client of the stack's Redis.

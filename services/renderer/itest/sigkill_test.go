@@ -18,7 +18,12 @@ var (
 	buildErr  error
 )
 
+// tmpRoot is the system's temporary directory, before tests point TMPDIR at their own.
+var tmpRoot string
+
 func TestMain(m *testing.M) {
+	// The binary outlives the test that built it: it is made outside any test's TMPDIR.
+	tmpRoot = os.TempDir()
 	code := m.Run()
 	if binary != "" && buildErr == nil {
 		_ = os.RemoveAll(filepath.Dir(binary))
@@ -30,8 +35,13 @@ func TestMain(m *testing.M) {
 func renderer(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "trawl-renderer-bin-")
+		dir, err := os.MkdirTemp(tmpRoot, "trawl-renderer-bin-")
 		if err != nil {
+			buildErr = err
+			return
+		}
+		// Tests run it as other users too.
+		if err := os.Chmod(dir, 0o755); err != nil {
 			buildErr = err
 			return
 		}

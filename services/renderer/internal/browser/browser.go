@@ -1,7 +1,9 @@
-// Package browser keeps one headless Chromium running for a renderer: it starts it with
-// flags that leave it no network of its own (every request must be answered through the
-// DevTools Fetch domain; see docs/architecture.md, "Rendering"), opens tabs on it, watches
-// its memory, and restarts it when it crashed, hung or grew past its cap. chromedp
+// Package browser keeps one headless Chromium running for a renderer: it starts it
+// isolated — Chromium's own sandbox on, as a user that is not root, in a network namespace
+// of its own with nothing in it, with an environment of a few allow-listed variables and
+// flags that leave it no network (every request must be answered through the DevTools
+// Fetch domain; see docs/architecture.md, "Rendering") — opens tabs on it, watches its
+// memory, and restarts it when it crashed, hung or grew past its cap. chromedp
 // (github.com/chromedp/chromedp) drives it: a maintained, pure Go DevTools-protocol
 // client with typed Fetch-domain commands, no Node.js or driver binary beside the browser.
 package browser
@@ -12,10 +14,13 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/chromedp/cdproto/browser"
@@ -30,7 +35,14 @@ type Options struct {
 	MaxRSS int64  // resident memory of all the browser's processes before a restart; 0 = no watch
 	// DataDir is where each launch's profile directory is made (default: the system's).
 	DataDir string
-	Log     *slog.Logger
+	// UID and GID are the user the browser runs as when the renderer runs as root:
+	// Chromium's sandbox refuses root. Ignored when the renderer is not root (the browser
+	// runs as the renderer's user).
+	UID, GID int
+	// AllowUnsandboxed lets the browser run without Chromium's sandbox and without a
+	// network namespace of its own when the kernel cannot give them; otherwise Start fails.
+	AllowUnsandboxed bool
+	Log              *slog.Logger
 	// OnRestart is told why the browser was restarted ("crash", "hang", "memory").
 	OnRestart func(reason string)
 }
@@ -42,6 +54,9 @@ type Browser struct {
 	mu     sync.Mutex
 	cur    *instance
 	closed bool
+	// unsandboxed is set once the kernel refused the sandbox and AllowUnsandboxed let the
+	// browser run without it: later launches do not ask again. Atomic: launches run under mu.
+	unsandboxed atomic.Bool
 }
 
 // instance is one launch of the browser.
@@ -58,6 +73,10 @@ type instance struct {
 // ErrRestarted is wrapped by the error of a tab whose browser was restarted under it; the
 // reason follows ("crash", "hang", "memory").
 var ErrRestarted = errors.New("browser restarted")
+
+// ErrNoSandbox is wrapped by Start's error when the kernel cannot give the browser its
+// sandbox (no user namespaces for the browser's user) and AllowUnsandboxed is false.
+var ErrNoSandbox = errors.New("no sandbox for the browser")
 
 // Start launches the browser.
 func Start(ctx context.Context, o Options) (*Browser, error) {
@@ -78,13 +97,18 @@ func Start(ctx context.Context, o Options) (*Browser, error) {
 }
 
 // flags leave the browser no way to the network but Trawl: a proxy that does not exist
-// (an unintercepted request fails instead of leaving), no name resolution, no service
-// workers (a worker's requests are not the page's to intercept), no background traffic.
-func (b *Browser) flags(dir string) []chromedp.ExecAllocatorOption {
+// (an unintercepted request fails instead of leaving; loopback included), no name
+// resolution, WebRTC kept to the proxy (so it has no UDP at all), no service workers (a
+// worker's requests are not the page's to intercept), no background traffic. Beneath
+// them the browser runs in a network namespace with nothing in it (sysProcAttr): a way
+// out these flags miss still reaches nothing. Each flag is checked against the installed
+// Chromium by the renderer's itest (TestRenderNoOwnConnections).
+func (b *Browser) flags(dir string, sandboxed bool) []chromedp.ExecAllocatorOption {
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(b.o.Path),
 		chromedp.Headless,
-		chromedp.NoSandbox,
+		// Set, even false: chromedp adds --no-sandbox by itself for a root process.
+		chromedp.Flag("no-sandbox", !sandboxed),
 		chromedp.DisableGPU,
 		chromedp.NoFirstRun,
 		chromedp.NoDefaultBrowserCheck,
@@ -93,6 +117,7 @@ func (b *Browser) flags(dir string) []chromedp.ExecAllocatorOption {
 		chromedp.ProxyServer("http://127.0.0.1:9"),
 		chromedp.Flag("proxy-bypass-list", "<-loopback>"),
 		chromedp.Flag("host-resolver-rules", "MAP * ~NOTFOUND"),
+		chromedp.Flag("webrtc-ip-handling-policy", "disable_non_proxied_udp"),
 		chromedp.Flag("disable-dev-shm-usage", true),
 		chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("disable-component-update", true),
@@ -103,6 +128,10 @@ func (b *Browser) flags(dir string) []chromedp.ExecAllocatorOption {
 		chromedp.Flag("no-pings", true),
 		chromedp.Flag("mute-audio", true),
 		chromedp.Flag("disable-extensions", true),
+		// Only the variables of env reach the browser: never the renderer's TRAWL_*.
+		chromedp.NoInheritEnv,
+		chromedp.Env(browserEnv(dir)...),
+		chromedp.ModifyCmdFunc(func(cmd *exec.Cmd) { cmd.SysProcAttr = b.sysProcAttr(sandboxed) }),
 	}
 	if b.o.JSHeap > 0 {
 		opts = append(opts, chromedp.Flag("js-flags", fmt.Sprintf("--max-old-space-size=%d", b.o.JSHeap>>20)))
@@ -110,12 +139,93 @@ func (b *Browser) flags(dir string) []chromedp.ExecAllocatorOption {
 	return opts
 }
 
-func (b *Browser) launch(ctx context.Context, gen int) (*instance, error) {
-	dir, err := os.MkdirTemp(b.o.DataDir, fmt.Sprintf("%s%d-", profilePrefix, os.Getpid()))
-	if err != nil {
-		return nil, fmt.Errorf("browser: profile directory: %w", err)
+// browserEnv is the browser's whole environment: a fixed PATH, the renderer's locale and
+// time zone, and its home, temporary and XDG directories inside its own profile
+// directory. Nothing else of the renderer's environment (credentials in TRAWL_NATS_URL,
+// TRAWL_REDIS_URL, …) reaches a process that runs pages' JavaScript.
+func browserEnv(dir string) []string {
+	env := []string{
+		"PATH=/usr/local/bin:/usr/bin:/bin",
+		"LANG=C.UTF-8", // unless the renderer's, below, replaces it (the last one counts)
+		"HOME=" + dir,
+		"TMPDIR=" + dir,
+		"XDG_CONFIG_HOME=" + filepath.Join(dir, ".config"),
+		"XDG_CACHE_HOME=" + filepath.Join(dir, ".cache"),
+		"XDG_DATA_HOME=" + filepath.Join(dir, ".local", "share"),
+		"XDG_RUNTIME_DIR=" + dir,
 	}
-	actx, acancel := chromedp.NewExecAllocator(context.WithoutCancel(ctx), b.flags(dir)...)
+	for _, k := range []string{"LANG", "LC_ALL", "TZ"} {
+		if v, ok := os.LookupEnv(k); ok && v != "" {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env
+}
+
+// sysProcAttr starts the browser as its user, in a user namespace of its own (mapping that
+// user alone) holding a network namespace of its own: Chromium's sandbox nests its own
+// namespaces inside, and the browser has no network interface but a loopback that is
+// down. Unsandboxed (the kernel gave no user namespace) it gets neither namespace.
+// The browser dies with the thread that started it (chromedp's default, replaced here).
+func (b *Browser) sysProcAttr(sandboxed bool) *syscall.SysProcAttr {
+	a := &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	uid, gid := os.Getuid(), os.Getgid()
+	if uid == 0 {
+		uid, gid = b.o.UID, b.o.GID
+		a.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}
+	}
+	if sandboxed {
+		a.Cloneflags = syscall.CLONE_NEWUSER | syscall.CLONE_NEWNET
+		a.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
+		a.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
+		// Root maps its target user, who may then drop its groups; a user that is not
+		// root may map only itself, with setgroups denied.
+		a.GidMappingsEnableSetgroups = os.Getuid() == 0
+	}
+	return a
+}
+
+// noSandbox tells a launch that failed for want of a sandbox: the kernel refused the
+// browser's user namespace, or Chromium found none for its own.
+func noSandbox(err error) bool {
+	for _, e := range []error{syscall.EPERM, syscall.ENOSPC, syscall.EUSERS, syscall.EINVAL} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	s := err.Error()
+	return strings.Contains(s, "No usable sandbox") || strings.Contains(s, "operation not permitted") ||
+		strings.Contains(s, "no space left on device")
+}
+
+// unsandboxedRisk is what an operator accepts with TRAWL_RENDER_ALLOW_UNSANDBOXED.
+const unsandboxedRisk = "the browser runs WITHOUT Chromium's sandbox and without a network namespace of its own: " +
+	"a page exploiting a bug of Chromium's renderer gets the browser user's rights on this host (its files, its processes, " +
+	"its network), and only Chromium's flags keep pages' own connections from leaving"
+
+func (b *Browser) launch(ctx context.Context, gen int) (*instance, error) {
+	sandboxed := !b.unsandboxed.Load()
+	in, err := b.launchOnce(ctx, gen, sandboxed)
+	if err == nil || !sandboxed || !noSandbox(err) {
+		return in, err
+	}
+	if !b.o.AllowUnsandboxed {
+		return nil, fmt.Errorf("%w: %v; the renderer does not run pages' JavaScript unsandboxed: allow user namespaces "+
+			"(sysctl user.max_user_namespaces, kernel.unprivileged_userns_clone, AppArmor's "+
+			"kernel.apparmor_restrict_unprivileged_userns, a container's seccomp profile), or set "+
+			"TRAWL_RENDER_ALLOW_UNSANDBOXED=true to accept the risk", ErrNoSandbox, err)
+	}
+	b.o.Log.Warn("no sandbox for the browser; running it unsandboxed as TRAWL_RENDER_ALLOW_UNSANDBOXED allows", "risk", unsandboxedRisk, "err", err)
+	b.unsandboxed.Store(true)
+	return b.launchOnce(ctx, gen, false)
+}
+
+func (b *Browser) launchOnce(ctx context.Context, gen int, sandboxed bool) (*instance, error) {
+	dir, err := b.profileDir()
+	if err != nil {
+		return nil, err
+	}
+	actx, acancel := chromedp.NewExecAllocator(context.WithoutCancel(ctx), b.flags(dir, sandboxed)...)
 	bctx, bcancel := chromedp.NewContext(actx, chromedp.WithLogf(func(string, ...any) {}), chromedp.WithErrorf(func(f string, a ...any) {
 		b.o.Log.Debug("chromium: " + fmt.Sprintf(f, a...))
 	}))
@@ -139,8 +249,63 @@ func (b *Browser) launch(ctx context.Context, gen int) (*instance, error) {
 	if p := c.Browser.Process(); p != nil {
 		pid = p.Pid
 	}
-	b.o.Log.Info("browser started", "pid", pid, "generation", gen)
+	b.o.Log.Info("browser started", "pid", pid, "generation", gen, "sandboxed", sandboxed)
 	return in, nil
+}
+
+// profileDir makes a launch's profile directory, owned by the browser's user.
+func (b *Browser) profileDir() (string, error) {
+	dir, err := os.MkdirTemp(b.o.DataDir, fmt.Sprintf("%s%d-", profilePrefix, os.Getpid()))
+	if err != nil {
+		return "", fmt.Errorf("browser: profile directory: %w", err)
+	}
+	if os.Getuid() != 0 {
+		return dir, nil
+	}
+	if err := os.Chown(dir, b.o.UID, b.o.GID); err != nil {
+		_ = os.RemoveAll(dir)
+		return "", fmt.Errorf("browser: profile directory: %w", err)
+	}
+	if err := reachable(filepath.Dir(dir), b.o.UID, b.o.GID); err != nil {
+		_ = os.RemoveAll(dir)
+		return "", fmt.Errorf("browser: profile directory %s: %w; give the renderer a TMPDIR the browser's user can enter", dir, err)
+	}
+	return dir, nil
+}
+
+// reachable checks that uid/gid (no supplementary groups) may enter dir and each of its
+// parents: the browser's profile directory is inside.
+func reachable(dir string, uid, gid int) error {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		if err != nil {
+			return err
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		if !ok {
+			return nil
+		}
+		mode := fi.Mode().Perm()
+		var can bool
+		switch {
+		case int(st.Uid) == uid:
+			can = mode&0o100 != 0
+		case int(st.Gid) == gid:
+			can = mode&0o010 != 0
+		default:
+			can = mode&0o001 != 0
+		}
+		if !can {
+			return fmt.Errorf("uid %d cannot enter %s (mode %v, owner %d:%d)", uid, d, mode, st.Uid, st.Gid)
+		}
+		if d == filepath.Dir(d) {
+			return nil
+		}
+	}
 }
 
 // profilePrefix starts each launch's profile directory, followed by the renderer's pid.
@@ -202,12 +367,29 @@ func (b *Browser) NewTab(ctx context.Context) (*Tab, error) {
 	case <-ctx.Done():
 		err = ctx.Err()
 	}
+	if err == nil {
+		err = denyDownloads(ctx, tctx)
+	}
 	if err != nil {
 		cancel()
 		b.Check(in.gen)
 		return nil, fmt.Errorf("browser: open tab: %w", err)
 	}
 	return &Tab{Ctx: tctx, gen: in.gen, b: b, cancel: cancel, in: in}, nil
+}
+
+// denyDownloads refuses every download of the tab's browser context: a download is not
+// the page's to make, and would write the profile's disk.
+func denyDownloads(ctx, tab context.Context) error {
+	cctx, cancel := context.WithTimeout(tab, 5*time.Second)
+	defer cancel()
+	defer context.AfterFunc(ctx, cancel)()
+	_, err := chromedp.CallBrowser(cctx, browser.SetDownloadBehavior, browser.SetDownloadBehaviorParams{
+		Behavior: browser.SetDownloadBehaviorBehaviorDeny, BrowserContextID: chromedp.FromContext(tab).BrowserContextID})
+	if err != nil {
+		return fmt.Errorf("deny downloads: %w", err)
+	}
+	return nil
 }
 
 // Close closes the tab.

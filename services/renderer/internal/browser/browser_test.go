@@ -76,3 +76,70 @@ func TestRemoveOrphanProfiles(t *testing.T) {
 		}
 	}
 }
+
+// The browser's environment is the allow-list alone: the renderer's TRAWL_* settings and
+// anything else of its environment stay out.
+func TestBrowserEnvIsAllowListed(t *testing.T) {
+	t.Setenv("TRAWL_REDIS_URL", "redis://:secret@redis:6379/0")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "secret")
+	t.Setenv("TZ", "Europe/Paris")
+	env := browserEnv("/tmp/profile")
+	allowed := map[string]bool{"PATH": true, "HOME": true, "TMPDIR": true, "LANG": true, "LC_ALL": true, "TZ": true,
+		"XDG_CONFIG_HOME": true, "XDG_CACHE_HOME": true, "XDG_DATA_HOME": true, "XDG_RUNTIME_DIR": true}
+	got := map[string]string{}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		if !allowed[k] || strings.Contains(v, "secret") {
+			t.Errorf("the browser's environment has %q", kv)
+		}
+		got[k] = v
+	}
+	if got["HOME"] != "/tmp/profile" || got["TMPDIR"] != "/tmp/profile" || got["TZ"] != "Europe/Paris" {
+		t.Errorf("HOME %q, TMPDIR %q, TZ %q; want the profile directory twice and the renderer's TZ", got["HOME"], got["TMPDIR"], got["TZ"])
+	}
+}
+
+// A profile directory must be reachable by the browser's user through every parent.
+func TestReachable(t *testing.T) {
+	// Not t.TempDir: its parent is root's alone.
+	root, err := os.MkdirTemp("", "trawl-reachable-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	if err := os.Chmod(root, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name       string
+		mode       os.FileMode
+		owner      int // uid and gid of the directory
+		uid, gid   int // who asks
+		reachableW bool
+	}{
+		{"others may enter", 0o711, 0, 65534, 65534, true},
+		{"others may not", 0o700, 0, 65534, 65534, false},
+		{"the owner may", 0o700, 65534, 65534, 65534, true},
+		{"the group may", 0o710, 4242, 65534, 4242, true},
+		{"the group may not", 0o701, 4242, 65534, 4242, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if os.Getuid() != 0 && tc.owner != os.Getuid() {
+				t.Fatal("chowning to another user needs root (make test and CI run as root)")
+			}
+			d := filepath.Join(root, strings.ReplaceAll(tc.name, " ", "-"))
+			if err := os.Mkdir(d, tc.mode); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(d, tc.mode); err != nil { // past the umask
+				t.Fatal(err)
+			}
+			if err := os.Chown(d, tc.owner, tc.owner); err != nil {
+				t.Fatal(err)
+			}
+			if err := reachable(d, tc.uid, tc.gid); (err == nil) != tc.reachableW {
+				t.Errorf("reachable(%v owned %d) by %d:%d = %v, want reachable %t", tc.mode, tc.owner, tc.uid, tc.gid, err, tc.reachableW)
+			}
+		})
+	}
+}

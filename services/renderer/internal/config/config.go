@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"github.com/trawl/trawl/shared/urlnorm"
 	"net/netip"
+	"strconv"
 	"strings"
 	"time"
 
@@ -50,6 +51,12 @@ type Config struct {
 	CacheTTL       time.Duration // TRAWL_RENDER_CACHE_TTL: how long a fetched subresource is served to other pages
 	CacheMaxBytes  int64         // TRAWL_RENDER_CACHE_BYTES: the shared subresource cache's size
 	CacheMaxEntry  int64         // TRAWL_RENDER_CACHE_MAX_ENTRY: largest body cached
+	// BrowserUser is "uid:gid", the user the browser runs as when the renderer runs as root
+	// (TRAWL_RENDER_BROWSER_USER): Chromium's sandbox refuses root.
+	BrowserUser      string
+	BrowserUID       int
+	BrowserGID       int
+	AllowUnsandboxed bool // TRAWL_RENDER_ALLOW_UNSANDBOXED: run the browser without its sandbox where the kernel has none
 
 	UserAgent   string // TRAWL_USER_AGENT
 	RobotsAgent string // TRAWL_ROBOTS_AGENT
@@ -62,6 +69,7 @@ type Config struct {
 	allowRaw   []string
 	cidrErr    error
 	resolveErr error
+	userErr    error
 }
 
 // Load reads the configuration; Validate checks the values.
@@ -85,16 +93,38 @@ func Load(r *envconfig.Reader) (Config, error) {
 		CacheTTL:       r.Duration("RENDER_CACHE_TTL", time.Hour),
 		CacheMaxBytes:  r.Bytes("RENDER_CACHE_BYTES", 1<<30),
 		CacheMaxEntry:  r.Bytes("RENDER_CACHE_MAX_ENTRY", 2<<20),
-		UserAgent:      robots.LoadUserAgent(r),
-		RobotsAgent:    robots.LoadAgent(r),
-		RobotsTTL:      r.Duration("ROBOTS_TTL", 24*time.Hour),
-		RobotsError:    r.Duration("ROBOTS_ERROR_TTL", time.Minute),
-		DialTimeout:    r.Duration("DIAL_TIMEOUT", 10*time.Second),
-		allowRaw:       r.List("ALLOW_CIDRS", nil),
+		BrowserUser:    r.String("RENDER_BROWSER_USER", "65534:65534"),
+		// Off unless the operator accepts what it risks (see docs/architecture.md, "Rendering").
+		AllowUnsandboxed: r.Bool("RENDER_ALLOW_UNSANDBOXED", false),
+		UserAgent:        robots.LoadUserAgent(r),
+		RobotsAgent:      robots.LoadAgent(r),
+		RobotsTTL:        r.Duration("ROBOTS_TTL", 24*time.Hour),
+		RobotsError:      r.Duration("ROBOTS_ERROR_TTL", time.Minute),
+		DialTimeout:      r.Duration("DIAL_TIMEOUT", 10*time.Second),
+		allowRaw:         r.List("ALLOW_CIDRS", nil),
 	}
 	c.AllowCIDRs, c.cidrErr = safedial.ParseCIDRs(c.allowRaw)
 	c.Resolve, c.resolveErr = safedial.ParseStatic(r.List("RESOLVE", nil))
+	c.BrowserUID, c.BrowserGID, c.userErr = parseUser(c.BrowserUser)
 	return c, r.Err()
+}
+
+// parseUser reads "uid:gid", numeric ids of a user that is not root.
+func parseUser(s string) (uid, gid int, err error) {
+	u, g, ok := strings.Cut(s, ":")
+	if ok {
+		uid, err = strconv.Atoi(u)
+		if err == nil {
+			gid, err = strconv.Atoi(g)
+		}
+	}
+	switch {
+	case !ok || err != nil || uid < 0 || gid < 0:
+		return 0, 0, errors.New("want numeric uid:gid")
+	case uid == 0 || gid == 0:
+		return 0, 0, errors.New("want a user and group that are not root: Chromium's sandbox refuses root")
+	}
+	return uid, gid, nil
 }
 
 // Defaults is the configuration with every variable unset.
@@ -170,6 +200,9 @@ func (c Config) Validate() error {
 	}
 	if c.resolveErr != nil {
 		bad("TRAWL_RESOLVE: %v", c.resolveErr)
+	}
+	if c.userErr != nil {
+		bad("TRAWL_RENDER_BROWSER_USER=%q: %w", c.BrowserUser, c.userErr)
 	}
 	policy := safedial.NewPolicy(c.AllowCIDRs...)
 	for name, addrs := range c.Resolve {

@@ -25,6 +25,11 @@ func TestValidate(t *testing.T) {
 		{"loopback without allowing it", map[string]string{"TRAWL_RESOLVE": "a.test=127.0.0.1"}, "TRAWL_RESOLVE"},
 		{"loopback allowed", map[string]string{"TRAWL_RESOLVE": "a.test=127.0.0.1", "TRAWL_ALLOW_CIDRS": "127.0.0.0/8"}, ""},
 		{"bad exclude", map[string]string{"TRAWL_EXCLUDE": "("}, "TRAWL_EXCLUDE"},
+		{"browser user", map[string]string{"TRAWL_RENDER_BROWSER_USER": "1000:1000"}, ""},
+		{"browser user root", map[string]string{"TRAWL_RENDER_BROWSER_USER": "0:0"}, "TRAWL_RENDER_BROWSER_USER"},
+		{"browser group root", map[string]string{"TRAWL_RENDER_BROWSER_USER": "1000:0"}, "TRAWL_RENDER_BROWSER_USER"},
+		{"browser user by name", map[string]string{"TRAWL_RENDER_BROWSER_USER": "nobody"}, "TRAWL_RENDER_BROWSER_USER"},
+		{"unsandboxed allowed", map[string]string{"TRAWL_RENDER_ALLOW_UNSANDBOXED": "true"}, ""},
 	}
 	if err := Defaults().Validate(); err != nil {
 		t.Fatalf("Defaults: %v", err)

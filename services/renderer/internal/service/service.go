@@ -111,6 +111,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Service, er
 	r.OnClose(ans.Close)
 	br, err := browser.Start(ctx, browser.Options{
 		Path: cfg.Chromium, JSHeap: cfg.JSHeap, MaxRSS: cfg.MaxRSS, Log: log,
+		UID: cfg.BrowserUID, GID: cfg.BrowserGID, AllowUnsandboxed: cfg.AllowUnsandboxed,
 		OnRestart: func(reason string) { m.restarts.WithLabelValues(reason).Inc() },
 	})
 	if err != nil {
