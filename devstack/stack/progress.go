@@ -317,13 +317,31 @@ func WaitIdleOrParked(ctx context.Context, every, parkAfter time.Duration, read 
 		}
 		select {
 		case <-ctx.Done():
-			if err != nil {
-				return prev, false, fmt.Errorf("stack: wait idle: %w (last error: %v)", ctx.Err(), err)
-			}
-			return prev, false, fmt.Errorf("stack: wait idle: %w; last progress: %s", ctx.Err(), prev)
+			return prev, false, waitEnded(ctx, prev, err)
 		case <-t.C:
 		}
 	}
+}
+
+// waitEnded is the error of a wait cut short by ctx: for a time limit (trawl-dev -timeout)
+// it says so and what was left, from the last reading that succeeded (a reading cut by the
+// limit itself only says the limit came); a reading that failed otherwise is named too.
+func waitEnded(ctx context.Context, last Progress, readErr error) error {
+	if readErr != nil && ctx.Err() != nil && errors.Is(readErr, ctx.Err()) {
+		readErr = nil
+	}
+	failed := ""
+	if readErr != nil {
+		failed = fmt.Sprintf(" (the last reading failed: %v)", readErr)
+	}
+	if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("stack: wait idle: %w; last progress: %s%s", ctx.Err(), last, failed)
+	}
+	if last.At.IsZero() {
+		return fmt.Errorf("stack: time limit reached (%w) before the crawl's progress could be read%s", ctx.Err(), failed)
+	}
+	return fmt.Errorf("stack: time limit reached (%w) with the crawl not over: %d URL(s) left queued on %d active host(s) (%d waiting), %d in flight, as of %s%s; last progress: %s",
+		ctx.Err(), last.Queued, last.Hosts, last.Waits.Waiting, last.InFlight, last.At.Format(time.TimeOnly), failed, last)
 }
 
 // Ready reports whether the process answers /readyz now.

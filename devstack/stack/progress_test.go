@@ -3,7 +3,9 @@ package stack
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -103,5 +105,38 @@ func TestWaitIdleNeedsTwoReadingsInARow(t *testing.T) {
 				t.Errorf("over after %d readings, want %d", reads, tc.wantReads)
 			}
 		})
+	}
+}
+
+// A wait cut by a time limit (trawl-dev -timeout) says so and what was left queued, from the
+// last reading it has, even when the limit fell during a reading that it cut short (before,
+// the error was that reading's: "bucket TRAWL_CRAWL: context deadline exceeded").
+func TestWaitIdleTimeLimitSaysWhatIsLeft(t *testing.T) {
+	busy := Progress{At: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Accepted: 40, Queued: 12, InFlight: 2, Hosts: 3,
+		Fetched: 26, Backlog: map[string]uint64{}, Seqs: map[string]uint64{"crawl.fetch": 7}}
+	busy.Waits.Waiting = 2
+	reads := 0
+	read := func(ctx context.Context) (Progress, error) {
+		reads++
+		if reads <= 2 {
+			return busy, nil
+		}
+		// The reading in progress when the limit comes fails with it, as a KV read does.
+		<-ctx.Done()
+		return Progress{}, fmt.Errorf("stack: progress: bucket TRAWL_CRAWL: %w", ctx.Err())
+	}
+	ctx, cancel := context.WithTimeout(testwait.Context(t), 200*time.Millisecond)
+	defer cancel()
+	_, _, err := WaitIdleOrParked(ctx, time.Millisecond, 0, read, nil)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err %v, want one wrapping context.DeadlineExceeded", err)
+	}
+	for _, want := range []string{"time limit reached", "12 URL(s) left queued on 3 active host(s) (2 waiting), 2 in flight", "as of 03:04:05"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("err %q does not say %q", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "bucket") {
+		t.Errorf("err %q names the reading the limit cut short", err)
 	}
 }

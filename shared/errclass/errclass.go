@@ -225,3 +225,31 @@ func redisServer(err error) (Verdict, bool) {
 	}
 	return Verdict{Temporary, ReasonUnknownTemporary}, true
 }
+
+// NoSuchHost opens the reason of a fetch that ended because the DNS answered that its
+// host's name does not exist ("dns: no such host: <name>"): a fact about the name, not a
+// temporary failure. The fetcher writes it (NoSuchHostReason) and the frontier reads it
+// (IsNoSuchHostReason) to end the host's URLs at once.
+const NoSuchHost = "dns: no such host"
+
+// IsNoSuchHost reports an authoritative answer that err's name does not exist (NXDOMAIN,
+// or no address of the kind asked for). A resolver that failed (SERVFAIL, a timeout) is
+// not one.
+func IsNoSuchHost(err error) bool {
+	var de *net.DNSError
+	return errors.As(err, &de) && de.IsNotFound && !de.IsTimeout && !de.IsTemporary
+}
+
+// NoSuchHostReason is the outcome reason for err, when IsNoSuchHost(err).
+func NoSuchHostReason(err error) string {
+	var de *net.DNSError
+	if errors.As(err, &de) && de.Name != "" {
+		return NoSuchHost + ": " + de.Name
+	}
+	return NoSuchHost
+}
+
+// IsNoSuchHostReason reports an outcome reason written by NoSuchHostReason.
+func IsNoSuchHostReason(reason string) bool {
+	return reason == NoSuchHost || strings.HasPrefix(reason, NoSuchHost+": ")
+}

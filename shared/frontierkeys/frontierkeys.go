@@ -163,7 +163,8 @@ const (
 	HostNext    = "next"    // next fetch time, unix ms
 	HostCD      = "cd"      // robots.txt Crawl-delay, ms
 	HostErr     = "err"     // backoff streak
-	HostFails   = "fails"   // consecutive failed requests toward retirement
+	HostFails   = "fails"   // consecutive failed URLs toward retirement (a URL's retries count once)
+	HostWindow  = "win"     // the host's recent answers, one '0' (2xx-4xx) or '1' (5xx) per URL, newest last
 	HostRetired = "retired" // when the host was retired, unix ms
 	HostPages   = "pages"   // pages charged to a per-host budget
 	HostFetched = "fetched" // URLs ended fetched

@@ -80,7 +80,9 @@ func TestHostStateTTL(t *testing.T) {
 			name: "retired host's state expires too",
 			ttl:  ttl,
 			run: func(t *testing.T, f *tf, key string) {
-				f.add("m", urls(0, "http://a.example/1", "http://a.example/2")...)
+				// Each failure sends its URL to the tail: eight URLs fail once each.
+				f.add("m", urls(0, "http://a.example/1", "http://a.example/2", "http://a.example/3", "http://a.example/4",
+					"http://a.example/5", "http://a.example/6", "http://a.example/7", "http://a.example/8")...)
 				now := t0
 				for range 8 {
 					now = f.step(now, failErr).Next

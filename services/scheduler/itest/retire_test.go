@@ -2,6 +2,7 @@ package itest
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -20,9 +21,14 @@ func failing(kind crawlmsg.OutcomeKind, status int, permanent bool) func(crawlms
 }
 
 var (
-	fail503         = failing(crawlmsg.OutcomeFetched, 503, false)
-	failErr         = failing(crawlmsg.OutcomeError, 0, false)
-	failPermanent   = failing(crawlmsg.OutcomeError, 0, true)
+	fail503        = failing(crawlmsg.OutcomeFetched, 503, false)
+	failErr        = failing(crawlmsg.OutcomeError, 0, false)
+	failPermanent  = failing(crawlmsg.OutcomeError, 0, true)
+	failNoSuchHost = func(tk crawlmsg.FetchTask) crawlmsg.Outcome {
+		o := failPermanent(tk)
+		o.Error = "dns: no such host: " + tk.Host
+		return o
+	}
 	failRobotsUnav  = failing(crawlmsg.OutcomeRobotsUnavailable, 503, false)
 	answer429       = failing(crawlmsg.OutcomeFetched, 429, false)
 	answer200       = failing(crawlmsg.OutcomeFetched, 200, false)
@@ -47,8 +53,13 @@ func TestHostRetirement(t *testing.T) {
 		answers []func(crawlmsg.FetchTask) crawlmsg.Outcome
 		retired bool
 	}{
-		{"mixed failures retire", 3, []func(crawlmsg.FetchTask) crawlmsg.Outcome{fail503, failErr, failRobotsUnav}, true},
-		{"permanent errors retire", 3, []func(crawlmsg.FetchTask) crawlmsg.Outcome{failPermanent, failPermanent, failPermanent}, true},
+		// Each failure without an answer sends its URL to the tail of the queue, so the
+		// next request asks the host with another URL.
+		{"failures without an answer retire", 3, []func(crawlmsg.FetchTask) crawlmsg.Outcome{failErr, failRobotsUnav, failErr}, true},
+		{"a URL's retries count once", 3, []func(crawlmsg.FetchTask) crawlmsg.Outcome{fail503, fail503, fail503, fail503, fail503, fail503}, false},
+		{"a 5xx after failures without an answer retires", 3, []func(crawlmsg.FetchTask) crawlmsg.Outcome{failErr, failErr, fail503}, true},
+		{"a name that does not exist retires at once", 3, []func(crawlmsg.FetchTask) crawlmsg.Outcome{failNoSuchHost}, true},
+		{"a URL's own permanent error says nothing of the host", 3, []func(crawlmsg.FetchTask) crawlmsg.Outcome{failPermanent, failPermanent, failPermanent, failPermanent}, false},
 		{"a success resets the streak", 3, []func(crawlmsg.FetchTask) crawlmsg.Outcome{fail503, fail503, answer200, fail503, fail503}, false},
 		{"robots.txt resets the streak", 3, []func(crawlmsg.FetchTask) crawlmsg.Outcome{fail503, fail503, answerRobots, fail503, fail503}, false},
 		{"429 is an answer", 3, []func(crawlmsg.FetchTask) crawlmsg.Outcome{failErr, failErr, answer429, failErr, failErr}, false},
@@ -210,6 +221,141 @@ func TestRobotsUnavailableHostEndsInBoundedTime(t *testing.T) {
 			t.Logf("%d steps, %s of backoff in all", steps, bound)
 			if tc.retire > 0 && bound > time.Hour {
 				t.Fatalf("a retired host took %s of backoff", bound)
+			}
+		})
+	}
+}
+
+// crawlHost runs a.example's tasks one after another, each as soon as it is due, answering
+// each with answer, until the host holds no URL; it returns the requests made.
+func (f *tf) crawlHost(answer func(crawlmsg.FetchTask) crawlmsg.Outcome) int {
+	f.t.Helper()
+	now, requests := t0, 0
+	for s := f.stats(); s.Queued+s.Inflight > 0; s = f.stats() {
+		if requests > 1000 {
+			f.t.Fatalf("a.example still holds URLs after %d requests: %+v", requests, s)
+		}
+		if next, ok := f.heapScore("a.example"); ok && next.After(now) {
+			now = next
+		}
+		tasks := f.dispatch(now, 10)
+		if len(tasks) != 1 {
+			f.t.Fatalf("at t0+%s dispatched %d tasks, want 1", now.Sub(t0), len(tasks))
+		}
+		f.complete(now, answer(tasks[0]))
+		requests++
+	}
+	return requests
+}
+
+// A site is not retired because a few of its pages always answer 500, wherever they sit in
+// its queue: each of them is retried back to back, but counts once in the host's failure
+// streak, and the host's answers are mostly good. Before, two such pages in a row made
+// eight failed requests, TRAWL_RETIRE_AFTER, and retired the host with its good pages
+// still queued.
+func TestBrokenPagesDoNotRetireTheirHost(t *testing.T) {
+	const good = 28
+	for _, tc := range []struct {
+		name string
+		bad  []int // positions of the always-500 URLs in the queue of good+len(bad)
+	}{
+		{"two first", []int{0, 1}},
+		{"three first", []int{0, 1, 2}},
+		{"three after the good ones", []int{28, 29, 30}},
+		{"three in the middle", []int{14, 15, 16}},
+		{"three apart", []int{3, 17, 30}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rdb := startRedis(t)
+			o := testOptions(0)
+			o.RetireAfter = 8
+			o.MaxRetries = 3
+			f := newTF(t, rdb, o)
+			broken := map[string]bool{}
+			var us []crawlmsg.Discovered
+			for i := range good + len(tc.bad) {
+				u := fmt.Sprintf("http://a.example/%d", i)
+				if slices.Contains(tc.bad, i) {
+					broken[u] = true
+				}
+				us = append(us, crawlmsg.Discovered{URL: u})
+			}
+			f.add("m", us...)
+			fetched := map[string]bool{}
+			requests := f.crawlHost(func(tk crawlmsg.FetchTask) crawlmsg.Outcome {
+				if broken[tk.URL] {
+					return fail503(tk)
+				}
+				fetched[tk.URL] = true
+				return answer200(tk)
+			})
+			s := f.stats()
+			if s.RetiredHosts != 0 || f.hostField("a.example", "retired") != "" {
+				t.Fatalf("a.example retired after %d requests: %+v", requests, s)
+			}
+			if len(fetched) != good || s.Fetched != good || s.Failed != int64(len(tc.bad)) {
+				t.Fatalf("requested %d good URLs, stats %+v; want all %d fetched and the %d broken failed", len(fetched), s, good, len(tc.bad))
+			}
+			if want := good + len(tc.bad)*(o.MaxRetries+1); requests != want {
+				t.Fatalf("%d requests, want %d: each broken URL tried %d times", requests, want, o.MaxRetries+1)
+			}
+		})
+	}
+}
+
+// A host that fails as a host is still retired: one whose every request fails at the
+// connection level after the configured streak of requests (each to another URL), one
+// whose every page answers 5xx after the streak of URLs, and one that served pages before
+// every answer turned to 5xx once most of its last answers are errors.
+func TestFailingHostIsRetired(t *testing.T) {
+	const urlsQueued, retireAfter = 60, 8
+	always500 := func(tk crawlmsg.FetchTask) crawlmsg.Outcome { return fail503(tk) }
+	for _, tc := range []struct {
+		name   string
+		answer func(i int) func(crawlmsg.FetchTask) crawlmsg.Outcome // by URL number
+		// requests before the host is retired, and URLs that ended fetched
+		requests, fetched int
+	}{
+		{"connections refused", func(int) func(crawlmsg.FetchTask) crawlmsg.Outcome { return failErr }, retireAfter, 0},
+		{"robots.txt unavailable", func(int) func(crawlmsg.FetchTask) crawlmsg.Outcome { return failRobotsUnav }, retireAfter, 0},
+		// Each URL is tried 1+MaxRetries times; the 8th URL's first answer retires the host.
+		{"every page 5xx", func(int) func(crawlmsg.FetchTask) crawlmsg.Outcome { return always500 }, (retireAfter-1)*4 + 1, 0},
+		// 10 good answers then errors: the 32 answers' window holds more errors than good
+		// ones from the 11th error on.
+		{"5xx after serving pages", func(i int) func(crawlmsg.FetchTask) crawlmsg.Outcome {
+			if i < 10 {
+				return answer200
+			}
+			return always500
+		}, 10 + 10*4 + 1, 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rdb := startRedis(t)
+			o := testOptions(0)
+			o.RetireAfter = retireAfter
+			o.MaxRetries = 3
+			f := newTF(t, rdb, o)
+			var us []crawlmsg.Discovered
+			num := map[string]int{}
+			for i := range urlsQueued {
+				u := fmt.Sprintf("http://a.example/%d", i)
+				num[u] = i
+				us = append(us, crawlmsg.Discovered{URL: u})
+			}
+			f.add("m", us...)
+			var retiredAt int
+			requests := 0
+			f.crawlHost(func(tk crawlmsg.FetchTask) crawlmsg.Outcome {
+				requests++
+				return tc.answer(num[tk.URL])(tk)
+			})
+			retiredAt = requests
+			s := f.stats()
+			if s.RetiredHosts != 1 || f.hostField("a.example", "retired") == "" {
+				t.Fatalf("a.example not retired after %d requests: %+v", requests, s)
+			}
+			if retiredAt != tc.requests || s.Fetched != int64(tc.fetched) || s.Failed != urlsQueued-int64(tc.fetched) {
+				t.Fatalf("retired after %d requests with stats %+v; want %d requests, %d fetched, the rest failed", retiredAt, s, tc.requests, tc.fetched)
 			}
 		})
 	}

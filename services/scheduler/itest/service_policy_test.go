@@ -66,8 +66,9 @@ func TestServiceRetiresFailingHost(t *testing.T) {
 	testwait.Eventually(t, 10*time.Second, "retirement counted", func() bool {
 		return s.metric("trawl_scheduler_hosts_retired_total", map[string]string{"shard": "0"}) == 1
 	})
-	// Its first URL failed after TRAWL_MAX_RETRIES; the second, in hand, and 18 queued end with it.
-	if n := s.logs.count("host retired", "host=dead.example", "urls_failed=19"); n != 1 {
+	// Each unavailable robots.txt sent its URL to the tail of the queue, so the 8 requests
+	// were for 8 URLs, the 8th retired the host, and all 20 end with it.
+	if n := s.logs.count("host retired", "host=dead.example", "urls_failed=20"); n != 1 {
 		t.Fatalf("%d retirement log lines for dead.example, want 1", n)
 	}
 

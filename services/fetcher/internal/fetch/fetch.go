@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/trawl/trawl/shared/contentcoding"
+	"github.com/trawl/trawl/shared/errclass"
 	"github.com/trawl/trawl/shared/safedial"
 	"github.com/trawl/trawl/shared/urlnorm"
 )
@@ -530,11 +531,17 @@ func IsBlocked(err error) bool { return errors.Is(err, safedial.ErrBlockedAddres
 // IsPermanent reports a failure that retrying cannot fix: an invalid URL, a blocked
 // address, or a name that does not exist.
 func IsPermanent(err error) bool {
-	if errors.Is(err, ErrInvalidURL) || IsBlocked(err) {
-		return true
+	return errors.Is(err, ErrInvalidURL) || IsBlocked(err) || errclass.IsNoSuchHost(err)
+}
+
+// Reason is the outcome reason of a failed request: a name the DNS says does not exist
+// reads errclass.NoSuchHostReason (the frontier ends the host's URLs on it), any other
+// error its own text.
+func Reason(err error) string {
+	if errclass.IsNoSuchHost(err) {
+		return errclass.NoSuchHostReason(err)
 	}
-	var dnsErr *net.DNSError
-	return errors.As(err, &dnsErr) && dnsErr.IsNotFound
+	return err.Error()
 }
 
 // IsTimeout reports a failure because a deadline passed.

@@ -59,7 +59,7 @@ func TestClientProxyFromEnvironment(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			before := len(seen)
-			cl, _ := newClient(loadConfig(t, c.env), nil, nil)
+			cl, _ := newClient(loadConfig(t, c.env), nil, nil, nil)
 			resp, err := cl.Get(context.Background(), target)
 			if c.blocked {
 				if !fetch.IsBlocked(err) {
@@ -99,7 +99,7 @@ func TestClientDNSCache(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			var mu sync.Mutex
 			got := map[string]int{}
-			cl, _ := newClient(loadConfig(t, map[string]string{"TRAWL_DNS_TTL": c.ttl}), func(r string) {
+			cl, _ := newClient(loadConfig(t, map[string]string{"TRAWL_DNS_TTL": c.ttl}), nil, func(r string) {
 				mu.Lock()
 				got[r]++
 				mu.Unlock()

@@ -10,7 +10,7 @@ type metrics struct {
 	bytes           prometheus.Counter
 	duration        prometheus.Histogram
 	robotsDecisions *prometheus.CounterVec // decision: allowed, disallowed, unavailable, miss
-	robotsFetches   *prometheus.CounterVec // result: parsed, unavailable, unreachable, blocked
+	robotsFetches   *prometheus.CounterVec // result: parsed, unavailable, unreachable, blocked, redirect, no-such-host
 	inflight        prometheus.Gauge
 	blocked         prometheus.Counter
 	expired         prometheus.Counter
@@ -40,7 +40,7 @@ func newMetrics(om *obs.Metrics) *metrics {
 		bytes:           om.Counter("bytes_total", "Response body octets read from the network (compressed when gzip), pages and robots.txt."),
 		duration:        om.Histogram("fetch_duration_seconds", "Page request time, start to last body byte.", []float64{0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60}),
 		robotsDecisions: om.CounterVec("robots_decisions_total", "robots.txt verdicts on tasks: allowed, disallowed, unavailable (cached 5xx/unreachable), miss (robots.txt fetched instead).", "decision"),
-		robotsFetches:   om.CounterVec("robots_fetches_total", "robots.txt fetches by result: parsed (2xx), unavailable (4xx, allow all), unreachable (5xx/429/network, disallow all), blocked, redirect (a same-host hop left to the host's next task).", "result"),
+		robotsFetches:   om.CounterVec("robots_fetches_total", "robots.txt fetches by result: parsed (2xx), unavailable (4xx, allow all), unreachable (5xx/429/network, disallow all), blocked, redirect (a same-host hop left to the host's next task), no-such-host (the origin's name does not exist: the URL ends, nothing cached).", "result"),
 		inflight:        om.Gauge("inflight", "Tasks being handled."),
 		blocked:         om.Counter("blocked_total", "Tasks refused by the address policy or for an unusable URL."),
 		robotsDeferred:  om.Counter("robots_deferred_total", "Tasks deferred without a request because their robots.txt redirects to another host inside its gap."),

@@ -63,7 +63,7 @@ func (s *Service) fetchPage(ctx, reqCtx context.Context, task *crawlmsg.FetchTas
 			return out, nil, nil
 		}
 		out.Kind, out.Requested = crawlmsg.OutcomeError, true
-		out.Error, out.Permanent = err.Error(), fetch.IsPermanent(err)
+		out.Error, out.Permanent = fetch.Reason(err), fetch.IsPermanent(err)
 		out.StartedAt, out.DurationMs = started.UnixMilli(), s.now().Sub(started).Milliseconds()
 		return out, nil, nil
 	}

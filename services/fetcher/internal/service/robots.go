@@ -8,6 +8,7 @@ import (
 
 	"github.com/trawl/trawl/services/fetcher/internal/fetch"
 	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/errclass"
 	"github.com/trawl/trawl/shared/politeness"
 	"github.com/trawl/trawl/shared/robots"
 	"github.com/trawl/trawl/shared/robotscache"
@@ -16,6 +17,9 @@ import (
 
 // robotsMaxHops is RFC 9309 §2.3.1.2's "at least five consecutive redirects".
 const robotsMaxHops = 5
+
+// robotsNoSuchHost labels a robots.txt fetch whose origin's name does not exist.
+const robotsNoSuchHost = "no-such-host"
 
 // robotsFetched is a robots.txt that a task fetched in one request to its own host.
 type robotsFetched struct {
@@ -212,6 +216,17 @@ func (s *Service) fetchRobots(ctx, reqCtx context.Context, out *crawlmsg.Outcome
 		s.m.robotsFetches.WithLabelValues("blocked").Inc()
 		s.m.blocked.Inc()
 		out.Kind, out.Error, out.Permanent = crawlmsg.OutcomeBlocked, err.Error(), true
+		return out, nil, nil
+	case err != nil && !isRedirectErr(err) && errclass.IsNoSuchHost(err):
+		// The origin's name does not exist (the DNS said so twice: fetch.RecheckResolver):
+		// a fact about the host rather than robots.txt being unavailable, so no entry is
+		// cached and the outcome ends the URL, and the frontier the host's other URLs.
+		s.m.robotsFetches.WithLabelValues(robotsNoSuchHost).Inc()
+		out.Kind, out.Requested = crawlmsg.OutcomeError, own
+		out.Error, out.Permanent = fetch.Reason(err), true
+		if own {
+			out.StartedAt, out.DurationMs = started.UnixMilli(), ownTook.Milliseconds()
+		}
 		return out, nil, nil
 	case err != nil:
 		entry = robots.UnreachableEntry(rb.agent, err, started)

@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"time"
 
@@ -51,7 +52,9 @@ type Service struct {
 	// servers space the requests per server address (TRAWL_POLITENESS=ip; nil otherwise);
 	// pick resolves a host to the address its dial would use.
 	servers *politeness.Servers
-	pick    pickFunc
+	// resolver answers name lookups instead of the system resolver (WithResolver).
+	resolver safedial.Resolver
+	pick     pickFunc
 	// work runs tasks on long-lived goroutines (set by Run).
 	work   *workers
 	client *fetch.Client
@@ -124,17 +127,17 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Optio
 	s.policies, s.secrets = s.watcher, policy.DirSecrets(cfg.Policy.SecretsDir)
 	s.m.policy.version = func() float64 { return float64(s.policies.Current().Version()) }
 	s.m.policy.stale = func() float64 { return s.watcher.Stale().Seconds() }
+	s.lease = &leaseClock{wall: time.Now, redisTime: func(ctx context.Context) (time.Time, error) { return r.Redis.Time(ctx).Result() }, log: log}
+	for _, o := range opts {
+		o(s)
+	}
 	var dialer *safedial.Dialer
-	s.client, dialer = newClient(cfg, func(result string) { m.dnsLookups.WithLabelValues(result).Inc() }, s.keepRaw)
+	s.client, dialer = newClient(cfg, s.resolver, func(result string) { m.dnsLookups.WithLabelValues(result).Inc() }, s.keepRaw)
 	if cfg.Politeness.Per == politeness.PerIP {
 		s.servers = politeness.NewServers(r.Redis, cfg.Common.RedisPrefix, cfg.Politeness)
 		s.pick = dialer.Pick
 	}
 	r.OnClose(s.client.CloseIdle)
-	s.lease = &leaseClock{wall: time.Now, redisTime: func(ctx context.Context) (time.Time, error) { return r.Redis.Time(ctx).Result() }, log: log}
-	for _, o := range opts {
-		o(s)
-	}
 	if err := s.lease.measure(ctx); err != nil {
 		r.Close()
 		return nil, err
@@ -154,20 +157,32 @@ func WithWallClock(now func() time.Time) Option {
 	return func(s *Service) { s.lease.wall = now }
 }
 
+// WithResolver makes the service resolve names through r instead of the system resolver,
+// under the same DNS cache and recheck of a missing name (tests of DNS answers).
+func WithResolver(r safedial.Resolver) Option {
+	return func(s *Service) { s.resolver = r }
+}
+
 // newClient builds the HTTP client: the address policy in the dialer, the DNS cache in
-// front of the system resolver, and the proxy from the environment (HTTP_PROXY,
-// HTTPS_PROXY, NO_PROXY). onDNS is told how each name lookup was answered. The dialer is
-// returned too, to resolve hosts exactly as the client's dials do.
-func newClient(cfg config.Config, onDNS func(result string), keepRaw func() bool) (*fetch.Client, *safedial.Dialer) {
-	dialer := &safedial.Dialer{Policy: safedial.NewPolicy(cfg.AllowCIDRs...), Timeout: min(cfg.DialTimeout, cfg.FetchTimeout)}
+// front of the system resolver (up, when not nil: WithResolver) with a name the DNS says
+// does not exist asked once more (fetch.RecheckResolver), and the proxy from the
+// environment (HTTP_PROXY, HTTPS_PROXY, NO_PROXY). onDNS is told how each name lookup was
+// answered. The dialer is returned too, to resolve hosts exactly as the client's dials do.
+func newClient(cfg config.Config, up safedial.Resolver, onDNS func(result string), keepRaw func() bool) (*fetch.Client, *safedial.Dialer) {
+	if up == nil {
+		up = net.DefaultResolver
+	}
+	lookupTimeout := min(cfg.DialTimeout, cfg.FetchTimeout)
+	recheck := &fetch.RecheckResolver{Up: up, Delay: min(fetch.NoSuchHostRecheck, lookupTimeout/2)}
+	dialer := &safedial.Dialer{Policy: safedial.NewPolicy(cfg.AllowCIDRs...), Timeout: lookupTimeout, Resolver: recheck}
 	if cfg.DNSTTL > 0 {
 		// The cache holds raw answers; the dialer applies the address policy to every
-		// address on every dial, cached or not.
-		dialer.Resolver = safedial.NewCachingResolver(nil, safedial.CacheOptions{
+		// address on every dial, cached or not. A missing name is cached once confirmed.
+		dialer.Resolver = safedial.NewCachingResolver(recheck, safedial.CacheOptions{
 			TTL:           cfg.DNSTTL,
 			NegativeTTL:   cfg.DNSNegativeTTL,
 			MaxEntries:    cfg.DNSCacheSize,
-			LookupTimeout: min(cfg.DialTimeout, cfg.FetchTimeout),
+			LookupTimeout: lookupTimeout,
 			OnLookup:      onDNS,
 		})
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/errclass"
 	"github.com/trawl/trawl/shared/policy"
 	"github.com/trawl/trawl/shared/redisx"
 )
@@ -83,18 +84,28 @@ const (
 )
 
 // health is what an outcome says about its host, for retirement (codes shared with
-// complete.lua).
+// complete.lua). A host is retired when it fails, not when a few of its URLs do: a URL
+// counts once in the host's failure streak (at its first attempt), however often it is
+// retried, and an answer with a 5xx retires the host only when most of its recent answers
+// are errors too.
 type health uint8
 
 const (
-	// healthNone: no request reached the host, or its answer says nothing of its health.
+	// healthNone: no request reached the host, or the outcome says nothing of its health
+	// (a URL the fetcher cannot request, a secret it cannot read).
 	healthNone health = 0
-	// healthFailed: a failed request (error, timeout, 5xx, robots.txt unavailable); a
-	// streak of RetireAfter of them retires the host.
-	healthFailed health = 1
+	// healthDown: the host did not answer (connection refused or reset, a timeout, a DNS
+	// failure, robots.txt unavailable); a streak of RetireAfter URLs retires the host.
+	healthDown health = 1
 	// healthAnswered: the host answered (2xx-4xx, 429 included, or robots.txt); the
 	// failure streak starts over.
 	healthAnswered health = 2
+	// healthErrorAnswer: the host answered with a 5xx. It counts in the streak, but
+	// retires the host only when most of the host's recent answers are errors.
+	healthErrorAnswer health = 3
+	// healthGone: the host's name does not exist (the DNS said so, twice): the host is
+	// retired at once.
+	healthGone health = 4
 )
 
 // plan is how an outcome is applied.
@@ -114,21 +125,26 @@ func classify(o crawlmsg.Outcome) (p plan, ok bool) {
 	case crawlmsg.OutcomeFetched:
 		switch {
 		case o.Status >= 500:
-			return plan{act: actRetry, health: healthFailed}, true
+			return plan{act: actRetry, health: healthErrorAnswer}, true
 		case o.Status == 429:
 			// The host is up and asks to slow down: back off, but do not retire it.
 			return plan{act: actRetry, health: healthAnswered}, true
 		}
 		return plan{act: actFetched, resetStreak: true, health: healthAnswered}, true
 	case crawlmsg.OutcomeError:
-		// A permanent error (no such host, refused TLS) fails the URL at once and counts
-		// toward retirement, so a dead host's other URLs do not each wait their turn.
-		if o.Permanent {
-			return plan{act: actFailed, health: healthFailed}, true
+		switch {
+		case o.Permanent && errclass.IsNoSuchHostReason(o.Error):
+			// A fact about the name: the host's URLs end now rather than each wait its
+			// turn and backoff.
+			return plan{act: actFailed, health: healthGone}, true
+		case o.Permanent:
+			// An error the URL carries (one the fetcher cannot request, a secret it cannot
+			// read): it fails at once and says nothing of the host.
+			return plan{act: actFailed}, true
 		}
-		return plan{act: actRetry, health: healthFailed}, true
+		return plan{act: actRetry, health: healthDown}, true
 	case crawlmsg.OutcomeRobotsUnavailable:
-		return plan{act: actRetry, refund: true, health: healthFailed}, true
+		return plan{act: actRetry, refund: true, health: healthDown}, true
 	case crawlmsg.OutcomeBlocked:
 		return plan{act: actFailed, refund: true}, true
 	case crawlmsg.OutcomeTooLarge:
@@ -224,7 +240,7 @@ func (f *Frontier) Complete(ctx context.Context, outs []crawlmsg.Outcome) ([]App
 			cd = secondsToMs(o.CrawlDelay)
 		}
 		refund[i] = p.refund
-		args = append(args, o.Host, o.Lease, strconv.Itoa(p.flags(o.Requested)),
+		args = append(args, o.Host, o.Lease, strconv.Itoa(p.flags(o.Requested, o.Attempt == 0)),
 			strconv.FormatInt(max(o.DurationMs, 0), 10), strconv.FormatInt(cd, 10),
 			strconv.FormatInt(secondsToMs(o.RetryAfter), 10), errorLine(o, p), o.Addr)
 		idx = append(idx, i)
@@ -277,9 +293,10 @@ func (f *Frontier) Complete(ctx context.Context, outs []crawlmsg.Outcome) ([]App
 // completeFields is the number of complete.lua arguments per outcome.
 const completeFields = 8
 
-// flags packs the plan and whether a request was made into complete.lua's flags argument:
-// action + 8·requested + 16·resetStreak + 32·refund + 64·health.
-func (p plan) flags(requested bool) int {
+// flags packs the plan, whether a request was made and whether it was the URL's first
+// attempt into complete.lua's flags argument: action + 8·requested + 16·resetStreak +
+// 32·refund + 64·health + 512·first.
+func (p plan) flags(requested, first bool) int {
 	f := int(p.act) + 64*int(p.health)
 	if requested {
 		f += 8
@@ -289,6 +306,9 @@ func (p plan) flags(requested bool) int {
 	}
 	if p.refund {
 		f += 32
+	}
+	if first {
+		f += 512
 	}
 	return f
 }

@@ -2,13 +2,14 @@
 -- duration ms, crawl-delay ms (-1 = keep the stored one), retry-after ms, the error log
 -- line "<kind>\t<status>\t<host>\t<url>\t<error>" ('' = not an error), and the server
 -- address the request went to ('' = unknown; the stored one stays), kept in host:<host> as
--- addr for the status views. flags packs five small fields into one number, because every
+-- addr for the status views. flags packs six small fields into one number, because every
 -- argument costs the script a string and a table slot: action (1 fetched, 2 retry,
 -- 3 failed, 4 disallowed, 5 requeue, 6 park, 7 out of scope, 0 requeue counting an
 -- attempt) + 8 × requested (0/1) + 16 × reset error streak (0/1)
 -- + 32 × refund the page charge (0/1: no page request was made) + 64 × health (0 says
--- nothing about the host, 1 a failure: error, timeout, 5xx, robots unavailable; 2 the host
--- answered).
+-- nothing about the host, 1 it did not answer: error, timeout, robots unavailable; 2 it
+-- answered; 3 it answered 5xx; 4 its name does not exist) + 512 × first attempt of the URL
+-- (0/1).
 -- Returns per outcome {result, next time ms, crawl-delay flags, retired} where result is
 -- 0 stale, 1 fetched, 2 retry queued, 3 failed, 4 disallowed, 5 requeued, 6 parked (a
 -- fetcher found a live policy blocking the URL: it goes to the end of the host's park
@@ -24,11 +25,20 @@
 -- kills every fetcher that takes it still ends, and the host waits its full delay, because
 -- a request of an earlier delivery may have ended just before the deadline.
 --
--- Host retirement: host:<host> field fails counts consecutive failures (health 1; reset by
--- health 2). When it reaches RETIRE the host is retired: the outcome's URL and every URL in
+-- Host retirement: a host is retired when it fails, not when a few of its URLs do.
+-- host:<host> field fails counts consecutive failed URLs (health 1 and 3; reset by health 2),
+-- each at its first attempt only, so a URL retried back to back counts once; field win
+-- holds the host's last 32 answers of URLs at their first attempt, '1' a 5xx and '0'
+-- 2xx-4xx, newest last. When fails reaches RETIRE on a failure that did not answer
+-- (health 1), or on a 5xx while more than half of win is errors, or at once when the
+-- name does not exist (health 4), the host is retired: the outcome's URL and every URL in
 -- its back queue end as failed, the back queue is freed, and host:<host> gets
 -- retired = now, so that later URLs of the host end as failed on admission (add.lua) or,
--- if they were already waiting in a front queue, when the router reaches them.
+-- if they were already waiting in a front queue, when the router reaches them. A URL whose
+-- request got no answer (health 1) is retried at the tail of its host queue rather than the
+-- head: the failure said nothing about it, and the next request asks the host with
+-- another URL, so a host that is down is retired after RETIRE requests, not RETIRE URLs'
+-- every attempt.
 --
 -- For the status page each applied outcome also keeps, in host:<host>, fetched (URLs of
 -- the host that ended fetched), rt (last response time, ms) and rtavg (its moving average,
@@ -41,6 +51,32 @@
 -- outcome above the floor.
 local n = tonumber(ARGV[A])
 local W = 8
+-- retirement applies an outcome's health to the host's failure streak (fails) and answer
+-- window (stored win), adding a changed window to the host's fields (set); it returns the
+-- streak and whether the host is retired. first: the URL's first attempt. The window holds
+-- 32 answers.
+local function retirement(health, first, fails, stWin, set)
+  local win = stWin or ''
+  if first and (health == 2 or health == 3) then
+    win = string.sub(win .. (health == 3 and '1' or '0'), -32)
+    if win ~= (stWin or '') then
+      set[#set + 1] = HF.WIN
+      set[#set + 1] = win
+    end
+  end
+  if health == 4 then
+    return fails + 1, RETIRE > 0
+  elseif (health == 1 or health == 3) and first then
+    fails = fails + 1
+    if RETIRE == 0 or fails < RETIRE then return fails, false end
+    if health == 1 then return fails, true end
+    local _, errors = string.gsub(win, '1', '')
+    return fails, 2 * errors > #win
+  elseif health == 2 then
+    return 0, false
+  end
+  return fails, false
+end
 local out = {}
 -- All leases of the batch in one call. The lease deadlines are only needed for outcomes
 -- that made no request (to tell a late one), which are few.
@@ -82,7 +118,7 @@ for o = 1, n do
   local errLine, addr = ARGV[i + 6], ARGV[i + 7]
   i = i + W
   local act, requested = fl % 8, fl % 16 >= 8
-  local reset, refund, health = fl % 32 >= 16, fl % 64 >= 32, floor(fl / 64)
+  local reset, refund, health = fl % 32 >= 16, fl % 64 >= 32, floor(fl / 64) % 8
   local v = leases[o]
   local sid = leaseHosts[o]
   local sp = v and string.find(v, ' ', 1, true)
@@ -98,7 +134,7 @@ for o = 1, n do
     slot_ended(h, sid)
     local hkey = hk(h)
     -- The host's limits come with its state: its entry kept in HF.POL (kept_limits).
-    local st = redis.call('HMGET', hkey, HF.NEXT, HF.CD, HF.ERR, HF.FAILS, HF.FETCHED, HF.RTAVG, HF.RT, HF.POL)
+    local st = redis.call('HMGET', hkey, HF.NEXT, HF.CD, HF.ERR, HF.FAILS, HF.FETCHED, HF.RTAVG, HF.RT, HF.POL, HF.WIN)
     local stNext = tonumber(st[1] or '0') or 0
     local cd = tonumber(st[2] or '0') or 0
     local stErr = tonumber(st[3] or '0') or 0
@@ -114,13 +150,8 @@ for o = 1, n do
       -- Reported once per host and value: only the outcome that changes the stored value.
       if cd > lim.maxcd then capped = 2 end
     end
-    local retire = false
-    if health == 1 then
-      fails = fails + 1
-      retire = RETIRE > 0 and fails >= RETIRE
-    elseif health == 2 then
-      fails = 0
-    end
+    local retire
+    fails, retire = retirement(health, fl >= 512, fails, st[9], set)
     -- A retry is an error: the host's error streak grows and sets its backoff.
     local streak = 0
     if act == 2 then
@@ -195,7 +226,12 @@ for o = 1, n do
             if head then errLine = head .. exhausted(att, text) end
           end
         else
-          redis.call('LPUSH', bq(h), d .. ' ' .. hp .. ' ' .. n2s(att + 1) .. ' ' .. u)
+          local q = d .. ' ' .. hp .. ' ' .. n2s(att + 1) .. ' ' .. u
+          if health == 1 then
+            redis.call('RPUSH', bq(h), q)
+          else
+            redis.call('LPUSH', bq(h), q)
+          end
           bump('queued', 1)
           back = 1
         end
