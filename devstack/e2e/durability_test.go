@@ -174,38 +174,60 @@ func TestCrawlResumesAfterWholeStackCrash(t *testing.T) {
 	env := testEnv()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	natsBin := buildNATS(t) // so that NATS is SIGKILLed like every other process
-	wcfg := testWeb()
-	web, err := synthweb.Start(ctx, wcfg)
+	c := startCrashTest(t, ctx, buildNATS(t), env)
+	waitFetched(t, c.st, 60)
+	if err := c.st.Crash(); err != nil {
+		t.Fatal(err)
+	}
+	checkInvariants(t, c.resume(t, ctx), env, len(c.web.Hosts()))
+}
+
+// crashTest is a crawl made to be crashed and started again on its directory.
+type crashTest struct {
+	web   *synthweb.Web
+	opts  stack.Options
+	st    *stack.Stack
+	start time.Time
+}
+
+// crashLeaseTTL is a crash test's lease: a task out at the crash comes back when its lease
+// expires, so it is kept short.
+const crashLeaseTTL = 8 * time.Second
+
+// startCrashTest starts the test web and a stack whose NATS runs in a process of its own
+// (natsBin), so that a crash SIGKILLs it like every other process, and seeds the crawl.
+func startCrashTest(t *testing.T, ctx context.Context, natsBin string, env crawlEnv) *crashTest {
+	t.Helper()
+	web, err := synthweb.Start(ctx, testWeb())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { web.Close() })
 	vars := env.vars()
-	// A task out at the crash comes back when its lease expires; keep that short.
-	vars["TRAWL_LEASE_TTL"] = "8s"
+	vars["TRAWL_LEASE_TTL"] = crashLeaseTTL.String()
 	vars["TRAWL_ACK_WAIT"] = "4s"
 	vars["TRAWL_FETCH_TIMEOUT"] = "2s"
-	opts := stack.Options{Dir: t.TempDir(), Env: vars, NATSBin: natsBin}
-	start := time.Now()
-	st := startStack(t, ctx, opts)
-	if err := st.Seed(ctx, web.Seeds()); err != nil {
+	c := &crashTest{web: web, opts: stack.Options{Dir: t.TempDir(), Env: vars, NATSBin: natsBin}, start: time.Now()}
+	c.st = startStack(t, ctx, c.opts)
+	if err := c.st.Seed(ctx, web.Seeds()); err != nil {
 		t.Fatal(err)
 	}
-	waitFetched(t, st, 60)
-	if err := st.Crash(); err != nil {
+	return c
+}
+
+// resume starts the stack again on the crawl's directory, seeds again as `make run` does
+// on every start (the seeds are dropped as already seen), and waits for the crawl to end.
+func (c *crashTest) resume(t *testing.T, ctx context.Context) crawlResult {
+	t.Helper()
+	c.st = startStack(t, ctx, c.opts)
+	if err := c.st.Seed(ctx, c.web.Seeds()); err != nil {
 		t.Fatal(err)
 	}
-	st = startStack(t, ctx, opts)
-	// `make run` seeds again on every start; the seeds are dropped as already seen.
-	if err := st.Seed(ctx, web.Seeds()); err != nil {
-		t.Fatal(err)
-	}
-	p, err := st.WaitIdle(ctx, 250*time.Millisecond, nil)
+	p, err := c.st.WaitIdle(ctx, 250*time.Millisecond, nil)
 	if err != nil {
 		t.Fatalf("resumed crawl did not finish: %v", err)
 	}
-	checkInvariants(t, crawlResult{stack: st, web: web, progress: p, took: time.Since(start), reqs: web.Requests()}, env, len(web.Hosts()))
+	return crawlResult{stack: c.st, web: c.web, progress: p, took: time.Since(c.start), reqs: c.web.Requests()}
 }
 
 func startStack(t *testing.T, ctx context.Context, opts stack.Options) *stack.Stack {

@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/trawl/trawl/devstack/stack"
-	"github.com/trawl/trawl/devstack/synthweb"
 	"github.com/trawl/trawl/shared/durability"
 )
 
@@ -29,37 +27,21 @@ func TestCrawlSurvivesStoresRolledBackApart(t *testing.T) {
 	}
 	// Apart by less than the window, as two stores that each fsync once a second are.
 	const apart = 1500 * time.Millisecond
-	const leaseTTL = 8 * time.Second
 	natsBin := buildNATS(t) // so that NATS is SIGKILLed like every other process
 	for _, first := range []string{"redis", "nats"} {
 		t.Run(first+" older", func(t *testing.T) {
 			env := testEnv()
 			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 			defer cancel()
-			web, err := synthweb.Start(ctx, testWeb())
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { web.Close() })
-			vars := env.vars()
-			// A task out at the crash comes back when its lease expires; keep that short.
-			vars["TRAWL_LEASE_TTL"] = leaseTTL.String()
-			vars["TRAWL_ACK_WAIT"] = "4s"
-			vars["TRAWL_FETCH_TIMEOUT"] = "2s"
-			opts := stack.Options{Dir: t.TempDir(), Env: vars, NATSBin: natsBin}
-			start := time.Now()
-			st := startStack(t, ctx, opts)
-			if err := st.Seed(ctx, web.Seeds()); err != nil {
-				t.Fatal(err)
-			}
-			waitFetched(t, st, 60)
+			c := startCrashTest(t, ctx, natsBin, env)
+			waitFetched(t, c.st, 60)
 			second := map[string]string{"redis": "nats", "nats": "redis"}[first]
 			snaps := t.TempDir()
 			older := time.Now()
-			copyDir(t, filepath.Join(opts.Dir, first), filepath.Join(snaps, first))
+			copyDir(t, filepath.Join(c.opts.Dir, first), filepath.Join(snaps, first))
 			time.Sleep(apart) // the crawl goes on between the two stores' instants
-			copyDir(t, filepath.Join(opts.Dir, second), filepath.Join(snaps, second))
-			if err := st.Crash(); err != nil {
+			copyDir(t, filepath.Join(c.opts.Dir, second), filepath.Join(snaps, second))
+			if err := c.st.Crash(); err != nil {
 				t.Fatal(err)
 			}
 			// The stack comes back after the lease TTL, as a machine back from an OS crash
@@ -67,24 +49,17 @@ func TestCrawlSurvivesStoresRolledBackApart(t *testing.T) {
 			// dispatched after its instant, and such a task still within its lease would
 			// run beside the one dispatched again for its host (the limit docs/architecture.md
 			// "Durability" states).
-			time.Sleep(leaseTTL)
+			time.Sleep(crashLeaseTTL)
 			for _, d := range []string{first, second} {
-				if err := os.RemoveAll(filepath.Join(opts.Dir, d)); err != nil {
+				if err := os.RemoveAll(filepath.Join(c.opts.Dir, d)); err != nil {
 					t.Fatal(err)
 				}
-				if err := os.Rename(filepath.Join(snaps, d), filepath.Join(opts.Dir, d)); err != nil {
+				if err := os.Rename(filepath.Join(snaps, d), filepath.Join(c.opts.Dir, d)); err != nil {
 					t.Fatal(err)
 				}
 			}
-			st = startStack(t, ctx, opts)
-			if err := st.Seed(ctx, web.Seeds()); err != nil {
-				t.Fatal(err)
-			}
-			p, err := st.WaitIdle(ctx, 250*time.Millisecond, nil)
-			if err != nil {
-				t.Fatalf("crawl on the rolled-back stores did not finish: %v", err)
-			}
-			reqs := web.Requests()
+			r := c.resume(t, ctx)
+			reqs := r.reqs
 			// The design's bound: what either store may have lost is the work of the window
 			// before the older copy and since; a URL first requested before that is never
 			// requested again.
@@ -95,7 +70,7 @@ func TestCrawlSurvivesStoresRolledBackApart(t *testing.T) {
 				if r.Path == "/robots.txt" {
 					continue
 				}
-				u := web.Origin(r.Host) + r.Path
+				u := c.web.Origin(r.Host) + r.Path
 				if count[u] == 0 {
 					firstReq[u] = r.Start
 				}
@@ -112,7 +87,7 @@ func TestCrawlSurvivesStoresRolledBackApart(t *testing.T) {
 				}
 			}
 			t.Logf("%d of %d URLs requested again, all first requested within %s of the older copy", again, len(count), level.Window())
-			checkInvariants(t, crawlResult{stack: st, web: web, progress: p, took: time.Since(start), reqs: reqs}, env, max(again, 1))
+			checkInvariants(t, r, env, max(again, 1))
 		})
 	}
 }

@@ -151,7 +151,9 @@ func TestServiceCacheSkipsRedis(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := startStack(t, redisproc.Options{}, map[string]string{"TRAWL_DEDUP_CACHE_SIZE": tt.size})
+			// At always a published message's memo is forgotten at once (at 1s it is left to
+			// the trim), which is what the HDEL count below tells apart.
+			s := startStack(t, redisproc.Options{}, map[string]string{"TRAWL_DEDUP_CACHE_SIZE": tt.size, "TRAWL_FSYNC": "always"})
 			c := redisClient(t, s.redis)
 			var first, again []crawlmsg.Discovered
 			for i := range 40 {
@@ -458,6 +460,42 @@ func TestCacheHitRateSyntheticWeb(t *testing.T) {
 					t.Errorf("%d hits, want %d (every link but the first to each URL)", hits, want)
 				}
 			}
+		})
+	}
+}
+
+// At TRAWL_FSYNC=1s a published message's memo stays until the trim, which goes by the
+// ack floor, and so by acks settled a window after the outputs were stored: an OS crash
+// that kept a Forget in Redis but lost the outputs and the ack in NATS would otherwise
+// have the message come back to find its URLs seen and publish nothing. At always the
+// memo is forgotten once the outputs are stored.
+func TestServiceKeepsMemosUntilTheTrim(t *testing.T) {
+	for _, level := range []string{"always", "1s"} {
+		t.Run(level, func(t *testing.T) {
+			s := startStack(t, redisproc.Options{}, map[string]string{"TRAWL_FSYNC": level, "TRAWL_DEDUP_MEMO_TRIM_INTERVAL": "1s",
+				"TRAWL_DEDUP_CACHE_SIZE": "0"})
+			c := redisClient(t, s.redis)
+			s.publishDiscovered(t, link("http://a.test/p/1", 1), link("http://a.test/p/2", 1))
+			got, ids := map[int][]string{}, map[string]int{}
+			testwait.Eventually(t, 20*time.Second, "the message's URLs on the frontier", func() bool {
+				s.frontier(t, got, ids)
+				return len(got[0]) == 2
+			})
+			memos := func() int64 {
+				n, err := c.HLen(context.Background(), "trawl:{dedup}:memo").Result()
+				if err != nil {
+					t.Fatal(err)
+				}
+				return n
+			}
+			if level == "always" {
+				testwait.Eventually(t, 10*time.Second, "the memo forgotten once the outputs are stored", func() bool { return memos() == 0 })
+				return
+			}
+			if n := memos(); n != 1 {
+				t.Fatalf("%d memos right after the outputs were stored, want the message's, kept for the trim", n)
+			}
+			testwait.Eventually(t, 20*time.Second, "the memo trimmed once the settled ack moved the floor", func() bool { return memos() == 0 })
 		})
 	}
 }

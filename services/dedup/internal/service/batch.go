@@ -29,14 +29,20 @@ type publishFunc func(ctx context.Context, msgs []*nats.Msg) error
 
 // handler turns batches of DiscoveredBatch messages into FrontierBatch messages.
 type handler struct {
-	seen     seenTester
-	entries  func() int // cache entries, for the gauge; nil without a cache
-	publish  publishFunc
-	norm     urlnorm.Options
-	maxDepth int
-	shards   int
-	m        *metrics
-	log      *slog.Logger
+	seen seenTester
+	// keepMemos leaves the memos of published messages to the trim instead of forgetting
+	// them at once (TRAWL_FSYNC=1s): an OS crash can keep a Forget in Redis while NATS loses
+	// the outputs it followed and the input's ack, and the input, delivered again, would then
+	// find its URLs seen and publish nothing. The trim goes by the ack floor, which moves
+	// only with the acks the consume loop settles a window after the outputs were stored.
+	keepMemos bool
+	entries   func() int // cache entries, for the gauge; nil without a cache
+	publish   publishFunc
+	norm      urlnorm.Options
+	maxDepth  int
+	shards    int
+	m         *metrics
+	log       *slog.Logger
 }
 
 // input is what the handler needs of a delivered message.
@@ -255,7 +261,7 @@ func (h *handler) process(ctx context.Context, in []input) []error {
 	var done []string
 	for t, i := range tested {
 		// A message answered by the cache alone has no memo to forget.
-		if errs[i] == nil && res.Asked[t] {
+		if errs[i] == nil && res.Asked[t] && !h.keepMemos {
 			done = append(done, in[i].id)
 		}
 	}

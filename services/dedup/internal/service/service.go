@@ -97,13 +97,14 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Service, 
 	}
 	checker := &seen.Cached{Store: store}
 	h := &handler{
-		seen:     checker,
-		publish:  func(ctx context.Context, msgs []*nats.Msg) error { return natsx.PublishBatch(ctx, js, msgs) },
-		norm:     cfg.Norm,
-		maxDepth: cfg.MaxDepth,
-		shards:   cfg.Common.Shards,
-		m:        m,
-		log:      log,
+		seen:      checker,
+		keepMemos: cfg.Common.Durability.Window() > 0,
+		publish:   func(ctx context.Context, msgs []*nats.Msg) error { return natsx.PublishBatch(ctx, js, msgs) },
+		norm:      cfg.Norm,
+		maxDepth:  cfg.MaxDepth,
+		shards:    cfg.Common.Shards,
+		m:         m,
+		log:       log,
 	}
 	if cfg.CacheSize > 0 {
 		// Empty at start: it fills from the test-and-set results, so a restart costs only
