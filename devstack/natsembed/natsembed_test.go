@@ -164,12 +164,13 @@ func TestLoggerReceivesServerLog(t *testing.T) {
 // The server's JetStream store syncs as TRAWL_FSYNC's level says, as Redis's AOF does; the
 // zero value is the default level, not JetStream's own two minutes.
 func TestDurabilityLevel(t *testing.T) {
+	defAlways, defInterval := durability.Default.NATSSync()
 	for _, tc := range []struct {
 		level        durability.Level
 		wantAlways   bool
 		wantInterval time.Duration
 	}{
-		{"", true, 0},
+		{"", defAlways, defInterval},
 		{durability.Always, true, 0},
 		{durability.EverySecond, false, time.Second},
 	} {
