@@ -364,3 +364,24 @@ func (w *testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
 }
+
+// slowScript is a site a.test whose /slow.js is answered only when release is closed (or
+// hold has passed), so the page's renderer process lives while the test looks at it; asked
+// receives each request for the script.
+func slowScript(t *testing.T, hold time.Duration) (s *site, asked chan struct{}, release chan struct{}) {
+	t.Helper()
+	asked, release = make(chan struct{}, 4), make(chan struct{})
+	s = newSite(t, map[string]http.HandlerFunc{
+		"a.test/robots.txt": serve("text/plain", ""),
+		"a.test/slow.js": func(w http.ResponseWriter, r *http.Request) {
+			asked <- struct{}{}
+			select {
+			case <-release:
+			case <-time.After(hold):
+			}
+			w.Header().Set("Content-Type", "text/javascript")
+			w.Write([]byte(`document.body.setAttribute('data-slow', 'ran');`))
+		},
+	})
+	return s, asked, release
+}

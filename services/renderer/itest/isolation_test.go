@@ -2,7 +2,6 @@ package itest
 
 import (
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -87,21 +86,8 @@ func TestRenderBrowserIsolated(t *testing.T) {
 	t.Setenv("TRAWL_NATS_URL", "nats://trawl:"+secret+"@127.0.0.1:1")
 	t.Setenv("SOME_API_TOKEN", secret)
 	st := newStack(t)
-	asked := make(chan struct{}, 1)
-	release := make(chan struct{})
-	s := newSite(t, map[string]http.HandlerFunc{
-		"a.test/robots.txt": serve("text/plain", ""),
-		// The page's renderer process lives while its script is awaited.
-		"a.test/slow.js": func(w http.ResponseWriter, r *http.Request) {
-			asked <- struct{}{}
-			select {
-			case <-release:
-			case <-time.After(waitFor):
-			}
-			w.Header().Set("Content-Type", "text/javascript")
-			w.Write([]byte(`document.body.setAttribute('data-slow', 'ran');`))
-		},
-	})
+	// The page's renderer process lives while its script is awaited.
+	s, asked, release := slowScript(t, waitFor)
 	in := st.start(st.config(map[string]string{"TRAWL_RESOLVE": resolve("a.test"), "TRAWL_RENDER_CACHE_TTL": "0"}))
 	lease := st.publishTask(s.url("a.test", "/"), `<html><body><script src="/slow.js"></script></body></html>`)
 	select {
@@ -185,20 +171,7 @@ func TestRendererNotRootSandboxesItsBrowser(t *testing.T) {
 	if err := os.Chown(tmp, uid, uid); err != nil {
 		t.Fatal(err)
 	}
-	asked := make(chan struct{}, 1)
-	release := make(chan struct{})
-	s := newSite(t, map[string]http.HandlerFunc{
-		"a.test/robots.txt": serve("text/plain", ""),
-		"a.test/slow.js": func(w http.ResponseWriter, r *http.Request) {
-			asked <- struct{}{}
-			select {
-			case <-release:
-			case <-time.After(waitFor):
-			}
-			w.Header().Set("Content-Type", "text/javascript")
-			w.Write([]byte(`document.body.setAttribute('data-slow', 'ran');`))
-		},
-	})
+	s, asked, release := slowScript(t, waitFor)
 	cmd := exec.Command(bin)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid, Groups: []uint32{}}, Pdeathsig: syscall.SIGKILL}
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "TMPDIR=" + tmp, "SOME_API_TOKEN=" + secret, "TRAWL_RESOLVE=" + resolve("a.test"), "TRAWL_RENDER_CACHE_TTL=0"}

@@ -151,20 +151,7 @@ func TestRenderKeepsTheHostsGap(t *testing.T) {
 // delivery.
 func TestRenderSurvivesABrowserCrash(t *testing.T) {
 	st := newStack(t)
-	release := make(chan struct{})
-	asked := make(chan struct{}, 4)
-	s := newSite(t, map[string]http.HandlerFunc{
-		"a.test/robots.txt": serve("text/plain", ""),
-		"a.test/slow.js": func(w http.ResponseWriter, r *http.Request) {
-			asked <- struct{}{}
-			select {
-			case <-release:
-			case <-time.After(5 * time.Second):
-			}
-			w.Header().Set("Content-Type", "text/javascript")
-			w.Write([]byte(`document.body.setAttribute('data-slow', 'ran');`))
-		},
-	})
+	s, asked, release := slowScript(t, 5*time.Second)
 	in := st.start(st.config(map[string]string{"TRAWL_RESOLVE": resolve("a.test"), "TRAWL_RENDER_CACHE_TTL": "0"}))
 	lease := st.publishTask(s.url("a.test", "/"), `<html><body><script src="/slow.js"></script></body></html>`)
 	select {
