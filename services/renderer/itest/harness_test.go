@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -384,4 +385,38 @@ func slowScript(t *testing.T, hold time.Duration) (s *site, asked chan struct{},
 		},
 	})
 	return s, asked, release
+}
+
+// rendererProc is a renderer binary running as a process of its own on the stack.
+type rendererProc struct {
+	cmd    *exec.Cmd
+	out    *testwait.Buffer
+	exited chan struct{}
+	err    error // the process's exit, once exited is closed
+}
+
+// runRenderer starts cmd, a renderer binary, with the environment base, then the stack's
+// settings, then mod (which wins over the stack's), and kills it when the test ends.
+func (s *stack) runRenderer(t *testing.T, cmd *exec.Cmd, base []string, mod map[string]string) *rendererProc {
+	t.Helper()
+	cmd.Env = slices.Clone(base)
+	for k, v := range s.env {
+		if _, over := mod[k]; !over {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+	}
+	for k, v := range mod {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	p := &rendererProc{cmd: cmd, out: &testwait.Buffer{}, exited: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = p.out, p.out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.err = cmd.Wait(); close(p.exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-p.exited
+	})
+	return p
 }

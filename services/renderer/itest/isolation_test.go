@@ -174,33 +174,17 @@ func TestRendererNotRootSandboxesItsBrowser(t *testing.T) {
 	s, asked, release := slowScript(t, waitFor)
 	cmd := exec.Command(bin)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid, Groups: []uint32{}}, Pdeathsig: syscall.SIGKILL}
-	cmd.Env = []string{"PATH=/usr/bin:/bin", "TMPDIR=" + tmp, "SOME_API_TOKEN=" + secret, "TRAWL_RESOLVE=" + resolve("a.test"), "TRAWL_RENDER_CACHE_TTL=0"}
-	for k, v := range st.env {
-		if k != "TRAWL_RENDER_CACHE_TTL" {
-			cmd.Env = append(cmd.Env, k+"="+v)
-		}
-	}
-	var out testwait.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	var werr error
-	go func() { werr = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-	})
+	r := st.runRenderer(t, cmd, []string{"PATH=/usr/bin:/bin", "TMPDIR=" + tmp, "SOME_API_TOKEN=" + secret},
+		map[string]string{"TRAWL_RESOLVE": resolve("a.test"), "TRAWL_RENDER_CACHE_TTL": "0"})
 	lease := st.publishTask(s.url("a.test", "/"), `<html><body><script src="/slow.js"></script></body></html>`)
 	select {
 	case <-asked:
-	case <-exited:
-		t.Fatalf("the renderer exited (%v):\n%s", werr, out.String())
+	case <-r.exited:
+		t.Fatalf("the renderer exited (%v):\n%s", r.err, r.out.String())
 	case <-time.After(waitFor):
-		t.Fatalf("the page never asked for its script:\n%s", out.String())
+		t.Fatalf("the page never asked for its script:\n%s", r.out.String())
 	}
-	checkIsolated(t, tree(t, cmd.Process.Pid)[1:], secret)
+	checkIsolated(t, tree(t, r.cmd.Process.Pid)[1:], secret)
 	close(release)
 	if p := st.page(lease); !strings.Contains(string(p.Body), `data-slow="ran"`) {
 		t.Errorf("page not rendered: %s", p.Body)

@@ -1,6 +1,7 @@
 package itest
 
 import (
+	"github.com/trawl/trawl/shared/testwait"
 	"net/http"
 	"os"
 	"os/exec"
@@ -83,46 +84,27 @@ func TestRendererSIGKILLLosesNothing(t *testing.T) {
 		},
 	})
 	mod := map[string]string{"TRAWL_RESOLVE": resolve("a.test"), "TRAWL_RENDER_CACHE_TTL": "0", "TRAWL_RENDER_REQUEST_TIMEOUT": "2s"}
-	cmd := exec.Command(bin)
-	cmd.Env = os.Environ()
-	for k, v := range st.env {
-		if _, over := mod[k]; !over {
-			cmd.Env = append(cmd.Env, k+"="+v)
-		}
-	}
-	for k, v := range mod {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	var out strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-	})
+	r := st.runRenderer(t, exec.Command(bin), os.Environ(), mod)
 	lease := st.publishTask(s.url("a.test", "/"), `<html><body><script src="/slow.js"></script></body></html>`)
 	select {
 	case <-asked:
-	case <-exited:
-		t.Fatalf("the renderer exited before the page asked for its script:\n%s", out.String())
+	case <-r.exited:
+		t.Fatalf("the renderer exited before the page asked for its script:\n%s", r.out.String())
 	case <-time.After(waitFor):
-		t.Fatalf("the page never asked for its script:\n%s", out.String())
+		t.Fatalf("the page never asked for its script:\n%s", r.out.String())
 	}
-	if err := syscall.Kill(cmd.Process.Pid, syscall.SIGKILL); err != nil {
+	if err := syscall.Kill(r.cmd.Process.Pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	<-exited
+	<-r.exited
 
 	in := st.start(st.config(mod))
 	p := st.page(lease)
 	if p.Meta.Rendered == nil || p.Meta.Rendered.Failed != "" || !strings.Contains(string(p.Body), `data-slow="ran"`) {
 		t.Fatalf("page after the kill: rendered %+v, DOM %s", p.Meta.Rendered, p.Body)
 	}
-	if v := in.metric(t, `trawl_renderer_pages_total{result="rendered"}`); v != 1 {
-		t.Errorf("second renderer rendered %v pages, want 1", v)
-	}
+	// The renderer counts a page once it is published, so just after it reaches the test.
+	testwait.Eventually(t, 5*time.Second, "the second renderer counting the page", func() bool {
+		return in.metric(t, `trawl_renderer_pages_total{result="rendered"}`) == 1
+	})
 }
