@@ -277,9 +277,10 @@ func TestRenderGivesUpOnAPageThatNeverLoads(t *testing.T) {
 	if string(p.Body) != shell {
 		t.Errorf("a page given up carries %q, want the body as fetched", p.Body)
 	}
-	if v := in.metric(t, `trawl_renderer_pages_total{result="failed"}`); v != 1 {
-		t.Errorf("failed pages counted %v, want 1", v)
-	}
+	// The renderer counts a page once it is published, so just after it reaches the test.
+	testwait.Eventually(t, 5*time.Second, "the page counted as failed", func() bool {
+		return in.metric(t, `trawl_renderer_pages_total{result="failed"}`) == 1
+	})
 }
 
 // A browser request is judged in Trawl's form of its URL, not Chromium's: a host written
