@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/compose-spec/compose-go/v2 v2.16.2
+	github.com/gocolly/colly/v2 v2.3.0
 	github.com/moby/buildkit v0.31.2
 	github.com/moby/patternmatcher v0.6.1
 	github.com/nats-io/nats-server/v2 v2.15.2
@@ -11,6 +12,7 @@ require (
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/trawl/trawl/shared v0.0.0-00010101000000-000000000000
 	go.yaml.in/yaml/v4 v4.0.0-rc.4
+	golang.org/x/mod v0.42.0
 	golang.org/x/net v0.62.0
 )
 
@@ -32,7 +34,6 @@ require (
 	github.com/go-viper/mapstructure/v2 v2.5.0 // indirect
 	github.com/gobwas/glob v0.2.3 // indirect
 	github.com/goccy/go-json v0.12.0 // indirect
-	github.com/gocolly/colly/v2 v2.3.0 // indirect
 	github.com/golang/groupcache v0.0.0-20241129210726-2c02b8208cf8 // indirect
 	github.com/golang/protobuf v1.5.4 // indirect
 	github.com/google/go-tpm v0.9.8 // indirect
