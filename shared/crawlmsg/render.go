@@ -131,7 +131,7 @@ type Rendered struct {
 	Exchanges     []Exchange `json:"exchanges,omitempty"`
 	ExchangesSize int64      `json:"exchanges_size,omitempty"`
 	// Refused counts the browser's requests failed inside the page, by reason ("robots",
-	// "scope", "blocked", "unsafe", "scheme", "error", "time"): no request was made for
+	// "scope", "blocked", "unsafe", "scheme", "secret", "error", "time"): no request was made for
 	// them (or, for "error", none that answered).
 	Refused map[string]int `json:"refused,omitempty"`
 }

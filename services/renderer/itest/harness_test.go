@@ -284,6 +284,7 @@ func (st *stack) page(lease string) *crawlmsg.Page {
 type hit struct {
 	host, path string
 	start, end time.Time
+	header     http.Header // as the site received it
 }
 
 // site is an httptest server answering several host names (TRAWL_RESOLVE maps them to
@@ -299,7 +300,7 @@ type site struct {
 func newSite(t testing.TB, routes map[string]http.HandlerFunc) *site {
 	s := &site{routes: routes}
 	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h := hit{host: strings.Split(r.Host, ":")[0], path: r.URL.RequestURI(), start: time.Now()}
+		h := hit{host: strings.Split(r.Host, ":")[0], path: r.URL.RequestURI(), start: time.Now(), header: r.Header.Clone()}
 		defer func() {
 			h.end = time.Now()
 			s.mu.Lock()

@@ -11,6 +11,7 @@ import (
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/envconfig"
 	"github.com/trawl/trawl/shared/policy"
+	"github.com/trawl/trawl/shared/polite"
 	"github.com/trawl/trawl/shared/politeness"
 	"github.com/trawl/trawl/shared/robots"
 	"github.com/trawl/trawl/shared/safedial"
@@ -66,6 +67,12 @@ type Config struct {
 	resolveErr error
 }
 
+// Polite are the settings the fetcher's requests are resolved with (polite.New), as
+// every process making requests reads them.
+func (c Config) Polite() polite.Settings {
+	return polite.Settings{RobotsAgent: c.RobotsAgent, RobotsMaxBytes: c.RobotsMaxBytes, SecretsDir: c.Policy.SecretsDir}
+}
+
 // TLSHandshakeTimeout is fixed: a handshake that takes longer is a broken server.
 const TLSHandshakeTimeout = 10 * time.Second
 
@@ -87,7 +94,7 @@ func Load(r *envconfig.Reader) (Config, error) {
 		allowRaw:        r.List("ALLOW_CIDRS", nil),
 		RobotsTTL:       r.Duration("ROBOTS_TTL", 24*time.Hour),
 		RobotsErrorTTL:  r.Duration("ROBOTS_ERROR_TTL", time.Minute),
-		RobotsMaxBytes:  r.Bytes("ROBOTS_MAX_BYTES", robots.DefaultMaxBytes),
+		RobotsMaxBytes:  polite.LoadRobotsMaxBytes(r),
 		MaxConnsPerHost: r.Int("MAX_CONNS_PER_HOST", 2),
 		// As many as the scheduler's default TRAWL_BACK_QUEUES hosts in rotation: with
 		// fewer, a host's connection is closed before its next turn and every request
@@ -202,8 +209,8 @@ func (c Config) Validate() error {
 	if c.RobotsErrorTTL < time.Second || c.RobotsErrorTTL > c.RobotsTTL {
 		bad("TRAWL_ROBOTS_ERROR_TTL=%s: want 1s..TRAWL_ROBOTS_TTL", c.RobotsErrorTTL)
 	}
-	if c.RobotsMaxBytes < robots.DefaultMaxBytes || c.RobotsMaxBytes > 16<<20 {
-		bad("TRAWL_ROBOTS_MAX_BYTES=%d: want %d (500KiB, RFC 9309's minimum)..16MiB", c.RobotsMaxBytes, robots.DefaultMaxBytes)
+	if err := polite.CheckRobotsMaxBytes(c.RobotsMaxBytes); err != nil {
+		errs = append(errs, err)
 	}
 	if c.MaxConnsPerHost < 1 || c.MaxConnsPerHost > 64 {
 		bad("TRAWL_MAX_CONNS_PER_HOST=%d: want 1..64", c.MaxConnsPerHost)

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/trawl/trawl/shared/envconfig"
+	"github.com/trawl/trawl/shared/polite"
+	"github.com/trawl/trawl/shared/polite/politetest"
 )
 
 func TestDefaults(t *testing.T) {
@@ -126,4 +128,14 @@ func TestSitemapsEnabled(t *testing.T) {
 			t.Errorf("%v: SitemapsEnabled() = %v, want %v", tc.env, got, tc.want)
 		}
 	}
+}
+
+// TestPoliteSuite: the fetcher resolves a site policy's request settings and robots.txt
+// limits from its configuration as every process making requests does (the renderer runs
+// the same suite on its own).
+func TestPoliteSuite(t *testing.T) {
+	politetest.Run(t, func(r *envconfig.Reader) (polite.Settings, error) {
+		c, err := Load(r)
+		return c.Polite(), err
+	})
 }

@@ -22,8 +22,8 @@ import (
 
 	"github.com/trawl/trawl/shared/contentcoding"
 	"github.com/trawl/trawl/shared/errclass"
+	"github.com/trawl/trawl/shared/polite"
 	"github.com/trawl/trawl/shared/safedial"
-	"github.com/trawl/trawl/shared/urlnorm"
 )
 
 // Accept headers: pages ask for HTML first, robots.txt for plain text, sitemaps for XML;
@@ -229,14 +229,6 @@ func (c *Client) GetRobots(ctx context.Context, rawURL string, maxBody int64) (*
 	return c.do(ctx, rawURL, u, AcceptRobots, maxBody, Validators{})
 }
 
-func isRedirect(status int) bool {
-	switch status {
-	case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther, http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
-		return true
-	}
-	return false
-}
-
 func parseURL(raw string) (*url.URL, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -290,14 +282,8 @@ func (c *Client) do(ctx context.Context, rawURL string, u *url.URL, accept strin
 	if v.LastModified != "" {
 		req.Header["If-Modified-Since"] = []string{v.LastModified}
 	}
-	extra := headersFor(ctx, u.Hostname())
-	if extra != nil {
-		for name, vs := range extra.Header {
-			if !Reserved[name] {
-				req.Header[name] = vs
-			}
-		}
-	}
+	extra := polite.HeadersFor(ctx, u.Hostname())
+	extra.Apply(req.Header)
 	started := time.Now()
 	resp, err := c.roundTrip(req)
 	if err != nil {
@@ -319,7 +305,7 @@ func (c *Client) do(ctx context.Context, rawURL string, u *url.URL, accept strin
 	// Before the header map is edited below: a rebuilt head shows what was received.
 	x.capture(out, req, resp)
 	if extra != nil {
-		out.RequestHead = maskHead(out.RequestHead, extra.Secret)
+		out.RequestHead = polite.MaskHead(out.RequestHead, extra.Secret)
 	}
 	// The wire cap leaves room for a coding's overhead on incompressible data; whichever
 	// cap is hit first marks the body truncated.
@@ -378,13 +364,7 @@ func (c *Client) do(ctx context.Context, rawURL string, u *url.URL, accept strin
 	out.Body = buf
 	out.Duration = time.Since(started)
 	out.MediaType, out.Charset = c.types.parse(resp.Header.Get("Content-Type"))
-	if isRedirect(resp.StatusCode) {
-		if loc := resp.Header.Get("Location"); loc != "" {
-			if abs, err := urlnorm.Resolve(u, loc); err == nil {
-				out.Location = abs
-			}
-		}
-	}
+	out.Location = polite.Location(resp.StatusCode, u, resp.Header.Get("Location"))
 	return out, nil
 }
 
@@ -405,7 +385,7 @@ func (c *Client) roundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return nil, &url.Error{Op: "Get", URL: req.URL.String(), Err: err}
 	}
-	if isRedirect(resp.StatusCode) {
+	if polite.IsRedirect(resp.StatusCode) {
 		if loc := resp.Header.Get("Location"); loc != "" {
 			if _, perr := req.URL.Parse(loc); perr != nil {
 				_ = resp.Body.Close()

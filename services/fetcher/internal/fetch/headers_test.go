@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trawl/trawl/shared/polite"
 	"github.com/trawl/trawl/shared/safedial"
 )
 
@@ -31,14 +32,14 @@ func TestHeadersBoundToHost(t *testing.T) {
 	cfg.Dial = d.DialContext
 	c := New(cfg)
 
-	h := &Headers{Host: "A.test", Header: http.Header{
+	h := &polite.Headers{Host: "A.test", Header: http.Header{
 		"User-Agent":      {"AcmeBot/2.0"},
 		"Cookie":          {"session=s3cret"},
 		"X-Extra":         {"plain"},
 		"Accept-Encoding": {"br"},
 	}, Secret: []string{"Cookie"}}
 	// The redirect's target requested under the same context, as a careless caller would.
-	ctx := WithHeaders(context.Background(), h)
+	ctx := polite.WithHeaders(context.Background(), h)
 	resp, err := c.Get(ctx, "http://a.test:"+port+"/start")
 	if err != nil {
 		t.Fatal(err)
@@ -76,7 +77,7 @@ func TestHeadersBoundToHost(t *testing.T) {
 	}
 
 	// The head captured for the archive: the secret masked, the rest as sent.
-	resp, err = c.Get(WithHeaders(context.Background(), h), "http://a.test:"+port+"/start")
+	resp, err = c.Get(polite.WithHeaders(context.Background(), h), "http://a.test:"+port+"/start")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/natsx"
 	"github.com/trawl/trawl/shared/policy"
+	"github.com/trawl/trawl/shared/polite"
 	"github.com/trawl/trawl/shared/topology"
 )
 
@@ -29,7 +30,7 @@ func (s *Service) fetchPage(ctx, reqCtx context.Context, task *crawlmsg.FetchTas
 	if pol.Blocked() {
 		return s.parked(out, parkedPage, rules), nil, nil
 	}
-	hdr, err := s.headersOf(pol, u.Hostname())
+	hdr, err := s.requests.Headers(pol, u.Hostname())
 	if err != nil {
 		return s.secretFailed(out, err), nil, nil
 	}
@@ -47,11 +48,11 @@ func (s *Service) fetchPage(ctx, reqCtx context.Context, task *crawlmsg.FetchTas
 		// The dial would have failed the same way.
 		err = reqErr
 	case lease != nil:
-		resp, err = s.client.GetParsed(fetch.WithHeaders(lease.ctx, hdr), task.URL, u, acceptFor(task.Kind), validators(task))
+		resp, err = s.client.GetParsed(polite.WithHeaders(lease.ctx, hdr), task.URL, u, acceptFor(task.Kind), validators(task))
 		s.releaseServer(ctx, lease, s.now().Sub(started))
 		out.Addr = lease.claim.Addr.String()
 	default:
-		resp, err = s.client.GetParsed(fetch.WithHeaders(reqCtx, hdr), task.URL, u, acceptFor(task.Kind), validators(task))
+		resp, err = s.client.GetParsed(polite.WithHeaders(reqCtx, hdr), task.URL, u, acceptFor(task.Kind), validators(task))
 	}
 	if err != nil {
 		switch {

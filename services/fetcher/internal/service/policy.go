@@ -1,24 +1,14 @@
 package service
 
 import (
-	"cmp"
-	"encoding/base64"
 	"errors"
-	"fmt"
-	"maps"
-	"net/http"
-	"slices"
-	"strings"
-	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/trawl/trawl/services/fetcher/internal/fetch"
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/obs"
 	"github.com/trawl/trawl/shared/policy"
 	"github.com/trawl/trawl/shared/politeness"
-	"github.com/trawl/trawl/shared/robots"
 	"github.com/trawl/trawl/shared/robotscache"
 )
 
@@ -41,7 +31,8 @@ type policyMetrics struct {
 	outOfScope prometheus.Counter
 	secretErr  prometheus.Counter
 	// applied counts requests by setting (user_agent, headers, cookies, credentials),
-	// its children resolved once: a request of a ruled host adds to one or more.
+	// its children resolved once: a request of a ruled host adds to one or more
+	// (polite.New's applied).
 	applied map[policy.Field]prometheus.Counter
 	// The rules in force, read at scrape time (set by New once the watcher exists).
 	version, stale func() float64
@@ -133,21 +124,6 @@ func (s *Service) outOfScope(task *crawlmsg.FetchTask, rules *policy.Set, pol po
 	return out
 }
 
-// SecretError is a secret a site policy names that cannot be read. It names the secret
-// and the setting, never the value.
-type SecretError struct {
-	Name    string       // the secret's name
-	Setting policy.Field // cookies, credentials or headers
-	Scope   string       // the rule that names it
-	Err     error
-}
-
-func (e *SecretError) Error() string {
-	return fmt.Sprintf("site policy %s: secret %q (%s) cannot be read: %v", e.Scope, e.Name, e.Setting, e.Err)
-}
-
-func (e *SecretError) Unwrap() error { return e.Err }
-
 // secretFailed ends a task whose request needs a secret that cannot be read: an error
 // outcome, permanent, with no request made. Trying the task again cannot cure it (the
 // same file is read again; a fixed file is read by the next task anyway), and a request
@@ -160,89 +136,6 @@ func (s *Service) secretFailed(out *crawlmsg.Outcome, err error) *crawlmsg.Outco
 	return out
 }
 
-// headersOf are the request settings of r (one URL's policy) for a request to host: its
-// User-Agent, extra headers, header secrets, Cookie and basic credentials, bound to host
-// so that no other host ever gets them. nil when the policy sets none. A secret that
-// cannot be read is a *SecretError.
-func (s *Service) headersOf(r policy.Resolved, host string) (*fetch.Headers, error) {
-	if r.UserAgent == nil && len(r.Headers) == 0 && len(r.HeaderSecrets) == 0 && r.Cookies == nil && r.Credentials == nil {
-		return nil, nil
-	}
-	h := &fetch.Headers{Host: host, Header: make(http.Header, len(r.Headers)+len(r.HeaderSecrets)+3)}
-	if r.UserAgent != nil && *r.UserAgent != "" {
-		h.Header["User-Agent"] = []string{*r.UserAgent}
-		s.m.policy.applied[policy.FUserAgent].Inc()
-	}
-	for name, v := range r.Headers {
-		h.Header.Set(name, v)
-	}
-	if len(r.Headers) > 0 || len(r.HeaderSecrets) > 0 {
-		s.m.policy.applied[policy.FHeaders].Inc()
-	}
-	// Sorted, so that which secret an error names does not depend on map order.
-	var names []string
-	if len(r.HeaderSecrets) > 0 {
-		names = slices.Sorted(maps.Keys(r.HeaderSecrets))
-	}
-	for _, name := range names {
-		v, err := s.secret(r, policy.FHeaderSecrets, r.HeaderSecrets[name])
-		if err != nil {
-			return nil, err
-		}
-		h.Header.Set(name, v)
-		h.Secret = append(h.Secret, http.CanonicalHeaderKey(name))
-	}
-	if r.Cookies != nil {
-		v, err := s.secret(r, policy.FCookies, *r.Cookies)
-		if err != nil {
-			return nil, err
-		}
-		h.Header["Cookie"] = []string{v}
-		h.Secret = append(h.Secret, "Cookie")
-		s.m.policy.applied[policy.FCookies].Inc()
-	}
-	if r.Credentials != nil {
-		v, err := s.secret(r, policy.FCredentials, *r.Credentials)
-		if err != nil {
-			return nil, err
-		}
-		user, pass, ok := strings.Cut(v, ":")
-		if !ok {
-			return nil, &SecretError{Name: *r.Credentials, Setting: policy.FCredentials, Scope: scopeOf(r, policy.FCredentials),
-				Err: errors.New(`want "user:password"`)}
-		}
-		h.Header["Authorization"] = []string{"Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+pass))}
-		h.Secret = append(h.Secret, "Authorization")
-		s.m.policy.applied[policy.FCredentials].Inc()
-	}
-	// A reserved header (fetch.Reserved) is one Compile refuses, and the client skips.
-	return h, nil
-}
-
-// secret reads the secret name for r's setting f. A value that would break the header it
-// goes into (a line break) is refused like a missing one.
-func (s *Service) secret(r policy.Resolved, f policy.Field, name string) (string, error) {
-	fail := func(err error) error {
-		return &SecretError{Name: name, Setting: f, Scope: scopeOf(r, f), Err: err}
-	}
-	if s.secrets == nil {
-		return "", fail(errors.New("no secrets directory (TRAWL_SECRETS_DIR)"))
-	}
-	v, err := s.secrets.Lookup(name)
-	if err != nil {
-		return "", fail(err)
-	}
-	if v == "" || strings.ContainsAny(v, "\r\n\x00") {
-		return "", fail(errors.New("empty, or more than one line"))
-	}
-	return v, nil
-}
-
-// scopeOf names the rule that decided r's field f.
-func scopeOf(r policy.Resolved, f policy.Field) string {
-	return cmp.Or(r.DecidedBy(f), "(unknown rule)")
-}
-
 // robotsView is the robots.txt cache as one agent sees it: the entries reduced for its
 // product token. A policy's User-Agent names its own token, and robots.txt must be read
 // for the agent that makes the requests.
@@ -251,46 +144,9 @@ type robotsView struct {
 	agent string // the product token entries are reduced for
 }
 
-// robotsAgents are the robots caches of the agents site policies name, besides the
-// process-wide TRAWL_ROBOTS_AGENT (Service.robots), each under its own keys
-// (robotscache.AgentPrefix).
-type robotsAgents struct {
-	mu sync.Mutex
-	m  map[string]*robotscache.Store
-}
-
-// maxRobotsAgents bounds the caches kept; past it, a new agent's cache is built per task
-// (its local copy is then lost, the Redis entry is not).
-const maxRobotsAgents = 256
-
-// robotsFor is the robots.txt view of the agent r's requests are made as: its
-// User-Agent's product token (robots.UserAgentToken), or TRAWL_ROBOTS_AGENT when the
-// policy sets none.
+// robotsFor is the robots.txt view of the agent r's requests are made as
+// (polite.Requests.RobotsAgent).
 func (s *Service) robotsFor(r policy.Resolved) robotsView {
-	def := robotsView{store: s.robots, agent: s.cfg.RobotsAgent}
-	if r.UserAgent == nil {
-		return def
-	}
-	tok := robots.UserAgentToken(*r.UserAgent)
-	if tok == "" || tok == robots.AgentKey(s.cfg.RobotsAgent) {
-		return def
-	}
-	s.agents.mu.Lock()
-	defer s.agents.mu.Unlock()
-	if st, ok := s.agents.m[tok]; ok {
-		return robotsView{store: st, agent: tok}
-	}
-	st := robotscache.NewStore(s.rdb, robotscache.StoreOptions{
-		Prefix:   robotscache.AgentPrefix(s.cfg.Common.RedisPrefix, tok),
-		Agent:    tok,
-		TTL:      s.cfg.RobotsTTL,
-		ErrorTTL: s.cfg.RobotsErrorTTL,
-	})
-	if s.agents.m == nil {
-		s.agents.m = map[string]*robotscache.Store{}
-	}
-	if len(s.agents.m) < maxRobotsAgents {
-		s.agents.m[tok] = st
-	}
-	return robotsView{store: st, agent: tok}
+	agent := s.requests.RobotsAgent(r)
+	return robotsView{store: s.robots.For(agent), agent: agent}
 }

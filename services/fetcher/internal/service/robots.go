@@ -9,14 +9,12 @@ import (
 	"github.com/trawl/trawl/services/fetcher/internal/fetch"
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/errclass"
+	"github.com/trawl/trawl/shared/polite"
 	"github.com/trawl/trawl/shared/politeness"
 	"github.com/trawl/trawl/shared/robots"
 	"github.com/trawl/trawl/shared/robotscache"
 	"github.com/trawl/trawl/shared/urlnorm"
 )
-
-// robotsMaxHops is RFC 9309 §2.3.1.2's "at least five consecutive redirects".
-const robotsMaxHops = 5
 
 // robotsNoSuchHost labels a robots.txt fetch whose origin's name does not exist.
 const robotsNoSuchHost = "no-such-host"
@@ -83,7 +81,7 @@ func (s *Service) fetchRobots(ctx, reqCtx context.Context, out *crawlmsg.Outcome
 	if hop != nil {
 		target, n = hop.URL, hop.N
 	}
-	limit := s.cfg.RobotsMaxBytes
+	limit := s.requests.RobotsMaxBytes()
 	var (
 		resp      *fetch.Response
 		own       bool          // the task's own host was requested
@@ -114,7 +112,7 @@ func (s *Service) fetchRobots(ctx, reqCtx context.Context, out *crawlmsg.Outcome
 			}
 			break
 		}
-		hdr, herr := s.headersOf(tpol, to)
+		hdr, herr := s.requests.Headers(tpol, to)
 		if herr != nil {
 			if requested {
 				s.log.Warn("robots.txt: the next hop's secret cannot be read", "origin", origin, "target", target, "err", herr)
@@ -169,7 +167,7 @@ func (s *Service) fetchRobots(ctx, reqCtx context.Context, out *crawlmsg.Outcome
 				return noFresh(s.deferRobots(ctx, rb.store, out, origin, robotscache.Hop{URL: target, N: n}, hop, to, claim.Wait))
 			}
 		}
-		hopCtx = fetch.WithHeaders(hopCtx, hdr)
+		hopCtx = polite.WithHeaders(hopCtx, hdr)
 		t0 := s.now()
 		if !requested {
 			started = t0
@@ -198,7 +196,7 @@ func (s *Service) fetchRobots(ctx, reqCtx context.Context, out *crawlmsg.Outcome
 		if err != nil && n > 0 {
 			err = &fetch.RedirectError{Hop: n, URL: target, Err: err}
 		}
-		if err != nil || resp.Location == "" || n >= robotsMaxHops {
+		if err != nil || !polite.FollowRobots(n, resp.Location) {
 			break
 		}
 		s.m.bytes.Add(float64(resp.WireBytes))

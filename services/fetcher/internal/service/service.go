@@ -24,6 +24,7 @@ import (
 	"github.com/trawl/trawl/shared/natsx"
 	"github.com/trawl/trawl/shared/obs"
 	"github.com/trawl/trawl/shared/policy"
+	"github.com/trawl/trawl/shared/polite"
 	"github.com/trawl/trawl/shared/politeness"
 	"github.com/trawl/trawl/shared/robotscache"
 	"github.com/trawl/trawl/shared/runner"
@@ -33,19 +34,19 @@ import (
 
 // Service is a running fetcher's dependencies.
 type Service struct {
-	cfg    config.Config
-	log    *slog.Logger
-	nc     *nats.Conn
-	js     jetstream.JetStream
-	rdb    redis.UniversalClient
-	obs    *obs.Server
-	robots *robotscache.Store
-	// agents are the robots.txt caches of the User-Agents site policies set (robotsFor).
-	agents robotsAgents
-	// policies are the live site policies, read right before every request; secrets
-	// resolve the secret names they hold.
+	cfg config.Config
+	log *slog.Logger
+	nc  *nats.Conn
+	js  jetstream.JetStream
+	rdb redis.UniversalClient
+	obs *obs.Server
+	// robots are the robots.txt caches, TRAWL_ROBOTS_AGENT's and those of the agents site
+	// policies name (robotsFor).
+	robots *polite.RobotsStores
+	// policies are the live site policies, read right before every request; requests
+	// resolves them into what a request carries (the renderer's browser requests alike).
 	policies policySource
-	secrets  policy.Secrets
+	requests *polite.Requests
 	watcher  *policy.Watcher // the store's rules, kept current by Run
 	// claims reserve another host for a robots.txt redirect hop, under its own gap.
 	claims *politeness.Claimer
@@ -98,7 +99,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Optio
 		rdb:   r.Redis,
 		obs:   r.HTTP,
 		crawl: r.Crawl,
-		robots: robotscache.NewStore(r.Redis, robotscache.StoreOptions{
+		robots: polite.NewRobotsStores(r.Redis, robotscache.StoreOptions{
 			Prefix:   cfg.Common.RedisPrefix,
 			Agent:    cfg.RobotsAgent,
 			TTL:      cfg.RobotsTTL,
@@ -124,7 +125,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Optio
 		r.Close()
 		return nil, fmt.Errorf("fetcher: site policies: %w", err)
 	}
-	s.policies, s.secrets = s.watcher, policy.DirSecrets(cfg.Policy.SecretsDir)
+	s.policies = s.watcher
+	s.requests = polite.New(cfg.Polite(), func(f policy.Field) { s.m.policy.applied[f].Inc() })
 	s.m.policy.version = func() float64 { return float64(s.policies.Current().Version()) }
 	s.m.policy.stale = func() float64 { return s.watcher.Stale().Seconds() }
 	s.lease = &leaseClock{wall: time.Now, redisTime: func(ctx context.Context) (time.Time, error) { return r.Redis.Time(ctx).Result() }, log: log}

@@ -5,7 +5,9 @@
 // subresource cache when a page fetched it before, and otherwise made by Trawl's own HTTP
 // client (address-checked dialing) under a claim of its host (politeness.Claimer): the
 // same schedule the fetchers keep, so a host's fetchers and renderers never overlap and
-// never come closer than the host's gap.
+// never come closer than the host's gap. A request carries its site policy's request
+// settings and robots.txt is read as a fetcher reads it (shared/polite), so a host is asked
+// alike whichever process asks.
 package answer
 
 import (
@@ -32,6 +34,8 @@ import (
 	"github.com/trawl/trawl/shared/contentcoding"
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/ctxsleep"
+	"github.com/trawl/trawl/shared/policy"
+	"github.com/trawl/trawl/shared/polite"
 	"github.com/trawl/trawl/shared/politeness"
 	"github.com/trawl/trawl/shared/robots"
 	"github.com/trawl/trawl/shared/robotscache"
@@ -50,6 +54,7 @@ const (
 	RefusedUnsafe  = "unsafe"  // the address policy refuses its host's address
 	RefusedTime    = "time"    // the page's time cap passed while it waited for its host
 	RefusedError   = "error"   // the request was made and failed (no response)
+	RefusedSecret  = "secret"  // a secret its site policy names cannot be read (TRAWL_SECRETS_DIR)
 )
 
 // Request is a request the browser would make.
@@ -93,12 +98,17 @@ type Config struct {
 	// Policy, when set, is the live site policies' verdict on a URL: "" to go on, or the
 	// reason to refuse it (RefusedBlocked, RefusedScope) and the rule that decided.
 	Policy func(rawURL string) (refuse, why string)
+	// Rules, when set, is a URL's live site policy, whose request settings its request
+	// carries and whose User-Agent names the agent robots.txt is read for.
+	Rules func(rawURL string) policy.Resolved
+	// Requests resolves those settings, and gives robots.txt's limit, as for the fetchers.
+	Requests *polite.Requests
 }
 
 // Answerer answers requests. It is safe for concurrent use.
 type Answerer struct {
 	cfg    Config
-	robots *robotscache.Store
+	robots *polite.RobotsStores
 	claims *politeness.Claimer
 	client *http.Client
 	cache  *Cache // nil: no cache
@@ -114,7 +124,7 @@ type Answerer struct {
 
 // New returns an Answerer making its requests through dialer.
 // servers, when not nil, also spaces the requests per server address.
-func New(cfg Config, store *robotscache.Store, claims *politeness.Claimer, servers *politeness.Servers, dialer *safedial.Dialer, cache *Cache, m Metrics, log *slog.Logger) *Answerer {
+func New(cfg Config, store *polite.RobotsStores, claims *politeness.Claimer, servers *politeness.Servers, dialer *safedial.Dialer, cache *Cache, m Metrics, log *slog.Logger) *Answerer {
 	tr := &http.Transport{
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			return dialer.DialContext(ctx, network, pinnedAddress(ctx, addr))
@@ -189,7 +199,14 @@ func (a *Answerer) Answer(ctx context.Context, req Request) Result {
 			return a.refuse(reason, errors.New(why))
 		}
 	}
-	cacheable := req.Method == http.MethodGet && a.cache != nil
+	pol := a.rules(norm)
+	hdr, err := a.cfg.Requests.Headers(pol, host)
+	if err != nil {
+		return a.refuse(RefusedSecret, err)
+	}
+	// A response to a request carrying a rule's secret is the site's answer to that
+	// account: it is neither served from nor kept in the cache other pages read.
+	cacheable := req.Method == http.MethodGet && a.cache != nil && len(hdr.Secrets()) == 0
 	if cacheable {
 		if r, ok := a.cache.Get(ctx, norm); ok {
 			a.m.Answered("cache")
@@ -197,7 +214,7 @@ func (a *Answerer) Answer(ctx context.Context, req Request) Result {
 		}
 	}
 	origin := u.Scheme + "://" + u.Host
-	entry, err := a.robotsEntry(ctx, host, origin)
+	entry, err := a.robotsEntry(ctx, host, origin, a.cfg.Requests.RobotsAgent(pol))
 	if err != nil {
 		return a.refuse(refusal(ctx, err), err)
 	}
@@ -218,7 +235,7 @@ func (a *Answerer) Answer(ctx context.Context, req Request) Result {
 				return r, nil
 			}
 		}
-		res, err := a.do(ctx, req, u)
+		res, err := a.do(polite.WithHeaders(ctx, hdr), req, u, a.cfg.MaxBody)
 		if err == nil && cacheable && a.keep(res) {
 			// Stored before the host is released: a request for the URL waiting for the
 			// host finds it.
@@ -251,7 +268,10 @@ var heuristicallyCacheable = map[int]bool{
 }
 
 func refusal(ctx context.Context, err error) string {
+	var se *polite.SecretError
 	switch {
+	case errors.As(err, &se):
+		return RefusedSecret
 	case errors.Is(err, safedial.ErrBlockedAddress):
 		return RefusedUnsafe
 	case ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded):
@@ -375,42 +395,96 @@ func pinnedAddress(ctx context.Context, addr string) string {
 	return net.JoinHostPort(p.addr.String(), port)
 }
 
-// robotsEntry returns origin's robots.txt entry, fetching robots.txt (under a claim of
-// host, as any request) when no fetcher or renderer has it cached.
-func (a *Answerer) robotsEntry(ctx context.Context, host, origin string) (*robots.Entry, error) {
-	e, err := a.robots.Get(ctx, origin)
+// rules is rawURL's live site policy (none without Config.Rules).
+func (a *Answerer) rules(rawURL string) policy.Resolved {
+	if a.cfg.Rules == nil {
+		return policy.Resolved{}
+	}
+	return a.cfg.Rules(rawURL)
+}
+
+// robotsEntry returns origin's robots.txt entry for agent (Requests.RobotsAgent),
+// fetching robots.txt (under a claim of host, as any request) when no fetcher or renderer
+// has it cached.
+func (a *Answerer) robotsEntry(ctx context.Context, host, origin, agent string) (*robots.Entry, error) {
+	store := a.robots.For(agent)
+	e, err := store.Get(ctx, origin)
 	if err != nil || e != nil {
 		return e, err
 	}
 	// The page's requests to one origin arrive together: one of them fetches robots.txt.
-	v, err, _ := a.robotsFetch.Do(origin, func() (any, error) { return a.fetchRobots(ctx, host, origin) })
+	v, err, _ := a.robotsFetch.Do(agent+" "+origin, func() (any, error) { return a.fetchRobots(ctx, host, origin, agent, store) })
 	if err != nil {
 		return nil, err
 	}
 	return v.(*robots.Entry), nil
 }
 
-// fetchRobots fetches origin's robots.txt under a claim of host and caches the entry.
-func (a *Answerer) fetchRobots(ctx context.Context, host, origin string) (*robots.Entry, error) {
-	if e, err := a.robots.Get(ctx, origin); err != nil || e != nil {
+// errPolicyBlocked: a site policy blocks a robots.txt hop's URL.
+var errPolicyBlocked = errors.New("a site policy blocks it")
+
+// fetchRobots fetches origin's robots.txt as a fetcher does and caches the entry: at most
+// Requests.RobotsMaxBytes parsed, redirects followed as polite.FollowRobots says, each
+// request under a claim of its own host and with the request settings of its own URL's
+// policy (only to its host); a hop a policy blocks, or whose address the address policy
+// refuses, leaves robots.txt unreachable. No entry is cached when the origin itself is
+// refused or a secret cannot be read: the request is refused instead.
+func (a *Answerer) fetchRobots(ctx context.Context, host, origin, agent string, store *robotscache.Store) (*robots.Entry, error) {
+	if e, err := store.Get(ctx, origin); err != nil || e != nil {
 		return e, err
 	}
+	limit := a.cfg.Requests.RobotsMaxBytes()
+	target, n := origin+"/robots.txt", 0
+	started := time.Now()
+	var (
+		res Result
+		err error
+	)
+	for {
+		var u *url.URL
+		var to string
+		if u, err = url.Parse(target); err == nil {
+			to, err = urlnorm.Host(target)
+		}
+		if err != nil {
+			break
+		}
+		pol := a.rules(target)
+		if pol.Blocked() {
+			err = fmt.Errorf("robots.txt at %s: %w", target, errPolicyBlocked)
+			break
+		}
+		hdr, herr := a.cfg.Requests.Headers(pol, to)
+		if herr != nil {
+			return nil, herr
+		}
+		res, err = a.claimed(ctx, to, 0, func(ctx context.Context) (Result, error) {
+			// One octet over the limit tells robots.Parse the file went on, so it drops a cut line.
+			return a.do(polite.WithHeaders(ctx, hdr), Request{URL: target, Method: http.MethodGet}, u, limit+1)
+		})
+		if err != nil {
+			if n > 0 {
+				err = fmt.Errorf("robots.txt redirect %d to %s: %w", n, target, err)
+			}
+			break
+		}
+		loc := polite.Location(res.Status, u, res.Header.Get("Location"))
+		if !polite.FollowRobots(n, loc) {
+			break
+		}
+		target, n = loc, n+1
+	}
 	var e *robots.Entry
-	res, err := a.claimed(ctx, host, 0, func(ctx context.Context) (Result, error) {
-		u, _ := url.Parse(origin + "/robots.txt")
-		return a.do(ctx, Request{URL: u.String(), Method: http.MethodGet}, u)
-	})
-	now := time.Now()
 	switch {
-	case errors.Is(err, safedial.ErrBlockedAddress), ctx.Err() != nil:
+	case ctx.Err() != nil, n == 0 && errors.Is(err, safedial.ErrBlockedAddress):
 		return nil, err
 	case err != nil:
-		e = robots.UnreachableEntry(a.cfg.RobotsAgent, err, now)
+		e = robots.UnreachableEntry(agent, err, started)
 	default:
-		e = robots.NewEntry(a.cfg.RobotsAgent, res.Status, res.Body, robots.DefaultMaxBytes, now)
+		e = robots.NewEntry(agent, res.Status, res.Body, int(limit), started)
 	}
 	a.m.Robots(e.Class.String())
-	if perr := a.robots.Put(ctx, origin, e); perr != nil {
+	if perr := store.Put(ctx, origin, e); perr != nil {
 		a.log.Warn("robots.txt entry not cached", "origin", origin, "err", perr)
 	}
 	return e, nil
@@ -421,8 +495,10 @@ func (a *Answerer) fetchRobots(ctx context.Context, host, origin string) (*robot
 var hopByHop = []string{"Connection", "Keep-Alive", "Proxy-Connection", "Transfer-Encoding", "Upgrade", "Te", "Trailer",
 	"Accept-Encoding", "User-Agent", "Host", "Content-Length", "Cookie"}
 
-// do makes one request and reads its response.
-func (a *Answerer) do(ctx context.Context, req Request, u *url.URL) (Result, error) {
+// do makes one request and reads at most maxBody octets of its response's content. It
+// carries the site policy's headers ctx holds for u's host (polite.WithHeaders), over the
+// browser's own, and the exchange shows their secrets masked, as a fetcher's does.
+func (a *Answerer) do(ctx context.Context, req Request, u *url.URL, maxBody int64) (Result, error) {
 	var body io.Reader
 	if len(req.Body) > 0 {
 		body = bytes.NewReader(req.Body)
@@ -447,6 +523,8 @@ func (a *Answerer) do(ctx context.Context, req Request, u *url.URL) (Result, err
 		}
 	}
 	hr.Header.Set("User-Agent", a.cfg.UserAgent)
+	extra := polite.HeadersFor(ctx, u.Hostname())
+	extra.Apply(hr.Header)
 	// Asked explicitly: a server that reads no Accept-Encoding as "anything" must not
 	// pick a coding. One that sends a coding all the same (objects stored gzipped, nginx's
 	// gzip_static always) is decoded below.
@@ -458,7 +536,7 @@ func (a *Answerer) do(ctx context.Context, req Request, u *url.URL) (Result, err
 	}
 	defer resp.Body.Close()
 	coding := resp.Header.Get("Content-Encoding")
-	b, err := contentcoding.Read(resp.Body, coding, a.cfg.MaxBody)
+	b, err := contentcoding.Read(resp.Body, coding, maxBody)
 	if err != nil {
 		return Result{}, fmt.Errorf("body of %s: %w", u, err)
 	}
@@ -467,7 +545,7 @@ func (a *Answerer) do(ctx context.Context, req Request, u *url.URL) (Result, err
 		URL: u.String(), Method: method, Status: resp.StatusCode, ContentType: strings.ToLower(ct),
 		FetchedAt: started.UnixMilli(), DurationMs: time.Since(started).Milliseconds(), IP: hostOnly(ip),
 		// The archive keeps the body as received, under the head that describes it.
-		Truncated: b.Truncated, Request: requestHead(hr), Response: responseHead(resp), Body: b.Content,
+		Truncated: b.Truncated, Request: polite.MaskHead(requestHead(hr), extra.Secrets()), Response: responseHead(resp), Body: b.Content,
 	}
 	h := resp.Header
 	if b.Raw != nil {

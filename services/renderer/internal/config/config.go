@@ -13,6 +13,7 @@ import (
 	"github.com/trawl/trawl/shared/crawlscope"
 	"github.com/trawl/trawl/shared/envconfig"
 	"github.com/trawl/trawl/shared/policy"
+	"github.com/trawl/trawl/shared/polite"
 	"github.com/trawl/trawl/shared/politeness"
 	"github.com/trawl/trawl/shared/robots"
 	"github.com/trawl/trawl/shared/safedial"
@@ -31,8 +32,9 @@ type Config struct {
 	// TRAWL_SORT_QUERY): a browser request is put in it before it is judged, claimed and
 	// made, as the fetchers' URLs are.
 	Norm urlnorm.Options
-	// Policy is how the live site policies are followed (TRAWL_POLICY_POLL): a blocked URL
-	// or one a rule excludes is refused in the page.
+	// Policy is how the live site policies are followed (TRAWL_POLICY_POLL,
+	// TRAWL_SECRETS_DIR): a blocked URL or one a rule excludes is refused in the page, and
+	// a request carries its rule's request settings, as a fetcher's does.
 	Policy policy.Settings
 	// Politeness is the hosts' gap rule, the one the scheduler applies to fetchers: every
 	// browser request claims its host under it (politeness.Claimer).
@@ -58,13 +60,14 @@ type Config struct {
 	BrowserGID       int
 	AllowUnsandboxed bool // TRAWL_RENDER_ALLOW_UNSANDBOXED: run the browser without its sandbox where the kernel has none
 
-	UserAgent   string // TRAWL_USER_AGENT
-	RobotsAgent string // TRAWL_ROBOTS_AGENT
-	RobotsTTL   time.Duration
-	RobotsError time.Duration
-	AllowCIDRs  []netip.Prefix
-	Resolve     map[string][]netip.Addr
-	DialTimeout time.Duration
+	UserAgent      string // TRAWL_USER_AGENT
+	RobotsAgent    string // TRAWL_ROBOTS_AGENT
+	RobotsTTL      time.Duration
+	RobotsError    time.Duration
+	RobotsMaxBytes int64 // TRAWL_ROBOTS_MAX_BYTES, the fetchers' limit: both fill one cache
+	AllowCIDRs     []netip.Prefix
+	Resolve        map[string][]netip.Addr
+	DialTimeout    time.Duration
 
 	allowRaw   []string
 	cidrErr    error
@@ -100,6 +103,7 @@ func Load(r *envconfig.Reader) (Config, error) {
 		RobotsAgent:      robots.LoadAgent(r),
 		RobotsTTL:        r.Duration("ROBOTS_TTL", 24*time.Hour),
 		RobotsError:      r.Duration("ROBOTS_ERROR_TTL", time.Minute),
+		RobotsMaxBytes:   polite.LoadRobotsMaxBytes(r),
 		DialTimeout:      r.Duration("DIAL_TIMEOUT", 10*time.Second),
 		allowRaw:         r.List("ALLOW_CIDRS", nil),
 	}
@@ -131,6 +135,12 @@ func parseUser(s string) (uid, gid int, err error) {
 func Defaults() Config {
 	c, _ := Load(&envconfig.Reader{Lookup: func(string) (string, bool) { return "", false }})
 	return c
+}
+
+// Polite are the settings the renderer's requests are resolved with (polite.New), as
+// every process making requests reads them.
+func (c Config) Polite() polite.Settings {
+	return polite.Settings{RobotsAgent: c.RobotsAgent, RobotsMaxBytes: c.RobotsMaxBytes, SecretsDir: c.Policy.SecretsDir}
 }
 
 // Validate reports every invalid setting at once.
@@ -191,6 +201,9 @@ func (c Config) Validate() error {
 	}
 	if c.RobotsError < time.Second || c.RobotsError > c.RobotsTTL {
 		bad("TRAWL_ROBOTS_ERROR_TTL=%s: want 1s..TRAWL_ROBOTS_TTL", c.RobotsError)
+	}
+	if err := polite.CheckRobotsMaxBytes(c.RobotsMaxBytes); err != nil {
+		errs = append(errs, err)
 	}
 	if c.DialTimeout <= 0 {
 		bad("TRAWL_DIAL_TIMEOUT=%s: want more than 0", c.DialTimeout)

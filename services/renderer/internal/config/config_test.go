@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/trawl/trawl/shared/envconfig"
+	"github.com/trawl/trawl/shared/polite"
+	"github.com/trawl/trawl/shared/polite/politetest"
 )
 
 func TestValidate(t *testing.T) {
@@ -48,4 +50,14 @@ func TestValidate(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPoliteSuite: the renderer resolves a site policy's request settings and robots.txt
+// limits from its configuration as the fetcher does (its config test runs the same suite),
+// so a browser request to a host carries what a fetcher's request to it would.
+func TestPoliteSuite(t *testing.T) {
+	politetest.Run(t, func(r *envconfig.Reader) (polite.Settings, error) {
+		c, err := Load(r)
+		return c.Polite(), err
+	})
 }

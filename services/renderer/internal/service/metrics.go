@@ -27,7 +27,7 @@ func newMetrics(om *obs.Metrics) *metrics {
 		duration:   om.Histogram("render_duration_seconds", "Time to render a page, navigation to DOM.", []float64{0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120}),
 		tabs:       om.Gauge("tabs", "Tabs rendering a page now."),
 		restarts:   om.CounterVec("browser_restarts_total", "Browser restarts by reason: crash (the process died), hang (it stopped answering), memory (over TRAWL_RENDER_MAX_RSS).", "reason"),
-		refused:    om.CounterVec("requests_refused_total", "Browser requests failed inside the page without a request, by reason: robots, scope, blocked, unsafe, scheme, url, navigation, time; error when the request was made and got no response.", "reason"),
+		refused:    om.CounterVec("requests_refused_total", "Browser requests failed inside the page without a request, by reason: robots, scope, blocked, unsafe, scheme, url, navigation, time, secret (a secret the site policy names cannot be read); error when the request was made and got no response.", "reason"),
 		answered:   om.CounterVec("requests_answered_total", "Browser requests answered with a response, by source: network (a request made under the host's claim) or cache (the shared subresource cache).", "source"),
 		claimWait:  om.Histogram("claim_wait_seconds", "Time a browser request waited for its host's turn (the shared per-host schedule).", []float64{0.001, 0.01, 0.1, 0.5, 1, 2, 5, 10, 30}),
 		robots:     om.CounterVec("robots_fetches_total", "robots.txt fetches the renderer made for hosts no fetcher had cached, by result.", "result"),

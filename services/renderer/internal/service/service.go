@@ -30,6 +30,7 @@ import (
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/natsx"
 	"github.com/trawl/trawl/shared/policy"
+	"github.com/trawl/trawl/shared/polite"
 	"github.com/trawl/trawl/shared/politeness"
 	"github.com/trawl/trawl/shared/robotscache"
 	"github.com/trawl/trawl/shared/runner"
@@ -79,10 +80,11 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Service, er
 	if err != nil {
 		return fail(err)
 	}
-	// policyVerdict reads block and, through Admit, the scope fields: the renderer holds
-	// the rules that set those alone.
+	// policyVerdict reads block and, through Admit, the scope fields; a request carries the
+	// request fields: the renderer holds the rules that set those alone.
 	watcher, err := policy.NewWatcher(ctx, policy.NewStore(r.Redis, cfg.Common.RedisPrefix), cfg.Policy.Poll,
-		policy.OnlyFields(append(policy.ScopeFields(), policy.FBlock)...))
+		policy.OnlyFields(append(policy.ScopeFields(), policy.FBlock,
+			policy.FUserAgent, policy.FHeaders, policy.FHeaderSecrets, policy.FCookies, policy.FCredentials)...))
 	if err != nil {
 		return fail(fmt.Errorf("renderer: %w", err))
 	}
@@ -104,8 +106,10 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Service, er
 		MaxBody:        cfg.MaxBody,
 		CacheMaxEntry:  cfg.CacheMaxEntry,
 		Policy:         policyVerdict(watcher),
+		Rules:          func(rawURL string) policy.Resolved { return watcher.Current().URL(rawURL) },
+		Requests:       polite.New(cfg.Polite(), nil),
 	},
-		robotscache.NewStore(r.Redis, robotscache.StoreOptions{Prefix: cfg.Common.RedisPrefix, Agent: cfg.RobotsAgent, TTL: cfg.RobotsTTL, ErrorTTL: cfg.RobotsError}),
+		polite.NewRobotsStores(r.Redis, robotscache.StoreOptions{Prefix: cfg.Common.RedisPrefix, Agent: cfg.RobotsAgent, TTL: cfg.RobotsTTL, ErrorTTL: cfg.RobotsError}),
 		politeness.NewClaimer(r.Redis, cfg.Common.RedisPrefix, cfg.Common.Shards, cfg.Politeness),
 		servers, dialer, cache, m, log)
 	r.OnClose(ans.Close)

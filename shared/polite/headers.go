@@ -1,4 +1,4 @@
-package fetch
+package polite
 
 import (
 	"bytes"
@@ -16,7 +16,7 @@ type Headers struct {
 	Host   string      // the host name (no port) they may be sent to
 	Header http.Header // canonical names; replaces the client's own values of those names
 	// Secret names the headers whose values are secrets: a captured request head shows
-	// them masked, so an archive never holds them.
+	// them masked (MaskHead), so an archive never holds them.
 	Secret []string
 }
 
@@ -30,8 +30,8 @@ func WithHeaders(ctx context.Context, h *Headers) context.Context {
 	return context.WithValue(ctx, headersKey{}, h)
 }
 
-// headersFor is ctx's headers when the request goes to host, else nil.
-func headersFor(ctx context.Context, host string) *Headers {
+// HeadersFor is ctx's headers when the request goes to host, else nil.
+func HeadersFor(ctx context.Context, host string) *Headers {
 	h, _ := ctx.Value(headersKey{}).(*Headers)
 	if h == nil || !strings.EqualFold(h.Host, host) {
 		return nil
@@ -39,18 +39,39 @@ func headersFor(ctx context.Context, host string) *Headers {
 	return h
 }
 
+// Apply sets h's headers on hdr, replacing its values of those names, except the
+// reserved ones. h may be nil.
+func (h *Headers) Apply(hdr http.Header) {
+	if h == nil {
+		return
+	}
+	for name, vs := range h.Header {
+		if !Reserved[name] {
+			hdr[name] = vs
+		}
+	}
+}
+
+// Secrets are the names of h's secret headers; nil for a nil h.
+func (h *Headers) Secrets() []string {
+	if h == nil {
+		return nil
+	}
+	return h.Secret
+}
+
 // Reserved are the request headers a policy may not set: the client's framing and its
-// content decoding (it asks for gzip and decodes under its own cap), and the validators of
-// a conditional recrawl.
+// content decoding (it asks for its own codings and decodes under its own cap), and the
+// validators of a conditional recrawl.
 var Reserved = map[string]bool{
 	"Host": true, "Content-Length": true, "Transfer-Encoding": true, "Connection": true,
 	"Te": true, "Trailer": true, "Upgrade": true, "Keep-Alive": true, "Proxy-Connection": true,
 	"Accept-Encoding": true, "If-None-Match": true, "If-Modified-Since": true,
 }
 
-// maskHead returns head (a request head: request line, header lines, blank line) with
+// MaskHead returns head (a request head: request line, header lines, blank line) with
 // the values of the named headers replaced by "xxxxx".
-func maskHead(head []byte, names []string) []byte {
+func MaskHead(head []byte, names []string) []byte {
 	if len(names) == 0 || len(head) == 0 {
 		return head
 	}

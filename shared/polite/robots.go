@@ -1,0 +1,119 @@
+package polite
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"sync"
+
+	"github.com/trawl/trawl/shared/envconfig"
+	"github.com/trawl/trawl/shared/policy"
+	"github.com/trawl/trawl/shared/robots"
+	"github.com/trawl/trawl/shared/robotscache"
+	"github.com/trawl/trawl/shared/urlnorm"
+)
+
+// RobotsMaxHops is how many redirects of a robots.txt are followed: RFC 9309 §2.3.1.2's
+// "at least five consecutive redirects". A chain still redirecting after them counts as
+// unavailable (robots.FromStatus).
+const RobotsMaxHops = 5
+
+// FollowRobots says whether a robots.txt chain goes on to location after its hop n (0:
+// the origin's own /robots.txt): a redirect with a usable Location, within RobotsMaxHops.
+func FollowRobots(n int, location string) bool { return location != "" && n < RobotsMaxHops }
+
+// LoadRobotsMaxBytes reads TRAWL_ROBOTS_MAX_BYTES; CheckRobotsMaxBytes is its range.
+func LoadRobotsMaxBytes(r *envconfig.Reader) int64 {
+	return r.Bytes("ROBOTS_MAX_BYTES", robots.DefaultMaxBytes)
+}
+
+// CheckRobotsMaxBytes accepts RFC 9309's minimum (500 KiB) to 16 MiB.
+func CheckRobotsMaxBytes(n int64) error {
+	if n < robots.DefaultMaxBytes || n > 16<<20 {
+		return fmt.Errorf("TRAWL_ROBOTS_MAX_BYTES=%d: want %d (500KiB, RFC 9309's minimum)..16MiB", n, robots.DefaultMaxBytes)
+	}
+	return nil
+}
+
+// RobotsMaxBytes is how much of a robots.txt is parsed. A fetch reads one octet more, so
+// that robots.Parse knows the file went on and drops a cut line.
+func (q *Requests) RobotsMaxBytes() int64 { return q.s.RobotsMaxBytes }
+
+// RobotsAgent is the product token robots.txt is read for when r's requests are made: a
+// policy's User-Agent names its own (robots.UserAgentToken), else TRAWL_ROBOTS_AGENT.
+// robotscache.AgentPrefix keeps each token's entries apart.
+func (q *Requests) RobotsAgent(r policy.Resolved) string {
+	if r.UserAgent == nil {
+		return q.s.RobotsAgent
+	}
+	tok := robots.UserAgentToken(*r.UserAgent)
+	if tok == "" || tok == robots.AgentKey(q.s.RobotsAgent) {
+		return q.s.RobotsAgent
+	}
+	return tok
+}
+
+// RobotsStores are the robots.txt caches of one process: TRAWL_ROBOTS_AGENT's, and one
+// per agent token the site policies name, each under its own keys.
+type RobotsStores struct {
+	kv    robotscache.KV
+	o     robotscache.StoreOptions
+	def   *robotscache.Store
+	mu    sync.Mutex
+	other map[string]*robotscache.Store
+}
+
+// maxRobotsAgents bounds the caches kept; past it, a new agent's cache is built per call
+// (its local copy is then lost, the Redis entry is not).
+const maxRobotsAgents = 256
+
+// NewRobotsStores returns the caches over kv; o is the default agent's (o.Agent is
+// TRAWL_ROBOTS_AGENT, o.Prefix TRAWL_REDIS_PREFIX), the others' differ in agent and prefix.
+func NewRobotsStores(kv robotscache.KV, o robotscache.StoreOptions) *RobotsStores {
+	return &RobotsStores{kv: kv, o: o, def: robotscache.NewStore(kv, o), other: map[string]*robotscache.Store{}}
+}
+
+// Default is TRAWL_ROBOTS_AGENT's cache.
+func (rs *RobotsStores) Default() *robotscache.Store { return rs.def }
+
+// For is the cache of agent, a token Requests.RobotsAgent gave.
+func (rs *RobotsStores) For(agent string) *robotscache.Store {
+	if agent == rs.o.Agent {
+		return rs.def
+	}
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if st, ok := rs.other[agent]; ok {
+		return st
+	}
+	o := rs.o
+	o.Prefix, o.Agent = robotscache.AgentPrefix(rs.o.Prefix, agent), agent
+	st := robotscache.NewStore(rs.kv, o)
+	if len(rs.other) < maxRobotsAgents {
+		rs.other[agent] = st
+	}
+	return st
+}
+
+// IsRedirect says whether status is a redirect whose Location a client follows.
+func IsRedirect(status int) bool {
+	switch status {
+	case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther, http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
+		return true
+	}
+	return false
+}
+
+// Location is where a response of status with the Location header loc sent from base
+// redirects: resolved against base and normalised (urlnorm.Resolve), or "" when status is
+// no redirect or loc is absent or unusable.
+func Location(status int, base *url.URL, loc string) string {
+	if !IsRedirect(status) || loc == "" {
+		return ""
+	}
+	abs, err := urlnorm.Resolve(base, loc)
+	if err != nil {
+		return ""
+	}
+	return abs
+}
