@@ -12,6 +12,9 @@ TEST_FLAGS ?= -count=1 -timeout 25m
 # End-to-end tests run the services as separate binaries; their process only hosts the
 # embedded NATS server, whose own internals the race detector would be testing.
 E2E        := ./devstack/e2e/...
+# End-to-end tests at once: each runs its own stack and web, and spends most of its time
+# waiting on leases, restarts and politeness delays rather than on the CPU.
+E2E_PARALLEL ?= 4
 # The end-to-end tests and the integration module make test leaves to make test-policy-render.
 POLICY_RENDER_E2E := ^(TestPolicy|TestRender)
 RENDER_ITEST      := /services/renderer/itest
@@ -39,7 +42,7 @@ vet:
 test: vet
 	@$(GO) run ./devstack/cmd/trawl-deps redis-server chromium
 	$(GO) test -race $(TEST_FLAGS) $$($(GO) list $(PKGS) | grep -v -e /devstack/e2e -e $(RENDER_ITEST))
-	$(GO) test $(TEST_FLAGS) -skip '$(POLICY_RENDER_E2E)' $(E2E)
+	$(GO) test $(TEST_FLAGS) -parallel $(E2E_PARALLEL) -skip '$(POLICY_RENDER_E2E)' $(E2E)
 
 ## test-policy-render: live site policies and rendering end to end (each judged from the synthetic
 ## web's own request log) and the renderer's integration tests with a real Chromium

@@ -22,6 +22,7 @@ import (
 // parses, every digest verifies, every CDXJ line points at its record, every page the web
 // served is archived once per response with the octets it served, and nothing else is.
 func TestArchiveArchiverKilled(t *testing.T) {
+	t.Parallel()
 	env := testEnv()
 	dir := filepath.Join(t.TempDir(), "warc")
 	r := crawl(t, testWeb(), env, stack.Options{Env: map[string]string{

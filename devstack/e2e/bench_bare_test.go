@@ -12,6 +12,7 @@ import (
 // as Trawl: every page a correct crawl fetches, each once, robots.txt read once per host
 // and obeyed, one request per host at a time, nothing else.
 func TestReferenceCrawlersCrawlExactlyTheExpectedPages(t *testing.T) {
+	t.Parallel()
 	for _, rc := range referenceCrawlers {
 		t.Run(rc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

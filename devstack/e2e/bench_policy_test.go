@@ -414,6 +414,7 @@ func waitProgress(ctx context.Context, b *testing.B, st *stack.Stack, what strin
 }
 
 func TestMeanCI(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name       string
 		xs         []float64

@@ -31,6 +31,7 @@ const chaosStep = 12
 // requests it began between that read and the kill). No URL is requested more than 1 +
 // TRAWL_MAX_RETRIES times.
 func TestChaosEveryProcessKilledInTurn(t *testing.T) {
+	t.Parallel()
 	env := testEnv()
 	// A politeness delay twice the other tests' and more pages per host keep the crawl
 	// running through seven kills and restarts on a slow machine.

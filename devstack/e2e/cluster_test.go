@@ -27,6 +27,7 @@ const clusterDuplicates = 8
 // nodes and to the promoted replica, and the crawl finishes with full coverage and no
 // politeness violation in the web's request log.
 func TestCrawlOnClusters(t *testing.T) {
+	t.Parallel()
 	nc := natscluster.StartT(t, natscluster.Options{Bin: filepath.Join(binDir, stack.NATSServer), StoreDir: t.TempDir()})
 	rc := rediscluster.StartT(t, rediscluster.Options{})
 	env := testEnv()

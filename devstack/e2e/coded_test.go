@@ -63,6 +63,7 @@ func codedCrawl(t *testing.T) (*synthweb.CodedSite, string) {
 // received, and every record reads back with warccheck. A gzip body whose base64 passed
 // the 64 KiB NATS header limit used to stall the crawl instead.
 func TestArchiveCodedPages(t *testing.T) {
+	t.Parallel()
 	site, dir := codedCrawl(t)
 	a, err := warccheck.Check(dir)
 	if err != nil {

@@ -57,6 +57,7 @@ func readDocs(t *testing.T, js jetstream.JetStream) map[string]crawlmsg.Document
 // crawl.docs with the URL of the page they duplicate: in each group of identical pages
 // exactly one — whichever the crawl parsed first — stands as the original.
 func TestCrawlFlagsDuplicateContent(t *testing.T) {
+	t.Parallel()
 	env := testEnv()
 	r := crawl(t, testWeb(), env, stack.Options{}, nil)
 	checkInvariants(t, r, env, 0)

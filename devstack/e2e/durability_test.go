@@ -39,6 +39,7 @@ func oomErrors(ctx context.Context, rdb redis.UniversalClient) (int, error) {
 // The crawl stalls; messages are retried past TRAWL_LOG_ERROR_AFTER and never terminated,
 // so once Redis has memory again every expected URL is fetched.
 func TestCrawlStallsWithoutLossAtMaxmemory(t *testing.T) {
+	t.Parallel()
 	env := testEnv()
 	opts := stack.Options{Env: map[string]string{"TRAWL_LOG_ERROR_AFTER": "2"}}
 	r := crawl(t, testWeb(), env, opts, func(st *stack.Stack) {
@@ -97,6 +98,7 @@ func TestCrawlStallsWithoutLossAtMaxmemory(t *testing.T) {
 // readiness) and stops consuming, and the progress loop behind `make run` ends with the
 // reason instead of waiting at 0 pages/s.
 func TestServicesStopWhenRedisLosesTheCrawl(t *testing.T) {
+	t.Parallel()
 	env := testEnv()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -171,6 +173,7 @@ func TestServicesStopWhenRedisLosesTheCrawl(t *testing.T) {
 // every expected URL is fetched. Only a request whose outcome was not yet stored may be
 // made again, at most one per host.
 func TestCrawlResumesAfterWholeStackCrash(t *testing.T) {
+	t.Parallel()
 	env := testEnv()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -259,6 +262,7 @@ func startStack(t *testing.T, ctx context.Context, opts stack.Options) *stack.St
 // disk's free space, which the production stream caps (18 GiB) would not fit; a service
 // given those caps there stops and names the settings.
 func TestLocalStackFitsASmallDisk(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	st := startStack(t, ctx, stack.Options{NATSMaxStore: 4 << 30, Env: testEnv().vars()})
@@ -280,6 +284,7 @@ func TestLocalStackFitsASmallDisk(t *testing.T) {
 // A service started with another TRAWL_SHARDS than the crawl's refuses to start, saying
 // why: hosts would move between shards mid-crawl.
 func TestServicesRefuseAnotherShardCount(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	st := startStack(t, ctx, stack.Options{Dir: t.TempDir(), Env: testEnv().vars()})

@@ -226,6 +226,7 @@ func testEnv() crawlEnv {
 }
 
 func TestCrawlSyntheticWeb(t *testing.T) {
+	t.Parallel()
 	env := testEnv()
 	r := crawl(t, testWeb(), env, stack.Options{}, nil)
 	checkInvariants(t, r, env, 0)

@@ -17,6 +17,7 @@ import (
 // The example indexer (examples/indexer) consumes a real crawl's crawl.docs through its
 // own durable consumer and answers full-text searches over what was crawled.
 func TestIndexerOnRealCrawl(t *testing.T) {
+	t.Parallel()
 	env := testEnv()
 	r := crawl(t, testWeb(), env, stack.Options{}, nil)
 	docs := readDocs(t, r.stack.JetStream())

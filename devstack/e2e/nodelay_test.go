@@ -15,6 +15,7 @@ import (
 // frontier, except on the hosts where the rule holds the URL back: the Crawl-delay host,
 // and the host whose robots.txt is unreachable.
 func TestCrawlWithoutDelay(t *testing.T) {
+	t.Parallel()
 	env := crawlEnv{MinDelay: 0, DelayFactor: 0, MaxDepth: 5, MaxRetries: 2}
 	r := crawl(t, testWeb(), env, stack.Options{}, nil)
 	checkInvariants(t, r, env, 0)

@@ -45,6 +45,7 @@ func docCommands(t *testing.T, path string) []string {
 // Every command in docs/operations.md runs, against a live crawl, and does what the
 // document says.
 func TestOperationsDocCommands(t *testing.T) {
+	t.Parallel()
 	root, err := stack.RepoRoot()
 	if err != nil {
 		t.Fatal(err)

@@ -28,6 +28,7 @@ const blockWithin = 2 * time.Second
 // and trawlctl explain says so of one of them. Removing the rule (trawlctl policy rm) resumes them: the crawl
 // completes with every page of the web requested exactly once.
 func TestPolicyBlockAndUnblock(t *testing.T) {
+	t.Parallel()
 	env := crawlEnv{MinDelay: 150 * time.Millisecond, DelayFactor: 0, MaxDepth: 5, MaxRetries: 2}
 	wcfg := synthweb.DefaultConfig()
 	wcfg.Special = false

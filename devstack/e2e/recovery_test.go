@@ -28,6 +28,7 @@ func waitFetched(t *testing.T, st *stack.Stack, n int64) stack.Progress {
 // Two scheduler shards, each served by its own process: hosts are split by the stable
 // hash and every invariant holds as with one shard.
 func TestCrawlTwoShards(t *testing.T) {
+	t.Parallel()
 	env := testEnv()
 	r := crawl(t, testWeb(), env, stack.Options{
 		Env:      map[string]string{"TRAWL_SHARDS": "2"},
@@ -43,6 +44,7 @@ func TestCrawlTwoShards(t *testing.T) {
 // Far fewer back queues than hosts: hosts wait in the front queues and are admitted as
 // back queues drain, and the crawl still completes politely.
 func TestCrawlFewBackQueues(t *testing.T) {
+	t.Parallel()
 	env := testEnv()
 	r := crawl(t, testWeb(), env, stack.Options{Env: map[string]string{"TRAWL_BACK_QUEUES": "3"}}, nil)
 	checkInvariants(t, r, env, 0)
@@ -51,6 +53,7 @@ func TestCrawlFewBackQueues(t *testing.T) {
 // The scheduler is killed with SIGKILL mid-crawl and started again: its state is in Redis
 // and its inputs in JetStream, so nothing is lost and nothing is fetched twice.
 func TestCrawlSchedulerKilled(t *testing.T) {
+	t.Parallel()
 	env := testEnv()
 	r := crawl(t, testWeb(), env, stack.Options{}, func(st *stack.Stack) {
 		waitFetched(t, st, 60)
@@ -71,6 +74,7 @@ func TestCrawlSchedulerKilled(t *testing.T) {
 // Redis is restarted mid-crawl (graceful stop, AOF on): every service pauses consumption
 // while it is away and resumes from the persisted frontier.
 func TestCrawlRedisRestarted(t *testing.T) {
+	t.Parallel()
 	env := testEnv()
 	r := crawl(t, testWeb(), env, stack.Options{Durability: durability.EverySecond}, func(st *stack.Stack) {
 		waitFetched(t, st, 60)
@@ -90,6 +94,7 @@ func TestCrawlRedisRestarted(t *testing.T) {
 // stack's defaults (what `make run` uses: the AOF fsynced on every write, as compose.yaml runs
 // it): every acknowledged step survives, so nothing is lost or doubled.
 func TestCrawlRedisKilled(t *testing.T) {
+	t.Parallel()
 	env := testEnv()
 	r := crawl(t, testWeb(), env, stack.Options{}, func(st *stack.Stack) {
 		waitFetched(t, st, 60)
@@ -106,6 +111,7 @@ func TestCrawlRedisKilled(t *testing.T) {
 // The NATS server is restarted mid-crawl (file store): streams, consumers and their
 // positions survive and every service reconnects.
 func TestCrawlNATSRestarted(t *testing.T) {
+	t.Parallel()
 	env := testEnv()
 	r := crawl(t, testWeb(), env, stack.Options{}, func(st *stack.Stack) {
 		waitFetched(t, st, 60)
@@ -120,6 +126,7 @@ func TestCrawlNATSRestarted(t *testing.T) {
 // leases expire back into the frontier, so the crawl completes; only the tasks it held
 // may be fetched twice.
 func TestCrawlFetcherKilled(t *testing.T) {
+	t.Parallel()
 	env := testEnv()
 	// Slow responses give the kill a task to land on.
 	web := testWeb()

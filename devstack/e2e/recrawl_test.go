@@ -27,6 +27,7 @@ const recrawlMin = time.Second
 // mode by default: the one robots.txt names is fetched, and fetched again, and the page
 // only it lists is crawled.
 func TestRecrawlAdaptive(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	site, err := synthweb.StartRecrawlSite(ctx, synthweb.RecrawlConfig{Change: 500 * time.Millisecond})

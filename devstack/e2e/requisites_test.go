@@ -31,6 +31,7 @@ func requisitesWeb(fetched bool) (synthweb.Config, crawlEnv) {
 // forbids (checkInvariants reads the web's request log against Expected) — and each is in
 // the WARC files with the content type and octets the web served.
 func TestArchiveRequisites(t *testing.T) {
+	t.Parallel()
 	wcfg, env := requisitesWeb(true)
 	dir := filepath.Join(t.TempDir(), "warc")
 	r := crawl(t, wcfg, env, stack.Options{Env: map[string]string{"TRAWL_ARCHIVE_DIR": dir}}, nil)
@@ -91,6 +92,7 @@ func TestArchiveRequisites(t *testing.T) {
 // Without an archiver, TRAWL_EMBEDS=auto leaves requisites alone: the same crawl requests
 // the seeds and nothing they embed (Expected forbids every requisite).
 func TestRequisitesNotFetchedWithoutArchiver(t *testing.T) {
+	t.Parallel()
 	wcfg, env := requisitesWeb(false)
 	r := crawl(t, wcfg, env, stack.Options{Env: map[string]string{"TRAWL_ARCHIVE_DIR": ""}}, nil)
 	checkInvariants(t, r, env, 0)

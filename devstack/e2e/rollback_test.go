@@ -23,6 +23,7 @@ import (
 // still fetched; with NATS older only the links of pages first requested within that
 // window may be lost (lostWithNATS), as docs/architecture.md "Durability" states.
 func TestCrawlSurvivesStoresRolledBackApart(t *testing.T) {
+	t.Parallel()
 	level := durability.Default
 	if level.Window() == 0 {
 		t.Fatalf("the default level %s fsyncs every write: nothing to roll back apart", level)

@@ -47,6 +47,7 @@ type sweepEnv struct {
 // every service's configuration error and server refusal, with TRAWL_NATS_URL and
 // TRAWL_REDIS_URL carrying a distinctive password, valid or malformed.
 func TestNoPasswordPrinted(t *testing.T) {
+	t.Parallel()
 	ns, err := natsembed.Start(natsembed.Options{StoreDir: t.TempDir(), MaxStore: natsembed.TestMaxStore, Username: "trawl", Password: "the-right-one"})
 	if err != nil {
 		t.Fatalf("NATS with credentials: %v", err)

@@ -26,6 +26,7 @@ func serverWeb() synthweb.Config {
 // the requests were for; every page fetched once; and the shared address kept busy, so
 // the crawl runs at close to one request per gap on it.
 func TestPolitenessPerServer(t *testing.T) {
+	t.Parallel()
 	env := crawlEnv{MinDelay: 150 * time.Millisecond, DelayFactor: 2, MaxDepth: 5, MaxRetries: 2}
 	wcfg := serverWeb()
 	resolve, err := wcfg.Resolve()

@@ -17,6 +17,7 @@ import (
 // host's /sitemap.xml is asked for once; and every request, sitemaps included, keeps the
 // host's gap. The rest of the crawl is the crawl of the same web without sitemaps.
 func TestSitemaps(t *testing.T) {
+	t.Parallel()
 	wcfg := synthweb.Config{Hosts: 3, PagesPerHost: 8, LinksPerPage: 4, Sitemaps: true, SlowDelay: -1}
 	env := crawlEnv{MinDelay: 100 * time.Millisecond, DelayFactor: 2, MaxDepth: 1, MaxRetries: 2}
 	r := crawl(t, wcfg, env, stack.Options{Env: map[string]string{"TRAWL_SITEMAPS": "on"}}, nil)

@@ -95,6 +95,7 @@ func explain(t *testing.T, st *stack.Stack, u string) string {
 // within a bound far below its lease, while the rest of its host is crawled. Retried until
 // its lease ran out, and again after each expiry, it would hold the host for minutes.
 func TestUnstorablePageFailsAndTheHostGoesOn(t *testing.T) {
+	t.Parallel()
 	env := testEnv()
 	vars := env.vars()
 	vars["TRAWL_LEASE_TTL"] = "60s"
@@ -149,6 +150,7 @@ func TestUnstorablePageFailsAndTheHostGoesOn(t *testing.T) {
 // trawlctl explain, while the other fetchers (the killed one restarted, as a supervisor
 // would) finish the crawl.
 func TestKilledOnEveryAttemptEndsAttemptsExhausted(t *testing.T) {
+	t.Parallel()
 	env := testEnv()
 	vars := env.vars()
 	// Short leases keep three expiries short; the request timeout is longer than the
