@@ -171,6 +171,11 @@ const (
 	HostRT      = "rt"      // last response time, ms
 	HostRTAvg   = "rtavg"   // moving-average response time, ms
 	HostAddr    = "addr"    // the server address last requested for the host
+	// HostSlots is how many of the host's lease slots, from the first, a task of it may be
+	// out on: one past the highest slot a dispatch gave it (connections > 1), brought down
+	// to its connections once no task is out beyond them, so that connections lowered with
+	// tasks out on later slots still count those tasks. Absent: its connections.
+	HostSlots = "slots"
 	// HostPolicy is what the host's policy lookup found, stamped with the policy table's
 	// generation (politeness.PolicyModule), kept so that a host activated again under the
 	// same generation needs no new lookup.

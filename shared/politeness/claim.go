@@ -19,6 +19,28 @@ var (
 	releaseScript = redisx.Script(PolicyNames, HostNames, prelude, Module, PolicyModule, redisx.Lua{FS: luaFS, Name: "lua/release.lua"})
 )
 
+// ClaimSlack is how much longer a claim lasts than the request it covers may run: the
+// time to release it after the request ends.
+const ClaimSlack = time.Second
+
+// ClaimFor sizes a claim on a host (Claimer) or server address (Servers) for one request
+// that may run up to timeout under ctx (less when ctx ends sooner), and bounds the
+// request to it; take the claim right after. The claim's window runs from when it is
+// taken, while a timeout set when the request starts would run from then: anything in
+// between (a name lookup, a second claim, a slow dial setup, a paused process) would let
+// the request outlive the claim, and another request to the same host or server begin
+// while it still runs. So the request, name lookup included, runs under bounded, which
+// ends when the window would without its slack.
+func ClaimFor(ctx context.Context, timeout time.Duration) (window time.Duration, bounded context.Context, cancel context.CancelFunc) {
+	now := time.Now()
+	bound := timeout
+	if d, ok := ctx.Deadline(); ok {
+		bound = min(bound, d.Sub(now))
+	}
+	bounded, cancel = context.WithDeadline(ctx, now.Add(bound))
+	return bound + ClaimSlack, bounded, cancel
+}
+
 // Claimer reserves a host of the frontier for one request that is not one of the host's
 // tasks, so that the request still keeps the host's gap: the fetcher uses it to follow a
 // robots.txt redirect to another host. It works on the host's own shard keys, so it

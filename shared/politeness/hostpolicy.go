@@ -39,7 +39,7 @@ var HostNames = redisx.Table("HF",
 	"FAILS", frontierkeys.HostFails, "RETIRED", frontierkeys.HostRetired,
 	"PAGES", frontierkeys.HostPages, "FETCHED", frontierkeys.HostFetched,
 	"RT", frontierkeys.HostRT, "RTAVG", frontierkeys.HostRTAvg, "ADDR", frontierkeys.HostAddr,
-	"POL", frontierkeys.HostPolicy, "WIN", frontierkeys.HostWindow,
+	"POL", frontierkeys.HostPolicy, "WIN", frontierkeys.HostWindow, "SLOTS", frontierkeys.HostSlots,
 )
 
 // exactCrawlDelay is the cap of a Crawl-delay honoured exactly: none.

@@ -20,6 +20,7 @@ import (
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/frontierkeys"
 	"github.com/trawl/trawl/shared/policy"
+	"github.com/trawl/trawl/shared/politeness"
 	"github.com/trawl/trawl/shared/testwait"
 )
 
@@ -1023,53 +1024,69 @@ func TestPolicyChangeReachesIdleHost(t *testing.T) {
 }
 
 // A host whose connections are lowered while it has tasks out in several lease slots gets
-// no further task until those end, even when no rule is left at all (the count of tasks
-// out beyond a host's first slot, stats slots_out, says its slots must be read).
+// no further task until fewer are out than it now may have, even when no rule is left at
+// all (the count of tasks out beyond a host's first slot, stats slots_out, says its slots
+// must be read), and cannot be claimed while any is out. Up to 64 connections may be
+// allowed, so tasks may be out on any of the first 64 slots: with 32, the ones out on
+// slots 8 to 31 count as much as the first eight.
 func TestPolicyConnectionsLoweredWithTasksOut(t *testing.T) {
 	for _, tt := range []struct {
-		name    string
-		after   *policy.Set
-		reverse bool // the later slots' tasks end first
+		name     string
+		from, to int // connections before and after the change (1: no rule left)
+		after    *policy.Set
+		reverse  bool // the later slots' tasks end first
 	}{
-		{"lowered to one", rules(t, 2, hostRule("multi.example", policy.Rule{Connections: pint(1), MinDelay: pdur(0)})), false},
-		{"every rule removed", rules(t, 2), false},
-		{"lowered to one, later slots ending first", rules(t, 2, hostRule("multi.example", policy.Rule{Connections: pint(1), MinDelay: pdur(0)})), true},
-		{"every rule removed, later slots ending first", rules(t, 2), true},
+		{"lowered to one", 3, 1, rules(t, 2, hostRule("multi.example", policy.Rule{Connections: pint(1), MinDelay: pdur(0)})), false},
+		{"every rule removed", 3, 1, rules(t, 2), false},
+		{"lowered to one, later slots ending first", 3, 1, rules(t, 2, hostRule("multi.example", policy.Rule{Connections: pint(1), MinDelay: pdur(0)})), true},
+		{"every rule removed, later slots ending first", 3, 1, rules(t, 2), true},
+		{"32 lowered to four", 32, 4, rules(t, 2, hostRule("multi.example", policy.Rule{Connections: pint(4), MinDelay: pdur(0)})), false},
+		{"32 lowered to one", 32, 1, rules(t, 2, hostRule("multi.example", policy.Rule{Connections: pint(1), MinDelay: pdur(0)})), false},
+		{"32, every rule removed", 32, 1, rules(t, 2), false},
+		{"32 lowered to four, later slots ending first", 32, 4, rules(t, 2, hostRule("multi.example", policy.Rule{Connections: pint(4), MinDelay: pdur(0)})), true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			rdb := startRedis(t)
+			ctx := testwait.Context(t)
 			o := testOptions(0)
 			o.MinDelay, o.DelayFactor = 0, 0
 			f := newTF(t, rdb, o)
-			f.syncPolicy(rules(t, 1, hostRule("multi.example", policy.Rule{Connections: pint(3), MinDelay: pdur(0)})))
+			claims := politeness.NewClaimer(rdb, o.KeyPrefix, 1, o.Rules)
+			f.syncPolicy(rules(t, 1, hostRule("multi.example", policy.Rule{Connections: pint(tt.from), MinDelay: pdur(0)})))
 			var us []crawlmsg.Discovered
-			for i := range 6 {
+			for i := range tt.from + 3 {
 				us = append(us, urls(0, fmt.Sprintf("http://multi.example/%d", i))...)
 			}
 			f.add("m1", us...)
+			// One task per dispatch: the host is due again at once (no gap), after it.
 			var out []crawlmsg.FetchTask
-			for i := 0; i < 5 && len(out) < 3; i++ {
+			for i := 0; i < 2*tt.from && len(out) < tt.from; i++ {
 				out = append(out, f.dispatch(at(time.Duration(i)*time.Millisecond), 10)...)
 			}
-			if len(out) != 3 {
-				t.Fatalf("%d tasks out with three connections, want 3", len(out))
+			if len(out) != tt.from {
+				t.Fatalf("%d tasks out with %d connections, want %d", len(out), tt.from, tt.from)
 			}
 			f.syncPolicy(tt.after)
 			if tt.reverse {
 				slices.Reverse(out)
 			}
 			now := at(time.Second)
-			for len(out) > 1 {
+			for len(out) >= tt.to {
 				f.complete(now, ok200(out[0]))
 				out = out[1:]
-				if got := f.dispatch(now, 10); len(got) != 0 {
-					t.Fatalf("a task dispatched with %d still out on one connection: %s (lease %s)", len(out), got[0].URL, got[0].Lease)
+				if len(out) > 0 {
+					if cl, err := claims.Claim(ctx, "multi.example", time.Second); err != nil || cl.OK {
+						t.Fatalf("claim with %d tasks out (lease %s …): %+v, %v; want busy", len(out), out[0].Lease, cl, err)
+					}
+				}
+				got := f.dispatch(now, 10)
+				if len(out) >= tt.to && len(got) != 0 {
+					t.Fatalf("a task dispatched with %d still out on %d connections: %s (lease %s)", len(out), tt.to, got[0].URL, got[0].Lease)
+				}
+				if len(out) < tt.to && len(got) != 1 {
+					t.Fatalf("%d tasks once %d were out on %d connections, want 1", len(got), len(out), tt.to)
 				}
 				now = now.Add(time.Second)
-			}
-			f.complete(now, ok200(out[0]))
-			if got := f.dispatch(now, 10); len(got) != 1 {
-				t.Fatalf("%d tasks once the last ended, want 1", len(got))
 			}
 		})
 	}

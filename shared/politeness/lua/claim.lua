@@ -9,8 +9,8 @@
 -- Returns {1, until}: claimed until that time (ms), which Release needs; or {0, wait}: the
 -- host is busy, try again in wait ms.
 local window = tonumber(ARGV[7])
-local st = redis.call('HMGET', K_HOST, HF.NEXT, HF.CD, HF.RT)
-local dl = slots_out(H)
+local st = redis.call('HMGET', K_HOST, HF.NEXT, HF.CD, HF.RT, HF.SLOTS)
+local dl = slots_out(H, st[4])
 if dl then
   -- A task is out: its outcome sets the next time. Ask again after about one gap, and no
   -- later than the lease's deadline.

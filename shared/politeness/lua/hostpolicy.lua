@@ -197,12 +197,23 @@ local function kept_limits(h, v, hkey)
   return c
 end
 
+-- slot_span is how many of a host's lease slots (frontierkeys.LeaseSlot: "<host>",
+-- "<host> <k>"), from the first, may hold a task of it: its connections (lim.conn), or
+-- more while tasks are out on later slots that a higher limit, lowered since, let it take.
+-- hw is its HF.SLOTS (false or nil: none), the high-water mark the frontier's dispatch
+-- keeps of the slots it took. Reading as many slots as a rule may allow (shared/policy's
+-- bound on connections) for every host whose slots are read, with one connection too
+-- while any host of the shard has a task out beyond its first slot, would cost far more
+-- than the one field, read with the host's state where a script reads that anyway.
+local function slot_span(lim, hw)
+  return math.max(lim.conn, tonumber(hw or '0') or 0)
+end
+
 -- slots_out is the earliest lease deadline of the tasks of host h out (nil: none), over
--- its lease slots (frontierkeys.LeaseSlot: "<host>", "<host> <k>"), a few more than its
--- connections, which may have been lowered with tasks out.
-local function slots_out(h)
+-- its slot_span (hw: its HF.SLOTS).
+local function slots_out(h, hw)
   local ids = {h}
-  for j = 1, math.max(host_limits(h).conn, 8) - 1 do ids[#ids + 1] = h .. POL_SLOT_SEP .. j end
+  for j = 1, slot_span(host_limits(h), hw) - 1 do ids[#ids + 1] = h .. POL_SLOT_SEP .. j end
   local d = redis.call('ZMSCORE', K_INFLIGHT, unpack(ids))
   local dl = nil
   for j = 1, #d do

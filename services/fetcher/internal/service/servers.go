@@ -63,21 +63,11 @@ func (s *Service) atServer(reqCtx context.Context, rawURL string, crawlDelay tim
 	return &serverLease{claim: c, ctx: fetch.At(bounded, host, addr), cancel: cancel}, nil, nil
 }
 
-// claimSlack is how much longer a claim lasts than the request it covers may run: the
-// time to release it after the request ends.
-const claimSlack = time.Second
-
 // claimFor sizes a claim on a host or server address for a request under ctx, and bounds
-// the request to it. The claim's window runs from when it is taken, before the request
-// starts, while the request's own fetch timeout runs from its start: a stall in between
-// (a slow dial setup, a paused process) would let the request outlive the claim, and
-// another request to the same server begin while it still runs. So the request runs
-// under bounded, which ends when the window would without its slack.
+// the request to it (politeness.ClaimFor): the fetch timeout, or less when the task's
+// cutoff comes sooner.
 func (s *Service) claimFor(ctx context.Context) (window time.Duration, bounded context.Context, cancel context.CancelFunc) {
-	now := time.Now()
-	bound := min(cutoffOf(ctx).Sub(now), s.cfg.FetchTimeout)
-	bounded, cancel = context.WithDeadline(ctx, now.Add(bound))
-	return bound + claimSlack, bounded, cancel
+	return politeness.ClaimFor(ctx, min(time.Until(cutoffOf(ctx)), s.cfg.FetchTimeout))
 }
 
 // releaseServer ends a lease whose request took took (negative: no request was made).

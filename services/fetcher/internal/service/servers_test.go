@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/trawl/trawl/services/fetcher/internal/config"
+	"github.com/trawl/trawl/shared/politeness"
 )
 
 // A request made under a claim (a server address, or another host for a robots.txt hop)
@@ -30,14 +31,14 @@ func TestClaimBoundsItsRequest(t *testing.T) {
 			// The claim is asked for after this: it holds until after+window at the least.
 			after := time.Now()
 			defer release()
-			if got := window - claimSlack; got > tc.wantBound || got < tc.wantBound-time.Second {
-				t.Errorf("claim window %s, want %s + %s", window, tc.wantBound, claimSlack)
+			if got := window - politeness.ClaimSlack; got > tc.wantBound || got < tc.wantBound-time.Second {
+				t.Errorf("claim window %s, want %s + %s", window, tc.wantBound, politeness.ClaimSlack)
 			}
 			dl, ok := bounded.Deadline()
 			if !ok {
 				t.Fatal("the request under the claim has no deadline")
 			}
-			if end := after.Add(window - claimSlack); dl.After(end) {
+			if end := after.Add(window - politeness.ClaimSlack); dl.After(end) {
 				t.Errorf("the request may run %s past the claim's window", dl.Sub(end))
 			}
 		})

@@ -295,10 +295,19 @@ const claimPoll = 100 * time.Millisecond
 // meanwhile, and the host's next turn is a gap after this request ends. Under per-server
 // politeness the request also claims the address it will be made to; one claim is never
 // held while waiting for the other (a window could run out meanwhile): a busy address
-// gives the host back, later than it would have been, never earlier.
+// gives the host back, later than it would have been, never earlier. The request's whole
+// time ends within the claims it holds, as a fetcher's does: the address is resolved
+// before any claim (a slow name server would otherwise eat into the window), and do runs
+// under the bound politeness.ClaimFor sets right before the claims.
 func (a *Answerer) claimed(ctx context.Context, host string, crawlDelay time.Duration, do func(context.Context) (Result, error)) (Result, error) {
+	var addr netip.Addr
+	if a.servers != nil {
+		var err error
+		if addr, err = a.pick(ctx, host); err != nil {
+			return Result{}, err
+		}
+	}
 	start := time.Now()
-	window := a.cfg.RequestTimeout + time.Second
 	var (
 		cl  politeness.Claim
 		sc  politeness.ServerClaim
@@ -312,11 +321,17 @@ func (a *Answerer) claimed(ctx context.Context, host string, crawlDelay time.Dur
 		}
 		return nil
 	}
+	var rctx context.Context
+	var cancel context.CancelFunc
 	for {
+		var window time.Duration
+		window, rctx, cancel = politeness.ClaimFor(ctx, a.cfg.RequestTimeout)
 		if cl, err = a.claims.Claim(ctx, host, window); err != nil {
+			cancel()
 			return Result{}, err
 		}
 		if !cl.OK {
+			cancel()
 			if err := wait(cl.Wait); err != nil {
 				return Result{}, err
 			}
@@ -325,24 +340,21 @@ func (a *Answerer) claimed(ctx context.Context, host string, crawlDelay time.Dur
 		if a.servers == nil {
 			break
 		}
-		addr, perr := a.pick(ctx, host)
-		if perr == nil {
-			sc, perr = a.servers.Claim(ctx, addr, host, crawlDelay, window)
-		}
-		if perr == nil && sc.OK {
-			ctx = pinTo(ctx, host, addr)
+		// Taken after the host's, the address's claim ends later: rctx ends within both.
+		if sc, err = a.servers.Claim(ctx, addr, host, crawlDelay, window); err == nil && sc.OK {
+			rctx = pinTo(rctx, host, addr)
 			break
 		}
+		cancel()
 		a.release(ctx, cl, -1)
-		if perr != nil {
-			return Result{}, perr
+		if err != nil {
+			return Result{}, err
 		}
 		if err := wait(sc.Wait); err != nil {
 			return Result{}, err
 		}
 	}
 	a.m.ClaimWait(time.Since(start))
-	rctx, cancel := context.WithTimeout(ctx, a.cfg.RequestTimeout)
 	began := time.Now()
 	res, err := do(rctx)
 	took := time.Since(began)

@@ -134,7 +134,7 @@ for o = 1, n do
     slot_ended(h, sid)
     local hkey = hk(h)
     -- The host's limits come with its state: its entry kept in HF.POL (kept_limits).
-    local st = redis.call('HMGET', hkey, HF.NEXT, HF.CD, HF.ERR, HF.FAILS, HF.FETCHED, HF.RTAVG, HF.RT, HF.POL, HF.WIN)
+    local st = redis.call('HMGET', hkey, HF.NEXT, HF.CD, HF.ERR, HF.FAILS, HF.FETCHED, HF.RTAVG, HF.RT, HF.POL, HF.WIN, HF.SLOTS)
     local stNext = tonumber(st[1] or '0') or 0
     local cd = tonumber(st[2] or '0') or 0
     local stErr = tonumber(st[3] or '0') or 0
@@ -309,7 +309,7 @@ for o = 1, n do
       errLines[#errLines + 1] = n2s(NOW) .. '\t' .. r .. '\t' .. errLine
     end
     -- Another task of the host still out (several connections) keeps it active.
-    local others = slots_busy(h, lim, consumed)
+    local others = slots_busy(h, lim, consumed, st[10])
     if retire and others > 0 then
       -- Its queue is gone; the task still out keeps it active, out of the heap (where
       -- several connections may have left it), until its outcome frees it.

@@ -31,23 +31,17 @@ for i, h in ipairs(hs) do
   local lim = active_limits(h, hv[i], hk(h))
   local blocked = lim.block
   local e = not blocked and redis.call('LPOP', bq(h))
-  -- The lease slot (several connections, or some task out on a slot after its host's
-  -- first, which lowered connections may have left, or one in its first; check_slots):
-  -- the first free of the host's connections, none when as many tasks as it may have are
-  -- out (counted over a few more slots than its connections).
-  local k, busy = 0, 0
-  if e and (check_slots(h, lim) or held0[i]) then
-    local ids = {}
-    for j = 0, math.max(lim.conn, 8) - 1 do ids[j + 1] = slot_id(h, j) end
-    local held = redis.call('HMGET', K_LEASE, unpack(ids))
-    k = -1
-    for j = 1, #held do
-      if held[j] then
-        busy = busy + 1
-      elseif k < 0 and j <= lim.conn then
-        k = j - 1
-      end
-    end
+  -- The lease slot: the first free of the host's connections, none when as many tasks as
+  -- it may have are out, counted over its slot_span, which covers the slots a higher
+  -- limit, lowered since, let it take (slots_busy). A host with one connection whose
+  -- slots need no reading may still have a task out in its first (held0).
+  -- With several connections the next start needs the host's Crawl-delay and last
+  -- response time: read with its mark of slots (st).
+  local k, busy, st = 0, 0, nil
+  if e then
+    if lim.conn > 1 then st = redis.call('HMGET', hk(h), HF.SLOTS, HF.CD, HF.RT) end
+    busy, k = slots_busy(h, lim, {}, st and st[1])
+    if busy == 0 and held0[i] then busy, k = 1, -1 end
     if busy >= lim.conn or k < 0 then
       -- Its tasks out end first; the last outcome puts the host back in the heap.
       redis.call('LPUSH', bq(h), e)
@@ -86,10 +80,14 @@ for i, h in ipairs(hs) do
       if lim.conn > 1 then
         -- The next start is 1/N of a request and its gap after this one, whichever slot
         -- ends first.
-        local st = redis.call('HMGET', hk(h), HF.CD, HF.RT)
-        local rt = tonumber(st[2] or '0') or 0
-        local nx = n2s(NOW + (rt + gap(tonumber(st[1] or '0') or 0, rt, lim)) / lim.conn)
-        redis.call('HSET', hk(h), HF.NEXT, nx)
+        local rt = tonumber(st[3] or '0') or 0
+        local nx = n2s(NOW + (rt + gap(tonumber(st[2] or '0') or 0, rt, lim)) / lim.conn)
+        if k > 0 and k + 1 > (tonumber(st[1] or '0') or 0) then
+          -- A slot above its mark: raised with the write the next start makes anyway.
+          redis.call('HSET', hk(h), HF.NEXT, nx, HF.SLOTS, k + 1)
+        else
+          redis.call('HSET', hk(h), HF.NEXT, nx)
+        end
         if busy + 1 < lim.conn and redis.call('LLEN', bq(h)) > 0 then
           again[#again + 1] = nx
           again[#again + 1] = h

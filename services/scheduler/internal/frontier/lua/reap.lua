@@ -48,10 +48,10 @@ for _, sid in ipairs(hs) do
       string.sub(string.match(u or '', '^[^ ]*'), 1, 512) .. '\t' .. why
   end
   local lim = host_limits(h)
-  local st = redis.call('HMGET', hk(h), HF.CD, HF.RT)
+  local st = redis.call('HMGET', hk(h), HF.CD, HF.RT, HF.SLOTS)
   local te = NOW + gap(tonumber(st[1] or '0') or 0, tonumber(st[2] or '0') or 0, lim)
   redis.call('HSET', hk(h), HF.NEXT, n2s(te))
-  local others = slots_busy(h, lim, done)
+  local others = slots_busy(h, lim, done, st[3])
   if lim.block then
     park_queue(h)
     redis.call('ZREM', K_HEAP, h)

@@ -56,7 +56,7 @@ local function park_host(h)
   local n = park_queue(h)
   if redis.call('ZREM', K_HEAP, h) == 1 then
     -- In the heap with a task out (several connections): its last outcome frees it.
-    if slots_out(h) then return n, false end
+    if slots_out(h, redis.call('HGET', hk(h), HF.SLOTS)) then return n, false end
     redis.call('HDEL', K_HOSTS, h)
     local nx = tonumber(redis.call('HGET', hk(h), HF.NEXT) or '0') or 0
     expire_state(h, nx)
@@ -331,22 +331,44 @@ local function slot_ended(h, sid)
     ended_extra[h] = true
   end
 end
--- check_slots says host h's lease slots must be read: it may have more than one task out.
-local function check_slots(h, lim) return lim.conn > 1 or extra_out() > 0 or ended_extra[h] == true end
-
--- slots_busy counts the other tasks of host h out, besides the slots in done (ended in
--- this script): 0 when it can have no other (check_slots).
-local function slots_busy(h, lim, done)
-  if not check_slots(h, lim) then return 0 end
-  local ids = {}
-  -- A few more than the connections: they may have been lowered with tasks out.
-  for j = 0, math.max(lim.conn, 8) - 1 do ids[j + 1] = slot_id(h, j) end
-  local r = redis.call('ZMSCORE', K_INFLIGHT, unpack(ids))
-  local n = 0
-  for j = 1, #r do
-    if r[j] and not done[ids[j]] then n = n + 1 end
+-- slots_busy counts the tasks of host h out, besides the slots in done (ended in this
+-- script), and finds the first slot of its connections free (-1: none). It reads its
+-- slots only when it may have more than one task out (several connections, some task of
+-- the shard out on a slot after its host's first, or one of h's later slots ended in this
+-- script), else counts 0 and gives the first slot. It reads them over the host's
+-- slot_span (hw: its HF.SLOTS as the caller read it, false when absent; nil: read here)
+-- and, once no task is out beyond its connections, brings the mark down to them, so the
+-- next reads are no wider: one write per lowering (marking the slots actually held would
+-- write whenever the highest one ended).
+local function slots_busy(h, lim, done, hw)
+  if not (lim.conn > 1 or extra_out() > 0 or ended_extra[h] == true) then return 0, 0 end
+  if hw == nil then hw = redis.call('HGET', hk(h), HF.SLOTS) end
+  local ids, ks = {}, {}
+  for j = 0, slot_span(lim, hw) - 1 do
+    local sid = slot_id(h, j)
+    if not done[sid] then
+      ids[#ids + 1] = sid
+      ks[#ks + 1] = j
+    end
   end
-  return n
+  local n, k, tail = 0, -1, false
+  local r = #ids > 0 and redis.call('ZMSCORE', K_INFLIGHT, unpack(ids)) or {}
+  for j = 1, #ids do
+    if r[j] then
+      n = n + 1
+      tail = tail or ks[j] >= lim.conn
+    elseif k < 0 and ks[j] < lim.conn then
+      k = ks[j]
+    end
+  end
+  if not tail and (tonumber(hw or '0') or 0) > lim.conn then
+    if lim.conn > 1 then
+      redis.call('HSET', hk(h), HF.SLOTS, lim.conn)
+    else
+      redis.call('HDEL', hk(h), HF.SLOTS)
+    end
+  end
+  return n, k
 end
 
 -- requeue_host puts host h, whose task just ended with URLs still queued, back in the heap
