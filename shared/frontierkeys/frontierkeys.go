@@ -1,6 +1,7 @@
 // Package frontierkeys owns the Redis layout of Trawl's URL frontier. The scheduler's
 // frontier (services/scheduler/internal/frontier, with shared/politeness's module in its
-// scripts) is the one writer; everyone else — trawlctl (status, explain, policy, pause), the
+// scripts) writes it, besides NoteLeaseError (fetchers) and SetPaused (trawlctl pause);
+// everyone else — trawlctl (status, explain, policy, pause), the
 // scheduler's status page and devstack (the progress line of `make run`) — reads it
 // through the read-only Reader (OpenReadOnly: stats, status, explain, waits, stuck leases,
 // parked hosts, rule counters) and names no key itself (devstack/workspace
