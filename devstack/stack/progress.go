@@ -164,16 +164,12 @@ func ReadProgress(ctx context.Context, js jetstream.JetStream, rdb redis.Univers
 				crawlid.ErrLost, known.ID, known.Created.Format(time.RFC3339), crawlid.Key(prefix))
 		}
 	}
-	for shard := range shards {
-		ks := frontierkeys.ForShard(prefix, shard)
-		pipe := rdb.Pipeline()
-		stats := pipe.HGetAll(ctx, ks.Stats())
-		inflight := pipe.ZCard(ctx, ks.Inflight())
-		hosts := ks.CountActive(ctx, pipe)
-		if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
-			return p, fmt.Errorf("stack: progress: redis: %w", err)
-		}
-		c := frontierkeys.ParseStats(stats.Val())
+	fr := frontierkeys.OpenReadOnly(rdb, prefix, shards)
+	cs, err := fr.Counters(ctx)
+	if err != nil {
+		return p, fmt.Errorf("stack: progress: redis: %w", err)
+	}
+	for _, c := range cs {
 		p.Accepted += c.Accepted
 		p.Queued += c.Queued
 		p.Dispatched += c.Dispatched
@@ -183,14 +179,14 @@ func ReadProgress(ctx context.Context, js jetstream.JetStream, rdb redis.Univers
 		p.Disallowed += c.Disallowed
 		p.OutOfScope += c.OutOfScope
 		p.OverBudget += c.OverBudget
-		p.InFlight += inflight.Val()
-		p.Hosts += hosts()
+		p.InFlight += c.InFlight
+		p.Hosts += c.Active
 	}
-	if p.Waits, err = frontierkeys.ReadWaits(ctx, rdb, prefix, shards, waitSample); err != nil {
+	if p.Waits, err = fr.Waits(ctx, waitSample); err != nil {
 		return p, fmt.Errorf("stack: progress: %w", err)
 	}
 	if p.InFlight > 0 {
-		if p.Stuck, p.StuckNow, err = frontierkeys.ReadStuck(ctx, rdb, prefix, shards, leaseTTL, stuckShown); err != nil {
+		if p.Stuck, p.StuckNow, err = fr.Stuck(ctx, leaseTTL, stuckShown); err != nil {
 			return p, fmt.Errorf("stack: progress: %w", err)
 		}
 	}
@@ -247,32 +243,18 @@ type ParkedHost struct {
 // one's queued URLs. The frontier is only read: a later crawl of the same state resumes
 // them.
 func (s *Stack) Parked(ctx context.Context, maxHosts, maxURLs int) ([]ParkedHost, error) {
-	w, err := frontierkeys.ReadWaits(ctx, s.rdb, s.prefix, s.shards, maxHosts)
+	fr := frontierkeys.OpenReadOnly(s.rdb, s.prefix, s.shards)
+	w, err := fr.Waits(ctx, maxHosts)
+	if err != nil {
+		return nil, fmt.Errorf("stack: parked hosts: %w", err)
+	}
+	qs, err := fr.BackQueues(ctx, w.Hosts, maxURLs)
 	if err != nil {
 		return nil, fmt.Errorf("stack: parked hosts: %w", err)
 	}
 	hosts := make([]ParkedHost, len(w.Hosts))
-	lens := make([]*redis.IntCmd, len(w.Hosts))
-	heads := make([]*redis.StringSliceCmd, len(w.Hosts))
-	maxURLs = max(maxURLs, 1) // LRANGE 0 -1 would read a whole queue
-	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, h := range w.Hosts {
-			bq := frontierkeys.ForShard(s.prefix, h.Shard).BackQueue(h.Host)
-			lens[i] = p.LLen(ctx, bq)
-			heads[i] = p.LRange(ctx, bq, 0, int64(maxURLs-1))
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("stack: parked hosts: %w", err)
-	}
 	for i, h := range w.Hosts {
-		hosts[i] = ParkedHost{HostWait: h, Queued: lens[i].Val()}
-		for _, v := range heads[i].Val() {
-			if e, err := frontierkeys.ParseEntry(v); err == nil {
-				hosts[i].URLs = append(hosts[i].URLs, e)
-			}
-		}
+		hosts[i] = ParkedHost{HostWait: h, Queued: qs[i].Len, URLs: qs[i].Head}
 	}
 	return hosts, nil
 }

@@ -1,5 +1,8 @@
-// Package bloomhash is the sizing and bit-position scheme of Trawl's URL-seen Bloom filter,
-// shared by the dedup service (which sets the bits) and trawlctl (which reads them).
+// Package bloomhash owns Trawl's URL-seen Bloom filter: its sizing, its bit-position scheme
+// and its Redis layout. The dedup service (services/dedup/internal/bloom) is the one
+// writer; trawlctl explain and the scheduler's status page read it through the read-only
+// Reader (OpenReadOnly) and name no key themselves (devstack/workspace
+// TestStoresHaveOneOwner). It lives in shared/ because its readers are other modules.
 //
 // For a capacity of n URLs and a false-positive rate p: m = ⌈−n·ln p / (ln 2)²⌉ bits and
 // k = max(1, round(m/n · ln 2)) hash functions. Positions come from two 64-bit hashes of

@@ -7,7 +7,7 @@ import (
 	"github.com/trawl/trawl/shared/redisx"
 )
 
-// The filter's Redis layout, written by dedup and read by trawlctl. Part t of the filter
+// The filter's Redis layout, written by dedup and read through Reader. Part t of the filter
 // (Tag) lives under one hash tag: "<prefix>:{<t>}:bloom:meta", a hash of the parameters
 // and layers (the Field* names), and "<prefix>:{<t>}:bloom:<layer>:<j>", bitmap j of a
 // layer.

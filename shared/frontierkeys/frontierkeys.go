@@ -1,6 +1,12 @@
-// Package frontierkeys is the Redis layout of Trawl's URL frontier, shared by the scheduler
-// (which owns it and whose Lua scripts write it), trawlctl (status, explain, pause) and
-// devstack (the progress line of `make run`), which only read it.
+// Package frontierkeys owns the Redis layout of Trawl's URL frontier. The scheduler's
+// frontier (services/scheduler/internal/frontier, with shared/politeness's module in its
+// scripts) writes it, besides NoteLeaseError (fetchers) and SetPaused (trawlctl pause);
+// everyone else — trawlctl (status, explain, policy, pause), the
+// scheduler's status page and devstack (the progress line of `make run`) — reads it
+// through the read-only Reader (OpenReadOnly: stats, status, explain, waits, stuck leases,
+// parked hosts, rule counters) and names no key itself (devstack/workspace
+// TestStoresHaveOneOwner). It lives in shared/ rather than under the scheduler's internal/
+// because trawlctl and devstack are other modules.
 //
 // Every key of shard s lives under one hash tag, "<prefix>:{s<s>}:", so that a script's
 // keys fall in one Redis Cluster slot; Shard names them. Queue entries are

@@ -238,10 +238,10 @@ func ParseParked(host, v string) (ParkedHost, bool) {
 	return ParkedHost{Host: host, Reason: r, Entries: c, Rule: rule}, true
 }
 
-// ReadParkedHost is a host's park list entry on its shard (trawlctl explain): ok is false
-// when none of its URLs is parked.
-func ReadParkedHost(ctx context.Context, rdb redis.UniversalClient, prefix string, shard int, host string) (p ParkedHost, ok bool, err error) {
-	v, err := rdb.HGet(ctx, ForShard(prefix, shard).Parked(), host).Result()
+// ParkedHost is a host's park list entry on its shard: ok is false when none of its URLs
+// is parked.
+func (r *Reader) ParkedHost(ctx context.Context, shard int, host string) (p ParkedHost, ok bool, err error) {
+	v, err := r.rdb.HGet(ctx, ForShard(r.prefix, shard).Parked(), host).Result()
 	if errors.Is(err, redis.Nil) {
 		return ParkedHost{}, false, nil
 	}
@@ -268,13 +268,13 @@ type PolicyStat struct {
 	Hosts, Requests, Blocked, Parked, Excluded int64
 }
 
-// ReadPolicyStats sums the per-rule counters of shards 0..shards-1 by rule scope (the
-// status page's active-rules table).
-func ReadPolicyStats(ctx context.Context, rdb redis.UniversalClient, prefix string, shards int) (map[string]PolicyStat, error) {
-	cmds := make([]*redis.MapStringStringCmd, shards)
-	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for s := range shards {
-			cmds[s] = p.HGetAll(ctx, ForShard(prefix, s).PolicyStats())
+// PolicyStats sums the per-rule counters of the shards by rule scope (the status page's
+// and trawlctl status's active-rules table).
+func (r *Reader) PolicyStats(ctx context.Context) (map[string]PolicyStat, error) {
+	cmds := make([]*redis.MapStringStringCmd, r.shards)
+	_, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for s := range r.shards {
+			cmds[s] = p.HGetAll(ctx, ForShard(r.prefix, s).PolicyStats())
 		}
 		return nil
 	})

@@ -5,7 +5,7 @@ import (
 	"slices"
 )
 
-// RuleStats are one rule's counters (Shard.PolicyStats, ReadPolicyStats), summed over
+// RuleStats are one rule's counters (Shard.PolicyStats, Reader.PolicyStats), summed over
 // the shards, as the status page and trawlctl status list them.
 type RuleStats struct {
 	Scope    string `json:"scope"`

@@ -132,14 +132,14 @@ func (l StuckLease) Describe(now time.Time) string {
 	return b.String()
 }
 
-// stuckScan bounds the leases of each shard ReadStuck looks at (the oldest).
+// stuckScan bounds the leases of each shard Reader.Stuck looks at (the oldest).
 const stuckScan = 64
 
-// ReadStuck reads the tasks out that are Stuck (leaseTTL is TRAWL_LEASE_TTL), oldest
-// first, at most limit of them, among the stuckScan oldest leases of each shard, with the
-// Redis clock's now.
-func ReadStuck(ctx context.Context, rdb redis.UniversalClient, prefix string, shards int, leaseTTL time.Duration, limit int) ([]StuckLease, time.Time, error) {
-	ls, now, err := ReadLeases(ctx, rdb, prefix, shards, leaseTTL, stuckScan)
+// Stuck reads the tasks out that are Stuck (leaseTTL is TRAWL_LEASE_TTL), oldest first, at
+// most limit of them, among the stuckScan oldest leases of each shard, with the Redis
+// clock's now.
+func (r *Reader) Stuck(ctx context.Context, leaseTTL time.Duration, limit int) ([]StuckLease, time.Time, error) {
+	ls, now, err := r.Leases(ctx, leaseTTL, stuckScan)
 	if err != nil {
 		return nil, now, err
 	}
@@ -152,11 +152,11 @@ func ReadStuck(ctx context.Context, rdb redis.UniversalClient, prefix string, sh
 	return out, now, nil
 }
 
-// ReadLeases reads the tasks out on shards 0..shards-1, the earliest deadline first, at
-// most limit of each shard (the oldest leases: the likeliest stuck), with the Redis clock's
-// now; leaseTTL (0 = unknown) dates them. Costs three round trips however many leases are
-// out.
-func ReadLeases(ctx context.Context, rdb redis.UniversalClient, prefix string, shards int, leaseTTL time.Duration, limit int) ([]StuckLease, time.Time, error) {
+// Leases reads the tasks out, the earliest deadline first, at most limit of each shard
+// (the oldest leases: the likeliest stuck), with the Redis clock's now; leaseTTL (0 =
+// unknown) dates them. Costs three round trips however many leases are out.
+func (r *Reader) Leases(ctx context.Context, leaseTTL time.Duration, limit int) ([]StuckLease, time.Time, error) {
+	rdb, prefix, shards := r.rdb, r.prefix, r.shards
 	now, err := rdb.Time(ctx).Result()
 	if err != nil {
 		return nil, now, fmt.Errorf("frontier leases: time: %w", err)

@@ -70,9 +70,10 @@ func (w Waits) Latest() *HostWait {
 	return &w.Hosts[0]
 }
 
-// ReadWaits reads what the frontier of shards 0..shards-1 waits on, classifying at most
-// about sample waiting hosts (the latest due of each shard; at least one per shard).
-func ReadWaits(ctx context.Context, rdb redis.UniversalClient, prefix string, shards, sample int) (Waits, error) {
+// Waits reads what the frontier waits on, classifying at most about sample waiting hosts
+// (the latest due of each shard; at least one per shard).
+func (r *Reader) Waits(ctx context.Context, sample int) (Waits, error) {
+	rdb, prefix, shards := r.rdb, r.prefix, r.shards
 	var w Waits
 	now, err := rdb.Time(ctx).Result()
 	if err != nil {

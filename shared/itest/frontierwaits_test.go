@@ -13,9 +13,9 @@ import (
 	"github.com/trawl/trawl/shared/frontierkeys"
 )
 
-// ReadWaits classifies the waiting hosts of the heap from their host state and the error
+// Reader.Waits classifies the waiting hosts of the heap from their host state and the error
 // log, as the scheduler's scripts leave them, and stays within its sample.
-func TestReadWaits(t *testing.T) {
+func TestReaderWaits(t *testing.T) {
 	rdb := redisClient(t, redisproc.StartT(t, redisproc.Options{}))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -66,7 +66,7 @@ func TestReadWaits(t *testing.T) {
 			text:    []string{"(2 of 3 waiting hosts sampled)"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w, err := frontierkeys.ReadWaits(ctx, rdb, "trawl", 2, tc.sample)
+			w, err := frontierkeys.OpenReadOnly(rdb, "trawl", 2).Waits(ctx, tc.sample)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -63,7 +63,7 @@ func TestAttemptsAcrossLeaseExpiries(t *testing.T) {
 		if !ok || le.Token != tk.Lease || le.Tries != 2 || le.Error != cause {
 			t.Fatalf("last error %+v, want 2 tries of %q under %s", le, cause, tk.Lease)
 		}
-		leases, _, err := frontierkeys.ReadStuck(ctx, rdb, o.KeyPrefix, 1, o.LeaseTTL, 10)
+		leases, _, err := frontierkeys.OpenReadOnly(rdb, o.KeyPrefix, 1).Stuck(ctx, o.LeaseTTL, 10)
 		if err != nil || len(leases) != 1 || leases[0].URL != tk.URL || leases[0].LastError == nil || leases[0].LastError.Error != cause {
 			t.Fatalf("stall view %+v (%v), want /stuck with its last error", leases, err)
 		}

@@ -350,8 +350,8 @@ func TestServiceLivePolicyBlockAndUnblock(t *testing.T) {
 	if d := last.Sub(changed); d > 2*time.Second {
 		t.Fatalf("a.example got a task %s after the block", d)
 	}
-	if ph, ok, err := frontierkeys.ReadParkedHost(ctx, s.rdb, s.cfg.Common.RedisPrefix, 0, "a.example"); err != nil || !ok || ph.Reason != frontierkeys.ParkBlocked {
-		t.Fatalf("ReadParkedHost = %+v, %v, %v", ph, ok, err)
+	if ph, ok, err := frontierkeys.OpenReadOnly(s.rdb, s.cfg.Common.RedisPrefix, 1).ParkedHost(ctx, 0, "a.example"); err != nil || !ok || ph.Reason != frontierkeys.ParkBlocked {
+		t.Fatalf("ParkedHost = %+v, %v, %v", ph, ok, err)
 	}
 	before := fx.tasksFor("a.example")
 
@@ -490,7 +490,7 @@ func TestPolicyDomainBudgetAcrossShards(t *testing.T) {
 
 // Each rule counts, in Shard.PolicyStats, the hosts it was admitted under, the tasks
 // dispatched under it, the URLs its block parked and how many are parked now, a rule that
-// sets no per-host limit (here a User-Agent) too; frontierkeys.ReadPolicyStats sums them
+// sets no per-host limit (here a User-Agent) too; frontierkeys.Reader.PolicyStats sums them
 // over shards.
 func TestPolicyStatsPerRule(t *testing.T) {
 	rdb := startRedis(t)
@@ -505,7 +505,7 @@ func TestPolicyStatsPerRule(t *testing.T) {
 	f.drain(at(0), 10)
 	ctx := testwait.Context(t)
 	stats := func() map[string]frontierkeys.PolicyStat {
-		st, err := frontierkeys.ReadPolicyStats(ctx, rdb, "t", 2)
+		st, err := frontierkeys.OpenReadOnly(rdb, "t", 2).PolicyStats(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -585,7 +585,7 @@ func TestPolicyScopeRecheck(t *testing.T) {
 	if got := urlsOf(f.parkList("a.example")); int64(len(got)) != wantP || !strings.Contains(got[0], "/private/") {
 		t.Fatalf("parked %v", got)
 	}
-	st, err := frontierkeys.ReadPolicyStats(testwait.Context(t), rdb, "t", 1)
+	st, err := frontierkeys.OpenReadOnly(rdb, "t", 1).PolicyStats(testwait.Context(t))
 	if err != nil || st[narrow.Scope.String()].Excluded != wantX || st[private.String()].Parked != wantP {
 		t.Fatalf("policy stats %+v, %v", st, err)
 	}
@@ -768,10 +768,10 @@ func TestPolicyTwoConnections(t *testing.T) {
 	if ok, err := frontierkeys.NoteLeaseError(ctx, rdb, "t", 0, "multi.example", second[0].Lease, errors.New("slow")); !ok || err != nil {
 		t.Fatalf("NoteLeaseError on slot 1: %v, %v", ok, err)
 	}
-	leases, _, err := frontierkeys.ReadLeases(ctx, rdb, "t", 1, 0, 10)
+	leases, _, err := frontierkeys.OpenReadOnly(rdb, "t", 1).Leases(ctx, 0, 10)
 	if err != nil || len(leases) != 2 || leases[0].Host != "multi.example" || leases[1].Host != "multi.example" ||
 		leases[1].LastError == nil {
-		t.Fatalf("ReadLeases = %+v, %v", leases, err)
+		t.Fatalf("Leases = %+v, %v", leases, err)
 	}
 	// The first ends at 10.5 s: its slot is free, and the host is due at once (its last
 	// start was 10 s ago).

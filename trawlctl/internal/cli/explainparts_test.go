@@ -10,7 +10,7 @@ import (
 
 	"github.com/trawl/trawl/shared/bloomhash"
 	"github.com/trawl/trawl/shared/testwait"
-	"github.com/trawl/trawl/trawlctl/internal/bloom"
+
 	"github.com/trawl/trawl/trawlctl/internal/inspect"
 )
 
@@ -22,8 +22,8 @@ func TestExplainBloomParts(t *testing.T) {
 	ctx := testwait.Context(t)
 	const parts = 4
 	seenURL, otherURL := "https://example.com/", "https://example.com/never-added"
-	layer := bloom.Layer{Capacity: 25000, M: 239627, K: 7, Keys: 4}
-	meta := bloom.Meta{KeyBits: 65536}
+	layer := bloomhash.Layer{Capacity: 25000, M: 239627, K: 7, Keys: 4}
+	meta := bloomhash.Meta{KeyBits: 65536}
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i := range parts {
 			tag := bloomhash.Tag(i, parts)

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/trawl/trawl/shared/frontierkeys"
 	"github.com/trawl/trawl/trawlctl/internal/conn"
 )
@@ -56,28 +54,13 @@ func runPause(ctx context.Context, e *env, c *command, args []string, pause bool
 		return err
 	}
 	defer rdb.Close()
-	key := func(k int) string { return frontierkeys.ForShard(e.cfg.RedisPrefix, k).Paused() }
-	states := make([]*redis.IntCmd, len(shards))
-	// One round trip: the change, then each shard's resulting state as Redis has it.
-	_, err = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for _, k := range shards {
-			if pause {
-				p.Set(ctx, key(k), "1", 0)
-			} else {
-				p.Del(ctx, key(k))
-			}
-		}
-		for i, k := range shards {
-			states[i] = p.Exists(ctx, key(k))
-		}
-		return nil
-	})
+	states, err := frontierkeys.SetPaused(ctx, rdb, e.cfg.RedisPrefix, shards, pause)
 	if err != nil {
-		return fmt.Errorf("redis: %w", err)
+		return err
 	}
 	for i, k := range shards {
 		state := "running"
-		if states[i].Val() > 0 {
+		if states[i] {
 			state = "paused"
 		}
 		fmt.Fprintf(e.Stdout, "shard %d: %s\n", k, state)

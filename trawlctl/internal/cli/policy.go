@@ -438,47 +438,29 @@ func runPolicyApply(ctx context.Context, e *env, args []string) error {
 	return nil
 }
 
-// queued is every shard's active and parked hosts, read once (HKEYS of each shard's host
-// table and parked table: no SCAN), to count what each change touches.
+// queued is every shard's active and parked hosts, read once (frontierkeys.Reader.QueuedHosts),
+// to count what each change touches.
 type queued struct {
-	rdb    redis.UniversalClient
-	shards []frontierkeys.Shard
-	hosts  [][]string // per shard: active and parked hosts
-	empty  *policy.Set
+	fr    *frontierkeys.Reader
+	hosts [][]string // per shard: active and parked hosts
+	empty *policy.Set
 }
 
 func readQueued(ctx context.Context, rdb redis.UniversalClient, prefix string, n int) (*queued, error) {
-	q := &queued{rdb: rdb, empty: policy.Empty()}
-	for k := 0; k < n; k++ {
-		sh := frontierkeys.ForShard(prefix, k)
-		var active, parked *redis.StringSliceCmd
-		if _, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			active = p.HKeys(ctx, sh.Hosts())
-			parked = p.HKeys(ctx, sh.Parked())
-			return nil
-		}); err != nil {
-			return nil, fmt.Errorf("read the hosts of shard %d: %w", k, err)
-		}
-		seen := map[string]bool{}
-		var hs []string
-		for _, h := range append(frontierkeys.ActiveHosts(active.Val()), parked.Val()...) {
-			if !seen[h] {
-				seen[h] = true
-				hs = append(hs, h)
-			}
-		}
-		q.shards = append(q.shards, sh)
-		q.hosts = append(q.hosts, hs)
+	fr := frontierkeys.OpenReadOnly(rdb, prefix, n)
+	hosts, err := fr.QueuedHosts(ctx)
+	if err != nil {
+		return nil, err
 	}
-	return q, nil
+	return &queued{fr: fr, hosts: hosts, empty: policy.Empty()}, nil
 }
 
 // touched counts the queued and parked URLs of the hosts a scope covers: every entry of
 // their back queues and park lists, or for a URL prefix, the entries whose URL it covers.
 func (q *queued) touched(ctx context.Context, sc policy.Scope) (urls int64, hosts int, err error) {
-	for k, sh := range q.shards {
+	for k, hs := range q.hosts {
 		var covered []string
-		for _, h := range q.hosts[k] {
+		for _, h := range hs {
 			if q.empty.Covers(sc, h) {
 				covered = append(covered, h)
 			}
@@ -487,34 +469,15 @@ func (q *queued) touched(ctx context.Context, sc policy.Scope) (urls int64, host
 			continue
 		}
 		hosts += len(covered)
-		if sc.Kind != policy.KindPrefix {
-			cmds := make([]*redis.IntCmd, 0, 2*len(covered))
-			if _, err := q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-				for _, h := range covered {
-					cmds = append(cmds, p.LLen(ctx, sh.BackQueue(h)), p.LLen(ctx, sh.Park(h)))
-				}
-				return nil
-			}); err != nil {
-				return 0, 0, fmt.Errorf("count the queue of %s: %w", sc, err)
-			}
-			for _, c := range cmds {
-				urls += c.Val()
-			}
-			continue
+		var covers func(string) bool
+		if sc.Kind == policy.KindPrefix {
+			covers = sc.CoversURL
 		}
-		for _, h := range covered {
-			for _, key := range []string{sh.BackQueue(h), sh.Park(h)} {
-				entries, err := q.rdb.LRange(ctx, key, 0, -1).Result()
-				if err != nil {
-					return 0, 0, fmt.Errorf("read %s: %w", key, err)
-				}
-				for _, ent := range entries {
-					if sc.CoversURL(ent[strings.LastIndexByte(ent, ' ')+1:]) {
-						urls++
-					}
-				}
-			}
+		n, err := q.fr.CountQueued(ctx, k, covered, covers)
+		if err != nil {
+			return 0, 0, fmt.Errorf("count the queue of %s: %w", sc, err)
 		}
+		urls += n
 	}
 	return urls, hosts, nil
 }

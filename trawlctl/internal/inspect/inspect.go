@@ -12,12 +12,12 @@ import (
 	"net/netip"
 	"net/url"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/trawl/trawl/shared/bloomhash"
 	"github.com/trawl/trawl/shared/crawlscope"
 	"github.com/trawl/trawl/shared/frontierkeys"
 	"github.com/trawl/trawl/shared/policy"
@@ -28,7 +28,6 @@ import (
 	"github.com/trawl/trawl/shared/robotscache"
 	"github.com/trawl/trawl/shared/topology"
 	"github.com/trawl/trawl/shared/urlnorm"
-	"github.com/trawl/trawl/trawlctl/internal/bloom"
 )
 
 // Options describe the deployment the URL is explained against.
@@ -94,10 +93,10 @@ type RenderReport struct {
 
 // SeenReport is the Bloom filter's answer.
 type SeenReport struct {
-	State  string      `json:"state"` // "seen", "not seen", "unknown"
-	Detail string      `json:"detail"`
-	Bits   [][]bool    `json:"bits,omitempty"` // per layer of the filter, oldest first
-	Filter *bloom.Meta `json:"filter,omitempty"`
+	State  string          `json:"state"` // "seen", "not seen", "unknown"
+	Detail string          `json:"detail"`
+	Bits   [][]bool        `json:"bits,omitempty"` // per layer of the filter, oldest first
+	Filter *bloomhash.Meta `json:"filter,omitempty"`
 }
 
 // ScopeReport is what can be told about scope without the linking page.
@@ -132,19 +131,7 @@ type RobotsReport struct {
 }
 
 // QueueHit is the result of searching one queue for the URL.
-type QueueHit struct {
-	Queue   string `json:"queue"`
-	Len     int64  `json:"len"`
-	Scanned int64  `json:"scanned"`
-	Found   bool   `json:"found"`
-	Index   int64  `json:"index,omitempty"` // 0 = head (next to go)
-	Depth   int    `json:"depth,omitempty"`
-	Hops    int    `json:"hops,omitempty"`
-	Attempt int    `json:"attempt,omitempty"`
-}
-
-// Complete says the whole queue was searched.
-func (q QueueHit) Complete() bool { return q.Scanned >= q.Len }
+type QueueHit = frontierkeys.QueueHit
 
 // FrontierReport is the URL's and its host's place in the shard's frontier.
 type FrontierReport struct {
@@ -199,10 +186,6 @@ func Explain(ctx context.Context, rdb redis.UniversalClient, o Options, rawURL s
 	if o.ScanLimit <= 0 {
 		o.ScanLimit = 10000
 	}
-	probe := o.FrontQueues <= 0
-	if probe {
-		o.FrontQueues = frontierkeys.MaxFrontQueues
-	}
 	now := time.Now
 	if o.Now != nil {
 		now = o.Now
@@ -217,117 +200,65 @@ func Explain(ctx context.Context, rdb redis.UniversalClient, o Options, rawURL s
 	}
 	r := &Report{Input: rawURL, URL: norm, Host: strings.ToLower(u.Hostname()), Origin: u.Scheme + "://" + u.Host}
 	r.Shard = topology.ShardOf(r.Host, o.Shards)
-	ks := frontierkeys.ForShard(o.Prefix, r.Shard)
 	robotsKey := robotscache.Key(o.Prefix, r.Origin)
 
-	// Everything but the Bloom bits and the queue scans in one round trip.
+	// The robots entry in one round trip; the seen filter and the frontier through their
+	// owners' read-only APIs (bloomhash.Reader, frontierkeys.Reader).
 	var (
-		meta, hostHash           *redis.MapStringStringCmd
-		robotsRaw, lease         *redis.StringCmd
-		lastErr                  *redis.StringCmd
-		errLog                   *redis.StringSliceCmd
-		robotsTTL, hostTTL       *redis.DurationCmd
-		active                   *redis.BoolCmd
-		paused, bqLen            *redis.IntCmd
-		heapScore, inflightScore *redis.FloatCmd
-		parked                   *redis.StringCmd
-		parkLen                  *redis.IntCmd
-		fqLen                    = make([]*redis.IntCmd, o.FrontQueues)
+		robotsRaw *redis.StringCmd
+		robotsTTL *redis.DurationCmd
 	)
 	_, err = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		meta = p.HGetAll(ctx, bloom.MetaKey(o.Prefix, bloom.Tag(norm, o.BloomParts)))
 		robotsRaw = p.Get(ctx, robotsKey)
 		robotsTTL = p.PTTL(ctx, robotsKey)
-		active = p.HExists(ctx, ks.Hosts(), r.Host)
-		heapScore = p.ZScore(ctx, ks.Heap(), r.Host)
-		inflightScore = p.ZScore(ctx, ks.Inflight(), r.Host)
-		lease = p.HGet(ctx, ks.Lease(), r.Host)
-		lastErr = p.HGet(ctx, ks.LastErr(), r.Host)
-		errLog = p.LRange(ctx, ks.Errors(), 0, -1)
-		hostHash = p.HGetAll(ctx, ks.Host(r.Host))
-		hostTTL = p.PTTL(ctx, ks.Host(r.Host))
-		paused = p.Exists(ctx, ks.Paused())
-		bqLen = p.LLen(ctx, ks.BackQueue(r.Host))
-		parked = p.HGet(ctx, ks.Parked(), r.Host)
-		parkLen = p.LLen(ctx, ks.Park(r.Host))
-		for q := range fqLen {
-			fqLen[q] = p.LLen(ctx, ks.FrontQueue(q))
-		}
 		return nil
 	})
 	// redis.Nil only says one of the keys is absent, which each section reports itself.
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("explain: redis: %w", err)
 	}
+	fs, err := frontierkeys.OpenReadOnly(rdb, o.Prefix, o.Shards).Explain(ctx, r.Shard, r.Host, norm,
+		frontierkeys.ExplainOptions{FrontQueues: o.FrontQueues, ScanLimit: o.ScanLimit})
+	if err != nil {
+		return nil, err
+	}
 
-	if err := r.seen(ctx, rdb, o.Prefix, max(1, o.BloomParts), meta.Val()); err != nil {
+	if err := r.seen(ctx, bloomhash.OpenReadOnly(rdb, o.Prefix, o.BloomParts)); err != nil {
 		return nil, err
 	}
 	r.robots(robotsKey, robotsRaw, robotsTTL, o.Agent)
-	r.host(hostHash.Val(), hostTTL)
+	r.host(fs.Host)
 	if err := r.server(ctx, rdb, o.Prefix, now()); err != nil {
 		return nil, err
 	}
 
 	f := &r.Frontier
-	f.Paused = paused.Val() > 0
-	f.HostActive = active.Val()
-	if s, err := heapScore.Result(); err == nil {
-		t := time.UnixMilli(int64(s))
-		f.HeapNext, f.Ready = &t, !t.After(now())
+	f.Paused = fs.Paused
+	f.HostActive = fs.HostActive
+	if t := fs.HeapNext; t != nil {
+		f.HeapNext, f.Ready = t, !t.After(now())
 	}
-	if s, err := inflightScore.Result(); err == nil {
-		t := time.UnixMilli(int64(s))
-		f.LeaseDeadline = &t
-	}
-	if v, err := lease.Result(); err == nil {
-		tok, e, err := frontierkeys.ParseLease(v)
-		f.LeaseToken = tok
-		if err == nil {
-			f.LeaseURL = e.URL
-			if e.URL == norm {
-				f.InFlight = true
-				r.Scope.Depth = &e.Depth
-			}
+	f.LeaseDeadline = fs.LeaseDeadline
+	f.LeaseToken = fs.LeaseToken
+	if e := fs.Lease; e != nil {
+		f.LeaseURL = e.URL
+		if e.URL == norm {
+			f.InFlight = true
+			d := e.Depth
+			r.Scope.Depth = &d
 		}
 	}
-	if v, err := lastErr.Result(); err == nil {
-		if le, ok := frontierkeys.ParseLeaseError(v); ok && le.Token == f.LeaseToken {
-			r.TaskError = &le
-		}
-	}
-	for _, line := range errLog.Val() {
-		if rec, ok := frontierkeys.ParseErrorRecord(line); ok && rec.URL == norm {
-			r.Outcome = &rec
-			break
-		}
-	}
+	r.TaskError = fs.TaskError
+	r.Outcome = fs.Outcome
 	if r.Outcome == nil {
-		r.OutcomeNote = fmt.Sprintf("not among the last %d retried or failed outcomes and expired leases of shard %d (%s)", len(errLog.Val()), r.Shard, ks.Errors())
+		r.OutcomeNote = fmt.Sprintf("not among the last %d retried or failed outcomes and expired leases of shard %d (%s)", fs.ErrorsRead, r.Shard, fs.ErrorsKey)
 	}
-	f.BackQueue, err = scan(ctx, rdb, ks.BackQueue(r.Host), frontierkeys.BackQueueName(r.Host), bqLen.Val(), norm, o.ScanLimit)
-	if err != nil {
-		return nil, err
-	}
+	f.BackQueue = fs.BackQueue
 	if f.BackQueue.Found {
 		d := f.BackQueue.Depth
 		r.Scope.Depth = &d
 	}
-	shown := len(fqLen)
-	if probe {
-		// Report the scheduler's default eight, or up to the last queue holding anything.
-		shown = 8
-		for q, c := range fqLen {
-			if c.Val() > 0 {
-				shown = max(shown, q+1)
-			}
-		}
-	}
-	for q, c := range fqLen[:shown] {
-		hit, err := scan(ctx, rdb, ks.FrontQueue(q), frontierkeys.FrontQueueName(q), c.Val(), norm, o.ScanLimit)
-		if err != nil {
-			return nil, err
-		}
+	for _, hit := range fs.FrontQueues {
 		if hit.Found && r.Scope.Depth == nil {
 			d := hit.Depth
 			r.Scope.Depth = &d
@@ -343,14 +274,14 @@ func Explain(ctx context.Context, rdb redis.UniversalClient, o Options, rawURL s
 	lim := o.Limits
 	lim.MaxDepth = o.Rule.MaxDepth
 	r.policy(rules, lim, r.Scope.Depth)
-	if v, err := parked.Result(); err == nil {
-		pr := &ParkReport{Key: ks.Park(r.Host), Queued: parkLen.Val(), Reason: v}
-		if ph, ok := frontierkeys.ParseParked(r.Host, v); ok {
+	if fs.Parked != "" {
+		pr := &ParkReport{Key: fs.ParkKey, Queued: fs.ParkQueued, Reason: fs.Parked}
+		if ph := fs.ParkedHost; ph != nil {
 			pr.Reason, pr.Entries, pr.Rule = ph.Reason, ph.Entries, ph.Rule
 		}
 		r.Policy.Parked = pr
-	} else if n := parkLen.Val(); n > 0 {
-		r.Policy.Parked = &ParkReport{Key: ks.Park(r.Host), Queued: n}
+	} else if fs.ParkQueued > 0 {
+		r.Policy.Parked = &ParkReport{Key: fs.ParkKey, Queued: fs.ParkQueued}
 	}
 	r.scope(o)
 	r.LastFetch = fmt.Sprintf("unknown: JetStream keeps the fetch log (%s) and pages (%s) by sequence and subject, not by URL, so there is no cheap lookup; "+
@@ -359,23 +290,25 @@ func Explain(ctx context.Context, rdb redis.UniversalClient, o Options, rawURL s
 	return r, nil
 }
 
-func (r *Report) seen(ctx context.Context, rdb redis.UniversalClient, prefix string, parts int, h map[string]string) error {
-	tag := bloom.Tag(r.URL, parts)
-	m, err := bloom.ParseMeta(h)
+func (r *Report) seen(ctx context.Context, f *bloomhash.Reader) error {
+	parts := f.Parts()
+	m, key, err := f.PartMeta(ctx, r.URL)
 	switch {
-	case errors.Is(err, bloom.ErrNoFilter):
+	case errors.Is(err, bloomhash.ErrNoFilter):
 		r.Seen = SeenReport{State: "unknown", Detail: fmt.Sprintf("no Bloom filter under %s (dedup has not started with this TRAWL_REDIS_PREFIX, "+
-			"or with another TRAWL_BLOOM_PARTS than %d)", bloom.MetaKey(prefix, tag), parts)}
+			"or with another TRAWL_BLOOM_PARTS than %d)", key, parts)}
 		return nil
-	case err != nil:
+	case errors.Is(err, bloomhash.ErrScheme) || errors.Is(err, bloomhash.ErrMeta):
 		r.Seen = SeenReport{State: "unknown", Detail: err.Error()}
 		return nil
+	case err != nil:
+		return fmt.Errorf("explain: redis: %w", err)
 	case m.Parts != parts:
 		r.Seen = SeenReport{State: "unknown", Detail: fmt.Sprintf("the Bloom filter under %s is made of %d parts, TRAWL_BLOOM_PARTS says %d: set it as dedup has it",
-			bloom.MetaKey(prefix, tag), m.Parts, parts)}
+			key, m.Parts, parts)}
 		return nil
 	}
-	bits, seen, err := m.Test(ctx, rdb, prefix, tag, r.URL)
+	bits, seen, err := f.Test(ctx, m, r.URL)
 	if err != nil {
 		return fmt.Errorf("explain: %w", err)
 	}
@@ -437,42 +370,14 @@ func (r *Report) robots(key string, raw *redis.StringCmd, ttl *redis.DurationCmd
 	}
 }
 
-func (r *Report) host(h map[string]string, ttl *redis.DurationCmd) {
-	hr := &r.HostState
-	if len(h) == 0 {
+func (r *Report) host(h frontierkeys.HostState) {
+	if !h.Known {
 		return
 	}
-	hr.Known = true
-	if d, err := ttl.Result(); err == nil && d > 0 {
-		hr.ExpiresIn = d
-	}
-	for k, v := range h {
-		n, err := strconv.ParseInt(v, 10, 64)
-		switch {
-		case k == frontierkeys.HostNext && err == nil:
-			t := time.UnixMilli(n)
-			hr.Next = &t
-		case k == frontierkeys.HostCD && err == nil:
-			hr.CrawlDelay = time.Duration(n) * time.Millisecond
-		case k == frontierkeys.HostErr && err == nil:
-			hr.ErrStreak = n
-		case k == frontierkeys.HostFails && err == nil:
-			hr.Fails = n
-		case k == frontierkeys.HostRetired && err == nil:
-			t := time.UnixMilli(n)
-			hr.Retired = &t
-		case k == frontierkeys.HostPages && err == nil:
-			hr.Pages = &n
-		case k == frontierkeys.HostAddr:
-			hr.Server = &ServerReport{Addr: v}
-		case k == frontierkeys.HostPolicy:
-			// The frontier's copy of the policy lookup; explain reports the rules themselves.
-		default:
-			if hr.Other == nil {
-				hr.Other = map[string]string{}
-			}
-			hr.Other[k] = v
-		}
+	r.HostState = HostReport{Known: true, Next: h.Next, CrawlDelay: h.CrawlDelay, ErrStreak: h.ErrStreak, Fails: h.Fails,
+		Retired: h.Retired, Pages: h.Pages, ExpiresIn: h.ExpiresIn, Other: h.Other}
+	if h.Addr != "" {
+		r.HostState.Server = &ServerReport{Addr: h.Addr}
 	}
 }
 
@@ -569,35 +474,6 @@ func (f *FrontierReport) summary(limit int) string {
 		return fmt.Sprintf("not found in the first %d entries of each queue (longer queues were not searched to the end)", limit)
 	}
 	return "not queued in this shard's frontier (never accepted, already done, or still upstream in crawl.discovered / crawl.frontier)"
-}
-
-// scanChunk is how many entries one LRANGE returns.
-const scanChunk = 1000
-
-// scan searches the first limit entries of a list for the URL, a chunk per round trip.
-func scan(ctx context.Context, rdb redis.UniversalClient, key, name string, length int64, u string, limit int) (QueueHit, error) {
-	hit := QueueHit{Queue: name, Len: length}
-	end := min(length, int64(limit))
-	for start := int64(0); start < end; start += scanChunk {
-		stop := min(start+scanChunk, end) - 1
-		es, err := rdb.LRange(ctx, key, start, stop).Result()
-		if err != nil {
-			return hit, fmt.Errorf("explain: scan %s: %w", key, err)
-		}
-		for i, e := range es {
-			en, err := frontierkeys.ParseEntry(e)
-			if err == nil && en.URL == u {
-				hit.Found, hit.Index, hit.Depth, hit.Hops, hit.Attempt = true, start+int64(i), en.Depth, en.Hops, en.Attempt
-				hit.Scanned = start + int64(i) + 1
-				return hit, nil
-			}
-		}
-		hit.Scanned = start + int64(len(es))
-		if int64(len(es)) < stop-start+1 {
-			break // the list shrank under us
-		}
-	}
-	return hit, nil
 }
 
 // sortedKeys is for stable output of maps.

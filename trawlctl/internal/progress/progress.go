@@ -1,6 +1,6 @@
 // Package progress reads a snapshot of a running crawl for `trawlctl status`: the
-// frontier's queues and counters from Redis (the keys of shared/frontierkeys, documented in
-// docs/architecture.md, "The frontier") and each pipeline stage's backlog from JetStream.
+// frontier's queues and counters (through shared/frontierkeys's read-only Reader) and each
+// pipeline stage's backlog from JetStream.
 package progress
 
 import (
@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -173,21 +172,22 @@ func (r *Reader) Read(ctx context.Context) (*Snapshot, error) {
 		now = r.O.Now
 	}
 	s := &Snapshot{At: now(), Prefix: r.O.Prefix, Backlog: backlog.Backlog{}, Streams: map[string]Stream{}}
-	if err := r.readRedis(ctx, s); err != nil {
+	fr := frontierkeys.OpenReadOnly(r.RDB, r.O.Prefix, r.O.Shards)
+	if err := r.readRedis(ctx, fr, s); err != nil {
 		return nil, err
 	}
-	w, err := frontierkeys.ReadWaits(ctx, r.RDB, r.O.Prefix, r.O.Shards, waitSample)
+	w, err := fr.Waits(ctx, waitSample)
 	if err != nil {
 		return nil, fmt.Errorf("progress: %w: %w", ErrFrontierUnreadable, err)
 	}
 	s.Waits = w
 	if w.InFlight > 0 {
-		if s.Stuck, s.StuckNow, err = frontierkeys.ReadStuck(ctx, r.RDB, r.O.Prefix, r.O.Shards, r.O.LeaseTTL, stuckShown); err != nil {
+		if s.Stuck, s.StuckNow, err = fr.Stuck(ctx, r.O.LeaseTTL, stuckShown); err != nil {
 			return nil, fmt.Errorf("progress: %w", err)
 		}
 	}
 	if r.O.Rules > 0 {
-		if err := r.readRules(ctx, s); err != nil {
+		if err := r.readRules(ctx, fr, s); err != nil {
 			s.Warnings = append(s.Warnings, "site policies: "+err.Error())
 		}
 	}
@@ -200,7 +200,7 @@ func (r *Reader) Read(ctx context.Context) (*Snapshot, error) {
 }
 
 // readRules reads the rules in force and their counters (frontierkeys.TopRules).
-func (r *Reader) readRules(ctx context.Context, s *Snapshot) error {
+func (r *Reader) readRules(ctx context.Context, fr *frontierkeys.Reader, s *Snapshot) error {
 	st := policy.NewStore(r.RDB, r.O.Prefix)
 	v, err := st.Version(ctx)
 	if err != nil {
@@ -211,7 +211,7 @@ func (r *Reader) readRules(ctx context.Context, s *Snapshot) error {
 			return err
 		}
 	}
-	stats, err := frontierkeys.ReadPolicyStats(ctx, r.RDB, r.O.Prefix, r.O.Shards)
+	stats, err := fr.PolicyStats(ctx)
 	if err != nil {
 		return err
 	}
@@ -225,67 +225,21 @@ func (r *Reader) readRules(ctx context.Context, s *Snapshot) error {
 	return nil
 }
 
-func (r *Reader) readRedis(ctx context.Context, s *Snapshot) error {
-	nq := r.O.FrontQueues
-	if nq <= 0 {
-		nq = frontierkeys.MaxFrontQueues
-	}
-	type shardCmds struct {
-		stats            *redis.MapStringStringCmd
-		heap, ready, inf *redis.IntCmd
-		hosts            func() int64
-		paused           *redis.IntCmd
-		fq               []*redis.IntCmd
-	}
-	cmds := make([]shardCmds, r.O.Shards)
-	nowMs := strconv.FormatInt(s.At.UnixMilli(), 10)
-	var gate *redis.MapStringStringCmd
-	// One round trip for every shard: the status of a 1024-shard crawl is still one call.
-	_, err := r.RDB.Pipelined(ctx, func(p redis.Pipeliner) error {
-		gate = p.HGetAll(ctx, frontierkeys.Dispatch(r.O.Prefix))
-		for k := range cmds {
-			ks := frontierkeys.ForShard(r.O.Prefix, k)
-			c := &cmds[k]
-			c.stats = p.HGetAll(ctx, ks.Stats())
-			c.hosts = ks.CountActive(ctx, p)
-			c.heap = p.ZCard(ctx, ks.Heap())
-			c.ready = p.ZCount(ctx, ks.Heap(), "-inf", nowMs)
-			c.inf = p.ZCard(ctx, ks.Inflight())
-			c.paused = p.Exists(ctx, ks.Paused())
-			c.fq = make([]*redis.IntCmd, nq)
-			for q := range nq {
-				c.fq[q] = p.LLen(ctx, ks.FrontQueue(q))
-			}
-		}
-		return nil
-	})
+func (r *Reader) readRedis(ctx context.Context, fr *frontierkeys.Reader, s *Snapshot) error {
+	st, err := fr.Status(ctx, s.At, r.O.FrontQueues)
 	if err != nil {
 		return fmt.Errorf("progress: %w: %w", ErrFrontierUnreadable, err)
 	}
-	shown := r.O.FrontQueues
-	if shown <= 0 {
-		// Probing: show the default eight, or up to the last queue that holds anything.
-		shown = 8
-		for _, c := range cmds {
-			for q, cmd := range c.fq {
-				if cmd.Val() > 0 && q+1 > shown {
-					shown = q + 1
-				}
-			}
+	s.Front = make([]int64, st.Front)
+	for _, c := range st.Shards {
+		sh := Shard{Shard: c.Shard, Paused: c.Paused, Front: c.Front}
+		for q, n := range c.Front {
+			s.Front[q] += n
+			s.Queued += n
 		}
-	}
-	s.Front = make([]int64, shown)
-	for k, c := range cmds {
-		sh := Shard{Shard: k, Paused: c.paused.Val() > 0, Front: make([]int64, shown)}
-		for q := range shown {
-			sh.Front[q] = c.fq[q].Val()
-			s.Front[q] += sh.Front[q]
-			s.Queued += sh.Front[q]
-		}
-		sh.Hosts = Hosts{Active: c.hosts(), InHeap: c.heap.Val(), Ready: c.ready.Val(), InFlight: c.inf.Val()}
+		sh.Hosts = Hosts{Active: c.Active, InHeap: c.InHeap, Ready: c.Ready, InFlight: c.InFlight}
 		sh.Hosts.Waiting = sh.Hosts.InHeap - sh.Hosts.Ready
-		counters := frontierkeys.ParseStats(c.stats.Val())
-		sh.Counters.add(counters)
+		sh.Counters.add(c.Counters)
 		s.Shards = append(s.Shards, sh)
 		s.Paused = s.Paused || sh.Paused
 		s.Hosts.Active += sh.Hosts.Active
@@ -293,14 +247,12 @@ func (r *Reader) readRedis(ctx context.Context, s *Snapshot) error {
 		s.Hosts.Ready += sh.Hosts.Ready
 		s.Hosts.Waiting += sh.Hosts.Waiting
 		s.Hosts.InFlight += sh.Hosts.InFlight
-		s.Counters.add(counters)
+		s.Counters.add(c.Counters)
 	}
 	s.Errors = s.Counters.Failed
-	if g := gate.Val(); len(g) > 0 {
-		get := func(k string) int64 { n, _ := strconv.ParseInt(g[k], 10, 64); return n }
-		s.Dispatch = &Dispatch{Held: g[frontierkeys.DispatchHeld], Holds: get(frontierkeys.DispatchHolds),
-			FetchQueued: get(frontierkeys.DispatchFetchQueued), FetchBusy: get(frontierkeys.DispatchFetchBusy),
-			FetchQueuedLimit: get(frontierkeys.DispatchFetchLimit)}
+	if g := st.Dispatch; g != nil {
+		s.Dispatch = &Dispatch{Held: g.Held, Holds: g.Holds, FetchQueued: g.FetchQueued, FetchBusy: g.FetchBusy,
+			FetchQueuedLimit: g.FetchLimit}
 	}
 	return nil
 }

@@ -5,8 +5,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/trawl/trawl/shared/frontierkeys"
 	"github.com/trawl/trawl/shared/policy"
 )
@@ -19,7 +17,7 @@ const rulesEvery = 5 * time.Second
 // summed over the shards, for the status page. The counters are read at most every
 // rulesEvery of real time (the cost it bounds is real, whatever clock the frontier
 // keeps) and after each change; the rules are always the current ones.
-func activeRules(rdb redis.UniversalClient, prefix string, shards int, rules func() *policy.Set) func(context.Context, int) (frontierkeys.ActiveRules, error) {
+func activeRules(fr *frontierkeys.Reader, rules func() *policy.Set) func(context.Context, int) (frontierkeys.ActiveRules, error) {
 	var mu sync.Mutex
 	var stats map[string]frontierkeys.PolicyStat
 	var at time.Time
@@ -30,7 +28,7 @@ func activeRules(rdb redis.UniversalClient, prefix string, shards int, rules fun
 		defer mu.Unlock()
 		// A change's new rules are shown with fresh counters.
 		if stats == nil || time.Since(at) >= rulesEvery || set.Version() != version {
-			st, err := frontierkeys.ReadPolicyStats(ctx, rdb, prefix, shards)
+			st, err := fr.PolicyStats(ctx)
 			if err != nil {
 				return frontierkeys.ActiveRules{}, err
 			}

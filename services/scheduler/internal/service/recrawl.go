@@ -85,12 +85,10 @@ func (s *shard) dueLoop(ctx context.Context) {
 }
 
 func (s *shard) dueAllowance(ctx context.Context, in *dueIntake) (int, error) {
-	key := frontierkeys.ForShard(s.cfg.Common.RedisPrefix, s.id).Stats()
-	h, err := s.rdb.HGetAll(ctx, key).Result()
+	c, err := frontierkeys.OpenReadOnly(s.rdb, s.cfg.Common.RedisPrefix, s.cfg.Common.Shards).ShardStats(ctx, s.id)
 	if err != nil {
-		return 0, fmt.Errorf("read %s: %w", key, err)
+		return 0, err
 	}
-	c := frontierkeys.ParseStats(h)
 	return in.allow(c.Queued, c.Dispatched), nil
 }
 

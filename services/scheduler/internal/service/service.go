@@ -141,6 +141,8 @@ func newStatusPage(cfg config.Config, rdb redis.UniversalClient, why *redisx.Las
 		shards[i] = statuspage.Shard{ID: i, Served: served[i],
 			Source: explained{frontier.New(rdb, FrontierOptions(cfg, i), Prioritizer(cfg)), why}}
 	}
+	fr := frontierkeys.OpenReadOnly(rdb, cfg.Common.RedisPrefix, cfg.Common.Shards)
+	seen := bloomhash.OpenReadOnly(rdb, cfg.Common.RedisPrefix, 1) // its figures are one hash, whatever the parts
 	var mu sync.Mutex
 	var lastLog time.Time
 	return statuspage.New(shards, statuspage.Options{
@@ -166,13 +168,13 @@ func newStatusPage(cfg config.Config, rdb redis.UniversalClient, why *redisx.Las
 				PagesBytes: st.PagesBytes, PagesMaxBytes: st.PagesMaxBytes}, true, nil
 		},
 		SeenFilter: func(ctx context.Context) (map[string]string, error) {
-			return rdb.HGetAll(ctx, bloomhash.StatsKey(cfg.Common.RedisPrefix)).Result()
+			return seen.Stats(ctx)
 		},
 		Recrawl: recrawlBacklog(cfg, js, now),
 		Stuck: func(ctx context.Context) ([]frontierkeys.StuckLease, time.Time, error) {
-			return frontierkeys.ReadStuck(ctx, rdb, cfg.Common.RedisPrefix, cfg.Common.Shards, cfg.Common.LeaseTTL, statuspage.MaxStuck)
+			return fr.Stuck(ctx, cfg.Common.LeaseTTL, statuspage.MaxStuck)
 		},
-		Rules: activeRules(rdb, cfg.Common.RedisPrefix, cfg.Common.Shards, rules),
+		Rules: activeRules(fr, rules),
 	})
 }
 

@@ -1,8 +1,4 @@
-// Package bloom reads the dedup service's URL-seen Bloom filter without changing it.
-//
-// Bit positions come from shared/bloomhash, the scheme the dedup service sets them with.
-// The filter's stored "hash" field names the scheme; any other value is refused.
-package bloom
+package bloomhash
 
 import (
 	"context"
@@ -11,13 +7,9 @@ import (
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/trawl/trawl/shared/bloomhash"
 )
 
-// HashVersion is the only position scheme this package computes.
-const HashVersion = bloomhash.Scheme
-
-// Errors of ReadMeta.
+// Errors of ParseMeta and Reader.PartMeta.
 var (
 	// ErrNoFilter: the meta hash does not exist (dedup never started with this prefix).
 	ErrNoFilter = errors.New("bloom: no filter")
@@ -52,24 +44,9 @@ type Layer struct {
 	Count    uint64 `json:"count"` // URLs dedup has added to it
 }
 
-// Pos is one bit: bitmap index and offset within it.
-type Pos = bloomhash.Pos
-
 // Positions appends the K bit positions of url in layer l to dst.
 func (m Meta) Positions(dst []Pos, l Layer, url string) []Pos {
-	return bloomhash.Positions(dst, url, l.M, l.K, m.KeyBits)
-}
-
-// Tag is the hash tag of the part of a filter split into parts (TRAWL_BLOOM_PARTS) that
-// holds url: each part is a filter of its own, with its own meta hash and bitmaps.
-func Tag(url string, parts int) string { return bloomhash.Tag(bloomhash.Part(url, parts), parts) }
-
-// MetaKey names a part's meta hash under the deployment prefix (tag from Tag).
-func MetaKey(prefix, tag string) string { return bloomhash.MetaKey(prefix, tag) }
-
-// BitmapKey is the name of bitmap j of layer i of a part.
-func BitmapKey(prefix, tag string, i int, j uint32) string {
-	return bloomhash.BitmapKey(prefix, tag, i, uint64(j))
+	return Positions(dst, url, l.M, l.K, m.KeyBits)
 }
 
 // ParseMeta checks the fields of a meta hash.
@@ -93,56 +70,91 @@ func ParseMeta(h map[string]string) (Meta, error) {
 		}
 		return v
 	}
-	m.Capacity, m.KeyBits, m.Growth = u(bloomhash.FieldCapacity), u(bloomhash.FieldKeyBits), int(u(bloomhash.FieldGrowth))
-	m.FPRate, m.Tighten, m.Hash = f(bloomhash.FieldFPRate), f(bloomhash.FieldTighten), h[bloomhash.FieldHash]
-	layers := int(u(bloomhash.FieldLayers))
+	m.Capacity, m.KeyBits, m.Growth = u(FieldCapacity), u(FieldKeyBits), int(u(FieldGrowth))
+	m.FPRate, m.Tighten, m.Hash = f(FieldFPRate), f(FieldTighten), h[FieldHash]
+	layers := int(u(FieldLayers))
 	m.Parts = 1
-	if _, ok := h[bloomhash.FieldParts]; ok {
-		m.Parts = int(u(bloomhash.FieldParts))
+	if _, ok := h[FieldParts]; ok {
+		m.Parts = int(u(FieldParts))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return m, fmt.Errorf("%w: %w", ErrMeta, err)
 	}
-	if m.Hash != HashVersion {
-		return m, fmt.Errorf("%w %q (this trawlctl computes %q)", ErrScheme, m.Hash, HashVersion)
+	if m.Hash != Scheme {
+		return m, fmt.Errorf("%w %q (this trawlctl computes %q)", ErrScheme, m.Hash, Scheme)
 	}
-	if layers < 1 || layers > bloomhash.MaxLayers || m.KeyBits == 0 {
+	if layers < 1 || layers > MaxLayers || m.KeyBits == 0 {
 		return m, fmt.Errorf("%w: layers=%d key_bits=%d", ErrMeta, layers, m.KeyBits)
 	}
 	for i := range layers {
-		name := bloomhash.LayerField(i)
+		name := LayerField(i)
 		var l Layer
 		var err error
-		if l.Capacity, l.M, l.K, l.Keys, err = bloomhash.ParseLayerValue(h[name]); err != nil {
+		if l.Capacity, l.M, l.K, l.Keys, err = ParseLayerValue(h[name]); err != nil {
 			return m, fmt.Errorf("%w: %s=%q", ErrMeta, name, h[name])
 		}
 		if l.M == 0 || l.K < 1 || l.K > 64 || uint64(l.Keys) != (l.M+m.KeyBits-1)/m.KeyBits {
 			return m, fmt.Errorf("%w: %s: m=%d k=%d keys=%d key_bits=%d do not fit together", ErrMeta, name, l.M, l.K, l.Keys, m.KeyBits)
 		}
-		l.Count, _ = strconv.ParseUint(h[bloomhash.CountField(i)], 10, 64)
+		l.Count, _ = strconv.ParseUint(h[CountField(i)], 10, 64)
 		m.Layers = append(m.Layers, l)
 	}
 	return m, nil
 }
 
-// ReadMeta reads and checks the parameters of the part tagged tag.
-func ReadMeta(ctx context.Context, c redis.Cmdable, prefix, tag string) (Meta, error) {
-	h, err := c.HGetAll(ctx, MetaKey(prefix, tag)).Result()
-	if err != nil {
-		return Meta{}, fmt.Errorf("bloom: read %s: %w", MetaKey(prefix, tag), err)
-	}
-	return ParseMeta(h)
+// Reader is the seen filter's read-only API: every process but dedup (trawlctl, the
+// status page) reads the filter through it and builds no key of its own. It never writes.
+type Reader struct {
+	c      redis.UniversalClient
+	prefix string
+	parts  int
 }
 
-// Test reports, per layer of the part tagged tag (which must be url's), which of url's
-// bits are set (one pipeline of GETBITs for all layers), and whether all bits of some
-// layer are: the filter's "seen" answer, which may be a false positive.
-func (m Meta) Test(ctx context.Context, c redis.Cmdable, prefix, tag, url string) (bits [][]bool, seen bool, err error) {
+// OpenReadOnly opens the seen filter of a deployment for reading: its Redis, its key prefix
+// (TRAWL_REDIS_PREFIX) and the parts it was made in (TRAWL_BLOOM_PARTS; below 1 means 1).
+func OpenReadOnly(c redis.UniversalClient, prefix string, parts int) *Reader {
+	return &Reader{c: c, prefix: prefix, parts: max(1, parts)}
+}
+
+// Parts is the parts the reader was opened with.
+func (r *Reader) Parts() int { return r.parts }
+
+// PartMeta reads and checks the parameters of the part that holds url. key names the
+// part's meta hash, for a reader to say where it looked. A Redis error is wrapped; a meta
+// hash that is absent, unknown or inconsistent is ParseMeta's error (ErrNoFilter, ErrScheme,
+// ErrMeta) as is.
+func (r *Reader) PartMeta(ctx context.Context, url string) (m Meta, key string, err error) {
+	key = MetaKey(r.prefix, r.tag(url))
+	h, err := r.c.HGetAll(ctx, key).Result()
+	if err != nil {
+		return Meta{}, key, fmt.Errorf("bloom: read %s: %w", key, err)
+	}
+	m, err = ParseMeta(h)
+	return m, key, err
+}
+
+// tag is the hash tag of the part that holds url.
+func (r *Reader) tag(url string) string { return Tag(Part(url, r.parts), r.parts) }
+
+// Stats reads the figures dedup publishes for operators (StatsKey); empty when it has
+// published none.
+func (r *Reader) Stats(ctx context.Context) (map[string]string, error) {
+	return r.c.HGetAll(ctx, StatsKey(r.prefix)).Result()
+}
+
+// Test reports, per layer of the part that holds url (m is that part's, from PartMeta),
+// which of url's bits are set (one pipeline of GETBITs for all layers), and whether all
+// bits of some layer are: the filter's "seen" answer, which may be a false positive.
+func (r *Reader) Test(ctx context.Context, m Meta, url string) (bits [][]bool, seen bool, err error) {
+	return m.test(ctx, r.c, r.prefix, r.tag(url), url)
+}
+
+func (m Meta) test(ctx context.Context, c redis.Cmdable, prefix, tag, url string) (bits [][]bool, seen bool, err error) {
 	cmds := make([][]*redis.IntCmd, len(m.Layers))
 	_, err = c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, l := range m.Layers {
 			for _, ps := range m.Positions(nil, l, url) {
-				cmds[i] = append(cmds[i], p.GetBit(ctx, BitmapKey(prefix, tag, i, ps.Key), int64(ps.Offset)))
+				cmds[i] = append(cmds[i], p.GetBit(ctx, BitmapKey(prefix, tag, i, uint64(ps.Key)), int64(ps.Offset)))
 			}
 		}
 		return nil

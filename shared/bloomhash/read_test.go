@@ -1,4 +1,4 @@
-package bloom
+package bloomhash
 
 import (
 	"errors"
@@ -6,7 +6,7 @@ import (
 )
 
 func TestParseMeta(t *testing.T) {
-	good := map[string]string{"n": "100000", "p": "0.01", "growth": "2", "tighten": "0.5", "key_bits": "65536", "hash": HashVersion,
+	good := map[string]string{"n": "100000", "p": "0.01", "growth": "2", "tighten": "0.5", "key_bits": "65536", "hash": Scheme,
 		"layers": "2", "layer:0": "100000 958506 7 15", "count:0": "100000", "layer:1": "200000 2494090 9 39", "count:1": "12"}
 	with := func(k, v string) map[string]string {
 		m := make(map[string]string, len(good))
