@@ -183,7 +183,7 @@ var imageVar = regexp.MustCompile(`^\$\{(TRAWL_[A-Z0-9_]+_IMAGE):-([^}]+)\}$`)
 // default, for a site that mirrors images into its own registry or has none: each image:
 // is a TRAWL_…_IMAGE variable, and each build passes every build argument its Dockerfile
 // declares before FROM as TRAWL_<argument>, defaulting to the Dockerfile's own default.
-// The settings are documented in README.md and .env.example.
+// The settings are documented in docs/configuration.md and .env.example.
 func TestComposeImagesAreSettings(t *testing.T) {
 	root, err := stack.RepoRoot()
 	if err != nil {
@@ -276,7 +276,7 @@ func TestComposeImagesAreSettings(t *testing.T) {
 		}
 	}
 
-	for _, file := range []string{"README.md", ".env.example"} {
+	for _, file := range []string{"docs/configuration.md", ".env.example"} {
 		body, err := os.ReadFile(filepath.Join(root, file))
 		if err != nil {
 			t.Fatal(err)

@@ -6,7 +6,7 @@ import (
 )
 
 // TestSettingsReadOneWay: every TRAWL_* variable is read through shared/envconfig's Reader,
-// which records it for the tests that hold README.md's tables to the code
+// which records it for the tests that hold the settings reference (docs/configuration.md) to the code
 // (shared/envconfig/envdoc); a direct os.Getenv would be a setting no test sees.
 func TestSettingsReadOneWay(t *testing.T) {
 	forbidInCode(t, regexp.MustCompile(`os\.(Getenv|LookupEnv)\("TRAWL_`), "shared/envconfig",

@@ -16,7 +16,7 @@ import (
 // clusterDuplicates bounds the URLs fetched twice in the cluster crawl. A Redis master
 // SIGKILLed mid-crawl takes with it what it had acknowledged but not yet passed to its
 // replica (Redis replicates asynchronously): seen-filter bits, frontier steps. What the
-// design does about each is in docs/architecture.md ("Running on clusters"); what is left
+// design does about each is in docs/clusters.md ("Running on clusters"); what is left
 // is URLs fetched again, a few per failover.
 const clusterDuplicates = 8
 

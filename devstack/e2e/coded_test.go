@@ -16,7 +16,7 @@ import (
 // sent, chunked ones, a deflate one) with the archiver on, and returns the site and the
 // archive's directory once the archive is sealed. TRAWL_MAX_BODY is raised to 32 MiB so the
 // 20 MB page (27 MB decoded) is kept whole: what a body cut at the cap keeps is in
-// docs/architecture.md ("Archiving").
+// services/archiver/README.md ("Archiving").
 func codedCrawl(t *testing.T) (*synthweb.CodedSite, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

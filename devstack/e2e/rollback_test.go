@@ -21,7 +21,7 @@ import (
 // the copies, in both orders. A URL is fetched twice only if its first request came
 // within the stores' window of the earlier copy. With Redis older every URL of the web is
 // still fetched; with NATS older only the links of pages first requested within that
-// window may be lost (lostWithNATS), as docs/architecture.md "Durability" states.
+// window may be lost (lostWithNATS), as shared/durability/README.md "Durability" states.
 func TestCrawlSurvivesStoresRolledBackApart(t *testing.T) {
 	t.Parallel()
 	level := durability.Default
@@ -50,7 +50,7 @@ func TestCrawlSurvivesStoresRolledBackApart(t *testing.T) {
 			// The stack comes back after the lease TTL, as a machine back from an OS crash
 			// usually does: the rolled-back Redis no longer knows the fetch tasks it
 			// dispatched after its instant, and such a task still within its lease would
-			// run beside the one dispatched again for its host (the limit docs/architecture.md
+			// run beside the one dispatched again for its host (the limit shared/durability/README.md
 			// "Durability" states).
 			time.Sleep(crashLeaseTTL)
 			for _, d := range []string{first, second} {
@@ -100,7 +100,7 @@ func TestCrawlSurvivesStoresRolledBackApart(t *testing.T) {
 }
 
 // lostWithNATS reports the URLs the design lets a crawl lose when NATS comes back older
-// than Redis (docs/architecture.md "Durability"): the links of a page whose response NATS
+// than Redis (shared/durability/README.md "Durability"): the links of a page whose response NATS
 // lost while Redis kept its outcome, so that the page is not fetched again. A URL can be
 // lost only if every page linking to it was first requested after cut, or never, being
 // lost itself; a URL linked from a page requested before cut was discovered durably.

@@ -145,7 +145,7 @@ const progressTimeout = 10 * time.Second
 
 // ReadProgress reads a snapshot of any deployment: prefix is TRAWL_REDIS_PREFIX, shards
 // TRAWL_SHARDS and leaseTTL TRAWL_LEASE_TTL (which dates the tasks out). It relies only on the documented Redis keys of the scheduler
-// (docs/architecture.md) and the stream and consumer names in shared/topology. An error
+// (services/scheduler/README.md) and the stream and consumer names in shared/topology. An error
 // wrapping crawlid.ErrLost means Redis no longer holds the crawl NATS knows: the counters
 // would read zero and the crawl can never finish.
 func ReadProgress(ctx context.Context, js jetstream.JetStream, rdb redis.UniversalClient, prefix string, shards int, leaseTTL time.Duration) (Progress, error) {

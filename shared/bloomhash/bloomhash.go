@@ -101,7 +101,7 @@ func Tag(i, parts int) string {
 
 // StatsKey is the hash in which dedup publishes the seen filter's figures for operators
 // (the status page, trawlctl): layers, capacity, count, fill, bytes, next_bytes, updated,
-// as docs/architecture.md describes under "Seen test".
+// as services/dedup/README.md describes under "Seen test".
 func StatsKey(prefix string) string { return prefix + ":{dedup}:bloom:stats" }
 
 // Hashes returns the two 64-bit hashes of a URL.

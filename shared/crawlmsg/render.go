@@ -8,7 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-// Rendering (docs/architecture.md, "Rendering"). The parser decides that a fetched page
+// Rendering (services/renderer/README.md, "Rendering"). The parser decides that a fetched page
 // needs a browser and publishes a render task on crawl.render (topology.SubjectRender); a
 // renderer loads the page in headless Chromium with the fetched body as its main document
 // (never requested again), answers every other request the page makes itself (robots,

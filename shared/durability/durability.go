@@ -39,7 +39,7 @@ const (
 // Default is the level when Env is unset: measured by make bench (docs/cost-per-page.md),
 // Always crawls at less than half of EverySecond's rate on one node, for the last second
 // of an OS crash; the uncertain second that EverySecond leaves is re-admitted after an
-// unclean restart (docs/architecture.md "Durability").
+// unclean restart (shared/durability/README.md "Durability").
 const Default = EverySecond
 
 // Levels lists every level, strongest first.

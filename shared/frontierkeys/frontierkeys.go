@@ -11,7 +11,7 @@
 // Every key of shard s lives under one hash tag, "<prefix>:{s<s>}:", so that a script's
 // keys fall in one Redis Cluster slot; Shard names them. Queue entries are
 // "<depth> <hops> <attempt> <url>" (Entry), a lease is "<token> <entry>", and the `stats`
-// hash holds the shard's counters (Counters). docs/architecture.md ("The frontier") is the
+// hash holds the shard's counters (Counters). services/scheduler/README.md ("The frontier") is the
 // key table; the scripts in services/scheduler/internal/frontier/lua build the per-host keys
 // (bq:, host:) from the same prefix.
 package frontierkeys

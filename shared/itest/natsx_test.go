@@ -508,7 +508,7 @@ func TestConsumeBatchesInFlight(t *testing.T) {
 // batch: the rest is in the client's buffer. With more messages in the stream, a pull
 // request still open as the client unsubscribes can have the server send messages nobody
 // receives, which only AckWait brings back (a limit of pull consumers the services accept,
-// see docs/architecture.md); this test must not depend on that race.
+// see shared/durability/README.md); this test must not depend on that race.
 func TestConsumeBatchesStopSettlesWhatItPulled(t *testing.T) {
 	js := connect(t)
 	cons := workStream(t, js, "CS", -1)

@@ -4,7 +4,7 @@
 // host's robots.txt is fetched (size limit, agent token, redirect hops). The fetcher and
 // the renderer both call it for every request they make, so a page fetched by one and its
 // requisites fetched by the browser through the other reach the host alike
-// (docs/architecture.md, "Site policies" and "Rendering").
+// (shared/policy/README.md, "Site policies", and services/renderer/README.md, "Rendering").
 package polite
 
 import (

@@ -1,7 +1,7 @@
 // Package recrawl is adaptive recrawling's one rule, used by the parser (which judges each
 // fetch and writes the URL's next schedule) and the scheduler (which queues due URLs
 // again): the settings (TRAWL_RECRAWL_*), the change verdict, the interval policy, and the
-// schedule message kept per URL in CRAWL_RECRAWL. docs/architecture.md ("Recrawl") states
+// schedule message kept per URL in CRAWL_RECRAWL. shared/recrawl/README.md ("Recrawl") states
 // the design.
 package recrawl
 

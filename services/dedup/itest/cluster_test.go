@@ -91,7 +91,7 @@ func TestSeenOnRedisCluster(t *testing.T) {
 // The seen test goes on through the SIGKILL of a master: the cluster promotes its replica
 // and the client finds it. What the dead master had not yet passed to its replica is
 // lost (Redis replicates asynchronously), so URLs tested just before the crash may be
-// new a second time: the bound docs/architecture.md states.
+// new a second time: the bound services/dedup/README.md states.
 func TestSeenSurvivesMasterFailover(t *testing.T) {
 	t.Parallel()
 	cl, c, parts, s := clusterSeen(t)

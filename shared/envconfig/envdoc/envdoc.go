@@ -1,9 +1,10 @@
 // Package envdoc holds the documentation of the settings to the code: every TRAWL_*
-// variable a program reads (envconfig.Reader.Read) must have a row in one of README.md's
-// settings tables, with the default the code gives, and the fallbacks compose.yaml writes
-// (${TRAWL_X:-v}) and the values .env sets must be that default too, unless the table
-// says the deployment sets its own: a default cell with "(Compose: `v`)" holds compose.yaml
-// and .env to v instead.
+// variable a program reads (envconfig.Reader.Read) must have exactly one row in the
+// reference's tables (docs/configuration.md), with the default the code gives, and the
+// fallbacks compose.yaml writes (${TRAWL_X:-v}) and the values .env sets must be that
+// default too, unless the table says the deployment sets its own: a default cell with
+// "(Compose: `v`)" holds compose.yaml and .env to v instead. README.md's short table of
+// the settings to start with repeats some rows; each must say what the reference says.
 package envdoc
 
 import (
@@ -12,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -20,10 +22,21 @@ import (
 	"github.com/trawl/trawl/shared/envconfig"
 )
 
+// Reference is the settings reference, relative to the repository's root; Quick is the
+// document that opens with the settings to start with.
+const (
+	Reference = "docs/configuration.md"
+	Quick     = "README.md"
+)
+
 // Doc is what the repository's documentation says of the settings.
 type Doc struct {
-	// Rows: variable → its README default cell, as written.
+	// Rows: variable → its default cell in the reference, as written.
 	Rows map[string]string
+	// Count: variable → how many rows of the reference name it.
+	Count map[string]int
+	// Quick: variable → its default cell in README.md's short table.
+	Quick map[string]string
 	// Compose: variable → the fallbacks compose.yaml gives it (${VAR:-fallback}).
 	Compose map[string][]string
 	// DotEnv: variable → its value in .env.
@@ -32,15 +45,16 @@ type Doc struct {
 
 // Read reads the documentation under the repository root.
 func Read(root string) (Doc, error) {
-	d := Doc{Rows: map[string]string{}, Compose: map[string][]string{}, DotEnv: map[string]string{}}
-	if err := eachLine(filepath.Join(root, "README.md"), func(line string) {
-		cells := strings.Split(strings.TrimSpace(line), "|")
-		if len(cells) < 5 || !strings.HasPrefix(strings.TrimSpace(cells[1]), "`") {
-			return
-		}
-		for _, m := range varName.FindAllStringSubmatch(cells[1], -1) {
-			d.Rows[m[1]] = strings.TrimSpace(cells[2])
-		}
+	d := Doc{Rows: map[string]string{}, Count: map[string]int{}, Quick: map[string]string{},
+		Compose: map[string][]string{}, DotEnv: map[string]string{}}
+	if err := eachRow(filepath.Join(root, filepath.FromSlash(Reference)), func(name, cell string) {
+		d.Rows[name] = cell
+		d.Count[name]++
+	}); err != nil {
+		return d, err
+	}
+	if err := eachRow(filepath.Join(root, Quick), func(name, cell string) {
+		d.Quick[name] = cell
 	}); err != nil {
 		return d, err
 	}
@@ -66,6 +80,20 @@ var (
 	deployed = regexp.MustCompile("\\(Compose: `([^`]*)`\\)")
 )
 
+// eachRow calls f with each variable a settings table of the file names in its first
+// cell, and the row's default cell.
+func eachRow(path string, f func(name, cell string)) error {
+	return eachLine(path, func(line string) {
+		cells := strings.Split(strings.TrimSpace(line), "|")
+		if len(cells) < 5 || !strings.HasPrefix(strings.TrimSpace(cells[1]), "`") {
+			return
+		}
+		for _, m := range varName.FindAllStringSubmatch(cells[1], -1) {
+			f(m[1], strings.TrimSpace(cells[2]))
+		}
+	})
+}
+
 func eachLine(path string, f func(string)) error {
 	file, err := os.Open(path)
 	if err != nil {
@@ -84,25 +112,31 @@ func eachLine(path string, f func(string)) error {
 }
 
 // Check returns one line per disagreement between the settings read and the documentation.
-// A README default that is prose rather than one value ("all", "`:9101`…`:9105`") is not
+// A default cell that is prose rather than one value ("all", "`:9101`…`:9105`") is not
 // compared; "empty" is the empty value.
 func (d Doc) Check(read []envconfig.Setting) []string {
 	var out []string
 	for _, s := range read {
 		cell, ok := d.Rows[s.Name]
 		if !ok {
-			out = append(out, fmt.Sprintf("%s (default %q) is read but has no row in README.md's settings tables", s.Name, s.Default))
+			out = append(out, fmt.Sprintf("%s (default %q) is read but has no row in %s", s.Name, s.Default, Reference))
 			continue
+		}
+		if n := d.Count[s.Name]; n > 1 {
+			out = append(out, fmt.Sprintf("%s has %d rows in %s: document it once", s.Name, n, Reference))
+		}
+		if q, ok := d.Quick[s.Name]; ok && q != cell {
+			out = append(out, fmt.Sprintf("%s: %s's table says the default is %s, %s says %s", s.Name, Quick, q, Reference, cell))
 		}
 		if s.IfSet {
 			continue
 		}
 		if doc, ok := docDefault(cell); ok && !same(s, doc) {
-			out = append(out, fmt.Sprintf("%s: README.md says the default is %s, the code gives %q", s.Name, cell, s.Default))
+			out = append(out, fmt.Sprintf("%s: %s says the default is %s, the code gives %q", s.Name, Reference, cell, s.Default))
 		}
 		want, whose := s, "the code's default"
 		if m := deployed.FindStringSubmatch(cell); m != nil {
-			want.Default, whose = m[1], "README.md's Compose value"
+			want.Default, whose = m[1], Reference+"'s Compose value"
 		}
 		for _, v := range d.Compose[s.Name] {
 			if !same(want, v) {
@@ -116,7 +150,20 @@ func (d Doc) Check(read []envconfig.Setting) []string {
 	return out
 }
 
-// docDefault is the value a README default cell states, when it states one.
+// Stray returns one line per variable README.md's short table names that the reference
+// does not document: a setting renamed or gone, which no program's Check would see.
+func (d Doc) Stray() []string {
+	var out []string
+	for name := range d.Quick {
+		if _, ok := d.Rows[name]; !ok {
+			out = append(out, fmt.Sprintf("%s is in %s's table but has no row in %s", name, Quick, Reference))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// docDefault is the value a default cell states, when it states one.
 func docDefault(cell string) (string, bool) {
 	if strings.HasPrefix(cell, "empty") {
 		return "", true
@@ -178,6 +225,9 @@ func Test(t testing.TB, root string, load func(*envconfig.Reader) error) {
 		t.Fatal(err)
 	}
 	for _, d := range doc.Check(r.Read()) {
+		t.Error(d)
+	}
+	for _, d := range doc.Stray() {
 		t.Error(d)
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"github.com/trawl/trawl/shared/envconfig/envdoc"
 )
 
-// TestSettingsDocumented holds README.md's settings tables to every variable trawlctl
+// TestSettingsDocumented holds the settings reference (docs/configuration.md) to every variable trawlctl
 // reads and the default it gives.
 func TestSettingsDocumented(t *testing.T) {
 	envdoc.Test(t, "../../..", func(r *envconfig.Reader) error { Load(r); return nil })

@@ -2,7 +2,7 @@
 // whether the seen test has it, whether it is in scope, what the cached robots.txt says,
 // where it is in the frontier, the politeness state of its host, and what is known of its
 // last fetch. It only reads: every answer comes from the keys documented in
-// docs/architecture.md, so it never disturbs the crawl.
+// services/scheduler/README.md, so it never disturbs the crawl.
 package inspect
 
 import (

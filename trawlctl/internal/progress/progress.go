@@ -112,7 +112,7 @@ type Snapshot struct {
 	Warnings []string `json:"warnings,omitempty"`
 }
 
-// Dispatch is the schedulers' dispatch gate (hash <prefix>:dispatch, docs/architecture.md
+// Dispatch is the schedulers' dispatch gate (hash <prefix>:dispatch, services/scheduler/README.md
 // "Leases and recovery"): backpressure from later stages and the fetchers' capacity.
 type Dispatch struct {
 	// Held names the stages over their threshold ("" = dispatching); Holds counts holds.

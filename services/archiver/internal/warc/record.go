@@ -1,6 +1,6 @@
 // Package warc writes WARC/1.1 records (ISO 28500:2017), each compressed as its own gzip
 // member, and the CDXJ index lines that locate them. It is written for Trawl rather than
-// taken from a library: see docs/architecture.md, "Archiving (archiver)".
+// taken from a library: see services/archiver/README.md, "Archiving (archiver)".
 package warc
 
 import (

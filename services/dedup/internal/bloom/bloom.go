@@ -280,7 +280,7 @@ func (f *Filter) NextLayer() Layer {
 func (f *Filter) MetaKey() string { return f.meta }
 
 // StatsKey is the hash where the service publishes the filter's figures for operators
-// (see the seen-test section of docs/architecture.md).
+// (see services/dedup/README.md, "Seen test").
 func (f *Filter) StatsKey() string { return bloomhash.StatsKey(f.prefix) }
 
 // Bytes is the memory all current layers take in Redis.

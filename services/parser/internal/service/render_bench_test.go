@@ -14,7 +14,7 @@ import (
 
 // BenchmarkProcessNotRendered is the parser's cost for a page that is not rendered, with
 // rendering off and on (auto): the render decision's whole cost to a plain crawl, which
-// must stay within 3% (make bench; docs/architecture.md "Rendering"). The page is an
+// must stay within 3% (make bench; docs/cost-per-page.md "Rendering"). The page is an
 // ordinary page with text (render/testdata/ordinary/article.html), the kind a plain web is made of; the shell
 // detector never reads it.
 func BenchmarkProcessNotRendered(b *testing.B) {

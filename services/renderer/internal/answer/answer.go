@@ -1,5 +1,5 @@
 // Package answer answers the browser's requests on Trawl's behalf. The browser makes no
-// request itself (docs/architecture.md, "Rendering"): every request it would make is paused
+// request itself (services/renderer/README.md, "The renderer"): every request it would make is paused
 // by the DevTools Fetch domain and handed here, where it is checked against the crawl's
 // exclusions, the live site policy and the host's robots.txt, served from the shared
 // subresource cache when a page fetched it before, and otherwise made by Trawl's own HTTP

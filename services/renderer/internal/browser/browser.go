@@ -2,7 +2,7 @@
 // isolated — Chromium's own sandbox on, as a user that is not root, in a network namespace
 // of its own with nothing in it, with an environment of a few allow-listed variables and
 // flags that leave it no network (every request must be answered through the DevTools
-// Fetch domain; see docs/architecture.md, "Rendering") — opens tabs on it, watches its
+// Fetch domain; see services/renderer/README.md, "The renderer") — opens tabs on it, watches its
 // memory, and restarts it when it crashed, hung or grew past its cap. chromedp
 // (github.com/chromedp/chromedp) drives it: a maintained, pure Go DevTools-protocol
 // client with typed Fetch-domain commands, no Node.js or driver binary beside the browser.

@@ -26,7 +26,7 @@ const DefaultHTTPAddr = ":9105"
 type Config struct {
 	Common envconfig.Common
 	// Scope is the crawl's scope settings; a browser request is refused by TRAWL_EXCLUDE
-	// and TRAWL_MAX_URL_LENGTH (see docs/architecture.md, "Rendering").
+	// and TRAWL_MAX_URL_LENGTH (see services/renderer/README.md, "The renderer").
 	Scope crawlscope.Settings
 	// Norm is the URL form dedup gives every URL (TRAWL_STRIP_SESSION_IDS,
 	// TRAWL_SORT_QUERY): a browser request is put in it before it is judged, claimed and
@@ -97,7 +97,7 @@ func Load(r *envconfig.Reader) (Config, error) {
 		CacheMaxBytes:  r.Bytes("RENDER_CACHE_BYTES", 1<<30),
 		CacheMaxEntry:  r.Bytes("RENDER_CACHE_MAX_ENTRY", 2<<20),
 		BrowserUser:    r.String("RENDER_BROWSER_USER", "65534:65534"),
-		// Off unless the operator accepts what it risks (see docs/architecture.md, "Rendering").
+		// Off unless the operator accepts what it risks (see services/renderer/README.md, "The renderer").
 		AllowUnsandboxed: r.Bool("RENDER_ALLOW_UNSANDBOXED", false),
 		UserAgent:        robots.LoadUserAgent(r),
 		RobotsAgent:      robots.LoadAgent(r),

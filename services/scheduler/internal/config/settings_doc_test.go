@@ -7,7 +7,7 @@ import (
 	"github.com/trawl/trawl/shared/envconfig/envdoc"
 )
 
-// TestSettingsDocumented holds README.md's settings tables, compose.yaml's fallbacks and
+// TestSettingsDocumented holds the settings reference (docs/configuration.md), compose.yaml's fallbacks and
 // .env to every variable this service reads and the default it gives.
 func TestSettingsDocumented(t *testing.T) {
 	envdoc.Test(t, "../../../..", func(r *envconfig.Reader) error { _, err := Load(r); return err })

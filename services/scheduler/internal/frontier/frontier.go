@@ -2,7 +2,7 @@
 // back queues (one per active host) and a heap of hosts by next fetch time, kept in Redis
 // under one hash tag per shard. Every step is one Lua script over a whole batch, so several
 // scheduler processes may serve the same shard and a crash between steps loses nothing.
-// docs/architecture.md ("The frontier") states the key layout and the semantics.
+// services/scheduler/README.md ("The frontier") states the key layout and the semantics.
 package frontier
 
 import (
