@@ -1,6 +1,7 @@
 package browser
 
 import (
+	"bufio"
 	"fmt"
 	"log/slog"
 	"os"
@@ -8,27 +9,26 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/trawl/trawl/shared/testwait"
 )
 
-// ownRSS is pid's resident memory alone, from /proc/<pid>/statm.
-func ownRSS(t *testing.T, pid int) int64 {
+// ownPSS is pid's memory alone, as TreeMemory counts it.
+func ownPSS(t *testing.T, pid int) int64 {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/statm", pid))
-	if err != nil {
-		t.Fatal(err)
+	n, ok := procPSS(pid)
+	if !ok {
+		t.Fatalf("/proc/%d/smaps_rollup has no Pss line", pid)
 	}
-	f := strings.Fields(string(b))
-	pages, _ := strconv.ParseInt(f[1], 10, 64)
-	return pages * int64(os.Getpagesize())
+	return n
 }
 
 // The memory watch sums a process and its descendants: a browser's memory is mostly in
 // its renderer processes.
-func TestTreeRSSCountsDescendants(t *testing.T) {
+func TestTreeMemoryCountsDescendants(t *testing.T) {
 	sh := exec.Command("sh", "-c", "sleep 30 & wait")
 	if err := sh.Start(); err != nil {
 		t.Fatal(err)
@@ -48,10 +48,86 @@ func TestTreeRSSCountsDescendants(t *testing.T) {
 	// The processes have just started and their memory still moves: poll until the
 	// measures agree. Counting the shell alone would never reach its child's share.
 	var parent, kid, tree int64
-	testwait.EventuallyState(t, 5*time.Second, "TreeRSS counting the child", func() (bool, string) {
-		parent, kid, tree = ownRSS(t, sh.Process.Pid), ownRSS(t, child), TreeRSS(sh.Process.Pid)
-		return kid > 64<<10 && tree >= parent+kid/2, fmt.Sprintf("TreeRSS(shell) = %d; the shell alone %d, its child %d", tree, parent, kid)
+	testwait.EventuallyState(t, 5*time.Second, "TreeMemory counting the child", func() (bool, string) {
+		parent, kid, tree = ownPSS(t, sh.Process.Pid), ownPSS(t, child), TreeMemory(sh.Process.Pid)
+		return kid > 16<<10 && tree >= parent+kid/2, fmt.Sprintf("TreeMemory(shell) = %d; the shell alone %d, its child %d", tree, parent, kid)
 	})
+}
+
+// sharedMapEnv makes the test binary a process of TestTreeMemoryCountsSharedPagesOnce's
+// tree: "leader" starts sharers and waits, "sharer" maps the file and touches its pages.
+const sharedMapEnv = "TRAWL_TEST_SHARED_MAP"
+
+const sharedMapSize = 64 << 20
+
+// TestSharedMapProcess is not a test: it is the body of the processes of
+// TestTreeMemoryCountsSharedPagesOnce, run as the test binary with sharedMapEnv set.
+func TestSharedMapProcess(t *testing.T) {
+	role, file, _ := strings.Cut(os.Getenv(sharedMapEnv), ":")
+	switch role {
+	case "leader":
+		for i := range 4 {
+			c := exec.Command(os.Args[0], "-test.run=^TestSharedMapProcess$")
+			c.Env = append(os.Environ(), sharedMapEnv+"=sharer:"+file)
+			c.Stdout = os.Stdout
+			if err := c.Start(); err != nil {
+				fmt.Println("sharer", i, err)
+				os.Exit(1)
+			}
+		}
+		time.Sleep(time.Minute)
+		os.Exit(0)
+	case "sharer":
+		f, err := os.Open(file)
+		if err != nil {
+			os.Exit(1)
+		}
+		m, err := syscall.Mmap(int(f.Fd()), 0, sharedMapSize, syscall.PROT_READ, syscall.MAP_SHARED)
+		if err != nil {
+			os.Exit(1)
+		}
+		var sum byte
+		for i := 0; i < len(m); i += os.Getpagesize() {
+			sum += m[i]
+		}
+		fmt.Println("mapped", sum)
+		time.Sleep(time.Minute)
+		os.Exit(0)
+	}
+}
+
+// Pages several of the browser's processes share count once: four processes each mapping
+// the same 64 MiB file hold 64 MiB between them, where their resident sizes add up to 256.
+func TestTreeMemoryCountsSharedPagesOnce(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "shared")
+	if err := os.WriteFile(file, make([]byte, sharedMapSize), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	leader := exec.Command(os.Args[0], "-test.run=^TestSharedMapProcess$")
+	leader.Env = append(os.Environ(), sharedMapEnv+"=leader:"+file)
+	leader.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out, err := leader.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := leader.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = syscall.Kill(-leader.Process.Pid, syscall.SIGKILL); _ = leader.Wait() }()
+	sc := bufio.NewScanner(out)
+	for mapped := 0; mapped < 4; {
+		if !sc.Scan() {
+			t.Fatalf("the sharers did not all map the file (%d did): %v", mapped, sc.Err())
+		}
+		if strings.HasPrefix(sc.Text(), "mapped") {
+			mapped++
+		}
+	}
+	got := TreeMemory(leader.Process.Pid)
+	// Each Go process adds a few MiB of its own to the shared 64.
+	if got < sharedMapSize || got > 2*sharedMapSize {
+		t.Errorf("TreeMemory = %d MiB for four processes sharing one 64 MiB mapping, want 64 to 128", got>>20)
+	}
 }
 
 // A profile left by a renderer that is gone is removed; a live one's is kept.

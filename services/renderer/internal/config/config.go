@@ -45,7 +45,7 @@ type Config struct {
 	Timeout        time.Duration // TRAWL_RENDER_TIMEOUT: one page, from load to DOM
 	Settle         time.Duration // TRAWL_RENDER_SETTLE: network quiet after load before the DOM is taken
 	JSHeap         int64         // TRAWL_RENDER_JS_HEAP: V8 old-space limit per page (bytes)
-	MaxRSS         int64         // TRAWL_RENDER_MAX_RSS: the browser's resident memory, all processes, before it is restarted
+	MaxRSS         int64         // TRAWL_RENDER_MAX_RSS: the browser's resident memory, all processes (shared pages once), before it is restarted
 	MaxAttempts    int           // TRAWL_RENDER_MAX_ATTEMPTS: deliveries of a task before the page is passed on unrendered
 	RequestTimeout time.Duration // TRAWL_RENDER_REQUEST_TIMEOUT: one browser request Trawl makes, body included
 	MaxBody        int64         // TRAWL_RENDER_MAX_BODY: largest subresource body
