@@ -489,7 +489,9 @@ func TestConsumeBatchesInFlight(t *testing.T) {
 			testwait.Eventually(t, 15*time.Second, "every message handled and acked", func() bool {
 				mu.Lock()
 				defer mu.Unlock()
-				return n == msgs && streamMsgs(t, js, name) == 0
+				// At least: on a loaded machine a message can outwait its AckWait in the
+				// client's buffer and be handled twice; what counts here is the peak.
+				return n >= msgs && streamMsgs(t, js, name) == 0
 			})
 			cancel()
 			if err := <-done; err != nil {
