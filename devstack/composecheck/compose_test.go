@@ -1,7 +1,7 @@
 // Package composecheck loads the repository's compose.yaml with the Compose
-// specification's own loader and checks that it runs Trawl as documented, and replays each
-// service's Dockerfile build stage (read with BuildKit's parser) with this host's go, so an
-// image that would not build fails `make test` without Docker.
+// specification's own loader and checks that it runs Trawl as documented, and replays the
+// Dockerfile's build stage for each service (read with BuildKit's parser) with this host's
+// go, so an image that would not build fails `make test` without Docker.
 package composecheck
 
 import (
@@ -92,17 +92,20 @@ func TestComposeServices(t *testing.T) {
 			if s.Build.Context != root {
 				t.Errorf("build context %q, want the repository root (shared/ must be visible)", s.Build.Context)
 			}
-			df := filepath.Join(root, "services", name, "Dockerfile")
-			if s.Build.Dockerfile != filepath.Join("services", name, "Dockerfile") && s.Build.Dockerfile != df {
-				t.Errorf("dockerfile %q", s.Build.Dockerfile)
+			df := filepath.Join(root, "Dockerfile")
+			if s.Build.Dockerfile != "Dockerfile" && s.Build.Dockerfile != df {
+				t.Errorf("dockerfile %q, want the one at the repository root", s.Build.Dockerfile)
+			}
+			if got := serviceArg(s); got != name || s.Build.Target != "service" {
+				t.Errorf("builds SERVICE=%q, target %q; want SERVICE=%s, target service", got, s.Build.Target, name)
 			}
 			body, err := os.ReadFile(df)
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, want := range []string{" AS build", "GOWORK=off", "CGO_ENABLED=0", "USER nonroot", "COPY --from=build"} {
+			for _, want := range []string{" AS build", "ARG SERVICE", "GOWORK=off", "CGO_ENABLED=0", " AS service", "USER nonroot", "COPY --from=build"} {
 				if !strings.Contains(string(body), want) {
-					t.Errorf("Dockerfile lacks %q (multi-stage, static, non-root)", want)
+					t.Errorf("Dockerfile lacks %q (multi-stage, per service, static, non-root)", want)
 				}
 			}
 			if s.HealthCheck == nil || !slices.Contains(s.HealthCheck.Test, "healthcheck") {

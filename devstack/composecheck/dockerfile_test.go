@@ -87,14 +87,58 @@ func (d *dockerfile) stage(t *testing.T, name string) instructions.Stage {
 	return instructions.Stage{}
 }
 
-// final is the stage the image is made of: the last one.
-func (d *dockerfile) final() instructions.Stage { return d.stages[len(d.stages)-1] }
+// isStage says whether a FROM names one of the file's stages rather than an image.
+func (d *dockerfile) isStage(base string) bool {
+	return slices.ContainsFunc(d.stages, func(s instructions.Stage) bool {
+		return s.Name != "" && strings.EqualFold(s.Name, base)
+	})
+}
 
-// copiesFrom lists the final stage's COPY --from steps: what the image takes from the
-// build stages.
-func (d *dockerfile) copiesFrom() []*instructions.CopyCommand {
+// target is the stage an image of target is made of: the named one, or the last one when
+// target is empty, as `docker build` without --target.
+func (d *dockerfile) target(t *testing.T, target string) instructions.Stage {
+	t.Helper()
+	if target == "" {
+		return d.stages[len(d.stages)-1]
+	}
+	return d.stage(t, target)
+}
+
+// imageCommands are the steps an image of target is made by: its stage's and, where a
+// FROM names an earlier stage, that stage's before them.
+func (d *dockerfile) imageCommands(t *testing.T, target string) []instructions.Command {
+	t.Helper()
+	s := d.target(t, target)
+	cmds := s.Commands
+	for range d.stages {
+		if !d.isStage(s.BaseName) {
+			return cmds
+		}
+		s = d.stage(t, s.BaseName)
+		cmds = append(slices.Clone(s.Commands), cmds...)
+	}
+	t.Fatalf("%s: stage %q descends from itself", d.path, target)
+	return nil
+}
+
+// stageArg says whether a stage declares the build argument arg.
+func (d *dockerfile) stageArg(arg string) bool {
+	for _, s := range d.stages {
+		for _, c := range s.Commands {
+			if a, ok := c.(*instructions.ArgCommand); ok && slices.ContainsFunc(a.Args, func(kv instructions.KeyValuePairOptional) bool { return kv.Key == arg }) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// copiesFrom lists target's COPY --from steps: what the image takes from the build
+// stages.
+func (d *dockerfile) copiesFrom(t *testing.T, target string) []*instructions.CopyCommand {
+	t.Helper()
 	var out []*instructions.CopyCommand
-	for _, c := range d.final().Commands {
+	for _, c := range d.imageCommands(t, target) {
 		if cp, ok := c.(*instructions.CopyCommand); ok && cp.From != "" {
 			out = append(out, cp)
 		}
@@ -139,14 +183,15 @@ func (c buildContext) excluded(t *testing.T, rel string) bool {
 
 // replay runs one build stage of a Dockerfile on this host: root stands for the
 // container's file system, the stage's COPY steps copy from the build context into it, and
-// its RUN steps run with this host's go. RUN steps are `cd`, `go` and `mkdir -p` commands
-// joined by &&; anything else fails the test naming the step, so a Dockerfile that grows
+// its RUN steps run with this host's go. RUN steps are `cd`, `go`, `mkdir -p` and `ln -s`
+// commands joined by &&; anything else fails the test naming the step, so a Dockerfile that grows
 // past that is noticed rather than half replayed.
 type replay struct {
 	t       *testing.T
 	ctx     context.Context
 	df      *dockerfile
 	bc      buildContext
+	args    map[string]string // the build arguments given, as compose.yaml passes them
 	root    string
 	workdir string   // in the container
 	env     []string // the stage's ENV and ARG values, in order
@@ -154,8 +199,8 @@ type replay struct {
 	goDirs  []string // where go commands ran, in the container
 }
 
-func newReplay(t *testing.T, df *dockerfile, bc buildContext) *replay {
-	return &replay{t: t, ctx: t.Context(), df: df, bc: bc, root: t.TempDir(), workdir: "/", base: goImageEnv(t)}
+func newReplay(t *testing.T, df *dockerfile, bc buildContext, args map[string]string) *replay {
+	return &replay{t: t, ctx: t.Context(), df: df, bc: bc, args: args, root: t.TempDir(), workdir: "/", base: goImageEnv(t)}
 }
 
 // goImageEnv is this host's environment as the Go builder image has it: none of the
@@ -208,15 +253,21 @@ func (r *replay) setenv(k, v string) {
 
 func (r *replay) run(s instructions.Stage) {
 	r.t.Helper()
-	args := r.df.argDefaults()
+	defaults := r.df.argDefaults()
 	for _, c := range s.Commands {
 		switch c := c.(type) {
 		case *instructions.ArgCommand:
+			// As docker build: a given build argument wins, then the step's own default,
+			// then the one declared before the first FROM; with none the argument is unset.
 			for _, kv := range c.Args {
-				if v, ok := args[kv.Key]; ok && v != nil && kv.Value == nil {
-					r.setenv(kv.Key, *v)
-				} else if kv.Value != nil {
+				v, given := r.args[kv.Key]
+				switch {
+				case given:
+					r.setenv(kv.Key, v)
+				case kv.Value != nil:
 					r.setenv(kv.Key, r.expand(*kv.Value))
+				case defaults[kv.Key] != nil:
+					r.setenv(kv.Key, *defaults[kv.Key])
 				}
 			}
 		case *instructions.EnvCommand:
@@ -269,20 +320,26 @@ func (r *replay) copy(c *instructions.CopyCommand) {
 			if intoDir && !fi.IsDir() {
 				to = filepath.Join(to, filepath.Base(m))
 			}
-			r.copyTree(m, to)
+			err = copyTree(m, to, func(p string) bool {
+				rel, _ := filepath.Rel(r.bc.dir, p)
+				return r.bc.excluded(r.t, rel)
+			}, !r.bc.ignore.Exclusions())
+			if err != nil {
+				r.t.Fatalf("%s: copying %s: %v", r.df.path, m, err)
+			}
 		}
 	}
 }
 
-func (r *replay) copyTree(from, to string) {
-	r.t.Helper()
-	err := filepath.WalkDir(from, func(p string, d fs.DirEntry, err error) error {
+// copyTree copies the file or directory from to to, symbolic links as links, leaving out
+// what skip says (and, with skipDirs, everything under a directory it says).
+func copyTree(from, to string, skip func(string) bool, skipDirs bool) error {
+	return filepath.WalkDir(from, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		rel, _ := filepath.Rel(r.bc.dir, p)
-		if r.bc.excluded(r.t, rel) {
-			if d.IsDir() && !r.bc.ignore.Exclusions() {
+		if skip(p) {
+			if d.IsDir() && skipDirs {
 				return filepath.SkipDir
 			}
 			return nil
@@ -313,9 +370,6 @@ func (r *replay) copyTree(from, to string) {
 			return os.WriteFile(target, body, fi.Mode().Perm())
 		}
 	})
-	if err != nil {
-		r.t.Fatalf("%s: copying %s: %v", r.df.path, from, err)
-	}
 }
 
 func (r *replay) runStep(c *instructions.RunCommand) {
@@ -352,8 +406,16 @@ func (r *replay) runStep(c *instructions.RunCommand) {
 			}
 		case len(cmd) > 1 && cmd[0] == "go":
 			r.goCommand(cwd, cmd[1:])
+		case len(cmd) == 4 && cmd[0] == "ln" && cmd[1] == "-s":
+			link := cmd[3]
+			if !path.IsAbs(link) {
+				link = path.Join(cwd, link)
+			}
+			if err := os.Symlink(cmd[2], r.host(link)); err != nil {
+				r.t.Fatalf("%s: %s: %v", r.df.path, c, err)
+			}
 		default:
-			r.t.Fatalf("%s: %s: the replay runs cd, go and mkdir -p joined by &&, not %q; teach it", r.df.path, c, cmd)
+			r.t.Fatalf("%s: %s: the replay runs cd, go, mkdir -p and ln -s joined by &&, not %q; teach it", r.df.path, c, cmd)
 		}
 	}
 }

@@ -1,9 +1,12 @@
 package composecheck
 
 import (
+	"debug/buildinfo"
 	"debug/elf"
 	"encoding/json"
+	"fmt"
 	"go/version"
+	"io/fs"
 	"maps"
 	"os"
 	"os/exec"
@@ -14,6 +17,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/compose-spec/compose-go/v2/types"
 	"github.com/moby/buildkit/frontend/dockerfile/instructions"
 	"github.com/moby/buildkit/frontend/dockerfile/parser"
 	"go.yaml.in/yaml/v4"
@@ -21,81 +25,145 @@ import (
 	"github.com/trawl/trawl/devstack/stack"
 )
 
-// The images compose.yaml builds, one per service.
-var images = []string{"scheduler", "fetcher", "parser", "dedup", "archiver", "renderer"}
+// The images compose.yaml builds, one per service (the Dockerfile's SERVICE), and the
+// target each is built to: the archiver's adds its archive directory, the renderer's runs
+// on Debian with Chromium.
+var images = map[string]string{
+	"scheduler": "service", "fetcher": "service", "parser": "service", "dedup": "service",
+	"archiver": "archiver", "renderer": "renderer",
+}
 
-// Every service image builds from what its Dockerfile copies. The Dockerfiles build with
+// Every service image builds from what the Dockerfile copies. The Dockerfile builds with
 // GOWORK=off, so each service module's own go.mod/go.sum must cover everything shared/
-// imports, which the workspace hides. This replays each Dockerfile's build stage with this
-// host's go (no Docker needed): the steps are read from the Dockerfile, so the two cannot
-// drift apart. Module downloads go to the host's module cache, as the image's go mod
-// download does to its own.
+// imports, which the workspace hides. This replays the Dockerfile's build stage with this
+// host's go (no Docker needed), with the build arguments and target compose.yaml gives
+// each service: the steps are read from the Dockerfile, so the two cannot drift apart.
+// Module downloads go to the host's module cache, as the image's go mod download does to
+// its own. The image then holds the service's own binary at /usr/local/bin/<service>,
+// which its entrypoint runs and compose.yaml's healthchecks call, runs as nonroot and owns
+// the volumes compose.yaml mounts on it.
 func TestImagesBuild(t *testing.T) {
-	_, root := load(t)
+	p, root := loadProfiles(t, []string{"*"})
 	bc := readBuildContext(t, root)
-	for _, name := range images {
+	builders := map[string][]types.ServiceConfig{} // SERVICE → the services built with it
+	for _, name := range slices.Sorted(maps.Keys(p.Services)) {
+		if s := p.Services[name]; s.Build != nil {
+			builders[serviceArg(s)] = append(builders[serviceArg(s)], s)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(images)) {
 		t.Run(name, func(t *testing.T) {
-			df := readDockerfile(t, filepath.Join(root, "services", name, "Dockerfile"))
-			r := newReplay(t, df, bc)
-			copies := df.copiesFrom()
+			if len(builders[name]) == 0 {
+				t.Fatalf("no service of compose.yaml builds with SERVICE=%s", name)
+			}
+			// TestImagesCoverCompose holds every build of one SERVICE alike.
+			s := builders[name][0]
+			target := s.Build.Target
+			df := readDockerfile(t, dockerfilePath(s))
+			r := newReplay(t, df, bc, buildArgs(s))
+			copies := df.copiesFrom(t, target)
 			if len(copies) == 0 {
 				t.Fatal("the image copies nothing from a build stage")
 			}
-			var built []string
 			for _, stageName := range uniqueFrom(copies) {
 				r.run(df.stage(t, stageName))
 			}
-			for _, cp := range copies {
-				for _, src := range cp.SourcePaths {
-					p := r.host(src)
-					if _, err := os.Stat(p); err != nil {
-						t.Fatalf("COPY --from=%s %s: the build stage did not make it: %v", cp.From, src, err)
-					}
-					dest := cp.DestPath
-					if strings.HasSuffix(dest, "/") {
-						dest = path.Join(dest, path.Base(src))
-					}
-					if isFile(p) {
-						assertStatic(t, p)
-						built = append(built, dest)
-					}
+			img := imageOf(t, r, copies)
+			err := filepath.WalkDir(img, func(p string, d fs.DirEntry, err error) error {
+				if err == nil && d.Type().IsRegular() {
+					assertStatic(t, p)
 				}
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
 			}
-			if ep := entrypoint(df); !slices.Contains(built, ep) {
-				t.Errorf("ENTRYPOINT %s is none of the binaries the image copies in (%v)", ep, built)
+			bin := "/usr/local/bin/" + name
+			ep := entrypoint(t, df, target)
+			if got, err := resolve(img, ep); err != nil || got != bin {
+				t.Errorf("ENTRYPOINT %s runs %q (%v), want %s", ep, got, err, bin)
 			}
-			assertGoImageCovers(t, df, r)
+			assertMain(t, filepath.Join(img, bin), "github.com/trawl/trawl/services/"+name)
+			user := imageUser(t, df, target)
+			if user != "nonroot:nonroot" {
+				t.Errorf("the image runs as %q, want nonroot:nonroot", user)
+			}
+			for _, s := range builders[name] {
+				if hc := s.HealthCheck; hc == nil || len(hc.Test) < 2 || hc.Test[1] != bin {
+					t.Errorf("%s: healthcheck %v, want %s healthcheck", s.Name, hc, bin)
+				}
+				assertVolumesOwned(t, s, df, img, user)
+			}
+			assertGoImageCovers(t, df, r, target)
 		})
 	}
 }
 
-// compose.yaml builds exactly these images, in every profile.
+// compose.yaml builds exactly these images, in every profile, each from the one
+// Dockerfile at the repository root with its SERVICE and target, every build of one
+// SERVICE alike; no service keeps a Dockerfile of its own beside it.
 func TestImagesCoverCompose(t *testing.T) {
 	p, root := loadProfiles(t, []string{"*"})
-	var built []string
-	for _, s := range p.Services {
+	built := map[string]types.ServiceConfig{}
+	for _, sname := range slices.Sorted(maps.Keys(p.Services)) {
+		s := p.Services[sname]
 		if s.Build == nil {
 			continue
 		}
-		df := s.Build.Dockerfile
-		if filepath.IsAbs(df) {
-			df, _ = filepath.Rel(root, df)
+		if df := dockerfilePath(s); df != filepath.Join(root, "Dockerfile") {
+			t.Errorf("%s builds %s, want the Dockerfile at the repository root", s.Name, df)
 		}
-		if name, ok := strings.CutSuffix(filepath.ToSlash(df), "/Dockerfile"); ok {
-			name = strings.TrimPrefix(name, "services/")
-			if !slices.Contains(built, name) {
-				built = append(built, name)
+		name := serviceArg(s)
+		target, ok := images[name]
+		switch {
+		case name == "":
+			t.Errorf("%s passes no SERVICE build argument", s.Name)
+			continue
+		case !ok:
+			t.Errorf("%s builds SERVICE=%s, which TestImagesBuild does not check", s.Name, name)
+			continue
+		case s.Build.Target != target:
+			t.Errorf("%s builds target %q, want %q", s.Name, s.Build.Target, target)
+		case !strings.Contains(s.Name, name):
+			t.Errorf("%s builds the %s image", s.Name, name)
+		}
+		if first, ok := built[name]; ok {
+			if !maps.Equal(buildArgs(first), buildArgs(s)) || first.Build.Target != s.Build.Target {
+				t.Errorf("%s and %s build %s differently: %v %q, %v %q", first.Name, s.Name, name,
+					buildArgs(first), first.Build.Target, buildArgs(s), s.Build.Target)
 			}
 		} else {
-			t.Errorf("%s builds %s, which TestImagesBuild does not check", s.Name, df)
+			built[name] = s
 		}
 	}
-	slices.Sort(built)
-	want := slices.Sorted(slices.Values(images))
-	if !slices.Equal(built, want) {
-		t.Errorf("compose.yaml builds %v; TestImagesBuild checks %v", built, want)
+	if got, want := slices.Sorted(maps.Keys(built)), slices.Sorted(maps.Keys(images)); !slices.Equal(got, want) {
+		t.Errorf("compose.yaml builds %v; TestImagesBuild checks %v", got, want)
+	}
+	if stale, _ := filepath.Glob(filepath.Join(root, "services", "*", "Dockerfile")); len(stale) > 0 {
+		t.Errorf("%v: every image builds from the Dockerfile at the repository root", stale)
 	}
 }
+
+// dockerfilePath is the Dockerfile s builds from, as compose-go resolves it: relative to
+// the build context, Dockerfile when unnamed.
+func dockerfilePath(s types.ServiceConfig) string {
+	if filepath.IsAbs(s.Build.Dockerfile) {
+		return s.Build.Dockerfile
+	}
+	return filepath.Join(s.Build.Context, s.Build.Dockerfile)
+}
+
+func buildArgs(s types.ServiceConfig) map[string]string {
+	args := map[string]string{}
+	for k, v := range s.Build.Args {
+		if v != nil {
+			args[k] = *v
+		}
+	}
+	return args
+}
+
+func serviceArg(s types.ServiceConfig) string { return buildArgs(s)["SERVICE"] }
 
 func uniqueFrom(copies []*instructions.CopyCommand) []string {
 	var out []string
@@ -107,13 +175,101 @@ func uniqueFrom(copies []*instructions.CopyCommand) []string {
 	return out
 }
 
-func isFile(p string) bool {
-	fi, err := os.Stat(p)
-	return err == nil && fi.Mode().IsRegular()
+// imageOf lays out under a directory of its own, standing for the image's root, what the
+// COPY --from steps take from the replayed build stages, as docker build copies: a
+// directory's contents into the destination, a file to it (into it when it ends in /),
+// symbolic links as links.
+func imageOf(t *testing.T, r *replay, copies []*instructions.CopyCommand) string {
+	t.Helper()
+	img := t.TempDir()
+	for _, cp := range copies {
+		for _, src := range cp.SourcePaths {
+			from := r.host(src)
+			fi, err := os.Lstat(from)
+			if err != nil {
+				t.Fatalf("COPY --from=%s %s: the build stage did not make it: %v", cp.From, src, err)
+			}
+			dest := cp.DestPath
+			if !fi.IsDir() && strings.HasSuffix(dest, "/") {
+				dest = path.Join(dest, path.Base(src))
+			}
+			if err := copyTree(from, filepath.Join(img, filepath.FromSlash(dest)), func(string) bool { return false }, false); err != nil {
+				t.Fatalf("COPY --from=%s %s %s: %v", cp.From, src, cp.DestPath, err)
+			}
+		}
+	}
+	return img
 }
 
-// The runtime image is distroless/static: a binary that needs a dynamic loader or libc
-// does not start there.
+// resolve follows the symbolic links at p in the image whose root is img.
+func resolve(img, p string) (string, error) {
+	for range 40 {
+		host := filepath.Join(img, filepath.FromSlash(p))
+		fi, err := os.Lstat(host)
+		if err != nil {
+			return "", fmt.Errorf("not in the image: %w", err)
+		}
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			return p, nil
+		}
+		link, err := os.Readlink(host)
+		if err != nil {
+			return "", err
+		}
+		if !path.IsAbs(link) {
+			link = path.Join(path.Dir(p), link)
+		}
+		p = link
+	}
+	return "", fmt.Errorf("%s: too many symbolic links", p)
+}
+
+// The binary at bin is the service's own main package, so SERVICE reached the build.
+func assertMain(t *testing.T, bin, pkg string) {
+	t.Helper()
+	info, err := buildinfo.ReadFile(bin)
+	if err != nil {
+		t.Errorf("%s: %v", filepath.Base(bin), err)
+		return
+	}
+	if info.Path != pkg {
+		t.Errorf("/usr/local/bin/%s is built from %s, want %s", filepath.Base(bin), info.Path, pkg)
+	}
+}
+
+// imageUser is the last USER of target's steps: whom its processes run as.
+func imageUser(t *testing.T, df *dockerfile, target string) string {
+	t.Helper()
+	var user string
+	for _, c := range df.imageCommands(t, target) {
+		if u, ok := c.(*instructions.UserCommand); ok {
+			user = u.User
+		}
+	}
+	return user
+}
+
+// A named volume starts as a copy of what the image has at its mount point, so each one
+// compose.yaml mounts on s must be a directory the image gives its user; else the volume
+// is root's and the service cannot write to it.
+func assertVolumesOwned(t *testing.T, s types.ServiceConfig, df *dockerfile, img, user string) {
+	t.Helper()
+	for _, v := range s.Volumes {
+		if v.Type != types.VolumeTypeVolume {
+			continue
+		}
+		owned := slices.ContainsFunc(df.copiesFrom(t, s.Build.Target), func(cp *instructions.CopyCommand) bool {
+			return path.Clean(cp.DestPath) == v.Target && cp.Chown == user
+		})
+		fi, err := os.Stat(filepath.Join(img, filepath.FromSlash(v.Target)))
+		if !owned || err != nil || !fi.IsDir() {
+			t.Errorf("%s: volume %s at %s: the image has no directory there owned by %s (%v)", s.Name, v.Source, v.Target, user, err)
+		}
+	}
+}
+
+// The services' runtime image is distroless/static: a binary that needs a dynamic loader
+// or libc does not start there (the renderer's, on Debian, is held to the same).
 func assertStatic(t *testing.T, p string) {
 	t.Helper()
 	f, err := elf.Open(p)
@@ -128,9 +284,10 @@ func assertStatic(t *testing.T, p string) {
 	}
 }
 
-func entrypoint(df *dockerfile) string {
+func entrypoint(t *testing.T, df *dockerfile, target string) string {
+	t.Helper()
 	var ep string
-	for _, c := range df.final().Commands {
+	for _, c := range df.imageCommands(t, target) {
 		if e, ok := c.(*instructions.EntrypointCommand); ok && len(e.CmdLine) > 0 {
 			ep = e.CmdLine[0]
 		}
@@ -141,11 +298,11 @@ func entrypoint(df *dockerfile) string {
 // The builder image's Go must be new enough for the module: the image has
 // GOTOOLCHAIN=local, so a go directive past it fails the build there, not here, where the
 // host's go may be newer.
-func assertGoImageCovers(t *testing.T, df *dockerfile, r *replay) {
+func assertGoImageCovers(t *testing.T, df *dockerfile, r *replay, target string) {
 	t.Helper()
 	var builder string
 	for _, s := range df.stages {
-		if s.Name != "" && slices.Contains(uniqueFrom(df.copiesFrom()), s.Name) {
+		if s.Name != "" && slices.Contains(uniqueFrom(df.copiesFrom(t, target)), s.Name) {
 			builder = df.baseImage(t, s)
 		}
 	}
@@ -183,7 +340,8 @@ var imageVar = regexp.MustCompile(`^\$\{(TRAWL_[A-Z0-9_]+_IMAGE):-([^}]+)\}$`)
 // default, for a site that mirrors images into its own registry or has none: each image:
 // is a TRAWL_…_IMAGE variable, and each build passes every build argument its Dockerfile
 // declares before FROM as TRAWL_<argument>, defaulting to the Dockerfile's own default.
-// The settings are documented in docs/configuration.md and .env.example.
+// Other build arguments (SERVICE) are declared in a stage and are no image. The settings
+// are documented in docs/configuration.md and .env.example.
 func TestComposeImagesAreSettings(t *testing.T) {
 	root, err := stack.RepoRoot()
 	if err != nil {
@@ -226,6 +384,9 @@ func TestComposeImagesAreSettings(t *testing.T) {
 			}
 			use(name, m[1], m[2])
 		case s.Build != nil:
+			if s.Build.Dockerfile == "" {
+				s.Build.Dockerfile = "Dockerfile" // Compose's default, in the context (the root)
+			}
 			df := readDockerfile(t, filepath.Join(root, filepath.FromSlash(s.Build.Dockerfile)))
 			if !checked[df.path] {
 				checked[df.path] = true
@@ -247,8 +408,8 @@ func TestComposeImagesAreSettings(t *testing.T) {
 				}
 			}
 			for arg := range s.Build.Args {
-				if _, ok := args[arg]; !ok {
-					t.Errorf("%s: build arg %s is not declared before FROM in %s", name, arg, s.Build.Dockerfile)
+				if _, ok := args[arg]; !ok && !df.stageArg(arg) {
+					t.Errorf("%s: build arg %s is declared nowhere in %s", name, arg, s.Build.Dockerfile)
 				}
 			}
 		}
@@ -267,6 +428,9 @@ func TestComposeImagesAreSettings(t *testing.T) {
 	for _, s := range p.Services {
 		if s.Build != nil {
 			for arg, v := range s.Build.Args {
+				if !slices.Contains(want, "TRAWL_"+arg) {
+					continue // not an image: SERVICE
+				}
 				if want := "registry.example/trawl_" + strings.ToLower(arg); v == nil || *v != want {
 					t.Errorf("%s: build arg %s = %v with TRAWL_%s set, want %s", s.Name, arg, v, arg, want)
 				}
