@@ -25,8 +25,8 @@ import (
 const (
 	GoImage      = "golang:1.26-bookworm"
 	RuntimeImage = "gcr.io/distroless/static-debian12:nonroot"
-	// DebianImage is the renderer's runtime image: Debian, onto which its Dockerfile
-	// installs Debian's chromium with apt-get.
+	// DebianImage is the renderer's runtime image: Debian, onto which the Dockerfile's
+	// renderer target installs Debian's chromium with apt-get.
 	DebianImage = "debian:bookworm-slim"
 	NATSImage   = "nats:2.12-alpine"
 	RedisImage  = "redis:7.4-alpine"
@@ -516,7 +516,7 @@ func (s Standins) golang(ctx context.Context, base string) error {
 		buildCtx{dockerfile: df, dirs: map[string]string{"go": goroot, "goproxy": proxy}})
 }
 
-// seedModules downloads into a module cache of its own what each service's Dockerfile
+// seedModules downloads into a module cache of its own what each service's image
 // build needs (go mod download, then the packages it builds), taking what it can from
 // this machine's module cache.
 func (s Standins) seedModules(ctx context.Context, modcache string) error {
