@@ -1,7 +1,9 @@
-// Package politetest is the test suite every process that makes requests runs against its
-// own configuration (each service's config test calls Run with its config's Load): read
-// from one environment, the fetcher and the renderer must resolve a host's site policy
-// into the same request settings, secrets, agent token and robots.txt limits.
+// Package politetest is the test suites every process that makes requests runs: Run
+// against its own configuration (each service's config test calls it with its config's
+// Load): read from one environment, the fetcher and the renderer must resolve a host's
+// site policy into the same request settings, secrets, agent token, robots.txt limits and
+// robots decisions; RunCallers against its own client (callers.go): a host must be asked
+// alike, and dialled under the same address checks, whichever process asks.
 package politetest
 
 import (
