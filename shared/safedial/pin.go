@@ -49,3 +49,21 @@ func PinnedAddress(ctx context.Context, addr string) string {
 	}
 	return net.JoinHostPort(p.addr.String(), port)
 }
+
+// OffPin reports a connection that does not go to ctx's pinned address: a pooled
+// connection of the pinned host to another of its addresses (it moved, or has several).
+// A client closes it before writing anything (httptrace GotConn), so that the transport
+// dials the pinned address instead, as it does for any pooled connection that fails
+// before a byte is written (an HTTP/2 connection, which it does not retry so, fails the
+// request: never a request to an unclaimed address).
+func OffPin(ctx context.Context, conn net.Conn) bool {
+	addr, ok := Pinned(ctx)
+	if !ok || conn == nil {
+		return false
+	}
+	if tcp, ok := conn.RemoteAddr().(*net.TCPAddr); ok {
+		return tcp.AddrPort().Addr().Unmap() != addr
+	}
+	ap, err := netip.ParseAddrPort(conn.RemoteAddr().String())
+	return err != nil || ap.Addr().Unmap() != addr
+}

@@ -256,7 +256,7 @@ func (x *exchange) put() {
 func (x *exchange) gotConn(info httptrace.GotConnInfo) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if info.Reused && offPin(x.ctx, info.Conn) {
+	if info.Reused && safedial.OffPin(x.ctx, info.Conn) {
 		// A pooled connection to another address of the host (it moved, or has
 		// several): closed before anything is written, so the transport dials the
 		// pinned address instead.

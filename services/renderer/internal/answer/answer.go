@@ -142,8 +142,6 @@ func New(cfg Config, store *polite.RobotsStores, claims *politeness.Claimer, ser
 		MaxIdleConnsPerHost: 1,
 		IdleConnTimeout:     30 * time.Second,
 		ForceAttemptHTTP2:   true,
-		// A pooled connection may go to another address of the host than the one claimed.
-		DisableKeepAlives: servers != nil,
 	}
 	client := &http.Client{
 		Transport: tr,
@@ -501,7 +499,14 @@ func (a *Answerer) do(ctx context.Context, req Request, u *url.URL, maxBody int6
 		method = http.MethodGet
 	}
 	var ip string
+	pinned := ctx
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) {
+		if i.Reused && safedial.OffPin(pinned, i.Conn) {
+			// A pooled connection to another address of the host than the one claimed:
+			// closed before anything is written, so the transport dials the pinned one.
+			_ = i.Conn.Close()
+			return
+		}
 		if i.Conn != nil {
 			ip = i.Conn.RemoteAddr().String()
 		}

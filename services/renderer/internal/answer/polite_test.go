@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/trawl/trawl/shared/polite/politetest"
-	"github.com/trawl/trawl/shared/politeness"
 	"github.com/trawl/trawl/shared/safedial"
 )
 
@@ -16,9 +15,7 @@ import (
 // client runs it too): the renderer asks a host for robots.txt as a fetcher does.
 func TestPoliteCallers(t *testing.T) {
 	politetest.RunCallers(t, func(t *testing.T, ua string, d *safedial.Dialer) politetest.Caller {
-		// Built as under per-server politeness (a Servers given), the one mode that pins
-		// requests to an address; no claim is taken here.
-		a := New(Config{UserAgent: ua, RequestTimeout: 5 * time.Second}, nil, nil, &politeness.Servers{}, d, nil, nil, slog.Default())
+		a := New(Config{UserAgent: ua, RequestTimeout: 5 * time.Second}, nil, nil, nil, d, nil, nil, slog.Default())
 		t.Cleanup(a.Close)
 		return robotsCaller{a}
 	})
