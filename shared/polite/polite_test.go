@@ -3,7 +3,9 @@ package polite_test
 import (
 	"fmt"
 	"net/http"
+	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/trawl/trawl/shared/envconfig"
 	"github.com/trawl/trawl/shared/policy"
@@ -54,6 +56,53 @@ func TestCheckRobotsMaxBytes(t *testing.T) {
 		t.Run(fmt.Sprint(tt.n), func(t *testing.T) {
 			if err := polite.CheckRobotsMaxBytes(tt.n); (err == nil) != tt.ok {
 				t.Errorf("%v, want ok=%v", err, tt.ok)
+			}
+		})
+	}
+}
+
+// TestServerLimits: a claim on a server address applies the host's own rules over the
+// address block's, field by field, over the process-wide settings.
+func TestServerLimits(t *testing.T) {
+	d := func(s string) *policy.Duration { v, _ := time.ParseDuration(s); p := policy.Duration(v); return &p }
+	ptr := func(n int) *int { return &n }
+	stored := func(scope string, r policy.Rule) policy.Stored {
+		sc, err := policy.ParseScope(scope)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Scope = sc
+		return policy.Stored{Rule: r, Origin: policy.Origin{Version: 1}}
+	}
+	set, err := policy.Compile([]policy.Stored{
+		stored("cidr:10.0.0.0/8", policy.Rule{MinDelay: d("5s"), Connections: ptr(2)}),
+		stored("host:own.test", policy.Rule{MinDelay: d("1s"), CrawlDelay: &policy.CrawlDelay{Exact: true}}),
+	}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, host, addr string
+		minDelay, crawl  time.Duration // 0: unset
+		conns            int
+	}{
+		{"the address block's", "other.test", "10.1.2.3", 5 * time.Second, 0, 2},
+		{"the host's over the block's", "own.test", "10.1.2.3", time.Second, 365 * 24 * time.Hour, 2},
+		{"the host's alone", "own.test", "192.0.2.1", time.Second, 365 * 24 * time.Hour, 0},
+		{"none", "other.test", "192.0.2.1", 0, 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			lim := polite.ServerLimits(set, tt.host, netip.MustParseAddr(tt.addr))
+			var md, cd time.Duration
+			if lim.MinDelay != nil {
+				md = *lim.MinDelay
+			}
+			if lim.MaxCrawlDelay != nil {
+				cd = *lim.MaxCrawlDelay
+			}
+			if md != tt.minDelay || cd != tt.crawl || lim.Connections != tt.conns {
+				t.Errorf("min delay %s, crawl-delay cap %s, connections %d; want %s, %s, %d", md, cd, lim.Connections, tt.minDelay, tt.crawl, tt.conns)
 			}
 		})
 	}

@@ -18,6 +18,20 @@ import (
 // unavailable (robots.FromStatus).
 const RobotsMaxHops = 5
 
+// AcceptRobots is the Accept header of a robots.txt request, and AcceptEncoding the
+// content coding it asks for (decoded by the client under the robots.txt limit): a host
+// is asked for its robots.txt alike whichever process asks (RobotsHeader).
+const (
+	AcceptRobots   = "text/plain,*/*;q=0.8"
+	AcceptEncoding = "gzip"
+)
+
+// RobotsHeader sets a robots.txt request's Accept and Accept-Encoding on hdr.
+func RobotsHeader(hdr http.Header) {
+	hdr["Accept"] = []string{AcceptRobots}
+	hdr["Accept-Encoding"] = []string{AcceptEncoding}
+}
+
 // FollowRobots says whether a robots.txt chain goes on to location after its hop n (0:
 // the origin's own /robots.txt): a redirect with a usable Location, within RobotsMaxHops.
 func FollowRobots(n int, location string) bool { return location != "" && n < RobotsMaxHops }
@@ -93,6 +107,18 @@ func (rs *RobotsStores) For(agent string) *robotscache.Store {
 		rs.other[agent] = st
 	}
 	return st
+}
+
+// Decide is the robots.txt decision for a request to u, e being its origin's entry for
+// the agent its rule reads robots.txt for (RobotsAgent, RobotsStores.For): e's rules for
+// u's path and query. An unreachable robots.txt refuses every request, /robots.txt itself
+// included (which RFC 9309 would allow): the host is down, and waits.
+func Decide(e *robots.Entry, u *url.URL) robots.Decision {
+	d := e.Decide(u.RequestURI())
+	if d.Class == robots.Unreachable {
+		d.Allowed = false
+	}
+	return d
 }
 
 // IsRedirect says whether status is a redirect whose Location a client follows.

@@ -228,33 +228,57 @@ func TestRenderFollowsTheSitePolicies(t *testing.T) {
 }
 
 // Under per-server politeness (TRAWL_POLITENESS=ip) the browser's requests to different
-// hosts of one address never overlap and keep the gap, as fetchers' do.
+// hosts of one address never overlap and keep the gap, as fetchers' do: the process-wide
+// one, or the one a site policy sets for the address block (polite.ServerLimits).
 func TestRenderKeepsTheServersGap(t *testing.T) {
-	st := newStack(t)
-	const gap = 300 * time.Millisecond
-	s := newSite(t, map[string]http.HandlerFunc{
-		"a.test/robots.txt": serve("text/plain", ""),
-		"c.test/robots.txt": serve("text/plain", ""),
-		"d.test/robots.txt": serve("text/plain", ""),
-		"c.test/1.js":       serve("text/javascript", "1;"),
-		"d.test/1.js":       serve("text/javascript", "1;"),
-	})
-	st.start(st.config(map[string]string{"TRAWL_RESOLVE": resolve("a.test", "c.test", "d.test"), "TRAWL_MIN_DELAY": gap.String(),
-		"TRAWL_POLITENESS": "ip", "TRAWL_RENDER_CACHE_TTL": "0"}))
-	p := st.page(st.publishTask(s.url("a.test", "/"), `<html><body><script async src="`+s.url("c.test", "/1.js")+`"></script>`+
-		`<script async src="`+s.url("d.test", "/1.js")+`"></script></body></html>`))
-	if p.Meta.Rendered == nil || p.Meta.Rendered.Failed != "" {
-		t.Fatalf("page not rendered: %+v", p.Meta.Rendered)
+	tests := []struct {
+		name     string
+		minDelay time.Duration // TRAWL_MIN_DELAY
+		cidr     time.Duration // a cidr rule's min_delay over the site's address; 0: none
+		gap      time.Duration
+	}{
+		{name: "the process-wide gap", minDelay: 300 * time.Millisecond, gap: 300 * time.Millisecond},
+		{name: "an address-block rule's gap", minDelay: 0, cidr: 600 * time.Millisecond, gap: 600 * time.Millisecond},
 	}
-	hits := s.log()
-	slices.SortFunc(hits, func(a, b hit) int { return a.start.Compare(b.start) })
-	for i := 1; i < len(hits); i++ {
-		prev, cur := hits[i-1], hits[i]
-		if cur.start.Before(prev.end) {
-			t.Errorf("%s%s started before %s%s ended: two requests in flight to one address", cur.host, cur.path, prev.host, prev.path)
-		} else if d := cur.start.Sub(prev.end); d < gap {
-			t.Errorf("%s%s started %s after %s%s ended, below the gap of %s", cur.host, cur.path, d, prev.host, prev.path, gap)
-		}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := newStack(t)
+			s := newSite(t, map[string]http.HandlerFunc{
+				"a.test/robots.txt": serve("text/plain", ""),
+				"c.test/robots.txt": serve("text/plain", ""),
+				"d.test/robots.txt": serve("text/plain", ""),
+				"c.test/1.js":       serve("text/javascript", "1;"),
+				"d.test/1.js":       serve("text/javascript", "1;"),
+			})
+			if tt.cidr > 0 {
+				sc, err := policy.ParseScope("cidr:127.0.0.0/8")
+				if err != nil {
+					t.Fatal(err)
+				}
+				d := policy.Duration(tt.cidr)
+				if _, _, err := policy.NewStore(st.rdb(), "itest").Apply(testwait.Context(t),
+					[]policy.Change{{Rule: policy.Rule{Scope: sc, MinDelay: &d}}}, "test", 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			st.start(st.config(map[string]string{"TRAWL_RESOLVE": resolve("a.test", "c.test", "d.test"), "TRAWL_MIN_DELAY": tt.minDelay.String(),
+				"TRAWL_POLITENESS": "ip", "TRAWL_RENDER_CACHE_TTL": "0"}))
+			p := st.page(st.publishTask(s.url("a.test", "/"), `<html><body><script async src="`+s.url("c.test", "/1.js")+`"></script>`+
+				`<script async src="`+s.url("d.test", "/1.js")+`"></script></body></html>`))
+			if p.Meta.Rendered == nil || p.Meta.Rendered.Failed != "" {
+				t.Fatalf("page not rendered: %+v", p.Meta.Rendered)
+			}
+			hits := s.log()
+			slices.SortFunc(hits, func(a, b hit) int { return a.start.Compare(b.start) })
+			for i := 1; i < len(hits); i++ {
+				prev, cur := hits[i-1], hits[i]
+				if cur.start.Before(prev.end) {
+					t.Errorf("%s%s started before %s%s ended: two requests in flight to one address", cur.host, cur.path, prev.host, prev.path)
+				} else if d := cur.start.Sub(prev.end); d < tt.gap {
+					t.Errorf("%s%s started %s after %s%s ended, below the gap of %s", cur.host, cur.path, d, prev.host, prev.path, tt.gap)
+				}
+			}
+		})
 	}
 }
 

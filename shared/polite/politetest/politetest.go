@@ -1,22 +1,27 @@
-// Package politetest is the test suite every process that makes requests runs against its
-// own configuration (each service's config test calls Run with its config's Load): read
-// from one environment, the fetcher and the renderer must resolve a host's site policy
-// into the same request settings, secrets, agent token and robots.txt limits.
+// Package politetest is the test suites every process that makes requests runs: Run
+// against its own configuration (each service's config test calls it with its config's
+// Load): read from one environment, the fetcher and the renderer must resolve a host's
+// site policy into the same request settings, secrets, agent token, robots.txt limits and
+// robots decisions; RunCallers against its own client (callers.go): a host must be asked
+// alike, and dialled under the same address checks, whichever process asks.
 package politetest
 
 import (
 	"context"
 	"errors"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/trawl/trawl/shared/envconfig"
 	"github.com/trawl/trawl/shared/policy"
 	"github.com/trawl/trawl/shared/polite"
+	"github.com/trawl/trawl/shared/robots"
 )
 
 // Load reads a process's configuration from r and gives its polite.Settings.
@@ -184,6 +189,39 @@ func Run(t *testing.T, load Load) {
 			}
 		})
 	}
+
+	t.Run("robots decision for the rule's agent", func(t *testing.T) {
+		const body = "User-agent: acmebot\nDisallow: /acme-only\n\nUser-agent: trawl\nDisallow: /private\n"
+		now := time.Now()
+		for _, tt := range []struct {
+			url     string
+			allowed bool
+		}{
+			{"https://all.test/private", true}, // acmebot's group, not the process's
+			{"https://all.test/acme-only", false},
+			{"http://plain.test/private", false},
+			{"http://plain.test/private?x=1", false},
+			{"http://plain.test/acme-only", true},
+			{"http://plain.test/robots.txt", true},
+		} {
+			u, err := url.Parse(tt.url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e := robots.NewEntry(q.RobotsAgent(set.URL(tt.url)), http.StatusOK, []byte(body), int(q.RobotsMaxBytes()), now)
+			if d := polite.Decide(e, u); d.Allowed != tt.allowed {
+				t.Errorf("%s: allowed %v (%s %s), want %v", tt.url, d.Allowed, d.Reason, d.Rule, tt.allowed)
+			}
+		}
+		// An unreachable robots.txt refuses everything, robots.txt itself included.
+		e := robots.UnreachableEntry("trawl", errors.New("connection refused"), now)
+		for _, raw := range []string{"http://plain.test/", "http://plain.test/robots.txt"} {
+			u, _ := url.Parse(raw)
+			if d := polite.Decide(e, u); d.Allowed {
+				t.Errorf("%s allowed under an unreachable robots.txt", raw)
+			}
+		}
+	})
 
 	t.Run("robots.txt limits", func(t *testing.T) {
 		if got := q.RobotsMaxBytes(); got != 1<<20 {

@@ -12,6 +12,8 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+
+	"github.com/trawl/trawl/shared/safedial"
 )
 
 // An archive needs the exchange as it crossed the wire: net/http parses the response head
@@ -159,7 +161,7 @@ func statusCode(head []byte) int {
 // recordingDial wraps the plain-text dial in a recorder.
 func recordingDial(dial func(ctx context.Context, network, addr string) (net.Conn, error), maxHead int) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		conn, err := dial(ctx, network, pinnedAddress(ctx, addr))
+		conn, err := dial(ctx, network, safedial.PinnedAddress(ctx, addr))
 		if err != nil {
 			return nil, err
 		}
@@ -173,7 +175,7 @@ func recordingDial(dial func(ctx context.Context, network, addr string) (net.Con
 func recordingTLSDial(cfg Config) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		// The server name stays the host's: only the address dialled is pinned.
-		raw, err := cfg.Dial(ctx, network, pinnedAddress(ctx, addr))
+		raw, err := cfg.Dial(ctx, network, safedial.PinnedAddress(ctx, addr))
 		if err != nil {
 			return nil, err
 		}
@@ -254,7 +256,7 @@ func (x *exchange) put() {
 func (x *exchange) gotConn(info httptrace.GotConnInfo) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if info.Reused && offPin(x.ctx, info.Conn) {
+	if info.Reused && safedial.OffPin(x.ctx, info.Conn) {
 		// A pooled connection to another address of the host (it moved, or has
 		// several): closed before anything is written, so the transport dials the
 		// pinned address instead.

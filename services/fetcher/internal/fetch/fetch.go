@@ -32,7 +32,7 @@ import (
 // an HTML page about it.
 const (
 	AcceptPage    = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
-	AcceptRobots  = "text/plain,*/*;q=0.8"
+	AcceptRobots  = polite.AcceptRobots
 	AcceptSitemap = "application/xml,text/xml;q=0.9,*/*;q=0.8"
 	AcceptAny     = "*/*"
 )
@@ -248,16 +248,16 @@ var (
 	acceptValues = map[string][]string{
 		AcceptPage: {AcceptPage}, AcceptRobots: {AcceptRobots}, AcceptSitemap: {AcceptSitemap}, AcceptAny: {AcceptAny},
 	}
-	acceptEncoding = []string{"gzip"}
+	acceptEncoding = []string{polite.AcceptEncoding}
 )
 
 // do makes one request for u (rawURL parsed).
 func (c *Client) do(ctx context.Context, rawURL string, u *url.URL, accept string, maxBody int64, v Validators) (*Response, error) {
-	if _, pinned := pinOf(ctx); pinned && c.cfg.Proxy != nil {
+	if _, pinned := safedial.Pinned(ctx); pinned && c.cfg.Proxy != nil {
 		// The proxy is chosen by the request's URL (ProxyFromEnvironment reads nothing else).
 		if pu, perr := c.cfg.Proxy(&http.Request{Method: http.MethodGet, URL: u, Header: http.Header{}, Host: u.Host}); perr == nil && pu != nil {
 			// The proxy connects to the server; the fetcher's connection is the proxy's.
-			ctx = context.WithValue(ctx, pinKey{}, pin{})
+			ctx = safedial.Unpin(ctx)
 		}
 	}
 	x, tctx := getExchange(ctx)

@@ -31,7 +31,7 @@ func TestPinnedRequestsGoToTheirAddress(t *testing.T) {
 	url := "http://moving.test:" + strconv.Itoa(port) + "/"
 
 	for i, want := range []netip.Addr{a, b, b, a, b} {
-		resp, err := c.Get(At(context.Background(), "moving.test", want), url)
+		resp, err := c.Get(safedial.Pin(context.Background(), "moving.test", want), url)
 		if err != nil {
 			t.Fatalf("request %d pinned to %s: %v", i, want, err)
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/polite"
 	"github.com/trawl/trawl/shared/robots"
 )
 
@@ -85,7 +86,7 @@ func (s *Service) process(ctx context.Context, task *crawlmsg.FetchTask) (*crawl
 	// The same decision trawlctl's "robots check" shows an operator. An unreachable
 	// robots.txt sends every task back (even one for /robots.txt itself, which the RFC
 	// would allow): the host is down, and the scheduler must back off.
-	d := entry.Decide(u.RequestURI())
+	d := polite.Decide(entry, u)
 	switch {
 	case d.Class == robots.Unreachable:
 		s.m.robotsDecisions.WithLabelValues("unavailable").Inc()

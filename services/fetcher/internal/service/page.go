@@ -38,7 +38,7 @@ func (s *Service) fetchPage(ctx, reqCtx context.Context, task *crawlmsg.FetchTas
 	if err != nil {
 		return nil, nil, err
 	}
-	if lease != nil && !lease.claim.OK {
+	if lease != nil && !lease.OK {
 		return serverBusy(out, lease), nil, nil
 	}
 	started := s.now()
@@ -48,9 +48,9 @@ func (s *Service) fetchPage(ctx, reqCtx context.Context, task *crawlmsg.FetchTas
 		// The dial would have failed the same way.
 		err = reqErr
 	case lease != nil:
-		resp, err = s.client.GetParsed(polite.WithHeaders(lease.ctx, hdr), task.URL, u, acceptFor(task.Kind), validators(task))
+		resp, err = s.client.GetParsed(polite.WithHeaders(lease.Ctx, hdr), task.URL, u, acceptFor(task.Kind), validators(task))
 		s.releaseServer(ctx, lease, s.now().Sub(started))
-		out.Addr = lease.claim.Addr.String()
+		out.Addr = lease.Addr.String()
 	default:
 		resp, err = s.client.GetParsed(polite.WithHeaders(reqCtx, hdr), task.URL, u, acceptFor(task.Kind), validators(task))
 	}

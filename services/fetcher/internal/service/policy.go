@@ -8,7 +8,6 @@ import (
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/obs"
 	"github.com/trawl/trawl/shared/policy"
-	"github.com/trawl/trawl/shared/politeness"
 	"github.com/trawl/trawl/shared/robotscache"
 )
 
@@ -63,21 +62,6 @@ func newPolicyMetrics(om *obs.Metrics) *policyMetrics {
 		m.applied[f] = applied.WithLabelValues(string(f))
 	}
 	return m
-}
-
-// policyFields are the live site policies' fields the fetcher reads: block, the scope a
-// task is held to, and what its requests carry; with per-address politeness also the
-// limits it applies to a server address (serverLimits). A host's own politeness limits
-// and budget are the frontier's and the claim scripts', read from Redis. Its Watcher
-// holds only the rules that set one of these (policy.OnlyFields), so a crawl whose rules
-// are mostly per-host politeness leaves the fetcher a small set.
-func policyFields(per politeness.Per) []policy.Field {
-	fs := append(policy.ScopeFields(), policy.FBlock,
-		policy.FUserAgent, policy.FHeaders, policy.FHeaderSecrets, policy.FCookies, policy.FCredentials)
-	if per == politeness.PerIP {
-		fs = append(fs, policy.FMinDelay, policy.FDelayFactor, policy.FCrawlDelay, policy.FConnections)
-	}
-	return fs
 }
 
 // policyOf is rawURL's policy under the rules in force now.

@@ -129,9 +129,9 @@ func (s *Service) fetchRobots(ctx, reqCtx context.Context, out *crawlmsg.Outcome
 			return noFresh(s.robotsHop(ctx, rb.store, out, origin, next, started, ownTook, 0))
 		case lerr != nil:
 			return nil, nil, lerr
-		case lease != nil && !lease.claim.OK && requested:
-			return noFresh(s.robotsHop(ctx, rb.store, out, origin, next, started, ownTook, lease.claim.Wait))
-		case lease != nil && !lease.claim.OK:
+		case lease != nil && !lease.OK && requested:
+			return noFresh(s.robotsHop(ctx, rb.store, out, origin, next, started, ownTook, lease.Wait))
+		case lease != nil && !lease.OK:
 			if n > 0 && (hop == nil || *hop != next) {
 				if err := rb.store.PutHop(ctx, origin, next); err != nil {
 					s.crawl.Invalidate()
@@ -140,18 +140,18 @@ func (s *Service) fetchRobots(ctx, reqCtx context.Context, out *crawlmsg.Outcome
 			}
 			return serverBusy(out, lease), nil, nil
 		}
-		var claim politeness.Claim
+		var claim politeness.HostTurn
 		hopCtx := reqCtx
 		if lease != nil {
-			hopCtx = lease.ctx
+			hopCtx = lease.Ctx
 		}
 		if other {
-			window, bounded, cancel := s.claimFor(hopCtx)
-			defer cancel()
-			hopCtx = bounded
-			claim, err = s.claims.Claim(reqCtx, to, window)
+			// Taken under the address's turn: the hop ends within both claims.
+			claim, err = s.claims.Take(hopCtx, to, s.requestTimeout(hopCtx))
 			if err != nil || !claim.OK {
 				s.releaseServer(ctx, lease, -1)
+			} else {
+				hopCtx = claim.Ctx
 			}
 			switch {
 			case err != nil && requested:
@@ -186,7 +186,7 @@ func (s *Service) fetchRobots(ctx, reqCtx context.Context, out *crawlmsg.Outcome
 		took := s.now().Sub(t0)
 		requested = true
 		if other {
-			if _, rerr := s.claims.Release(ctx, claim, took); rerr != nil {
+			if rerr := s.claims.End(ctx, claim, took); rerr != nil {
 				// The claim's window still holds the host; it only waits longer.
 				s.log.Warn("robots.txt redirect: claim not released", "host", to, "err", rerr)
 			}

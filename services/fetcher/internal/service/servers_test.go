@@ -27,7 +27,7 @@ func TestClaimBoundsItsRequest(t *testing.T) {
 			s := &Service{cfg: config.Config{FetchTimeout: tc.fetch}}
 			reqCtx, cancel := context.WithTimeout(context.Background(), tc.leaseLeft)
 			defer cancel()
-			window, bounded, release := s.claimFor(reqCtx)
+			window, bounded, release := politeness.ClaimFor(reqCtx, s.requestTimeout(reqCtx))
 			// The claim is asked for after this: it holds until after+window at the least.
 			after := time.Now()
 			defer release()

@@ -121,7 +121,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Optio
 	// The rules as they are now; an error stops the fetcher rather than let it crawl
 	// against rules it cannot read.
 	if s.watcher, err = policy.NewWatcher(ctx, policy.NewStore(r.Redis, cfg.Common.RedisPrefix), cfg.Policy.Poll,
-		policy.OnlyFields(policyFields(cfg.Politeness.Per)...)); err != nil {
+		policy.OnlyFields(polite.Fields(cfg.Politeness.Per)...)); err != nil {
 		r.Close()
 		return nil, fmt.Errorf("fetcher: site policies: %w", err)
 	}

@@ -103,6 +103,9 @@ type Config struct {
 	Rules func(rawURL string) policy.Resolved
 	// Requests resolves those settings, and gives robots.txt's limit, as for the fetchers.
 	Requests *polite.Requests
+	// ServerLimits, when set, are the site policies' limits a claim on host's server
+	// address addr applies (polite.ServerLimits), as a fetcher's claim does.
+	ServerLimits func(host string, addr netip.Addr) politeness.ServerLimits
 }
 
 // Answerer answers requests. It is safe for concurrent use.
@@ -127,7 +130,7 @@ type Answerer struct {
 func New(cfg Config, store *polite.RobotsStores, claims *politeness.Claimer, servers *politeness.Servers, dialer *safedial.Dialer, cache *Cache, m Metrics, log *slog.Logger) *Answerer {
 	tr := &http.Transport{
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			return dialer.DialContext(ctx, network, pinnedAddress(ctx, addr))
+			return dialer.DialContext(ctx, network, safedial.PinnedAddress(ctx, addr))
 		},
 		Proxy:                 http.ProxyFromEnvironment,
 		TLSClientConfig:       &tls.Config{MinVersion: tls.VersionTLS12},
@@ -139,8 +142,6 @@ func New(cfg Config, store *polite.RobotsStores, claims *politeness.Claimer, ser
 		MaxIdleConnsPerHost: 1,
 		IdleConnTimeout:     30 * time.Second,
 		ForceAttemptHTTP2:   true,
-		// A pooled connection may go to another address of the host than the one claimed.
-		DisableKeepAlives: servers != nil,
 	}
 	client := &http.Client{
 		Transport: tr,
@@ -218,11 +219,8 @@ func (a *Answerer) Answer(ctx context.Context, req Request) Result {
 	if err != nil {
 		return a.refuse(refusal(ctx, err), err)
 	}
-	if d, err := robots.Decide(entry, "", norm); err != nil || !d.Allowed {
-		if err == nil {
-			err = fmt.Errorf("%s %s", d.Reason, d.Rule)
-		}
-		return a.refuse(RefusedRobots, err)
+	if d := polite.Decide(entry, u); !d.Allowed {
+		return a.refuse(RefusedRobots, fmt.Errorf("%s %s", d.Reason, d.Rule))
 	}
 	source := "network"
 	res, err := a.claimed(ctx, host, entry.CrawlDelay(), func(ctx context.Context) (Result, error) {
@@ -235,7 +233,7 @@ func (a *Answerer) Answer(ctx context.Context, req Request) Result {
 				return r, nil
 			}
 		}
-		res, err := a.do(polite.WithHeaders(ctx, hdr), req, u, a.cfg.MaxBody)
+		res, err := a.do(polite.WithHeaders(ctx, hdr), req, u, a.cfg.MaxBody, nil)
 		if err == nil && cacheable && a.keep(res) {
 			// Stored before the host is released: a request for the URL waiting for the
 			// host finds it.
@@ -293,26 +291,27 @@ const claimPoll = 100 * time.Millisecond
 // claimed runs do under a claim of host, waiting for the host's turn until ctx ends: no
 // other request to the host (a fetcher's task, another renderer's request) is in flight
 // meanwhile, and the host's next turn is a gap after this request ends. Under per-server
-// politeness the request also claims the address it will be made to; one claim is never
-// held while waiting for the other (a window could run out meanwhile): a busy address
-// gives the host back, later than it would have been, never earlier. The request's whole
-// time ends within the claims it holds, as a fetcher's does: the address is resolved
-// before any claim (a slow name server would otherwise eat into the window), and do runs
-// under the bound politeness.ClaimFor sets right before the claims.
+// politeness the request also claims the address it will be made to, under the site
+// policies' address limits, as a fetcher's does; one claim is never held while waiting for
+// the other (a window could run out meanwhile): a busy address gives the host back, later
+// than it would have been, never earlier. The request's whole time ends within the claims
+// it holds (politeness.Claimer.Take, Servers.Take): the address is resolved before any
+// claim, and the second claim is taken under the first's context.
 func (a *Answerer) claimed(ctx context.Context, host string, crawlDelay time.Duration, do func(context.Context) (Result, error)) (Result, error) {
-	var addr netip.Addr
+	var (
+		addr netip.Addr
+		lim  politeness.ServerLimits
+	)
 	if a.servers != nil {
 		var err error
 		if addr, err = a.pick(ctx, host); err != nil {
 			return Result{}, err
 		}
+		if a.cfg.ServerLimits != nil {
+			lim = a.cfg.ServerLimits(host, addr)
+		}
 	}
 	start := time.Now()
-	var (
-		cl  politeness.Claim
-		sc  politeness.ServerClaim
-		err error
-	)
 	wait := func(d time.Duration) error {
 		// While another request holds the host, the wait the claim gives is its whole
 		// window, though the request usually ends far sooner: ask again shortly.
@@ -321,36 +320,35 @@ func (a *Answerer) claimed(ctx context.Context, host string, crawlDelay time.Dur
 		}
 		return nil
 	}
-	var rctx context.Context
-	var cancel context.CancelFunc
+	var (
+		ht   politeness.HostTurn
+		st   politeness.ServerTurn
+		rctx context.Context
+	)
 	for {
-		var window time.Duration
-		window, rctx, cancel = politeness.ClaimFor(ctx, a.cfg.RequestTimeout)
-		if cl, err = a.claims.Claim(ctx, host, window); err != nil {
-			cancel()
+		var err error
+		if ht, err = a.claims.Take(ctx, host, a.cfg.RequestTimeout); err != nil {
 			return Result{}, err
 		}
-		if !cl.OK {
-			cancel()
-			if err := wait(cl.Wait); err != nil {
+		if !ht.OK {
+			if err := wait(ht.Wait); err != nil {
 				return Result{}, err
 			}
 			continue
 		}
+		rctx = ht.Ctx
 		if a.servers == nil {
 			break
 		}
-		// Taken after the host's, the address's claim ends later: rctx ends within both.
-		if sc, err = a.servers.Claim(ctx, addr, host, crawlDelay, window); err == nil && sc.OK {
-			rctx = pinTo(rctx, host, addr)
+		if st, err = a.servers.Take(ht.Ctx, addr, host, crawlDelay, a.cfg.RequestTimeout, lim); err == nil && st.OK {
+			rctx = st.Ctx
 			break
 		}
-		cancel()
-		a.release(ctx, cl, -1)
+		a.release(ctx, ht, -1)
 		if err != nil {
 			return Result{}, err
 		}
-		if err := wait(sc.Wait); err != nil {
+		if err := wait(st.Wait); err != nil {
 			return Result{}, err
 		}
 	}
@@ -358,53 +356,26 @@ func (a *Answerer) claimed(ctx context.Context, host string, crawlDelay time.Dur
 	began := time.Now()
 	res, err := do(rctx)
 	took := time.Since(began)
-	cancel()
-	if sc.OK {
+	if st.OK {
 		relCtx, relCancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		if _, rerr := a.servers.Release(relCtx, sc, took); rerr != nil {
-			a.log.Warn("release of a server address claim failed; the address waits out the claim's window", "addr", sc.Addr, "err", rerr)
+		if rerr := a.servers.End(relCtx, st, took); rerr != nil {
+			a.log.Warn("release of a server address claim failed; the address waits out the claim's window", "addr", st.Addr, "err", rerr)
 		}
 		relCancel()
 	}
-	a.release(ctx, cl, took)
+	a.release(ctx, ht, took)
 	return res, err
 }
 
-// release ends a host claim, even when the page's context ended: the host's next turn
+// release ends a host turn, even when the page's context ended: the host's next turn
 // must be set. took < 0: no request was made.
-func (a *Answerer) release(ctx context.Context, cl politeness.Claim, took time.Duration) {
+func (a *Answerer) release(ctx context.Context, t politeness.HostTurn, took time.Duration) {
 	relCtx, relCancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer relCancel()
-	if _, err := a.claims.Release(relCtx, cl, took); err != nil {
+	if err := a.claims.End(relCtx, t, took); err != nil {
 		// The claim's window then ends the host's wait: later, never earlier.
-		a.log.Warn("release of a host claim failed; the host waits out the claim's window", "host", cl.Host, "err", err)
+		a.log.Warn("release of a host claim failed; the host waits out the claim's window", "host", t.Host, "err", err)
 	}
-}
-
-// pin sends a request's connection to the address its server claim was taken on.
-type pin struct {
-	host string
-	addr netip.Addr
-}
-
-type pinKey struct{}
-
-func pinTo(ctx context.Context, host string, addr netip.Addr) context.Context {
-	return context.WithValue(ctx, pinKey{}, pin{host: host, addr: addr.Unmap().WithZone("")})
-}
-
-// pinnedAddress is the address to dial for addr ("host:port") under ctx's pin: the pinned
-// address when addr is the pinned host (a proxy or another host is left alone).
-func pinnedAddress(ctx context.Context, addr string) string {
-	p, ok := ctx.Value(pinKey{}).(pin)
-	if !ok {
-		return addr
-	}
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil || !strings.EqualFold(host, p.host) {
-		return addr
-	}
-	return net.JoinHostPort(p.addr.String(), port)
 }
 
 // rules is rawURL's live site policy (none without Config.Rules).
@@ -472,7 +443,7 @@ func (a *Answerer) fetchRobots(ctx context.Context, host, origin, agent string, 
 		}
 		res, err = a.claimed(ctx, to, 0, func(ctx context.Context) (Result, error) {
 			// One octet over the limit tells robots.Parse the file went on, so it drops a cut line.
-			return a.do(polite.WithHeaders(ctx, hdr), Request{URL: target, Method: http.MethodGet}, u, limit+1)
+			return a.getRobots(polite.WithHeaders(ctx, hdr), u, limit+1)
 		})
 		if err != nil {
 			if n > 0 {
@@ -502,6 +473,12 @@ func (a *Answerer) fetchRobots(ctx context.Context, host, origin, agent string, 
 	return e, nil
 }
 
+// getRobots makes one robots.txt request as every process makes it (polite.RobotsHeader),
+// reading at most maxBody octets of its content.
+func (a *Answerer) getRobots(ctx context.Context, u *url.URL, maxBody int64) (Result, error) {
+	return a.do(ctx, Request{URL: u.String(), Method: http.MethodGet}, u, maxBody, polite.RobotsHeader)
+}
+
 // hopByHop are the request headers the browser's request loses: Trawl's client manages
 // the connection, sends its own User-Agent and asks for no content coding (identity).
 var hopByHop = []string{"Connection", "Keep-Alive", "Proxy-Connection", "Transfer-Encoding", "Upgrade", "Te", "Trailer",
@@ -509,8 +486,10 @@ var hopByHop = []string{"Connection", "Keep-Alive", "Proxy-Connection", "Transfe
 
 // do makes one request and reads at most maxBody octets of its response's content. It
 // carries the site policy's headers ctx holds for u's host (polite.WithHeaders), over the
-// browser's own, and the exchange shows their secrets masked, as a fetcher's does.
-func (a *Answerer) do(ctx context.Context, req Request, u *url.URL, maxBody int64) (Result, error) {
+// browser's own, and the exchange shows their secrets masked, as a fetcher's does. head,
+// when not nil, sets the request's Accept and Accept-Encoding (a robots.txt request); a
+// browser's request keeps its own Accept and asks for no content coding.
+func (a *Answerer) do(ctx context.Context, req Request, u *url.URL, maxBody int64, head func(http.Header)) (Result, error) {
 	var body io.Reader
 	if len(req.Body) > 0 {
 		body = bytes.NewReader(req.Body)
@@ -520,7 +499,14 @@ func (a *Answerer) do(ctx context.Context, req Request, u *url.URL, maxBody int6
 		method = http.MethodGet
 	}
 	var ip string
+	pinned := ctx
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) {
+		if i.Reused && safedial.OffPin(pinned, i.Conn) {
+			// A pooled connection to another address of the host than the one claimed:
+			// closed before anything is written, so the transport dials the pinned one.
+			_ = i.Conn.Close()
+			return
+		}
 		if i.Conn != nil {
 			ip = i.Conn.RemoteAddr().String()
 		}
@@ -535,12 +521,17 @@ func (a *Answerer) do(ctx context.Context, req Request, u *url.URL, maxBody int6
 		}
 	}
 	hr.Header.Set("User-Agent", a.cfg.UserAgent)
+	if head != nil {
+		head(hr.Header)
+	}
 	extra := polite.HeadersFor(ctx, u.Hostname())
 	extra.Apply(hr.Header)
-	// Asked explicitly: a server that reads no Accept-Encoding as "anything" must not
-	// pick a coding. One that sends a coding all the same (objects stored gzipped, nginx's
-	// gzip_static always) is decoded below.
-	hr.Header.Set("Accept-Encoding", "identity")
+	if head == nil {
+		// Asked explicitly: a server that reads no Accept-Encoding as "anything" must not
+		// pick a coding. One that sends a coding all the same (objects stored gzipped,
+		// nginx's gzip_static always) is decoded below.
+		hr.Header.Set("Accept-Encoding", "identity")
+	}
 	started := time.Now()
 	resp, err := a.client.Do(hr)
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -81,10 +82,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Service, er
 		return fail(err)
 	}
 	// policyVerdict reads block and, through Admit, the scope fields; a request carries the
-	// request fields: the renderer holds the rules that set those alone.
+	// request fields, and a server claim the address limits: the fields a fetcher reads.
 	watcher, err := policy.NewWatcher(ctx, policy.NewStore(r.Redis, cfg.Common.RedisPrefix), cfg.Policy.Poll,
-		policy.OnlyFields(append(policy.ScopeFields(), policy.FBlock,
-			policy.FUserAgent, policy.FHeaders, policy.FHeaderSecrets, policy.FCookies, policy.FCredentials)...))
+		policy.OnlyFields(polite.Fields(cfg.Politeness.Per)...))
 	if err != nil {
 		return fail(fmt.Errorf("renderer: %w", err))
 	}
@@ -107,7 +107,10 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Service, er
 		CacheMaxEntry:  cfg.CacheMaxEntry,
 		Policy:         policyVerdict(watcher),
 		Rules:          func(rawURL string) policy.Resolved { return watcher.Current().URL(rawURL) },
-		Requests:       polite.New(cfg.Polite(), nil),
+		ServerLimits: func(host string, addr netip.Addr) politeness.ServerLimits {
+			return polite.ServerLimits(watcher.Current(), host, addr)
+		},
+		Requests: polite.New(cfg.Polite(), nil),
 	},
 		polite.NewRobotsStores(r.Redis, robotscache.StoreOptions{Prefix: cfg.Common.RedisPrefix, Agent: cfg.RobotsAgent, TTL: cfg.RobotsTTL, ErrorTTL: cfg.RobotsError}),
 		politeness.NewClaimer(r.Redis, cfg.Common.RedisPrefix, cfg.Common.Shards, cfg.Politeness),
