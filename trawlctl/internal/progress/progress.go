@@ -183,7 +183,7 @@ func (r *Reader) Read(ctx context.Context) (*Snapshot, error) {
 	s.Waits = w
 	if w.InFlight > 0 {
 		if s.Stuck, s.StuckNow, err = fr.Stuck(ctx, r.O.LeaseTTL, stuckShown); err != nil {
-			return nil, fmt.Errorf("progress: %w", err)
+			return nil, fmt.Errorf("progress: %w: %w", ErrFrontierUnreadable, err)
 		}
 	}
 	if r.O.Rules > 0 {
