@@ -235,23 +235,14 @@ func (r *Reader) CountQueued(ctx context.Context, shard int, hosts []string, cov
 				return 0, fmt.Errorf("read %s: %w", key, err)
 			}
 			for _, ent := range entries {
-				if covers(lastField(ent)) {
+				// A malformed entry names no URL a rule could cover.
+				if e, err := ParseEntry(ent); err == nil && covers(e.URL) {
 					urls++
 				}
 			}
 		}
 	}
 	return urls, nil
-}
-
-// lastField is an entry's last space-separated field.
-func lastField(ent string) string {
-	for i := len(ent) - 1; i >= 0; i-- {
-		if ent[i] == ' ' {
-			return ent[i+1:]
-		}
-	}
-	return ent
 }
 
 // QueueHead is a host's back queue: its length and its first entries, next to go first.

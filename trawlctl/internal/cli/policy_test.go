@@ -87,7 +87,8 @@ func TestPolicyApplyFile(t *testing.T) {
 	// shard 1 (2 queued), other.org on shard 1.
 	for _, c := range [][]any{
 		{"HSET", "trawl:{s0}:hosts", "www.example.com", "1"},
-		{"RPUSH", "trawl:{s0}:bq:www.example.com", "0 0 0 https://www.example.com/private/a", "0 0 0 https://www.example.com/private/b", "0 0 0 https://www.example.com/pub"},
+		// private/b carries data after its URL, as an entry of a URL with extras does.
+		{"RPUSH", "trawl:{s0}:bq:www.example.com", "0 0 0 https://www.example.com/private/a", "0 0 0 https://www.example.com/private/b eyJyIjoiaHR0cHM6Ly9yZWYuZXhhbXBsZS8ifQ", "0 0 0 https://www.example.com/pub"},
 		{"HSET", "trawl:{s0}:parked", "www.example.com", "blocked 1"},
 		{"RPUSH", "trawl:{s0}:park:www.example.com", "0 0 0 https://www.example.com/private/c"},
 		{"HSET", "trawl:{s1}:hosts", "shop.example.com", "1", "other.org", "1"},
