@@ -99,8 +99,11 @@ func SealedWARCs(dir string) ([]string, error) {
 	return files, nil
 }
 
-// BuildFile writes the package of warcs (each with its CDXJ index beside it, <name>.cdxj,
-// as the archiver seals them) to path: to a temporary name first, fsynced and renamed, so
+// IndexOf is the path of the CDXJ index the archiver writes beside the WARC file at path:
+// TRAWL-….warc.gz has TRAWL-….cdxj.
+func IndexOf(path string) string { return strings.TrimSuffix(path, ".warc.gz") + ".cdxj" }
+
+// BuildFile writes the package of warcs (each with its CDXJ index beside it, IndexOf) to path: to a temporary name first, fsynced and renamed, so
 // path is either absent or whole.
 func BuildFile(ctx context.Context, path string, warcs []string, opts Options) (*Summary, error) {
 	tmp := path + ".tmp"
@@ -146,7 +149,7 @@ func Build(ctx context.Context, w io.Writer, warcs []string, opts Options) (*Sum
 		}
 		byName[name] = p
 		sum.WARCs = append(sum.WARCs, name)
-		l, err := readIndex(p + ".cdxj")
+		l, err := readIndex(IndexOf(p))
 		if err != nil {
 			return nil, err
 		}

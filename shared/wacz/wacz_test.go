@@ -62,7 +62,7 @@ func writeWARC(t *testing.T, dir, name string, caps []capture) string {
 	if err := os.WriteFile(p, file.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(p+".cdxj", []byte(strings.Join(idx, "\n")+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(IndexOf(p), []byte(strings.Join(idx, "\n")+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return p

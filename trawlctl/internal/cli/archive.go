@@ -17,7 +17,7 @@ var archiveWACZCmd = &command{
 	detail: `
 Writes one WACZ file (what ReplayWeb.page, pywb and Browsertrix load) of the sealed WARC
 files of DIR (the archiver's TRAWL_ARCHIVE_DIR; files still being written, *.open, are
-left out) or of the files named, each with its index beside it (<name>.cdxj):
+left out) or of the files named, each with its index beside it (TRAWL-….cdxj):
 archive/ (the WARC files, stored), indexes/index.cdxj (merged, sorted),
 pages/pages.jsonl (every URL captured as HTML with status 200, with its title),
 datapackage.json and datapackage-digest.json (sha256 of every entry). The package is
