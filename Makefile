@@ -77,6 +77,7 @@ archive-test: build
 ## the first time), which is killed mid-upload and started again: the upload resumes
 s3-test:
 	@$(GO) run ./devstack/cmd/trawl-deps redis-server
+	$(GO) run ./devstack/cmd/trawl-weed
 	$(GO) test -tags s3 -count=1 -p 1 -timeout 40m -v -run 'TestUpload|TestArchiverUploads' ./services/archiver/itest/
 
 ## docs-crawl: real documentation no one here wrote (Debian's Python, PostgreSQL, Git and Debian

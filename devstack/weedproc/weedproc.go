@@ -62,19 +62,20 @@ func Binary(ctx context.Context, log *os.File) (string, error) {
 		return "", fmt.Errorf("weedproc: go mod download %s: no directory in %s (%v)", Module, out, err)
 	}
 	// The module's go.mod has replace directives, so it builds only as the main module:
-	// from a writable copy of its source (the module cache is read-only).
-	src, err := os.MkdirTemp(dir, "weed-src-")
-	if err != nil {
+	// from a writable copy of its source (the module cache is read-only), at a fixed path
+	// and with -trimpath so that a build begun again reuses the build cache.
+	src := filepath.Join(dir, "weed-src-"+Version)
+	if err := os.RemoveAll(src); err != nil {
 		return "", fmt.Errorf("weedproc: %w", err)
 	}
 	defer os.RemoveAll(src)
-	for _, args := range [][]string{{"cp", "-r", m.Dir + "/.", src}, {"chmod", "-R", "u+w", src}} {
+	for _, args := range [][]string{{"cp", "-r", m.Dir, src}, {"chmod", "-R", "u+w", src}} {
 		if out, err := exec.CommandContext(ctx, args[0], args[1:]...).CombinedOutput(); err != nil {
 			return "", fmt.Errorf("weedproc: %v: %w: %s", args, err, out)
 		}
 	}
 	tmp := bin + ".tmp"
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", tmp, "./weed")
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", tmp, "./weed")
 	cmd.Dir = src
 	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off")
 	cmd.Stdout, cmd.Stderr = log, log
