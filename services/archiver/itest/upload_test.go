@@ -8,10 +8,12 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -197,10 +199,18 @@ func recordedParts(path string) int {
 }
 
 // TestArchiverUploadsSealedFiles runs the archiver with object storage on: every file it
-// seals, and its index, is uploaded under the prefix and then deleted locally; the objects
-// read back as an archive (warccheck) holding every page published.
+// seals, and its index, is uploaded under the prefix and then deleted locally (or, kept,
+// marked uploaded so that no later pass sends it again); the objects read back as an
+// archive (warccheck) holding every page published.
 func TestArchiverUploadsSealedFiles(t *testing.T) {
 	st := startStore(t)
+	for _, keep := range []bool{false, true} {
+		t.Run(fmt.Sprintf("keep local %v", keep), func(t *testing.T) { archiverUploads(t, st, keep) })
+	}
+}
+
+func archiverUploads(t *testing.T, st *store, keep bool) {
+	prefix := fmt.Sprintf("crawl-%v/", keep)
 	secrets := t.TempDir()
 	for name, v := range map[string]string{config.S3AccessKeySecret: s3Access + "\n", config.S3SecretKeySecret: s3Secret} {
 		if err := os.WriteFile(filepath.Join(secrets, name), []byte(v), 0o600); err != nil {
@@ -210,8 +220,9 @@ func TestArchiverUploadsSealedFiles(t *testing.T) {
 	s := newStack(t, map[string]string{
 		"TRAWL_ARCHIVE_MAX_SIZE": "64KiB", "TRAWL_ARCHIVE_REVISITS": "false", "TRAWL_ARCHIVE_BATCH": "1",
 		"TRAWL_ARCHIVE_S3_ENDPOINT": st.srv.Endpoint(), "TRAWL_ARCHIVE_S3_TLS": "false",
-		"TRAWL_ARCHIVE_S3_BUCKET": s3Bucket, "TRAWL_ARCHIVE_S3_PREFIX": "crawl/",
-		"TRAWL_SECRETS_DIR": secrets,
+		"TRAWL_ARCHIVE_S3_BUCKET": s3Bucket, "TRAWL_ARCHIVE_S3_PREFIX": prefix,
+		"TRAWL_ARCHIVE_S3_KEEP_LOCAL": strconv.FormatBool(keep),
+		"TRAWL_SECRETS_DIR":           secrets,
 	})
 	stop := s.run(s.newService())
 	const pages = 8
@@ -233,16 +244,21 @@ func TestArchiverUploadsSealedFiles(t *testing.T) {
 	if len(left) > 0 {
 		t.Errorf("sealed files left after the stop's upload: %v", left)
 	}
+	kept, _ := filepath.Glob(filepath.Join(s.dir, "*.warc.gz"))
+	marked, _ := filepath.Glob(filepath.Join(s.dir, "*"+upload.DoneSuffix))
+	if keep && (len(kept) < 2 || len(marked) != 2*len(kept)) || !keep && len(kept)+len(marked) > 0 {
+		t.Errorf("keep local %v: %d WARC files and %d upload markers left", keep, len(kept), len(marked))
+	}
 	down := t.TempDir()
 	n := 0
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	for o := range st.s3.ListObjects(ctx, s3Bucket, minio.ListObjectsOptions{Prefix: "crawl/", Recursive: true}) {
+	for o := range st.s3.ListObjects(ctx, s3Bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
 		if o.Err != nil {
 			t.Fatal(o.Err)
 		}
 		n++
-		if err := os.WriteFile(filepath.Join(down, strings.TrimPrefix(o.Key, "crawl/")), st.get(t, o.Key), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(down, strings.TrimPrefix(o.Key, prefix)), st.get(t, o.Key), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -93,8 +93,9 @@ func (q *Queue) Pass(ctx context.Context) (failed int) {
 
 // Sealed lists the files of dir that are whole and never written again, in upload order:
 // each WARC file (*.warc.gz) before its index (*.cdxj), then WACZ packages. A file being
-// written (.open), a temporary file (.tmp) and an upload record (.upload) are not among
-// them, nor an index whose WARC file is still open (sealing writes the index first).
+// written (.open), a temporary file (.tmp), an upload record (.upload), a file kept after
+// its upload (marked .uploaded) are not among them, nor an index whose WARC file is still
+// open (sealing writes the index first).
 func Sealed(dir string) ([]string, error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -108,6 +109,9 @@ func Sealed(dir string) ([]string, error) {
 	}
 	var out []string
 	for n := range names {
+		if names[n+DoneSuffix] {
+			continue
+		}
 		switch {
 		case strings.HasSuffix(n, ".warc.gz"), strings.HasSuffix(n, ".wacz"):
 			out = append(out, n)

@@ -18,6 +18,7 @@ func TestSealed(t *testing.T) {
 		{"file before its index", []string{"T-2.cdxj", "T-2.warc.gz", "T-1.cdxj", "T-1.warc.gz"}, "T-1.warc.gz T-1.cdxj T-2.warc.gz T-2.cdxj"},
 		{"open file and its early index left", []string{"T-1.warc.gz.open", "T-1.cdxj", "T-0.warc.gz"}, "T-0.warc.gz"},
 		{"records and temporaries left", []string{"T-1.warc.gz", "T-1.warc.gz.upload", "T-1.warc.gz.upload.tmp", "T-1.cdxj.tmp", "c.wacz.tmp"}, "T-1.warc.gz"},
+		{"kept after upload left", []string{"T-1.warc.gz", "T-1.warc.gz.uploaded", "T-1.cdxj"}, "T-1.cdxj"},
 		{"packages last", []string{"a.wacz", "T-1.warc.gz"}, "T-1.warc.gz a.wacz"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -34,6 +34,10 @@ import (
 // stateSuffix names the record of a file's unfinished upload.
 const stateSuffix = ".upload"
 
+// DoneSuffix names the marker of a file kept locally (KeepLocal) after the store confirmed
+// it.
+const DoneSuffix = ".uploaded"
+
 // minPart is S3's smallest part but the last.
 const minPart = 5 << 20
 
@@ -259,6 +263,12 @@ func (u *Uploader) confirm(ctx context.Context, path string, st *state) (bool, e
 }
 
 func (u *Uploader) finish(path string, res Result) (Result, error) {
+	if u.c.KeepLocal {
+		// The marker keeps a kept file from being uploaded again on every pass.
+		if err := os.WriteFile(path+DoneSuffix, []byte(res.Key+"\n"), 0o644); err != nil {
+			return res, fmt.Errorf("upload: %w", err)
+		}
+	}
 	if err := os.Remove(path + stateSuffix); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return res, fmt.Errorf("upload: %w", err)
 	}
