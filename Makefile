@@ -25,7 +25,7 @@ BENCH_TIME ?= 1s
 
 export GOFLAGS ?= -buildvcs=false
 
-.PHONY: all build test test-policy-render vet run bench fuzz unit tidy clean interop docs-crawl compose-test
+.PHONY: all build test test-policy-render vet run bench fuzz unit tidy clean interop docs-crawl compose-test archive-test s3-test
 
 all: build
 
@@ -60,6 +60,25 @@ interop: build
 	@$(GO) run ./devstack/cmd/trawl-deps redis-server node npm
 	cd devstack/warcio && npm ci --no-audit --no-fund --silent
 	$(GO) test -tags interop -count=1 -run TestArchiveReadByWarcio -v ./devstack/e2e/
+
+## archive-test: a crawl's WARC files packaged as WACZ (shared/wacz) and replayed for real by
+## ReplayWeb.page (its npm package, version in devstack/replayweb/VERSION, unpacked there) in
+## headless Chromium (installs node, npm, chromium and the package when missing)
+REPLAYWEB := devstack/replayweb
+archive-test: build
+	@$(GO) run ./devstack/cmd/trawl-deps redis-server chromium node npm
+	@v=$$(cat $(REPLAYWEB)/VERSION); if [ "$$(cat $(REPLAYWEB)/package/.version 2>/dev/null)" != "$$v" ]; then \
+		rm -rf $(REPLAYWEB)/package && cd $(REPLAYWEB) && npm pack --silent replaywebpage@$$v >/dev/null && \
+		tar xzf replaywebpage-$$v.tgz && rm replaywebpage-$$v.tgz && echo "$$v" > package/.version; fi
+	$(GO) test -tags replay -count=1 -timeout 15m -run TestWACZReplay -v ./devstack/e2e/
+
+## s3-test: the archiver's sealed files uploaded to a real S3-compatible store, SeaweedFS (`weed
+## mini`, built from its Go module once and cached in the user's cache directory, a few minutes
+## the first time), which is killed mid-upload and started again: the upload resumes
+s3-test:
+	@$(GO) run ./devstack/cmd/trawl-deps redis-server
+	$(GO) run ./devstack/cmd/trawl-weed
+	$(GO) test -tags s3 -count=1 -p 1 -timeout 40m -v -run 'TestUpload|TestArchiverUploads' ./services/archiver/itest/
 
 ## docs-crawl: real documentation no one here wrote (Debian's Python, PostgreSQL, Git and Debian
 ## Reference packages) served by nginx with gzip on, crawled by `make run` with the archiver and

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/trawl/trawl/shared/envconfig"
+	"github.com/trawl/trawl/shared/policy"
 )
 
 // DefaultHTTPAddr is where the archiver serves /metrics, /healthz and /readyz.
@@ -26,7 +27,28 @@ type Config struct {
 	Description string // TRAWL_ARCHIVE_DESCRIPTION: warcinfo description
 	Batch       int    // TRAWL_ARCHIVE_BATCH: pages written per fsync
 	Revisits    bool   // TRAWL_ARCHIVE_REVISITS: identical payloads become revisit records
+
+	S3 S3 // TRAWL_ARCHIVE_S3_*: sealed files uploaded to object storage (off without an endpoint)
 }
+
+// S3 are the object storage settings.
+type S3 struct {
+	Endpoint   string // TRAWL_ARCHIVE_S3_ENDPOINT: host[:port]; empty = no upload
+	TLS        bool   // TRAWL_ARCHIVE_S3_TLS
+	Region     string // TRAWL_ARCHIVE_S3_REGION
+	Bucket     string // TRAWL_ARCHIVE_S3_BUCKET
+	Prefix     string // TRAWL_ARCHIVE_S3_PREFIX: key = prefix + file name
+	PartSize   int64  // TRAWL_ARCHIVE_S3_PART_SIZE
+	Attempts   int    // TRAWL_ARCHIVE_S3_ATTEMPTS: tries of each request
+	KeepLocal  bool   // TRAWL_ARCHIVE_S3_KEEP_LOCAL
+	SecretsDir string // TRAWL_SECRETS_DIR: holds archive-s3-access-key and archive-s3-secret-key
+}
+
+// Secret file names, in TRAWL_SECRETS_DIR.
+const (
+	S3AccessKeySecret = "archive-s3-access-key"
+	S3SecretKeySecret = "archive-s3-secret-key"
+)
 
 // Load reads the configuration; the error lists every value that could not be read.
 func Load(r *envconfig.Reader) (Config, error) {
@@ -40,6 +62,17 @@ func Load(r *envconfig.Reader) (Config, error) {
 		Description: r.String("ARCHIVE_DESCRIPTION", ""),
 		Batch:       r.Int("ARCHIVE_BATCH", 64),
 		Revisits:    r.Bool("ARCHIVE_REVISITS", true),
+		S3: S3{
+			Endpoint:   r.String("ARCHIVE_S3_ENDPOINT", ""),
+			TLS:        r.Bool("ARCHIVE_S3_TLS", true),
+			Region:     r.String("ARCHIVE_S3_REGION", "us-east-1"),
+			Bucket:     r.String("ARCHIVE_S3_BUCKET", ""),
+			Prefix:     r.String("ARCHIVE_S3_PREFIX", ""),
+			PartSize:   r.Bytes("ARCHIVE_S3_PART_SIZE", 64<<20),
+			Attempts:   r.Int("ARCHIVE_S3_ATTEMPTS", 5),
+			KeepLocal:  r.Bool("ARCHIVE_S3_KEEP_LOCAL", false),
+			SecretsDir: r.String("SECRETS_DIR", policy.Defaults.SecretsDir),
+		},
 	}
 	return c, r.Err()
 }
@@ -83,6 +116,26 @@ func (c Config) Validate() error {
 	}
 	if c.Batch < 1 || c.Batch > 1024 {
 		bad("TRAWL_ARCHIVE_BATCH=%d: want 1..1024", c.Batch)
+	}
+	if c.S3.Endpoint != "" {
+		if c.S3.Bucket == "" {
+			bad("TRAWL_ARCHIVE_S3_BUCKET is required with TRAWL_ARCHIVE_S3_ENDPOINT")
+		}
+		if strings.Contains(c.S3.Endpoint, "/") {
+			bad("TRAWL_ARCHIVE_S3_ENDPOINT=%q: want host[:port], no scheme or path (TRAWL_ARCHIVE_S3_TLS picks https)", c.S3.Endpoint)
+		}
+		// S3's bounds: parts of 5 MiB to 5 GiB, at most 10,000 of them.
+		if c.S3.PartSize < 5<<20 || c.S3.PartSize > 5<<30 {
+			bad("TRAWL_ARCHIVE_S3_PART_SIZE=%d: want 5MiB..5GiB", c.S3.PartSize)
+		} else if c.MaxSize/c.S3.PartSize >= 10000 {
+			bad("TRAWL_ARCHIVE_S3_PART_SIZE=%d: a file of TRAWL_ARCHIVE_MAX_SIZE would take over 10,000 parts", c.S3.PartSize)
+		}
+		if c.S3.Attempts < 1 || c.S3.Attempts > 100 {
+			bad("TRAWL_ARCHIVE_S3_ATTEMPTS=%d: want 1..100", c.S3.Attempts)
+		}
+		if strings.HasPrefix(c.S3.Prefix, "/") {
+			bad("TRAWL_ARCHIVE_S3_PREFIX=%q: a key does not begin with /", c.S3.Prefix)
+		}
 	}
 	return errors.Join(errs...)
 }

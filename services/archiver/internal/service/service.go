@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/trawl/trawl/services/archiver/internal/config"
+	"github.com/trawl/trawl/services/archiver/internal/upload"
 	"github.com/trawl/trawl/services/archiver/internal/warc"
 	"github.com/trawl/trawl/shared/natsx"
 	"github.com/trawl/trawl/shared/runner"
@@ -36,6 +37,7 @@ type Service struct {
 
 	w       *warc.Writer
 	written *recent
+	up      *upload.Queue // nil without object storage
 }
 
 // New recovers the files a stopped archiver left open, then connects to NATS (and Redis
@@ -78,6 +80,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Service, 
 			return nil, err
 		}
 	}
+	if s.up, err = s.newUploads(); err != nil {
+		return nil, err
+	}
 	if s.cons, err = s.js.CreateOrUpdateConsumer(ctx, topology.StreamPages, topology.ArchiverConsumer(cfg.Common.Timings())); err != nil {
 		return nil, fmt.Errorf("archiver: consumer %s/%s: %w", topology.StreamPages, topology.ConsumerArchiver, err)
 	}
@@ -86,6 +91,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Service, 
 		OnSeal: func(name string) {
 			s.m.files.Inc()
 			log.Info("sealed", "file", name)
+			if s.up != nil {
+				s.up.Notify()
+			}
 		},
 		BeforeSeal: func() error { return s.nc.FlushTimeout(cfg.Common.AckWait) },
 	})
@@ -116,6 +124,7 @@ func (s *Service) Addr() string { return s.run.Addr() }
 // Run archives pages until ctx ends, then finishes the batch in hand and seals the
 // current file (after the batch's acks reach the server) before NATS is closed.
 func (s *Service) Run(ctx context.Context) error {
+	s.runUploads() // its closer runs after the seal's: the last registered runs first
 	s.run.OnClose(func() {
 		if err := s.w.Seal(); err != nil {
 			s.log.Error("seal on stop; the next start recovers the file", "err", err)
