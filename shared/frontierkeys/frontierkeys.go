@@ -182,10 +182,6 @@ const (
 	// to its connections once no task is out beyond them, so that connections lowered with
 	// tasks out on later slots still count those tasks. Absent: its connections.
 	HostSlots = "slots"
-	// HostPolicy is what the host's policy lookup found, stamped with the policy table's
-	// generation (politeness.PolicyModule), kept so that a host activated again under the
-	// same generation needs no new lookup.
-	HostPolicy = "pol"
 )
 
 // Dispatch is the one per-deployment key: the hash where the schedulers publish the
