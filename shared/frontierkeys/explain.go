@@ -203,8 +203,6 @@ func parseHostState(h map[string]string, ttl *redis.DurationCmd) HostState {
 			hs.Pages = &n
 		case k == HostAddr:
 			hs.Addr = v
-		case k == HostPolicy:
-			// The frontier's copy of the policy lookup; a reader asks the rules themselves.
 		default:
 			if hs.Other == nil {
 				hs.Other = map[string]string{}

@@ -58,10 +58,9 @@ func (s Shard) Stats() string { return s.ks.Key("stats") }
 // Heap is the zset of active, idle hosts scored by next fetch time (unix ms).
 func (s Shard) Heap() string { return s.ks.Key("heap") }
 
-// Hosts is the host table: active host → its live-policy limits as the scripts' lookup
-// found them ("1" while no rule is in force; politeness.PolicyModule, active_limits), and
-// the field Wide, which is no host: read the active hosts with ActiveHosts and
-// CountActive.
+// Hosts is the host table: active host → "1", and the field Wide, which is no host: read
+// the active hosts with ActiveHosts and CountActive. A host's live-policy limits are in
+// the policy table only (Policy).
 func (s Shard) Hosts() string { return s.ks.Key("hosts") }
 
 // Wide is a field the frontier keeps in the host table (Shard.Hosts) and the per-rule
@@ -182,10 +181,6 @@ const (
 	// to its connections once no task is out beyond them, so that connections lowered with
 	// tasks out on later slots still count those tasks. Absent: its connections.
 	HostSlots = "slots"
-	// HostPolicy is what the host's policy lookup found, stamped with the policy table's
-	// generation (politeness.PolicyModule), kept so that a host activated again under the
-	// same generation needs no new lookup.
-	HostPolicy = "pol"
 )
 
 // Dispatch is the one per-deployment key: the hash where the schedulers publish the

@@ -11,30 +11,24 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Fields of a shard's policy table (Shard.Policy): a host rule's limits under
+// Fields of a shard's policy table (Shard.Policy): a host rule's entry under
 // PolicyHostPrefix+host (the host name itself), a domain rule's under
 // PolicyDomainPrefix+domain (".example.com"; no host name starts with a dot, so the two
-// never meet). A host's limits are merged field by field: its own entry over the entries
-// of each of its name's suffixes, the longest first (a domain rule is never a public
-// suffix, so every suffix may be looked up without matching a suffix list in Lua).
-// PolicyDomainPrefix being the label separator makes each suffix's field a tail of
-// "."+host, which the scripts cut rather than build (politeness.PolicyModule).
+// never meet). Each entry is resolved in Go (politeness.PolicyTable): the rule's limits
+// merged, field by field, over those of the domain rules above it (PolicyEntry). So a
+// host's limits are the entry of its most specific rule, the first of PolicyCandidates
+// the table holds, taken whole: a reader looks up, it never merges. PolicyDomainPrefix
+// being the label separator makes each suffix's field a tail of "."+host, which the
+// scripts cut rather than build (politeness.PolicyModule).
 const (
 	PolicyHostPrefix   = ""
 	PolicyDomainPrefix = "."
 )
 
 // PolicyGenField is the policy table's generation: a fresh token each time the table
-// changes, absent while it holds no rule. The scripts read it once per run; an active
-// host's limits, kept with it in Shard.Hosts, hold while their generation is the table's.
+// changes, absent while it holds no rule. A script reads it once to know whether any rule
+// is in force.
 const PolicyGenField = "#gen"
-
-// The scope strings of host and domain rules (policy.Scope.String: "host:<name>",
-// "domain:<name>"), which name a rule in Shard.PolicyStats.
-const (
-	PolicyHostScope   = "host:"
-	PolicyDomainScope = "domain:"
-)
 
 // PolicyStatField is the field of a rule's counter in Shard.PolicyStats:
 // "<scope>\t<counter>" (PolicyStat*).
@@ -46,9 +40,10 @@ func PolicyHostField(host string) string { return PolicyHostPrefix + host }
 // PolicyDomainField is a domain rule's field in the policy table.
 func PolicyDomainField(domain string) string { return PolicyDomainPrefix + domain }
 
-// PolicyCandidates are the fields a host's limits merge from, most specific first: the
-// host's own entry, then a domain entry for the host name and each suffix of it. The
-// scripts read the same list with one HMGET (politeness.PolicyModule).
+// PolicyCandidates are the fields of a host's possible entries, most specific first: the
+// host's own entry, then a domain entry for the host name and each suffix of it. The first
+// the table holds is the host's; the scripts read the same list with one HMGET
+// (politeness.PolicyModule).
 func PolicyCandidates(host string) []string {
 	out := []string{PolicyHostField(host)}
 	for s := host; s != ""; {
@@ -69,8 +64,8 @@ type CrawlDelayRule struct {
 	Cap   time.Duration
 }
 
-// HostLimits are one rule's per-host limits as a policy table entry holds them. A nil
-// field is unset: a less specific entry, else the process-wide setting, decides it.
+// HostLimits are per-host limits as a policy table entry holds them. A nil field is unset:
+// the process-wide setting decides it.
 type HostLimits struct {
 	MinDelay    *time.Duration
 	DelayFactor *float64
@@ -212,6 +207,43 @@ func (l HostLimits) Over(base HostLimits) HostLimits {
 		l.Block = base.Block
 	}
 	return l
+}
+
+// PolicyEntry is a policy table entry: a host or domain rule's limits resolved over the
+// domain rules above it, the scope of the rule that decided Block (none: ""), and the
+// scopes of every rule merged into it ("host:…", "domain:…"), which the scripts count a
+// host's requests under (Shard.PolicyStats), so a rule that sets no limit is counted too.
+type PolicyEntry struct {
+	Limits  HostLimits
+	BlockBy string
+	Rules   []string
+}
+
+// Encode is "<HostLimits.Encode> <block by, or -> <rule> <rule>…".
+func (e PolicyEntry) Encode() string {
+	by := e.BlockBy
+	if by == "" {
+		by = LimitUnset
+	}
+	return strings.Join(append([]string{e.Limits.Encode(), by}, e.Rules...), " ")
+}
+
+// ParsePolicyEntry decodes an entry (PolicyEntry.Encode).
+func ParsePolicyEntry(s string) (PolicyEntry, error) {
+	tok := strings.Fields(s)
+	n := min(len(tok), limitFields)
+	l, err := ParseHostLimits(strings.Join(tok[:n], " "))
+	if err != nil {
+		return PolicyEntry{}, err
+	}
+	e := PolicyEntry{Limits: l}
+	if len(tok) > n {
+		if tok[n] != LimitUnset {
+			e.BlockBy = tok[n]
+		}
+		e.Rules = tok[n+1:]
+	}
+	return e, nil
 }
 
 // ParkBlocked is the reason of a park list whose host, or whose URLs, a live policy blocks.

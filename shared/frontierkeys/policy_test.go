@@ -46,3 +46,29 @@ func TestPolicyCandidates(t *testing.T) {
 		t.Fatalf("got %v, want %v", got, want)
 	}
 }
+
+func TestPolicyEntryEncoding(t *testing.T) {
+	d := func(x time.Duration) *time.Duration { return &x }
+	y := true
+	tests := []struct {
+		name string
+		e    PolicyEntry
+		want string
+	}{
+		{"a rule that sets no limit", PolicyEntry{Rules: []string{"host:a.example"}}, "- - - - - - - host:a.example"},
+		{"merged and blocking", PolicyEntry{Limits: HostLimits{MinDelay: d(time.Second), Block: &y}, BlockBy: "domain:example.com",
+			Rules: []string{"host:www.example.com", "domain:example.com"}}, "1000 - - - - 1 domain:example.com host:www.example.com domain:example.com"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := tt.e.Encode()
+			if got != tt.want {
+				t.Fatalf("Encode = %q; want %q", got, tt.want)
+			}
+			back, err := ParsePolicyEntry(got)
+			if err != nil || !reflect.DeepEqual(back, tt.e) {
+				t.Fatalf("ParsePolicyEntry(%q) = %+v, %v; want %+v", got, back, err, tt.e)
+			}
+		})
+	}
+}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/trawl/trawl/devstack/redisproc"
 	"github.com/trawl/trawl/shared/frontierkeys"
+	"github.com/trawl/trawl/shared/policy"
 	"github.com/trawl/trawl/shared/politeness"
 	"github.com/trawl/trawl/shared/redisx"
 )
@@ -28,8 +29,9 @@ var nextFetchScript = redisx.Script(
 // TestPolitenessLuaMatchesGo checks the rule the frontier's scripts apply (politeness.lua,
 // with a host's live policy limits read by hostpolicy.lua) against politeness.Rules, row by
 // row: the two must give the same next fetch time to the millisecond, and the same capped
-// flag. A row's policy entries are written to a real policy table, which Go reads back
-// with politeness.ReadHostLimits (the fetcher's twin of host_limits) before Rules.With.
+// flag. A row's rules are resolved into a real policy table (politeness.PolicyTable, as the
+// scheduler writes it), which Go reads back with politeness.ReadHostLimits (the fetcher's
+// twin of host_limits) before Rules.With.
 func TestPolitenessLuaMatchesGo(t *testing.T) {
 	rdb := redisClient(t, redisproc.StartT(t, redisproc.Options{}))
 	ctx := context.Background()
@@ -40,19 +42,27 @@ func TestPolitenessLuaMatchesGo(t *testing.T) {
 	odd := politeness.Rules{MinDelay: 250 * time.Millisecond, DelayFactor: 1.5, MaxCrawlDelay: 10 * time.Second,
 		RetryBackoff: 30 * time.Second, MaxBackoff: 10 * time.Minute}
 	ago := func(d time.Duration) time.Time { return now.Add(-d) }
-	dur := func(d time.Duration) *time.Duration { return &d }
+	dur := func(d time.Duration) *policy.Duration { p := policy.Duration(d); return &p }
 	num := func(k float64) *float64 { return &k }
-	exact := &frontierkeys.CrawlDelayRule{Exact: true}
-	capAt := func(d time.Duration) *frontierkeys.CrawlDelayRule { return &frontierkeys.CrawlDelayRule{Cap: d} }
-	type pol = map[string]frontierkeys.HostLimits
-	host := func(l frontierkeys.HostLimits) pol { return pol{frontierkeys.PolicyHostField("www.example.com"): l} }
+	exact := &policy.CrawlDelay{Exact: true}
+	capAt := func(d time.Duration) *policy.CrawlDelay { return &policy.CrawlDelay{Cap: d} }
+	type pol = []policy.Rule
+	hostAt := func(h string, r policy.Rule) policy.Rule {
+		r.Scope = policy.Scope{Kind: policy.KindHost, Value: h}
+		return r
+	}
+	domain := func(d string, r policy.Rule) policy.Rule {
+		r.Scope = policy.Scope{Kind: policy.KindDomain, Value: d}
+		return r
+	}
+	host := func(r policy.Rule) pol { return pol{hostAt("www.example.com", r)} }
 	tests := []struct {
 		name string
 		r    politeness.Rules
 		h    politeness.Host
 		o    politeness.Outcome
 		want time.Duration // from now
-		pol  pol           // the policy table: field → entry
+		pol  pol           // the rules
 	}{
 		{"a request waits the minimum delay", defaults, politeness.Host{}, politeness.Outcome{Requested: true, Took: 100 * time.Millisecond}, time.Second, nil},
 		{"a slow response waits k times it", defaults, politeness.Host{}, politeness.Outcome{Requested: true, Took: 400 * time.Millisecond}, 2 * time.Second, nil},
@@ -73,26 +83,26 @@ func TestPolitenessLuaMatchesGo(t *testing.T) {
 		{"a deferred task waits as asked", defaults, politeness.Host{Next: ago(time.Second)}, politeness.Outcome{Wait: 4 * time.Second}, 4 * time.Second, nil},
 		{"no politeness at all", fast, politeness.Host{}, politeness.Outcome{Requested: true, Took: time.Second}, 0, nil},
 		{"a host's min delay replaces the default", defaults, politeness.Host{}, politeness.Outcome{Requested: true, Took: 10 * time.Millisecond}, 4 * time.Second,
-			host(frontierkeys.HostLimits{MinDelay: dur(4 * time.Second)})},
+			host(policy.Rule{MinDelay: dur(4 * time.Second)})},
 		{"a host's delay factor replaces k", defaults, politeness.Host{}, politeness.Outcome{Requested: true, Took: 400 * time.Millisecond}, 4 * time.Second,
-			host(frontierkeys.HostLimits{DelayFactor: num(10)})},
+			host(policy.Rule{DelayFactor: num(10)})},
 		{"an exact Crawl-delay is honoured however long", defaults, politeness.Host{CrawlDelay: time.Hour}, politeness.Outcome{Requested: true}, time.Hour,
-			host(frontierkeys.HostLimits{CrawlDelay: exact})},
+			host(policy.Rule{CrawlDelay: exact})},
 		{"a host's own cap", defaults, politeness.Host{CrawlDelay: time.Hour}, politeness.Outcome{Requested: true}, 2 * time.Minute,
-			host(frontierkeys.HostLimits{CrawlDelay: capAt(2 * time.Minute)})},
+			host(policy.Rule{CrawlDelay: capAt(2 * time.Minute)})},
 		{"a domain rule applies to its hosts", defaults, politeness.Host{CrawlDelay: 90 * time.Second}, politeness.Outcome{Requested: true}, 90 * time.Second,
-			pol{frontierkeys.PolicyDomainField("example.com"): {CrawlDelay: exact}}},
+			pol{domain("example.com", policy.Rule{CrawlDelay: exact})}},
 		{"the host's field wins over the domain's, per field", defaults, politeness.Host{CrawlDelay: 90 * time.Second}, politeness.Outcome{Requested: true, Took: time.Second}, 90 * time.Second,
-			pol{frontierkeys.PolicyDomainField("example.com"): {CrawlDelay: exact, MinDelay: dur(time.Minute)},
-				frontierkeys.PolicyHostField("www.example.com"): {MinDelay: dur(time.Second), DelayFactor: num(1)}}},
+			pol{domain("example.com", policy.Rule{CrawlDelay: exact, MinDelay: dur(time.Minute)}),
+				hostAt("www.example.com", policy.Rule{MinDelay: dur(time.Second), DelayFactor: num(1)})}},
 		{"a longer domain wins over a shorter one", defaults, politeness.Host{}, politeness.Outcome{Requested: true}, 3 * time.Second,
-			pol{frontierkeys.PolicyDomainField("example.com"): {MinDelay: dur(7 * time.Second)},
-				frontierkeys.PolicyDomainField("www.example.com"): {MinDelay: dur(3 * time.Second)}}},
+			pol{domain("example.com", policy.Rule{MinDelay: dur(7 * time.Second)}),
+				domain("www.example.com", policy.Rule{MinDelay: dur(3 * time.Second)})}},
 		{"another host's rule does not apply", defaults, politeness.Host{}, politeness.Outcome{Requested: true}, time.Second,
-			pol{frontierkeys.PolicyHostField("example.com"): {MinDelay: dur(time.Minute)},
-				frontierkeys.PolicyDomainField("ample.com"): {MinDelay: dur(time.Minute)}}},
+			pol{hostAt("example.com", policy.Rule{MinDelay: dur(time.Minute)}),
+				domain("ample.com", policy.Rule{MinDelay: dur(time.Minute)})}},
 		{"late: the host's gap", defaults, politeness.Host{Next: ago(time.Second), LastResponse: 600 * time.Millisecond}, politeness.Outcome{Late: true}, 6 * time.Second,
-			host(frontierkeys.HostLimits{DelayFactor: num(10)})},
+			host(policy.Rule{DelayFactor: num(10)})},
 	}
 	policyKey := frontierkeys.ForShard("t", 0).Policy()
 	for _, tt := range tests {
@@ -100,8 +110,16 @@ func TestPolitenessLuaMatchesGo(t *testing.T) {
 			if err := rdb.Del(ctx, policyKey).Err(); err != nil {
 				t.Fatal(err)
 			}
-			for c, l := range tt.pol {
-				if err := rdb.HSet(ctx, policyKey, c, l.Encode()).Err(); err != nil {
+			st := make([]policy.Stored, len(tt.pol))
+			for i, r := range tt.pol {
+				st[i] = policy.Stored{Rule: r}
+			}
+			set, err := policy.Compile(st, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for c, e := range politeness.PolicyTable(set) {
+				if err := rdb.HSet(ctx, policyKey, c, e).Err(); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -126,6 +126,14 @@ func Script(files ...Lua) *redis.Script {
 // sources holds each script's source by hash, for RunOnce's EVAL.
 var sources sync.Map
 
+// Source is the source of a script Script built ("" for another), for a test that loads
+// it as Redis would: Lua's limits (200 locals per function) are checked only then.
+func Source(s *redis.Script) string {
+	v, _ := sources.Load(s.Hash())
+	src, _ := v.(string)
+	return src
+}
+
 // RunOnce runs a script that changes state at most once: EVALSHA, then EVAL when Redis
 // does not have the script. go-redis sends a command again after a read timeout or a
 // connection lost mid-reply (MaxRetries, and a cluster client's redirects); for a script

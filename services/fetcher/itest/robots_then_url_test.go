@@ -11,6 +11,8 @@ import (
 
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/frontierkeys"
+	"github.com/trawl/trawl/shared/policy"
+	"github.com/trawl/trawl/shared/politeness"
 )
 
 // TestRobotsThenURL: a task whose origin has no robots.txt in the cache fetches it, and goes
@@ -86,30 +88,34 @@ func TestRobotsThenURL(t *testing.T) {
 // Crawl-delay capped at 0). Judged from the site's request log.
 func TestRobotsThenURLUnderHostPolicy(t *testing.T) {
 	noDelay := map[string]string{"TRAWL_MIN_DELAY": "0s", "TRAWL_DELAY_FACTOR": "0"}
-	dur := func(d time.Duration) *time.Duration { return &d }
+	dur := func(d time.Duration) *policy.Duration { p := policy.Duration(d); return &p }
+	host := func(h string, r policy.Rule) []policy.Rule {
+		r.Scope = policy.Scope{Kind: policy.KindHost, Value: h}
+		return []policy.Rule{r}
+	}
 	for _, tc := range []struct {
 		name   string
 		env    map[string]string
 		robots string
-		// The table's entries: field → limits.
-		table    map[string]frontierkeys.HostLimits
+		// The rules the table is resolved from.
+		table    []policy.Rule
 		wantSeen []string
 	}{
 		{name: "host rule min_delay 10s: the page waits", env: noDelay, robots: "User-agent: *\n",
-			table:    map[string]frontierkeys.HostLimits{frontierkeys.PolicyHostField("b.test"): {MinDelay: dur(10 * time.Second)}},
+			table:    host("b.test", policy.Rule{MinDelay: dur(10 * time.Second)}),
 			wantSeen: []string{"/robots.txt"}},
 		{name: "domain rule min_delay 10s: the page waits", env: noDelay, robots: "User-agent: *\n",
-			table:    map[string]frontierkeys.HostLimits{frontierkeys.PolicyDomainField("b.test"): {MinDelay: dur(10 * time.Second)}},
+			table:    []policy.Rule{{Scope: policy.Scope{Kind: policy.KindDomain, Value: "b.test"}, MinDelay: dur(10 * time.Second)}},
 			wantSeen: []string{"/robots.txt"}},
 		{name: "a rule of another host: the page follows", env: noDelay, robots: "User-agent: *\n",
-			table:    map[string]frontierkeys.HostLimits{frontierkeys.PolicyHostField("c.test"): {MinDelay: dur(10 * time.Second)}},
+			table:    host("c.test", policy.Rule{MinDelay: dur(10 * time.Second)}),
 			wantSeen: []string{"/robots.txt", "/page"}},
 		{name: "host rule min_delay 0 under TRAWL_MIN_DELAY=10s: the page follows",
 			env: map[string]string{"TRAWL_MIN_DELAY": "10s", "TRAWL_DELAY_FACTOR": "0"}, robots: "User-agent: *\n",
-			table:    map[string]frontierkeys.HostLimits{frontierkeys.PolicyHostField("b.test"): {MinDelay: dur(0)}},
+			table:    host("b.test", policy.Rule{MinDelay: dur(0)}),
 			wantSeen: []string{"/robots.txt", "/page"}},
 		{name: "host rule caps Crawl-delay at 0: the page follows", env: noDelay, robots: "User-agent: *\nCrawl-delay: 10\n",
-			table:    map[string]frontierkeys.HostLimits{frontierkeys.PolicyHostField("b.test"): {CrawlDelay: &frontierkeys.CrawlDelayRule{}}},
+			table:    host("b.test", policy.Rule{CrawlDelay: &policy.CrawlDelay{}}),
 			wantSeen: []string{"/robots.txt", "/page"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -121,9 +127,17 @@ func TestRobotsThenURLUnderHostPolicy(t *testing.T) {
 			st.start(st.config(env), "a")
 			ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 			defer cancel()
+			stored := make([]policy.Stored, len(tc.table))
+			for i, r := range tc.table {
+				stored[i] = policy.Stored{Rule: r}
+			}
+			set, err := policy.Compile(stored, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
 			args := []any{frontierkeys.PolicyGenField, "1-test"}
-			for f, l := range tc.table {
-				args = append(args, f, l.Encode())
+			for f, e := range politeness.PolicyTable(set) {
+				args = append(args, f, e)
 			}
 			if err := st.rdb.HSet(ctx, frontierkeys.ForShard(st.common.RedisPrefix, 0).Policy(), args...).Err(); err != nil {
 				t.Fatal(err)

@@ -298,8 +298,9 @@ func (f *tf) connections(ctx context.Context) func(string) int {
 		var lim frontierkeys.HostLimits
 		for _, c := range frontierkeys.PolicyCandidates(h) {
 			if v, ok := table[c]; ok {
-				l, _ := frontierkeys.ParseHostLimits(v)
-				lim = lim.Over(l)
+				e, _ := frontierkeys.ParsePolicyEntry(v)
+				lim = e.Limits
+				break
 			}
 		}
 		if lim.Connections == nil {

@@ -136,7 +136,7 @@ func TestSyncPolicyWritesOnlyChanges(t *testing.T) {
 	if len(ch.Set) != 3 || len(ch.Deleted) != 0 {
 		t.Fatalf("first sync %+v, want 3 entries set", ch)
 	}
-	if e := rdb.HGet(ctx, key, frontierkeys.PolicyHostField("c.example")).Val(); e != (frontierkeys.HostLimits{}).Encode() {
+	if e := rdb.HGet(ctx, key, frontierkeys.PolicyHostField("c.example")).Val(); e != (frontierkeys.PolicyEntry{Rules: []string{"host:c.example"}}).Encode() {
 		t.Fatalf("entry of a rule with no per-host field %q, want every limit unset", e)
 	}
 	g1 := gen()
@@ -153,9 +153,11 @@ func TestSyncPolicyWritesOnlyChanges(t *testing.T) {
 		t.Fatalf("generation after a change %q, was %q", g, g1)
 	}
 	got := rdb.HGetAll(ctx, key).Val()
-	l, err := frontierkeys.ParseHostLimits(got[frontierkeys.PolicyDomainField("b.example")])
-	if err != nil || len(got) != 3 || *l.Connections != 3 || *l.HostBudget != 10 || !*l.Block || l.MinDelay != nil {
-		t.Fatalf("table %v (%+v, %v)", got, l, err)
+	e, err := frontierkeys.ParsePolicyEntry(got[frontierkeys.PolicyDomainField("b.example")])
+	l := e.Limits
+	if err != nil || len(got) != 3 || *l.Connections != 3 || *l.HostBudget != 10 || !*l.Block || l.MinDelay != nil ||
+		e.BlockBy != "domain:b.example" || !slices.Equal(e.Rules, []string{"domain:b.example"}) {
+		t.Fatalf("table %v (%+v, %v)", got, e, err)
 	}
 	private, err := policy.ParseScope("http://a.example/private/")
 	if err != nil {
@@ -967,9 +969,9 @@ func TestPolicyChangeReachesActiveHost(t *testing.T) {
 }
 
 // A host activated anew (its queue emptied in between) takes the rules in force then. The
-// lookup its state hash keeps (frontierkeys.HostPolicy) stands in for the policy table only
-// while the table's generation is the one it was stamped with: the table's entry rewritten
-// under the same generation, which no scheduler does, shows which of the two was read.
+// policy table's entry is the one place a host's limits are kept: an entry rewritten
+// without a new generation, which no scheduler does, is in force at the host's next step
+// all the same, so no copy of an older lookup stands in for it.
 func TestPolicyChangeReachesIdleHost(t *testing.T) {
 	rdb := startRedis(t)
 	o := testOptions(0)
@@ -988,7 +990,7 @@ func TestPolicyChangeReachesIdleHost(t *testing.T) {
 		{name: "no rule for the host", set: rules(t, 1, other), want: o.MinDelay},
 		{name: "a rule set for it", set: minute, want: time.Minute},
 		{name: "activated again under the same generation", want: time.Minute},
-		{name: "its entry rewritten without a new generation", forge: rules(t, 3, other, hostRule("a.example", policy.Rule{MinDelay: pdur(time.Hour)})), want: time.Minute},
+		{name: "its entry rewritten without a new generation", forge: rules(t, 3, other, hostRule("a.example", policy.Rule{MinDelay: pdur(time.Hour)})), want: time.Hour},
 		{name: "its rule changed", set: rules(t, 4, other, domainRule("a.example", policy.Rule{MinDelay: pdur(2 * time.Minute)})), want: 2 * time.Minute},
 		{name: "every rule removed", set: rules(t, 5), want: o.MinDelay},
 	}
@@ -999,7 +1001,7 @@ func TestPolicyChangeReachesIdleHost(t *testing.T) {
 				f.syncPolicy(st.set)
 			}
 			if st.forge != nil {
-				if err := rdb.HSet(ctx, f.Keyspace().Key("policy"), "a.example", frontier.PolicyTable(st.forge)["a.example"]).Err(); err != nil {
+				if err := rdb.HSet(ctx, f.Keyspace().Key("policy"), "a.example", politeness.PolicyTable(st.forge)["a.example"]).Err(); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -149,6 +149,16 @@ var pstatNames = redisx.Table("PSTAT",
 	"EXCLUDED", frontierkeys.PolicyStatExcluded,
 )
 
+// Scripts are the frontier's scripts by file name, for a test of what Redis makes of them
+// (redisx.Source).
+func Scripts() map[string]*redis.Script {
+	return map[string]*redis.Script{
+		"add.lua": scriptAdd, "dispatch.lua": scriptDispatch, "complete.lua": scriptComplete,
+		"reap.lua": scriptReap, "park.lua": scriptPark, "resume.lua": scriptResume,
+		"over.lua": scriptOver, "recheck.lua": scriptRecheck, "sift.lua": scriptSift,
+	}
+}
+
 // load builds a frontier script: the names from Go, the common prelude, the politeness and
 // policy modules, the shared steps, the script.
 func load(name string) *redis.Script {

@@ -6,58 +6,14 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"sync"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/trawl/trawl/shared/frontierkeys"
 	"github.com/trawl/trawl/shared/policy"
+	"github.com/trawl/trawl/shared/politeness"
 	"github.com/trawl/trawl/shared/redisx"
 )
-
-// HostLimits is a rule's per-host limits as the shard's policy table holds them: the
-// fields the scripts apply per host (politeness, connections, host budget, block). Only
-// host and domain rules have them; a URL-prefix rule's fields are per URL.
-func HostLimits(r policy.Rule) frontierkeys.HostLimits {
-	var l frontierkeys.HostLimits
-	if r.MinDelay != nil {
-		d := time.Duration(*r.MinDelay)
-		l.MinDelay = &d
-	}
-	l.DelayFactor = r.DelayFactor
-	if r.CrawlDelay != nil {
-		l.CrawlDelay = &frontierkeys.CrawlDelayRule{Exact: r.CrawlDelay.Exact, Cap: r.CrawlDelay.Cap}
-	}
-	l.Connections = r.Connections
-	l.HostBudget = r.HostBudget
-	l.Block = r.Block
-	return l
-}
-
-// PolicyTable is the policy table a rule set implies: field (frontierkeys.PolicyHostField,
-// PolicyDomainField) → encoded limits, for every host and domain rule. A rule that sets no
-// per-host limit (only a header, an exclude, …) has an entry too, with every limit unset:
-// the scripts count the hosts and requests under a rule from the entries a host's lookup
-// matched, so without one the status page would show such a rule matching no host.
-func PolicyTable(s *policy.Set) map[string]string {
-	t := map[string]string{}
-	if s == nil {
-		return t
-	}
-	for _, st := range s.Rules() {
-		var field string
-		switch st.Scope.Kind {
-		case policy.KindHost:
-			field = frontierkeys.PolicyHostField(st.Scope.Value)
-		case policy.KindDomain:
-			field = frontierkeys.PolicyDomainField(st.Scope.Value)
-		default:
-			continue
-		}
-		t[field] = HostLimits(st.Rule).Encode()
-	}
-	return t
-}
 
 // PolicyChange is what SyncPolicy changed in the shard's table: the fields written and the
 // fields deleted.
@@ -68,14 +24,14 @@ type PolicyChange struct {
 // Empty says nothing changed.
 func (c PolicyChange) Empty() bool { return len(c.Set) == 0 && len(c.Deleted) == 0 }
 
-// SyncPolicy makes the shard's policy table hold what the rule set implies (PolicyTable),
-// writing only the entries that differ: it reads the table, so it is right at start, after
-// a restart of Redis, and when several processes serve the shard. Every change gives the
-// table a new generation (frontierkeys.PolicyGenField), and a table without rules has
-// none, so the limits active hosts keep with them (politeness.PolicyModule) are looked up
-// again: a change is in force from the next step on.
+// SyncPolicy makes the shard's policy table hold what the rule set implies
+// (politeness.PolicyTable: each host and domain rule's limits resolved in Go), writing only
+// the entries that differ: it reads the table, so it is right at start, after a restart of
+// Redis, and when several processes serve the shard. Every change gives the table a new
+// generation (frontierkeys.PolicyGenField), and a table without rules has none. The
+// scripts read a host's entry at each step, so a change is in force from the next step on.
 func (f *Frontier) SyncPolicy(ctx context.Context, s *policy.Set) (PolicyChange, error) {
-	want := PolicyTable(s)
+	want := politeness.PolicyTable(s)
 	have, err := f.rdb.HGetAll(ctx, f.k.Policy()).Result()
 	if err != nil {
 		return PolicyChange{}, fmt.Errorf("frontier: shard %d: read the policy table: %w", f.o.Shard, err)

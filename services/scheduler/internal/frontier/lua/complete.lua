@@ -101,6 +101,12 @@ for c = 1, #askDeadline, 1000 do
   local d = redis.call('ZMSCORE', K_INFLIGHT, unpack(hs))
   for k = 1, #js do deadlines[js[k]] = tonumber(d[k] or 0) or 0 end
 end
+-- The outcomes' hosts' limits, read with one call.
+do
+  local hs = {}
+  for j = 1, n do hs[j] = ARGV[A + 1 + W * (j - 1)] end
+  load_limits(hs)
+end
 local leaseDel, heapArgs, freed = {}, {}, {}
 local busyArgs, slowArgs, slowDel, errLines = {}, {}, {}, {}
 -- A full view only takes hosts above its lowest score, so that in a crawl of many hosts
@@ -133,15 +139,14 @@ for o = 1, n do
     consumed[sid] = true
     slot_ended(h, sid)
     local hkey = hk(h)
-    -- The host's limits come with its state: its entry kept in HF.POL (kept_limits).
-    local st = redis.call('HMGET', hkey, HF.NEXT, HF.CD, HF.ERR, HF.FAILS, HF.FETCHED, HF.RTAVG, HF.RT, HF.POL, HF.WIN, HF.SLOTS)
+    local st = redis.call('HMGET', hkey, HF.NEXT, HF.CD, HF.ERR, HF.FAILS, HF.FETCHED, HF.RTAVG, HF.RT, HF.WIN, HF.SLOTS)
     local stNext = tonumber(st[1] or '0') or 0
     local cd = tonumber(st[2] or '0') or 0
     local stErr = tonumber(st[3] or '0') or 0
     local stFails = tonumber(st[4] or '0') or 0
     local errs, fails = stErr, stFails
     local set = {}
-    local lim = kept_limits(h, st[8] or nil, hkey)
+    local lim = host_limits(h)
     local capped = 0
     if newcd >= 0 and newcd ~= cd then
       cd = newcd
@@ -151,7 +156,7 @@ for o = 1, n do
       if cd > lim.maxcd then capped = 2 end
     end
     local retire
-    fails, retire = retirement(health, fl >= 512, fails, st[9], set)
+    fails, retire = retirement(health, fl >= 512, fails, st[8], set)
     -- A retry is an error: the host's error streak grows and sets its backoff.
     local streak = 0
     if act == 2 then
@@ -309,7 +314,7 @@ for o = 1, n do
       errLines[#errLines + 1] = n2s(NOW) .. '\t' .. r .. '\t' .. errLine
     end
     -- Another task of the host still out (several connections) keeps it active.
-    local others = slots_busy(h, lim, consumed, st[10])
+    local others = slots_busy(h, lim, consumed, st[9])
     if retire and others > 0 then
       -- Its queue is gone; the task still out keeps it active, out of the heap (where
       -- several connections may have left it), until its outcome frees it.

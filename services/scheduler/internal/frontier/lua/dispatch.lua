@@ -19,8 +19,8 @@ if #hs == 0 then
   return out
 end
 bulk('ZREM', K_HEAP, hs)
--- The hosts' limits, kept in their entries of the active hosts' hash (active_limits).
-local hv = policy_any() and hmget(K_HOSTS, hs) or {}
+-- The hosts' limits, read with one call (load_limits).
+load_limits(hs)
 -- Each due host's first lease slot: one left in the heap with a task out there (it had
 -- several connections, lowered or removed since) must not take that slot again.
 local held0 = hmget(K_LEASE, hs)
@@ -28,7 +28,7 @@ local freed = {}
 local th, te, tslot = {}, {}, {}
 local again = {}
 for i, h in ipairs(hs) do
-  local lim = active_limits(h, hv[i], hk(h))
+  local lim = host_limits(h)
   local blocked = lim.block
   local e = not blocked and redis.call('LPOP', bq(h))
   -- The lease slot: the first free of the host's connections, none when as many tasks as

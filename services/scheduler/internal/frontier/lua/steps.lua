@@ -127,16 +127,14 @@ local function route()
   if total == 0 then return 0 end
   local known = {}
   -- The stored state of a host about to be admitted, read once per call: its next fetch
-  -- time, whether it has a hash (which then must not expire while it is active), and
-  -- whether that holds its policy lookup of the current generation (adopt_entry).
-  local newNext, newStored, polKept = {}, {}, {}
+  -- time and whether it has a hash (which then must not expire while it is active).
+  local newNext, newStored = {}, {}
   local function admission(h)
     if newNext[h] then
       if MAXP > 0 and pages_used() >= MAXP then return 'over' end
       return 'new'
     end
-    local r = redis.call('HMGET', hk(h), HF.NEXT, HF.RETIRED, HF.PAGES, HF.POL)
-    polKept[h] = adopt_entry(h, r[4] or nil)
+    local r = redis.call('HMGET', hk(h), HF.NEXT, HF.RETIRED, HF.PAGES)
     if host_limits(h).block then return 'parked' end
     if MAXP > 0 and pages_used() >= MAXP then return 'over' end
     -- Retired while its URLs waited in the front queues, or its budget was spent.
@@ -146,7 +144,7 @@ local function route()
     local nxt = tonumber(r[1] or '0') or 0
     if nxt < NOW then nxt = NOW end
     newNext[h] = nxt
-    newStored[h] = r[1] or r[3] or r[4]
+    newStored[h] = r[1] or r[3]
     return 'new'
   end
   local hostArgs, heapArgs = {}, {}
@@ -174,7 +172,8 @@ local function route()
         pos[p] = 1
       end
     end
-    -- Hosts of the chunk, and which of them hold a back queue, in one call.
+    -- Hosts of the chunk, and which of them hold a back queue, in one call; their limits
+    -- in one more.
     local hostOf, ask = {}, {}
     for p, es in pairs(popped) do
       local hs = {}
@@ -190,12 +189,12 @@ local function route()
     end
     if #ask > 0 then
       local r = redis.call('HMGET', K_HOSTS, unpack(ask))
+      load_limits(ask)
       for j = 1, #ask do
         local h = ask[j]
         if not r[j] then
-          -- Its limits come with its stored state (admission).
           known[h] = 'new'
-        elseif active_limits(h, r[j], hk(h)).block then
+        elseif host_limits(h).block then
           -- Its queue goes to the park list first, so the park list keeps queue order.
           local _, freed = park_host(h)
           if freed then nh = nh - 1 end
@@ -245,10 +244,8 @@ local function route()
         if newStored[h] then redis.call('PERSIST', hk(h)) end
         rules_bump(host_limits(h).rules, PSTAT.HOSTS, 1)
         redis.call('RPUSH', bq(h), e)
-        local pe = host_entry(h)
-        if not polKept[h] and policy_any() then redis.call('HSET', hk(h), HF.POL, pe) end
         hostArgs[#hostArgs + 1] = h
-        hostArgs[#hostArgs + 1] = pe
+        hostArgs[#hostArgs + 1] = '1'
         heapArgs[#heapArgs + 1] = n2s(newNext[h])
         heapArgs[#heapArgs + 1] = h
         known[h] = 'active'
