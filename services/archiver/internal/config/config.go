@@ -26,6 +26,17 @@ type Config struct {
 	Description string // TRAWL_ARCHIVE_DESCRIPTION: warcinfo description
 	Batch       int    // TRAWL_ARCHIVE_BATCH: pages written per fsync
 	Revisits    bool   // TRAWL_ARCHIVE_REVISITS: identical payloads become revisit records
+	// Index is TRAWL_ARCHIVE_DEDUP_INDEX: the name of the payload digest index ("": the
+	// crawl's Redis prefix); crawls naming the same index on one Redis share it.
+	Index string
+}
+
+// DedupIndex is the name of the payload digest index this archiver uses.
+func (c Config) DedupIndex() string {
+	if c.Index != "" {
+		return c.Index
+	}
+	return c.Common.RedisPrefix
 }
 
 // Load reads the configuration; the error lists every value that could not be read.
@@ -40,6 +51,7 @@ func Load(r *envconfig.Reader) (Config, error) {
 		Description: r.String("ARCHIVE_DESCRIPTION", ""),
 		Batch:       r.Int("ARCHIVE_BATCH", 64),
 		Revisits:    r.Bool("ARCHIVE_REVISITS", true),
+		Index:       r.String("ARCHIVE_DEDUP_INDEX", ""),
 	}
 	return c, r.Err()
 }
@@ -80,6 +92,10 @@ func (c Config) Validate() error {
 		if strings.ContainsAny(v, "\r\n") {
 			bad("%s: a warcinfo field is one line", name)
 		}
+	}
+	// A brace would put every bucket under one hash tag (one Redis Cluster slot).
+	if strings.ContainsAny(c.Index, "{} \t\r\n") || len(c.Index) > 128 {
+		bad("TRAWL_ARCHIVE_DEDUP_INDEX=%q: want up to 128 characters, no braces or white space", c.Index)
 	}
 	if c.Batch < 1 || c.Batch > 1024 {
 		bad("TRAWL_ARCHIVE_BATCH=%d: want 1..1024", c.Batch)

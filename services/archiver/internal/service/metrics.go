@@ -15,6 +15,7 @@ type metrics struct {
 	batch      prometheus.Histogram
 	failures   *prometheus.CounterVec // stage: write, sync, digests
 	recovered  prometheus.Counter
+	saved      prometheus.Counter
 }
 
 func newMetrics(om *obs.Metrics) *metrics {
@@ -27,6 +28,7 @@ func newMetrics(om *obs.Metrics) *metrics {
 		terminated: om.CounterVec("messages_terminated_total", "Pages terminated as permanent failures (malformed, unknown version, body gone).", "reason"),
 		batch:      om.Histogram("batch_duration_seconds", "Time to write and fsync one batch of pages.", prometheus.ExponentialBuckets(0.0005, 4, 9)),
 		failures:   om.CounterVec("failures_total", "Batches that failed and were redelivered, by stage: write, sync, lookup; digests counts revisit digests not stored (best effort).", "stage"),
+		saved:      om.Counter("dedup_saved_bytes_total", "Payload octets not stored again: those of the 200s written as identical-payload-digest revisits."),
 		recovered:  om.Counter("recovered_files_total", "Files left open by a stopped archiver, cut after their last whole record and sealed at start-up."),
 	}
 	return m
