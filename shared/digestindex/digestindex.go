@@ -18,6 +18,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/trawl/trawl/shared/envconfig"
 	"github.com/trawl/trawl/shared/redisx"
 )
 
@@ -236,3 +237,25 @@ const (
 	StatRevisits   = "dedup_revisits"    // 200s written as identical-payload-digest revisits
 	StatSavedBytes = "dedup_saved_bytes" // their payload octets, not stored again
 )
+
+// LoadName reads TRAWL_ARCHIVE_DEDUP_INDEX, the name of the index a crawl uses ("": the
+// crawl's TRAWL_REDIS_PREFIX, see Name).
+func LoadName(r *envconfig.Reader) string { return r.String("ARCHIVE_DEDUP_INDEX", "") }
+
+// Name is the index a crawl with Redis prefix prefix uses when TRAWL_ARCHIVE_DEDUP_INDEX
+// is set to name.
+func Name(name, prefix string) string {
+	if name != "" {
+		return name
+	}
+	return prefix
+}
+
+// CheckName validates TRAWL_ARCHIVE_DEDUP_INDEX. A brace would put every bucket under
+// one hash tag (one Redis Cluster slot).
+func CheckName(name string) error {
+	if strings.ContainsAny(name, "{} \t\r\n") || len(name) > 128 {
+		return fmt.Errorf("TRAWL_ARCHIVE_DEDUP_INDEX=%q: want up to 128 characters, no braces or white space", name)
+	}
+	return nil
+}

@@ -1,7 +1,7 @@
 package cli
 
 // init registers the commands in the order help lists them; each lives in the file of its
-// name (pause.go holds pause and resume, robots.go robots check, url.go url normalize, policy.go the policy commands).
+// name (pause.go holds pause and resume, robots.go robots check, url.go url normalize, policy.go the policy commands, archive.go the archive commands).
 func init() {
 	register(seedCmd)
 	register(statusCmd)
@@ -17,4 +17,6 @@ func init() {
 	register(policyRmCmd)
 	register(policyApplyCmd)
 	register(policyLogCmd)
+	register(archiveSeedCmd)
+	register(archiveForgetCmd)
 }

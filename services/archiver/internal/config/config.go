@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/trawl/trawl/shared/digestindex"
 	"github.com/trawl/trawl/shared/envconfig"
 )
 
@@ -32,12 +33,7 @@ type Config struct {
 }
 
 // DedupIndex is the name of the payload digest index this archiver uses.
-func (c Config) DedupIndex() string {
-	if c.Index != "" {
-		return c.Index
-	}
-	return c.Common.RedisPrefix
-}
+func (c Config) DedupIndex() string { return digestindex.Name(c.Index, c.Common.RedisPrefix) }
 
 // Load reads the configuration; the error lists every value that could not be read.
 func Load(r *envconfig.Reader) (Config, error) {
@@ -51,7 +47,7 @@ func Load(r *envconfig.Reader) (Config, error) {
 		Description: r.String("ARCHIVE_DESCRIPTION", ""),
 		Batch:       r.Int("ARCHIVE_BATCH", 64),
 		Revisits:    r.Bool("ARCHIVE_REVISITS", true),
-		Index:       r.String("ARCHIVE_DEDUP_INDEX", ""),
+		Index:       digestindex.LoadName(r),
 	}
 	return c, r.Err()
 }
@@ -93,10 +89,7 @@ func (c Config) Validate() error {
 			bad("%s: a warcinfo field is one line", name)
 		}
 	}
-	// A brace would put every bucket under one hash tag (one Redis Cluster slot).
-	if strings.ContainsAny(c.Index, "{} \t\r\n") || len(c.Index) > 128 {
-		bad("TRAWL_ARCHIVE_DEDUP_INDEX=%q: want up to 128 characters, no braces or white space", c.Index)
-	}
+	errs = append(errs, digestindex.CheckName(c.Index))
 	if c.Batch < 1 || c.Batch > 1024 {
 		bad("TRAWL_ARCHIVE_BATCH=%d: want 1..1024", c.Batch)
 	}
