@@ -73,6 +73,9 @@ func TestDedupAcrossURLs(t *testing.T) {
 	s.publish(exchange("http://a.example/site.css?v=2", 200, cssHead, css, false), "d3") // later batch
 	s.publish(exchange("http://a.example/static/site.css", 200, cssHead, css, false), "d4")
 	s.publish(exchange("http://a.example/other.css", 200, cssHead, []byte("p { color: red }"), false), "d5")
+	// Empty bodies are all alike, but a revisit of one would save nothing.
+	s.publish(exchange("http://a.example/empty1", 200, cssHead, nil, false), "d6")
+	s.publish(exchange("http://a.example/empty2", 200, cssHead, nil, false), "d7")
 	s.waitArchived()
 	stop()
 
@@ -87,8 +90,10 @@ func TestDedupAcrossURLs(t *testing.T) {
 		wantRevisitOf(t, caps, u, "http://a.example/static/site.css", t0, id)
 	}
 	wantRevisitOf(t, map[string][]*warccheck.Record{"same URL": orig[1:]}, "same URL", "http://a.example/static/site.css", t0, id)
-	if typeOf(caps["http://a.example/other.css"]) != "response" {
-		t.Errorf("a different payload is not archived in full")
+	for _, u := range []string{"http://a.example/other.css", "http://a.example/empty1", "http://a.example/empty2"} {
+		if got := typeOf(caps[u]); got != "response" {
+			t.Errorf("%s: %s, want a response (another payload, or an empty one)", u, got)
+		}
 	}
 	if n, err := warccheck.ResolveRevisits(a); err != nil || n != 3 {
 		t.Errorf("replay resolution: %d revisits resolved, want 3: %v", n, err)

@@ -17,6 +17,7 @@ func init() {
 	register(policyRmCmd)
 	register(policyApplyCmd)
 	register(policyLogCmd)
+	register(reportCmd)
 	register(archiveSeedCmd)
 	register(archiveForgetCmd)
 }

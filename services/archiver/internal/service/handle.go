@@ -174,6 +174,9 @@ func (s *Service) revisits(ctx context.Context, items []*item) error {
 			}
 			s.m.revisits.WithLabelValues("server-not-modified").Inc()
 		case http.StatusOK:
+			if len(it.x.Payload) == 0 {
+				continue // a revisit would save nothing and depend on another file
+			}
 			it.digest = warc.Digest(it.x.Payload)
 			digests = append(digests, it.digest)
 			full = append(full, it)
