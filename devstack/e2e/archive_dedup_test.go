@@ -126,8 +126,13 @@ func TestArchiveDedupAndReports(t *testing.T) {
 		}
 		return strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
 	}
-	if want := "Duplicate-by-hash Payload Bytes Saved: " + strconv.FormatInt(wantSaved, 10) + "\n"; !strings.Contains(string(out), want) {
-		t.Errorf("crawl report does not say %q:\n%s", want, out)
+	for _, want := range []string{
+		"Duplicate-by-hash Revisits Written: " + strconv.Itoa(revisits) + "\n",
+		"Duplicate-by-hash Payload Bytes Saved: " + strconv.FormatInt(wantSaved, 10) + "\n",
+	} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("crawl report does not say %q:\n%s", want, out)
+		}
 	}
 
 	// What the web log says: the status and host of every response to a page request.

@@ -194,6 +194,7 @@ func (b *Builder) crawlReport() string {
 	}
 	line("Duplicate-by-hash Captures", dup.urls)
 	line("Not-modified Captures", nm.urls)
+	line("Duplicate-by-hash Revisits Written", b.Crawl.Revisits)
 	line("Duplicate-by-hash Payload Bytes Saved", b.Crawl.SavedBytes)
 	if c := b.Crawl.Counters; c != nil {
 		line("URIs Accepted", c.Accepted)
