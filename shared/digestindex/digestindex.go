@@ -75,9 +75,10 @@ func (x *Index) slot(digest string) (key, field string, err error) {
 }
 
 func encode(o Original) string {
-	id := "-"
-	if u := strings.TrimSuffix(strings.TrimPrefix(o.RecordID, "<urn:uuid:"), ">"); o.RecordID != "" {
-		id = strings.ReplaceAll(u, "-", "")
+	// The record id as its 32 hex digits: the archiver's ids are urn:uuid.
+	id := strings.ReplaceAll(strings.TrimSuffix(strings.TrimPrefix(o.RecordID, "<urn:uuid:"), ">"), "-", "")
+	if len(id) != 32 {
+		id = "-"
 	}
 	return strconv.FormatInt(o.Date.UnixMilli(), 10) + " " + id + " " + o.URI
 }
