@@ -12,6 +12,7 @@ import (
 
 	"github.com/trawl/trawl/devstack/warccheck"
 	"github.com/trawl/trawl/services/archiver/internal/warc"
+	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/digestindex"
 )
 
@@ -234,5 +235,32 @@ func TestDedupSeededFromCDXJ(t *testing.T) {
 	stop()
 	if got := typeOf(capturesByURL(s.checked())["http://new.example/page2"]); got != "response" {
 		t.Errorf("after its original's file was forgotten the payload is a %s, want a response", got)
+	}
+}
+
+// A 304 refers to the URL's previous fetch, which the page's recrawl state dates (the
+// digest index, keyed by payload, cannot: a 304 has none).
+func TestNotModifiedRefersToPreviousFetch(t *testing.T) {
+	s := newStack(t, nil)
+	stop := s.run(s.newService())
+	prev := time.Date(2026, 2, 3, 4, 5, 6, 700e6, time.UTC)
+	nm := exchange("http://a.example/nm", 304, "ETag: \"v1\"\r\n", nil, false)
+	nm.Meta.Recrawl = &crawlmsg.Recrawl{ETag: `"v1"`, LastFetch: prev.UnixMilli()}
+	s.publish(nm, "n1")
+	s.publish(exchange("http://a.example/nm-first", 304, "ETag: \"v1\"\r\n", nil, false), "n2")
+	s.waitArchived()
+	stop()
+	caps := capturesByURL(s.checked())
+	for _, c := range []struct {
+		url, uri, date string
+	}{
+		{"http://a.example/nm", "http://a.example/nm", warc.Date(prev)},
+		{"http://a.example/nm-first", "", ""}, // no recrawl state: nothing to refer to
+	} {
+		rs := caps[c.url]
+		if len(rs) != 1 || rs[0].Get("WARC-Profile") != warc.ProfileServerNotModified ||
+			rs[0].Get("WARC-Refers-To-Target-URI") != c.uri || rs[0].Get("WARC-Refers-To-Date") != c.date {
+			t.Errorf("%s: %d captures (%s), want a server-not-modified revisit referring to %q at %q", c.url, len(rs), typeOf(rs), c.uri, c.date)
+		}
 	}
 }
