@@ -415,3 +415,60 @@ func Check(dir string) (*Archive, error) {
 	}
 	return a, errors.Join(errs...)
 }
+
+// ResolveRevisits checks what a replay tool does with each identical-payload-digest
+// revisit of the archives (several directories, e.g. crawls sharing a digest index): it
+// must resolve to its original, a response record of the set whose WARC-Target-URI is
+// the revisit's WARC-Refers-To-Target-URI, whose WARC-Date falls in the same second as
+// its WARC-Refers-To-Date (the precision of the CDXJ timestamps replay tools look up),
+// whose payload digest is the revisit's, and, when the revisit names WARC-Refers-To,
+// whose record id it is. It returns every revisit that does not resolve, and how many
+// did.
+func ResolveRevisits(archives ...*Archive) (resolved int, err error) {
+	type at struct{ uri, second string }
+	originals := map[at][]*Record{}
+	for _, a := range archives {
+		for _, r := range a.Records {
+			if r.Get("WARC-Type") == "response" {
+				k := at{r.Get("WARC-Target-URI"), second(r.Get("WARC-Date"))}
+				originals[k] = append(originals[k], r)
+			}
+		}
+	}
+	var errs []error
+	for _, a := range archives {
+		for _, r := range a.Records {
+			if r.Get("WARC-Type") != "revisit" || !strings.HasSuffix(r.Get("WARC-Profile"), "/identical-payload-digest") {
+				continue
+			}
+			where := fmt.Sprintf("%s@%d (%s)", r.File, r.Offset, r.Get("WARC-Target-URI"))
+			uri, date := r.Get("WARC-Refers-To-Target-URI"), r.Get("WARC-Refers-To-Date")
+			if uri == "" || date == "" {
+				errs = append(errs, fmt.Errorf("%s: revisit without WARC-Refers-To-Target-URI and -Date", where))
+				continue
+			}
+			found := false
+			for _, o := range originals[at{uri, second(date)}] {
+				if o.Get("WARC-Payload-Digest") == r.Get("WARC-Payload-Digest") &&
+					(r.Get("WARC-Refers-To") == "" || r.Get("WARC-Refers-To") == o.Get("WARC-Record-ID")) {
+					found = true
+					break
+				}
+			}
+			if !found {
+				errs = append(errs, fmt.Errorf("%s: refers to %s at %s (record %q): no response record with that URI, second, payload digest and id", where, uri, date, r.Get("WARC-Refers-To")))
+				continue
+			}
+			resolved++
+		}
+	}
+	return resolved, errors.Join(errs...)
+}
+
+// second is a WARC-Date to the second ("2026-01-02T03:04:05").
+func second(d string) string {
+	if len(d) >= 19 {
+		return d[:19]
+	}
+	return d
+}

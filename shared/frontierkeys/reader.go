@@ -308,3 +308,28 @@ func SetPaused(ctx context.Context, rdb redis.UniversalClient, prefix string, sh
 	}
 	return out, nil
 }
+
+// ErrorLog reads every shard's error log (Shard.Errors: the last outcomes retried or
+// failed, newest first, as many as the scheduler keeps), in one round trip, shard 0 first.
+// Lines it cannot read are left out.
+func (r *Reader) ErrorLog(ctx context.Context) ([]ErrorRecord, error) {
+	cmds := make([]*redis.StringSliceCmd, r.shards)
+	_, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for k := range cmds {
+			cmds[k] = p.LRange(ctx, ForShard(r.prefix, k).Errors(), 0, -1)
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("frontier error log: %w", err)
+	}
+	var out []ErrorRecord
+	for _, c := range cmds {
+		for _, l := range c.Val() {
+			if rec, ok := ParseErrorRecord(l); ok {
+				out = append(out, rec)
+			}
+		}
+	}
+	return out, nil
+}

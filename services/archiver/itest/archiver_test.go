@@ -44,20 +44,25 @@ func TestArchive(t *testing.T) {
 	html := []byte("<html><body>plain</body></html>")
 	text := []byte(strings.Repeat("compressible text ", 200))
 	big := bytes.Repeat([]byte("B"), 3000)
+	// Each page its own payload: an identical one would be a revisit of the first.
+	textRef := []byte(strings.Repeat("text by reference ", 200))
+	textV1 := []byte(strings.Repeat("text of a version 1 page ", 200))
 
 	s.publish(exchange("http://a.example/plain", 200, "Content-Type: text/html\r\nX-Case: KeptAsSent\r\n", html, false), "l1")
 	s.publish(exchange("http://a.example/gz", 200, "content-type: text/plain\r\n", text, true), "l2")
 	byRef := exchange("http://a.example/big", 200, "Content-Type: application/octet-stream\r\n", big, false)
 	byRef.Meta.BodyRef, byRef.Body = s.putObject("page:l3", big), nil
 	s.publish(byRef, "l3")
-	rawRef := exchange("http://a.example/bigz", 200, "Content-Type: text/plain\r\n", text, true)
+	rawRef := exchange("http://a.example/bigz", 200, "Content-Type: text/plain\r\n", textRef, true)
 	rawRef.Meta.Capture.RawRef = s.putObject("raw:l4", rawRef.Raw)
-	rawRef.Meta.BodyRef, rawRef.Body, rawRef.Raw = s.putObject("page:l4", text), nil, nil
+	rawRef.Meta.BodyRef, rawRef.Body, rawRef.Raw = s.putObject("page:l4", textRef), nil, nil
 	s.publish(rawRef, "l4")
-	first := exchange("http://a.example/same", 200, "Content-Type: text/html\r\n", html, false)
+	// Another payload than /plain's, which would make /same's first capture a revisit.
+	same := []byte("<html><body>fetched twice</body></html>")
+	first := exchange("http://a.example/same", 200, "Content-Type: text/html\r\n", same, false)
 	first.Meta.FetchedAt = time.Date(2026, 1, 2, 3, 4, 5, 6e6, time.UTC).UnixMilli()
 	s.publish(first, "l5")
-	s.publish(exchange("http://a.example/same", 200, "Content-Type: text/html\r\n", html, false), "l6")
+	s.publish(exchange("http://a.example/same", 200, "Content-Type: text/html\r\n", same, false), "l6")
 	s.publish(exchange("http://a.example/nm", 304, "ETag: \"x\"\r\n", nil, false), "l7")
 	cut := exchange("http://a.example/cut", 200, "Content-Type: text/html\r\n", html[:10], false)
 	cut.Meta.Truncated = true
@@ -69,7 +74,7 @@ func TestArchive(t *testing.T) {
 	s.publish(exchange("http://a.example/gzlarge", 200, "Content-Type: text/plain\r\n", large, true), "l9")
 	// … and a version 1 page, from a fetcher of the earlier release, is still read: the
 	// heads in the metadata, the raw body in the Trawl-Raw-Body header.
-	s.publishV1(exchange("http://a.example/v1gz", 200, "Content-Type: text/plain\r\n", text, true), "l10")
+	s.publishV1(exchange("http://a.example/v1gz", 200, "Content-Type: text/plain\r\n", textV1, true), "l10")
 	bad := nats.NewMsg(topology.SubjectPages)
 	bad.Data = []byte("no metadata")
 	if _, err := s.js.PublishMsg(context.Background(), bad); err != nil {
@@ -105,7 +110,7 @@ func TestArchive(t *testing.T) {
 		{"gzip body as received", "http://a.example/gz", rawOf(t, s, "http://a.example/gz", text)},
 		{"body by reference", "http://a.example/big", big},
 		{"gzip body of 300 KB as received", "http://a.example/gzlarge", rawOf(t, s, "http://a.example/gzlarge", large)},
-		{"version 1 page", "http://a.example/v1gz", rawOf(t, s, "http://a.example/v1gz", text)},
+		{"version 1 page", "http://a.example/v1gz", rawOf(t, s, "http://a.example/v1gz", textV1)},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -120,7 +125,7 @@ func TestArchive(t *testing.T) {
 	}
 	t.Run("raw body by reference", func(t *testing.T) {
 		r := one("http://a.example/bigz", "response")
-		if got := payload(t, r); bytes.Equal(got, text) || !bytes.HasPrefix(got, []byte{0x1f, 0x8b}) {
+		if got := payload(t, r); bytes.Equal(got, textRef) || !bytes.HasPrefix(got, []byte{0x1f, 0x8b}) {
 			t.Errorf("payload is not the gzip octets as received")
 		}
 	})

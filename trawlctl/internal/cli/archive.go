@@ -3,68 +3,76 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
-	"path/filepath"
-	"strings"
 
-	"github.com/trawl/trawl/shared/wacz"
+	"github.com/trawl/trawl/shared/digestindex"
+	"github.com/trawl/trawl/trawlctl/internal/conn"
 )
 
-var archiveWACZCmd = &command{
-	name:    "archive wacz",
-	args:    "-o FILE.wacz (DIR | FILE.warc.gz...)",
-	summary: "package sealed WARC files and their CDXJ indexes as WACZ 1.1.1",
+var archiveSeedCmd = &command{
+	name:    "archive seed-index",
+	args:    "FILE.cdxj...",
+	summary: "load CDXJ indexes into the archive's payload digest index",
 	detail: `
-Writes one WACZ file (what ReplayWeb.page, pywb and Browsertrix load) of the sealed WARC
-files of DIR (the archiver's TRAWL_ARCHIVE_DIR; files still being written, *.open, are
-left out) or of the files named, each with its index beside it (TRAWL-….cdxj):
-archive/ (the WARC files, stored), indexes/index.cdxj (merged, sorted),
-pages/pages.jsonl (every URL captured as HTML with status 200, with its title),
-datapackage.json and datapackage-digest.json (sha256 of every entry). The package is
-written to FILE.wacz.tmp and renamed when whole, then checked entry by entry.`,
+Adds the 200 responses of each CDXJ index (the archiver's own, pywb's, Browsertrix's:
+"urlkey timestamp {json}" with url, status, digest, mime) to the payload digest index
+named by -index (TRAWL_ARCHIVE_DEDUP_INDEX; default the crawl's prefix). A crawl using
+that index then writes an identical payload as a revisit of the capture the line names.
+Revisits, other statuses and digests other than SHA-1 are skipped; an entry already in
+the index is kept.`,
 }
 
-func init() { archiveWACZCmd.run = runArchiveWACZ }
+var archiveForgetCmd = &command{
+	name:    "archive forget",
+	args:    "FILE.cdxj...",
+	summary: "drop a WARC file's captures from the payload digest index (before deleting it)",
+	detail: `
+Drops the entries of the payload digest index that name a capture of each CDXJ index
+(same digest, URL and second), so that a crawl using the index archives those payloads
+in full again instead of writing revisits of a file about to be deleted. Revisits
+already written keep referring to it.`,
+}
 
-func runArchiveWACZ(ctx context.Context, e *env, args []string) error {
-	fs := e.flags(archiveWACZCmd)
-	out := fs.String("o", "", "the WACZ `FILE` to write")
-	title := fs.String("title", "", "the package's `TITLE` (datapackage.json)")
-	if err := e.parse(archiveWACZCmd, fs, args); err != nil {
+func init() {
+	archiveSeedCmd.run = func(ctx context.Context, e *env, args []string) error {
+		return runArchiveIndex(ctx, e, archiveSeedCmd, args, "added", (*digestindex.Index).Seed)
+	}
+	archiveForgetCmd.run = func(ctx context.Context, e *env, args []string) error {
+		return runArchiveIndex(ctx, e, archiveForgetCmd, args, "dropped", (*digestindex.Index).ForgetCDXJ)
+	}
+}
+
+func runArchiveIndex(ctx context.Context, e *env, c *command, args []string, verb string,
+	apply func(*digestindex.Index, context.Context, io.Reader) (digestindex.LoadStats, error)) error {
+	fs := e.flags(c)
+	e.connFlags(fs, false, true)
+	fs.StringVar(&e.cfg.DedupIndex, "index", e.cfg.DedupIndex, "name of the digest index (TRAWL_ARCHIVE_DEDUP_INDEX; default the prefix)")
+	if err := e.parse(c, fs, args); err != nil {
 		return err
 	}
-	if *out == "" || fs.NArg() == 0 {
-		return usagef("want %s", archiveWACZCmd.args)
+	if fs.NArg() == 0 {
+		return usagef("no CDXJ file given (see trawlctl %s -h)", c.name)
 	}
-	var warcs []string
-	for _, a := range fs.Args() {
-		st, err := os.Stat(a)
-		if err != nil {
-			return fmt.Errorf("%w", err)
-		}
-		if !st.IsDir() {
-			if !strings.HasSuffix(a, ".warc.gz") {
-				return usagef("%s: want a directory or a sealed .warc.gz file", a)
-			}
-			warcs = append(warcs, a)
-			continue
-		}
-		got, err := wacz.SealedWARCs(a)
-		if err != nil {
-			return err
-		}
-		if len(got) == 0 {
-			return fmt.Errorf("%s holds no sealed WARC file (*.warc.gz)", a)
-		}
-		warcs = append(warcs, got...)
-	}
-	sum, err := wacz.BuildFile(ctx, *out, warcs, wacz.Options{Title: *title, Software: "Trawl trawlctl"})
+	rdb, err := conn.Redis(ctx, e.cfg.Conn)
 	if err != nil {
 		return err
 	}
-	if err := wacz.Verify(*out); err != nil {
-		return err
+	defer rdb.Close()
+	name := digestindex.Name(e.cfg.DedupIndex, e.cfg.RedisPrefix)
+	idx := digestindex.New(rdb, name)
+	for _, path := range fs.Args() {
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		st, err := apply(idx, ctx, f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		fmt.Fprintf(e.Stdout, "%s: %d captures, %d %s (index %s), %d skipped, %d malformed lines\n",
+			path, st.Captures, st.Changed, verb, name, st.Skipped, st.Bad)
 	}
-	fmt.Fprintf(e.Stdout, "%s: %d WARC files, %d index lines, %d pages\n", filepath.Clean(*out), len(sum.WARCs), sum.Records, len(sum.Pages))
 	return nil
 }

@@ -1,71 +1,70 @@
 package cli
 
 import (
-	"archive/zip"
-	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
-	"github.com/trawl/trawl/shared/wacz"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/trawl/trawl/devstack/redisproc"
+	"github.com/trawl/trawl/shared/digestindex"
+	"github.com/trawl/trawl/shared/testwait"
 )
 
-// TestArchiveWACZ packages testdata/warc (one sealed file and its index, as the archiver
-// writes them; a file still open beside them is left out) and checks the package entry by
-// entry; wrong command lines fail with one line.
-func TestArchiveWACZ(t *testing.T) {
-	dir := t.TempDir()
-	for _, f := range []string{"TRAWL-20261128120000000-00001-fixture.warc.gz", "TRAWL-20261128120000000-00001-fixture.cdxj"} {
-		b, err := os.ReadFile(filepath.Join("testdata", "warc", f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.WriteFile(filepath.Join(dir, "TRAWL-20261128130000000-00002-fixture.warc.gz.open"), []byte("partial"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(t.TempDir(), "crawl.wacz")
-	r := invocation{}.run(t, "archive", "wacz", "-o", out, "-title", "Fixture crawl", dir)
-	if r.code != ExitOK || !strings.Contains(r.stdout, "1 WARC files, 2 index lines, 1 pages") {
-		t.Fatalf("exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
-	}
-	if err := wacz.Verify(out); err != nil {
-		t.Fatal(err)
-	}
-	zr, err := zip.OpenReader(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer zr.Close()
-	var names []string
-	var pages string
-	for _, f := range zr.File {
-		names = append(names, f.Name)
-		if f.Name == wacz.PagesPath {
-			rc, _ := f.Open()
-			b, _ := io.ReadAll(rc)
-			rc.Close()
-			pages = string(b)
-		}
-	}
-	if got := strings.Join(names, " "); got != "archive/TRAWL-20261128120000000-00001-fixture.warc.gz indexes/index.cdxj pages/pages.jsonl datapackage.json datapackage-digest.json" {
-		t.Errorf("entries %s", got)
-	}
-	if !strings.Contains(pages, `"url":"http://a.test/","ts":"2026-11-28T12:00:00.000Z","title":"Fixture home"`) {
-		t.Errorf("pages.jsonl:\n%s", pages)
-	}
+// archive seed-index loads a pywb CDXJ's 200 responses into the named index, and archive
+// forget drops them again.
+func TestArchiveSeedAndForget(t *testing.T) {
+	rs := redisproc.StartT(t, redisproc.Options{})
+	inv := invocation{env: map[string]string{"TRAWL_REDIS_URL": rs.URL(), "TRAWL_ARCHIVE_DEDUP_INDEX": "webarchive"}}
+	ctx := testwait.Context(t)
+	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr()})
+	defer rdb.Close()
+	idx := digestindex.New(rdb, "webarchive")
+	// The fixture's two 200 responses with a SHA-1 digest, bare and prefixed.
+	digests := []string{"YSCD7KXAPJHSHUOMCN65572MRUBYXGDH", "sha1:6RIPX2KQZX7R27ZZYM2LK6RGQ5DBE3TJ"}
 
-	t.Run("no sealed file", func(t *testing.T) {
-		expectOneLine(t, invocation{}.run(t, "archive", "wacz", "-o", filepath.Join(t.TempDir(), "x.wacz"), t.TempDir()), ExitFailure, "no sealed WARC file")
-	})
-	t.Run("no output", func(t *testing.T) {
-		r := invocation{}.run(t, "archive", "wacz", dir)
-		if r.code != ExitUsage {
-			t.Errorf("exit %d, want %d (stderr %q)", r.code, ExitUsage, r.stderr)
-		}
-	})
+	cases := []struct {
+		name     string
+		args     []string
+		wantOut  string
+		wantURIs []string
+	}{
+		{"seed", []string{"archive", "seed-index", "testdata/pywb.cdxj"},
+			"testdata/pywb.cdxj: 2 captures, 2 added (index webarchive), 3 skipped, 1 malformed lines\n",
+			[]string{"http://old.example/style.css", "http://old.example/app.js"}},
+		{"seed again keeps the entries", []string{"archive", "seed-index", "testdata/pywb.cdxj"},
+			"testdata/pywb.cdxj: 2 captures, 0 added (index webarchive), 3 skipped, 1 malformed lines\n",
+			[]string{"http://old.example/style.css", "http://old.example/app.js"}},
+		{"forget", []string{"archive", "forget", "testdata/pywb.cdxj"},
+			"testdata/pywb.cdxj: 2 captures, 2 dropped (index webarchive), 3 skipped, 1 malformed lines\n",
+			[]string{"", ""}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := inv.run(t, c.args...)
+			if r.code != ExitOK || r.stdout != c.wantOut {
+				t.Fatalf("exit %d, stdout %q, stderr %q; want %q", r.code, r.stdout, r.stderr, c.wantOut)
+			}
+			got, err := idx.Lookup(ctx, digests)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, o := range got {
+				uri := ""
+				if o != nil {
+					uri = o.URI
+					if i == 0 && !o.Date.Equal(time.Date(2024, 3, 5, 6, 7, 8, 0, time.UTC)) {
+						t.Errorf("date %v", o.Date)
+					}
+				}
+				if uri != c.wantURIs[i] {
+					t.Errorf("digest %s refers to %q, want %q", digests[i], uri, c.wantURIs[i])
+				}
+			}
+		})
+	}
+	if r := inv.run(t, "archive", "seed-index"); r.code != ExitUsage || !strings.Contains(r.stderr, "no CDXJ file") {
+		t.Errorf("no file: exit %d, %q", r.code, r.stderr)
+	}
 }

@@ -1,7 +1,7 @@
 package cli
 
 // init registers the commands in the order help lists them; each lives in the file of its
-// name (pause.go holds pause and resume, robots.go robots check, url.go url normalize, policy.go the policy commands, archive.go archive wacz).
+// name (pause.go holds pause and resume, robots.go robots check, url.go url normalize, policy.go the policy commands, archive.go and archive_wacz.go the archive commands).
 func init() {
 	register(seedCmd)
 	register(statusCmd)
@@ -18,4 +18,7 @@ func init() {
 	register(policyApplyCmd)
 	register(policyLogCmd)
 	register(archiveWACZCmd)
+	register(reportCmd)
+	register(archiveSeedCmd)
+	register(archiveForgetCmd)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/trawl/trawl/shared/bloomhash"
 	"github.com/trawl/trawl/shared/crawlscope"
+	"github.com/trawl/trawl/shared/digestindex"
 	"github.com/trawl/trawl/shared/envconfig"
 	"github.com/trawl/trawl/shared/frontierconf"
 	"github.com/trawl/trawl/shared/politeness"
@@ -40,6 +41,9 @@ type Config struct {
 	Politeness      politeness.Rules // TRAWL_MIN_DELAY, TRAWL_DELAY_FACTOR, TRAWL_MAX_CRAWL_DELAY …
 	MaxPagesPerHost int64            // TRAWL_MAX_PAGES_PER_HOST: 0 = unlimited
 	Recrawl         recrawl.Settings // TRAWL_RECRAWL_MIN, TRAWL_RECRAWL_MAX …
+	// DedupIndex is TRAWL_ARCHIVE_DEDUP_INDEX: the archive's payload digest index that
+	// archive seed-index and archive forget change ("": the crawl's prefix).
+	DedupIndex string
 }
 
 // Load reads the variables; r.Err() reports unparseable values.
@@ -58,6 +62,7 @@ func Load(r *envconfig.Reader) Config {
 		// Read by frontierconf's rule; its other settings are the scheduler's.
 		MaxPagesPerHost: frontierconf.Load(r).MaxPagesPerHost,
 		Recrawl:         recrawl.Load(r),
+		DedupIndex:      digestindex.LoadName(r),
 	}
 }
 
@@ -87,6 +92,6 @@ func (c Config) Validate() error {
 	if err := frontierconf.CheckMaxDepth(c.MaxDepth); err != nil {
 		errs = append(errs, err)
 	}
-	errs = append(errs, c.Settings.Validate(), c.Politeness.Validate(), c.Render.Validate())
+	errs = append(errs, digestindex.CheckName(c.DedupIndex), c.Settings.Validate(), c.Politeness.Validate(), c.Render.Validate())
 	return errors.Join(errs...)
 }

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/trawl/trawl/shared/digestindex"
 	"github.com/trawl/trawl/shared/envconfig"
 	"github.com/trawl/trawl/shared/policy"
 )
@@ -27,6 +28,9 @@ type Config struct {
 	Description string // TRAWL_ARCHIVE_DESCRIPTION: warcinfo description
 	Batch       int    // TRAWL_ARCHIVE_BATCH: pages written per fsync
 	Revisits    bool   // TRAWL_ARCHIVE_REVISITS: identical payloads become revisit records
+	// Index is TRAWL_ARCHIVE_DEDUP_INDEX: the name of the payload digest index ("": the
+	// crawl's Redis prefix); crawls naming the same index on one Redis share it.
+	Index string
 
 	S3 S3 // TRAWL_ARCHIVE_S3_*: sealed files uploaded to object storage (off without an endpoint)
 }
@@ -50,6 +54,9 @@ const (
 	S3SecretKeySecret = "archive-s3-secret-key"
 )
 
+// DedupIndex is the name of the payload digest index this archiver uses.
+func (c Config) DedupIndex() string { return digestindex.Name(c.Index, c.Common.RedisPrefix) }
+
 // Load reads the configuration; the error lists every value that could not be read.
 func Load(r *envconfig.Reader) (Config, error) {
 	c := Config{
@@ -62,6 +69,7 @@ func Load(r *envconfig.Reader) (Config, error) {
 		Description: r.String("ARCHIVE_DESCRIPTION", ""),
 		Batch:       r.Int("ARCHIVE_BATCH", 64),
 		Revisits:    r.Bool("ARCHIVE_REVISITS", true),
+		Index:       digestindex.LoadName(r),
 		S3: S3{
 			Endpoint:   r.String("ARCHIVE_S3_ENDPOINT", ""),
 			TLS:        r.Bool("ARCHIVE_S3_TLS", true),
@@ -114,6 +122,7 @@ func (c Config) Validate() error {
 			bad("%s: a warcinfo field is one line", name)
 		}
 	}
+	errs = append(errs, digestindex.CheckName(c.Index))
 	if c.Batch < 1 || c.Batch > 1024 {
 		bad("TRAWL_ARCHIVE_BATCH=%d: want 1..1024", c.Batch)
 	}

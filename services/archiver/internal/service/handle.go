@@ -14,6 +14,7 @@ import (
 
 	"github.com/trawl/trawl/services/archiver/internal/warc"
 	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/digestindex"
 	"github.com/trawl/trawl/shared/natsx"
 	"github.com/trawl/trawl/shared/topology"
 )
@@ -26,6 +27,11 @@ type item struct {
 	// rendered holds a rendered page's records (the DOM and the browser's exchanges); x is
 	// then nil.
 	rendered []*warc.Built
+	// For revisits: the payload digest of a 200 (set by revisits), the payload octets a
+	// revisit saves, and the previous fetch of the URL (unix ms, 0 if unknown).
+	digest    string
+	saved     int64
+	prevFetch int64
 }
 
 // HandleBatch writes every page of the batch, fsyncs the file once, and returns one result
@@ -71,6 +77,9 @@ func (s *Service) HandleBatch(ctx context.Context, msgs []jetstream.Msg) []error
 			continue
 		}
 		items[i] = &item{x: x, key: key, cap: capID}
+		if page.Meta.Recrawl != nil {
+			items[i].prevFetch = page.Meta.Recrawl.LastFetch
+		}
 	}
 	if err := s.revisits(ctx, items); err != nil {
 		s.m.failures.WithLabelValues("lookup").Inc()
@@ -85,17 +94,14 @@ func (s *Service) HandleBatch(ctx context.Context, msgs []jetstream.Msg) []error
 
 	var built []*warc.Built
 	var written []int
-	var fetched []*warc.Exchange // built[k]'s exchange when a fetch's, else nil
 	for i, it := range items {
 		switch {
 		case it == nil:
 			continue
 		case it.rendered != nil:
 			built = append(built, it.rendered...)
-			fetched = append(fetched, make([]*warc.Exchange, len(it.rendered))...)
 		default:
 			built = append(built, warc.Build(it.x))
-			fetched = append(fetched, it.x)
 		}
 		written = append(written, i)
 	}
@@ -105,16 +111,9 @@ func (s *Service) HandleBatch(ctx context.Context, msgs []jetstream.Msg) []error
 		return errs
 	}
 	s.m.bytes.Add(float64(n))
-	var stored []string
-	var storedCaps []last
-	for k, b := range built {
+	for _, b := range built {
 		for _, r := range b.Records {
 			s.m.records.WithLabelValues(recordType(r)).Inc()
-		}
-		x := fetched[k]
-		if x != nil && x.Revisit == nil && okStatus(x) && s.cfg.Revisits {
-			stored = append(stored, x.URL)
-			storedCaps = append(storedCaps, last{Digest: b.PayloadDigest, Date: x.Date})
 		}
 	}
 	if err := s.w.Sync(); err != nil {
@@ -125,15 +124,8 @@ func (s *Service) HandleBatch(ctx context.Context, msgs []jetstream.Msg) []error
 		s.written.add(items[i].cap)
 	}
 	s.m.batch.Observe(time.Since(start).Seconds())
-	if s.digs != nil && len(stored) > 0 {
-		// Best effort: the records are durable; a digest not stored only makes the next
-		// identical payload of the URL a full copy instead of a revisit.
-		dctx, cancel := context.WithTimeout(ctx, s.cfg.Common.AckWait)
-		if err := s.digs.store(dctx, stored, storedCaps); err != nil {
-			s.m.failures.WithLabelValues("digests").Inc()
-			s.log.Warn("revisit digests not stored", "err", err)
-		}
-		cancel()
+	if s.index != nil {
+		s.remember(ctx, items)
 	}
 	return errs
 }
@@ -160,61 +152,100 @@ func recordType(r *warc.Record) string {
 	return ""
 }
 
-// okStatus: only a 200's payload is a capture an identical payload may refer to.
-func okStatus(x *warc.Exchange) bool {
-	st, _ := warc.ParseHead(x.ResponseHead)
-	return st == http.StatusOK
-}
-
-// revisits turns captures into revisit records: a 304 (server-not-modified) and a 200
-// whose payload digest equals the last one archived in full for its URL
-// (identical-payload-digest). Pages of one batch see each other in order.
+// revisits turns captures into revisit records: a 304 (server-not-modified, referring to
+// the URL's previous fetch when the page carries its recrawl state) and a 200 whose
+// payload digest is in the digest index, whatever its URL (identical-payload-digest,
+// referring to the capture the index holds). Pages of one batch see each other in order.
 func (s *Service) revisits(ctx context.Context, items []*item) error {
-	if s.digs == nil {
+	if s.index == nil {
 		return nil
 	}
-	var urls []string
-	for _, it := range items {
-		if it != nil && it.x != nil {
-			urls = append(urls, it.x.URL)
-		}
-	}
-	if len(urls) == 0 {
-		return nil
-	}
-	lctx, cancel := context.WithTimeout(ctx, s.cfg.Common.AckWait)
-	defer cancel()
-	lasts, err := s.digs.lookup(lctx, urls)
-	if err != nil {
-		return err
-	}
-	seen := map[string]*last{}
-	j := 0
+	var digests []string
+	var full []*item
 	for _, it := range items {
 		if it == nil || it.x == nil {
 			continue
 		}
-		prev := lasts[j]
-		j++
-		if p, ok := seen[it.x.URL]; ok {
-			prev = p
-		}
-		status, _ := warc.ParseHead(it.x.ResponseHead)
-		switch {
-		case status == http.StatusNotModified:
+		switch status, _ := warc.ParseHead(it.x.ResponseHead); status {
+		case http.StatusNotModified:
 			it.x.Revisit = &warc.Revisit{Profile: warc.ProfileServerNotModified}
-			if prev != nil {
-				it.x.Revisit.RefersURI, it.x.Revisit.RefersDate = it.x.URL, prev.Date
+			if it.prevFetch > 0 {
+				it.x.Revisit.RefersURI, it.x.Revisit.RefersDate = it.x.URL, time.UnixMilli(it.prevFetch).UTC()
 			}
 			s.m.revisits.WithLabelValues("server-not-modified").Inc()
-		case status == http.StatusOK && prev != nil && prev.Digest == warc.Digest(it.x.Payload):
-			it.x.Revisit = &warc.Revisit{Profile: warc.ProfileIdenticalPayload, RefersURI: it.x.URL, RefersDate: prev.Date}
-			s.m.revisits.WithLabelValues("identical-payload-digest").Inc()
-		case status == http.StatusOK:
-			seen[it.x.URL] = &last{Digest: warc.Digest(it.x.Payload), Date: it.x.Date}
+		case http.StatusOK:
+			if len(it.x.Payload) == 0 {
+				continue // a revisit would save nothing and depend on another file
+			}
+			it.digest = warc.Digest(it.x.Payload)
+			digests = append(digests, it.digest)
+			full = append(full, it)
 		}
 	}
+	if len(full) == 0 {
+		return nil
+	}
+	lctx, cancel := context.WithTimeout(ctx, s.cfg.Common.AckWait)
+	defer cancel()
+	origs, err := s.index.Lookup(lctx, digests)
+	if err != nil {
+		return fmt.Errorf("archiver: %w", err)
+	}
+	seen := map[string]*digestindex.Original{}
+	for j, it := range full {
+		o := origs[j]
+		if o == nil {
+			o = seen[it.digest]
+		}
+		if o == nil {
+			seen[it.digest] = &digestindex.Original{URI: it.x.URL, Date: it.x.Date, RecordID: it.cap}
+			continue
+		}
+		it.x.Revisit = &warc.Revisit{Profile: warc.ProfileIdenticalPayload, RefersURI: o.URI, RefersDate: o.Date, RefersID: o.RecordID}
+		it.saved = int64(len(it.x.Payload))
+		s.m.revisits.WithLabelValues("identical-payload-digest").Inc()
+	}
 	return nil
+}
+
+// remember adds the batch's 200s archived in full to the digest index and counts the
+// payload octets its revisits saved, in the crawl's counters. Best effort: the records are
+// durable; an original not added only makes the next identical payload a full copy, never
+// a wrong revisit.
+func (s *Service) remember(ctx context.Context, items []*item) {
+	var digests []string
+	var origs []digestindex.Original
+	var revisits, saved int64
+	for _, it := range items {
+		switch {
+		case it == nil || it.x == nil || it.digest == "":
+		case it.x.Revisit == nil:
+			digests = append(digests, it.digest)
+			origs = append(origs, digestindex.Original{URI: it.x.URL, Date: it.x.Date, RecordID: it.cap})
+		default:
+			revisits++
+			saved += it.saved
+		}
+	}
+	if saved > 0 {
+		s.m.saved.Add(float64(saved))
+		s.saved.Add(saved)
+	}
+	dctx, cancel := context.WithTimeout(ctx, s.cfg.Common.AckWait)
+	defer cancel()
+	if _, err := s.index.Add(dctx, digests, origs); err != nil {
+		s.m.failures.WithLabelValues("digests").Inc()
+		s.log.Warn("payload digests not added to the index", "err", err)
+	}
+	if revisits > 0 {
+		pipe := s.run.Redis.Pipeline()
+		pipe.HIncrBy(dctx, digestindex.Stats(s.cfg.Common.RedisPrefix), digestindex.StatRevisits, revisits)
+		pipe.HIncrBy(dctx, digestindex.Stats(s.cfg.Common.RedisPrefix), digestindex.StatSavedBytes, saved)
+		if _, err := pipe.Exec(dctx); err != nil {
+			s.m.failures.WithLabelValues("digests").Inc()
+			s.log.Warn("dedup counters not updated", "revisits", revisits, "saved_bytes", saved, "err", err)
+		}
+	}
 }
 
 // exchange reads a fetched page into what the archive records.

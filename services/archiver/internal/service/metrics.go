@@ -17,6 +17,7 @@ type metrics struct {
 	recovered  prometheus.Counter
 	uploads    *prometheus.CounterVec // result: ok, failed
 	uploaded   prometheus.Counter
+	saved      prometheus.Counter
 }
 
 func newMetrics(om *obs.Metrics) *metrics {
@@ -29,6 +30,7 @@ func newMetrics(om *obs.Metrics) *metrics {
 		terminated: om.CounterVec("messages_terminated_total", "Pages terminated as permanent failures (malformed, unknown version, body gone).", "reason"),
 		batch:      om.Histogram("batch_duration_seconds", "Time to write and fsync one batch of pages.", prometheus.ExponentialBuckets(0.0005, 4, 9)),
 		failures:   om.CounterVec("failures_total", "Batches that failed and were redelivered, by stage: write, sync, lookup; digests counts revisit digests not stored (best effort).", "stage"),
+		saved:      om.Counter("dedup_saved_bytes_total", "Payload octets not stored again: those of the 200s written as identical-payload-digest revisits."),
 		recovered:  om.Counter("recovered_files_total", "Files left open by a stopped archiver, cut after their last whole record and sealed at start-up."),
 		uploads:    om.CounterVec("uploads_total", "Sealed files uploaded to object storage and confirmed (result ok), or whose upload failed its tries (failed; tried again at the next seal or start).", "result"),
 		uploaded:   om.Counter("uploaded_bytes_total", "Octets of files uploaded to object storage and confirmed."),

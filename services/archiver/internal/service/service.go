@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync/atomic"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -15,6 +16,7 @@ import (
 	"github.com/trawl/trawl/services/archiver/internal/config"
 	"github.com/trawl/trawl/services/archiver/internal/upload"
 	"github.com/trawl/trawl/services/archiver/internal/warc"
+	"github.com/trawl/trawl/shared/digestindex"
 	"github.com/trawl/trawl/shared/natsx"
 	"github.com/trawl/trawl/shared/runner"
 	"github.com/trawl/trawl/shared/topology"
@@ -30,7 +32,7 @@ type Service struct {
 	run    *runner.Runner
 	nc     *nats.Conn
 	js     jetstream.JetStream
-	digs   *digests // nil when TRAWL_ARCHIVE_REVISITS is off
+	index  *digestindex.Index // nil when TRAWL_ARCHIVE_REVISITS is off
 	bodies jetstream.ObjectStore
 	cons   jetstream.Consumer
 	m      *metrics
@@ -38,6 +40,7 @@ type Service struct {
 	w       *warc.Writer
 	written *recent
 	up      *upload.Queue // nil without object storage
+	saved   atomic.Int64  // payload octets revisits saved since start
 }
 
 // New recovers the files a stopped archiver left open, then connects to NATS (and Redis
@@ -75,10 +78,10 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Service, 
 		log.Warn("sealed files left open by a stopped archiver", "files", rec.Files, "cut_octets", rec.Cut, "records", len(rec.Records))
 	}
 	if cfg.Revisits {
-		s.digs = newDigests(s.run.Redis, cfg.Common.RedisPrefix)
-		if _, err = s.digs.migrate(ctx, log); err != nil {
+		if _, err = dropLegacyDigests(ctx, s.run.Redis, cfg.Common.RedisPrefix, log); err != nil {
 			return nil, err
 		}
+		s.index = digestindex.New(s.run.Redis, cfg.DedupIndex())
 	}
 	if s.up, err = s.newUploads(); err != nil {
 		return nil, err
@@ -90,7 +93,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Service, 
 		Dir: cfg.Dir, ID: cfg.ID, MaxSize: cfg.MaxSize, Info: s.warcinfo(),
 		OnSeal: func(name string) {
 			s.m.files.Inc()
-			log.Info("sealed", "file", name)
+			log.Info("sealed", "file", name, "dedup_saved_bytes", s.saved.Load())
 			if s.up != nil {
 				s.up.Notify()
 			}
@@ -136,7 +139,7 @@ func (s *Service) Run(ctx context.Context) error {
 
 func (s *Service) consume(ctx context.Context) error {
 	s.log.Info("archiver consuming", "stream", topology.StreamPages, "consumer", topology.ConsumerArchiver,
-		"dir", s.cfg.Dir, "id", s.cfg.ID, "max_size", s.cfg.MaxSize, "revisits", s.cfg.Revisits, "http", s.Addr())
+		"dir", s.cfg.Dir, "id", s.cfg.ID, "max_size", s.cfg.MaxSize, "revisits", s.cfg.Revisits, "dedup_index", s.cfg.DedupIndex(), "http", s.Addr())
 	// With revisits on, the loop waits while Redis is away (every batch would fail its
 	// digest lookup).
 	opts := s.run.ConsumeOptions(s.m.terminated)

@@ -27,6 +27,7 @@ type Revisit struct {
 	Profile    string // ProfileIdenticalPayload or ProfileServerNotModified
 	RefersURI  string // WARC-Refers-To-Target-URI ("" if unknown)
 	RefersDate time.Time
+	RefersID   string // WARC-Refers-To: the original's record id ("" if unknown)
 }
 
 // Built is an exchange's records and the index entry of its capture (the second record).
@@ -82,6 +83,9 @@ func Build(x *Exchange) *Built {
 		if x.Revisit.RefersURI != "" {
 			f = append(f, Field{"WARC-Refers-To-Target-URI", x.Revisit.RefersURI},
 				Field{"WARC-Refers-To-Date", Date(x.Revisit.RefersDate)})
+		}
+		if x.Revisit.RefersID != "" {
+			f = append(f, Field{"WARC-Refers-To", x.Revisit.RefersID})
 		}
 		f = append(f, Field{"WARC-Payload-Digest", digest})
 		if x.Truncated {

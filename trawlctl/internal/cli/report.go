@@ -1,0 +1,132 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/trawl/trawl/shared/digestindex"
+	"github.com/trawl/trawl/shared/frontierkeys"
+	"github.com/trawl/trawl/shared/urlnorm"
+	"github.com/trawl/trawl/trawlctl/internal/conn"
+	crawlreport "github.com/trawl/trawl/trawlctl/internal/report"
+)
+
+var reportCmd = &command{
+	name:    "report",
+	summary: "the crawl's reports, as Heritrix writes them (written beside the WARC files with -dir)",
+	detail: `
+Prints crawl-report.txt: the frontier's counters, what the archive holds, the bytes
+deduplication saved. With -dir (the archiver's TRAWL_ARCHIVE_DIR) it reads the CDXJ index
+beside each WARC file and writes, into that directory (or -out), crawl-report.txt,
+hosts-report.txt, mimetype-report.txt, responsecode-report.txt, skipped-report.txt and,
+with -seeds (the file given to trawlctl seed), seeds-report.txt. Read-only: it changes
+nothing in Redis.`,
+}
+
+func init() { reportCmd.run = runReport }
+
+func runReport(ctx context.Context, e *env, args []string) error {
+	fs := e.flags(reportCmd)
+	dir := fs.String("dir", "", "directory of the WARC files and their CDXJ indexes (TRAWL_ARCHIVE_DIR)")
+	out := fs.String("out", "", "directory the reports are written to (default: -dir)")
+	seedsFile := fs.String("seeds", "", "the crawl's seeds, one URL a line, for seeds-report.txt (- for standard input)")
+	e.connFlags(fs, false, true)
+	if err := e.parse(reportCmd, fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected argument %q", fs.Arg(0))
+	}
+	if *out != "" && *dir == "" {
+		return usagef("-out needs -dir: the reports other than the crawl report come from the CDXJ indexes")
+	}
+	var seeds []string
+	if *seedsFile != "" {
+		raw, err := readURLFile(*seedsFile, e.Stdin)
+		if err != nil {
+			return err
+		}
+		seeds = make([]string, 0, len(raw))
+		for _, s := range raw {
+			n, err := urlnorm.Normalize(s)
+			if err != nil {
+				e.infof("seed %q left out: %v", s, err)
+				continue
+			}
+			seeds = append(seeds, n)
+		}
+	}
+	rdb, err := conn.Redis(ctx, e.cfg.Conn)
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	c, err := readCrawl(ctx, rdb, e)
+	if err != nil {
+		return err
+	}
+	b := crawlreport.New(c)
+	b.Seeds = seeds
+	if *dir != "" {
+		bad := 0
+		if err := b.ReadDir(ctx, *dir, func(file string, line int, err error) {
+			if bad++; bad <= 5 {
+				e.infof("%s:%d: %v", file, line, err)
+			}
+		}); err != nil {
+			return err
+		}
+		if b.Indexes == 0 {
+			e.infof("no CDXJ index in %s: the reports count no capture", *dir)
+		}
+		to := *out
+		if to == "" {
+			to = *dir
+		}
+		if err := b.Write(to); err != nil {
+			return err
+		}
+		e.infof("wrote %d reports to %s", len(b.Files()), to)
+	}
+	return b.WriteCrawlReport(e.Stdout)
+}
+
+// readCrawl reads the frontier's counters and error log and the archiver's dedup counters.
+func readCrawl(ctx context.Context, rdb redis.UniversalClient, e *env) (crawlreport.Crawl, error) {
+	fr := frontierkeys.OpenReadOnly(rdb, e.cfg.RedisPrefix, e.cfg.Shards)
+	shards, err := fr.Counters(ctx)
+	if err != nil {
+		return crawlreport.Crawl{}, err
+	}
+	var sum frontierkeys.Counters
+	for _, s := range shards {
+		c := s.Counters
+		sum.Accepted += c.Accepted
+		sum.Queued += c.Queued
+		sum.Parked += c.Parked
+		sum.Dispatched += c.Dispatched
+		sum.Fetched += c.Fetched
+		sum.Failed += c.Failed
+		sum.Disallowed += c.Disallowed
+		sum.OutOfScope += c.OutOfScope
+		sum.OverBudget += c.OverBudget
+		sum.Pages += c.Pages
+		sum.Expired += c.Expired
+		sum.Retired += c.Retired
+	}
+	errs, err := fr.ErrorLog(ctx)
+	if err != nil {
+		return crawlreport.Crawl{}, err
+	}
+	st, err := rdb.HGetAll(ctx, digestindex.Stats(e.cfg.RedisPrefix)).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return crawlreport.Crawl{}, fmt.Errorf("archive counters: %w", err)
+	}
+	revisits, _ := strconv.ParseInt(st[digestindex.StatRevisits], 10, 64)
+	saved, _ := strconv.ParseInt(st[digestindex.StatSavedBytes], 10, 64)
+	return crawlreport.Crawl{Prefix: e.cfg.RedisPrefix, Counters: &sum, Errors: errs, Revisits: revisits, SavedBytes: saved}, nil
+}
