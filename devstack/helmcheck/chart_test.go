@@ -160,6 +160,11 @@ func TestChart(t *testing.T) {
 			if err != nil {
 				t.Fatalf("chart does not lint or render: %v", err)
 			}
+			for _, o := range r.objs {
+				if err := strictDecode(o); err != nil {
+					t.Errorf("not a valid Kubernetes object: %v", err)
+				}
+			}
 			if got := r.names("Deployment"); !slices.Equal(got, tc.deployments) {
 				t.Errorf("Deployments %v, want %v", got, tc.deployments)
 			}
