@@ -14,6 +14,7 @@ type Mem struct {
 	HWM  int64 `json:"hwm"`  // VmHWM: the most resident since the process started
 	PSS  int64 `json:"pss"`  // smaps_rollup Pss: shared pages divided among their users
 	Heap int64 `json:"heap"` // Go heap in use (go_memstats_heap_inuse_bytes), 0 when not read
+	Live int64 `json:"live"` // Go heap allocated just after a forced collection: the live heap
 }
 
 // ReadMem reads pid's VmRSS and VmHWM from /proc/<pid>/status and its Pss from
