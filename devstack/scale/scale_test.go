@@ -71,6 +71,9 @@ type Point struct {
 	Queue int64   `json:"queue"`
 	Done  int64   `json:"done"` // URLs through the stage at the stretch's end
 	Rate  float64 `json:"rate"` // URLs/s over the stretch
+	// CPU is each process's CPU time over the stretch, µs per URL: the cost, which a busy
+	// machine moves less than the rate.
+	CPU map[string]float64 `json:"cpu_us_per_url"`
 }
 
 // Family is the Redis memory of one kind of key.
@@ -107,9 +110,12 @@ type Result struct {
 	DispatchRate  float64 `json:"dispatch_rate"` // over the whole drain
 	DispatchFull  float64 `json:"dispatch_rate_full_queue"`
 	Dispatch      []Point `json:"dispatch_curve"`
-	OutcomeRate   float64 `json:"outcome_rate"`
-	Outcome       []Point `json:"outcome_curve"`
-	Drained       bool    `json:"drained"`
+	// DispatchCPUFull is each process's CPU µs per URL over the same stretch as
+	// DispatchFull.
+	DispatchCPUFull map[string]float64 `json:"dispatch_cpu_full_queue"`
+	OutcomeRate     float64            `json:"outcome_rate"`
+	Outcome         []Point            `json:"outcome_curve"`
+	Drained         bool               `json:"drained"`
 	// RoutedSeconds is when the front queues were empty (every URL in its host's back
 	// queue), RoutedAt the tasks dispatched by then.
 	RoutedSeconds float64 `json:"routed_seconds"`
@@ -203,6 +209,8 @@ func TestScale(t *testing.T) {
 	}
 	ref, got := medianFull(results, small), medianFull(results, large)
 	fmt.Printf("dispatch rate with a full queue: %.0f/s at %d URLs, %.0f/s at %d (%.0f%%; the medians of their rounds)\n", ref, small, got, large, 100*got/ref)
+	refCPU, gotCPU := medianOf(results, small, func(r Result) float64 { return pipelineCPU(r.DispatchCPUFull) }), medianOf(results, large, func(r Result) float64 { return pipelineCPU(r.DispatchCPUFull) })
+	fmt.Printf("CPU per URL dispatched and completed with a full queue (scheduler, Redis, NATS): %.1f µs at %d URLs, %.1f µs at %d (%.0f%%)\n", refCPU, small, gotCPU, large, 100*gotCPU/refCPU)
 	if got < minRatio*ref {
 		t.Errorf("dispatch rate at %d queued URLs is %.0f/s, %.0f%% of the %.0f/s at %d: want at least %.0f%%",
 			large, got, 100*got/ref, ref, small, 100*minRatio)
@@ -211,10 +219,15 @@ func TestScale(t *testing.T) {
 
 // medianFull is the median full-queue dispatch rate of the rounds of n URLs.
 func medianFull(rs []Result, n int64) float64 {
+	return medianOf(rs, n, func(r Result) float64 { return r.DispatchFull })
+}
+
+// medianOf is the median of f over the rounds of n URLs.
+func medianOf(rs []Result, n int64, f func(Result) float64) float64 {
 	var v []float64
 	for _, r := range rs {
 		if r.URLs == n {
-			v = append(v, r.DispatchFull)
+			v = append(v, f(r))
 		}
 	}
 	slices.Sort(v)
@@ -247,6 +260,7 @@ type sample struct {
 	at                                    time.Time
 	accepted, queued, dispatched, fetched int64
 	front                                 int64 // in the front queues, not yet routed to a back queue
+	cpu                                   map[string]time.Duration
 }
 
 func runSize(t *testing.T, bins string, n int64, drainFor time.Duration, profDir string) Result {
@@ -284,6 +298,7 @@ func runSize(t *testing.T, bins string, n int64, drainFor time.Duration, profDir
 	defer st.Close(context.WithoutCancel(ctx))
 	rdb := st.RedisClient()
 	fr := frontierkeys.OpenReadOnly(rdb, prefix, 1)
+	var cpuPIDs map[string]int
 	read := func() (sample, error) {
 		now := time.Now()
 		s, err := fr.Status(ctx, now, 0)
@@ -296,8 +311,24 @@ func runSize(t *testing.T, bins string, n int64, drainFor time.Duration, profDir
 		for _, f := range sh.Front {
 			front += f
 		}
-		return sample{now, c.Accepted, c.Queued, c.Dispatched, c.Fetched, front}, nil
+		cpu := map[string]time.Duration{}
+		for id, pid := range cpuPIDs {
+			if d, err := stack.CPUTime(pid); err == nil {
+				cpu[id] = d
+			}
+		}
+		return sample{now, c.Accepted, c.Queued, c.Dispatched, c.Fetched, front, cpu}, nil
 	}
+	// The processes whose CPU time each sample reads, again after every restart.
+	setPIDs := func() {
+		pids, err := st.PIDs()
+		if err != nil {
+			t.Fatal(err)
+		}
+		pids["bench"] = os.Getpid()
+		cpuPIDs = pids
+	}
+	setPIDs()
 	peak := func() {
 		pids, err := st.PIDs()
 		if err != nil {
@@ -408,6 +439,7 @@ func runSize(t *testing.T, bins string, n int64, drainFor time.Duration, profDir
 	t.Logf("restart: scheduler %.2fs, Redis stop %.2fs, start %.2fs (load %s)", res.SchedRestart, res.RedisStop, res.RedisStart, loadAvg())
 
 	// Dispatch: every host due, tasks taken and answered by fetchers that make no request.
+	setPIDs()
 	t.Logf("dispatch (load %s)", loadAvg())
 	fctx, fstop := context.WithCancel(ctx)
 	var answered atomic.Int64
@@ -464,7 +496,7 @@ func runSize(t *testing.T, bins string, n int64, drainFor time.Duration, profDir
 	// The rate at a full queue: from 5% to 25% of the URLs dispatched (the first 5% hold
 	// the start, the gate learning the fetchers' rate; one twentieth alone lasts a few
 	// tenths of a second at 10⁵, too short for a shared machine).
-	res.DispatchFull = rateBetween(drain, func(s sample) int64 { return s.dispatched - d0.dispatched }, n/20, n/4)
+	res.DispatchFull, res.DispatchCPUFull = rateBetween(drain, func(s sample) int64 { return s.dispatched - d0.dispatched }, n/20, n/4)
 	peak()
 	time.Sleep(3 * time.Second)
 	if res.AfterDrain, err = snapshot(ctx, st, n, profDir, "drained"); err != nil {
@@ -503,7 +535,7 @@ func curve(ss []sample, n int64, done, queue func(sample) int64) []Point {
 			continue
 		}
 		dt := s.at.Sub(from.at).Seconds()
-		out = append(out, Point{Queue: queue(from), Done: done(s), Rate: float64(done(s)-done(from)) / dt})
+		out = append(out, Point{Queue: queue(from), Done: done(s), Rate: float64(done(s)-done(from)) / dt, CPU: cpuPerURL(from, s, done(s)-done(from))})
 		from = s
 		for next <= done(s) {
 			next += step
@@ -512,8 +544,9 @@ func curve(ss []sample, n int64, done, queue func(sample) int64) []Point {
 	return out
 }
 
-// rateBetween is the rate of done between the samples where it first reaches lo and hi.
-func rateBetween(ss []sample, done func(sample) int64, lo, hi int64) float64 {
+// rateBetween is the rate of done between the samples where it first reaches lo and hi,
+// and each process's CPU time per URL over that stretch.
+func rateBetween(ss []sample, done func(sample) int64, lo, hi int64) (float64, map[string]float64) {
 	var from *sample
 	for i := range ss {
 		if from == nil && done(ss[i]) >= lo {
@@ -521,11 +554,37 @@ func rateBetween(ss []sample, done func(sample) int64, lo, hi int64) float64 {
 		}
 		if from != nil && done(ss[i]) >= hi {
 			if dt := ss[i].at.Sub(from.at).Seconds(); dt > 0 {
-				return float64(done(ss[i])-done(*from)) / dt
+				return float64(done(ss[i])-done(*from)) / dt, cpuPerURL(*from, ss[i], done(ss[i])-done(*from))
 			}
 		}
 	}
-	return 0
+	return 0, nil
+}
+
+// cpuPerURL is each process's CPU time from a to b, in µs per URL of the urls done.
+func cpuPerURL(a, b sample, urls int64) map[string]float64 {
+	out := map[string]float64{}
+	if urls <= 0 {
+		return out
+	}
+	for id, t := range b.cpu {
+		if t0, ok := a.cpu[id]; ok {
+			out[id] = float64((t - t0).Microseconds()) / float64(urls)
+		}
+	}
+	return out
+}
+
+// pipelineCPU sums the CPU per URL of the processes on the path measured (the bench
+// process, which plays the fetchers, left out).
+func pipelineCPU(m map[string]float64) float64 {
+	var sum float64
+	for id, v := range m {
+		if id != "bench" {
+			sum += v
+		}
+	}
+	return sum
 }
 
 // fastFetch takes tasks from the fetchers' consumer as a fetcher does (as many as it has
@@ -764,12 +823,12 @@ func table(rs []Result) string {
 	defer tableMu.Unlock()
 	var b strings.Builder
 	mb := func(v int64) string { return fmt.Sprintf("%.0f", float64(v)/(1<<20)) }
-	fmt.Fprintf(&b, "| URLs / hosts (seen by a false positive) | ingest URLs/s | dispatch/s full queue | dispatch/s all | outcomes/s | Redis B/URL queued | of which front q. | seen filter | Redis B/URL drained | of which host state | NATS store B/URL queued | drained | sched restart s | Redis stop + start s | load |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&b, "| URLs / hosts (seen by a false positive) | ingest URLs/s | dispatch/s full queue | CPU µs/URL full queue | dispatch/s all | outcomes/s | Redis B/URL queued | of which front q. | seen filter | Redis B/URL drained | of which host state | NATS store B/URL queued | drained | sched restart s | Redis stop + start s | load |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rs {
 		a, d := r.AfterIngest, r.AfterDrain
 		perURL := func(v int64) float64 { return float64(v) / float64(r.URLs-r.Lost) }
-		fmt.Fprintf(&b, "| %d / %d (%d) | %.0f | %.0f | %.0f | %.0f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.2f | %.2f + %.2f | %s |\n",
-			r.URLs, r.Hosts, r.Lost, r.IngestRate, r.DispatchFull, r.DispatchRate, r.OutcomeRate, a.RedisPerURL,
+		fmt.Fprintf(&b, "| %d / %d (%d) | %.0f | %.0f | %.1f | %.0f | %.0f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.2f | %.2f + %.2f | %s |\n",
+			r.URLs, r.Hosts, r.Lost, r.IngestRate, r.DispatchFull, pipelineCPU(r.DispatchCPUFull), r.DispatchRate, r.OutcomeRate, a.RedisPerURL,
 			a.Families["front queues"].PerURL, a.Families["seen filter"].PerURL, d.RedisPerURL, d.Families["host state"].PerURL,
 			perURL(a.NATSStore), perURL(d.NATSStore), r.SchedRestart, r.RedisStop, r.RedisStart, a.Load)
 	}
