@@ -25,7 +25,7 @@ BENCH_TIME ?= 1s
 
 export GOFLAGS ?= -buildvcs=false
 
-.PHONY: all build test test-policy-render vet run bench fuzz unit tidy clean interop docs-crawl compose-test archive-test s3-test
+.PHONY: all build test test-policy-render vet run bench bench-scale bench-scale-ci fuzz unit tidy clean interop docs-crawl compose-test archive-test s3-test
 
 all: build
 
@@ -113,6 +113,24 @@ run: build
 bench: build
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCH_TIME) -timeout 45m \
 		$(PKGS)
+
+## bench-scale: the frontier and dedup at SCALE_SIZES URLs (default 1e5,1e6,1e7; a hundred URLs a
+## host) on real NATS and redis-server: ingest rate with dispatch paused, dispatch and outcome
+## rates with every host due, each against the queue's size; Redis bytes per URL by key family,
+## NATS bytes per URL, every process's peak and steady memory, restart times of the scheduler
+## and Redis (devstack/scale TestScale; table on stdout, JSON in bench-scale.json). Fails when
+## the dispatch rate at the largest size is under 80% of the smallest's. Not part of make bench
+SCALE_SIZES  ?= 1e5,1e6,1e7
+SCALE_ROUNDS ?= 3
+bench-scale: build
+	SCALE_SIZES=$(SCALE_SIZES) SCALE_ROUNDS=$(SCALE_ROUNDS) SCALE_BIN=$(abspath $(BIN)) SCALE_JSON=$(abspath bench-scale.json) \
+		$(GO) test -tags scale -count=1 -timeout 120m -run '^TestScale$$' -v ./devstack/scale/
+
+## bench-scale-ci: bench-scale at 10^4 URLs over 100 hosts, once (about ten seconds after the
+## build): the harness still runs against the services as they are (the scheduler's pause,
+## the fetcher's task and outcome contract, the key layouts it measures); no rate is judged
+bench-scale-ci:
+	$(MAKE) bench-scale SCALE_SIZES=1e4 SCALE_ROUNDS=1
 
 ## fuzz: a short run (FUZZTIME, default 30s) of every fuzz target in the tree, found by reading the
 ## test files (devstack/fuzztargets), so a new target is run without being listed here

@@ -64,6 +64,10 @@ type Options struct {
 	Env map[string]string
 	// Replicas per service (default 1 each); e.g. {"fetcher": 3}.
 	Replicas map[string]int
+	// Only, if set, are the services of Services to run instead of all of them (e.g.
+	// {"scheduler", "dedup"} for a benchmark that plays the fetchers itself); the
+	// archiver and renderers still follow their settings.
+	Only []string
 	// ProcEnv adds settings for one replica, keyed "name-index" (e.g. "scheduler-1").
 	ProcEnv map[string]map[string]string
 	// Durability is what a write acknowledged by Redis or NATS survives
@@ -247,6 +251,9 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		return nil, fmt.Errorf("stack: %w", err)
 	}
 	names := slices.Clone(Services)
+	if len(opts.Only) > 0 {
+		names = slices.DeleteFunc(names, func(n string) bool { return !slices.Contains(opts.Only, n) })
+	}
 	if ArchiveDir(env) != "" {
 		names = append(names, Archiver)
 	}
