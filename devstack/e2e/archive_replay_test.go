@@ -86,6 +86,41 @@ func TestWACZReplay(t *testing.T) {
 	base := serveReplay(t, pkg, seed)
 	got := replayInChromium(t, chromium, base, want)
 	t.Logf("replayed %s: title %q, h1 %q", got.Href, got.Title, got.H1)
+
+	// A page archived as an identical-payload revisit of another URL's capture must replay
+	// with the original's content: the player resolves the revisit through the index.
+	copyURL, orig := htmlRevisit(t, dir)
+	want = archivedPage(t, dir, orig)
+	got = replayInChromium(t, chromium, serveReplay(t, pkg, copyURL), want)
+	t.Logf("replayed the revisit %s of %s: title %q", got.Href, orig, got.Title)
+}
+
+// htmlRevisit is a URL archived as an identical-payload-digest revisit of a page of
+// another URL, and that URL.
+func htmlRevisit(t *testing.T, dir string) (url, original string) {
+	t.Helper()
+	a, err := warccheck.Check(dir)
+	if err != nil {
+		t.Fatalf("the archive does not read back:\n%v", err)
+	}
+	html := map[string]bool{}
+	for _, c := range a.Captures() {
+		if c.Get("WARC-Type") != "response" {
+			continue
+		}
+		if resp, err := c.Response(); err == nil && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
+			html[c.Get("WARC-Target-URI")] = true
+		}
+	}
+	for _, c := range a.Captures() {
+		ref := c.Get("WARC-Refers-To-Target-URI")
+		if c.Get("WARC-Type") == "revisit" && strings.HasSuffix(c.Get("WARC-Profile"), "/identical-payload-digest") &&
+			ref != c.Get("WARC-Target-URI") && html[ref] {
+			return c.Get("WARC-Target-URI"), ref
+		}
+	}
+	t.Fatalf("no page is archived as a revisit of another URL's page (the duplicates host serves copies)")
+	return "", ""
 }
 
 type pageText struct{ title, h1, para string }
