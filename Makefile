@@ -25,7 +25,7 @@ BENCH_TIME ?= 1s
 
 export GOFLAGS ?= -buildvcs=false
 
-.PHONY: all build test test-policy-render vet run bench bench-scale bench-scale-ci fuzz unit tidy clean interop docs-crawl compose-test archive-test s3-test
+.PHONY: all build test test-policy-render vet run bench bench-scale bench-scale-ci bench-scale-wide fuzz unit tidy clean interop docs-crawl compose-test archive-test s3-test
 
 all: build
 
@@ -125,6 +125,20 @@ SCALE_ROUNDS ?= 3
 bench-scale: build
 	SCALE_SIZES=$(SCALE_SIZES) SCALE_ROUNDS=$(SCALE_ROUNDS) SCALE_BIN=$(abspath $(BIN)) SCALE_JSON=$(abspath bench-scale.json) \
 		$(GO) test -tags scale -count=1 -timeout 120m -run '^TestScale$$' -v ./devstack/scale/
+
+## bench-scale-wide: the synthetic web on SCALE_WIDE host addresses (default 20000; each host its
+## own 127.x address behind one listener), SCALE_WIDE_PAGES pages each (10), crawled to the end by
+## the whole pipeline at TRAWL_MIN_DELAY=SCALE_WIDE_DELAY (1s) with every host allowed a back
+## queue: coverage, overlaps and short gaps from the web's request log, pages/s, Redis memory
+## per active host, each process's peak RSS and descriptors (devstack/scale TestWide; JSON in
+## bench-scale-wide.json)
+SCALE_WIDE       ?= 20000
+SCALE_WIDE_PAGES ?= 10
+SCALE_WIDE_DELAY ?= 1s
+bench-scale-wide: build
+	SCALE_WIDE=$(SCALE_WIDE) SCALE_WIDE_PAGES=$(SCALE_WIDE_PAGES) SCALE_WIDE_DELAY=$(SCALE_WIDE_DELAY) SCALE_BIN=$(abspath $(BIN)) \
+		SCALE_WIDE_JSON=$(abspath bench-scale-wide.json) \
+		$(GO) test -tags scale -count=1 -timeout 120m -run '^TestWide$$' -v ./devstack/scale/
 
 ## bench-scale-ci: bench-scale at 10^4 URLs over 100 hosts, once (about ten seconds after the
 ## build): the harness still runs against the services as they are (the scheduler's pause,

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"math"
 	"net/http"
 	"os"
@@ -24,6 +25,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/trawl/trawl/devstack/rediscluster"
 	"github.com/trawl/trawl/devstack/stack"
 	"github.com/trawl/trawl/shared/bloomhash"
 	"github.com/trawl/trawl/shared/crawlmsg"
@@ -52,7 +54,15 @@ const (
 	envRounds = "SCALE_ROUNDS"
 	// envProfile keeps each service's heap profile at each snapshot in this directory.
 	envProfile = "SCALE_PROFILE"
+	// envCluster runs Redis as a Redis Cluster of this many masters (no replicas, AOF on),
+	// the frontier in shardsPerMaster shards a master and the seen filter in as many parts,
+	// instead of one redis-server; the Redis restart is then not measured.
+	envCluster = "SCALE_REDIS_CLUSTER"
 )
+
+// shardsPerMaster is how many frontier shards and seen-filter parts each master of a
+// cluster run gets: a shard's frontier is one hash tag, so a few per master spread them.
+const shardsPerMaster = 4
 
 const defaultSizes = "1e5,1e6,1e7"
 
@@ -95,6 +105,14 @@ type Snapshot struct {
 	Streams     map[string]Family `json:"nats_streams"` // Keys holds the messages
 	NATSStore   int64             `json:"nats_store_bytes"`
 	Procs       map[string]Mem    `json:"procs"`
+	// Masters is each cluster master's share, by its address (cluster runs only).
+	Masters map[string]Master `json:"masters,omitempty"`
+}
+
+// Master is one cluster master's memory and keys.
+type Master struct {
+	Used int64 `json:"used_memory"`
+	Keys int64 `json:"keys"`
 }
 
 // Result is one size's figures.
@@ -139,20 +157,7 @@ func TestScale(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bins := os.Getenv(envBin)
-	if bins == "" {
-		root, err := stack.RepoRoot()
-		if err != nil {
-			t.Fatal(err)
-		}
-		bins = t.TempDir()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-		err = stack.Build(ctx, root, bins)
-		cancel()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	bins := binaries(t)
 	drainFor := 10 * time.Minute
 	if v := os.Getenv(envDrainFor); v != "" {
 		if drainFor, err = time.ParseDuration(v); err != nil {
@@ -217,6 +222,24 @@ func TestScale(t *testing.T) {
 	}
 }
 
+// binaries is SCALE_BIN, or the services built into a temporary directory.
+func binaries(t *testing.T) string {
+	if bins := os.Getenv(envBin); bins != "" {
+		return bins
+	}
+	root, err := stack.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bins := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	if err := stack.Build(ctx, root, bins); err != nil {
+		t.Fatal(err)
+	}
+	return bins
+}
+
 // medianFull is the median full-queue dispatch rate of the rounds of n URLs.
 func medianFull(rs []Result, n int64) float64 {
 	return medianOf(rs, n, func(r Result) float64 { return r.DispatchFull })
@@ -269,26 +292,49 @@ func runSize(t *testing.T, bins string, n int64, drainFor time.Duration, profDir
 	hosts := n / urlsPerHost
 	res := Result{URLs: n, Hosts: hosts, PeakRSS: map[string]int64{}}
 	prefix := redisx.DefaultPrefix
+	masters := 0
+	if v := os.Getenv(envCluster); v != "" {
+		var err error
+		if masters, err = strconv.Atoi(v); err != nil || masters < 0 {
+			t.Fatalf("%s=%q: want a count of masters", envCluster, v)
+		}
+	}
+	var cluster *rediscluster.Cluster
+	redisURL := ""
+	nShards := 1
+	env := map[string]string{
+		"TRAWL_MIN_DELAY":    "0s",
+		"TRAWL_DELAY_FACTOR": "0",
+		// Every host holds a back queue and is due: the host heap and the back queues at
+		// their largest, which the shipped 1024 would cap.
+		"TRAWL_BACK_QUEUES": strconv.FormatInt(hosts, 10),
+		"TRAWL_LOG_LEVEL":   "warn",
+		// For the live heap (a collection forced through the heap profile).
+		"TRAWL_PPROF": "true",
+	}
+	if masters > 0 {
+		cluster = rediscluster.StartT(t, rediscluster.Options{Masters: masters, Replicas: -1, AOF: true})
+		redisURL = cluster.URL()
+		nShards = masters * shardsPerMaster
+		env["TRAWL_SHARDS"] = strconv.Itoa(nShards)
+		env["TRAWL_BLOOM_PARTS"] = strconv.Itoa(nShards)
+	}
+	shards := make([]int, nShards)
+	for i := range shards {
+		shards[i] = i
+	}
 	st, err := stack.Start(ctx, stack.Options{
-		BinDir:  bins,
-		Dir:     t.TempDir(),
-		Only:    []string{"scheduler", "dedup"},
-		NATSBin: filepath.Join(bins, stack.NATSServer),
-		Env: map[string]string{
-			"TRAWL_MIN_DELAY":    "0s",
-			"TRAWL_DELAY_FACTOR": "0",
-			// Every host holds a back queue and is due: the host heap and the back queues at
-			// their largest, which the shipped 1024 would cap.
-			"TRAWL_BACK_QUEUES": strconv.FormatInt(hosts, 10),
-			"TRAWL_LOG_LEVEL":   "warn",
-			// For the live heap (a collection forced through the heap profile).
-			"TRAWL_PPROF": "true",
-		},
+		BinDir:   bins,
+		Dir:      t.TempDir(),
+		Only:     []string{"scheduler", "dedup"},
+		NATSBin:  filepath.Join(bins, stack.NATSServer),
+		RedisURL: redisURL,
+		Env:      env,
 		// The code's cost, not the disk's, as make bench measures it.
 		Durability: durability.EverySecond,
 		// Paused before the scheduler starts: the ingest fills the front queues alone.
 		Prepare: func(ctx context.Context, rdb redis.UniversalClient) error {
-			_, err := frontierkeys.SetPaused(ctx, rdb, prefix, []int{0}, true)
+			_, err := frontierkeys.SetPaused(ctx, rdb, prefix, shards, true)
 			return err
 		},
 	})
@@ -297,7 +343,7 @@ func runSize(t *testing.T, bins string, n int64, drainFor time.Duration, profDir
 	}
 	defer st.Close(context.WithoutCancel(ctx))
 	rdb := st.RedisClient()
-	fr := frontierkeys.OpenReadOnly(rdb, prefix, 1)
+	fr := frontierkeys.OpenReadOnly(rdb, prefix, nShards)
 	var cpuPIDs map[string]int
 	read := func() (sample, error) {
 		now := time.Now()
@@ -305,11 +351,16 @@ func runSize(t *testing.T, bins string, n int64, drainFor time.Duration, profDir
 		if err != nil {
 			return sample{}, err
 		}
-		sh := s.Shards[0]
-		c := sh.Counters
+		var c frontierkeys.Counters
 		var front int64
-		for _, f := range sh.Front {
-			front += f
+		for _, sh := range s.Shards {
+			c.Accepted += sh.Counters.Accepted
+			c.Queued += sh.Counters.Queued
+			c.Dispatched += sh.Counters.Dispatched
+			c.Fetched += sh.Counters.Fetched
+			for _, f := range sh.Front {
+				front += f
+			}
 		}
 		cpu := map[string]time.Duration{}
 		for id, pid := range cpuPIDs {
@@ -321,21 +372,19 @@ func runSize(t *testing.T, bins string, n int64, drainFor time.Duration, profDir
 	}
 	// The processes whose CPU time each sample reads, again after every restart.
 	setPIDs := func() {
-		pids, err := st.PIDs()
+		pids, err := allPIDs(ctx, st, cluster)
 		if err != nil {
 			t.Fatal(err)
 		}
-		pids["bench"] = os.Getpid()
 		cpuPIDs = pids
 	}
 	setPIDs()
 	peak := func() {
-		pids, err := st.PIDs()
+		pids, err := allPIDs(ctx, st, cluster)
 		if err != nil {
 			t.Logf("pids: %v", err)
 			return
 		}
-		pids["bench"] = os.Getpid()
 		for id, pid := range pids {
 			if m, err := ReadMem(pid); err == nil {
 				res.PeakRSS[id] = max(res.PeakRSS[id], m.HWM)
@@ -401,7 +450,7 @@ func runSize(t *testing.T, bins string, n int64, drainFor time.Duration, profDir
 	peak()
 	// The dedup stats and the processes settle (a GC cycle, the Bloom stats write).
 	time.Sleep(3 * time.Second)
-	if res.AfterIngest, err = snapshot(ctx, st, n, profDir, "queued"); err != nil {
+	if res.AfterIngest, err = snapshot(ctx, st, cluster, nShards, n, profDir, "queued"); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("ingest %.0f URLs/s; Redis %.1f B/URL", res.IngestRate, res.AfterIngest.RedisPerURL)
@@ -420,22 +469,24 @@ func runSize(t *testing.T, bins string, n int64, drainFor time.Duration, profDir
 		t.Fatal(err)
 	}
 	res.SchedRestart = time.Since(t1).Seconds()
-	t2 := time.Now()
-	if err := st.Redis().Stop(); err != nil {
-		t.Fatal(err)
-	}
-	res.RedisStop = time.Since(t2).Seconds()
-	t3 := time.Now()
-	if err := st.Redis().Restart(ctx); err != nil {
-		t.Fatal(err)
-	}
-	res.RedisStart = time.Since(t3).Seconds()
-	for _, p := range st.Procs() {
-		if err := st.WaitReady(ctx, p); err != nil {
+	if cluster == nil {
+		t2 := time.Now()
+		if err := st.Redis().Stop(); err != nil {
 			t.Fatal(err)
 		}
+		res.RedisStop = time.Since(t2).Seconds()
+		t3 := time.Now()
+		if err := st.Redis().Restart(ctx); err != nil {
+			t.Fatal(err)
+		}
+		res.RedisStart = time.Since(t3).Seconds()
+		for _, p := range st.Procs() {
+			if err := st.WaitReady(ctx, p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		res.ServicesBack = time.Since(t3).Seconds()
 	}
-	res.ServicesBack = time.Since(t3).Seconds()
 	t.Logf("restart: scheduler %.2fs, Redis stop %.2fs, start %.2fs (load %s)", res.SchedRestart, res.RedisStop, res.RedisStart, loadAvg())
 
 	// Dispatch: every host due, tasks taken and answered by fetchers that make no request.
@@ -449,7 +500,7 @@ func runSize(t *testing.T, bins string, n int64, drainFor time.Duration, profDir
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := frontierkeys.SetPaused(ctx, rdb, prefix, []int{0}, false); err != nil {
+	if _, err := frontierkeys.SetPaused(ctx, rdb, prefix, shards, false); err != nil {
 		t.Fatal(err)
 	}
 	drain := []sample{d0}
@@ -499,7 +550,7 @@ func runSize(t *testing.T, bins string, n int64, drainFor time.Duration, profDir
 	res.DispatchFull, res.DispatchCPUFull = rateBetween(drain, func(s sample) int64 { return s.dispatched - d0.dispatched }, n/20, n/4)
 	peak()
 	time.Sleep(3 * time.Second)
-	if res.AfterDrain, err = snapshot(ctx, st, n, profDir, "drained"); err != nil {
+	if res.AfterDrain, err = snapshot(ctx, st, cluster, nShards, n, profDir, "drained"); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("dispatch %.0f/s (full queue %.0f/s), outcomes %.0f/s; after the drain Redis %.1f B/URL", res.DispatchRate, res.DispatchFull, res.OutcomeRate, res.AfterDrain.RedisPerURL)
@@ -634,19 +685,47 @@ func fastFetch(ctx context.Context, js jetstream.JetStream, answered *atomic.Int
 
 // snapshot reads Redis's memory by key family, the streams' bytes and every process's
 // memory, with n URLs in the crawl.
-func snapshot(ctx context.Context, st *stack.Stack, n int64, profDir, phase string) (Snapshot, error) {
+func snapshot(ctx context.Context, st *stack.Stack, cluster *rediscluster.Cluster, shards int, n int64, profDir, phase string) (Snapshot, error) {
 	s := Snapshot{Load: loadAvg(), Families: map[string]Family{}, Streams: map[string]Family{}, Procs: map[string]Mem{}}
 	rdb := st.RedisClient()
-	info, err := rdb.Info(ctx, "memory").Result()
+	// Every master's memory, summed; one redis-server is its own master.
+	var mu sync.Mutex
+	err := eachMaster(ctx, rdb, func(ctx context.Context, c *redis.Client) error {
+		info, err := c.Info(ctx, "memory", "keyspace").Result()
+		if err != nil {
+			return fmt.Errorf("info memory: %w", err)
+		}
+		keys, err := c.DBSize(ctx).Result()
+		if err != nil {
+			return fmt.Errorf("dbsize: %w", err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		s.RedisUsed += infoInt(info, "used_memory")
+		s.RedisRSS += infoInt(info, "used_memory_rss")
+		s.RedisPeak += infoInt(info, "used_memory_peak")
+		if cluster != nil {
+			if s.Masters == nil {
+				s.Masters = map[string]Master{}
+			}
+			s.Masters[c.Options().Addr] = Master{Used: infoInt(info, "used_memory"), Keys: keys}
+		}
+		return nil
+	})
 	if err != nil {
-		return s, fmt.Errorf("info memory: %w", err)
-	}
-	s.RedisUsed, s.RedisRSS, s.RedisPeak = infoInt(info, "used_memory"), infoInt(info, "used_memory_rss"), infoInt(info, "used_memory_peak")
-	s.RedisPerURL = float64(s.RedisUsed) / float64(n)
-	if err := families(ctx, rdb, n, s.Families); err != nil {
 		return s, err
 	}
-	s.AOFBytes = dirBytes(st.Redis().Dir())
+	s.RedisPerURL = float64(s.RedisUsed) / float64(n)
+	if err := families(ctx, rdb, shards, n, s.Families); err != nil {
+		return s, err
+	}
+	if cluster == nil {
+		s.AOFBytes = dirBytes(st.Redis().Dir())
+	} else {
+		for _, nd := range cluster.Nodes {
+			s.AOFBytes += dirBytes(nd.Dir())
+		}
+	}
 	s.NATSStore = dirBytes(filepath.Join(st.Dir(), "nats"))
 	names := st.JetStream().StreamNames(ctx)
 	for name := range names.Name() {
@@ -660,11 +739,10 @@ func snapshot(ctx context.Context, st *stack.Stack, n int64, profDir, phase stri
 	if err := names.Err(); err != nil {
 		return s, fmt.Errorf("streams: %w", err)
 	}
-	pids, err := st.PIDs()
+	pids, err := allPIDs(ctx, st, cluster)
 	if err != nil {
 		return s, err
 	}
-	pids["bench"] = os.Getpid()
 	for id, pid := range pids {
 		m, err := ReadMem(pid)
 		if err != nil {
@@ -724,18 +802,29 @@ func procOf(st *stack.Stack, id string) *stack.Proc {
 
 // families sums MEMORY USAGE over every key, by the family the frontier's and the seen
 // filter's layouts put it in.
-func families(ctx context.Context, rdb redis.UniversalClient, n int64, out map[string]Family) error {
-	sh := frontierkeys.ForShard(redisx.DefaultPrefix, 0)
+func families(ctx context.Context, rdb redis.UniversalClient, shards int, n int64, out map[string]Family) error {
 	const x = "\x00"
 	stem := func(k string) string { return strings.TrimSuffix(k, x) }
-	bloom := strings.TrimSuffix(bloomhash.MetaKey(redisx.DefaultPrefix, bloomhash.Tag(0, 1)), "meta")
-	exact := map[string]string{sh.Heap(): "host heap", sh.Hosts(): "host table", sh.Inflight(): "leases", sh.Lease(): "leases"}
-	prefixes := [][2]string{
-		{strings.TrimSuffix(sh.FrontQueue(0), "0"), "front queues"},
-		{stem(sh.BackQueue(x)), "back queues"},
-		{stem(sh.Host(x)), "host state"},
-		{bloom, "seen filter"},
+	exact := map[string]string{}
+	var prefixes [][2]string
+	// The shards' and the filter's parts' keys (as many parts as shards).
+	for i := range shards {
+		sh := frontierkeys.ForShard(redisx.DefaultPrefix, i)
+		exact[sh.Heap()], exact[sh.Hosts()], exact[sh.Inflight()], exact[sh.Lease()] = "host heap", "host table", "leases", "leases"
+		prefixes = append(prefixes,
+			[2]string{strings.TrimSuffix(sh.FrontQueue(0), "0"), "front queues"},
+			[2]string{stem(sh.BackQueue(x)), "back queues"},
+			[2]string{stem(sh.Host(x)), "host state"})
 	}
+	for i := range shards {
+		prefixes = append(prefixes, [2]string{strings.TrimSuffix(bloomhash.MetaKey(redisx.DefaultPrefix, bloomhash.Tag(i, shards)), "meta"), "seen filter"})
+	}
+	// What the fetchers and parsers keep (the wide crawl): robots.txt per origin and the
+	// content index's exact keys (one per original text) and near-duplicate buckets.
+	prefixes = append(prefixes,
+		[2]string{redisx.DefaultPrefix + ":robots", "robots"},
+		[2]string{redisx.DefaultPrefix + ":{content}:exact:", "content exact"},
+		[2]string{redisx.DefaultPrefix + ":{content}:band:", "content bands"})
 	classify := func(k string) string {
 		if f, ok := exact[k]; ok {
 			return f
@@ -747,13 +836,24 @@ func families(ctx context.Context, rdb redis.UniversalClient, n int64, out map[s
 		}
 		return "other"
 	}
+	var mu sync.Mutex
 	var keys []string
-	it := rdb.Scan(ctx, 0, "*", 10_000).Iterator()
-	for it.Next(ctx) {
-		keys = append(keys, it.Val())
-	}
-	if err := it.Err(); err != nil {
-		return fmt.Errorf("scan: %w", err)
+	err := eachMaster(ctx, rdb, func(ctx context.Context, c *redis.Client) error {
+		var ks []string
+		it := c.Scan(ctx, 0, "*", 10_000).Iterator()
+		for it.Next(ctx) {
+			ks = append(ks, it.Val())
+		}
+		if err := it.Err(); err != nil {
+			return fmt.Errorf("scan: %w", err)
+		}
+		mu.Lock()
+		keys = append(keys, ks...)
+		mu.Unlock()
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	for b := range slices.Chunk(keys, 1000) {
 		cmds := make([]*redis.IntCmd, len(b))
@@ -778,6 +878,45 @@ func families(ctx context.Context, rdb redis.UniversalClient, n int64, out map[s
 		out[k] = f
 	}
 	return nil
+}
+
+// eachMaster calls fn with every master of a cluster client, or with the one server of a
+// plain client.
+func eachMaster(ctx context.Context, rdb redis.UniversalClient, fn func(context.Context, *redis.Client) error) error {
+	switch c := rdb.(type) {
+	case *redis.ClusterClient:
+		return c.ForEachMaster(ctx, fn)
+	case *redis.Client:
+		return fn(ctx, c)
+	default:
+		return fmt.Errorf("scale: a Redis client of type %T", rdb)
+	}
+}
+
+// allPIDs is the stack's processes, the bench process and, on a cluster, each master as
+// "redis-<port>" (its process_id from INFO).
+func allPIDs(ctx context.Context, st *stack.Stack, cluster *rediscluster.Cluster) (map[string]int, error) {
+	pids, err := st.PIDs()
+	if err != nil {
+		return nil, err
+	}
+	pids["bench"] = os.Getpid()
+	if cluster == nil {
+		return pids, nil
+	}
+	var mu sync.Mutex
+	err = eachMaster(ctx, st.RedisClient(), func(ctx context.Context, c *redis.Client) error {
+		info, err := c.Info(ctx, "server").Result()
+		if err != nil {
+			return fmt.Errorf("info server: %w", err)
+		}
+		_, port, _ := strings.Cut(c.Options().Addr, ":")
+		mu.Lock()
+		pids["redis-"+port] = int(infoInt(info, "process_id"))
+		mu.Unlock()
+		return nil
+	})
+	return pids, err
 }
 
 func infoInt(info, field string) int64 {
@@ -842,6 +981,18 @@ func table(rs []Result) string {
 		for _, id := range ids {
 			a, d := r.AfterIngest.Procs[id], r.AfterDrain.Procs[id]
 			fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s / %s | %s | %s / %s |\n", r.URLs, id, mb(r.PeakRSS[id]), mb(a.RSS), mb(a.PSS), mb(a.Heap), mb(a.Live), mb(d.RSS), mb(d.Heap), mb(d.Live))
+		}
+	}
+	for _, r := range rs {
+		if len(r.AfterIngest.Masters) == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "\n| URLs | master | used MB queued | keys queued | used MB drained | keys drained | CPU µs/URL full queue |\n|---|---|---|---|---|---|---|\n")
+		addrs := slices.Sorted(maps.Keys(r.AfterIngest.Masters))
+		for _, a := range addrs {
+			q, d := r.AfterIngest.Masters[a], r.AfterDrain.Masters[a]
+			_, port, _ := strings.Cut(a, ":")
+			fmt.Fprintf(&b, "| %d | %s | %s | %d | %s | %d | %.1f |\n", r.URLs, a, mb(q.Used), q.Keys, mb(d.Used), d.Keys, r.DispatchCPUFull["redis-"+port])
 		}
 	}
 	return b.String()

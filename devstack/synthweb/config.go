@@ -123,8 +123,13 @@ type Config struct {
 	// More than Hosts makes the hosts after the ordinary ones (Sitemaps, SPA) virtual too, in
 	// order, so a web served on 0.0.0.0 alone (one address) can have them.
 	VirtualHosts int
-	Port         int  // 0 = pick a port free on all addresses
-	Special      bool // include the special hosts (true in DefaultConfig)
+	Port         int // 0 = pick a port free on all addresses
+	// OneListener serves every host address through one listener on 0.0.0.0 (Linux
+	// delivers the whole of 127.0.0.0/8 to it) instead of one listener per address, the
+	// host still told by the address a request arrived on: a web of tens of thousands of
+	// hosts then holds one file descriptor, not one per host, under the process's limit.
+	OneListener bool
+	Special     bool // include the special hosts (true in DefaultConfig)
 	// RobotsCrawlDelay, if set, is a Crawl-delay every ordinary host's robots.txt
 	// advertises (HostInfo.CrawlDelay), beside the crawl-delay host's own CrawlDelay: a web
 	// where several hosts ask for the same long delay, so that a rule can honour it for one

@@ -58,6 +58,9 @@ func Start(ctx context.Context, cfg Config) (*Web, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.OneListener {
+		addrs = []string{"0.0.0.0"}
+	}
 	listeners, port, err := listenAll(ctx, addrs, cfg.Port)
 	if err != nil {
 		return nil, err

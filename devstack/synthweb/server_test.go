@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -50,38 +51,68 @@ func hostOfKind(t *testing.T, w *Web, k HostKind) HostInfo {
 }
 
 func TestServesEveryHostOnItsOwnAddress(t *testing.T) {
-	w := startWeb(t, smallConfig())
-	hosts := w.Hosts()
-	if want := 3 + len(specialKinds); len(hosts) != want {
-		t.Fatalf("%d hosts, want %d", len(hosts), want)
+	for _, tc := range []struct {
+		name string
+		one  bool
+	}{{"a listener per address", false}, {"one listener", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := smallConfig()
+			cfg.OneListener = tc.one
+			w := startWeb(t, cfg)
+			hosts := w.Hosts()
+			if want := 3 + len(specialKinds); len(hosts) != want {
+				t.Fatalf("%d hosts, want %d", len(hosts), want)
+			}
+			seeds := w.Seeds()
+			for i, h := range hosts {
+				if seeds[i] != h.Origin+"/" {
+					t.Errorf("seed %d = %s, want %s/", i, seeds[i], h.Origin)
+				}
+				if h.Origin != w.Origin(h.Addr) {
+					t.Errorf("Origin(%s) = %s, HostInfo says %s", h.Addr, w.Origin(h.Addr), h.Origin)
+				}
+				if h.Kind == KindSlow {
+					continue // covered by its own test
+				}
+				f := get(t, h.Origin+"/")
+				if f.status != 200 || !strings.Contains(f.body, "<title>"+h.Addr+" ") {
+					t.Errorf("%s: status %d, body lacks its own title:\n%.200s", h.Origin, f.status, f.body)
+				}
+				if ct := f.header.Get("Content-Type"); ct != "text/html; charset=utf-8" {
+					t.Errorf("%s: Content-Type %q", h.Origin, ct)
+				}
+			}
+			logged := make(map[string]bool)
+			for _, r := range w.Requests() {
+				logged[r.Host] = true
+			}
+			for _, h := range hosts {
+				if h.Kind != KindSlow && !logged[h.Addr] {
+					t.Errorf("no logged request for host %s", h.Addr)
+				}
+			}
+		})
 	}
-	seeds := w.Seeds()
-	for i, h := range hosts {
-		if seeds[i] != h.Origin+"/" {
-			t.Errorf("seed %d = %s, want %s/", i, seeds[i], h.Origin)
-		}
-		if h.Origin != w.Origin(h.Addr) {
-			t.Errorf("Origin(%s) = %s, HostInfo says %s", h.Addr, w.Origin(h.Addr), h.Origin)
-		}
-		if h.Kind == KindSlow {
-			continue // covered by its own test
-		}
-		f := get(t, h.Origin+"/")
-		if f.status != 200 || !strings.Contains(f.body, "<title>"+h.Addr+" ") {
+}
+
+// A web of more hosts than the process may hold descriptors starts and tells its hosts
+// apart with OneListener; with a listener per address it fails with EMFILE.
+func TestOneListenerServesMoreHostsThanDescriptors(t *testing.T) {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Hosts: int(lim.Cur) + 100, PagesPerHost: 1, Seed: 1, OneListener: true}
+	w := startWeb(t, cfg)
+	hosts := w.Hosts()
+	for _, h := range []HostInfo{hosts[0], hosts[len(hosts)-1]} {
+		if f := get(t, h.Origin+"/"); f.status != 200 || !strings.Contains(f.body, "<title>"+h.Addr+" ") {
 			t.Errorf("%s: status %d, body lacks its own title:\n%.200s", h.Origin, f.status, f.body)
 		}
-		if ct := f.header.Get("Content-Type"); ct != "text/html; charset=utf-8" {
-			t.Errorf("%s: Content-Type %q", h.Origin, ct)
-		}
 	}
-	logged := make(map[string]bool)
-	for _, r := range w.Requests() {
-		logged[r.Host] = true
-	}
-	for _, h := range hosts {
-		if h.Kind != KindSlow && !logged[h.Addr] {
-			t.Errorf("no logged request for host %s", h.Addr)
-		}
+	reqs := w.Requests()
+	if len(reqs) != 2 || reqs[0].Host != hosts[0].Addr || reqs[1].Host != hosts[len(hosts)-1].Addr {
+		t.Errorf("logged %+v, want one request to each of %s and %s", reqs, hosts[0].Addr, hosts[len(hosts)-1].Addr)
 	}
 }
 
