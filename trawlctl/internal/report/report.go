@@ -150,9 +150,12 @@ func (b *Builder) Files() []File {
 	)
 }
 
-// Write writes every report into dir (each to a temporary name, then renamed, so a
-// reader never sees half a report).
+// Write writes every report into dir, made if missing (each to a temporary name, then
+// renamed, so a reader never sees half a report).
 func (b *Builder) Write(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
 	for _, f := range b.Files() {
 		tmp := filepath.Join(dir, "."+f.Name+".tmp")
 		if err := os.WriteFile(tmp, []byte(f.Body), 0o644); err != nil {
