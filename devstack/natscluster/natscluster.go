@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trawl/trawl/devstack/freeport"
 	"github.com/trawl/trawl/devstack/natsembed"
 )
 
@@ -59,7 +60,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 			c.Stop()
 		}
 	}()
-	ports, err := freePorts(opts.Nodes)
+	ports, err := freeport.Ports(opts.Nodes)
 	if err != nil {
 		return nil, err
 	}
@@ -112,27 +113,6 @@ func StartT(t testing.TB, opts Options) *Cluster {
 	}
 	t.Cleanup(c.Stop)
 	return c
-}
-
-// freePorts picks n distinct free loopback ports for the routes, which every node must
-// know before any starts.
-func freePorts(n int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	var out []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("natscluster: pick a route port: %w", err)
-		}
-		ls = append(ls, l)
-		out = append(out, l.Addr().(*net.TCPAddr).Port)
-	}
-	return out, nil
 }
 
 // URL is TRAWL_NATS_URL for the cluster: every node's client URL, comma-separated.

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/trawl/trawl/devstack/freeport"
 	"github.com/trawl/trawl/devstack/natsembed"
 	"github.com/trawl/trawl/shared/testwait"
 )
@@ -70,7 +71,7 @@ func TestRoutesNeedCredentials(t *testing.T) {
 		{"with the cluster's", c.RouteUser, c.RoutePassword, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ports, err := freePorts(1)
+			ports, err := freeport.Ports(1)
 			if err != nil {
 				t.Fatal(err)
 			}

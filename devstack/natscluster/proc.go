@@ -15,6 +15,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/trawl/trawl/devstack/freeport"
 	"github.com/trawl/trawl/devstack/natsembed"
 )
 
@@ -84,7 +85,7 @@ func (n *node) signal(sig syscall.Signal) {
 
 // startProcs runs the nodes as trawl-nats child processes.
 func (c *Cluster) startProcs(ctx context.Context, opts Options, ports []int, routes []string) error {
-	clientPorts, err := freePorts(len(ports))
+	clientPorts, err := freeport.Ports(len(ports))
 	if err != nil {
 		return err
 	}

@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,6 +17,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/trawl/trawl/devstack/freeport"
 )
 
 // Module and Version are the SeaweedFS build used.
@@ -113,7 +114,7 @@ func New(bin string, o Options) (*Server, error) {
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("weedproc: %w", err)
 	}
-	ports, err := freePorts(8)
+	ports, err := freeport.Ports(8)
 	if err != nil {
 		return nil, err
 	}
@@ -200,23 +201,4 @@ func (s *Server) LogPath() string {
 		return ""
 	}
 	return s.logFile.Name()
-}
-
-func freePorts(n int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	var out []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("weedproc: free port: %w", err)
-		}
-		ls = append(ls, l)
-		out = append(out, l.Addr().(*net.TCPAddr).Port)
-	}
-	return out, nil
 }
