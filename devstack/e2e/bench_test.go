@@ -261,18 +261,6 @@ func rateOf(reqs []synthweb.Request) crawlRate {
 	return c
 }
 
-func loadAvg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "?"
-	}
-	return strings.Join(f[:3], " ")
-}
-
 const benchMaxDepth = 20
 
 func benchWeb(ctx context.Context, b *testing.B, sc benchScenario) (*synthweb.Web, int) {
@@ -405,7 +393,7 @@ func runPipelineBench(b *testing.B, sc benchScenario, natsBin string) benchResul
 	if err := sc.together.ready(ctx); err != nil {
 		b.Fatalf("%s: %v", sc.name, err)
 	}
-	res.load = loadAvg()
+	res.load = stack.LoadAverage()
 	opens0 := tcpActiveOpens()
 	cpu0 := cpuTimes(b, pids)
 	timer(true)

@@ -393,7 +393,7 @@ func runSize(t *testing.T, bins string, n int64, drainFor time.Duration, profDir
 	}
 
 	// Ingest: seeds → crawl.discovered → dedup → crawl.frontier → the add script.
-	t.Logf("%d URLs over %d hosts: ingest (load %s)", n, hosts, loadAvg())
+	t.Logf("%d URLs over %d hosts: ingest (load %s)", n, hosts, stack.LoadAverage())
 	t0 := time.Now()
 	seedErr := make(chan error, 1)
 	go func() { seedErr <- seedURLs(ctx, st.JetStream(), n, hosts) }()
@@ -487,11 +487,11 @@ func runSize(t *testing.T, bins string, n int64, drainFor time.Duration, profDir
 		}
 		res.ServicesBack = time.Since(t3).Seconds()
 	}
-	t.Logf("restart: scheduler %.2fs, Redis stop %.2fs, start %.2fs (load %s)", res.SchedRestart, res.RedisStop, res.RedisStart, loadAvg())
+	t.Logf("restart: scheduler %.2fs, Redis stop %.2fs, start %.2fs (load %s)", res.SchedRestart, res.RedisStop, res.RedisStart, stack.LoadAverage())
 
 	// Dispatch: every host due, tasks taken and answered by fetchers that make no request.
 	setPIDs()
-	t.Logf("dispatch (load %s)", loadAvg())
+	t.Logf("dispatch (load %s)", stack.LoadAverage())
 	fctx, fstop := context.WithCancel(ctx)
 	var answered atomic.Int64
 	fetchErr := make(chan error, 1)
@@ -686,7 +686,7 @@ func fastFetch(ctx context.Context, js jetstream.JetStream, answered *atomic.Int
 // snapshot reads Redis's memory by key family, the streams' bytes and every process's
 // memory, with n URLs in the crawl.
 func snapshot(ctx context.Context, st *stack.Stack, cluster *rediscluster.Cluster, shards int, n int64, profDir, phase string) (Snapshot, error) {
-	s := Snapshot{Load: loadAvg(), Families: map[string]Family{}, Streams: map[string]Family{}, Procs: map[string]Mem{}}
+	s := Snapshot{Load: stack.LoadAverage(), Families: map[string]Family{}, Streams: map[string]Family{}, Procs: map[string]Mem{}}
 	rdb := st.RedisClient()
 	// Every master's memory, summed; one redis-server is its own master.
 	var mu sync.Mutex
@@ -940,18 +940,6 @@ func dirBytes(dir string) int64 {
 		return nil
 	})
 	return n
-}
-
-func loadAvg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "?"
-	}
-	return strings.Join(f[:3], " ")
 }
 
 var tableMu sync.Mutex

@@ -163,7 +163,7 @@ func runWide(t *testing.T, bins string, hosts, pages int, delay time.Duration) W
 		}
 	}
 
-	res.Load = loadAvg()
+	res.Load = stack.LoadAverage()
 	t.Logf("%d hosts × %d pages (%d expected), TRAWL_MIN_DELAY=%s (load %s)", hosts, pages, res.Pages, delay, res.Load)
 	if err := st.Seed(ctx, web.Seeds()); err != nil {
 		t.Fatal(err)
@@ -177,14 +177,14 @@ func runWide(t *testing.T, bins string, hosts, pages int, delay time.Duration) W
 		}
 		if time.Since(last) > 15*time.Second {
 			last = time.Now()
-			t.Logf("fetched %d, queued %d, active hosts %d (load %s)", p.Fetched, p.Queued, p.Hosts, loadAvg())
+			t.Logf("fetched %d, queued %d, active hosts %d (load %s)", p.Fetched, p.Queued, p.Hosts, stack.LoadAverage())
 		}
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	watch()
-	res.LoadEnd = loadAvg()
+	res.LoadEnd = stack.LoadAverage()
 	_, res.RedisPeak = redisUsed()
 	fam := map[string]Family{}
 	if err := families(ctx, rdb, 1, int64(hosts), fam); err != nil {

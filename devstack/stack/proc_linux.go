@@ -101,3 +101,17 @@ func (s *Stack) RedisPID() (int, error) {
 	}
 	return 0, fmt.Errorf("stack: no redis-server process for port %s", port)
 }
+
+// LoadAverage is the machine's 1, 5 and 15 minute load averages as /proc/loadavg gives them
+// ("?" when unreadable), noted beside a measurement taken on a shared machine.
+func LoadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}
