@@ -198,16 +198,7 @@ func TestScale(t *testing.T) {
 		return
 	}
 	fmt.Println(table(results))
-	if out := os.Getenv(envJSON); out != "" {
-		b, err := json.MarshalIndent(results, "", "  ")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(out, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		fmt.Println("results:", out)
-	}
+	writeJSON(t, os.Getenv(envJSON), results)
 	small, large := slices.Min(sizes), slices.Max(sizes)
 	if small == large {
 		return
@@ -984,4 +975,20 @@ func table(rs []Result) string {
 		}
 	}
 	return b.String()
+}
+
+// writeJSON writes v as indented JSON to out, when out is set, and says where.
+func writeJSON(t *testing.T, out string, v any) {
+	t.Helper()
+	if out == "" {
+		return
+	}
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(out, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Println("results:", out)
 }

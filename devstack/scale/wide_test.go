@@ -4,7 +4,6 @@ package scale
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -94,16 +93,7 @@ func TestWide(t *testing.T) {
 		})
 	}
 	fmt.Println(wideTable(results))
-	if out := os.Getenv(envWideJSON); out != "" {
-		b, err := json.MarshalIndent(results, "", "  ")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(out, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		fmt.Println("results:", out)
-	}
+	writeJSON(t, os.Getenv(envWideJSON), results)
 }
 
 func runWide(t *testing.T, bins string, hosts, pages int, delay time.Duration) WideResult {
