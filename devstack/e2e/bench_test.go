@@ -230,20 +230,13 @@ func rateOf(reqs []synthweb.Request) crawlRate {
 	if len(reqs) == 0 {
 		return c
 	}
-	first, last := reqs[0].Start, reqs[0].End
 	for _, r := range reqs {
 		c.requests++
 		if r.Path != "/robots.txt" {
 			c.pages++
 		}
-		if r.Start.Before(first) {
-			first = r.Start
-		}
-		if r.End.After(last) {
-			last = r.End
-		}
 	}
-	c.span = last.Sub(first)
+	c.span = synthweb.Span(reqs)
 	c.violations = len(synthweb.Overlaps(reqs))
 	// Requests are ordered by start, so each host's are too.
 	lastEnd := map[string]time.Time{}

@@ -236,19 +236,12 @@ func rateOfLog(reqs []synthweb.Request) logRate {
 	if len(reqs) == 0 {
 		return r
 	}
-	first, last := reqs[0].Start, reqs[0].End
 	for _, q := range reqs {
 		if q.Path != "/robots.txt" {
 			r.pages++
 		}
-		if q.Start.Before(first) {
-			first = q.Start
-		}
-		if q.End.After(last) {
-			last = q.End
-		}
 	}
-	r.span = last.Sub(first)
+	r.span = synthweb.Span(reqs)
 	return r
 }
 

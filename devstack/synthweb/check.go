@@ -198,3 +198,21 @@ func (e Expectation) Check(reqs []Request, origin func(host string) string, maxR
 	sort.Strings(problems)
 	return slices.Compact(problems)
 }
+
+// Span is the time from the earliest request's start to the latest one's end (0 for none),
+// over which a crawl's rate is judged.
+func Span(reqs []Request) time.Duration {
+	if len(reqs) == 0 {
+		return 0
+	}
+	first, last := reqs[0].Start, reqs[0].End
+	for _, q := range reqs {
+		if q.Start.Before(first) {
+			first = q.Start
+		}
+		if q.End.After(last) {
+			last = q.End
+		}
+	}
+	return last.Sub(first)
+}

@@ -177,3 +177,28 @@ func TestExpectationCheck(t *testing.T) {
 		})
 	}
 }
+
+// A crawl's span runs from its earliest start to its latest end, whichever requests they
+// belong to: the log is ordered by start, and an early request may end last.
+func TestSpan(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	at := func(start, end int) Request {
+		return Request{Start: t0.Add(time.Duration(start) * time.Second), End: t0.Add(time.Duration(end) * time.Second)}
+	}
+	for _, tc := range []struct {
+		name string
+		reqs []Request
+		want time.Duration
+	}{
+		{"none", nil, 0},
+		{"one", []Request{at(2, 5)}, 3 * time.Second},
+		{"the first ends last", []Request{at(0, 9), at(1, 2), at(3, 4)}, 9 * time.Second},
+		{"the last ends last", []Request{at(0, 1), at(4, 7)}, 7 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Span(tc.reqs); got != tc.want {
+				t.Errorf("Span = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
