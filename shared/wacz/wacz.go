@@ -269,8 +269,17 @@ func addStoredFile(zw *zip.Writer, name, src string) (Resource, error) {
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return Resource{}, fmt.Errorf("wacz: %w", err)
 	}
+	st, err := f.Stat()
+	if err != nil {
+		return Resource{}, fmt.Errorf("wacz: %w", err)
+	}
 	fh := &zip.FileHeader{Name: name, Method: zip.Store, CRC32: crc.Sum32(),
-		CompressedSize64: uint64(n), UncompressedSize64: uint64(n), Modified: time.Now()}
+		CompressedSize64: uint64(n), UncompressedSize64: uint64(n)}
+	// CreateRaw writes the header's MS-DOS date and time as given and, unlike
+	// CreateHeader, does not derive them from Modified: without this every WARC in the
+	// package would be dated 1980. The WARC's own modification time is when it was sealed.
+	fh.ModifiedDate, fh.ModifiedTime = msdosTime(st.ModTime())
+	fh.Modified = st.ModTime()
 	out, err := zw.CreateRaw(fh)
 	if err != nil {
 		return Resource{}, fmt.Errorf("wacz: %s: %w", name, err)
@@ -302,4 +311,16 @@ func addBytes(zw *zip.Writer, name string, b []byte, method uint16) (Resource, e
 func sha256Of(b []byte) string {
 	s := sha256.Sum256(b)
 	return "sha256:" + hex.EncodeToString(s[:])
+}
+
+// msdosTime is the zip header's date and time fields for t in UTC, two-second resolution,
+// clamped to the format's 1980 start.
+func msdosTime(t time.Time) (date, clock uint16) {
+	t = t.UTC()
+	if t.Year() < 1980 {
+		t = time.Date(1980, 1, 1, 0, 0, 0, 0, time.UTC)
+	}
+	date = uint16(t.Day() + int(t.Month())<<5 + (t.Year()-1980)<<9)
+	clock = uint16(t.Second()/2 + t.Minute()<<5 + t.Hour()<<11)
+	return date, clock
 }

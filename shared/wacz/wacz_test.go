@@ -114,6 +114,16 @@ func TestBuildAndVerify(t *testing.T) {
 		if strings.HasPrefix(f.Name, "archive/") && f.Flags&0x8 != 0 {
 			t.Errorf("%s has a data descriptor: its size is not in its local header", f.Name)
 		}
+		// Archive tools list and unpack by the entry's date; a WARC's is when it was sealed.
+		if strings.HasPrefix(f.Name, "archive/") {
+			st, err := os.Stat(filepath.Join(dir, filepath.Base(f.Name)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := f.Modified.Sub(st.ModTime().UTC()); d < -2*time.Second || d > 2*time.Second {
+				t.Errorf("%s is dated %v, want its WARC's %v", f.Name, f.Modified, st.ModTime().UTC())
+			}
+		}
 	}
 	pj, _ := readEntry(find(zr, PagesPath))
 	if first, _, _ := strings.Cut(string(pj), "\n"); first != `{"format":"json-pages-1.0","id":"pages","title":"All Pages"}` {
