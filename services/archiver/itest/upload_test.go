@@ -25,6 +25,7 @@ import (
 	"github.com/trawl/trawl/devstack/weedproc"
 	"github.com/trawl/trawl/services/archiver/internal/config"
 	"github.com/trawl/trawl/services/archiver/internal/upload"
+	"github.com/trawl/trawl/shared/cdxj"
 )
 
 const (
@@ -246,8 +247,27 @@ func archiverUploads(t *testing.T, st *store, keep bool) {
 	}
 	kept, _ := filepath.Glob(filepath.Join(s.dir, "*.warc.gz"))
 	marked, _ := filepath.Glob(filepath.Join(s.dir, "*"+upload.DoneSuffix))
-	if keep && (len(kept) < 2 || len(marked) != 2*len(kept)) || !keep && len(kept)+len(marked) > 0 {
-		t.Errorf("keep local %v: %d WARC files and %d upload markers left", keep, len(kept), len(marked))
+	indexes, _ := filepath.Glob(filepath.Join(s.dir, "*.cdxj"))
+	if keep && (len(kept) < 2 || len(marked) != 2*len(kept)) || !keep && (len(kept) > 0 || len(indexes) < 2 || len(marked) != len(indexes)) {
+		t.Errorf("keep local %v: %d WARC files, %d indexes and %d upload markers left", keep, len(kept), len(indexes), len(marked))
+	}
+	// The reports read the local indexes whether or not the WARC files stay.
+	indexed := map[string]bool{}
+	for _, name := range indexes {
+		f, err := os.Open(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = cdxj.Each(context.Background(), f, func(l cdxj.Line) error { indexed[l.URL] = true; return nil }, nil)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, u := range urls {
+		if !indexed[u] {
+			t.Errorf("keep local %v: %s is in no local index", keep, u)
+		}
 	}
 	down := t.TempDir()
 	n := 0

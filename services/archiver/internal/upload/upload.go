@@ -263,7 +263,10 @@ func (u *Uploader) confirm(ctx context.Context, path string, st *state) (bool, e
 }
 
 func (u *Uploader) finish(path string, res Result) (Result, error) {
-	if u.c.KeepLocal {
+	// A sealed file's CDXJ index stays in any case: it is about 1% of its WARC, and the
+	// crawl reports, `archive forget` and the digest index's seeding read it locally.
+	keep := u.c.KeepLocal || strings.HasSuffix(path, ".cdxj")
+	if keep {
 		// The marker keeps a kept file from being uploaded again on every pass.
 		if err := os.WriteFile(path+DoneSuffix, []byte(res.Key+"\n"), 0o644); err != nil {
 			return res, fmt.Errorf("upload: %w", err)
@@ -272,7 +275,7 @@ func (u *Uploader) finish(path string, res Result) (Result, error) {
 	if err := os.Remove(path + stateSuffix); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return res, fmt.Errorf("upload: %w", err)
 	}
-	if !u.c.KeepLocal {
+	if !keep {
 		if err := os.Remove(path); err != nil {
 			return res, fmt.Errorf("upload: uploaded, but the local file stays: %w", err)
 		}
