@@ -3,7 +3,7 @@
 // mimetype-report.txt, responsecode-report.txt, and crawl-report.txt, plus
 // skipped-report.txt (URLs not archived, with their reason). What was archived comes from
 // the CDXJ indexes beside the WARC files (one line per capture); what was not, from the
-// frontier's counters and error log; the bytes deduplication saved from the archiver's
+// frontier's counters, its error log and the schedulers' skip log (CRAWL_SKIPPED); the bytes deduplication saved from the archiver's
 // counters. It reads; it changes nothing.
 package report
 
@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/trawl/trawl/shared/cdxj"
+	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/frontierkeys"
 	"github.com/trawl/trawl/shared/urlnorm"
 )
@@ -27,6 +28,9 @@ type Crawl struct {
 	Prefix   string
 	Counters *frontierkeys.Counters // summed over the shards
 	Errors   []frontierkeys.ErrorRecord
+	// Skipped is the skip log, oldest first: every URL a scheduler ended unarchived with
+	// its reason (nil: not read, the report lists only the error log's failures).
+	Skipped []crawlmsg.SkippedURL
 	// Revisits and SavedBytes are the archiver's dedup counters (digestindex.Stats).
 	Revisits, SavedBytes int64
 }
@@ -308,9 +312,12 @@ func (b *Builder) codeReport() string {
 	return w.String()
 }
 
-// skippedReport: the URLs not archived, by reason. The frontier counts every reason but
-// keeps the URLs only of the failures (its error log, the last ones per shard): robots,
-// scope and budget decisions are counted, not listed.
+// skippedReport: the URLs not archived, by reason, then one line per URL with its reason
+// (robots-disallowed, out-of-scope, failed(<kind>)), as Heritrix's crawl.log gives each
+// URI's disposition. The skip log lists every URL a scheduler ended so; the error log adds
+// the failures it does not hold (those of a reaped lease, the queued URLs of a retired
+// host's last failure) and its detail where the skip log has none. Over-budget URLs are
+// counted, not listed.
 func (b *Builder) skippedReport() string {
 	var w strings.Builder
 	w.WriteString("[#urls] [reason]\n")
@@ -318,13 +325,44 @@ func (b *Builder) skippedReport() string {
 		fmt.Fprintf(&w, "%d failed\n%d robots-disallowed\n%d out-of-scope\n%d over-budget\n", c.Failed, c.Disallowed, c.OutOfScope, c.OverBudget)
 	}
 	w.WriteString("\n[reason] [status] [url] [error]\n")
+	logged := make(map[string]bool, len(b.Crawl.Skipped))
+	detail := map[string]frontierkeys.ErrorRecord{}
 	for _, e := range b.Crawl.Errors {
 		if e.Result == "retry" {
 			continue
 		}
-		fmt.Fprintf(&w, "%s:%s %d %s %s\n", e.Result, e.Kind, e.Status, e.URL, oneLine(e.Error))
+		if _, ok := detail[e.URL]; !ok {
+			detail[e.URL] = e // newest first
+		}
+	}
+	for _, s := range b.Crawl.Skipped {
+		logged[s.URL] = true
+		status, msg := s.Status, s.Error
+		if e, ok := detail[s.URL]; ok && strings.HasPrefix(s.Reason, "failed") {
+			if msg == "" {
+				msg = e.Error
+			}
+			if status == 0 {
+				status = e.Status
+			}
+		}
+		fmt.Fprintf(&w, "%s %d %s %s\n", s.Reason, status, s.URL, orDash(oneLine(msg)))
+	}
+	for _, e := range b.Crawl.Errors {
+		if e.Result == "retry" || logged[e.URL] {
+			continue
+		}
+		logged[e.URL] = true
+		fmt.Fprintf(&w, "%s %d %s %s\n", crawlmsg.FailedReason(crawlmsg.OutcomeKind(e.Kind)), e.Status, e.URL, orDash(oneLine(e.Error)))
 	}
 	return w.String()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

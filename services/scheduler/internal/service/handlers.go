@@ -159,6 +159,12 @@ func (s *shard) handleOutcomes(ctx context.Context, msgs []jetstream.Msg) []erro
 	if released {
 		s.poke()
 	}
+	// Before the messages are acked (after this handler), so a kill loses no skip.
+	for i, err := range s.logSkips(ctx, msgs, from, outs, applied) {
+		if err != nil && errs[i] == nil {
+			errs[i] = err
+		}
+	}
 	if failed {
 		// Their recrawl states wait in the outbox (rescheduleLoop).
 		select {
