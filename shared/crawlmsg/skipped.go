@@ -4,8 +4,11 @@ package crawlmsg
 // a failure is "failed(<outcome kind>)", FailedReason).
 const (
 	ReasonDisallowed = "robots-disallowed"
-	ReasonOutOfScope = "out-of-scope"
-	ReasonOverBudget = "over-budget"
+	ReasonOutOfScope = "out-of-scope" // outside a site rule's include/exclude, or no crawlable URL
+	ReasonTooDeep    = "too-deep"     // deeper than TRAWL_MAX_DEPTH or a site rule's max depth
+	ReasonOverBudget = "over-budget"  // its host's, domain's or the crawl's page budget spent
+	// ReasonRetired: found after its host was retired (TRAWL_RETIRE_AFTER failures in a row).
+	ReasonRetired = "failed(retired)"
 )
 
 // FailedReason is the reason of a URL that ended failed after an outcome of kind.

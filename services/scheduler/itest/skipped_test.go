@@ -119,3 +119,47 @@ func readSkipLog(t *testing.T, js jetstream.JetStream) map[string]string {
 	}
 	return out
 }
+
+// The URLs the frontier refuses at admission — deeper than TRAWL_MAX_DEPTH (in Go), over
+// their host's page budget (in the add script) — are logged with their reason too; the
+// admitted ones are not.
+func TestRefusedURLsLoggedWithReason(t *testing.T) {
+	s := startStack(t, redisproc.Options{}, map[string]string{"TRAWL_MAX_PAGES_PER_HOST": "1", "TRAWL_MAX_DEPTH": "2"})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s.runFetcher(ctx, fetched200)
+	s.publish(topology.FrontierSubject(0), &crawlmsg.FrontierBatch{URLs: []crawlmsg.Discovered{
+		{URL: "http://h.example/"},
+		{URL: "http://deep.example/x", Depth: 3},
+	}})
+	testwait.Eventually(t, 30*time.Second, "the budgeted host's first page fetched", func() bool {
+		st := s.stats()
+		return st.Fetched == 1 && st.Inflight == 0
+	})
+	// The host's budget is spent: what it links to now is refused by the add script.
+	s.publish(topology.FrontierSubject(0), &crawlmsg.FrontierBatch{URLs: []crawlmsg.Discovered{
+		{URL: "http://h.example/a", Depth: 1},
+		{URL: "http://h.example/b", Depth: 1},
+	}})
+	want := map[string]string{
+		"http://deep.example/x": crawlmsg.ReasonTooDeep,
+		"http://h.example/a":    crawlmsg.ReasonOverBudget,
+		"http://h.example/b":    crawlmsg.ReasonOverBudget,
+	}
+	var got map[string]string
+	testwait.Eventually(t, 10*time.Second, "every refused URL on "+topology.StreamSkipped, func() bool {
+		got = readSkipLog(t, s.js)
+		return len(got) >= len(want)
+	})
+	for u, r := range want {
+		if got[u] != r {
+			t.Errorf("%s logged as %q, want %q", u, got[u], r)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("skip log %v, want only %v", got, want)
+	}
+	if st := s.stats(); st.OverBudget != 2 || st.OutOfScope != 1 {
+		t.Errorf("counted %d over budget and %d out of scope, want 2 and 1 (the log's)", st.OverBudget, st.OutOfScope)
+	}
+}

@@ -313,18 +313,19 @@ func (b *Builder) codeReport() string {
 }
 
 // skippedReport: the URLs not archived, by reason, then one line per URL with its reason
-// (robots-disallowed, out-of-scope, failed(<kind>)), as Heritrix's crawl.log gives each
-// URI's disposition. The skip log lists every URL a scheduler ended so; the error log adds
-// the failures it does not hold (those of a reaped lease, the queued URLs of a retired
-// host's last failure) and its detail where the skip log has none. Over-budget URLs are
-// counted, not listed.
+// and code, as Heritrix's crawl.log gives each URI's disposition: the HTTP status of a
+// failure that had one, else Heritrix's status code for the reason (HeritrixCode). The
+// skip log lists every URL a scheduler ended so, once each; the error log adds the
+// failures it does not hold (those of a reaped lease, the queued URLs of a retired host's
+// last failure) and its detail where the skip log has none. Over-budget URLs dropped from
+// a queue when their host's budget ran out are counted, not listed.
 func (b *Builder) skippedReport() string {
 	var w strings.Builder
 	w.WriteString("[#urls] [reason]\n")
 	if c := b.Crawl.Counters; c != nil {
 		fmt.Fprintf(&w, "%d failed\n%d robots-disallowed\n%d out-of-scope\n%d over-budget\n", c.Failed, c.Disallowed, c.OutOfScope, c.OverBudget)
 	}
-	w.WriteString("\n[reason] [status] [url] [error]\n")
+	w.WriteString("\n[reason] [code] [url] [detail]\n")
 	logged := make(map[string]bool, len(b.Crawl.Skipped))
 	detail := map[string]frontierkeys.ErrorRecord{}
 	for _, e := range b.Crawl.Errors {
@@ -336,6 +337,9 @@ func (b *Builder) skippedReport() string {
 		}
 	}
 	for _, s := range b.Crawl.Skipped {
+		if logged[s.URL] {
+			continue
+		}
 		logged[s.URL] = true
 		status, msg := s.Status, s.Error
 		if e, ok := detail[s.URL]; ok && strings.HasPrefix(s.Reason, "failed") {
@@ -345,6 +349,9 @@ func (b *Builder) skippedReport() string {
 			if status == 0 {
 				status = e.Status
 			}
+		}
+		if status == 0 {
+			status = HeritrixCode(s.Reason)
 		}
 		fmt.Fprintf(&w, "%s %d %s %s\n", s.Reason, status, s.URL, orDash(oneLine(msg)))
 	}
@@ -356,6 +363,23 @@ func (b *Builder) skippedReport() string {
 		fmt.Fprintf(&w, "%s %d %s %s\n", crawlmsg.FailedReason(crawlmsg.OutcomeKind(e.Kind)), e.Status, e.URL, orDash(oneLine(e.Error)))
 	}
 	return w.String()
+}
+
+// HeritrixCode is the status Heritrix's crawl.log gives a URI that ended for reason without
+// an HTTP status (org.archive.modules.fetcher.FetchStatusCodes), 0 (S_UNATTEMPTED) for a
+// reason it has no code of, such as a failure without a response.
+func HeritrixCode(reason string) int {
+	switch reason {
+	case crawlmsg.ReasonDisallowed:
+		return -9998 // S_ROBOTS_PRECLUDED
+	case crawlmsg.ReasonOutOfScope:
+		return -5000 // S_OUT_OF_SCOPE
+	case crawlmsg.ReasonTooDeep:
+		return -4001 // S_TOO_MANY_LINK_HOPS
+	case crawlmsg.ReasonOverBudget:
+		return -5003 // S_BLOCKED_BY_QUOTA
+	}
+	return 0
 }
 
 func orDash(s string) string {

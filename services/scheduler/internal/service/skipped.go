@@ -84,17 +84,7 @@ func (s *shard) logSkips(ctx context.Context, msgs []jetstream.Msg, from []int, 
 	if len(batches) == 0 {
 		return nil
 	}
-	pub := make([]*nats.Msg, 0, len(batches))
-	idx := make([]int, 0, len(batches))
-	for i, b := range batches {
-		data, err := crawlmsg.Marshal(b)
-		if err != nil {
-			s.log.Error("skip log entry not encoded", "msg", natsx.MsgID(msgs[i]), "err", err)
-			continue
-		}
-		pub = append(pub, natsx.NewMsg(topology.SkippedSubject(s.id), topology.SkippedID(natsx.MsgID(msgs[i])), data))
-		idx = append(idx, i)
-	}
+	pub, idx := s.skipMsgs(msgs, batches)
 	pctx, cancel := context.WithTimeout(ctx, skipPublishTimeout)
 	defer cancel()
 	err := natsx.PublishBatch(pctx, s.js, pub)
@@ -112,4 +102,77 @@ func (s *shard) logSkips(ctx context.Context, msgs []jetstream.Msg, from []int, 
 		errs[i] = fmt.Errorf("skip log: %w", err)
 	}
 	return errs
+}
+
+// logRefused publishes, for each frontier message whose URLs the frontier refused at
+// admission (out of scope, too deep, over budget, a retired host), one entry on the
+// shard's skip log named after the message. A redelivered message whose batch was applied
+// before lists again what Go refused (the rules decide alike; the duplicate window drops
+// the copy), not what the script refused then, which nothing keeps: a scheduler killed
+// between the add and this publish loses those entries (their URLs stay counted). A
+// failed publish is not retried through redelivery, which could not bring them back: it
+// is logged and counted, and the messages are acked, so the crawl never waits on the log.
+func (s *shard) logRefused(ctx context.Context, msgs []jetstream.Msg, from []int, added []frontier.Added) {
+	var batches map[int]*crawlmsg.SkippedBatch
+	at := s.now().UnixMilli()
+	for j, a := range added {
+		if len(a.Refused) == 0 {
+			continue
+		}
+		i := from[j]
+		if a.Queued == frontier.Duplicate {
+			// A copy first delivered here was logged under its first copy's id.
+			if md, err := msgs[i].Metadata(); err != nil || md.NumDelivered <= 1 {
+				continue
+			}
+		}
+		if batches == nil {
+			batches = map[int]*crawlmsg.SkippedBatch{}
+		}
+		b := batches[i]
+		if b == nil {
+			b = &crawlmsg.SkippedBatch{}
+			batches[i] = b
+		}
+		for _, r := range a.Refused {
+			b.URLs = append(b.URLs, crawlmsg.SkippedURL{URL: r.URL, Host: r.Host, Reason: r.Reason, Error: r.Detail, At: at})
+		}
+	}
+	if len(batches) == 0 {
+		return
+	}
+	pub, idx := s.skipMsgs(msgs, batches)
+	pctx, cancel := context.WithTimeout(ctx, skipPublishTimeout)
+	defer cancel()
+	if err := natsx.PublishBatch(pctx, s.js, pub); err != nil {
+		n := 0
+		for _, i := range idx {
+			n += len(batches[i].URLs)
+		}
+		s.m.skipsLost.WithLabelValues(s.label).Add(float64(n))
+		s.log.Error("skip log: publish failed; the refused URLs stay counted but unlisted", "urls", n, "err", err)
+	}
+}
+
+// skipMsgs encodes one skip log entry per message with a batch, named after the message
+// (topology.SkippedID), and returns them with their message indexes.
+func (s *shard) skipMsgs(msgs []jetstream.Msg, batches map[int]*crawlmsg.SkippedBatch) ([]*nats.Msg, []int) {
+	pub := make([]*nats.Msg, 0, len(batches))
+	idx := make([]int, 0, len(batches))
+	for i, b := range batches {
+		data, err := crawlmsg.Marshal(b)
+		if err != nil {
+			s.log.Error("skip log entry not encoded", "msg", natsx.MsgID(msgs[i]), "err", err)
+			continue
+		}
+		id := ""
+		if mid := natsx.MsgID(msgs[i]); mid != "" {
+			// Without the message's identity no id: "skip:" alone would drop every
+			// other such entry as a copy.
+			id = topology.SkippedID(mid)
+		}
+		pub = append(pub, natsx.NewMsg(topology.SkippedSubject(s.id), id, data))
+		idx = append(idx, i)
+	}
+	return pub, idx
 }
