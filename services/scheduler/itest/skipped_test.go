@@ -2,6 +2,8 @@ package itest
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,6 +11,7 @@ import (
 
 	"github.com/trawl/trawl/devstack/redisproc"
 	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/policy"
 	"github.com/trawl/trawl/shared/testwait"
 	"github.com/trawl/trawl/shared/topology"
 )
@@ -66,7 +69,7 @@ func TestSkippedURLsLoggedWithReason(t *testing.T) {
 
 	got := map[string]string{}
 	testwait.Eventually(t, 10*time.Second, "every skip on "+topology.StreamSkipped, func() bool {
-		for u, r := range readSkipLog(t, s.js) {
+		for u, r := range readSkipLog(t, s.js, true) {
 			got[u] = r
 		}
 		return len(got) >= len(want)
@@ -82,8 +85,9 @@ func TestSkippedURLsLoggedWithReason(t *testing.T) {
 }
 
 // readSkipLog reads every entry of CRAWL_SKIPPED: URL → reason. An empty entry fails the
-// test: a batch without a skip must publish nothing.
-func readSkipLog(t *testing.T, js jetstream.JetStream) map[string]string {
+// test: a batch without a skip must publish nothing; so does one without its message's
+// id when needID (a redelivery's copy must be dropped).
+func readSkipLog(t *testing.T, js jetstream.JetStream, needID bool) map[string]string {
 	t.Helper()
 	ctx := testwait.Context(t)
 	st, err := js.Stream(ctx, topology.StreamSkipped)
@@ -100,8 +104,8 @@ func readSkipLog(t *testing.T, js jetstream.JetStream) map[string]string {
 		if err != nil {
 			t.Fatalf("skip log entry %d: %v", seq, err)
 		}
-		if m.Subject != topology.SkippedSubject(0) || m.Header.Get("Nats-Msg-Id") == "" {
-			t.Errorf("skip log entry %d on %s, id %q", seq, m.Subject, m.Header.Get("Nats-Msg-Id"))
+		if id := m.Header.Get("Nats-Msg-Id"); m.Subject != topology.SkippedSubject(0) || !strings.HasPrefix(id, "skip:") && (needID || id != "") {
+			t.Errorf("skip log entry %d on %s, id %q", seq, m.Subject, id)
 		}
 		var b crawlmsg.SkippedBatch
 		if err := crawlmsg.Unmarshal(m.Data, &b); err != nil {
@@ -136,19 +140,23 @@ func TestRefusedURLsLoggedWithReason(t *testing.T) {
 		st := s.stats()
 		return st.Fetched == 1 && st.Inflight == 0
 	})
-	// The host's budget is spent: what it links to now is refused by the add script.
+	// The host's budget is spent: what it links to now is refused by the add script, which
+	// names them by their place among the URLs Go sent it (the too-deep one was not).
 	s.publish(topology.FrontierSubject(0), &crawlmsg.FrontierBatch{URLs: []crawlmsg.Discovered{
+		{URL: "http://deep.example/y", Depth: 3},
 		{URL: "http://h.example/a", Depth: 1},
+		{URL: "http://other.example/", Depth: 1},
 		{URL: "http://h.example/b", Depth: 1},
 	}})
 	want := map[string]string{
 		"http://deep.example/x": crawlmsg.ReasonTooDeep,
+		"http://deep.example/y": crawlmsg.ReasonTooDeep,
 		"http://h.example/a":    crawlmsg.ReasonOverBudget,
 		"http://h.example/b":    crawlmsg.ReasonOverBudget,
 	}
 	var got map[string]string
 	testwait.Eventually(t, 10*time.Second, "every refused URL on "+topology.StreamSkipped, func() bool {
-		got = readSkipLog(t, s.js)
+		got = readSkipLog(t, s.js, true)
 		return len(got) >= len(want)
 	})
 	for u, r := range want {
@@ -159,7 +167,61 @@ func TestRefusedURLsLoggedWithReason(t *testing.T) {
 	if len(got) != len(want) {
 		t.Errorf("skip log %v, want only %v", got, want)
 	}
-	if st := s.stats(); st.OverBudget != 2 || st.OutOfScope != 1 {
-		t.Errorf("counted %d over budget and %d out of scope, want 2 and 1 (the log's)", st.OverBudget, st.OutOfScope)
+	testwait.Eventually(t, 30*time.Second, "the admitted URL fetched", func() bool {
+		st := s.stats()
+		return st.Fetched == 2 && st.Inflight == 0
+	})
+	if st := s.stats(); st.OverBudget != 2 || st.OutOfScope != 2 {
+		t.Errorf("counted %d over budget and %d out of scope, want 2 and 2 (the log's)", st.OverBudget, st.OutOfScope)
+	}
+}
+
+// A rule that narrows the scope mid-crawl ends the host's queued URLs it no longer admits
+// (Heritrix's out of scope upon re-examination): each is logged out-of-scope with the rule
+// that refused it, and only those.
+func TestExcludedByRecheckLogged(t *testing.T) {
+	s := startStack(t, redisproc.Options{}, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// The host's first task is held until the rule is applied, so the rest stay queued.
+	release := make(chan struct{})
+	s.runFetcher(ctx, func(tk crawlmsg.FetchTask) crawlmsg.Outcome {
+		if tk.URL == "http://a.example/0" {
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+		}
+		return fetched200(tk)
+	})
+	batch := crawlmsg.FrontierBatch{URLs: []crawlmsg.Discovered{{URL: "http://a.example/0"}}}
+	want := map[string]string{}
+	for i := range 5 {
+		u := fmt.Sprintf("http://a.example/x/%d", i)
+		want[u] = crawlmsg.ReasonOutOfScope
+		batch.URLs = append(batch.URLs, crawlmsg.Discovered{URL: u}, crawlmsg.Discovered{URL: fmt.Sprintf("http://a.example/y/%d", i)})
+	}
+	s.publish(topology.FrontierSubject(0), &batch)
+	testwait.Eventually(t, 10*time.Second, "a.example's other URLs queued behind its first", func() bool {
+		st := s.stats()
+		return st.Inflight == 1 && st.Queued == 10
+	})
+	store := policy.NewStore(s.rdb, s.cfg.Common.RedisPrefix)
+	if _, _, err := store.Apply(ctx, []policy.Change{{Rule: hostRule("a.example", policy.Rule{Exclude: []string{"/x/"}})}}, "test", 0); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Eventually(t, 10*time.Second, "the recheck ends /x/ out of scope", func() bool { return s.stats().OutOfScope == 5 })
+	close(release)
+	testwait.Eventually(t, 20*time.Second, "the rest fetched", func() bool {
+		st := s.stats()
+		return st.Fetched == 6 && st.Queued == 0 && st.Inflight == 0
+	})
+	var got map[string]string
+	testwait.Eventually(t, 10*time.Second, "every excluded URL on "+topology.StreamSkipped, func() bool {
+		got = readSkipLog(t, s.js, false)
+		return len(got) >= len(want)
+	})
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("skip log %v, want %v", got, want)
 	}
 }

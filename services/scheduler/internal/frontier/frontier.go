@@ -264,11 +264,17 @@ type Frontier struct {
 	rules func() *policy.Set
 	// sifted is what the policy passes sifted last (siftParked).
 	sifted siftMemo
+	// excluded, when set, is given the queued URLs a scope recheck ended (LogExcluded).
+	excluded func(context.Context, []Refused)
 }
 
 // UsePolicy makes AddBatches check each URL against the live site policies' depth,
 // include and exclude (Resolved.Admit). Call it before the frontier is used.
 func (f *Frontier) UsePolicy(rules func() *policy.Set) { f.rules = rules }
+
+// LogExcluded makes RecheckScope give fn the queued URLs each of its steps ended out of
+// scope, once that step is done (a chunk at a time: nothing gathers a whole queue).
+func (f *Frontier) LogExcluded(fn func(context.Context, []Refused)) { f.excluded = fn }
 
 // New returns the frontier of o.Shard. The bounds that are not settings (RouteLimit,
 // ReapLimit, TopHosts, RecentErrors) take their defaults when zero.

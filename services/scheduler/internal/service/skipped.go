@@ -176,3 +176,25 @@ func (s *shard) skipMsgs(msgs []jetstream.Msg, batches map[int]*crawlmsg.Skipped
 	}
 	return pub, idx
 }
+
+// logExcluded publishes the queued URLs a scope recheck ended out of scope (a rule
+// narrowed the crawl: Heritrix's -5000) as one skip log entry. The recheck step is done
+// and will not run again for them, so a failed publish is logged and counted, not retried.
+func (s *shard) logExcluded(ctx context.Context, rs []frontier.Refused) {
+	b := &crawlmsg.SkippedBatch{URLs: make([]crawlmsg.SkippedURL, 0, len(rs))}
+	at := s.now().UnixMilli()
+	for _, r := range rs {
+		b.URLs = append(b.URLs, crawlmsg.SkippedURL{URL: r.URL, Host: r.Host, Reason: r.Reason, Error: r.Detail, At: at})
+	}
+	data, err := crawlmsg.Marshal(b)
+	if err == nil {
+		pctx, cancel := context.WithTimeout(ctx, skipPublishTimeout)
+		defer cancel()
+		// No id: nothing publishes these URLs twice (the step that ended them is over).
+		err = natsx.PublishBatch(pctx, s.js, []*nats.Msg{natsx.NewMsg(topology.SkippedSubject(s.id), "", data)})
+	}
+	if err != nil {
+		s.m.skipsLost.WithLabelValues(s.label).Add(float64(len(rs)))
+		s.log.Error("skip log: publish failed; the excluded URLs stay counted but unlisted", "urls", len(rs), "err", err)
+	}
+}
