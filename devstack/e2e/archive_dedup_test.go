@@ -114,7 +114,7 @@ func TestArchiveDedupAndReports(t *testing.T) {
 	ctx, cancel := context.WithTimeout(testwait.Context(t), 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "trawlctl"), "report", "-dir", dir, "-seeds", seeds)
-	cmd.Env = append(os.Environ(), "TRAWL_REDIS_URL="+r.stack.Redis().URL())
+	cmd.Env = append(os.Environ(), "TRAWL_REDIS_URL="+r.stack.Redis().URL(), "TRAWL_NATS_URL="+r.stack.NATSURL())
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("trawlctl report: %v\n%s", err, out)
@@ -219,6 +219,10 @@ func TestArchiveDedupAndReports(t *testing.T) {
 		if failed == 0 {
 			t.Error("the synthetic web has no page that always fails")
 		}
+		// Every URL skipped without a request is listed with its reason, and none was
+		// requested; every link robots.txt forbids is among them.
+		counts, listed := parseSkippedReport(t, body+"\n")
+		checkSkippedReport(t, r.web, env, r.reqs, counts, listed, func(string) bool { return false })
 	})
 }
 

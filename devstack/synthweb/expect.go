@@ -177,3 +177,14 @@ func (m *model) seedURLs() []string {
 	}
 	return seeds
 }
+
+// RobotsDisallowed reports whether u's host serves a robots.txt (200) whose rules for
+// ProductToken forbid u: a crawler that finds u must skip it as robots-disallowed.
+func (w *Web) RobotsDisallowed(u string) bool {
+	h, pq, ok := w.m.lookup(u)
+	if !ok {
+		return false
+	}
+	f := w.m.robots(h)
+	return f.status == http.StatusOK && !robotsAllowed(f, ProductToken, pq)
+}

@@ -53,6 +53,8 @@ func Marshal(v any) ([]byte, error) {
 		}
 	case *Document:
 		m.V = Version
+	case *SkippedBatch:
+		m.V = Version
 	case *PageMeta:
 		m.V = pageVersion(m)
 		return appendPageMeta(nil, m), nil
@@ -90,6 +92,8 @@ func Unmarshal(data []byte, v any) error {
 			return fmt.Errorf("%w: outcome lacks host, lease or kind", ErrMalformed)
 		}
 	case *Document:
+		got = m.V
+	case *SkippedBatch:
 		got = m.V
 	case *PageMeta:
 		got = m.V

@@ -168,6 +168,8 @@ type Common struct {
 	// they set the free disk NATS needs (topology.Options).
 	PagesMaxBytes int64
 	DocsMaxBytes  int64
+	// SkippedMaxBytes is TRAWL_SKIPPED_MAX_BYTES, the cap of the skip log (CRAWL_SKIPPED).
+	SkippedMaxBytes int64
 	// Durability is TRAWL_FSYNC, which the stores run with: a stage acknowledges its input
 	// only once what it stored for it is past the level's window (durability.Level.Window).
 	Durability durability.Level
@@ -189,23 +191,24 @@ const (
 // LoadCommon reads the common settings; defaultHTTP is the service's own /metrics address.
 func LoadCommon(r *Reader, defaultHTTP string) Common {
 	return Common{
-		Conn:          LoadConn(r),
-		HTTPAddr:      r.String("HTTP_ADDR", defaultHTTP),
-		LogLevel:      r.String("LOG_LEVEL", "info"),
-		LogFormat:     r.String("LOG_FORMAT", "text"),
-		Pprof:         r.Bool("PPROF", false),
-		LeaseTTL:      LoadLeaseTTL(r),
-		AckWait:       r.Duration("ACK_WAIT", 30*time.Second),
-		ErrorAfter:    r.Int("LOG_ERROR_AFTER", 20),
-		Replicas:      r.Int("STREAM_REPLICAS", 1),
-		MemoryStore:   r.Bool("STREAM_MEMORY", false),
-		TaskBatch:     r.Int("TASK_BATCH", 8),
-		Recrawl:       r.String("RECRAWL", RecrawlOff),
-		RecrawlSplit:  r.Int("RECRAWL_STREAMS", 1),
-		RedisWait:     r.Duration("REDIS_WAIT", 0),
-		PagesMaxBytes: r.Bytes("PAGES_MAX_BYTES", topology.DefaultOptions(0).PagesMaxBytes),
-		DocsMaxBytes:  r.Bytes("DOCS_MAX_BYTES", topology.DefaultOptions(0).DocsMaxBytes),
-		Durability:    LoadDurability(r),
+		Conn:            LoadConn(r),
+		HTTPAddr:        r.String("HTTP_ADDR", defaultHTTP),
+		LogLevel:        r.String("LOG_LEVEL", "info"),
+		LogFormat:       r.String("LOG_FORMAT", "text"),
+		Pprof:           r.Bool("PPROF", false),
+		LeaseTTL:        LoadLeaseTTL(r),
+		AckWait:         r.Duration("ACK_WAIT", 30*time.Second),
+		ErrorAfter:      r.Int("LOG_ERROR_AFTER", 20),
+		Replicas:        r.Int("STREAM_REPLICAS", 1),
+		MemoryStore:     r.Bool("STREAM_MEMORY", false),
+		TaskBatch:       r.Int("TASK_BATCH", 8),
+		Recrawl:         r.String("RECRAWL", RecrawlOff),
+		RecrawlSplit:    r.Int("RECRAWL_STREAMS", 1),
+		RedisWait:       r.Duration("REDIS_WAIT", 0),
+		PagesMaxBytes:   r.Bytes("PAGES_MAX_BYTES", topology.DefaultOptions(0).PagesMaxBytes),
+		DocsMaxBytes:    r.Bytes("DOCS_MAX_BYTES", topology.DefaultOptions(0).DocsMaxBytes),
+		SkippedMaxBytes: r.Bytes("SKIPPED_MAX_BYTES", topology.DefaultOptions(0).SkippedMaxBytes),
+		Durability:      LoadDurability(r),
 	}
 }
 
@@ -257,6 +260,9 @@ func (c Common) Validate() error {
 	if c.DocsMaxBytes < MinStreamBytes {
 		errs = append(errs, fmt.Errorf("TRAWL_DOCS_MAX_BYTES=%d: want at least %d (64MiB)", c.DocsMaxBytes, MinStreamBytes))
 	}
+	if c.SkippedMaxBytes < MinStreamBytes {
+		errs = append(errs, fmt.Errorf("TRAWL_SKIPPED_MAX_BYTES=%d: want at least %d (64MiB)", c.SkippedMaxBytes, MinStreamBytes))
+	}
 	if _, err := durability.Parse(string(c.Durability)); err != nil {
 		errs = append(errs, err)
 	} else if w := c.Durability.Window(); w > 0 && c.AckWait < w+time.Second {
@@ -289,7 +295,7 @@ func (c Common) Topology() topology.Options {
 	o.Replicas = c.Replicas
 	o.Recrawl = c.Recrawl == RecrawlAdaptive
 	o.RecrawlStreams = c.RecrawlSplit
-	o.PagesMaxBytes, o.DocsMaxBytes = c.PagesMaxBytes, c.DocsMaxBytes
+	o.PagesMaxBytes, o.DocsMaxBytes, o.SkippedMaxBytes = c.PagesMaxBytes, c.DocsMaxBytes, c.SkippedMaxBytes
 	if c.MemoryStore {
 		o.Storage = 1 // jetstream.MemoryStorage
 	}

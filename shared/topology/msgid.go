@@ -45,3 +45,6 @@ func DueID(scheduleID string) string { return "due:" + scheduleID }
 func FrontierID(inputID string, shard int) string {
 	return "front:" + inputID + ":" + strconv.Itoa(shard)
 }
+
+// SkippedID is the id of the skip log entry for one outcome message, from its id.
+func SkippedID(outcomesID string) string { return "skip:" + outcomesID }

@@ -27,6 +27,11 @@ const (
 	// StreamRender holds render tasks (crawlmsg.RenderTask): fetched pages the parser
 	// sends to a browser. A work queue: a task is gone once a renderer acked it.
 	StreamRender = "CRAWL_RENDER"
+	// StreamSkipped is the skip log: the URLs each scheduler shard ended without archiving
+	// (robots-disallowed, out of scope, failed), with their reason, for trawlctl report.
+	// Kept by limits on disk, capped by SkippedMaxBytes, so the frontier's Redis holds
+	// nothing per skipped URL.
+	StreamSkipped = "CRAWL_SKIPPED"
 )
 
 // BodiesBucket is the JetStream object store holding page bodies too large to travel
@@ -66,6 +71,7 @@ const (
 	fetchedPrefix     = "crawl.fetched."
 	schedPrefix       = "crawl.recrawl.sched."
 	duePrefix         = "crawl.recrawl.due."
+	skippedPrefix     = "crawl.skipped."
 )
 
 // Durable consumer names of the pipeline's own stages.
@@ -143,6 +149,12 @@ func FetchSubject(shard int) string { return fmt.Sprintf("%s%d", fetchPrefix, sh
 // FetchedSubject is where fetchers report outcomes of shard's tasks.
 func FetchedSubject(shard int) string { return fmt.Sprintf("%s%d", fetchedPrefix, shard) }
 
+// SkippedSubject is where scheduler shard logs the URLs it ended without archiving.
+func SkippedSubject(shard int) string { return fmt.Sprintf("%s%d", skippedPrefix, shard) }
+
+// SkippedFilter matches every shard's skipped subject.
+const SkippedFilter = skippedPrefix + "*"
+
 // SchedulerFrontierConsumer is shard's durable consumer on the frontier stream.
 func SchedulerFrontierConsumer(shard int) string { return fmt.Sprintf("scheduler-%d", shard) }
 
@@ -203,8 +215,11 @@ type Options struct {
 	// PagesMaxBytes caps the pages stream and, separately, the bodies object store
 	// (default 8 GiB each). Pages are kept until every consumer acked them (interest), so
 	// a full stream refuses new pages instead of dropping unparsed ones.
-	PagesMaxBytes    int64
-	DocsMaxBytes     int64
+	PagesMaxBytes int64
+	DocsMaxBytes  int64
+	// SkippedMaxBytes caps the skip log (CRAWL_SKIPPED; default 256 MiB, about a million
+	// skipped URLs); past it the oldest entries go.
+	SkippedMaxBytes  int64
 	FetchedMaxAge    time.Duration // fetch log kept for taps; default 24h
 	MaxMsgSize       int32         // largest message (a page with headers); default 8 MiB
 	WorkMaxBytes     int64         // cap of each work stream; -1 = unlimited (default)
@@ -246,6 +261,7 @@ func DefaultOptions(shards int) Options {
 		TapMaxAge:       72 * time.Hour,
 		PagesMaxBytes:   8 << 30,
 		DocsMaxBytes:    2 << 30,
+		SkippedMaxBytes: 256 << 20,
 		FetchedMaxAge:   24 * time.Hour,
 		MaxMsgSize:      8 << 20,
 		WorkMaxBytes:    -1,
@@ -313,6 +329,17 @@ func Streams(o Options) []jetstream.StreamConfig {
 			Duplicates: o.DuplicateWindow,
 			MaxAge:     o.TapMaxAge,
 			MaxBytes:   o.DocsMaxBytes,
+			MaxMsgSize: o.MaxMsgSize,
+			Discard:    jetstream.DiscardOld,
+		},
+		{
+			Name:       StreamSkipped,
+			Subjects:   []string{SkippedFilter},
+			Retention:  jetstream.LimitsPolicy,
+			Storage:    o.Storage,
+			Replicas:   o.Replicas,
+			Duplicates: o.DuplicateWindow,
+			MaxBytes:   o.SkippedMaxBytes,
 			MaxMsgSize: o.MaxMsgSize,
 			Discard:    jetstream.DiscardOld,
 		},

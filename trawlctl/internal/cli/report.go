@@ -5,11 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/digestindex"
 	"github.com/trawl/trawl/shared/frontierkeys"
+	"github.com/trawl/trawl/shared/topology"
 	"github.com/trawl/trawl/shared/urlnorm"
 	"github.com/trawl/trawl/trawlctl/internal/conn"
 	crawlreport "github.com/trawl/trawl/trawlctl/internal/report"
@@ -23,8 +27,10 @@ Prints crawl-report.txt: the frontier's counters, what the archive holds, the by
 deduplication saved. With -dir (the archiver's TRAWL_ARCHIVE_DIR) it reads the CDXJ index
 beside each WARC file and writes, into that directory (or -out), crawl-report.txt,
 hosts-report.txt, mimetype-report.txt, responsecode-report.txt, skipped-report.txt and,
-with -seeds (the file given to trawlctl seed), seeds-report.txt. Read-only: it changes
-nothing in Redis.`,
+with -seeds (the file given to trawlctl seed), seeds-report.txt. skipped-report.txt lists
+every URL the schedulers ended unarchived with its reason, read from their skip log
+(CRAWL_SKIPPED) through an ephemeral consumer. Read-only: it changes nothing in Redis or
+NATS.`,
 }
 
 func init() { reportCmd.run = runReport }
@@ -34,7 +40,7 @@ func runReport(ctx context.Context, e *env, args []string) error {
 	dir := fs.String("dir", "", "directory of the WARC files and their CDXJ indexes (TRAWL_ARCHIVE_DIR)")
 	out := fs.String("out", "", "directory the reports are written to (default: -dir)")
 	seedsFile := fs.String("seeds", "", "the crawl's seeds, one URL a line, for seeds-report.txt (- for standard input)")
-	e.connFlags(fs, false, true)
+	e.connFlags(fs, true, true)
 	if err := e.parse(reportCmd, fs, args); err != nil {
 		return err
 	}
@@ -68,6 +74,24 @@ func runReport(ctx context.Context, e *env, args []string) error {
 	c, err := readCrawl(ctx, rdb, e)
 	if err != nil {
 		return err
+	}
+	if *dir != "" {
+		nc, js, err := conn.NATS(ctx, e.cfg.Conn)
+		if err != nil {
+			return err
+		}
+		var bad int
+		c.Skipped, bad, err = readSkipped(ctx, js)
+		nc.Close()
+		if bad > 0 {
+			e.infof("%d skip log entries do not decode: left out", bad)
+		}
+		switch {
+		case errors.Is(err, jetstream.ErrStreamNotFound):
+			e.infof("no skip log (%s): skipped-report.txt lists only the failures of the frontier's error log", topology.StreamSkipped)
+		case err != nil:
+			return err
+		}
 	}
 	b := crawlreport.New(c)
 	b.Seeds = seeds
@@ -129,4 +153,61 @@ func readCrawl(ctx context.Context, rdb redis.UniversalClient, e *env) (crawlrep
 	revisits, _ := strconv.ParseInt(st[digestindex.StatRevisits], 10, 64)
 	saved, _ := strconv.ParseInt(st[digestindex.StatSavedBytes], 10, 64)
 	return crawlreport.Crawl{Prefix: e.cfg.RedisPrefix, Counters: &sum, Errors: errs, Revisits: revisits, SavedBytes: saved}, nil
+}
+
+// skipReadIdle bounds the wait for the skip log's next entry: the stream said it holds
+// more, so a longer silence is a server gone.
+const skipReadIdle = 10 * time.Second
+
+// readSkipped reads the skip log (CRAWL_SKIPPED) from its oldest entry to the last one
+// stored when the read began, through an ordered (ephemeral, unacknowledged) consumer that
+// takes nothing from anyone. An entry that does not decode is left out, counted in bad.
+func readSkipped(ctx context.Context, js jetstream.JetStream) (urls []crawlmsg.SkippedURL, bad int, err error) {
+	st, err := js.Stream(ctx, topology.StreamSkipped)
+	if err != nil {
+		return nil, bad, fmt.Errorf("skip log: %w", err)
+	}
+	last := st.CachedInfo().State.LastSeq
+	if st.CachedInfo().State.Msgs == 0 {
+		return []crawlmsg.SkippedURL{}, 0, nil
+	}
+	cons, err := js.OrderedConsumer(ctx, topology.StreamSkipped, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy})
+	if err != nil {
+		return nil, bad, fmt.Errorf("skip log: consumer: %w", err)
+	}
+	out := []crawlmsg.SkippedURL{}
+	var seen uint64
+	for {
+		batch, err := cons.Fetch(1024, jetstream.FetchMaxWait(skipReadIdle))
+		if err != nil {
+			return nil, bad, fmt.Errorf("skip log: fetch: %w", err)
+		}
+		n := 0
+		for m := range batch.Messages() {
+			n++
+			md, err := m.Metadata()
+			if err != nil {
+				return nil, bad, fmt.Errorf("skip log: %w", err)
+			}
+			var b crawlmsg.SkippedBatch
+			if err := crawlmsg.Unmarshal(m.Data(), &b); err != nil {
+				bad++
+			} else {
+				out = append(out, b.URLs...)
+			}
+			seen = md.Sequence.Stream
+			if md.Sequence.Stream >= last {
+				return out, bad, nil
+			}
+		}
+		if err := batch.Error(); err != nil {
+			return nil, bad, fmt.Errorf("skip log: fetch: %w", err)
+		}
+		if n == 0 {
+			return nil, bad, fmt.Errorf("skip log: nothing for %s after sequence %d of %d", skipReadIdle, seen, last)
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, bad, err
+		}
+	}
 }

@@ -3,7 +3,7 @@
 // mimetype-report.txt, responsecode-report.txt, and crawl-report.txt, plus
 // skipped-report.txt (URLs not archived, with their reason). What was archived comes from
 // the CDXJ indexes beside the WARC files (one line per capture); what was not, from the
-// frontier's counters and error log; the bytes deduplication saved from the archiver's
+// frontier's counters, its error log and the schedulers' skip log (CRAWL_SKIPPED); the bytes deduplication saved from the archiver's
 // counters. It reads; it changes nothing.
 package report
 
@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/trawl/trawl/shared/cdxj"
+	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/frontierkeys"
 	"github.com/trawl/trawl/shared/urlnorm"
 )
@@ -27,6 +28,9 @@ type Crawl struct {
 	Prefix   string
 	Counters *frontierkeys.Counters // summed over the shards
 	Errors   []frontierkeys.ErrorRecord
+	// Skipped is the skip log, oldest first: every URL a scheduler ended unarchived with
+	// its reason (nil: not read, the report lists only the error log's failures).
+	Skipped []crawlmsg.SkippedURL
 	// Revisits and SavedBytes are the archiver's dedup counters (digestindex.Stats).
 	Revisits, SavedBytes int64
 }
@@ -308,23 +312,81 @@ func (b *Builder) codeReport() string {
 	return w.String()
 }
 
-// skippedReport: the URLs not archived, by reason. The frontier counts every reason but
-// keeps the URLs only of the failures (its error log, the last ones per shard): robots,
-// scope and budget decisions are counted, not listed.
+// skippedReport: the URLs not archived, by reason, then one line per URL with its reason
+// and code, as Heritrix's crawl.log gives each URI's disposition: the HTTP status of a
+// failure that had one, else Heritrix's status code for the reason (HeritrixCode). The
+// skip log lists every URL a scheduler ended so, once each; the error log adds the
+// failures it does not hold (those of a reaped lease, the queued URLs of a retired host's
+// last failure) and its detail where the skip log has none. Over-budget URLs dropped from
+// a queue when their host's budget ran out are counted, not listed.
 func (b *Builder) skippedReport() string {
 	var w strings.Builder
 	w.WriteString("[#urls] [reason]\n")
 	if c := b.Crawl.Counters; c != nil {
 		fmt.Fprintf(&w, "%d failed\n%d robots-disallowed\n%d out-of-scope\n%d over-budget\n", c.Failed, c.Disallowed, c.OutOfScope, c.OverBudget)
 	}
-	w.WriteString("\n[reason] [status] [url] [error]\n")
+	w.WriteString("\n[reason] [code] [url] [detail]\n")
+	logged := make(map[string]bool, len(b.Crawl.Skipped))
+	detail := map[string]frontierkeys.ErrorRecord{}
 	for _, e := range b.Crawl.Errors {
 		if e.Result == "retry" {
 			continue
 		}
-		fmt.Fprintf(&w, "%s:%s %d %s %s\n", e.Result, e.Kind, e.Status, e.URL, oneLine(e.Error))
+		if _, ok := detail[e.URL]; !ok {
+			detail[e.URL] = e // newest first
+		}
+	}
+	for _, s := range b.Crawl.Skipped {
+		if logged[s.URL] {
+			continue
+		}
+		logged[s.URL] = true
+		status, msg := s.Status, s.Error
+		if e, ok := detail[s.URL]; ok && strings.HasPrefix(s.Reason, "failed") {
+			if msg == "" {
+				msg = e.Error
+			}
+			if status == 0 {
+				status = e.Status
+			}
+		}
+		if status == 0 {
+			status = HeritrixCode(s.Reason)
+		}
+		fmt.Fprintf(&w, "%s %d %s %s\n", s.Reason, status, s.URL, orDash(oneLine(msg)))
+	}
+	for _, e := range b.Crawl.Errors {
+		if e.Result == "retry" || logged[e.URL] {
+			continue
+		}
+		logged[e.URL] = true
+		fmt.Fprintf(&w, "%s %d %s %s\n", crawlmsg.FailedReason(crawlmsg.OutcomeKind(e.Kind)), e.Status, e.URL, orDash(oneLine(e.Error)))
 	}
 	return w.String()
+}
+
+// HeritrixCode is the status Heritrix's crawl.log gives a URI that ended for reason without
+// an HTTP status (org.archive.modules.fetcher.FetchStatusCodes), 0 (S_UNATTEMPTED) for a
+// reason it has no code of, such as a failure without a response.
+func HeritrixCode(reason string) int {
+	switch reason {
+	case crawlmsg.ReasonDisallowed:
+		return -9998 // S_ROBOTS_PRECLUDED
+	case crawlmsg.ReasonOutOfScope:
+		return -5000 // S_OUT_OF_SCOPE
+	case crawlmsg.ReasonTooDeep:
+		return -4001 // S_TOO_MANY_LINK_HOPS
+	case crawlmsg.ReasonOverBudget:
+		return -5003 // S_BLOCKED_BY_QUOTA
+	}
+	return 0
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

@@ -264,11 +264,17 @@ type Frontier struct {
 	rules func() *policy.Set
 	// sifted is what the policy passes sifted last (siftParked).
 	sifted siftMemo
+	// excluded, when set, is given the queued URLs a scope recheck ended (LogExcluded).
+	excluded func(context.Context, []Refused)
 }
 
 // UsePolicy makes AddBatches check each URL against the live site policies' depth,
 // include and exclude (Resolved.Admit). Call it before the frontier is used.
 func (f *Frontier) UsePolicy(rules func() *policy.Set) { f.rules = rules }
+
+// LogExcluded makes RecheckScope give fn the queued URLs each of its steps ended out of
+// scope, once that step is done (a chunk at a time: nothing gathers a whole queue).
+func (f *Frontier) LogExcluded(fn func(context.Context, []Refused)) { f.excluded = fn }
 
 // New returns the frontier of o.Shard. The bounds that are not settings (RouteLimit,
 // ReapLimit, TopHosts, RecentErrors) take their defaults when zero.
@@ -349,13 +355,45 @@ func (f *Frontier) run(ctx context.Context, s *redis.Script, args []any) (any, e
 	return v, nil
 }
 
-// AddBatches queues the URLs of each batch in one script call. A URL deeper than MaxDepth,
-// with negative counters, or whose host cannot be determined is accepted and counted out of
-// scope; one of a retired host is accepted and counted failed; one beyond a page budget is
-// accepted and counted over budget. With a BacklinkScorer each batch also counts its
-// Source as a backlink of every other host in it. It returns per batch the number of URLs
-// queued, or Duplicate for a batch applied before.
+// AddBatches is Add's count of URLs queued per batch, or Duplicate for a batch applied
+// before.
 func (f *Frontier) AddBatches(ctx context.Context, batches []Batch) ([]int, error) {
+	added, err := f.Add(ctx, batches)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]int, len(added))
+	for i, a := range added {
+		out[i] = a.Queued
+	}
+	return out, nil
+}
+
+// Added is what Add did with one batch.
+type Added struct {
+	// Queued is the number of URLs queued, or Duplicate for a batch applied before.
+	Queued int
+	// Refused are the URLs the batch brought that ended at admission, with their reason.
+	// A Duplicate batch lists only those refused in Go (scope, depth): what the script
+	// refused at its first application is not kept.
+	Refused []Refused
+}
+
+// Refused is a URL that ended at admission without being queued.
+type Refused struct {
+	URL, Host string
+	Reason    string // crawlmsg.Reason…
+	Detail    string // the rule or budget that refused it
+}
+
+// Add queues the URLs of each batch in one script call. A URL deeper than MaxDepth or a
+// rule's max depth is accepted and counted out of scope (too deep); so is one with
+// negative counters, whose host cannot be determined, or that a rule's include or exclude
+// leaves out; one of a retired host is accepted and counted failed; one beyond a page
+// budget is accepted and counted over budget. Each refused URL is returned with its reason.
+// With a BacklinkScorer each batch also counts its Source as a backlink of every other
+// host in it.
+func (f *Frontier) Add(ctx context.Context, batches []Batch) ([]Added, error) {
 	if len(batches) == 0 {
 		return nil, nil
 	}
@@ -375,29 +413,51 @@ func (f *Frontier) AddBatches(ctx context.Context, batches []Batch) ([]int, erro
 			set = nil
 		}
 	}
-	for _, b := range batches {
+	out := make([]Added, len(batches))
+	// sent[b] are the URLs of batch b given to the script, in order, when it refused one
+	// of them (the script names them by place).
+	sent := make([][]crawlmsg.Discovered, len(batches))
+	for bi, b := range batches {
 		hdr := len(args)
 		args = append(args, b.ID, strconv.FormatUint(b.Seq, 10), f.sourceHost(b.Source), "0", "0")
 		oos, ok := 0, 0
-		for _, u := range b.URLs {
-			host, valid := f.admissible(u)
-			if valid && set != nil {
+		for ui, u := range b.URLs {
+			host, reason, why := f.admissible(u)
+			if reason == "" && set != nil {
 				// A rule's depth, include and exclude; its block is the router's (parked).
 				// Set.Admit looks only at the rules that limit the scope.
-				valid, _ = set.Admit(u.URL, u.Depth)
+				if in, w := set.Admit(u.URL, u.Depth); !in {
+					reason, why = crawlmsg.ReasonOutOfScope, w
+					if strings.HasPrefix(w, string(policy.FMaxDepth)+" ") {
+						reason = crawlmsg.ReasonTooDeep
+					}
+				}
 			}
-			if !valid {
+			var ext string
+			if reason == "" {
+				var err error
+				if ext, err = u.Extra().Encode(); err != nil {
+					reason, why = crawlmsg.ReasonOutOfScope, err.Error()
+				}
+			}
+			if reason != "" {
 				oos++
+				out[bi].Refused = append(out[bi].Refused, Refused{URL: u.URL, Host: host, Reason: reason, Detail: why})
+				if sent[bi] == nil {
+					// From here on the places differ: keep the URLs sent.
+					sent[bi] = append(make([]crawlmsg.Discovered, 0, len(b.URLs)), b.URLs[:ui]...)
+				}
 				continue
 			}
-			ext, err := u.Extra().Encode()
-			if err != nil {
-				oos++
-				continue
+			if sent[bi] != nil {
+				sent[bi] = append(sent[bi], u)
 			}
 			buf = frontierkeys.Entry{Depth: u.Depth, Hops: u.Hops, URL: u.URL, Ext: ext}.Append(buf[:0])
 			args = append(args, f.priority(u), host, string(buf))
 			ok++
+		}
+		if sent[bi] == nil {
+			sent[bi] = b.URLs
 		}
 		args[hdr+3] = strconv.Itoa(oos)
 		args[hdr+4] = strconv.Itoa(ok)
@@ -406,15 +466,52 @@ func (f *Frontier) AddBatches(ctx context.Context, batches []Batch) ([]int, erro
 	if err != nil {
 		return nil, err
 	}
-	counts, err := redisx.Int64s(v)
-	if err != nil || len(counts) != len(batches) {
-		return nil, fmt.Errorf("frontier: add: unexpected reply %v: %w", v, err)
+	arr, isArr := v.([]any)
+	if !isArr || len(arr) != len(batches) {
+		return nil, fmt.Errorf("frontier: add: unexpected reply %v", v)
 	}
-	out := make([]int, len(counts))
-	for i, c := range counts {
-		out[i] = int(c)
+	for bi, e := range arr {
+		if err := f.addReply(&out[bi], e, sent[bi]); err != nil {
+			return nil, fmt.Errorf("frontier: add: batch %d: %w", bi, err)
+		}
 	}
 	return out, nil
+}
+
+// addReply reads the script's reply for one batch into a: its count, or {count, place,
+// why, …} for the URLs the script refused (add.lua), sent being the batch's URLs as given.
+func (f *Frontier) addReply(a *Added, e any, sent []crawlmsg.Discovered) error {
+	switch x := e.(type) {
+	case int64:
+		a.Queued = int(x)
+		return nil
+	case []any:
+		r, err := redisx.Int64s(x)
+		if err != nil || len(r)%2 != 1 {
+			return fmt.Errorf("unexpected reply %v: %w", x, err)
+		}
+		a.Queued = int(r[0])
+		for j := 1; j < len(r); j += 2 {
+			k := int(r[j]) - 1
+			if k < 0 || k >= len(sent) {
+				return fmt.Errorf("refused URL %d of %d", k+1, len(sent))
+			}
+			u := sent[k]
+			host, _, _ := f.admissible(u)
+			ref := Refused{URL: u.URL, Host: host, Reason: crawlmsg.ReasonOverBudget}
+			switch r[j+1] {
+			case 1:
+				ref.Reason, ref.Detail = crawlmsg.ReasonRetired, "host retired"
+			case 2:
+				ref.Detail = "host budget"
+			default:
+				ref.Detail = "crawl budget (TRAWL_MAX_PAGES)"
+			}
+			a.Refused = append(a.Refused, ref)
+		}
+		return nil
+	}
+	return fmt.Errorf("unexpected reply %T", e)
 }
 
 // priority is the script's priority argument: the front queue, or with a BacklinkScorer
@@ -447,24 +544,28 @@ func (f *Frontier) sourceHost(source string) string {
 	return h
 }
 
-// admissible returns the URL's host if the URL may be queued.
-func (f *Frontier) admissible(u crawlmsg.Discovered) (string, bool) {
-	if u.Depth < 0 || u.Hops < 0 || u.Embeds < 0 || u.Depth > f.o.MaxDepth || !u.Kind.Valid() {
-		return "", false
+// admissible returns the URL's host if the URL may be queued, else why not: a reason
+// (crawlmsg.Reason…) and its detail.
+func (f *Frontier) admissible(u crawlmsg.Discovered) (host, reason, why string) {
+	if u.Depth > f.o.MaxDepth {
+		return urlnorm.HostOf(u.URL), crawlmsg.ReasonTooDeep, "TRAWL_MAX_DEPTH"
+	}
+	if u.Depth < 0 || u.Hops < 0 || u.Embeds < 0 || !u.Kind.Valid() {
+		return urlnorm.HostOf(u.URL), crawlmsg.ReasonOutOfScope, "invalid link counters or kind"
 	}
 	// A queue entry ends its URL at the first space (frontierkeys.Entry); a normalised URL
 	// has none.
 	if strings.ContainsAny(u.URL, " \t\r\n") {
-		return "", false
+		return "", crawlmsg.ReasonOutOfScope, "not a crawlable URL"
 	}
 	if !strings.HasPrefix(u.URL, "http://") && !strings.HasPrefix(u.URL, "https://") {
-		return "", false
+		return "", crawlmsg.ReasonOutOfScope, "not an http(s) URL"
 	}
 	host, err := urlnorm.Host(u.URL)
 	if err != nil || host != urlnorm.HostOf(u.URL) || strings.ContainsAny(host, " \t\r\n") {
-		return "", false
+		return "", crawlmsg.ReasonOutOfScope, "no valid host"
 	}
-	return host, true
+	return host, "", ""
 }
 
 // Dispatch hands out up to max tasks, one per host whose next fetch time has come by the

@@ -13,25 +13,25 @@ import (
 func TestAdmissible(t *testing.T) {
 	f := New(nil, DefaultOptions(0), nil)
 	for _, tc := range []struct {
-		name string
-		u    crawlmsg.Discovered
-		host string
-		ok   bool
+		name   string
+		u      crawlmsg.Discovered
+		host   string
+		reason string // "" admitted
 	}{
-		{"seed", crawlmsg.Discovered{URL: "http://a.example/"}, "a.example", true},
-		{"at max depth", crawlmsg.Discovered{URL: "http://a.example/", Depth: 20}, "a.example", true},
-		{"beyond max depth", crawlmsg.Discovered{URL: "http://a.example/", Depth: 21}, "", false},
-		{"negative depth", crawlmsg.Discovered{URL: "http://a.example/", Depth: -1}, "", false},
-		{"negative hops", crawlmsg.Discovered{URL: "http://a.example/", Hops: -1}, "", false},
-		{"relative", crawlmsg.Discovered{URL: "/x"}, "", false},
-		{"other scheme", crawlmsg.Discovered{URL: "ftp://a.example/"}, "", false},
-		{"no host", crawlmsg.Discovered{URL: "http:///x"}, "", false},
-		{"ipv6 zone disagrees with lua", crawlmsg.Discovered{URL: "http://[fe80::1%25en0]/"}, "", false},
+		{"seed", crawlmsg.Discovered{URL: "http://a.example/"}, "a.example", ""},
+		{"at max depth", crawlmsg.Discovered{URL: "http://a.example/", Depth: 20}, "a.example", ""},
+		{"beyond max depth", crawlmsg.Discovered{URL: "http://a.example/", Depth: 21}, "a.example", crawlmsg.ReasonTooDeep},
+		{"negative depth", crawlmsg.Discovered{URL: "http://a.example/", Depth: -1}, "a.example", crawlmsg.ReasonOutOfScope},
+		{"negative hops", crawlmsg.Discovered{URL: "http://a.example/", Hops: -1}, "a.example", crawlmsg.ReasonOutOfScope},
+		{"relative", crawlmsg.Discovered{URL: "/x"}, "", crawlmsg.ReasonOutOfScope},
+		{"other scheme", crawlmsg.Discovered{URL: "ftp://a.example/"}, "", crawlmsg.ReasonOutOfScope},
+		{"no host", crawlmsg.Discovered{URL: "http:///x"}, "", crawlmsg.ReasonOutOfScope},
+		{"ipv6 zone disagrees with lua", crawlmsg.Discovered{URL: "http://[fe80::1%25en0]/"}, "", crawlmsg.ReasonOutOfScope},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			host, ok := f.admissible(tc.u)
-			if ok != tc.ok || host != tc.host {
-				t.Fatalf("admissible(%+v) = %q, %v; want %q, %v", tc.u, host, ok, tc.host, tc.ok)
+			host, reason, _ := f.admissible(tc.u)
+			if reason != tc.reason || host != tc.host {
+				t.Fatalf("admissible(%+v) = %q, %q; want %q, %q", tc.u, host, reason, tc.host, tc.reason)
 			}
 		})
 	}

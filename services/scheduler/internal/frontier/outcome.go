@@ -66,6 +66,11 @@ type Applied struct {
 	RetiredQueued int
 	// Refunded says the outcome's page charge was returned (no page request was made).
 	Refunded bool
+	// Planned is the result the outcome was to have by its kind and the rules in force,
+	// also when it came stale: a skip (disallowed, out of scope, a permanent failure) whose
+	// first application was not logged can be logged on redelivery. A retry that ends
+	// failed (attempts spent) is planned as a retry.
+	Planned Result
 }
 
 // action codes shared with complete.lua.
@@ -232,6 +237,7 @@ func (f *Frontier) Complete(ctx context.Context, outs []crawlmsg.Outcome) ([]App
 		if rules != nil && (p.act == actPark || p.act == actOutOfScope) {
 			p.act = recheckPolicy(rules, o, p.act, f.o.MaxRetries)
 		}
+		applied[i].Planned = p.act.result()
 		cd := int64(-1)
 		// A robots outcome, or one whose task fetched robots.txt first, carries the freshly
 		// fetched file's Crawl-delay (0 = none), so it replaces the stored one; other
@@ -260,25 +266,11 @@ func (f *Frontier) Complete(ctx context.Context, outs []crawlmsg.Outcome) ([]App
 	for j, i := range idx {
 		res, next, capped, retired := r[4*j], r[4*j+1], r[4*j+2], r[4*j+3]
 		a := &applied[i]
-		switch action(res) {
-		case 0:
+		if res == 0 {
 			a.Result = ResultStale
 			continue
-		case actFetched:
-			a.Result = ResultFetched
-		case actRetry:
-			a.Result = ResultRetry
-		case actFailed:
-			a.Result = ResultFailed
-		case actDisallowed:
-			a.Result = ResultDisallowed
-		case actRequeue:
-			a.Result = ResultRequeued
-		case actPark:
-			a.Result = ResultParked
-		case actOutOfScope:
-			a.Result = ResultOutOfScope
 		}
+		a.Result = action(res).result()
 		a.Next = time.UnixMilli(next)
 		a.Refunded = refund[i]
 		a.CrawlDelayCapped = capped&1 != 0
@@ -288,6 +280,27 @@ func (f *Frontier) Complete(ctx context.Context, outs []crawlmsg.Outcome) ([]App
 		}
 	}
 	return applied, nil
+}
+
+// result is the Result of an outcome applied with a.
+func (a action) result() Result {
+	switch a {
+	case actFetched:
+		return ResultFetched
+	case actRetry:
+		return ResultRetry
+	case actFailed:
+		return ResultFailed
+	case actDisallowed:
+		return ResultDisallowed
+	case actRequeue, actRecheck:
+		return ResultRequeued
+	case actPark:
+		return ResultParked
+	case actOutOfScope:
+		return ResultOutOfScope
+	}
+	return ResultInvalid
 }
 
 // completeFields is the number of complete.lua arguments per outcome.

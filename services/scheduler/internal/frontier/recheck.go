@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/frontierkeys"
 	"github.com/trawl/trawl/shared/policy"
 )
@@ -105,6 +106,7 @@ func (f *Frontier) recheckHost(ctx context.Context, s *policy.Set, host string, 
 			return nil
 		}
 		args := append(f.args(2+3*len(es)), host, strconv.Itoa(len(es)))
+		var refused []Refused
 		for _, e := range es {
 			act, scope := "k", ""
 			if en, err := ParseEntry(e); err == nil {
@@ -112,6 +114,9 @@ func (f *Frontier) recheckHost(ctx context.Context, s *policy.Set, host string, 
 				if ok, why := res.Admit(en.URL, en.Depth); !ok {
 					act = "x"
 					_, scope, _ = strings.Cut(why, " of ")
+					if f.excluded != nil {
+						refused = append(refused, Refused{URL: en.URL, Host: host, Reason: crawlmsg.ReasonOutOfScope, Detail: why})
+					}
 				} else if res.Blocked() {
 					act, scope = "p", res.DecidedBy(policy.FBlock)
 				}
@@ -138,6 +143,9 @@ func (f *Frontier) recheckHost(ctx context.Context, s *policy.Set, host string, 
 		p, _ := out[2].(int64)
 		r.Kept, r.Excluded, r.Parked = r.Kept+kept, r.Excluded+x, r.Parked+p
 		done += int64(len(es))
+		if len(refused) > 0 {
+			f.excluded(ctx, refused)
+		}
 	}
 	return nil
 }

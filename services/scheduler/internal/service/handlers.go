@@ -22,6 +22,7 @@ func (s *shard) handleFrontier(ctx context.Context, msgs []jetstream.Msg) []erro
 	errs := make([]error, len(msgs))
 	batches := make([]frontier.Batch, 0, len(msgs))
 	idx := make([]int, 0, len(msgs))
+	from := make([]int, 0, len(msgs)) // message index of each batch
 	for i, m := range msgs {
 		var fb crawlmsg.FrontierBatch
 		if err := crawlmsg.Unmarshal(m.Data(), &fb); err != nil {
@@ -41,6 +42,7 @@ func (s *shard) handleFrontier(ctx context.Context, msgs []jetstream.Msg) []erro
 				gid = id + "#" + strconv.Itoa(g)
 			}
 			batches = append(batches, frontier.Batch{ID: gid, Seq: seq, Source: lg.Source, URLs: lg.URLs})
+			from = append(from, i)
 		}
 		idx = append(idx, i)
 	}
@@ -48,7 +50,7 @@ func (s *shard) handleFrontier(ctx context.Context, msgs []jetstream.Msg) []erro
 		return errs
 	}
 	start := s.now()
-	counts, err := s.f.AddBatches(ctx, batches)
+	counts, err := s.f.Add(ctx, batches)
 	s.observe("add", start, err)
 	if err == nil {
 		// Acked, the messages are gone: their URLs must not be lost with a Redis master.
@@ -62,16 +64,19 @@ func (s *shard) handleFrontier(ctx context.Context, msgs []jetstream.Msg) []erro
 	}
 	added := 0
 	for _, c := range counts {
-		if c == frontier.Duplicate {
+		if c.Queued == frontier.Duplicate {
 			s.m.duplicates.WithLabelValues(s.label).Inc()
 			continue
 		}
-		added += c
+		added += c.Queued
 	}
 	s.m.added.WithLabelValues(s.label).Add(float64(added))
 	if added > 0 {
 		s.poke()
 	}
+	// Before the messages are acked (after this handler), so a kill between the add and
+	// here is the only way to lose a refused URL's entry.
+	s.logRefused(ctx, msgs, from, counts)
 	return errs
 }
 
@@ -158,6 +163,12 @@ func (s *shard) handleOutcomes(ctx context.Context, msgs []jetstream.Msg) []erro
 	}
 	if released {
 		s.poke()
+	}
+	// Before the messages are acked (after this handler), so a kill loses no skip.
+	for i, err := range s.logSkips(ctx, msgs, from, outs, applied) {
+		if err != nil && errs[i] == nil {
+			errs[i] = err
+		}
 	}
 	if failed {
 		// Their recrawl states wait in the outbox (rescheduleLoop).

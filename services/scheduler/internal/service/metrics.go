@@ -21,6 +21,7 @@ type metrics struct {
 	leaseExpiries     *prometheus.CounterVec
 	cappedDelays      *prometheus.CounterVec
 	hostsRetired      *prometheus.CounterVec
+	skipsLost         *prometheus.CounterVec
 	dispatchHeld      *prometheus.CounterVec
 	backpressure      *prometheus.CounterVec
 	markersTrimmed    *prometheus.CounterVec
@@ -54,6 +55,7 @@ func newMetrics(om *obs.Metrics) *metrics {
 		attemptsExhausted: om.CounterVec("attempts_exhausted_total", "URLs of reaped leases that ended failed because their attempts ran out (1 + TRAWL_MAX_RETRIES): their fetcher died, hung or could not store the page every time.", "shard"),
 		cappedDelays:      om.CounterVec("crawl_delay_capped_total", "Outcomes whose host Crawl-delay exceeded TRAWL_MAX_CRAWL_DELAY and was capped.", "shard"),
 		hostsRetired:      om.CounterVec("hosts_retired_total", "Hosts retired after TRAWL_RETIRE_AFTER consecutive failures; their URLs end as failed.", "shard"),
+		skipsLost:         om.CounterVec("skips_unlogged_total", "Skipped URLs left out of the skip log (CRAWL_SKIPPED) because its publish failed: at every delivery of their outcome message, or once for URLs refused at admission.", "shard"),
 		dispatchHeld:      om.CounterVec("dispatch_held_total", "Dispatch steps skipped because NATS JetStream could not take fetch tasks (nothing is leased then).", "shard"),
 		backpressure:      om.CounterVec("dispatch_backpressure_total", "Times dispatch was held because a later stage fell behind, by stage: parser, pages-bytes, dedup, frontier.", "stage"),
 		markersTrimmed:    om.CounterVec("applied_markers_trimmed_total", "Frontier message markers dropped once the frontier consumer's ack floor passed them.", "shard"),

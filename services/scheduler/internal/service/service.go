@@ -102,6 +102,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Optio
 		s.crawl = r.Crawl
 		s.rules = pol.w.Current
 		s.f.UsePolicy(pol.w.Current)
+		s.f.LogExcluded(s.logExcluded)
 		pol.shards = append(pol.shards, s)
 	}
 	// The tables are right before any shard dispatches: a blocked host is never handed out

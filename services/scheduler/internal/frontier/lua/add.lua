@@ -20,7 +20,10 @@
 -- consumer's ack floor (Go, TrimApplied): nothing acknowledged is delivered again.
 -- A URL of a retired host ends as failed (a recrawl keeps its state in the outbox); one
 -- beyond a page budget as over budget.
--- Returns per batch the number of URLs queued, or -1 for an already applied batch.
+-- Returns per batch the number of URLs queued, or -1 for an already applied batch; a batch
+-- that refused URLs here returns {queued, k, why, k, why, ...} instead: k the URL's place
+-- in the batch (1-based), why 1 its host retired, 2 its host's page budget spent, 3 the
+-- crawl's (Go lists them in the skip log; Redis keeps nothing of them).
 local nb = tonumber(ARGV[A])
 local X = tonumber(ARGV[A + 1])
 local i = A + 2
@@ -76,8 +79,8 @@ for b = 1, nb do
         for j = 1, #r do score[ask[c + j - 1]] = ib(tonumber(r[j] or 0) or 0) end
       end
     end
-    local added = 0
-    for _ = 1, nu do
+    local added, refused = 0, nil
+    for k = 1, nu do
       local p, h, e = ARGV[i], ARGV[i + 1], ARGV[i + 2]
       i = i + 3
       local s = hostState[h]
@@ -98,8 +101,14 @@ for b = 1, nb do
       if s == 'retired' then
         bump('failed', 1)
         keep_recrawl(e, 0)
+        refused = refused or {0}
+        refused[#refused + 1] = k
+        refused[#refused + 1] = 1
       elseif s == 'over' or (MAXP > 0 and pages_used() >= MAXP) then
         bump('over_budget', 1)
+        refused = refused or {0}
+        refused[#refused + 1] = k
+        refused[#refused + 1] = s == 'over' and 2 or 3
       else
         local q
         if X then
@@ -115,7 +124,12 @@ for b = 1, nb do
       end
     end
     bump('queued', added)
-    out[b] = added
+    if refused then
+      refused[1] = added
+      out[b] = refused
+    else
+      out[b] = added
+    end
   end
 end
 for p = 0, F - 1 do bulk('RPUSH', fq(p), perq[p]) end
