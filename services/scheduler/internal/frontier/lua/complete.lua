@@ -101,12 +101,6 @@ for c = 1, #askDeadline, 1000 do
   local d = redis.call('ZMSCORE', K_INFLIGHT, unpack(hs))
   for k = 1, #js do deadlines[js[k]] = tonumber(d[k] or 0) or 0 end
 end
--- The outcomes' hosts' limits, read with one call.
-do
-  local hs = {}
-  for j = 1, n do hs[j] = ARGV[A + 1 + W * (j - 1)] end
-  load_limits(hs)
-end
 local leaseDel, heapArgs, freed = {}, {}, {}
 local busyArgs, slowArgs, slowDel, errLines = {}, {}, {}, {}
 -- A full view only takes hosts above its lowest score, so that in a crawl of many hosts
