@@ -152,4 +152,3 @@ func TestPolicyStaleGenerationStoresNothing(t *testing.T) {
 		t.Fatalf("next fetch %s, want t0+%s", got, want.Sub(t0))
 	}
 }
-
