@@ -75,8 +75,8 @@ func TestPolicyHostsActivatedBeforeAndAfterChange(t *testing.T) {
 
 // A change reaches every active host it covers within the half second in which live rules
 // are to be obeyed: with every back queue taken (TRAWL_BACK_QUEUES' default, 1024 hosts),
-// bringing the shard in line with a change stores the new limits of every one of them
-// well within that.
+// the step that brings the shard's limits in line with a change (SyncPolicy, which
+// ApplyPolicy runs first) stores the new limits of every one of them well within that.
 func TestPolicyChangeReachesActiveHostsQuickly(t *testing.T) {
 	rdb := startRedis(t)
 	o := testOptions(0)
@@ -95,7 +95,7 @@ func TestPolicyChangeReachesActiveHostsQuickly(t *testing.T) {
 	}
 	s2 := rules(t, 2, other, domainRule("rule.example", policy.Rule{MinDelay: pdur(time.Minute), Connections: pint(2)}))
 	start := time.Now()
-	a, err := f.ApplyPolicy(ctx, s2)
+	a, err := f.SyncPolicy(ctx, s2)
 	took := time.Since(start)
 	if err != nil {
 		t.Fatal(err)
