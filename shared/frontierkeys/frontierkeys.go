@@ -125,10 +125,14 @@ func (s Shard) Applied() string { return s.ks.Key("applied") }
 // schedules (adaptive recrawl only).
 func (s Shard) RecrawlOutbox() string { return s.ks.Key("recrawl-outbox") }
 
-// Policy is the shard's copy of the live site policies' host and domain rules
-// (shared/policy), in the form the scripts read: field "h:<host>" or "d:<domain>" → the
-// rule's per-host limits. The scheduler writes it from the store on every change.
+// Policy is the hash holding the generation of the live site policies in force on the
+// shard (PolicyGenField); a host's limits are in its own state (HostLim).
 func (s Shard) Policy() string { return s.ks.Key("policy") }
+
+// Resolve is the hash of the active hosts whose limits (HostLim) are not of the shard's
+// generation, to be resolved in Go before they are dispatched: host → "1" when its
+// admission is still to be counted under its rules (PolicyStatHosts), else "0".
+func (s Shard) Resolve() string { return s.ks.Key("resolve") }
 
 // Park is the list of a blocked host's parked queue entries, in queue order.
 func (s Shard) Park(host string) string { return s.ks.Key("park", host) }
@@ -181,6 +185,8 @@ const (
 	// to its connections once no task is out beyond them, so that connections lowered with
 	// tasks out on later slots still count those tasks. Absent: its connections.
 	HostSlots = "slots"
+	// HostLim is the host's live-policy limits under a generation (HostLimValue).
+	HostLim = "lim"
 )
 
 // Dispatch is the one per-deployment key: the hash where the schedulers publish the

@@ -11,51 +11,31 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Fields of a shard's policy table (Shard.Policy): a host rule's entry under
-// PolicyHostPrefix+host (the host name itself), a domain rule's under
-// PolicyDomainPrefix+domain (".example.com"; no host name starts with a dot, so the two
-// never meet). Each entry is resolved in Go (politeness.PolicyTable): the rule's limits
-// merged, field by field, over those of the domain rules above it (PolicyEntry). So a
-// host's limits are the entry of its most specific rule, the first of PolicyCandidates
-// the table holds, taken whole: a reader looks up, it never merges. PolicyDomainPrefix
-// being the label separator makes each suffix's field a tail of "."+host, which the
-// scripts cut rather than build (politeness.PolicyModule).
-const (
-	PolicyHostPrefix   = ""
-	PolicyDomainPrefix = "."
-)
+// A host's live-policy limits live in its own state hash (Shard.Host), field HostLim:
+// "<generation>\t<PolicyEntry.Encode>", the entry of the host's most specific host or
+// domain rule resolved in Go over the domain rules above it (politeness.Resolve), empty
+// when no rule matches the host. The scheduler writes it when the host becomes active
+// (the add batch's limits, or a host admitted under an older generation resolved before
+// it is dispatched) and, on every change of the rules, for every active host; the scripts
+// read that one field and never look a rule up. The shard's policy hash (Shard.Policy)
+// holds only the rules' generation (PolicyGenField): a value is in force while its
+// generation is the shard's.
 
-// PolicyGenField is the policy table's generation: a fresh token each time the table
-// changes, absent while it holds no rule. A script reads it once to know whether any rule
-// is in force.
+// PolicyGenField is the field of Shard.Policy holding the rules' generation: a digest of
+// the resolved rules (equal rules, equal generation), absent while no host or domain
+// rule is in force. Limits are stored under a generation only while it is the shard's.
 const PolicyGenField = "#gen"
+
+// HostLimValue is a host's HostLim value: its entry (PolicyEntry.Encode; "" when no rule
+// matches the host) under generation gen.
+func HostLimValue(gen, entry string) string { return gen + "\t" + entry }
+
+// ParseHostLim splits a HostLim value into its generation and entry.
+func ParseHostLim(v string) (gen, entry string, ok bool) { return strings.Cut(v, "\t") }
 
 // PolicyStatField is the field of a rule's counter in Shard.PolicyStats:
 // "<scope>\t<counter>" (PolicyStat*).
 func PolicyStatField(scope, counter string) string { return scope + "\t" + counter }
-
-// PolicyHostField is a host rule's field in the policy table.
-func PolicyHostField(host string) string { return PolicyHostPrefix + host }
-
-// PolicyDomainField is a domain rule's field in the policy table.
-func PolicyDomainField(domain string) string { return PolicyDomainPrefix + domain }
-
-// PolicyCandidates are the fields of a host's possible entries, most specific first: the
-// host's own entry, then a domain entry for the host name and each suffix of it. The first
-// the table holds is the host's; the scripts read the same list with one HMGET
-// (politeness.PolicyModule).
-func PolicyCandidates(host string) []string {
-	out := []string{PolicyHostField(host)}
-	for s := host; s != ""; {
-		out = append(out, PolicyDomainField(s))
-		_, rest, ok := strings.Cut(s, ".")
-		if !ok {
-			break
-		}
-		s = rest
-	}
-	return out
-}
 
 // CrawlDelayRule is how a host's robots.txt Crawl-delay is honoured: exactly, however long,
 // or capped at Cap.

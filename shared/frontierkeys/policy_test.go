@@ -39,14 +39,6 @@ func TestHostLimitsEncoding(t *testing.T) {
 	}
 }
 
-func TestPolicyCandidates(t *testing.T) {
-	got := PolicyCandidates("www.example.co.uk")
-	want := []string{"www.example.co.uk", ".www.example.co.uk", ".example.co.uk", ".co.uk", ".uk"}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("got %v, want %v", got, want)
-	}
-}
-
 func TestPolicyEntryEncoding(t *testing.T) {
 	d := func(x time.Duration) *time.Duration { return &x }
 	y := true

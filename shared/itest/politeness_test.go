@@ -20,7 +20,7 @@ var politenessLua embed.FS
 
 // The harness runs the module's next_fetch on the arguments of one table row.
 var nextFetchScript = redisx.Script(
-	politeness.PolicyNames,
+	politeness.PolicyNames, politeness.HostNames,
 	redisx.Lua{FS: politenessLua, Name: "testdata/politeness/rules.lua"},
 	politeness.Module,
 	politeness.PolicyModule,
@@ -29,9 +29,9 @@ var nextFetchScript = redisx.Script(
 // TestPolitenessLuaMatchesGo checks the rule the frontier's scripts apply (politeness.lua,
 // with a host's live policy limits read by hostpolicy.lua) against politeness.Rules, row by
 // row: the two must give the same next fetch time to the millisecond, and the same capped
-// flag. A row's rules are resolved into a real policy table (politeness.PolicyTable, as the
-// scheduler writes it), which Go reads back with politeness.ReadHostLimits (the fetcher's
-// twin of host_limits) before Rules.With.
+// flag. A row's rules are resolved (politeness.Resolve) and the host's limits stored in its
+// state as the scheduler stores them, which Go reads back with politeness.ReadHostLimits
+// (the fetcher's twin of host_limits) before Rules.With.
 func TestPolitenessLuaMatchesGo(t *testing.T) {
 	rdb := redisClient(t, redisproc.StartT(t, redisproc.Options{}))
 	ctx := context.Background()
@@ -105,9 +105,10 @@ func TestPolitenessLuaMatchesGo(t *testing.T) {
 			host(policy.Rule{DelayFactor: num(10)})},
 	}
 	policyKey := frontierkeys.ForShard("t", 0).Policy()
+	hostKey := frontierkeys.ForShard("t", 0).Host("www.example.com")
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if err := rdb.Del(ctx, policyKey).Err(); err != nil {
+			if err := rdb.Del(ctx, policyKey, hostKey).Err(); err != nil {
 				t.Fatal(err)
 			}
 			st := make([]policy.Stored, len(tt.pol))
@@ -118,14 +119,13 @@ func TestPolitenessLuaMatchesGo(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for c, e := range politeness.PolicyTable(set) {
-				if err := rdb.HSet(ctx, policyKey, c, e).Err(); err != nil {
+			// The host's limits as the scheduler stores them, in force while they are of the
+			// shard's generation.
+			if res := politeness.Resolve(set); res.Gen() != "" {
+				if err := rdb.HSet(ctx, policyKey, frontierkeys.PolicyGenField, res.Gen()).Err(); err != nil {
 					t.Fatal(err)
 				}
-			}
-			// The table is in force while it has a generation.
-			if len(tt.pol) > 0 {
-				if err := rdb.HSet(ctx, policyKey, frontierkeys.PolicyGenField, "1-test").Err(); err != nil {
+				if err := rdb.HSet(ctx, hostKey, frontierkeys.HostLim, res.Value("www.example.com")).Err(); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -140,7 +140,7 @@ func TestPolitenessLuaMatchesGo(t *testing.T) {
 			args := append(tt.r.Args(), now.UnixMilli(), b01(tt.o.Requested), tt.o.Took.Milliseconds(),
 				tt.h.CrawlDelay.Milliseconds(), tt.h.Next.UnixMilli(), b01(tt.o.Late), tt.h.LastResponse.Milliseconds(),
 				tt.o.ErrStreak, tt.o.Wait.Milliseconds(), "www.example.com")
-			v, err := nextFetchScript.Run(ctx, rdb, []string{policyKey}, args...).StringSlice()
+			v, err := nextFetchScript.Run(ctx, rdb, []string{policyKey, hostKey}, args...).StringSlice()
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -2,8 +2,12 @@ package politeness
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -14,18 +18,18 @@ import (
 	"github.com/trawl/trawl/shared/redisx"
 )
 
-// PolicyModule is the Lua module that reads a host's limits from a shard's policy table
-// (lua/hostpolicy.lua: host_limits): the entry PolicyTable resolved for the host's most
-// specific rule, taken whole. The table's field names and entry layout are constants from
-// frontierkeys, so the encoding is defined once, in Go. Include it after Module; the
-// script must define K_POLICY (nil: no policy applies).
+// PolicyModule is the Lua module that reads a host's limits (lua/hostpolicy.lua:
+// host_limits): the entry Resolve gave the host, stored in the host's own state
+// (frontierkeys.HostLim) under the shard's generation, taken whole. The field names and
+// entry layout are constants from frontierkeys, so the encoding is defined once, in Go.
+// Include it after Module; the script must define K_POLICY (the shard's generation; nil:
+// no policy applies) and hk(h) (a host's state key).
 var PolicyModule = redisx.Lua{FS: luaFS, Name: "lua/hostpolicy.lua"}
 
-// PolicyNames are the policy table's field names and entry layout for the scripts that
-// include PolicyModule (put them first in the script), as the table POL (POL.H, POL.MIND,
-// …): one local, not one per name, in scripts near Lua's limit of 200.
+// PolicyNames are the entry layout for the scripts that include PolicyModule (put them
+// first in the script), as the table POL (POL.MIND, …): one local, not one per name, in
+// scripts near Lua's limit of 200.
 var PolicyNames = redisx.Table("POL",
-	"H", frontierkeys.PolicyHostPrefix, "D", frontierkeys.PolicyDomainPrefix,
 	"MIND", frontierkeys.LimitMinDelay, "KF", frontierkeys.LimitDelayFactor,
 	"CD", frontierkeys.LimitCrawlDelay, "CONN", frontierkeys.LimitConnections,
 	"BUDGET", frontierkeys.LimitHostBudget, "BLOCK", frontierkeys.LimitBlock,
@@ -52,30 +56,83 @@ func PolicyLimits(r policy.Rule) frontierkeys.HostLimits {
 	return l
 }
 
-// PolicyTable is the policy table a rule set implies: field (frontierkeys.PolicyHostField,
-// PolicyDomainField) → entry (frontierkeys.PolicyEntry), for every host and domain rule,
-// each resolved here, once: the rule's limits over those of the domain rules above it
-// (the most specific setting a field wins, as policy.Set resolves a host), with the rule
-// that decided block and the scopes merged. A reader of a host's limits takes its most
-// specific rule's entry whole. A rule that sets no per-host limit (only a header, an
-// exclude, …) has an entry too: the scripts count the hosts and requests under a rule from
-// the entry a host's limits come from, so without one the status page would show such a
-// rule matching no host.
-func PolicyTable(s *policy.Set) map[string]string {
-	t := map[string]string{}
+// Resolved is a rule set's per-host limits, resolved here, once: each host and domain
+// rule's limits over those of the domain rules above it (the most specific setting a
+// field wins, as policy.Set resolves a host), with the rule that decided block and the
+// scopes merged (frontierkeys.PolicyEntry). A host's entry is its most specific rule's,
+// taken whole. A rule that sets no per-host limit (only a header, an exclude, …) has an
+// entry too: the scripts count the hosts and requests under a rule from the entry a host's
+// limits come from, so without one the status page would show such a rule matching no host.
+type Resolved struct {
+	set            *policy.Set
+	gen            string
+	hosts, domains map[string]string
+}
+
+// Resolve resolves every host and domain rule of s (nil: none).
+func Resolve(s *policy.Set) *Resolved {
+	r := &Resolved{set: s, hosts: map[string]string{}, domains: map[string]string{}}
 	if s == nil {
-		return t
+		return r
 	}
+	var keys []string
 	for _, st := range s.Rules() {
 		switch st.Scope.Kind {
 		case policy.KindHost:
-			t[frontierkeys.PolicyHostField(st.Scope.Value)] = resolveEntry(s, st, st.Scope.Value).Encode()
+			r.hosts[st.Scope.Value] = resolveEntry(s, st, st.Scope.Value).Encode()
+			keys = append(keys, "h "+st.Scope.Value)
 		case policy.KindDomain:
-			t[frontierkeys.PolicyDomainField(st.Scope.Value)] = resolveEntry(s, st, "").Encode()
+			r.domains[st.Scope.Value] = resolveEntry(s, st, "").Encode()
+			keys = append(keys, "d "+st.Scope.Value)
 		}
 	}
-	return t
+	if len(keys) == 0 {
+		return r
+	}
+	// The generation is a digest of the entries: equal rules give equal generations, so
+	// two schedulers on one shard agree, and a generation Redis lost and a scheduler wrote
+	// again still names the same limits.
+	slices.Sort(keys)
+	h := sha256.New()
+	for _, k := range keys {
+		kind, v, _ := strings.Cut(k, " ")
+		e := r.hosts[v]
+		if kind == "d" {
+			e = r.domains[v]
+		}
+		fmt.Fprintf(h, "%s\t%s\n", k, e)
+	}
+	r.gen = hex.EncodeToString(h.Sum(nil)[:12])
+	return r
 }
+
+// Set is the rule set resolved.
+func (r *Resolved) Set() *policy.Set { return r.set }
+
+// Gen is the generation of the resolved rules ("" when no host or domain rule is in force).
+func (r *Resolved) Gen() string { return r.gen }
+
+// Entry is host's entry: its host rule's, else the domain rule's for its name or the
+// longest suffix that has one; "" when no rule matches it.
+func (r *Resolved) Entry(host string) string {
+	if e, ok := r.hosts[host]; ok {
+		return e
+	}
+	for s := host; s != ""; {
+		if e, ok := r.domains[s]; ok {
+			return e
+		}
+		_, rest, ok := strings.Cut(s, ".")
+		if !ok {
+			break
+		}
+		s = rest
+	}
+	return ""
+}
+
+// Value is host's stored limits (frontierkeys.HostLim) under these rules.
+func (r *Resolved) Value(host string) string { return frontierkeys.HostLimValue(r.gen, r.Entry(host)) }
 
 // resolveEntry merges rule st over the domain rules of name and each suffix of it (for a
 // host rule, name is its host; for a domain rule, the suffixes of its domain after the
@@ -116,7 +173,7 @@ var HostNames = redisx.Table("HF",
 	"FAILS", frontierkeys.HostFails, "RETIRED", frontierkeys.HostRetired,
 	"PAGES", frontierkeys.HostPages, "FETCHED", frontierkeys.HostFetched,
 	"RT", frontierkeys.HostRT, "RTAVG", frontierkeys.HostRTAvg, "ADDR", frontierkeys.HostAddr,
-	"WIN", frontierkeys.HostWindow, "SLOTS", frontierkeys.HostSlots,
+	"WIN", frontierkeys.HostWindow, "SLOTS", frontierkeys.HostSlots, "LIM", frontierkeys.HostLim,
 )
 
 // exactCrawlDelay is the cap of a Crawl-delay honoured exactly: none.
@@ -142,31 +199,29 @@ func (r Rules) With(l frontierkeys.HostLimits) Rules {
 	return r
 }
 
-// ReadHostLimits are host's limits in its shard's policy table, read as host_limits reads
-// them: the entry of its most specific rule (the first of frontierkeys.PolicyCandidates the
-// table holds), none while the table has no generation. It is host_limits for a process
-// outside the frontier's scripts: a fetcher deciding, after robots.txt, whether the host's
-// gap lets it go on to the page.
+// ReadHostLimits are host's limits as host_limits reads them: the entry stored in its
+// state (frontierkeys.HostLim), none while the shard has no generation or the entry is of
+// another. It is host_limits for a process outside the frontier's scripts: a fetcher
+// deciding, after robots.txt, whether the host's gap lets it go on to the page (the host
+// is active then, and an active host's limits are kept current).
 func ReadHostLimits(ctx context.Context, rdb redis.UniversalClient, prefix string, shard int, host string) (frontierkeys.HostLimits, error) {
-	cands := frontierkeys.PolicyCandidates(host)
-	fields := append([]string{frontierkeys.PolicyGenField}, cands...)
-	got, err := rdb.HMGet(ctx, frontierkeys.ForShard(prefix, shard).Policy(), fields...).Result()
-	if err != nil {
+	k := frontierkeys.ForShard(prefix, shard)
+	var gen, lim *redis.StringCmd
+	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		gen = p.HGet(ctx, k.Policy(), frontierkeys.PolicyGenField)
+		lim = p.HGet(ctx, k.Host(host), frontierkeys.HostLim)
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
 		return frontierkeys.HostLimits{}, fmt.Errorf("politeness: %s's policy on shard %d: %w", host, shard, err)
 	}
-	if got[0] == nil {
+	g, e, ok := frontierkeys.ParseHostLim(lim.Val())
+	if gen.Val() == "" || !ok || g != gen.Val() {
 		return frontierkeys.HostLimits{}, nil
 	}
-	for i, v := range got[1:] {
-		s, ok := v.(string)
-		if !ok {
-			continue
-		}
-		e, err := frontierkeys.ParsePolicyEntry(s)
-		if err != nil {
-			return frontierkeys.HostLimits{}, fmt.Errorf("politeness: %s's policy on shard %d: entry %q: %w", host, shard, cands[i], err)
-		}
-		return e.Limits, nil
+	en, err := frontierkeys.ParsePolicyEntry(e)
+	if err != nil {
+		return frontierkeys.HostLimits{}, fmt.Errorf("politeness: %s's policy on shard %d: entry %q: %w", host, shard, e, err)
 	}
-	return frontierkeys.HostLimits{}, nil
+	return en.Limits, nil
 }

@@ -9,11 +9,11 @@ import (
 	"github.com/trawl/trawl/shared/policy"
 )
 
-// TestPolicyTableResolvesAsTheSet: a host's limits read from the policy table as the
-// scripts and ReadHostLimits read them (the entry of its most specific rule, taken whole)
-// are the limits policy.Set resolves for the host, field by field over every rule that
-// matches it; the entry names the rule that decided block and every rule merged.
-func TestPolicyTableResolvesAsTheSet(t *testing.T) {
+// TestResolveAsTheSet: a host's entry (the entry of its most specific rule, taken whole,
+// which the scheduler stores in the host's state) holds the limits policy.Set resolves for
+// the host, field by field over every rule that matches it; the entry names the rule that
+// decided block and every rule merged.
+func TestResolveAsTheSet(t *testing.T) {
 	dur := func(d time.Duration) *policy.Duration { p := policy.Duration(d); return &p }
 	num := func(n int) *int { return &n }
 	yes, no := true, false
@@ -30,7 +30,7 @@ func TestPolicyTableResolvesAsTheSet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	table := PolicyTable(set)
+	res := Resolve(set)
 	for _, tt := range []struct {
 		host    string
 		blockBy string
@@ -43,16 +43,11 @@ func TestPolicyTableResolvesAsTheSet(t *testing.T) {
 		{"example.org", "", nil},
 	} {
 		t.Run(tt.host, func(t *testing.T) {
-			var got frontierkeys.PolicyEntry
-			found := false
-			for _, c := range frontierkeys.PolicyCandidates(tt.host) {
-				if v, ok := table[c]; ok {
-					if got, err = frontierkeys.ParsePolicyEntry(v); err != nil {
-						t.Fatal(err)
-					}
-					found = true
-					break
-				}
+			v := res.Entry(tt.host)
+			found := v != ""
+			got, err := frontierkeys.ParsePolicyEntry(v)
+			if err != nil {
+				t.Fatal(err)
 			}
 			if found != (tt.rules != nil) {
 				t.Fatalf("entry found %v, want %v", found, tt.rules != nil)
@@ -64,5 +59,34 @@ func TestPolicyTableResolvesAsTheSet(t *testing.T) {
 				t.Errorf("block by %q rules %v, want %q %v", got.BlockBy, got.Rules, tt.blockBy, tt.rules)
 			}
 		})
+	}
+}
+
+// TestResolveGeneration: equal rules give equal generations (two schedulers on a shard
+// agree), other rules another, and no host or domain rule none.
+func TestResolveGeneration(t *testing.T) {
+	compile := func(v int64, rs ...policy.Stored) *policy.Set {
+		set, err := policy.Compile(rs, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return set
+	}
+	n := 2
+	a := policy.Stored{Rule: policy.Rule{Scope: policy.Scope{Kind: policy.KindDomain, Value: "example.com"}, Connections: &n}}
+	m := 3
+	b := policy.Stored{Rule: policy.Rule{Scope: policy.Scope{Kind: policy.KindDomain, Value: "example.com"}, Connections: &m}}
+	g1, g2, g3 := Resolve(compile(1, a)).Gen(), Resolve(compile(2, a)).Gen(), Resolve(compile(3, b)).Gen()
+	if g1 == "" || g1 != g2 || g1 == g3 {
+		t.Fatalf("generations %q %q %q: want the first two equal, the third other", g1, g2, g3)
+	}
+	if g := Resolve(compile(4)).Gen(); g != "" {
+		t.Fatalf("generation %q without rules", g)
+	}
+	if e := Resolve(compile(1, a)).Entry("www.example.com"); e == "" {
+		t.Fatal("a subdomain has no entry")
+	}
+	if e := Resolve(compile(1, a)).Entry("example.org"); e != "" {
+		t.Fatalf("an unmatched host has entry %q", e)
 	}
 }

@@ -135,12 +135,15 @@ func TestRobotsThenURLUnderHostPolicy(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			args := []any{frontierkeys.PolicyGenField, "1-test"}
-			for f, e := range politeness.PolicyTable(set) {
-				args = append(args, f, e)
-			}
-			if err := st.rdb.HSet(ctx, frontierkeys.ForShard(st.common.RedisPrefix, 0).Policy(), args...).Err(); err != nil {
-				t.Fatal(err)
+			// The host's limits as the scheduler stores them for an active host.
+			if res := politeness.Resolve(set); res.Gen() != "" {
+				k := frontierkeys.ForShard(st.common.RedisPrefix, 0)
+				if err := st.rdb.HSet(ctx, k.Policy(), frontierkeys.PolicyGenField, res.Gen()).Err(); err != nil {
+					t.Fatal(err)
+				}
+				if err := st.rdb.HSet(ctx, k.Host("b.test"), frontierkeys.HostLim, res.Value("b.test")).Err(); err != nil {
+					t.Fatal(err)
+				}
 			}
 			tk := task("http://b.test:" + port + "/page")
 			st.publishTask(tk)

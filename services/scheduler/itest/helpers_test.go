@@ -255,13 +255,16 @@ func (f *tf) check() {
 		t.Fatalf("%d active hosts > B=%d", len(hosts), f.Options().BackQueues)
 	}
 	active := set(hosts)
+	resolving := set(rdb.HKeys(ctx, ks.Key("resolve")).Val())
 	for _, h := range hosts {
 		// With several connections a host with a slot free may be in both; so may one
 		// whose connections a change lowered, or whose rules were removed, with its tasks
 		// out: the dispatch then waits for them (it reads the first lease slot of every
 		// due host, and the others while any host has a task out beyond its first).
 		both := heap[h] && inflight[h] && (out[h] < conns(h) || policies || f.policed)
-		if heap[h] == inflight[h] && !both {
+		// A host whose limits are stale waits for Go to resolve them, out of the heap.
+		waiting := !heap[h] && !inflight[h] && resolving[h]
+		if heap[h] == inflight[h] && !both && !waiting {
 			t.Fatalf("active host %s: in heap %v, in flight %v (%d of %d connections out)", h, heap[h], inflight[h], out[h], conns(h))
 		}
 		if heap[h] && bqLen[h] == 0 {
@@ -290,23 +293,17 @@ func (f *tf) check() {
 	}
 }
 
-// connections returns a host's connections as the shard's policy table sets them (1 when
-// no rule does).
+// connections returns a host's connections as its stored limits set them (1 when no rule
+// does or they are not of the shard's generation).
 func (f *tf) connections(ctx context.Context) func(string) int {
-	table := f.rdb.HGetAll(ctx, f.Keyspace().Key("policy")).Val()
+	gen := f.rdb.HGet(ctx, f.Keyspace().Key("policy"), frontierkeys.PolicyGenField).Val()
 	return func(h string) int {
-		var lim frontierkeys.HostLimits
-		for _, c := range frontierkeys.PolicyCandidates(h) {
-			if v, ok := table[c]; ok {
-				e, _ := frontierkeys.ParsePolicyEntry(v)
-				lim = e.Limits
-				break
-			}
-		}
-		if lim.Connections == nil {
+		g, v, ok := frontierkeys.ParseHostLim(f.hostField(h, frontierkeys.HostLim))
+		e, err := frontierkeys.ParsePolicyEntry(v)
+		if !ok || g != gen || err != nil || e.Limits.Connections == nil {
 			return 1
 		}
-		return *lim.Connections
+		return *e.Limits.Connections
 	}
 }
 

@@ -117,55 +117,67 @@ func TestPolicyPolitenessPerHost(t *testing.T) {
 	}
 }
 
-// SyncPolicy writes the table a rule set implies and, on a change, only the entries that
-// differ, with a new generation; a host or domain rule with no per-host field has an entry
-// with every limit unset (so that the scripts count hosts and requests under it), a
-// URL-prefix rule none, and a set without host or domain rules leaves no table (and so no
-// generation).
+// SyncPolicy makes the rules' generation the shard's and writes every active host's
+// limits (its most specific rule's entry, resolved in Go, or none) into the host's state;
+// the same rules again write nothing; a change writes the new generation and the active
+// hosts' limits again; a set without host or domain rules leaves no generation. The policy
+// hash holds the generation alone: a hash of the layout with one entry per rule is
+// rewritten.
 func TestSyncPolicyWritesOnlyChanges(t *testing.T) {
 	rdb := startRedis(t)
 	f := newTF(t, rdb, testOptions(0))
 	ctx := testwait.Context(t)
 	key := frontierkeys.ForShard("t", 0).Policy()
 	gen := func() string { return rdb.HGet(ctx, key, frontierkeys.PolicyGenField).Val() }
+	lim := func(h string) string { return f.hostField(h, frontierkeys.HostLim) }
+	f.add("m1", urls(0, "http://a.example/1", "http://www.b.example/1", "http://c.example/1", "http://d.example/1")...)
+	// Active: one host with its task out, the others in the heap.
+	f.dispatch(at(0), 1)
+	// The layout that kept one entry per rule.
+	if err := rdb.HSet(ctx, key, frontierkeys.PolicyGenField, "1-old", "a.example", "- - - - - -").Err(); err != nil {
+		t.Fatal(err)
+	}
 	a := hostRule("a.example", policy.Rule{MinDelay: pdur(2 * time.Second)})
 	b := domainRule("b.example", policy.Rule{Connections: pint(3), HostBudget: pi64(10)})
 	ua := "TestBot/1"
 	c := hostRule("c.example", policy.Rule{UserAgent: &ua})
-	ch := f.syncPolicy(rules(t, 1, a, b, c))
-	if len(ch.Set) != 3 || len(ch.Deleted) != 0 {
-		t.Fatalf("first sync %+v, want 3 entries set", ch)
-	}
-	if e := rdb.HGet(ctx, key, frontierkeys.PolicyHostField("c.example")).Val(); e != (frontierkeys.PolicyEntry{Rules: []string{"host:c.example"}}).Encode() {
-		t.Fatalf("entry of a rule with no per-host field %q, want every limit unset", e)
-	}
+	s1 := rules(t, 1, a, b, c)
+	ch := f.syncPolicy(s1)
 	g1 := gen()
-	if ch := f.syncPolicy(rules(t, 1, a, b, c)); !ch.Empty() || gen() != g1 {
+	if !ch.Changed || ch.Hosts != 4 || g1 == "" || g1 != ch.Gen || rdb.HLen(ctx, key).Val() != 1 {
+		t.Fatalf("first sync %+v, generation %q, policy hash %v", ch, g1, rdb.HGetAll(ctx, key).Val())
+	}
+	if v := lim("c.example"); v != frontierkeys.HostLimValue(g1, (frontierkeys.PolicyEntry{Rules: []string{"host:c.example"}}).Encode()) {
+		t.Fatalf("limits of a host whose rule sets no per-host field %q, want every limit unset", v)
+	}
+	if v := lim("d.example"); v != frontierkeys.HostLimValue(g1, "") {
+		t.Fatalf("limits of a host no rule matches %q", v)
+	}
+	if ch := f.syncPolicy(rules(t, 2, a, b, c)); ch.Changed || ch.Hosts != 0 || gen() != g1 {
 		t.Fatalf("same rules again changed %+v, generation %q → %q", ch, g1, gen())
 	}
 	b2 := domainRule("b.example", policy.Rule{Connections: pint(3), HostBudget: pi64(10), Block: pbool(true)})
-	ch = f.syncPolicy(rules(t, 2, b2, c))
-	if len(ch.Set) != 1 || ch.Set[0] != frontierkeys.PolicyDomainField("b.example") ||
-		len(ch.Deleted) != 1 || ch.Deleted[0] != frontierkeys.PolicyHostField("a.example") {
-		t.Fatalf("change %+v, want b.example set and a.example deleted", ch)
+	ch = f.syncPolicy(rules(t, 3, b2, c))
+	if g := gen(); !ch.Changed || g == "" || g == g1 {
+		t.Fatalf("change %+v, generation %q, was %q", ch, g, g1)
 	}
-	if g := gen(); g == "" || g == g1 {
-		t.Fatalf("generation after a change %q, was %q", g, g1)
-	}
-	got := rdb.HGetAll(ctx, key).Val()
-	e, err := frontierkeys.ParsePolicyEntry(got[frontierkeys.PolicyDomainField("b.example")])
+	_, v, _ := frontierkeys.ParseHostLim(lim("www.b.example"))
+	e, err := frontierkeys.ParsePolicyEntry(v)
 	l := e.Limits
-	if err != nil || len(got) != 3 || *l.Connections != 3 || *l.HostBudget != 10 || !*l.Block || l.MinDelay != nil ||
+	if err != nil || *l.Connections != 3 || *l.HostBudget != 10 || !*l.Block || l.MinDelay != nil ||
 		e.BlockBy != "domain:b.example" || !slices.Equal(e.Rules, []string{"domain:b.example"}) {
-		t.Fatalf("table %v (%+v, %v)", got, e, err)
+		t.Fatalf("www.b.example's limits %q (%+v, %v)", v, e, err)
+	}
+	if _, v, _ := frontierkeys.ParseHostLim(lim("a.example")); v != "" {
+		t.Fatalf("a.example's limits %q after its rule went", v)
 	}
 	private, err := policy.ParseScope("http://a.example/private/")
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.syncPolicy(rules(t, 3, policy.Rule{Scope: private, Block: pbool(true)}))
+	f.syncPolicy(rules(t, 4, policy.Rule{Scope: private, Block: pbool(true)}))
 	if n := rdb.Exists(ctx, key).Val(); n != 0 {
-		t.Fatalf("a set without host or domain rules left the table: %v", rdb.HGetAll(ctx, key).Val())
+		t.Fatalf("a set without host or domain rules left a generation: %v", rdb.HGetAll(ctx, key).Val())
 	}
 }
 
@@ -917,11 +929,10 @@ func TestPolicyPassResumesUnblockedParkLists(t *testing.T) {
 	}
 }
 
-// An active host keeps the limits its lookup found with it (politeness.PolicyModule): a
-// change of the rules must still reach it at its next step, whether the change sets a rule
-// for it, changes it, or removes every rule, and also when the change comes while its task
-// is out, so that the outcome is the first step to meet it (the outcome reads the entry
-// its state hash keeps, the dispatch the one in the active hosts' hash).
+// An active host's limits are stored in its state (politeness.PolicyModule): a change of
+// the rules must reach it at its next step, whether the change sets a rule for it, changes
+// it, or removes every rule, and also when the change comes while its task is out, so that
+// the outcome is the first step to meet it.
 func TestPolicyChangeReachesActiveHost(t *testing.T) {
 	rdb := startRedis(t)
 	o := testOptions(0)
@@ -968,29 +979,23 @@ func TestPolicyChangeReachesActiveHost(t *testing.T) {
 	}
 }
 
-// A host activated anew (its queue emptied in between) takes the rules in force then. The
-// policy table's entry is the one place a host's limits are kept: an entry rewritten
-// without a new generation, which no scheduler does, is in force at the host's next step
-// all the same, so no copy of an older lookup stands in for it.
+// A host activated anew (its queue emptied in between) takes the rules in force then: the
+// limits stored in its state are rewritten when it is added again under other rules.
 func TestPolicyChangeReachesIdleHost(t *testing.T) {
 	rdb := startRedis(t)
 	o := testOptions(0)
 	o.DelayFactor = 0
 	f := newTF(t, rdb, o)
-	ctx := testwait.Context(t)
 	other := hostRule("other.example", policy.Rule{MinDelay: pdur(time.Hour)})
 	minute := rules(t, 2, other, hostRule("a.example", policy.Rule{MinDelay: pdur(time.Minute)}))
 	steps := []struct {
 		name string
 		set  *policy.Set
-		// forge rewrites the host's table entry to this set's, keeping the generation.
-		forge *policy.Set
-		want  time.Duration // the gap after the outcome
+		want time.Duration // the gap after the outcome
 	}{
 		{name: "no rule for the host", set: rules(t, 1, other), want: o.MinDelay},
 		{name: "a rule set for it", set: minute, want: time.Minute},
 		{name: "activated again under the same generation", want: time.Minute},
-		{name: "its entry rewritten without a new generation", forge: rules(t, 3, other, hostRule("a.example", policy.Rule{MinDelay: pdur(time.Hour)})), want: time.Hour},
 		{name: "its rule changed", set: rules(t, 4, other, domainRule("a.example", policy.Rule{MinDelay: pdur(2 * time.Minute)})), want: 2 * time.Minute},
 		{name: "every rule removed", set: rules(t, 5), want: o.MinDelay},
 	}
@@ -999,11 +1004,6 @@ func TestPolicyChangeReachesIdleHost(t *testing.T) {
 		t.Run(st.name, func(t *testing.T) {
 			if st.set != nil {
 				f.syncPolicy(st.set)
-			}
-			if st.forge != nil {
-				if err := rdb.HSet(ctx, f.Keyspace().Key("policy"), "a.example", politeness.PolicyTable(st.forge)["a.example"]).Err(); err != nil {
-					t.Fatal(err)
-				}
 			}
 			f.add(fmt.Sprintf("m%d", i), urls(0, fmt.Sprintf("http://a.example/%d", i))...)
 			tasks := f.dispatch(now, 10)

@@ -1,7 +1,8 @@
 -- Prelude of the claim scripts (claim.lua, release.lua), which act on one host of one
 -- frontier shard from outside the scheduler.
 --
--- KEYS: 1 inflight, 2 heap, 3 hosts, 4 host:<host>, 5 policy (frontierkeys.Shard names them).
+-- KEYS: 1 inflight, 2 heap, 3 hosts, 4 host:<host>, 5 policy (the shard's generation;
+--       frontierkeys.Shard names them).
 -- ARGV: 1 min delay ms, 2 delay factor k, 3 max crawl-delay ms, 4 retry backoff ms,
 --       5 max backoff ms, 6 host; script arguments start at ARGV[7].
 if redis.replicate_commands then redis.replicate_commands() end
@@ -12,6 +13,8 @@ local MIND, KF, MAXCD = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local RETRYB, MAXBO = tonumber(ARGV[4]), tonumber(ARGV[5])
 local K_INFLIGHT, K_HEAP, K_HOSTS, K_HOST, K_POLICY = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local H = ARGV[6]
+-- The host's state key, as the policy module reads it (one host per call).
+local function hk() return K_HOST end
 local function n2s(x) return string.format('%.0f', x) end
 
 -- An idle host's state expires (the scheduler's TRAWL_HOST_STATE_TTL); a next fetch time

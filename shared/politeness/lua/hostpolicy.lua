@@ -1,34 +1,33 @@
--- Live site policies: a host's limits from the shard's policy table (frontierkeys.Shard.Policy),
--- whose entries the scheduler resolves in Go (politeness.PolicyTable): each host and domain
--- rule's limits already merged over the domain rules above it. Included after
--- politeness.lua, after the constants Go generates (the table POL;
--- politeness.PolicyNames).
+-- Live site policies: a host's limits, resolved in Go (politeness.Resolve) and stored in
+-- the host's own state (frontierkeys.HostLim: "<generation>\t<entry>"). Included after
+-- politeness.lua, after the constants Go generates (the table POL; politeness.PolicyNames).
 --
--- Expects K_POLICY in scope: the policy table's key, or nil where no policy applies.
+-- Expects in scope K_POLICY (the hash of the shard's generation, or nil where no policy
+-- applies) and hk(h), a host's state key.
 --
--- host_limits(h) is the entry of h's most specific rule: the first the table holds of the
--- host's own field and a domain field for its name and each suffix, longest first
--- (frontierkeys.PolicyCandidates), taken whole over the process-wide settings; nothing is
--- merged here. It returns {mind, kf, maxcd, conn, budget, block, rules, block_by}: budget
--- is nil when no rule sets it (the process-wide budget applies); rules are the scopes
--- merged into the entry, block_by the one that decided block. Results are kept for the
--- script's run; a shard without any rule pays one HEXISTS per script. load_limits reads
--- several hosts' entries with one HMGET.
-local pol_any = nil
+-- host_limits(h) is h's stored entry, taken whole over the process-wide settings: nothing
+-- is looked up or merged here. It returns {mind, kf, maxcd, conn, budget, block, rules,
+-- block_by, stale}: budget is nil when no rule sets it (the process-wide budget applies);
+-- rules are the scopes merged into the entry, block_by the one that decided block. An
+-- entry of another generation than the shard's (or none) is stale: the process-wide
+-- settings with stale = true, which the router and the dispatch hand to Go to resolve
+-- (frontierkeys.Shard.Resolve) rather than apply. Results are kept for the script's run;
+-- a shard without any rule pays one HGET per script and none per host.
+local pol_gen = nil
 local pol_cache = {}
--- policy_any says the shard's policy table has a rule in force.
+-- policy_any says a rule is in force on the shard (its generation is read once).
 local function policy_any()
-  if pol_any == nil then
-    pol_any = K_POLICY ~= nil and redis.call('HEXISTS', K_POLICY, POL.GEN) == 1
+  if pol_gen == nil then
+    pol_gen = K_POLICY ~= nil and redis.call('HGET', K_POLICY, POL.GEN) or false
   end
-  return pol_any
+  return pol_gen ~= false
 end
 
 -- ENTRY splits an entry (frontierkeys.PolicyEntry) in one match: its POL.BLOCK fields,
--- then block_by and the scopes, which entries written before they were added lack.
+-- then block_by and the scopes.
 local ENTRY = '^' .. string.rep('([^ ]+) ', POL.BLOCK - 1) .. '([^ ]+) ?([^ ]*) ?(.*)$'
 
--- entry_limits decodes entry v into limits over the process-wide settings.
+-- entry_limits decodes entry v ('': no rule) into limits over the process-wide settings.
 local function entry_limits(v)
   local lim = base_limits()
   local c = {string.match(v, ENTRY)}
@@ -50,50 +49,29 @@ local function entry_limits(v)
   return lim
 end
 
--- load_limits reads the limits of the hosts hs not read yet in this run, with one HMGET per
--- 200 hosts. The domain fields are the name's tails from each dot (POL.D is the label
--- separator), cut from one string rather than built.
-local function load_limits(hs)
-  local todo = {}
-  for _, h in ipairs(hs) do
-    if not pol_cache[h] then
-      if policy_any() then todo[#todo + 1] = h else pol_cache[h] = base_limits() end
+-- stored_limits decodes host h's HF.LIM value v (false or nil: none) and keeps it for the run.
+local function stored_limits(h, v)
+  local lim
+  if not policy_any() then
+    lim = base_limits()
+  else
+    local g, e = string.match(v or '', '^([^\t]*)\t(.*)$')
+    if g == pol_gen then
+      lim = entry_limits(e)
+    else
+      lim = base_limits()
+      lim.stale = true
     end
   end
-  for c = 1, #todo, 200 do
-    local fields, first = {}, {}
-    local last = math.min(c + 199, #todo)
-    for j = c, last do
-      local h = todo[j]
-      first[j] = #fields + 1
-      fields[#fields + 1] = POL.H .. h
-      local dh = POL.D .. h
-      local i = 1
-      while i do
-        fields[#fields + 1] = string.sub(dh, i)
-        i = string.find(dh, POL.D, i + 1, true)
-      end
-    end
-    first[last + 1] = #fields + 1
-    local r = redis.call('HMGET', K_POLICY, unpack(fields))
-    for j = c, last do
-      local lim = nil
-      for k = first[j], first[j + 1] - 1 do
-        if r[k] then
-          lim = entry_limits(r[k])
-          break
-        end
-      end
-      pol_cache[todo[j]] = lim or base_limits()
-    end
-  end
+  pol_cache[h] = lim
+  return lim
 end
 
 local function host_limits(h)
   local c = pol_cache[h]
   if c then return c end
-  load_limits({h})
-  return pol_cache[h]
+  if not policy_any() then return stored_limits(h, nil) end
+  return stored_limits(h, redis.call('HGET', hk(h), HF.LIM))
 end
 
 -- slot_span is how many of a host's lease slots (frontierkeys.LeaseSlot: "<host>",

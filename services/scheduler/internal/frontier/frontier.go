@@ -12,8 +12,10 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -41,6 +43,7 @@ var (
 	scriptOver     = load("over.lua")
 	scriptRecheck  = load("recheck.lua")
 	scriptSift     = load("sift.lua")
+	scriptLimits   = load("limits.lua")
 )
 
 // The scripts' KEYS and ARGV layout, written once here: New builds the keys and the
@@ -156,6 +159,7 @@ func Scripts() map[string]*redis.Script {
 		"add.lua": scriptAdd, "dispatch.lua": scriptDispatch, "complete.lua": scriptComplete,
 		"reap.lua": scriptReap, "park.lua": scriptPark, "resume.lua": scriptResume,
 		"over.lua": scriptOver, "recheck.lua": scriptRecheck, "sift.lua": scriptSift,
+		"limits.lua": scriptLimits,
 	}
 }
 
@@ -266,6 +270,9 @@ type Frontier struct {
 	sifted siftMemo
 	// excluded, when set, is given the queued URLs a scope recheck ended (LogExcluded).
 	excluded func(context.Context, []Refused)
+	// res is the rules SyncPolicy last brought the shard in line with, resolved per host:
+	// AddBatches passes its hosts' limits from it, ResolvePending stores them.
+	res atomic.Pointer[politeness.Resolved]
 }
 
 // UsePolicy makes AddBatches check each URL against the live site policies' depth,
@@ -397,7 +404,7 @@ func (f *Frontier) Add(ctx context.Context, batches []Batch) ([]Added, error) {
 	if len(batches) == 0 {
 		return nil, nil
 	}
-	n := 2
+	n := 4
 	for _, b := range batches {
 		n += 5 + 3*len(b.URLs)
 	}
@@ -405,6 +412,19 @@ func (f *Frontier) Add(ctx context.Context, batches []Batch) ([]Added, error) {
 	args = append(args, strconv.Itoa(len(batches)), "")
 	if f.bs != nil {
 		args[len(args)-1] = strconv.FormatFloat(max(f.bs.BacklinkWeight(), 0), 'g', -1, 64)
+	}
+	// The hosts' limits, resolved under the rules the shard was last brought in line with,
+	// go first: the script stores each in the host's state.
+	res := f.res.Load()
+	if res != nil && res.Gen() == "" {
+		res = nil
+	}
+	args = append(args, "", "0")
+	limAt := len(args)
+	var limHosts map[string]bool
+	if res != nil {
+		args[limAt-2] = res.Gen()
+		limHosts = map[string]bool{}
 	}
 	var buf []byte
 	var set *policy.Set
@@ -455,12 +475,23 @@ func (f *Frontier) Add(ctx context.Context, batches []Batch) ([]Added, error) {
 			buf = frontierkeys.Entry{Depth: u.Depth, Hops: u.Hops, URL: u.URL, Ext: ext}.Append(buf[:0])
 			args = append(args, f.priority(u), host, string(buf))
 			ok++
+			if limHosts != nil {
+				limHosts[host] = true
+			}
 		}
 		if sent[bi] == nil {
 			sent[bi] = b.URLs
 		}
 		args[hdr+3] = strconv.Itoa(oos)
 		args[hdr+4] = strconv.Itoa(ok)
+	}
+	if len(limHosts) > 0 {
+		lims := make([]any, 0, 2*len(limHosts))
+		for h := range limHosts {
+			lims = append(lims, h, res.Value(h))
+		}
+		args[limAt-1] = strconv.Itoa(len(limHosts))
+		args = slices.Insert(args, limAt, lims...)
 	}
 	v, err := f.run(ctx, scriptAdd, args)
 	if err != nil {
@@ -576,30 +607,49 @@ func (f *Frontier) admissible(u crawlmsg.Discovered) (host, reason, why string) 
 // hosts: they are found by the call's nonce, which every lease token of the call ends
 // with, and returned with the error, so the caller publishes them instead of leaving them
 // to the reaper.
+//
+// A host whose stored limits are of older rules is not leased: the step hands it to Go,
+// which stores its limits (ResolvePending) and, when that leaves room, runs the step once
+// more, so such a host is dispatched by the same call.
 func (f *Frontier) Dispatch(ctx context.Context, max int) ([]crawlmsg.FetchTask, error) {
 	if max <= 0 {
 		return nil, nil
 	}
+	tasks, pend, err := f.dispatch(ctx, max)
+	if err != nil || pend == 0 {
+		return tasks, err
+	}
+	n, err := f.ResolvePending(ctx)
+	if err != nil || n == 0 || len(tasks) >= max {
+		return tasks, err
+	}
+	more, _, err := f.dispatch(ctx, max-len(tasks))
+	return append(tasks, more...), err
+}
+
+// dispatch runs the dispatch step once; pend is how many hosts wait for their limits.
+func (f *Frontier) dispatch(ctx context.Context, max int) (tasks []crawlmsg.FetchTask, pend int64, err error) {
 	args := append(f.args(1), strconv.Itoa(max))
 	v, err := f.run(ctx, scriptDispatch, args)
 	if err != nil {
 		nonce, _ := args[2].(string)
 		tasks, rerr := f.recoverDispatch(ctx, nonce)
 		if rerr != nil {
-			return nil, fmt.Errorf("%w (its leases, if it ran, are left to the reaper: %w)", err, rerr)
+			return nil, 0, fmt.Errorf("%w (its leases, if it ran, are left to the reaper: %w)", err, rerr)
 		}
-		return tasks, err
+		return tasks, 0, err
 	}
 	arr, ok := v.([]any)
 	if !ok {
-		return nil, fmt.Errorf("frontier: dispatch: unexpected reply %T", v)
+		return nil, 0, fmt.Errorf("frontier: dispatch: unexpected reply %T", v)
 	}
-	if len(arr) < 1 {
-		return nil, nil
+	if len(arr) < 2 {
+		return nil, 0, nil
 	}
 	deadline, _ := arr[0].(int64)
-	rest := arr[1:]
-	tasks := make([]crawlmsg.FetchTask, 0, len(rest)/3)
+	pend, _ = arr[1].(int64)
+	rest := arr[2:]
+	tasks = make([]crawlmsg.FetchTask, 0, len(rest)/3)
 	for i := 0; i+2 < len(rest); i += 3 {
 		host, _ := rest[i].(string)
 		tok, _ := rest[i+1].(string)
@@ -607,11 +657,11 @@ func (f *Frontier) Dispatch(ctx context.Context, max int) ([]crawlmsg.FetchTask,
 		t, err := f.task(host, tok, entry, deadline)
 		if err != nil {
 			// The lease is recorded; expiry will account for the task.
-			return tasks, err
+			return tasks, pend, err
 		}
 		tasks = append(tasks, t)
 	}
-	return tasks, nil
+	return tasks, pend, nil
 }
 
 // task is the fetch task of one lease.

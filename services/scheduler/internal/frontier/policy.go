@@ -2,8 +2,8 @@ package frontier
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strconv"
 	"sync"
 
@@ -15,73 +15,117 @@ import (
 	"github.com/trawl/trawl/shared/redisx"
 )
 
-// PolicyChange is what SyncPolicy changed in the shard's table: the fields written and the
-// fields deleted.
+// PolicyChange is what SyncPolicy changed on the shard.
 type PolicyChange struct {
-	Set, Deleted []string
+	// Gen is the shard's generation now ("" while no host or domain rule is in force);
+	// Changed says it was another before.
+	Gen     string
+	Changed bool
+	// Hosts is how many active hosts' limits were written.
+	Hosts int
 }
 
 // Empty says nothing changed.
-func (c PolicyChange) Empty() bool { return len(c.Set) == 0 && len(c.Deleted) == 0 }
+func (c PolicyChange) Empty() bool { return !c.Changed }
 
-// SyncPolicy makes the shard's policy table hold what the rule set implies
-// (politeness.PolicyTable: each host and domain rule's limits resolved in Go), writing only
-// the entries that differ: it reads the table, so it is right at start, after a restart of
-// Redis, and when several processes serve the shard. Every change gives the table a new
-// generation (frontierkeys.PolicyGenField), and a table without rules has none. The
-// scripts read a host's entry at each step, so a change is in force from the next step on.
+// limitsChunk bounds the hosts one limits.lua call stores, and so its run time.
+const limitsChunk = 1000
+
+// SyncPolicy brings the shard in line with a rule set: it resolves every host's limits in
+// Go (politeness.Resolve) and, when the set's generation is not the shard's, makes it the
+// shard's and writes the limits of every active host into the host's state, the first
+// chunk of hosts in the same script as the new generation. It reads the shard's
+// generation, so it is right at start, after a restart of Redis, and when several
+// processes serve the shard. The cost of a change is one HKEYS of the host table (at most
+// TRAWL_BACK_QUEUES hosts) and one script per limitsChunk active hosts, one HSET each; a
+// host activated meanwhile under the old generation is stale, and the dispatch hands it
+// to Go (ResolvePending) before leasing it. A shard whose policy hash holds more than the
+// generation (the layout that kept one entry per rule) is rewritten.
 func (f *Frontier) SyncPolicy(ctx context.Context, s *policy.Set) (PolicyChange, error) {
-	want := politeness.PolicyTable(s)
-	have, err := f.rdb.HGetAll(ctx, f.k.Policy()).Result()
-	if err != nil {
-		return PolicyChange{}, fmt.Errorf("frontier: shard %d: read the policy table: %w", f.o.Shard, err)
-	}
-	_, hasGen := have[frontierkeys.PolicyGenField]
-	delete(have, frontierkeys.PolicyGenField)
-	var ch PolicyChange
-	var set []any
-	for k, v := range want {
-		if have[k] != v {
-			ch.Set = append(ch.Set, k)
-			set = append(set, k, v)
-		}
-	}
-	for k := range have {
-		if _, ok := want[k]; !ok {
-			ch.Deleted = append(ch.Deleted, k)
-		}
-	}
-	if ch.Empty() && hasGen == (len(want) > 0) {
-		return ch, nil
-	}
-	_, err = f.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		if len(want) == 0 {
-			p.Del(ctx, f.k.Policy())
-			return nil
-		}
-		for i := 0; i < len(set); i += 2000 {
-			p.HSet(ctx, f.k.Policy(), set[i:min(i+2000, len(set))]...)
-		}
-		for i := 0; i < len(ch.Deleted); i += 1000 {
-			p.HDel(ctx, f.k.Policy(), ch.Deleted[i:min(i+1000, len(ch.Deleted))]...)
-		}
-		p.HSet(ctx, f.k.Policy(), frontierkeys.PolicyGenField, policyGen(s))
-		// The scripts count per rule in the counters' hash at every dispatch.
-		p.HSet(ctx, f.k.PolicyStats(), frontierkeys.Wide, frontierkeys.WideValue)
+	res := politeness.Resolve(s)
+	f.res.Store(res)
+	var gen *redis.StringCmd
+	var n *redis.IntCmd
+	_, err := f.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		gen = p.HGet(ctx, f.k.Policy(), frontierkeys.PolicyGenField)
+		n = p.HLen(ctx, f.k.Policy())
 		return nil
 	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return PolicyChange{}, fmt.Errorf("frontier: shard %d: read the rules' generation: %w", f.o.Shard, err)
+	}
+	ch := PolicyChange{Gen: res.Gen()}
+	if gen.Val() == res.Gen() && n.Val() <= 1 {
+		return ch, nil
+	}
+	ch.Changed = true
+	fields, err := f.rdb.HKeys(ctx, f.k.Hosts()).Result()
 	if err != nil {
-		return PolicyChange{}, fmt.Errorf("frontier: shard %d: write the policy table: %w", f.o.Shard, err)
+		return ch, fmt.Errorf("frontier: shard %d: active hosts: %w", f.o.Shard, err)
+	}
+	hosts := frontierkeys.ActiveHosts(fields)
+	if res.Gen() == "" {
+		hosts = nil
+	}
+	for i := 0; i == 0 || i < len(hosts); i += limitsChunk {
+		m, err := f.storeLimits(ctx, res, i == 0, hosts[i:min(i+limitsChunk, len(hosts))])
+		if err != nil {
+			return ch, err
+		}
+		if m < 0 {
+			// Another process made other rules the shard's meanwhile; it writes its hosts.
+			return ch, nil
+		}
+		ch.Hosts += m
 	}
 	return ch, nil
 }
 
-// policyGen is a fresh generation for the policy table: the rule set's version, for a
-// reader, and random bits, so that no two writes share one even when Redis lost the last
-// (its AOF syncs once a second) and a scheduler writes the same version again over
-// different entries.
-func policyGen(s *policy.Set) string {
-	return strconv.FormatInt(s.Version(), 10) + "-" + strconv.FormatUint(rand.Uint64(), 36)
+// storeLimits stores hosts' limits under res (limits.lua), making res's generation the
+// shard's first when change is set. It returns how many it stored, or -1 when res's
+// generation is not the shard's.
+func (f *Frontier) storeLimits(ctx context.Context, res *politeness.Resolved, change bool, hosts []string) (int, error) {
+	args := append(f.args(2+2*len(hosts)), res.Gen(), "0")
+	if change {
+		args[len(args)-1] = "1"
+	}
+	for _, h := range hosts {
+		args = append(args, h, res.Entry(h))
+	}
+	v, err := f.run(ctx, scriptLimits, args)
+	if err != nil {
+		return 0, err
+	}
+	m, ok := v.(int64)
+	if !ok {
+		return 0, fmt.Errorf("frontier: shard %d: limits: unexpected reply %v", f.o.Shard, v)
+	}
+	return int(m), nil
+}
+
+// ResolvePending stores the limits of the hosts waiting for them (frontierkeys.Shard.Resolve:
+// admitted, or left active, under older rules), which puts them back in the heap. It
+// returns how many it stored: none before the first SyncPolicy, or while the shard's
+// generation is not the one this process resolved (its rules are about to change; the
+// hosts wait for the next call).
+func (f *Frontier) ResolvePending(ctx context.Context) (int, error) {
+	res := f.res.Load()
+	if res == nil || res.Gen() == "" {
+		return 0, nil
+	}
+	hosts, err := f.rdb.HKeys(ctx, f.k.Resolve()).Result()
+	if err != nil {
+		return 0, fmt.Errorf("frontier: shard %d: hosts to resolve: %w", f.o.Shard, err)
+	}
+	n := 0
+	for i := 0; i < len(hosts); i += limitsChunk {
+		m, err := f.storeLimits(ctx, res, false, hosts[i:min(i+limitsChunk, len(hosts))])
+		if err != nil || m < 0 {
+			return n, err
+		}
+		n += m
+	}
+	return n, nil
 }
 
 // PolicyApplied is what ApplyPolicy did.
@@ -94,9 +138,9 @@ type PolicyApplied struct {
 // resumeChunk bounds the entries one resume call moves, and so its run time.
 const resumeChunk = 1000
 
-// ApplyPolicy brings the shard in line with a rule set: it syncs the policy table
-// (SyncPolicy); when that changed anything it parks the queues of the active hosts the
-// rules now block (a blocked host would be parked when next due anyway; this does it at
+// ApplyPolicy brings the shard in line with a rule set: it syncs the hosts' limits
+// (SyncPolicy) and stores those of the hosts waiting for them (ResolvePending); when the
+// rules changed it parks the queues of the active hosts the rules now block (a blocked host would be parked when next due anyway; this does it at
 // once). Either way it then resumes the park lists of the hosts the rules do not block
 // (resumeUnblocked). Run it at start, on every change, once more a little after a change
 // and periodically: those passes find URLs a fetcher parked under the old rules while the
@@ -107,6 +151,9 @@ func (f *Frontier) ApplyPolicy(ctx context.Context, s *policy.Set) (PolicyApplie
 		return PolicyApplied{}, err
 	}
 	a := PolicyApplied{PolicyChange: ch}
+	if _, err := f.ResolvePending(ctx); err != nil {
+		return a, err
+	}
 	if !ch.Empty() {
 		if a.Parked, err = f.ParkBlocked(ctx); err != nil {
 			return a, err
@@ -120,7 +167,7 @@ func (f *Frontier) ApplyPolicy(ctx context.Context, s *policy.Set) (PolicyApplie
 // a change that lifted a block, and on the passes with the table unchanged, the lists a
 // fetcher still on older rules filled after it. The list of a host a URL-prefix block
 // covers holds URLs that are still blocked and URLs whose block was removed or narrowed
-// (the policy table holds no prefix rule, so only the set can tell them apart): it is
+// (a host's limits hold no prefix rule, so only the set can tell them apart): it is
 // sifted, each URL resumed unless the set blocks it (siftParked). It costs one HKEYS when
 // nothing is parked.
 func (f *Frontier) resumeUnblocked(ctx context.Context, s *policy.Set) (int64, error) {
@@ -272,7 +319,7 @@ func (f *Frontier) siftParked(ctx context.Context, s *policy.Set, h string) (int
 	return n, nil
 }
 
-// ParkBlocked parks the queues of the active hosts that the policy table blocks, in
+// ParkBlocked parks the queues of the active hosts whose stored limits block them, in
 // chunks of hosts, and returns how many URLs it parked.
 func (f *Frontier) ParkBlocked(ctx context.Context) (int64, error) {
 	fields, err := f.rdb.HKeys(ctx, f.k.Hosts()).Result()

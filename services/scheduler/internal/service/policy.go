@@ -22,7 +22,7 @@ const (
 	policyResync = 30 * time.Second
 )
 
-// policies keeps the policy tables of the shards this process serves in line with the
+// policies keeps the hosts' limits on the shards this process serves in line with the
 // live site policies (frontier.ApplyPolicy): at start, on every change the watcher loads,
 // once more policyFollowUp after it, and every policyResync.
 type policies struct {
@@ -68,8 +68,8 @@ func (p *policies) apply(ctx context.Context) bool {
 			continue
 		}
 		if !a.Empty() || a.Resumed > 0 {
-			s.log.Info("live policy applied", "version", set.Version(), "entries_set", len(a.Set),
-				"entries_deleted", len(a.Deleted), "parked", a.Parked, "resumed", a.Resumed)
+			s.log.Info("live policy applied", "version", set.Version(), "generation", a.Gen,
+				"active_hosts_written", a.Hosts, "parked", a.Parked, "resumed", a.Resumed)
 			s.poke()
 		}
 		rc, err := s.f.RecheckScope(ctx, set, changed)

@@ -1,5 +1,12 @@
 -- AddBatches. ARGV[A]: number of batches; ARGV[A+1]: X, the backlink weight of the
--- preference prioritiser, or '' when every URL comes with its front queue. Then per batch:
+-- preference prioritiser, or '' when every URL comes with its front queue; ARGV[A+2]: the
+-- generation of the rules Go resolved the hosts' limits under ('' none); ARGV[A+3]: the
+-- number of hosts, then per host: host, its limits (frontierkeys.HostLimValue). Each
+-- host's limits are stored in its state (HF.LIM) where they differ, so that the router
+-- admits it with them, and only while the generation is the shard's: limits resolved
+-- under other rules are not stored (the router then admits the host as stale and Go
+-- resolves it before its dispatch). A hash the store creates expires as an idle host's
+-- state does. Then per batch:
 -- message id ('' = not idempotent), its stream sequence, source host ('' = seeds or
 -- unknown), out-of-scope count, URL count, then per URL: priority, host, entry.
 --
@@ -26,7 +33,13 @@
 -- crawl's (Go lists them in the skip log; Redis keeps nothing of them).
 local nb = tonumber(ARGV[A])
 local X = tonumber(ARGV[A + 1])
-local i = A + 2
+local LIMS = {}
+local gen_ok = (ARGV[A + 2] ~= '' and policy_any() and pol_gen == ARGV[A + 2])
+local i = A + 4
+for _ = 1, tonumber(ARGV[A + 3]) do
+  LIMS[ARGV[i]] = ARGV[i + 1]
+  i = i + 2
+end
 local perq = {}
 for p = 0, F - 1 do perq[p] = {} end
 -- Admission state per host for the whole call: 'ok', 'over' (per-host budget spent) or
@@ -85,13 +98,21 @@ for b = 1, nb do
       i = i + 3
       local s = hostState[h]
       if s == nil then
-        local st = redis.call('HMGET', hk(h), HF.RETIRED, HF.PAGES)
+        local st = redis.call('HMGET', hk(h), HF.RETIRED, HF.PAGES, HF.LIM)
+        local v = LIMS[h]
+        if gen_ok and v and st[3] ~= v then
+          local fresh = not (st[1] or st[2] or st[3]) and redis.call('EXISTS', hk(h)) == 0
+          redis.call('HSET', hk(h), HF.LIM, v)
+          if fresh and redis.call('HEXISTS', K_HOSTS, h) == 0 then expire_state(h, NOW) end
+          st[3] = v
+        end
         -- Pages are counted only while a budget applies (charge_host), so a host
-        -- without a count needs no policy lookup to be under its budget.
+        -- without a count needs no limits to be under its budget; stale limits decide
+        -- nothing (the dispatch applies the budget once they are resolved).
         local used = tonumber(st[2] or '0') or 0
         if st[1] then
           s = 'retired'
-        elseif used > 0 and host_budget(h) > 0 and used >= host_budget(h) then
+        elseif used > 0 and not stored_limits(h, st[3]).stale and host_budget(h) > 0 and used >= host_budget(h) then
           s = 'over'
         else
           s = 'ok'

@@ -30,6 +30,8 @@ local rng = tonumber(SEED)
 local function bq(h) return PFX .. 'bq:' .. h end
 local function hk(h) return PFX .. 'host:' .. h end
 local function pk(h) return PFX .. 'park:' .. h end
+-- The active hosts whose limits Go is to resolve (frontierkeys.Shard.Resolve).
+local K_RESOLVE = PFX .. 'resolve'
 -- Lease slots (frontierkeys.LeaseSlot): a host's k-th task out (k from 0) holds slot
 -- "<host>" for k = 0, "<host> <k>" after; its token ends "~<k>" for k ≥ 1.
 local function slot_id(h, k)

@@ -101,12 +101,6 @@ for c = 1, #askDeadline, 1000 do
   local d = redis.call('ZMSCORE', K_INFLIGHT, unpack(hs))
   for k = 1, #js do deadlines[js[k]] = tonumber(d[k] or 0) or 0 end
 end
--- The outcomes' hosts' limits, read with one call.
-do
-  local hs = {}
-  for j = 1, n do hs[j] = ARGV[A + 1 + W * (j - 1)] end
-  load_limits(hs)
-end
 local leaseDel, heapArgs, freed = {}, {}, {}
 local busyArgs, slowArgs, slowDel, errLines = {}, {}, {}, {}
 -- A full view only takes hosts above its lowest score, so that in a crawl of many hosts
@@ -139,14 +133,15 @@ for o = 1, n do
     consumed[sid] = true
     slot_ended(h, sid)
     local hkey = hk(h)
-    local st = redis.call('HMGET', hkey, HF.NEXT, HF.CD, HF.ERR, HF.FAILS, HF.FETCHED, HF.RTAVG, HF.RT, HF.WIN, HF.SLOTS)
+    local st = redis.call('HMGET', hkey, HF.NEXT, HF.CD, HF.ERR, HF.FAILS, HF.FETCHED, HF.RTAVG, HF.RT, HF.WIN, HF.SLOTS, HF.LIM)
     local stNext = tonumber(st[1] or '0') or 0
     local cd = tonumber(st[2] or '0') or 0
     local stErr = tonumber(st[3] or '0') or 0
     local stFails = tonumber(st[4] or '0') or 0
     local errs, fails = stErr, stFails
     local set = {}
-    local lim = host_limits(h)
+    -- Its limits come with its state.
+    local lim = pol_cache[h] or stored_limits(h, st[10])
     local capped = 0
     if newcd >= 0 and newcd ~= cd then
       cd = newcd

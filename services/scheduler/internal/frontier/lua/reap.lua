@@ -47,8 +47,8 @@ for _, sid in ipairs(hs) do
     errLines[#errLines + 1] = n2s(NOW) .. '\t' .. r .. '\tlease-expired\t0\t' .. h .. '\t' ..
       string.sub(string.match(u or '', '^[^ ]*'), 1, 512) .. '\t' .. why
   end
-  local lim = host_limits(h)
-  local st = redis.call('HMGET', hk(h), HF.CD, HF.RT, HF.SLOTS)
+  local st = redis.call('HMGET', hk(h), HF.CD, HF.RT, HF.SLOTS, HF.LIM)
+  local lim = pol_cache[h] or stored_limits(h, st[4])
   local te = NOW + gap(tonumber(st[1] or '0') or 0, tonumber(st[2] or '0') or 0, lim)
   redis.call('HSET', hk(h), HF.NEXT, n2s(te))
   local others = slots_busy(h, lim, done, st[3])

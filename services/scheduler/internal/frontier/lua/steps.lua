@@ -134,17 +134,20 @@ local function route()
       if MAXP > 0 and pages_used() >= MAXP then return 'over' end
       return 'new'
     end
-    local r = redis.call('HMGET', hk(h), HF.NEXT, HF.RETIRED, HF.PAGES)
-    if host_limits(h).block then return 'parked' end
+    local r = redis.call('HMGET', hk(h), HF.NEXT, HF.RETIRED, HF.PAGES, HF.LIM)
+    local lim = stored_limits(h, r[4])
+    if lim.block then return 'parked' end
     if MAXP > 0 and pages_used() >= MAXP then return 'over' end
     -- Retired while its URLs waited in the front queues, or its budget was spent.
     if r[2] then return 'retired' end
+    -- Stale limits (stored under older rules, or none) decide nothing here: the dispatch
+    -- hands the host to Go to resolve before it is leased, and applies its budget then.
     local hb = host_budget(h)
-    if hb > 0 and (tonumber(r[3] or '0') or 0) >= hb then return 'over' end
+    if not lim.stale and hb > 0 and (tonumber(r[3] or '0') or 0) >= hb then return 'over' end
     local nxt = tonumber(r[1] or '0') or 0
     if nxt < NOW then nxt = NOW end
     newNext[h] = nxt
-    newStored[h] = r[1] or r[3]
+    newStored[h] = r[1] or r[3] or r[4]
     return 'new'
   end
   local hostArgs, heapArgs = {}, {}
@@ -172,8 +175,7 @@ local function route()
         pos[p] = 1
       end
     end
-    -- Hosts of the chunk, and which of them hold a back queue, in one call; their limits
-    -- in one more.
+    -- Hosts of the chunk, and which of them hold a back queue, in one call.
     local hostOf, ask = {}, {}
     for p, es in pairs(popped) do
       local hs = {}
@@ -189,7 +191,6 @@ local function route()
     end
     if #ask > 0 then
       local r = redis.call('HMGET', K_HOSTS, unpack(ask))
-      load_limits(ask)
       for j = 1, #ask do
         local h = ask[j]
         if not r[j] then
@@ -242,7 +243,12 @@ local function route()
         keep_recrawl(e, 0)
       else
         if newStored[h] then redis.call('PERSIST', hk(h)) end
-        rules_bump(host_limits(h).rules, PSTAT.HOSTS, 1)
+        if host_limits(h).stale then
+          -- Counted under its rules once Go has resolved them (limits.lua).
+          redis.call('HSET', K_RESOLVE, h, '1')
+        else
+          rules_bump(host_limits(h).rules, PSTAT.HOSTS, 1)
+        end
         redis.call('RPUSH', bq(h), e)
         hostArgs[#hostArgs + 1] = h
         hostArgs[#hostArgs + 1] = '1'
