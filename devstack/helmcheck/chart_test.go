@@ -239,6 +239,10 @@ func checkService(t *testing.T, d obj, connection, secretsDir, secrets string) {
 			t.Errorf("%s: %s from %v, want Secret %s key %s", name, v, ref, connection, key)
 		}
 	}
+	// The Go runtime's soft limit follows the container's (runner.SetMemoryLimit).
+	if ref := get(env["TRAWL_MEMORY_LIMIT"], "valueFrom", "resourceFieldRef"); str(ref, "resource") != "limits.memory" {
+		t.Errorf("%s: TRAWL_MEMORY_LIMIT from %v, want resourceFieldRef limits.memory", name, ref)
+	}
 	if get(spec, "securityContext", "runAsNonRoot") != true {
 		t.Errorf("%s: pod may run as root", name)
 	}

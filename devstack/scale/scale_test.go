@@ -811,7 +811,8 @@ func families(ctx context.Context, rdb redis.UniversalClient, shards int, n int6
 		prefixes = append(prefixes, [2]string{strings.TrimSuffix(bloomhash.MetaKey(redisx.DefaultPrefix, bloomhash.Tag(i, shards)), "meta"), "seen filter"})
 	}
 	// What the fetchers and parsers keep (the wide crawl): robots.txt per origin and the
-	// content index's exact keys (one per original text) and near-duplicate buckets.
+	// content index's exact buckets (65,536 hashes, one entry per original text) and
+	// near-duplicate buckets.
 	prefixes = append(prefixes,
 		[2]string{redisx.DefaultPrefix + ":robots", "robots"},
 		[2]string{redisx.DefaultPrefix + ":{content}:exact:", "content exact"},

@@ -173,11 +173,19 @@ type Common struct {
 	// Durability is TRAWL_FSYNC, which the stores run with: a stage acknowledges its input
 	// only once what it stored for it is past the level's window (durability.Level.Window).
 	Durability durability.Level
+	// MemoryLimit is TRAWL_MEMORY_LIMIT: the memory the process may take (its container's
+	// limit), from which runner.SetMemoryLimit sets the Go runtime's soft limit; 0 = the
+	// process's cgroup limit, if any.
+	MemoryLimit int64
 }
 
 // MinStreamBytes is the least TRAWL_PAGES_MAX_BYTES and TRAWL_DOCS_MAX_BYTES: room for
 // several of the largest messages (topology.Options.MaxMsgSize).
 const MinStreamBytes = 64 << 20
+
+// MinMemoryLimit is the least TRAWL_MEMORY_LIMIT: below it a service's own working set
+// (pull windows, Redis pipelines) would keep the collector running all the time.
+const MinMemoryLimit = 64 << 20
 
 // MaxRedisWait bounds TRAWL_REDIS_WAIT, below the Redis client's read timeout.
 const MaxRedisWait = 5 * time.Second
@@ -209,6 +217,7 @@ func LoadCommon(r *Reader, defaultHTTP string) Common {
 		DocsMaxBytes:    r.Bytes("DOCS_MAX_BYTES", topology.DefaultOptions(0).DocsMaxBytes),
 		SkippedMaxBytes: r.Bytes("SKIPPED_MAX_BYTES", topology.DefaultOptions(0).SkippedMaxBytes),
 		Durability:      LoadDurability(r),
+		MemoryLimit:     r.Bytes("MEMORY_LIMIT", 0),
 	}
 }
 
@@ -257,6 +266,9 @@ func (c Common) Validate() error {
 	if c.PagesMaxBytes < MinStreamBytes {
 		errs = append(errs, fmt.Errorf("TRAWL_PAGES_MAX_BYTES=%d: want at least %d (64MiB)", c.PagesMaxBytes, MinStreamBytes))
 	}
+	if c.MemoryLimit != 0 && c.MemoryLimit < MinMemoryLimit {
+		errs = append(errs, fmt.Errorf("TRAWL_MEMORY_LIMIT=%d: want 0 (the cgroup's limit) or at least %d (64MiB)", c.MemoryLimit, MinMemoryLimit))
+	}
 	if c.DocsMaxBytes < MinStreamBytes {
 		errs = append(errs, fmt.Errorf("TRAWL_DOCS_MAX_BYTES=%d: want at least %d (64MiB)", c.DocsMaxBytes, MinStreamBytes))
 	}
@@ -296,6 +308,7 @@ func (c Common) Topology() topology.Options {
 	o.Recrawl = c.Recrawl == RecrawlAdaptive
 	o.RecrawlStreams = c.RecrawlSplit
 	o.PagesMaxBytes, o.DocsMaxBytes, o.SkippedMaxBytes = c.PagesMaxBytes, c.DocsMaxBytes, c.SkippedMaxBytes
+	o.DuplicateWindow = topology.DuplicateWindowFor(c.Timings())
 	if c.MemoryStore {
 		o.Storage = 1 // jetstream.MemoryStorage
 	}

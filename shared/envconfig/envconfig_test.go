@@ -78,6 +78,7 @@ func TestCommonValidate(t *testing.T) {
 		{"ack wait beyond half the lease", map[string]string{"TRAWL_LEASE_TTL": "20s", "TRAWL_ACK_WAIT": "15s"}, "TRAWL_ACK_WAIT"},
 		{"pages cap below a few messages", map[string]string{"TRAWL_PAGES_MAX_BYTES": "8MiB"}, "TRAWL_PAGES_MAX_BYTES"},
 		{"docs cap below a few messages", map[string]string{"TRAWL_DOCS_MAX_BYTES": "1MiB"}, "TRAWL_DOCS_MAX_BYTES"},
+		{"memory limit below a working set", map[string]string{"TRAWL_MEMORY_LIMIT": "10MiB"}, "TRAWL_MEMORY_LIMIT"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -99,6 +100,31 @@ func TestStreamCapsReachTopology(t *testing.T) {
 	d := LoadCommon(FromMap(nil), ":9100").Topology()
 	if def := topology.DefaultOptions(0); d.PagesMaxBytes != def.PagesMaxBytes || d.DocsMaxBytes != def.DocsMaxBytes {
 		t.Fatalf("default caps pages %d docs %d, want the topology's %d and %d", d.PagesMaxBytes, d.DocsMaxBytes, def.PagesMaxBytes, def.DocsMaxBytes)
+	}
+}
+
+// JetStream keeps every Nats-Msg-Id of the duplicate window in memory, so the window is
+// what the timings need (topology.DuplicateWindowFor), not a fixed ten minutes: a fetch
+// task's ack wait plus a fast stage's. The default timings give topology.DefaultOptions'.
+func TestDuplicateWindowFollowsTimings(t *testing.T) {
+	tests := []struct {
+		name string
+		env  map[string]string
+		want time.Duration
+	}{
+		{"defaults", nil, 3 * time.Minute},
+		{"short lease", map[string]string{"TRAWL_LEASE_TTL": "20s", "TRAWL_ACK_WAIT": "5s"}, 30 * time.Second},
+		{"long lease", map[string]string{"TRAWL_LEASE_TTL": "10m"}, 13 * time.Minute},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := LoadCommon(FromMap(tc.env), ":9100").Topology().DuplicateWindow; got != tc.want {
+				t.Fatalf("duplicate window %s, want %s", got, tc.want)
+			}
+		})
+	}
+	if got, def := LoadCommon(FromMap(nil), ":9100").Topology().DuplicateWindow, topology.DefaultOptions(0).DuplicateWindow; got != def {
+		t.Fatalf("default timings give a window of %s, topology.DefaultOptions %s", got, def)
 	}
 }
 

@@ -57,7 +57,11 @@ func Main[S Service](name string, c envconfig.Common, cfgErr error, newService f
 		os.Exit(ExitConfig)
 	}
 	SetGCDefault()
+	soft := SetMemoryLimit(c.MemoryLimit)
 	log := obs.NewLogger(name, c.LogLevel, c.LogFormat)
+	if soft > 0 {
+		log.Info("go soft memory limit", "bytes", soft)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := NewThenRun(ctx, log, func(ctx context.Context) (S, error) { return newService(ctx, log) })
 	stop()

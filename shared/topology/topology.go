@@ -203,11 +203,10 @@ type Options struct {
 	Replicas int
 	// Storage of every stream; file storage is what makes the crawl survive a NATS restart.
 	Storage jetstream.StorageType
-	// DuplicateWindow is how long JetStream remembers Nats-Msg-Id headers. It bounds the
-	// time in which a redelivered message's republish is recognised as a duplicate, so it
-	// must exceed the longest gap between a stage storing a message's outputs and that
-	// message coming back (its AckWait when the ack was lost: 30s, or the lease plus a
-	// quarter for fetch tasks). Default 10m.
+	// DuplicateWindow is how long JetStream remembers Nats-Msg-Id headers, the services'
+	// DuplicateWindowFor(their timings); DefaultOptions has the one of the default timings.
+	// The server keeps every id of the window in memory, so what it holds is the message
+	// rate times this window (docs/cost-per-page.md, "Scale").
 	DuplicateWindow time.Duration
 	// TapMaxAge bounds the docs stream, kept by limits so late consumers can replay
 	// (default 72h). DocsMaxBytes caps it (2 GiB).
@@ -257,7 +256,7 @@ func DefaultOptions(shards int) Options {
 		Shards:          shards,
 		Replicas:        1,
 		Storage:         jetstream.FileStorage,
-		DuplicateWindow: 10 * time.Minute,
+		DuplicateWindow: 3 * time.Minute, // DuplicateWindowFor TRAWL_LEASE_TTL 2m, TRAWL_ACK_WAIT 30s
 		TapMaxAge:       72 * time.Hour,
 		PagesMaxBytes:   8 << 30,
 		DocsMaxBytes:    2 << 30,
@@ -267,6 +266,21 @@ func DefaultOptions(shards int) Options {
 		WorkMaxBytes:    -1,
 	}
 }
+
+// DuplicateWindowFor is the duplicate window the pipeline needs with timings t: longer than
+// any gap between a stage storing an output and publishing it again under the same id.
+// The outputs of a fetch task (its page, redirect, sitemaps, outcome batch) are published
+// again only until the task's deadline, one lease after its dispatch: a fetcher retries a
+// failed publish until then, and a task redelivered after t.FetchAckWait (the lease and a
+// quarter) is past it and dropped. A fast stage (dedup, parser, scheduler) publishes again
+// when its input comes back, t.AckWait after a delivery whose ack was lost (acks wait out
+// the TRAWL_FSYNC window, which t.AckWait exceeds), and the renderer after t.AckWait plus
+// its render. Task batches are never published twice: a failed publish leaves the leases
+// to expire and be dispatched anew. So t.FetchAckWait + t.AckWait covers each with a fast
+// stage's ack wait to spare. A copy published later than that is not lost work done
+// twice in the crawl's result (dedup's seen filter, the scheduler's lease tokens, the
+// parser's exact index absorb it), only work done again.
+func DuplicateWindowFor(t StageTimings) time.Duration { return t.FetchAckWait + t.AckWait }
 
 // Streams returns every stream's configuration.
 //

@@ -113,7 +113,7 @@ func TestContentDedup(t *testing.T) {
 	}
 	// The index names the original under the default prefix.
 	ctx := context.Background()
-	if first, err := s.rdb.Get(ctx, "trawl:{content}:exact:"+fp.Digest).Result(); err != nil || first != "http://lights.test/history" {
+	if first, err := s.rdb.HGet(ctx, "trawl:{content}:exact:"+fp.Digest[:4], fp.Digest[4:20]).Result(); err != nil || first != "http://lights.test/history" {
 		t.Errorf("exact key = %q, %v", first, err)
 	}
 }

@@ -108,7 +108,8 @@ func TestExactDuplicate(t *testing.T) {
 			t.Errorf("page %d: %+v, want %+v", i, got[i], want[i])
 		}
 	}
-	if first, err := rdb.Get(ctxT(t), ix.ExactKey(simhash.Of(text).Digest)).Result(); err != nil || first != "http://a.test/bread" {
+	key, field := ix.ExactKey(simhash.Of(text).Digest)
+	if first, err := rdb.HGet(ctxT(t), key, field).Result(); err != nil || first != "http://a.test/bread" {
 		t.Errorf("exact key holds %q, %v", first, err)
 	}
 }
@@ -422,11 +423,13 @@ func TestReplacesGivesUpTheOldExactKey(t *testing.T) {
 		}
 	}
 	ctx := ctxT(t)
-	if n, err := rdb.Exists(ctx, ix.ExactKey(simhash.Of(old).Digest)).Result(); err != nil || n != 0 {
-		t.Errorf("the old text's key is still there (%d, %v)", n, err)
+	key, field := ix.ExactKey(simhash.Of(old).Digest)
+	if n, err := rdb.HExists(ctx, key, field).Result(); err != nil || n {
+		t.Errorf("the old text's entry is still there (%v, %v)", n, err)
 	}
 	for text, url := range map[string]string{next: "http://a.test/", copyText: "http://b.test/"} {
-		if got, err := rdb.Get(ctx, ix.ExactKey(simhash.Of(text).Digest)).Result(); err != nil || got != url {
+		key, field := ix.ExactKey(simhash.Of(text).Digest)
+		if got, err := rdb.HGet(ctx, key, field).Result(); err != nil || got != url {
 			t.Errorf("key of %q holds %q (%v), want %s", text, got, err, url)
 		}
 	}

@@ -23,6 +23,11 @@ import (
 // DefaultHTTPAddr is where the parser serves /metrics, /healthz and /readyz.
 const DefaultHTTPAddr = ":9103"
 
+// DefaultContentExactCap is TRAWL_CONTENT_EXACT_CAPACITY's default: 10^8 original texts,
+// about 12 GB of Redis at the bytes per entry measured (docs/cost-per-page.md, "Scale"),
+// where an unbounded index grows by about 200 B per original for ever.
+const DefaultContentExactCap = 100_000_000
+
 // Config is the parser's configuration.
 type Config struct {
 	Common envconfig.Common
@@ -43,6 +48,9 @@ type Config struct {
 	NearDupMinWords  int  // TRAWL_NEAR_DUP_MIN_WORDS: fewer words are too few for a near-duplicate lookup
 	NearDupBucketCap int  // TRAWL_NEAR_DUP_BUCKET_CAP: most originals per SimHash band bucket
 	ContentParts     int  // TRAWL_CONTENT_PARTS: partitions of the index, each in its own cluster slot
+	// ContentExactCap is TRAWL_CONTENT_EXACT_CAPACITY: most exact entries (original texts)
+	// the index keeps (contentdup.Options.ExactCapacity); 0 = no bound.
+	ContentExactCap int
 
 	// TRAWL_EMBEDS: auto, on or off: find and publish page requisites.
 	Embeds string
@@ -90,6 +98,7 @@ func Load(r *envconfig.Reader) (Config, error) {
 		NearDupMinWords:  r.Int("NEAR_DUP_MIN_WORDS", 20),
 		NearDupBucketCap: r.Int("NEAR_DUP_BUCKET_CAP", 64),
 		ContentParts:     r.Int("CONTENT_PARTS", 1),
+		ContentExactCap:  r.Int("CONTENT_EXACT_CAPACITY", DefaultContentExactCap),
 		Embeds:           strings.ToLower(strings.TrimSpace(r.String("EMBEDS", EmbedsAuto))),
 		MaxEmbedHops:     r.Int("MAX_EMBED_HOPS", 2),
 		EmbedScope:       strings.ToLower(strings.TrimSpace(r.String("EMBED_SCOPE", string(scope.EmbedAny)))),
@@ -149,6 +158,9 @@ func (c Config) Validate() error {
 	}
 	if c.NearDupBucketCap < 1 || c.NearDupBucketCap > contentdup.MaxBucketCap {
 		bad("TRAWL_NEAR_DUP_BUCKET_CAP=%d: want 1..%d", c.NearDupBucketCap, contentdup.MaxBucketCap)
+	}
+	if c.ContentExactCap < 0 {
+		bad("TRAWL_CONTENT_EXACT_CAPACITY=%d: want 0 (no bound) or more", c.ContentExactCap)
 	}
 	if c.ContentParts < 1 || c.ContentParts > contentdup.MaxParts {
 		bad("TRAWL_CONTENT_PARTS=%d: want 1..%d", c.ContentParts, contentdup.MaxParts)
@@ -211,5 +223,5 @@ func (c Config) ScopeConfig(maxBatchBytes int) (scope.Config, error) {
 
 // ContentDedupOptions returns the duplicate index's options.
 func (c Config) ContentDedupOptions() contentdup.Options {
-	return contentdup.Options{MaxDistance: c.NearDupDistance, BucketCap: c.NearDupBucketCap, Parts: c.ContentParts}
+	return contentdup.Options{MaxDistance: c.NearDupDistance, BucketCap: c.NearDupBucketCap, Parts: c.ContentParts, ExactCapacity: int64(c.ContentExactCap)}
 }

@@ -25,7 +25,7 @@ func TestDefaults(t *testing.T) {
 		Common: c.Common, MaxDepth: 20, Settings: crawlscope.Settings{Scope: "any", MaxURLLength: 2048}, MaxOutlinks: 1000,
 		MaxTextBytes: 256 << 10, ParseConcurrency: runtime.GOMAXPROCS(0), ParseBatch: 32,
 		ParseInFlight: 4, RobotsAgent: "trawl",
-		ContentDedup: true, NearDupDistance: 3, NearDupMinWords: 20, NearDupBucketCap: 64, ContentParts: 1,
+		ContentDedup: true, NearDupDistance: 3, NearDupMinWords: 20, NearDupBucketCap: 64, ContentParts: 1, ContentExactCap: DefaultContentExactCap,
 		Embeds: "auto", MaxEmbedHops: 2, EmbedScope: "any",
 		SitemapMaxURLs: 50000, SitemapMaxBytes: 50 << 20,
 		Recrawl: recrawl.Defaults, Policy: true, Rules: policy.Defaults, Render: renderconf.Defaults,

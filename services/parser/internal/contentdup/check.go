@@ -83,7 +83,7 @@ func (ix *Index) Check(ctx context.Context, pages []Page) (Result, error) {
 // lookup is the first phase: what each page's keys hold, and the first of the seq
 // numbers reserved for the pages that may become originals.
 func (ix *Index) lookup(ctx context.Context, pages []Page) ([]found, int64, error) {
-	cs := ix.newCalls(lookupScript, ix.opts.MaxDistance, ix.opts.BucketCap)
+	cs := ix.newCalls(lookupScript, ix.opts.MaxDistance, ix.opts.BucketCap, ExactBucketCap(ix.opts.ExactCapacity))
 	reserve := 0
 	for i, pg := range pages {
 		var pp pageParts
@@ -107,10 +107,10 @@ func (ix *Index) lookup(ctx context.Context, pages []Page) ([]found, int64, erro
 		for j := range pp.n {
 			d, r := "", ""
 			if j == dig {
-				d = pg.Digest
+				d = exactArg(pg.Digest)
 			}
 			if j == old {
-				r = pg.Replaces
+				r = exactArg(pg.Replaces)
 			}
 			cs.add(pp.part[j], i, pg.URL, d, storeArg(pg.Store), sh, pp.bands[j], r)
 		}
@@ -139,6 +139,12 @@ func (ix *Index) lookup(ctx context.Context, pages []Page) ([]found, int64, erro
 		}
 	}
 	return fs, seq, nil
+}
+
+// exactArg is digest's entry as the lookup script takes it, "<bucket>:<field>".
+func exactArg(digest string) string {
+	bucket, field := exactSlot(digest)
+	return bucket + ":" + field
 }
 
 func storeArg(store bool) string {

@@ -12,7 +12,10 @@
 // in the one picked by (band index, band value) (ExactPart, BandPart). With the default
 // prefix and P = 1:
 //
-//	trawl:{content}:exact:<text digest, 64 hex>   string: URL of the first page with that text
+//	trawl:{content}:exact:<4 hex>                  hash: the next 16 hex digits of a text
+//	                                              digest whose first 4 these are → URL of
+//	                                              the first page with that text; at most
+//	                                              ExactBucketCap(ExactCapacity) fields
 //	trawl:{content}:band:<i>:<4 hex>               hash: SimHash (16 hex) → "<seq> <URL>" of the
 //	                                              originals whose band i (bits 63−16i … 48−16i)
 //	                                              has that value; at most BucketCap fields
@@ -26,11 +29,15 @@
 //
 // Pages are taken in batch order, which is stream order, and the first writer wins:
 //
-//  1. Exact: the first page with a text digest stores its URL under exact:<digest>; a later
-//     page with that digest and another URL is an exact duplicate of it. A URL fetched again
-//     with another text (Page.Replaces) removes the key of its previous text if it holds
-//     the URL: an exact key names a URL that still has that text, and there is at most one
-//     per URL whose text was an original.
+//  1. Exact: the first page with a text digest stores its URL as the digest's entry; a
+//     later page with that digest and another URL is an exact duplicate of it. A URL
+//     fetched again with another text (Page.Replaces) removes the entry of its previous
+//     text if it holds the URL: an entry names a URL that still has that text, and there
+//     is at most one per URL whose text was an original. The entries are bounded
+//     (Options.ExactCapacity): a new original in a full bucket evicts one of the bucket's
+//     entries at random, and a later copy of the evicted text is taken for an original
+//     (and found as a near duplicate at distance 0 when its SimHash is still in its band
+//     buckets). Eviction misses duplicates; it never reports one that is not.
 //  2. Near: a page that is not an exact duplicate reads the four buckets its SimHash bands
 //     select. Two SimHashes within 3 bits agree on at least one of four 16-bit bands
 //     (pigeonhole), so every indexed original within MaxDistance is among the candidates.
@@ -104,6 +111,10 @@ type Options struct {
 	MaxDistance int // near duplicates are within this many bits (0..simhash.MaxDistance)
 	BucketCap   int // most originals per band bucket (1..MaxBucketCap)
 	Parts       int // partitions of the index (TRAWL_CONTENT_PARTS, 1..MaxParts); 0 is 1
+	// ExactCapacity bounds the exact entries (TRAWL_CONTENT_EXACT_CAPACITY): each of the
+	// ExactBuckets holds at most ExactBucketCap(ExactCapacity), and a new original in a
+	// full bucket takes the place of one of its entries at random. 0: no bound.
+	ExactCapacity int64
 }
 
 // Validate checks the options.
@@ -114,6 +125,9 @@ func (o Options) Validate() error {
 	}
 	if o.BucketCap < 1 || o.BucketCap > MaxBucketCap {
 		errs = append(errs, fmt.Errorf("bucket cap %d: want 1..%d", o.BucketCap, MaxBucketCap))
+	}
+	if o.ExactCapacity < 0 {
+		errs = append(errs, fmt.Errorf("exact capacity %d: want 0 (no bound) or more", o.ExactCapacity))
 	}
 	if o.Parts < 0 || o.Parts > MaxParts {
 		errs = append(errs, fmt.Errorf("parts %d: want 1..%d", o.Parts, MaxParts))

@@ -50,7 +50,7 @@ func TestKeyNames(t *testing.T) {
 			t.Errorf("BandKey(%d) = %q, want %q", i, got, want)
 		}
 	}
-	if got := ix.ExactKey("ab12"); got != "crawl7:{content}:exact:ab12" {
+	if got := exactKey(ix, "ab12cd"); got != "crawl7:{content}:exact:ab12 cd" {
 		t.Errorf("ExactKey = %q", got)
 	}
 	if got := ix.SeqKey(); got != "crawl7:{content}:seq" {

@@ -29,16 +29,48 @@ const (
 	bandSeed  = 0x165667B19E3779F9
 )
 
-// ExactPart is the partition of the exact key of digest: XXH64 of the digest reduced to
-// 0..P-1 by multiply-shift (Lemire), so each partition takes 1/P of the digests.
+// ExactBuckets is the number of hashes the exact entries are spread over, whatever the
+// crawl's size: a digest's bucket is its first ExactBucketDigits hex digits (the digest is
+// SHA-256, so they are uniform). Fixed, so that TRAWL_CONTENT_EXACT_CAPACITY can change
+// without moving an entry: each bucket holds at most ExactBucketCap of them.
+const (
+	ExactBucketDigits = 4
+	ExactBuckets      = 1 << (4 * ExactBucketDigits)
+	// exactFieldDigits of the digest after the bucket's name its entry: 80 bits of the
+	// digest in all, so that two texts are taken for one with a chance of about
+	// capacity / 2^80 per page (below 10^-16 at 10^8 entries).
+	exactFieldDigits = 16
+)
+
+// exactSlot is the bucket and field of digest's entry, "<bucket>:<field>" as the lookup
+// script takes it.
+func exactSlot(digest string) (bucket, field string) {
+	if len(digest) <= ExactBucketDigits {
+		return digest, ""
+	}
+	return digest[:ExactBucketDigits], digest[ExactBucketDigits:min(len(digest), ExactBucketDigits+exactFieldDigits)]
+}
+
+// ExactPart is the partition of the exact entry of digest: XXH64 of its bucket reduced to
+// 0..P-1 by multiply-shift (Lemire), so each partition takes 1/P of the buckets.
 func (ix *Index) ExactPart(digest string) int {
 	if len(ix.parts) == 1 {
 		return 0
 	}
+	bucket, _ := exactSlot(digest)
 	var d xxhash.Digest
 	d.ResetWithSeed(exactSeed)
-	_, _ = d.WriteString(digest)
+	_, _ = d.WriteString(bucket)
 	return reduce(d.Sum64(), len(ix.parts))
+}
+
+// ExactBucketCap is the most entries of one exact bucket for an index of capacity entries
+// (Options.ExactCapacity; 0: no cap).
+func ExactBucketCap(capacity int64) int64 {
+	if capacity <= 0 {
+		return 0
+	}
+	return (capacity + ExactBuckets - 1) / ExactBuckets
 }
 
 // BandPart is the partition of the bucket of band i of h, a function of (i, band value)
@@ -99,9 +131,10 @@ func (ix *Index) Init(ctx context.Context) error {
 		"restore the setting, or delete the index's keys to start an empty one", ErrMismatch, ix.meta, parts, len(ix.parts))
 }
 
-// ExactKey is the key holding the first URL with the text digest.
-func (ix *Index) ExactKey(digest string) string {
-	return ix.parts[ix.ExactPart(digest)] + "exact:" + digest
+// ExactKey is the hash (key) and its field holding the first URL with the text digest.
+func (ix *Index) ExactKey(digest string) (key, field string) {
+	bucket, field := exactSlot(digest)
+	return ix.parts[ix.ExactPart(digest)] + "exact:" + bucket, field
 }
 
 // BandKey is the bucket of band i (0..simhash.Bands-1) of h.

@@ -29,8 +29,8 @@ func TestPartitionMappingIsPinned(t *testing.T) {
 		got  string
 		want string
 	}{
-		{"exact", ix.ExactKey(strings.Repeat("ab", 32)), "trawl:{content:6:61}:exact:" + strings.Repeat("ab", 32)},
-		{"exact of another digest", ix.ExactKey(strings.Repeat("01", 32)), "trawl:{content:3:12}:exact:" + strings.Repeat("01", 32)},
+		{"exact", exactKey(ix, strings.Repeat("ab", 32)), "trawl:{content:2:11}:exact:abab " + strings.Repeat("ab", 8)},
+		{"exact of another digest", exactKey(ix, strings.Repeat("01", 32)), "trawl:{content:3:12}:exact:0101 " + strings.Repeat("01", 8)},
 		{"band 0", ix.BandKey(0, h), "trawl:{content:4:41}:band:0:0123"},
 		{"band 1", ix.BandKey(1, h), "trawl:{content:3:12}:band:1:4567"},
 		{"band 2", ix.BandKey(2, h), "trawl:{content:13:10}:band:2:89ab"},
@@ -59,8 +59,8 @@ func TestPartitionOfAKey(t *testing.T) {
 				h := rng.Uint64()
 				dig := fmt.Sprintf("%016x", rng.Uint64())
 				p := ix.ExactPart(dig)
-				if p < 0 || p >= parts || !strings.HasPrefix(ix.ExactKey(dig), "trawl:{"+Tag(p, parts)+"}:exact:") {
-					t.Fatalf("digest %s: part %d, key %s", dig, p, ix.ExactKey(dig))
+				if k := exactKey(ix, dig); p < 0 || p >= parts || !strings.HasPrefix(k, "trawl:{"+Tag(p, parts)+"}:exact:") {
+					t.Fatalf("digest %s: part %d, key %s", dig, p, k)
 				}
 				for b := range simhash.Bands {
 					p := ix.BandPart(b, h)
@@ -83,7 +83,7 @@ func TestPartitionOfAKey(t *testing.T) {
 func TestOnePartitionKeepsTheLayout(t *testing.T) {
 	for _, parts := range []int{0, 1} {
 		ix := mustNew(t, parts)
-		if got := ix.ExactKey("ab"); got != "trawl:{content}:exact:ab" {
+		if got := exactKey(ix, "abcd0123"); got != "trawl:{content}:exact:abcd 0123" {
 			t.Errorf("parts %d: exact key %q", parts, got)
 		}
 		if got := ix.BandKey(2, 0x0123456789abcdef); got != "trawl:{content}:band:2:89ab" {
@@ -207,4 +207,10 @@ func TestDecideInserts(t *testing.T) {
 	if mask != 0b0101 {
 		t.Errorf("inserted bands %04b, want 0101", mask)
 	}
+}
+
+// exactKey is digest's exact bucket and field, "<key> <field>".
+func exactKey(ix *Index, digest string) string {
+	k, f := ix.ExactKey(digest)
+	return k + " " + f
 }

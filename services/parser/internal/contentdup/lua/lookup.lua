@@ -3,12 +3,14 @@
 --
 -- KEYS[1] = the partition's key prefix, with its hash tag: every key the script builds
 -- starts with it, so it routes the call and is the slot of them all. ARGV[1] = max
--- distance, ARGV[2] = bucket cap, then six arguments per page that has keys in the partition, in batch order:
--- URL; text digest when its exact key is in the partition, else ""; "1" when the page may
--- be stored; SimHash as 16 hex digits, or "" when it takes no near lookup; the mask of
--- its bands whose bucket is in the partition (bit b-1 for band b); and the URL's previous
--- text digest when its exact key is in the partition and the text changed, else "": that
--- key is deleted if it still holds the URL.
+-- distance, ARGV[2] = bucket cap, ARGV[3] = exact bucket cap (0: none), then six
+-- arguments per page that has keys in the partition, in batch order:
+-- URL; its text digest's exact entry "<bucket>:<field>" when it is in the partition, else
+-- ""; "1" when the page may be stored; SimHash as 16 hex digits, or "" when it takes no
+-- near lookup; the mask of its bands whose bucket is in the partition (bit b-1 for band
+-- b); and the URL's previous text digest's entry when it is in the partition and the text
+-- changed, else "": that entry is deleted if it still holds the URL. A new entry that
+-- takes its bucket past the exact bucket cap evicts another of the bucket's at random.
 -- Returns five values per page: the URL stored under the digest before the call ("" when
 -- none, and then the page's URL is stored if it may be); the distance of the closest
 -- original within the max distance in its buckets here that is not the page's URL (-1
@@ -28,7 +30,7 @@
 -- comparison stops once it exceeds the best distance so far. A bucket several pages of the
 -- batch read is read once.
 
-local prefix, maxd, cap = KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2])
+local prefix, maxd, cap, ecap = KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local pop = {
   [0]=0,1,1,2,1,2,2,3,1,2,2,3,2,3,3,4,
   1,2,2,3,2,3,3,4,2,3,3,4,3,4,4,5,
@@ -51,19 +53,31 @@ local band, rshift, bxor, sub = bit.band, bit.rshift, bit.bxor, string.sub
 local out, buckets, readers = {}, {}, {}
 -- A page's SimHash in hex and as numbers, four 16-bit parts; reused from page to page.
 local hex, parts = {}, {}
-for a = 3, #ARGV, 6 do
+-- The exact bucket and field of an entry "<bucket>:<field>".
+local function exact(e)
+  local c = string.find(e, ':', 1, true)
+  return prefix .. 'exact:' .. sub(e, 1, c-1), sub(e, c+1)
+end
+for a = 4, #ARGV, 6 do
   local url, dig, sh, mask = ARGV[a], ARGV[a+1], ARGV[a+3], tonumber(ARGV[a+4])
   if ARGV[a+5] ~= '' then
-    local key = prefix .. 'exact:' .. ARGV[a+5]
-    if redis.call('GET', key) == url then redis.call('DEL', key) end
+    local key, f = exact(ARGV[a+5])
+    if redis.call('HGET', key, f) == url then redis.call('HDEL', key, f) end
   end
   local first = ''
   if dig ~= '' then
-    local key = prefix .. 'exact:' .. dig
-    -- A page that may be stored sets the key if it is absent, the common case, and reads
-    -- it only if it was there: one command where GET then SET were two.
-    if ARGV[a+2] ~= '1' or not redis.call('SET', key, url, 'NX') then
-      first = redis.call('GET', key) or ''
+    local key, f = exact(dig)
+    -- A page that may be stored sets the entry if it is absent, the common case, and reads
+    -- it only if it was there: one command where HGET then HSET were two.
+    if ARGV[a+2] ~= '1' then
+      first = redis.call('HGET', key, f) or ''
+    elseif redis.call('HSETNX', key, f, url) == 0 then
+      first = redis.call('HGET', key, f) or ''
+    elseif ecap > 0 and redis.call('HLEN', key) > ecap then
+      -- Two distinct fields, at least one of them another than the new one.
+      for _, g in ipairs(redis.call('HRANDFIELD', key, 2)) do
+        if g ~= f then redis.call('HDEL', key, g) break end
+      end
     end
   end
   local best, bestSeq, bestURL, present = maxd, 0, nil, 0
