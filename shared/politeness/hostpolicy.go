@@ -147,10 +147,10 @@ func (r Rules) With(l frontierkeys.HostLimits) Rules {
 // table holds), none while the table has no generation. It is host_limits for a process
 // outside the frontier's scripts: a fetcher deciding, after robots.txt, whether the host's
 // gap lets it go on to the page.
-func ReadHostLimits(ctx context.Context, rdb redis.UniversalClient, prefix string, shard int, host string) (frontierkeys.HostLimits, error) {
+func ReadHostLimits(ctx context.Context, rdb redis.UniversalClient, prefix string, shard, shards int, host string) (frontierkeys.HostLimits, error) {
 	cands := frontierkeys.PolicyCandidates(host)
 	fields := append([]string{frontierkeys.PolicyGenField}, cands...)
-	got, err := rdb.HMGet(ctx, frontierkeys.ForShard(prefix, shard).Policy(), fields...).Result()
+	got, err := rdb.HMGet(ctx, frontierkeys.ForShard(prefix, shard, shards).Policy(), fields...).Result()
 	if err != nil {
 		return frontierkeys.HostLimits{}, fmt.Errorf("politeness: %s's policy on shard %d: %w", host, shard, err)
 	}

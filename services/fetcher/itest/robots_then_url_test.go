@@ -139,7 +139,7 @@ func TestRobotsThenURLUnderHostPolicy(t *testing.T) {
 			for f, e := range politeness.PolicyTable(set) {
 				args = append(args, f, e)
 			}
-			if err := st.rdb.HSet(ctx, frontierkeys.ForShard(st.common.RedisPrefix, 0).Policy(), args...).Err(); err != nil {
+			if err := st.rdb.HSet(ctx, frontierkeys.ForShard(st.common.RedisPrefix, 0, st.common.Shards).Policy(), args...).Err(); err != nil {
 				t.Fatal(err)
 			}
 			tk := task("http://b.test:" + port + "/page")

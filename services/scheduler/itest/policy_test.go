@@ -126,7 +126,7 @@ func TestSyncPolicyWritesOnlyChanges(t *testing.T) {
 	rdb := startRedis(t)
 	f := newTF(t, rdb, testOptions(0))
 	ctx := testwait.Context(t)
-	key := frontierkeys.ForShard("t", 0).Policy()
+	key := frontierkeys.ForShard("t", 0, 1).Policy()
 	gen := func() string { return rdb.HGet(ctx, key, frontierkeys.PolicyGenField).Val() }
 	a := hostRule("a.example", policy.Rule{MinDelay: pdur(2 * time.Second)})
 	b := domainRule("b.example", policy.Rule{Connections: pint(3), HostBudget: pi64(10)})
@@ -767,7 +767,7 @@ func TestPolicyTwoConnections(t *testing.T) {
 		t.Fatalf("a third task out with two connections: %s", got[0].URL)
 	}
 	ctx := testwait.Context(t)
-	if ok, err := frontierkeys.NoteLeaseError(ctx, rdb, "t", 0, "multi.example", second[0].Lease, errors.New("slow")); !ok || err != nil {
+	if ok, err := frontierkeys.NoteLeaseError(ctx, rdb, "t", 0, 1, "multi.example", second[0].Lease, errors.New("slow")); !ok || err != nil {
 		t.Fatalf("NoteLeaseError on slot 1: %v, %v", ok, err)
 	}
 	leases, _, err := frontierkeys.OpenReadOnly(rdb, "t", 1).Leases(ctx, 0, 10)

@@ -263,6 +263,7 @@ func (s *shard) waitReplicated(ctx context.Context) error {
 // FrontierOptions maps the configuration to shard's frontier options.
 func FrontierOptions(cfg config.Config, shard int) frontier.Options {
 	o := frontier.DefaultOptions(shard)
+	o.Shards = cfg.Common.Shards
 	o.KeyPrefix = cfg.Common.RedisPrefix
 	o.Settings = cfg.Settings
 	o.Rules = cfg.Rules
