@@ -496,7 +496,9 @@ func TestPolicyDomainBudgetAcrossShards(t *testing.T) {
 // over shards.
 func TestPolicyStatsPerRule(t *testing.T) {
 	rdb := startRedis(t)
-	f := newTF(t, rdb, testOptions(0))
+	o := testOptions(0)
+	o.Shards = 2 // the reader sums over both
+	f := newTF(t, rdb, o)
 	dom := domainRule("x.example", policy.Rule{MinDelay: pdur(0)})
 	blk := hostRule("b.x.example", policy.Rule{Block: pbool(true)})
 	ua := "Special/1.0"
