@@ -384,7 +384,7 @@ func runChangePause(b *testing.B, natsBin string) {
 		fmt.Printf("  %s: %s (from %s, %s after the apply returned; apply took %s)\n", c.name, ms(g), when.Format("15:04:05.000"), when.Sub(at[i]).Round(time.Millisecond), ms(took[i]))
 	}
 	b.ReportMetric(float64(worst)/float64(time.Millisecond), "change-max-gap-ms")
-	left, err := st.RedisClient().LLen(ctx, frontierkeys.ForShard(policyPrefix, 0).BackQueue(big.Name)).Result()
+	left, err := st.RedisClient().LLen(ctx, frontierkeys.ForShard(policyPrefix, 0, 1).BackQueue(big.Name)).Result()
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -53,7 +53,7 @@ func TestCrawlOnClusters(t *testing.T) {
 		if err := nc.Kill(0); err != nil {
 			t.Fatal(err)
 		}
-		slot := redisx.Slot(frontierkeys.ForShard("trawl", 0).Heap())
+		slot := redisx.Slot(frontierkeys.ForShard("trawl", 0, 2).Heap())
 		killed, err := rc.KillMaster(ctx, slot)
 		if err != nil {
 			t.Fatal(err)

@@ -152,12 +152,12 @@ func TestPolicyBlockAndUnblock(t *testing.T) {
 // parkList is the park list of host on whichever shard holds it.
 func parkList(pc *policyCrawl, shards int, host string) string {
 	for s := range shards {
-		k := frontierkeys.ForShard(policyPrefix, s).Park(host)
+		k := frontierkeys.ForShard(policyPrefix, s, shards).Park(host)
 		if n, _ := pc.rdb.LLen(context.Background(), k).Result(); n > 0 {
 			return k
 		}
 	}
-	return frontierkeys.ForShard(policyPrefix, 0).Park(host)
+	return frontierkeys.ForShard(policyPrefix, 0, shards).Park(host)
 }
 
 // trawlctl runs the operator CLI against the crawl's NATS and Redis and returns its output.

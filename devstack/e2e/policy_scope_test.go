@@ -32,7 +32,7 @@ func TestPolicyScopeNarrowedMidCrawl(t *testing.T) {
 	excluded := regexp.MustCompile(exclude)
 
 	ctx := testwait.Context(t)
-	bq := frontierkeys.ForShard(policyPrefix, 0).BackQueue(host.Name)
+	bq := frontierkeys.ForShard(policyPrefix, 0, 1).BackQueue(host.Name)
 	testwait.EventuallyState(t, time.Minute, fmt.Sprintf("URLs matching %s queued for %s", exclude, host.Name), func() (bool, string) {
 		entries, err := pc.rdb.LRange(ctx, bq, 0, -1).Result()
 		if err != nil {

@@ -177,7 +177,7 @@ func policyStat(t *testing.T, rdb redis.UniversalClient, shards int, scope polic
 	t.Helper()
 	var sum int64
 	for s := range shards {
-		v, err := rdb.HGet(testwait.Context(t), frontierkeys.ForShard(policyPrefix, s).PolicyStats(), scope.String()+"\t"+counter).Int64()
+		v, err := rdb.HGet(testwait.Context(t), frontierkeys.ForShard(policyPrefix, s, shards).PolicyStats(), scope.String()+"\t"+counter).Int64()
 		if err != nil && err != redis.Nil {
 			t.Fatalf("policy stats of %s: %v", scope, err)
 		}
@@ -193,7 +193,7 @@ func parkedEntries(t *testing.T, rdb redis.UniversalClient, shards int, host str
 	var n int64
 	var reasons []string
 	for s := range shards {
-		ks := frontierkeys.ForShard(policyPrefix, s)
+		ks := frontierkeys.ForShard(policyPrefix, s, shards)
 		// Both read in one transaction: a resume or a park between two reads would show
 		// the hash and the list disagreeing though each script keeps them in step.
 		var hget *redis.StringCmd

@@ -88,7 +88,7 @@ func (r *Reader) Explain(ctx context.Context, shard int, host, url string, o Exp
 	if nq <= 0 {
 		nq = MaxFrontQueues
 	}
-	ks := ForShard(r.prefix, shard)
+	ks := ForShard(r.prefix, shard, r.shards)
 	var (
 		hostHash                 *redis.MapStringStringCmd
 		lease, lastErr, parked   *redis.StringCmd

@@ -8,8 +8,8 @@
 // TestStoresHaveOneOwner). It lives in shared/ rather than under the scheduler's internal/
 // because trawlctl and devstack are other modules.
 //
-// Every key of shard s lives under one hash tag, "<prefix>:{s<s>}:", so that a script's
-// keys fall in one Redis Cluster slot; Shard names them. Queue entries are
+// Every key of shard s of n lives under one hash tag, "<prefix>:{<ShardTag(s, n)>}:", so
+// that a script's keys fall in one Redis Cluster slot; Shard names them. Queue entries are
 // "<depth> <hops> <attempt> <url>" (Entry), a lease is "<token> <entry>", and the `stats`
 // hash holds the shard's counters (Counters). services/scheduler/README.md ("The frontier") is the
 // key table; the scripts in services/scheduler/internal/frontier/lua build the per-host keys
@@ -23,6 +23,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -39,13 +40,36 @@ type Shard struct {
 	ks redisx.Keyspace
 }
 
-// ForShard returns the key names of shard under the deployment prefix (TRAWL_REDIS_PREFIX;
-// "" means "trawl").
-func ForShard(prefix string, shard int) Shard {
-	return Shard{ks: redisx.NewKeyspace(prefix, "s"+strconv.Itoa(shard))}
+// ForShard returns the key names of shard of shards (TRAWL_SHARDS) under the deployment
+// prefix (TRAWL_REDIS_PREFIX; "" means "trawl").
+func ForShard(prefix string, shard, shards int) Shard {
+	return Shard{ks: redisx.NewKeyspace(prefix, ShardTag(shard, shards))}
 }
 
-// Prefix is "<prefix>:{s<shard>}:", the start of every key of the shard; the scripts get
+// ShardTag is the hash tag of shard of shards: "s0" when the deployment has one shard (the
+// layout of every release before shards were spread), else redisx.CentredTag("s", shard,
+// shards), "s:<shard>:<j>", whose slot lies in the middle of the shard's own 1/shards of
+// the slot space. A Redis Cluster's masters own equal contiguous slot ranges, so with
+// shards a multiple of the masters each master holds the same number of shards — where
+// "s<shard>" hashed at random put 4, 3 and 5 of twelve shards on three masters, and the
+// frontier's memory and load with them. Tags are memoised: the claimer names a shard's
+// keys at every claim.
+func ShardTag(shard, shards int) string {
+	if shards <= 1 {
+		return "s" + strconv.Itoa(shard)
+	}
+	k := [2]int{shard, shards}
+	if t, ok := shardTags.Load(k); ok {
+		return t.(string)
+	}
+	t := redisx.CentredTag("s", shard, shards)
+	shardTags.Store(k, t)
+	return t
+}
+
+var shardTags sync.Map // [2]int{shard, shards} → ShardTag
+
+// Prefix is "<prefix>:{<ShardTag>}:", the start of every key of the shard; the scripts get
 // it as an argument to build per-host keys.
 func (s Shard) Prefix() string { return s.ks.Prefix() }
 

@@ -2,38 +2,46 @@ package frontierkeys
 
 import (
 	"errors"
+	"fmt"
+	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/trawl/trawl/shared/redisx"
 )
 
 // The names are what the scheduler's Lua scripts and every earlier release wrote: a change
-// here strands a running crawl's state under keys nobody reads.
+// here strands a running crawl's state under keys nobody reads. With one shard the tag is
+// every release's "{s0}"; with more, the spread tags of this layout.
 func TestKeyNames(t *testing.T) {
-	s := ForShard("trawl", 3)
+	s := ForShard("trawl", 0, 1)
 	for _, tc := range []struct{ name, got, want string }{
-		{"prefix", s.Prefix(), "trawl:{s3}:"},
-		{"stats", s.Stats(), "trawl:{s3}:stats"},
-		{"heap", s.Heap(), "trawl:{s3}:heap"},
-		{"hosts", s.Hosts(), "trawl:{s3}:hosts"},
-		{"inflight", s.Inflight(), "trawl:{s3}:inflight"},
-		{"lease", s.Lease(), "trawl:{s3}:lease"},
-		{"paused", s.Paused(), "trawl:{s3}:paused"},
-		{"seq", s.Seq(), "trawl:{s3}:seq"},
-		{"backlinks", s.Backlinks(), "trawl:{s3}:backlinks"},
-		{"busiest", s.Busiest(), "trawl:{s3}:busiest"},
-		{"slowest", s.Slowest(), "trawl:{s3}:slowest"},
-		{"errors", s.Errors(), "trawl:{s3}:errors"},
-		{"applied", s.Applied(), "trawl:{s3}:applied"},
-		{"lasterr", s.LastErr(), "trawl:{s3}:lasterr"},
-		{"front queue", s.FrontQueue(7), "trawl:{s3}:fq:7"},
+		{"prefix", s.Prefix(), "trawl:{s0}:"},
+		{"stats", s.Stats(), "trawl:{s0}:stats"},
+		{"heap", s.Heap(), "trawl:{s0}:heap"},
+		{"hosts", s.Hosts(), "trawl:{s0}:hosts"},
+		{"inflight", s.Inflight(), "trawl:{s0}:inflight"},
+		{"lease", s.Lease(), "trawl:{s0}:lease"},
+		{"paused", s.Paused(), "trawl:{s0}:paused"},
+		{"seq", s.Seq(), "trawl:{s0}:seq"},
+		{"backlinks", s.Backlinks(), "trawl:{s0}:backlinks"},
+		{"busiest", s.Busiest(), "trawl:{s0}:busiest"},
+		{"slowest", s.Slowest(), "trawl:{s0}:slowest"},
+		{"errors", s.Errors(), "trawl:{s0}:errors"},
+		{"applied", s.Applied(), "trawl:{s0}:applied"},
+		{"lasterr", s.LastErr(), "trawl:{s0}:lasterr"},
+		{"front queue", s.FrontQueue(7), "trawl:{s0}:fq:7"},
 		{"front queue name", FrontQueueName(7), "fq:7"},
-		{"back queue", s.BackQueue("a.example"), "trawl:{s3}:bq:a.example"},
+		{"back queue", s.BackQueue("a.example"), "trawl:{s0}:bq:a.example"},
 		{"back queue name", BackQueueName("a.example"), "bq:a.example"},
-		{"host state", s.Host("a.example"), "trawl:{s3}:host:a.example"},
-		{"keyspace", s.Keyspace().Key("x"), "trawl:{s3}:x"},
-		{"empty prefix", ForShard("", 0).Stats(), "trawl:{s0}:stats"},
-		{"other prefix", ForShard("crawl2", 12).Heap(), "crawl2:{s12}:heap"},
+		{"host state", s.Host("a.example"), "trawl:{s0}:host:a.example"},
+		{"keyspace", s.Keyspace().Key("x"), "trawl:{s0}:x"},
+		{"empty prefix", ForShard("", 0, 1).Stats(), "trawl:{s0}:stats"},
+		{"other prefix", ForShard("crawl2", 0, 1).Heap(), "crawl2:{s0}:heap"},
+		{"shard of twelve", ForShard("crawl2", 5, 12).Heap(), "crawl2:{s:5:43}:heap"},
+		{"shard of two", ForShard("trawl", 1, 2).Prefix(), "trawl:{s:1:3}:"},
 		{"dispatch", Dispatch("crawl2"), "crawl2:dispatch"},
 		{"dispatch default", Dispatch(""), "trawl:dispatch"},
 	} {
@@ -180,5 +188,57 @@ func TestWaitsSlowestSaysWhy(t *testing.T) {
 				t.Errorf("String() = %q, want it to end with %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// clusterSplit is the slot range each of n masters owns in a cluster made by `redis-cli
+// --cluster create` (its clusterManagerCommandCreate): equal shares rounded to whole
+// slots, 0-5460, 5461-10922, 10923-16383 for three.
+func clusterSplit(n int) [][2]int {
+	per := float32(redisx.Slots) / float32(n)
+	var out [][2]int
+	first, cursor := 0, float32(0)
+	for i := range n {
+		last := int(math.Round(float64(cursor + per - 1)))
+		if last > redisx.Slots || i == n-1 {
+			last = redisx.Slots - 1
+		}
+		out = append(out, [2]int{first, last})
+		first, cursor = last+1, cursor+per
+	}
+	return out
+}
+
+// Shards tagged by ShardTag fall evenly on a cluster's masters, its keys and load with them:
+// with shards a multiple of the masters, every master holds the same number of shards.
+func TestShardTagsSpreadEvenlyOverMasters(t *testing.T) {
+	t.Parallel()
+	for _, masters := range []int{2, 3, 4, 5, 6, 8} {
+		split := clusterSplit(masters)
+		if got := split[len(split)-1][1]; got != redisx.Slots-1 {
+			t.Fatalf("split %v does not end at the last slot", split)
+		}
+		for _, shards := range []int{masters, 2 * masters, 4 * masters, 12 * masters, 64 * masters} {
+			t.Run(fmt.Sprintf("%d shards on %d masters", shards, masters), func(t *testing.T) {
+				t.Parallel()
+				per := make([]int, masters)
+				for i := range shards {
+					slot := redisx.Slot(ForShard("trawl", i, shards).Heap())
+					for m, r := range split {
+						if slot >= r[0] && slot <= r[1] {
+							per[m]++
+						}
+					}
+				}
+				for m, n := range per {
+					if n != shards/masters {
+						t.Fatalf("shards per master %v (slot ranges %v): master %d holds %d, want %d each", per, split, m, n, shards/masters)
+					}
+				}
+			})
+		}
+	}
+	if got := clusterSplit(3); !slices.Equal(got, [][2]int{{0, 5460}, {5461, 10922}, {10923, 16383}}) {
+		t.Fatalf("three masters' split %v, want redis-cli's", got)
 	}
 }

@@ -253,7 +253,7 @@ func ParseParked(host, v string) (ParkedHost, bool) {
 // ParkedHost is a host's park list entry on its shard: ok is false when none of its URLs
 // is parked.
 func (r *Reader) ParkedHost(ctx context.Context, shard int, host string) (p ParkedHost, ok bool, err error) {
-	v, err := r.rdb.HGet(ctx, ForShard(r.prefix, shard).Parked(), host).Result()
+	v, err := r.rdb.HGet(ctx, ForShard(r.prefix, shard, r.shards).Parked(), host).Result()
 	if errors.Is(err, redis.Nil) {
 		return ParkedHost{}, false, nil
 	}
@@ -286,7 +286,7 @@ func (r *Reader) PolicyStats(ctx context.Context) (map[string]PolicyStat, error)
 	cmds := make([]*redis.MapStringStringCmd, r.shards)
 	_, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for s := range r.shards {
-			cmds[s] = p.HGetAll(ctx, ForShard(r.prefix, s).PolicyStats())
+			cmds[s] = p.HGetAll(ctx, ForShard(r.prefix, s, r.shards).PolicyStats())
 		}
 		return nil
 	})

@@ -43,7 +43,7 @@ func (r *Reader) Counters(ctx context.Context) ([]ShardCounters, error) {
 	cs := make([]cmds, r.shards)
 	_, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for k := range cs {
-			ks := ForShard(r.prefix, k)
+			ks := ForShard(r.prefix, k, r.shards)
 			cs[k] = cmds{p.HGetAll(ctx, ks.Stats()), p.ZCard(ctx, ks.Inflight()), ks.CountActive(ctx, p)}
 		}
 		return nil
@@ -60,7 +60,7 @@ func (r *Reader) Counters(ctx context.Context) ([]ShardCounters, error) {
 
 // ShardStats reads one shard's `stats` counters.
 func (r *Reader) ShardStats(ctx context.Context, shard int) (Counters, error) {
-	key := ForShard(r.prefix, shard).Stats()
+	key := ForShard(r.prefix, shard, r.shards).Stats()
 	h, err := r.rdb.HGetAll(ctx, key).Result()
 	if err != nil {
 		return Counters{}, fmt.Errorf("read %s: %w", key, err)
@@ -122,7 +122,7 @@ func (r *Reader) Status(ctx context.Context, now time.Time, frontQueues int) (St
 	_, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		gate = p.HGetAll(ctx, Dispatch(r.prefix))
 		for k := range cmds {
-			ks := ForShard(r.prefix, k)
+			ks := ForShard(r.prefix, k, r.shards)
 			c := &cmds[k]
 			c.stats = p.HGetAll(ctx, ks.Stats())
 			c.hosts = ks.CountActive(ctx, p)
@@ -185,7 +185,7 @@ func probedFront(lens [][]*redis.IntCmd) int {
 func (r *Reader) QueuedHosts(ctx context.Context) ([][]string, error) {
 	out := make([][]string, 0, r.shards)
 	for k := range r.shards {
-		sh := ForShard(r.prefix, k)
+		sh := ForShard(r.prefix, k, r.shards)
 		var active, parked *redis.StringSliceCmd
 		if _, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			active = p.HKeys(ctx, sh.Hosts())
@@ -211,7 +211,7 @@ func (r *Reader) QueuedHosts(ctx context.Context) ([][]string, error) {
 // entry when covers is nil (their lengths, one round trip), else the entries whose URL
 // covers accepts (each list read whole).
 func (r *Reader) CountQueued(ctx context.Context, shard int, hosts []string, covers func(url string) bool) (int64, error) {
-	sh := ForShard(r.prefix, shard)
+	sh := ForShard(r.prefix, shard, r.shards)
 	var urls int64
 	if covers == nil {
 		cmds := make([]*redis.IntCmd, 0, 2*len(hosts))
@@ -259,7 +259,7 @@ func (r *Reader) BackQueues(ctx context.Context, hosts []HostWait, n int) ([]Que
 	n = max(n, 1) // LRANGE 0 -1 would read a whole queue
 	_, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, h := range hosts {
-			bq := ForShard(r.prefix, h.Shard).BackQueue(h.Host)
+			bq := ForShard(r.prefix, h.Shard, r.shards).BackQueue(h.Host)
 			lens[i] = p.LLen(ctx, bq)
 			heads[i] = p.LRange(ctx, bq, 0, int64(n-1))
 		}
@@ -280,11 +280,11 @@ func (r *Reader) BackQueues(ctx context.Context, hosts []HostWait, n int) ([]Que
 	return out, nil
 }
 
-// SetPaused pauses (pause true) or resumes the given shards, and reads back each one's
-// resulting state as Redis has it, in one round trip: an operator's switch, which the
-// scheduler only reads.
-func SetPaused(ctx context.Context, rdb redis.UniversalClient, prefix string, shards []int, pause bool) ([]bool, error) {
-	key := func(k int) string { return ForShard(prefix, k).Paused() }
+// SetPaused pauses (pause true) or resumes the given shards of the deployment's n, and reads
+// back each one's resulting state as Redis has it, in one round trip: an operator's switch,
+// which the scheduler only reads.
+func SetPaused(ctx context.Context, rdb redis.UniversalClient, prefix string, n int, shards []int, pause bool) ([]bool, error) {
+	key := func(k int) string { return ForShard(prefix, k, n).Paused() }
 	states := make([]*redis.IntCmd, len(shards))
 	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, k := range shards {
@@ -316,7 +316,7 @@ func (r *Reader) ErrorLog(ctx context.Context) ([]ErrorRecord, error) {
 	cmds := make([]*redis.StringSliceCmd, r.shards)
 	_, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for k := range cmds {
-			cmds[k] = p.LRange(ctx, ForShard(r.prefix, k).Errors(), 0, -1)
+			cmds[k] = p.LRange(ctx, ForShard(r.prefix, k, r.shards).Errors(), 0, -1)
 		}
 		return nil
 	})

@@ -70,12 +70,12 @@ return 1
 // token, so that a stalled lease is named with its cause (trawlctl status, the status
 // page, the progress line) and a URL whose attempts run out fails with it. It reports
 // whether the lease still held. Tabs and newlines of the error are made spaces.
-func NoteLeaseError(ctx context.Context, rdb redis.Scripter, prefix string, shard int, host, token string, err error) (bool, error) {
+func NoteLeaseError(ctx context.Context, rdb redis.Scripter, prefix string, shard, shards int, host, token string, err error) (bool, error) {
 	msg := strings.NewReplacer("\t", " ", "\n", " ", "\r", " ").Replace(err.Error())
 	if len(msg) > MaxLeaseErrorLen {
 		msg = msg[:MaxLeaseErrorLen]
 	}
-	ks := ForShard(prefix, shard)
+	ks := ForShard(prefix, shard, shards)
 	n, rerr := noteScript.Run(ctx, rdb, []string{ks.Lease(), ks.LastErr()}, LeaseSlot(host, token), token, msg).Int()
 	if rerr != nil {
 		return false, fmt.Errorf("frontier: note lease error of %s: %w", host, rerr)
@@ -165,7 +165,7 @@ func (r *Reader) Leases(ctx context.Context, leaseTTL time.Duration, limit int) 
 	zs := make([]*redis.ZSliceCmd, shards)
 	_, err = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for k := range zs {
-			zs[k] = p.ZRangeWithScores(ctx, ForShard(prefix, k).Inflight(), 0, per-1)
+			zs[k] = p.ZRangeWithScores(ctx, ForShard(prefix, k, shards).Inflight(), 0, per-1)
 		}
 		return nil
 	})
@@ -188,7 +188,7 @@ func (r *Reader) Leases(ctx context.Context, leaseTTL time.Duration, limit int) 
 				out = append(out, l)
 			}
 			if len(hosts) > 0 {
-				ks := ForShard(prefix, k)
+				ks := ForShard(prefix, k, shards)
 				cs[k] = cmds{p.HMGet(ctx, ks.Lease(), hosts...), p.HMGet(ctx, ks.LastErr(), hosts...)}
 			}
 		}

@@ -94,7 +94,7 @@ func (r *Reader) Waits(ctx context.Context, sample int) (Waits, error) {
 	cmds := make([]shardCmds, shards)
 	_, err = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for k := range cmds {
-			ks := ForShard(prefix, k)
+			ks := ForShard(prefix, k, shards)
 			c := &cmds[k]
 			c.due = p.ZCount(ctx, ks.Heap(), "-inf", nowMs)
 			c.heap = p.ZCard(ctx, ks.Heap())
@@ -134,7 +134,7 @@ func (r *Reader) Waits(ctx context.Context, sample int) (Waits, error) {
 				}
 				h, _ := z.Member.(string)
 				w.Hosts = append(w.Hosts, HostWait{Host: h, Shard: k, Next: next})
-				hc = append(hc, hostCmd{len(w.Hosts) - 1, p.HMGet(ctx, ForShard(prefix, k).Host(h), HostErr, HostCD, HostRT)})
+				hc = append(hc, hostCmd{len(w.Hosts) - 1, p.HMGet(ctx, ForShard(prefix, k, shards).Host(h), HostErr, HostCD, HostRT)})
 			}
 		}
 		return nil

@@ -24,7 +24,7 @@ func TestReaderWaits(t *testing.T) {
 		t.Fatal(err)
 	}
 	ms := func(d time.Duration) float64 { return float64(now.Add(d).UnixMilli()) }
-	s0, s1 := frontierkeys.ForShard("trawl", 0), frontierkeys.ForShard("trawl", 1)
+	s0, s1 := frontierkeys.ForShard("trawl", 0, 2), frontierkeys.ForShard("trawl", 1, 2)
 	_, err = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		p.ZAdd(ctx, s0.Heap(),
 			redis.Z{Score: ms(-time.Second), Member: "due.example"},

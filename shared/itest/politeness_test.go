@@ -104,8 +104,8 @@ func TestPolitenessLuaMatchesGo(t *testing.T) {
 		{"late: the host's gap", defaults, politeness.Host{Next: ago(time.Second), LastResponse: 600 * time.Millisecond}, politeness.Outcome{Late: true}, 6 * time.Second,
 			host(policy.Rule{DelayFactor: num(10)})},
 	}
-	policyKey := frontierkeys.ForShard("t", 0).Policy()
-	hostKey := frontierkeys.ForShard("t", 0).Host("www.example.com")
+	policyKey := frontierkeys.ForShard("t", 0, 1).Policy()
+	hostKey := frontierkeys.ForShard("t", 0, 1).Host("www.example.com")
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if err := rdb.Del(ctx, policyKey, hostKey).Err(); err != nil {
@@ -129,7 +129,7 @@ func TestPolitenessLuaMatchesGo(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			lim, err := politeness.ReadHostLimits(ctx, rdb, "t", 0, "www.example.com")
+			lim, err := politeness.ReadHostLimits(ctx, rdb, "t", 0, 1, "www.example.com")
 			if err != nil {
 				t.Fatal(err)
 			}

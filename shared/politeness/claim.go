@@ -70,7 +70,7 @@ type Claim struct {
 }
 
 func (c *Claimer) keys(host string) []string {
-	k := frontierkeys.ForShard(c.prefix, topology.ShardOf(host, c.shards))
+	k := frontierkeys.ForShard(c.prefix, topology.ShardOf(host, c.shards), c.shards)
 	return []string{k.Inflight(), k.Heap(), k.Hosts(), k.Host(host), k.Policy()}
 }
 

@@ -204,8 +204,8 @@ func (r Rules) With(l frontierkeys.HostLimits) Rules {
 // another. It is host_limits for a process outside the frontier's scripts: a fetcher
 // deciding, after robots.txt, whether the host's gap lets it go on to the page (the host
 // is active then, and an active host's limits are kept current).
-func ReadHostLimits(ctx context.Context, rdb redis.UniversalClient, prefix string, shard int, host string) (frontierkeys.HostLimits, error) {
-	k := frontierkeys.ForShard(prefix, shard)
+func ReadHostLimits(ctx context.Context, rdb redis.UniversalClient, prefix string, shard, shards int, host string) (frontierkeys.HostLimits, error) {
+	k := frontierkeys.ForShard(prefix, shard, shards)
 	var gen, lim *redis.StringCmd
 	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		gen = p.HGet(ctx, k.Policy(), frontierkeys.PolicyGenField)

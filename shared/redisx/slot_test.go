@@ -43,3 +43,21 @@ func TestSpreadTag(t *testing.T) {
 		})
 	}
 }
+
+// CentredTag's slot lies in the middle half of its range, so that a master whose range
+// ends a few slots off the equal split (redis-cli rounds) still holds the whole part.
+func TestCentredTag(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{2, 3, 12, 96, 1024} {
+		t.Run(strconv.Itoa(n), func(t *testing.T) {
+			t.Parallel()
+			for i := range n {
+				lo, hi := i*Slots/n, (i+1)*Slots/n
+				w := (hi - lo) / 4
+				if s := Slot(CentredTag("s", i, n)); s < lo+w || s >= hi-w {
+					t.Fatalf("CentredTag(%d, %d) in slot %d, outside the middle half [%d, %d) of its range", i, n, s, lo+w, hi-w)
+				}
+			}
+		})
+	}
+}

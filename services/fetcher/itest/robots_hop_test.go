@@ -89,7 +89,7 @@ func TestRobotsRedirectHopIsItsOwnTask(t *testing.T) {
 // once it is, the hop is made and the other host's next fetch time moves a gap on.
 func TestRobotsRedirectToBusyHostWaits(t *testing.T) {
 	const otherHost = "127.0.0.2"
-	keys := frontierkeys.ForShard("itest", 0)
+	keys := frontierkeys.ForShard("itest", 0, 1)
 	tests := []struct {
 		name string
 		busy func(ctx context.Context, rdb *redis.Client, now time.Time) error

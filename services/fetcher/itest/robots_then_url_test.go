@@ -137,7 +137,7 @@ func TestRobotsThenURLUnderHostPolicy(t *testing.T) {
 			}
 			// The host's limits as the scheduler stores them for an active host.
 			if res := politeness.Resolve(set); res.Gen() != "" {
-				k := frontierkeys.ForShard(st.common.RedisPrefix, 0)
+				k := frontierkeys.ForShard(st.common.RedisPrefix, 0, st.common.Shards)
 				if err := st.rdb.HSet(ctx, k.Policy(), frontierkeys.PolicyGenField, res.Gen()).Err(); err != nil {
 					t.Fatal(err)
 				}

@@ -64,7 +64,7 @@ func TestAnswerEndsWithinItsHostClaim(t *testing.T) {
 			rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 			t.Cleanup(func() { _ = rdb.Close() })
 			const prefix = "itest"
-			hostKey := frontierkeys.ForShard(prefix, 0).Host("slow.test")
+			hostKey := frontierkeys.ForShard(prefix, 0, 1).Host("slow.test")
 			// The end of the host's claim, as the claim wrote it, read while the request runs.
 			claimEnd := make(chan time.Time, 1)
 			s := newSite(t, map[string]http.HandlerFunc{

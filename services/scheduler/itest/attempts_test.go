@@ -24,7 +24,7 @@ func TestAttemptsAcrossLeaseExpiries(t *testing.T) {
 	f := newTF(t, rdb, o)
 	f.add("m", urls(0, "http://a.example/stuck", "http://a.example/next")...)
 	ctx := testwait.Context(t)
-	ks := frontierkeys.ForShard(o.KeyPrefix, 0)
+	ks := frontierkeys.ForShard(o.KeyPrefix, 0, o.Shards)
 	lastErr := func() string {
 		t.Helper()
 		v, err := rdb.HGet(ctx, ks.LastErr(), "a.example").Result()
@@ -51,11 +51,11 @@ func TestAttemptsAcrossLeaseExpiries(t *testing.T) {
 		}
 		tk := tasks[0]
 		// A stale token (an earlier lease) writes nothing.
-		if ok, err := frontierkeys.NoteLeaseError(ctx, rdb, o.KeyPrefix, 0, "a.example", "0-1-stale", errors.New("old")); err != nil || ok {
+		if ok, err := frontierkeys.NoteLeaseError(ctx, rdb, o.KeyPrefix, 0, o.Shards, "a.example", "0-1-stale", errors.New("old")); err != nil || ok {
 			t.Fatalf("note under a stale token: %v, %v; want refused", ok, err)
 		}
 		for range 2 {
-			if ok, err := frontierkeys.NoteLeaseError(ctx, rdb, o.KeyPrefix, 0, "a.example", tk.Lease, errors.New(cause)); err != nil || !ok {
+			if ok, err := frontierkeys.NoteLeaseError(ctx, rdb, o.KeyPrefix, 0, o.Shards, "a.example", tk.Lease, errors.New(cause)); err != nil || !ok {
 				t.Fatalf("note: %v, %v", ok, err)
 			}
 		}
@@ -96,7 +96,7 @@ func TestAttemptsAcrossLeaseExpiries(t *testing.T) {
 		t.Fatalf("after the failure dispatched %+v, want /next", tasks)
 	}
 	// An outcome ends the lease and its last error with it.
-	if _, err := frontierkeys.NoteLeaseError(ctx, rdb, o.KeyPrefix, 0, "a.example", tasks[0].Lease, errors.New("once")); err != nil {
+	if _, err := frontierkeys.NoteLeaseError(ctx, rdb, o.KeyPrefix, 0, o.Shards, "a.example", tasks[0].Lease, errors.New("once")); err != nil {
 		t.Fatal(err)
 	}
 	f.complete(now, ok200(tasks[0]))

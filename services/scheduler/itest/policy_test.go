@@ -127,7 +127,7 @@ func TestSyncPolicyWritesOnlyChanges(t *testing.T) {
 	rdb := startRedis(t)
 	f := newTF(t, rdb, testOptions(0))
 	ctx := testwait.Context(t)
-	key := frontierkeys.ForShard("t", 0).Policy()
+	key := frontierkeys.ForShard("t", 0, 1).Policy()
 	gen := func() string { return rdb.HGet(ctx, key, frontierkeys.PolicyGenField).Val() }
 	lim := func(h string) string { return f.hostField(h, frontierkeys.HostLim) }
 	f.add("m1", urls(0, "http://a.example/1", "http://www.b.example/1", "http://c.example/1", "http://d.example/1")...)
@@ -508,7 +508,9 @@ func TestPolicyDomainBudgetAcrossShards(t *testing.T) {
 // over shards.
 func TestPolicyStatsPerRule(t *testing.T) {
 	rdb := startRedis(t)
-	f := newTF(t, rdb, testOptions(0))
+	o := testOptions(0)
+	o.Shards = 2 // the reader sums over both
+	f := newTF(t, rdb, o)
 	dom := domainRule("x.example", policy.Rule{MinDelay: pdur(0)})
 	blk := hostRule("b.x.example", policy.Rule{Block: pbool(true)})
 	ua := "Special/1.0"
@@ -779,7 +781,7 @@ func TestPolicyTwoConnections(t *testing.T) {
 		t.Fatalf("a third task out with two connections: %s", got[0].URL)
 	}
 	ctx := testwait.Context(t)
-	if ok, err := frontierkeys.NoteLeaseError(ctx, rdb, "t", 0, "multi.example", second[0].Lease, errors.New("slow")); !ok || err != nil {
+	if ok, err := frontierkeys.NoteLeaseError(ctx, rdb, "t", 0, 1, "multi.example", second[0].Lease, errors.New("slow")); !ok || err != nil {
 		t.Fatalf("NoteLeaseError on slot 1: %v, %v", ok, err)
 	}
 	leases, _, err := frontierkeys.OpenReadOnly(rdb, "t", 1).Leases(ctx, 0, 10)

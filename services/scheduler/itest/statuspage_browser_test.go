@@ -256,7 +256,7 @@ func TestStatusPageInChromium(t *testing.T) {
 		if _, _, err := policy.NewStore(s.rdb, s.cfg.Common.RedisPrefix).Apply(ctx, changes, "test", 0); err != nil {
 			t.Fatal(err)
 		}
-		st := frontierkeys.ForShard(s.cfg.Common.RedisPrefix, 0).PolicyStats()
+		st := frontierkeys.ForShard(s.cfg.Common.RedisPrefix, 0, s.cfg.Common.Shards).PolicyStats()
 		field := func(scope, counter string) string { return scope + "\t" + counter }
 		if err := s.rdb.HSet(ctx, st,
 			field("host:r100.example", frontierkeys.PolicyStatParked), 7, field("host:r100.example", frontierkeys.PolicyStatBlocked), 7, field("host:r100.example", frontierkeys.PolicyStatHosts), 1,

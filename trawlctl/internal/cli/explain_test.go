@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/trawl/trawl/shared/frontierkeys"
 	"github.com/trawl/trawl/shared/politeness"
 	"github.com/trawl/trawl/shared/robots"
 	"github.com/trawl/trawl/shared/testwait"
@@ -22,7 +23,7 @@ func TestExplain(t *testing.T) {
 	ctx := testwait.Context(t)
 	now := time.Now()
 	ms := func(d time.Duration) float64 { return float64(now.Add(d).UnixMilli()) }
-	ks := func(host string) string { return fmt.Sprintf("trawl:{s%d}:", topology.ShardOf(host, 2)) }
+	ks := func(host string) string { return frontierkeys.ForShard("trawl", topology.ShardOf(host, 2), 2).Prefix() }
 
 	// The dedup filter of capacity 100000, p 0.01, in 2^16-bit keys, with exactly the bits
 	// of https://example.com/ set, at the positions services/dedup/internal/bloom's golden

@@ -60,7 +60,7 @@ func TestExplainPolicy(t *testing.T) {
 	}
 	// The scheduler parked three of blocked.test's URLs (sched-policy's keys, written here
 	// as its scripts write them).
-	ks := frontierkeys.ForShard("trawl", topology.ShardOf("blocked.test", 2))
+	ks := frontierkeys.ForShard("trawl", topology.ShardOf("blocked.test", 2), 2)
 	if err := s.rdb.HSet(ctx, ks.Parked(), "blocked.test", "blocked 3 host:blocked.test").Err(); err != nil {
 		t.Fatal(err)
 	}

@@ -54,7 +54,7 @@ func runPause(ctx context.Context, e *env, c *command, args []string, pause bool
 		return err
 	}
 	defer rdb.Close()
-	states, err := frontierkeys.SetPaused(ctx, rdb, e.cfg.RedisPrefix, shards, pause)
+	states, err := frontierkeys.SetPaused(ctx, rdb, e.cfg.RedisPrefix, e.cfg.Shards, shards, pause)
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/trawl/trawl/shared/frontierkeys"
 	"github.com/trawl/trawl/shared/testwait"
 )
 
@@ -13,7 +14,7 @@ func TestPauseResume(t *testing.T) {
 	paused := func() []bool {
 		out := make([]bool, 3)
 		for k := range out {
-			n, err := s.rdb.Exists(ctx, fmt.Sprintf("trawl:{s%d}:paused", k)).Result()
+			n, err := s.rdb.Exists(ctx, frontierkeys.ForShard("trawl", k, 3).Paused()).Result()
 			if err != nil {
 				t.Fatal(err)
 			}

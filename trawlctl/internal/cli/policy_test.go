@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/trawl/trawl/shared/frontierkeys"
 	"github.com/trawl/trawl/shared/policy"
 	"github.com/trawl/trawl/shared/testwait"
 )
@@ -85,15 +86,16 @@ func TestPolicyApplyFile(t *testing.T) {
 	}
 	// Queued URLs: www.example.com on shard 0 (3 queued, 1 parked), shop.example.com on
 	// shard 1 (2 queued), other.org on shard 1.
+	s0, s1 := frontierkeys.ForShard("trawl", 0, 2), frontierkeys.ForShard("trawl", 1, 2)
 	for _, c := range [][]any{
-		{"HSET", "trawl:{s0}:hosts", "www.example.com", "1"},
+		{"HSET", s0.Hosts(), "www.example.com", "1"},
 		// private/b carries data after its URL, as an entry of a URL with extras does.
-		{"RPUSH", "trawl:{s0}:bq:www.example.com", "0 0 0 https://www.example.com/private/a", "0 0 0 https://www.example.com/private/b eyJyIjoiaHR0cHM6Ly9yZWYuZXhhbXBsZS8ifQ", "0 0 0 https://www.example.com/pub"},
-		{"HSET", "trawl:{s0}:parked", "www.example.com", "blocked 1"},
-		{"RPUSH", "trawl:{s0}:park:www.example.com", "0 0 0 https://www.example.com/private/c"},
-		{"HSET", "trawl:{s1}:hosts", "shop.example.com", "1", "other.org", "1"},
-		{"RPUSH", "trawl:{s1}:bq:shop.example.com", "0 0 0 https://shop.example.com/1", "0 0 0 https://shop.example.com/2"},
-		{"RPUSH", "trawl:{s1}:bq:other.org", "0 0 0 https://other.org/1"},
+		{"RPUSH", s0.BackQueue("www.example.com"), "0 0 0 https://www.example.com/private/a", "0 0 0 https://www.example.com/private/b eyJyIjoiaHR0cHM6Ly9yZWYuZXhhbXBsZS8ifQ", "0 0 0 https://www.example.com/pub"},
+		{"HSET", s0.Parked(), "www.example.com", "blocked 1"},
+		{"RPUSH", s0.Park("www.example.com"), "0 0 0 https://www.example.com/private/c"},
+		{"HSET", s1.Hosts(), "shop.example.com", "1", "other.org", "1"},
+		{"RPUSH", s1.BackQueue("shop.example.com"), "0 0 0 https://shop.example.com/1", "0 0 0 https://shop.example.com/2"},
+		{"RPUSH", s1.BackQueue("other.org"), "0 0 0 https://other.org/1"},
 	} {
 		if err := s.rdb.Do(ctx, c...).Err(); err != nil {
 			t.Fatal(err)

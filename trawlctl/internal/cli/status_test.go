@@ -12,13 +12,15 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/frontierkeys"
 	"github.com/trawl/trawl/shared/natsx"
 	"github.com/trawl/trawl/shared/testwait"
 	"github.com/trawl/trawl/shared/topology"
 	"github.com/trawl/trawl/trawlctl/internal/progress"
 )
 
-// frontierFixture writes two shards' frontier keys as the scheduler's scripts would.
+// frontierFixture writes two shards' frontier keys (of TRAWL_SHARDS=2) as the scheduler's
+// scripts would.
 // fixtureNow is the clock of the frontier fixture, so that tests can name its times.
 var fixtureNow = time.Now().UnixMilli()
 
@@ -27,7 +29,7 @@ func frontierFixture(t *testing.T, rdb *redis.Client, prefix string) {
 	ctx := testwait.Context(t)
 	now := fixtureNow
 	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		s0, s1 := prefix+":{s0}:", prefix+":{s1}:"
+		s0, s1 := frontierkeys.ForShard(prefix, 0, 2).Prefix(), frontierkeys.ForShard(prefix, 1, 2).Prefix()
 		p.RPush(ctx, s0+"fq:0", "0 0 0 http://a.test/", "0 0 0 http://b.test/")
 		p.RPush(ctx, s0+"fq:3", "3 0 0 http://c.test/x")
 		p.RPush(ctx, s1+"fq:0", "0 0 0 http://d.test/")
@@ -176,10 +178,10 @@ func TestStatus(t *testing.T) {
 		defer cancel()
 		wait, stdout, _ := s.inv.start(ctx, "status", "-watch", "-json", "-interval", "50ms")
 		testwait.Eventually(t, 10*time.Second, "a first snapshot", func() bool { return len(lines(stdout.String())) >= 1 })
-		if err := s.rdb.HIncrBy(ctx, "trawl:{s0}:stats", "fetched", 40).Err(); err != nil {
+		if err := s.rdb.HIncrBy(ctx, frontierkeys.ForShard("trawl", 0, 2).Stats(), "fetched", 40).Err(); err != nil {
 			t.Fatal(err)
 		}
-		defer s.rdb.HIncrBy(context.Background(), "trawl:{s0}:stats", "fetched", -40)
+		defer s.rdb.HIncrBy(context.Background(), frontierkeys.ForShard("trawl", 0, 2).Stats(), "fetched", -40)
 		decode := func(l string) progress.Snapshot {
 			var snap progress.Snapshot
 			if err := json.Unmarshal([]byte(l), &snap); err != nil {

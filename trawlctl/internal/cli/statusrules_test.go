@@ -34,7 +34,7 @@ func TestStatusRules(t *testing.T) {
 	}
 	stat := func(scope, counter string) string { return scope + "\t" + counter }
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		s0, s1 := frontierkeys.ForShard("trawl", 0).PolicyStats(), frontierkeys.ForShard("trawl", 1).PolicyStats()
+		s0, s1 := frontierkeys.ForShard("trawl", 0, 2).PolicyStats(), frontierkeys.ForShard("trawl", 1, 2).PolicyStats()
 		// h07 parked URLs on both shards; h03 made the most requests; h12 excluded some.
 		p.HSet(ctx, s0, stat("host:h07.test", frontierkeys.PolicyStatParked), 4, stat("host:h07.test", frontierkeys.PolicyStatBlocked), 4, stat("host:h07.test", frontierkeys.PolicyStatHosts), 1)
 		p.HSet(ctx, s1, stat("host:h07.test", frontierkeys.PolicyStatParked), 6, stat("host:h07.test", frontierkeys.PolicyStatBlocked), 6)

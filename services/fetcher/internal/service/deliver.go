@@ -195,7 +195,7 @@ func (s *Service) noteError(task *crawlmsg.FetchTask, what string, err error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), noteTimeout)
 	defer cancel()
-	if _, nerr := frontierkeys.NoteLeaseError(ctx, s.rdb, s.cfg.Common.RedisPrefix, task.Shard, task.Host, task.Lease, fmt.Errorf("%s: %w", what, err)); nerr != nil {
+	if _, nerr := frontierkeys.NoteLeaseError(ctx, s.rdb, s.cfg.Common.RedisPrefix, task.Shard, s.cfg.Common.Shards, task.Host, task.Lease, fmt.Errorf("%s: %w", what, err)); nerr != nil {
 		s.log.Debug("last error of a task not recorded", "url", task.URL, "err", nerr)
 	}
 }

@@ -45,7 +45,7 @@ func (s *Service) goOnAfterRobots(ctx context.Context, task *crawlmsg.FetchTask,
 	if dl, ok := ctx.Deadline(); ok && dl.Sub(now) < s.cfg.FetchTimeout+publishTimeout {
 		return false
 	}
-	lim, err := politeness.ReadHostLimits(ctx, s.rdb, s.cfg.Common.RedisPrefix, task.Shard, task.Host)
+	lim, err := politeness.ReadHostLimits(ctx, s.rdb, s.cfg.Common.RedisPrefix, task.Shard, s.cfg.Common.Shards, task.Host)
 	if err != nil {
 		s.log.Warn("robots.txt: the host's policy limits cannot be read; its URL waits for a task of its own", "host", task.Host, "err", err)
 		return false

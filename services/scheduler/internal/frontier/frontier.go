@@ -176,7 +176,9 @@ func load(name string) *redis.Script {
 // settings are frontierconf's and politeness's, validated where they are read; the
 // frontier takes them as given.
 type Options struct {
-	Shard int
+	// Shard is this frontier's shard of Shards (TRAWL_SHARDS), which name its keys
+	// (frontierkeys.ForShard).
+	Shard, Shards int
 	// KeyPrefix is the deployment prefix of every key (TRAWL_REDIS_PREFIX, default "trawl").
 	KeyPrefix string
 	// Settings: F front queues (queue 0 the highest), B back queues, the router's bias
@@ -206,10 +208,11 @@ type Options struct {
 	Clock func() time.Time
 }
 
-// DefaultOptions returns the documented defaults for shard.
+// DefaultOptions returns the documented defaults for shard, of one shard (Shards 1).
 func DefaultOptions(shard int) Options {
 	return Options{
 		Shard:        shard,
+		Shards:       1,
 		KeyPrefix:    redisx.DefaultPrefix,
 		Settings:     frontierconf.Defaults,
 		Rules:        politeness.Defaults,
@@ -300,7 +303,7 @@ func New(rdb redis.UniversalClient, o Options, p Prioritizer) *Frontier {
 		o.RecentErrors = def.RecentErrors
 	}
 
-	k := frontierkeys.ForShard(o.KeyPrefix, o.Shard)
+	k := frontierkeys.ForShard(o.KeyPrefix, o.Shard, o.Shards)
 	keys := make([]string, 0, fixedKeys+o.FrontQueues+1)
 	for _, sk := range shardKeys {
 		keys = append(keys, sk.key(k))

@@ -238,6 +238,13 @@ func newShard(ctx context.Context, cfg config.Config, id int, js jetstream.JetSt
 	if err != nil {
 		return nil, fmt.Errorf("shard %d: outcome consumer: %w", id, err)
 	}
+	moved, err := frontierkeys.MoveUnspreadShard(ctx, rdb, cfg.Common.RedisPrefix, id, cfg.Common.Shards)
+	if err != nil {
+		return nil, err
+	}
+	if moved > 0 {
+		log.Info("moved the shard's keys to its spread hash tag", "shard", id, "keys", moved)
+	}
 	var dc jetstream.Consumer
 	if o := cfg.Common.Topology(); o.Recrawl {
 		if dc, err = js.Consumer(ctx, topology.RecrawlStreamOf(id, o), topology.SchedulerRecrawlConsumer(id)); err != nil {
@@ -264,6 +271,7 @@ func (s *shard) waitReplicated(ctx context.Context) error {
 // FrontierOptions maps the configuration to shard's frontier options.
 func FrontierOptions(cfg config.Config, shard int) frontier.Options {
 	o := frontier.DefaultOptions(shard)
+	o.Shards = cfg.Common.Shards
 	o.KeyPrefix = cfg.Common.RedisPrefix
 	o.Settings = cfg.Settings
 	o.Rules = cfg.Rules
