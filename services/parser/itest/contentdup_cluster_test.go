@@ -137,3 +137,39 @@ func TestInitRefusesAnotherPartitionCount(t *testing.T) {
 		})
 	}
 }
+
+// On a cluster the earlier layout's keys of each partition are on that partition's
+// master: DropLegacy sweeps every master, not the one a SCAN happens to reach.
+func TestDropLegacyOnRedisCluster(t *testing.T) {
+	t.Parallel()
+	cl := rediscluster.StartT(t, rediscluster.Options{Replicas: -1})
+	c := cl.Client(t)
+	ctx := testwait.Context(t)
+	ix, err := contentdup.New(c, "trawl", contentdup.Options{MaxDistance: 3, BucketCap: 64, Parts: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var old []string
+	for i := range 300 {
+		dig := fmt.Sprintf("%064x", 1_000_000+i)
+		key, _ := ix.ExactKey(dig)
+		k := key[:len(key)-len("abcd")] + dig
+		old = append(old, k)
+		if err := c.Set(ctx, k, "http://old.test/", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := ix.DropLegacy(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	left := 0
+	for _, k := range old {
+		if c.Exists(ctx, k).Val() == 1 {
+			left++
+		}
+	}
+	if n != int64(len(old)) || left > 0 {
+		t.Errorf("deleted %d of the earlier layout's %d keys, %d left", n, len(old), left)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -47,6 +48,8 @@ type Service struct {
 	// contentDups is the index of the crawl's page texts (contentdup); nil when
 	// TRAWL_CONTENT_DEDUP is off.
 	contentDups contentIndex
+	// dropLegacy deletes the content index keys of an earlier layout (nil: no index).
+	dropLegacy func(context.Context) (int64, error)
 	// bodies holds page bodies sent by reference (crawlmsg.BodyRef).
 	bodies jetstream.ObjectStore
 	run    *runner.Runner
@@ -92,7 +95,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Service, 
 		if err = idx.Init(ctx); err != nil {
 			return nil, err
 		}
-		s.contentDups = idx
+		s.contentDups, s.dropLegacy = idx, idx.DropLegacy
 	}
 	if cfg.Policy {
 		// Loaded before the first page: links are never held to no rules while rules exist.
@@ -178,8 +181,27 @@ func (s *Service) Run(ctx context.Context) error {
 	if s.rules != nil {
 		s.run.Go("policy watch", s.rules.Run)
 	}
+	if s.dropLegacy != nil {
+		s.run.Go("legacy content keys", s.dropLegacyContent)
+	}
 	s.run.Go("consume", s.consume)
 	return s.run.RunLoops(ctx)
+}
+
+// dropLegacyContent deletes, beside the crawl, the content index keys of an earlier
+// release's layout (contentdup.DropLegacy), then idles: a loop that returns would stop
+// the service. A sweep cut short is logged and made again at the next start.
+func (s *Service) dropLegacyContent(ctx context.Context) error {
+	start := time.Now()
+	n, err := s.dropLegacy(ctx)
+	switch {
+	case err != nil && ctx.Err() == nil:
+		s.log.Warn("content index: the earlier layout's keys not all deleted; the next start sweeps again", "deleted", n, "err", err)
+	case n > 0:
+		s.log.Info("content index: the earlier layout's exact keys deleted", "keys", n, "took", time.Since(start).Round(time.Millisecond))
+	}
+	<-ctx.Done()
+	return nil
 }
 
 func (s *Service) consume(ctx context.Context) error {
