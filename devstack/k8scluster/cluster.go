@@ -132,7 +132,9 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 		"--client-ca-file="+p("ca.crt"), "--token-auth-file="+p("tokens.csv"),
 		"--service-account-key-file="+p("sa.pub"), "--service-account-signing-key-file="+p("sa.key"),
 		"--service-account-issuer=https://kubernetes.default.svc", "--authorization-mode=Node,RBAC",
-		"--allow-privileged=true", "--enable-priority-and-fairness=false"); err != nil {
+		"--allow-privileged=true", "--enable-priority-and-fairness=false",
+		// The node's name is not in any DNS the host asks.
+		"--kubelet-preferred-address-types=InternalIP"); err != nil {
 		return c, err
 	}
 	if err := c.wait(ctx, 2*time.Minute, "kube-apiserver's /readyz", "kube-apiserver", func() (bool, string) {
@@ -200,10 +202,13 @@ state = "/run/trawl-k8s/containerd"
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
       SystemdCgroup = false
 `, filepath.Join(c.o.Dir, "containerd"), c.containerdSock(), PauseImage, cniBinDir, filepath.Join(c.o.Dir, "cni"))
-	// One bridge for the node's pods, masqueraded to the outside; portmap for hostPort.
+	// One bridge for the node's pods, masqueraded to the outside; the firewall plugin
+	// accepts the pods' traffic in FORWARD, whose policy a Docker engine on the same host
+	// sets to DROP (and bridged packets pass iptables); portmap for hostPort.
 	cni := fmt.Sprintf(`{"cniVersion": "0.4.0", "name": "trawl", "plugins": [
   {"type": "bridge", "bridge": "trawl0", "isGateway": true, "ipMasq": true, "hairpinMode": true,
    "ipam": {"type": "host-local", "dataDir": %q, "ranges": [[{"subnet": %q}]], "routes": [{"dst": "0.0.0.0/0"}]}},
+  {"type": "firewall"},
   {"type": "portmap", "capabilities": {"portMappings": true}},
   {"type": "loopback"}]}
 `, filepath.Join(c.o.Dir, "cni-ipam"), PodCIDR)
@@ -244,7 +249,9 @@ func (c *Cluster) importPause(ctx context.Context) error {
 func (c *Cluster) startKubelet() error {
 	cfg := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
-authentication: {anonymous: {enabled: false}, webhook: {enabled: false}, x509: {clientCAFile: %q}}
+# The API server calls the kubelet (logs, exec) without a client certificate: a test
+# node's API, on the node's address only.
+authentication: {anonymous: {enabled: true}, webhook: {enabled: false}, x509: {clientCAFile: %q}}
 authorization: {mode: AlwaysAllow}
 cgroupDriver: cgroupfs
 failCgroupV1: false
