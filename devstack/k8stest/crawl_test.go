@@ -51,7 +51,10 @@ spec:
 	kubectl(t, "delete", "namespace", webNS, "--ignore-not-found", "--wait")
 	apply(t, manifest)
 	kubectl(t, "-n", webNS, "rollout", "status", "deployment/synthweb", "--timeout=3m")
-	logURL = "http://" + serviceAddr(t, webNS, "synthweb", logPort) + "/log"
+	// The pod's own address: the host routes to the pods' bridge, where a service's
+	// address needs kube-proxy's rules for it in place first.
+	ip := strings.TrimSpace(kubectl(t, "-n", webNS, "get", "pods", "-l", "app=synthweb", "-o", "jsonpath={.items[0].status.podIP}"))
+	logURL = "http://" + net.JoinHostPort(ip, strconv.Itoa(logPort)) + "/log"
 	eventually(t, time.Minute, "the web's log through its service", func() (bool, string) {
 		var snap synthweb.Snapshot
 		err := getJSON(logURL, &snap)
