@@ -3,6 +3,7 @@
 package k8stest
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -155,10 +156,13 @@ func store() map[string]any {
 // from nothing.
 func uninstall(t *testing.T) {
 	if t.Failed() {
-		out, _ := env.cluster.Kubectl(t.Context(), "-n", namespace, "get", "pods,pvc", "-o", "wide")
+		// Not t.Context(): it has ended when cleanups run.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		out, _ := env.cluster.Kubectl(ctx, "-n", namespace, "get", "pods,pvc", "-o", "wide")
 		t.Logf("pods at the end:\n%s", out)
 		for _, app := range append(services, "nats", "redis") {
-			out, _ := env.cluster.Kubectl(t.Context(), "-n", namespace, "logs", "--tail", "30", "--prefix", "-l", "app.kubernetes.io/component="+app)
+			out, _ := env.cluster.Kubectl(ctx, "-n", namespace, "logs", "--tail", "30", "--prefix", "-l", "app.kubernetes.io/component="+app)
 			t.Logf("%s's last log lines:\n%s", app, out)
 		}
 	}
