@@ -30,6 +30,9 @@ const (
 	EtcdVersion       = "v3.6.16"
 )
 
+// recipe names the way the binaries are built: changed, they are built again.
+const recipe = "2"
+
 // Commands are the Kubernetes binaries built, each from k8s.io/kubernetes/cmd/<name>.
 var Commands = []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy", "kubectl"}
 
@@ -68,7 +71,7 @@ func Build(ctx context.Context, log io.Writer) (Bin, error) {
 		return Bin{}, err
 	}
 	b := Bin{
-		Dir:   filepath.Join(cache, "bin-"+KubernetesVersion+"-etcd-"+EtcdVersion),
+		Dir:   filepath.Join(cache, "bin-"+KubernetesVersion+"-etcd-"+EtcdVersion+"-"+recipe),
 		Pause: filepath.Join(cache, "pause", "pause"),
 	}
 	if err := os.MkdirAll(b.Dir, 0o755); err != nil {
@@ -133,7 +136,15 @@ func buildKubernetes(ctx context.Context, log io.Writer, src, out string, cmds [
 	}
 	start := time.Now()
 	fmt.Fprintf(log, "k8scluster: building %s of Kubernetes %s into %s (once; minutes)\n", strings.Join(cmds, ", "), KubernetesVersion, out)
-	if err := goBuild(ctx, log, src, out+string(filepath.Separator), pkgs...); err != nil {
+	// The version Kubernetes' own build stamps: the node, `kubectl version` and Helm's
+	// .Capabilities.KubeVersion report it (a chart's kubeVersion constraint is checked
+	// against it).
+	major, minor, _ := strings.Cut(strings.TrimPrefix(KubernetesVersion, "v"), ".")
+	minor, _, _ = strings.Cut(minor, ".")
+	v := "k8s.io/component-base/version."
+	ldflags := "-ldflags=-X " + v + "gitVersion=" + KubernetesVersion + " -X " + v + "gitMajor=" + major +
+		" -X " + v + "gitMinor=" + minor + " -X " + v + "gitTreeState=clean"
+	if err := goBuild(ctx, log, src, out+string(filepath.Separator), append([]string{ldflags}, pkgs...)...); err != nil {
 		return fmt.Errorf("k8scluster: build Kubernetes %s: %w", KubernetesVersion, err)
 	}
 	fmt.Fprintf(log, "k8scluster: built Kubernetes in %s\n", time.Since(start).Round(time.Second))

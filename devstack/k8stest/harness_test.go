@@ -121,8 +121,17 @@ func setUp(m *testing.M) (func() int, error) {
 		os.Exit(1)
 	}()
 	return func() int {
-		defer c.Stop()
-		return m.Run()
+		code := m.Run()
+		c.Stop()
+		// Kept after a failure: the components' logs are in dir/logs.
+		if code == 0 {
+			if err := k8scluster.Remove(dir); err != nil {
+				fmt.Fprintln(os.Stderr, "k8stest:", err)
+			}
+		} else {
+			fmt.Fprintf(os.Stderr, "k8stest: the cluster's logs are in %s\n", filepath.Join(dir, "logs"))
+		}
+		return code
 	}, nil
 }
 
