@@ -25,7 +25,7 @@ BENCH_TIME ?= 1s
 
 export GOFLAGS ?= -buildvcs=false
 
-.PHONY: all build test test-policy-render vet run bench bench-scale bench-scale-ci bench-scale-wide fuzz unit tidy clean interop docs-crawl compose-test archive-test s3-test
+.PHONY: all build test test-policy-render vet run bench bench-scale bench-scale-ci bench-scale-wide fuzz unit tidy clean interop docs-crawl compose-test archive-test s3-test k8s-test
 
 all: build
 
@@ -79,6 +79,18 @@ s3-test:
 	@$(GO) run ./devstack/cmd/trawl-deps redis-server
 	$(GO) run ./devstack/cmd/trawl-weed
 	$(GO) test -tags s3 -count=1 -p 1 -timeout 40m -v -run 'TestUpload|TestArchiverUploads' ./services/archiver/itest/
+
+## k8s-test: the Helm chart on a real single-node Kubernetes cluster (devstack/k8scluster: etcd,
+## kube-apiserver, controller manager, scheduler, kubelet with containerd, kube-proxy, CNI
+## bridge), built from their Go modules once and cached in the user's cache directory (minutes
+## the first time), started as root; the images built with the Docker engine and imported into
+## the node; crawls judged from the synthetic web's own log, one with pods deleted, fetchers
+## scaled and upgraded mid-crawl (devstack/k8stest)
+k8s-test:
+	@$(GO) run ./devstack/cmd/trawl-deps containerd runc cni iptables dockerd debootstrap
+	$(GO) run ./devstack/cmd/trawl-k8s
+	$(GO) vet -tags k8s ./devstack/k8stest/
+	$(GO) test -tags k8s -count=1 -p 1 -timeout 60m -v ./devstack/k8stest/
 
 ## docs-crawl: real documentation no one here wrote (Debian's Python, PostgreSQL, Git and Debian
 ## Reference packages) served by nginx with gzip on, crawled by `make run` with the archiver and

@@ -64,6 +64,12 @@ var Known = map[string]Program{
 	"dockerd":        {Binary: "dockerd", Package: "docker.io", File: "/usr/sbin/dockerd"},
 	"docker-compose": {Binary: "docker-compose", Package: "docker-compose"},
 	"debootstrap":    {Binary: "debootstrap", Package: "debootstrap", File: "/usr/sbin/debootstrap"},
+	// The Kubernetes test's node (devstack/k8scluster): its container runtime, the pods'
+	// network and kube-proxy's rules.
+	"containerd": {Binary: "containerd", Package: "containerd"},
+	"runc":       {Binary: "runc", Package: "runc", File: "/usr/sbin/runc"},
+	"cni":        {File: "/usr/lib/cni/bridge", Package: "containernetworking-plugins"},
+	"iptables":   {Binary: "iptables", Package: "iptables", File: "/usr/sbin/iptables"},
 }
 
 // Lookup returns the known program for a binary name.

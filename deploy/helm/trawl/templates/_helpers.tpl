@@ -31,7 +31,9 @@ app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 
 {{- define "trawl.image" -}}
-{{- printf "%s%s:%s" .root.Values.image.prefix .service (default .root.Chart.AppVersion .root.Values.image.tag) -}}
+{{- $tag := default .root.Chart.AppVersion .root.Values.image.tag -}}
+{{- with index .root.Values .service -}}{{- $tag = default $tag .imageTag -}}{{- end -}}
+{{- printf "%s%s:%s" .root.Values.image.prefix .service $tag -}}
 {{- end -}}
 
 {{- define "trawl.connectionSecret" -}}
