@@ -8,11 +8,8 @@ package composetest
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trawl/trawl/devstack/blackbox"
 	"github.com/trawl/trawl/devstack/dockerhost"
 	"github.com/trawl/trawl/devstack/stack"
 	"github.com/trawl/trawl/devstack/synthweb"
@@ -426,59 +424,8 @@ func (s *Stack) eventually(timeout time.Duration, what string, cond func() (bool
 // webLog reads the synthetic web's own log.
 func (s *Stack) webLog() (synthweb.Snapshot, error) {
 	var snap synthweb.Snapshot
-	err := getJSON(fmt.Sprintf("http://127.0.0.1:%d/log", s.logPort), &snap)
+	err := blackbox.GetJSON(fmt.Sprintf("http://127.0.0.1:%d/log", s.logPort), &snap)
 	return snap, err
-}
-
-func getJSON(url string, v any) error {
-	c := &http.Client{Timeout: 10 * time.Second}
-	resp, err := c.Get(url)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s: %s", url, resp.Status, body)
-	}
-	return json.Unmarshal(body, v)
-}
-
-// status is what the test reads of the scheduler's /status.json.
-type status struct {
-	Total struct {
-		Accepted int64 `json:"accepted"`
-		Queued   int64 `json:"queued"`
-		Inflight int64 `json:"inflight"`
-		Terminal struct {
-			Fetched    int64 `json:"fetched"`
-			Failed     int64 `json:"failed"`
-			Disallowed int64 `json:"disallowed"`
-			OutOfScope int64 `json:"out_of_scope"`
-			OverBudget int64 `json:"over_budget"`
-		} `json:"terminal"`
-	} `json:"total"`
-	Dispatch *struct {
-		FetchQueued uint64 `json:"fetch_queued"`
-		FetchBusy   uint64 `json:"fetch_busy"`
-		Parser      uint64 `json:"parser_backlog"`
-		Dedup       uint64 `json:"dedup_backlog"`
-		Frontier    uint64 `json:"frontier_backlog"`
-	} `json:"dispatch"`
-	Unavailable []json.RawMessage `json:"unavailable"`
-}
-
-func (st status) done() bool {
-	t := st.Total
-	term := t.Terminal.Fetched + t.Terminal.Failed + t.Terminal.Disallowed + t.Terminal.OutOfScope + t.Terminal.OverBudget
-	if t.Accepted == 0 || t.Queued != 0 || t.Inflight != 0 || term != t.Accepted || len(st.Unavailable) != 0 || st.Dispatch == nil {
-		return false
-	}
-	d := st.Dispatch
-	return d.FetchQueued == 0 && d.FetchBusy == 0 && d.Parser == 0 && d.Dedup == 0 && d.Frontier == 0
 }
 
 // waitStatus waits for the scheduler's status page, which answers once the images are
@@ -488,8 +435,8 @@ func (s *Stack) waitStatus(timeout time.Duration) {
 	start := time.Now()
 	s.eventually(timeout, "the scheduler's status page (images built, stack up)", func() (bool, string) {
 		s.upExited()
-		var cur status
-		err := getJSON(fmt.Sprintf("http://127.0.0.1:%d/status.json", s.statusPort), &cur)
+		var cur blackbox.Status
+		err := blackbox.GetJSON(fmt.Sprintf("http://127.0.0.1:%d/status.json", s.statusPort), &cur)
 		return err == nil, fmt.Sprint(err)
 	})
 	s.t.Logf("%s: stack up in %s", s.tool.Name, time.Since(start).Round(time.Second))
@@ -497,30 +444,14 @@ func (s *Stack) waitStatus(timeout time.Duration) {
 
 // waitDone waits until the status JSON says the crawl ended, twice in a row 5 s apart
 // (a page still in a stage shows in its backlog), and every expected page was requested.
-func (s *Stack) waitDone(timeout time.Duration) status {
+func (s *Stack) waitDone(timeout time.Duration) blackbox.Status {
 	s.t.Helper()
 	s.waitStatus(buildTimeout)
 	start := time.Now()
 	defer func() { s.t.Logf("crawl ended %s after the stack was up", time.Since(start).Round(time.Second)) }()
-	var st status
-	var doneSince time.Time
-	s.eventually(timeout, "the crawl to end (status.json: nothing queued, in flight or in a backlog)", func() (bool, string) {
-		var cur status
-		if err := getJSON(fmt.Sprintf("http://127.0.0.1:%d/status.json", s.statusPort), &cur); err != nil {
-			doneSince = time.Time{}
-			return false, err.Error()
-		}
-		b, _ := json.Marshal(cur)
-		if !cur.done() {
-			doneSince = time.Time{}
-			return false, string(b)
-		}
-		if doneSince.IsZero() || cur.Total != st.Total {
-			doneSince, st = time.Now(), cur
-			return false, "ended once: " + string(b)
-		}
-		return time.Since(doneSince) >= 5*time.Second, "ended: " + string(b)
-	})
+	var st blackbox.Status
+	s.eventually(timeout, "the crawl to end (status.json: nothing queued, in flight or in a backlog)",
+		blackbox.DoneTwice(fmt.Sprintf("http://127.0.0.1:%d/status.json", s.statusPort), &st))
 	return st
 }
 
@@ -541,53 +472,14 @@ func (s *Stack) waitRequests(n int) synthweb.Snapshot {
 
 func origin(host string) string { return "http://" + net.JoinHostPort(host, strconv.Itoa(webPort)) }
 
-// judge checks the crawl from the web's log: every expected page requested, nothing else,
-// no two requests in flight to one host, no gap below the delay; at most refetchBound
-// pages requested more than once, each at most 1+TRAWL_MAX_RETRIES times.
-func (s *Stack) judge(st status, refetchBound int) synthweb.Snapshot {
+// judge checks the crawl from the web's log (blackbox.Judge); at most refetchBound pages
+// may be requested more than once.
+func (s *Stack) judge(st blackbox.Status, refetchBound int) synthweb.Snapshot {
 	s.t.Helper()
 	snap, err := s.webLog()
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	exp := snap.Expected
-	var pages []synthweb.Request
-	for _, r := range snap.Requests {
-		if r.Path != "/robots.txt" {
-			pages = append(pages, r)
-		}
-	}
-	counts := synthweb.CountByURL(pages, origin)
-	refetched := 0
-	for u := range exp.Fetch {
-		switch c := counts[u]; {
-		case c == 0:
-			s.t.Errorf("never requested: %s", u)
-		case c > 1+maxRetries:
-			s.t.Errorf("requested %d times, beyond the duplicate bound 1+%d: %s", c, maxRetries, u)
-		case c > 1:
-			refetched++
-			s.t.Logf("requested %d times: %s", c, u)
-		}
-	}
-	for u, c := range counts {
-		if !exp.Fetch[u] {
-			s.t.Errorf("unexpected URL requested %d times: %s", c, u)
-		}
-	}
-	if refetched > refetchBound {
-		s.t.Errorf("%d pages requested more than once, want at most %d", refetched, refetchBound)
-	}
-	for _, v := range synthweb.Overlaps(snap.Requests) {
-		s.t.Errorf("two requests in flight to one host: %s", v)
-	}
-	for _, v := range synthweb.Gaps(snap.Requests, func(string) time.Duration { return minDelay }) {
-		s.t.Errorf("gap below TRAWL_MIN_DELAY=%s: %s", minDelay, v)
-	}
-	// A rendering browser's requests (exp.Browser) are the web's, not the frontier's.
-	if got, want := st.Total.Terminal.Fetched, int64(len(exp.Fetch)-len(exp.Browser)); got != want {
-		s.t.Errorf("status.json: %d URLs fetched, the web has %d pages", got, want)
-	}
-	s.t.Logf("%d pages, %d requests (robots.txt included), %d requested more than once", len(exp.Fetch), len(snap.Requests), refetched)
+	blackbox.Judge(s.t, snap, st, blackbox.Crawl{Origin: origin, MinDelay: minDelay, MaxRetries: maxRetries, RefetchBound: refetchBound})
 	return snap
 }

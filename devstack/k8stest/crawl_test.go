@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trawl/trawl/devstack/blackbox"
 	"github.com/trawl/trawl/devstack/synthweb"
 )
 
@@ -58,7 +59,7 @@ spec:
 	logURL = "http://" + net.JoinHostPort(ip, strconv.Itoa(logPort)) + "/log"
 	eventually(t, time.Minute, "the web's log through its service", func() (bool, string) {
 		var snap synthweb.Snapshot
-		err := getJSON(logURL, &snap)
+		err := blackbox.GetJSON(logURL, &snap)
 		return err == nil, fmt.Sprint(err)
 	})
 	return logURL
@@ -171,65 +172,13 @@ func uninstall(t *testing.T) {
 	kubectl(t, "delete", "pv", "trawl-test-nats", "trawl-test-redis", "--ignore-not-found", "--wait")
 }
 
-// status is what the test reads of the scheduler's /status.json.
-type status struct {
-	Total struct {
-		Accepted int64 `json:"accepted"`
-		Queued   int64 `json:"queued"`
-		Inflight int64 `json:"inflight"`
-		Terminal struct {
-			Fetched    int64 `json:"fetched"`
-			Failed     int64 `json:"failed"`
-			Disallowed int64 `json:"disallowed"`
-			OutOfScope int64 `json:"out_of_scope"`
-			OverBudget int64 `json:"over_budget"`
-		} `json:"terminal"`
-	} `json:"total"`
-	Dispatch *struct {
-		FetchQueued uint64 `json:"fetch_queued"`
-		FetchBusy   uint64 `json:"fetch_busy"`
-		Parser      uint64 `json:"parser_backlog"`
-		Dedup       uint64 `json:"dedup_backlog"`
-		Frontier    uint64 `json:"frontier_backlog"`
-	} `json:"dispatch"`
-	Unavailable []json.RawMessage `json:"unavailable"`
-}
-
-func (st status) done() bool {
-	t := st.Total
-	term := t.Terminal.Fetched + t.Terminal.Failed + t.Terminal.Disallowed + t.Terminal.OutOfScope + t.Terminal.OverBudget
-	if t.Accepted == 0 || t.Queued != 0 || t.Inflight != 0 || term != t.Accepted || len(st.Unavailable) != 0 || st.Dispatch == nil {
-		return false
-	}
-	d := st.Dispatch
-	return d.FetchQueued == 0 && d.FetchBusy == 0 && d.Parser == 0 && d.Dedup == 0 && d.Frontier == 0
-}
-
-// waitDone waits until the scheduler's status says the crawl ended, twice in a row 5 s
-// apart (a page still in a stage shows in its backlog).
-func waitDone(t *testing.T) status {
+// waitDone waits until the scheduler's status says the crawl ended (blackbox.DoneTwice).
+func waitDone(t *testing.T) blackbox.Status {
 	t.Helper()
 	url := "http://" + serviceAddr(t, namespace, release+"-scheduler", 9100) + "/status.json"
 	start := time.Now()
-	var st status
-	var doneSince time.Time
-	eventually(t, crawlTimeout, "the crawl to end (status.json: nothing queued, in flight or in a backlog)", func() (bool, string) {
-		var cur status
-		if err := getJSON(url, &cur); err != nil {
-			doneSince = time.Time{}
-			return false, err.Error()
-		}
-		b, _ := json.Marshal(cur)
-		if !cur.done() {
-			doneSince = time.Time{}
-			return false, string(b)
-		}
-		if doneSince.IsZero() || cur.Total != st.Total {
-			doneSince, st = time.Now(), cur
-			return false, "ended once: " + string(b)
-		}
-		return time.Since(doneSince) >= 5*time.Second, "ended: " + string(b)
-	})
+	var st blackbox.Status
+	eventually(t, crawlTimeout, "the crawl to end (status.json: nothing queued, in flight or in a backlog)", blackbox.DoneTwice(url, &st))
 	t.Logf("crawl ended in %s", time.Since(start).Round(time.Second))
 	return st
 }
@@ -240,7 +189,7 @@ func waitRequests(t *testing.T, logURL string, n int) synthweb.Snapshot {
 	var snap synthweb.Snapshot
 	eventually(t, 5*time.Minute, fmt.Sprintf("%d requests in the web's log", n), func() (bool, string) {
 		snap = synthweb.Snapshot{}
-		if err := getJSON(logURL, &snap); err != nil {
+		if err := blackbox.GetJSON(logURL, &snap); err != nil {
 			return false, err.Error()
 		}
 		return len(snap.Requests) >= n, fmt.Sprintf("%d requests", len(snap.Requests))
@@ -250,53 +199,15 @@ func waitRequests(t *testing.T, logURL string, n int) synthweb.Snapshot {
 
 func origin(host string) string { return "http://" + net.JoinHostPort(host, strconv.Itoa(webPort)) }
 
-// judge checks the crawl from the web's log: every expected page requested, nothing else,
-// no two requests in flight to one host, no gap below the delay; at most refetchBound
-// pages requested more than once, each at most 1+TRAWL_MAX_RETRIES times.
-func judge(t *testing.T, logURL string, delay time.Duration, st status, refetchBound int) synthweb.Snapshot {
+// judge checks the crawl from the web's log (blackbox.Judge); at most refetchBound pages
+// may be requested more than once.
+func judge(t *testing.T, logURL string, delay time.Duration, st blackbox.Status, refetchBound int) synthweb.Snapshot {
 	t.Helper()
 	var snap synthweb.Snapshot
-	if err := getJSON(logURL, &snap); err != nil {
+	if err := blackbox.GetJSON(logURL, &snap); err != nil {
 		t.Fatal(err)
 	}
-	exp := snap.Expected
-	var pages []synthweb.Request
-	for _, r := range snap.Requests {
-		if r.Path != "/robots.txt" {
-			pages = append(pages, r)
-		}
-	}
-	counts := synthweb.CountByURL(pages, origin)
-	refetched := 0
-	for u := range exp.Fetch {
-		switch c := counts[u]; {
-		case c == 0:
-			t.Errorf("never requested: %s", u)
-		case c > 1+maxRetries:
-			t.Errorf("requested %d times, beyond the duplicate bound 1+%d: %s", c, maxRetries, u)
-		case c > 1:
-			refetched++
-			t.Logf("requested %d times: %s", c, u)
-		}
-	}
-	for u, c := range counts {
-		if !exp.Fetch[u] {
-			t.Errorf("unexpected URL requested %d times: %s", c, u)
-		}
-	}
-	if refetched > refetchBound {
-		t.Errorf("%d pages requested more than once, want at most %d", refetched, refetchBound)
-	}
-	for _, v := range synthweb.Overlaps(snap.Requests) {
-		t.Errorf("two requests in flight to one host: %s", v)
-	}
-	for _, v := range synthweb.Gaps(snap.Requests, func(string) time.Duration { return delay }) {
-		t.Errorf("gap below TRAWL_MIN_DELAY=%s: %s", delay, v)
-	}
-	if got, want := st.Total.Terminal.Fetched, int64(len(exp.Fetch)-len(exp.Browser)); got != want {
-		t.Errorf("status.json: %d URLs fetched, the web has %d pages", got, want)
-	}
-	t.Logf("%d pages, %d requests (robots.txt included), %d requested more than once", len(exp.Fetch), len(snap.Requests), refetched)
+	blackbox.Judge(t, snap, st, blackbox.Crawl{Origin: origin, MinDelay: delay, MaxRetries: maxRetries, RefetchBound: refetchBound})
 	return snap
 }
 

@@ -8,11 +8,9 @@ package k8stest
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -233,21 +231,4 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() (b
 func serviceAddr(t *testing.T, ns, name string, port int) string {
 	ip := strings.TrimSpace(kubectl(t, "-n", ns, "get", "service", name, "-o", "jsonpath={.spec.clusterIP}"))
 	return net.JoinHostPort(ip, strconv.Itoa(port))
-}
-
-func getJSON(url string, v any) error {
-	c := &http.Client{Timeout: 10 * time.Second}
-	resp, err := c.Get(url)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s: %s", url, resp.Status, body)
-	}
-	return json.Unmarshal(body, v)
 }
