@@ -9,18 +9,16 @@ import (
 )
 
 // Fields are the live site policies' fields a process making requests reads: block, the
-// scope a URL is held to, what its requests carry, and under per-server politeness the
-// limits its claims on a server address apply (ServerLimits). A host's own politeness
-// limits and budget are the frontier's and the claim scripts', read from Redis. A process's
-// policy.Watcher holds only the rules that set one of these (policy.OnlyFields), so a crawl
-// whose rules are mostly per-host politeness leaves it a small set.
-func Fields(per politeness.Per) []policy.Field {
-	fs := append(policy.ScopeFields(), policy.FBlock,
-		policy.FUserAgent, policy.FHeaders, policy.FHeaderSecrets, policy.FCookies, policy.FCredentials)
-	if per == politeness.PerIP {
-		fs = append(fs, policy.FMinDelay, policy.FDelayFactor, policy.FCrawlDelay, policy.FConnections)
-	}
-	return fs
+// scope a URL is held to, what its requests carry, and the politeness limits its claims
+// apply: on a host (politeness.Claimer resolves a host's limits from these rules when its
+// stored ones are not current) and, under per-server politeness, on a server address
+// (ServerLimits). A host's budget is the frontier's. A process's policy.Watcher holds only
+// the rules that set one of these (policy.OnlyFields), whole, so each of them resolves as
+// in the whole set: a rule that sets none of them never decides one.
+func Fields() []policy.Field {
+	return append(policy.ScopeFields(), policy.FBlock,
+		policy.FUserAgent, policy.FHeaders, policy.FHeaderSecrets, policy.FCookies, policy.FCredentials,
+		policy.FMinDelay, policy.FDelayFactor, policy.FCrawlDelay, policy.FConnections)
 }
 
 // exactCrawlDelay is the cap that honours any Crawl-delay a robots.txt can state.

@@ -4,19 +4,23 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/trawl/trawl/shared/frontierkeys"
+	"github.com/trawl/trawl/shared/policy"
 	"github.com/trawl/trawl/shared/redisx"
 	"github.com/trawl/trawl/shared/topology"
 )
 
 var (
 	prelude       = redisx.Lua{FS: luaFS, Name: "lua/claimargs.lua"}
-	claimScript   = redisx.Script(PolicyNames, HostNames, prelude, Module, PolicyModule, redisx.Lua{FS: luaFS, Name: "lua/claim.lua"})
-	releaseScript = redisx.Script(PolicyNames, HostNames, prelude, Module, PolicyModule, redisx.Lua{FS: luaFS, Name: "lua/release.lua"})
+	claimLimits   = redisx.Lua{FS: luaFS, Name: "lua/claimlimits.lua"}
+	claimScript   = redisx.Script(PolicyNames, HostNames, prelude, Module, PolicyModule, claimLimits, redisx.Lua{FS: luaFS, Name: "lua/claim.lua"})
+	releaseScript = redisx.Script(PolicyNames, HostNames, prelude, Module, PolicyModule, claimLimits, redisx.Lua{FS: luaFS, Name: "lua/release.lua"})
 )
 
 // ClaimSlack is how much longer a claim lasts than the request it covers may run: the
@@ -45,17 +49,49 @@ func ClaimFor(ctx context.Context, timeout time.Duration) (window time.Duration,
 // tasks, so that the request still keeps the host's gap: the fetcher uses it to follow a
 // robots.txt redirect to another host. It works on the host's own shard keys, so it
 // agrees with the scheduler's leases and next fetch times, on the same (Redis) clock.
+//
+// A host's limits are the entry stored in its state while that is of the shard's
+// generation (an active host's, kept current by the scheduler); otherwise (a host never
+// active, or one whose rules changed since it was) the entry the Claimer resolves itself,
+// with Resolve, from the rules its process watches, so that a claim obeys a site rule
+// whether or not the host has URLs queued.
 type Claimer struct {
 	rdb    redis.UniversalClient
 	prefix string
 	shards int
 	rules  Rules
+	set    func() *policy.Set
+	// resolved is Resolve of the last set seen: resolved again (by one caller, under mu)
+	// when set gives another.
+	resolved atomic.Pointer[Resolved]
+	mu       sync.Mutex
 }
 
 // NewClaimer returns a Claimer for the frontier under prefix (TRAWL_REDIS_PREFIX) with
-// shards shards (TRAWL_SHARDS), applying rules.
-func NewClaimer(rdb redis.UniversalClient, prefix string, shards int, rules Rules) *Claimer {
-	return &Claimer{rdb: rdb, prefix: prefix, shards: max(shards, 1), rules: rules}
+// shards shards (TRAWL_SHARDS), applying rules and the live site policies set gives (a
+// policy.Watcher's Current, holding at least polite.Fields' politeness fields; nil: none).
+func NewClaimer(rdb redis.UniversalClient, prefix string, shards int, rules Rules, set func() *policy.Set) *Claimer {
+	if set == nil {
+		set = func() *policy.Set { return nil }
+	}
+	return &Claimer{rdb: rdb, prefix: prefix, shards: max(shards, 1), rules: rules, set: set}
+}
+
+// entry is host's entry under the rules the process watches ("": none). The rules are
+// resolved once per set the watcher loads, not per claim.
+func (c *Claimer) entry(host string) string {
+	s := c.set()
+	if r := c.resolved.Load(); r != nil && r.Set() == s {
+		return r.Entry(host)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r := c.resolved.Load()
+	if r == nil || r.Set() != s {
+		r = Resolve(s)
+		c.resolved.Store(r)
+	}
+	return r.Entry(host)
 }
 
 // Claim is the answer to a claim.
@@ -75,7 +111,7 @@ func (c *Claimer) keys(host string) []string {
 }
 
 func (c *Claimer) args(host string, extra ...any) []any {
-	return append(append(c.rules.Args(), host), extra...)
+	return append(append(c.rules.Args(), host, c.entry(host)), extra...)
 }
 
 // Claim reserves host for a request that ends within window. The host's next fetch time

@@ -12,6 +12,7 @@ import (
 
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/frontierkeys"
+	"github.com/trawl/trawl/shared/policy"
 )
 
 // TestRobotsRedirectHopIsItsOwnTask: robots.txt redirected on the same host is not
@@ -177,5 +178,42 @@ func TestRobotsRedirectToBusyHostWaits(t *testing.T) {
 				t.Errorf("redirect target saw %v, want one /rules.txt", got)
 			}
 		})
+	}
+}
+
+// TestRobotsRedirectToRuledHostKeepsItsRule: a robots.txt redirect to a host the
+// frontier has never held is spaced by that host's site rule (a 7s min delay here), which
+// the fetcher resolves from the rules it watches, not by the process-wide 1s.
+func TestRobotsRedirectToRuledHostKeepsItsRule(t *testing.T) {
+	const otherHost = "127.0.0.2"
+	keys := frontierkeys.ForShard("itest", 0)
+	ctx := context.Background()
+	st := newStack(t)
+	st.setRules(map[string]policy.Rule{"host:" + otherHost: {MinDelay: ptrTo(policy.Duration(7 * time.Second))}})
+	other := newSiteOn(t, otherHost, map[string]http.HandlerFunc{"/rules.txt": text("User-agent: trawl\nDisallow: /nope\n")})
+	s := newSite(t, map[string]http.HandlerFunc{
+		"/robots.txt": func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, other.URL+"/rules.txt", http.StatusFound)
+		},
+	})
+	st.start(st.config(nil), "a")
+	before, err := st.rdb.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk := task(s.URL + "/nope/1")
+	st.publishTask(tk)
+	if o := st.outcome(tk.Lease); o.Kind != crawlmsg.OutcomeRobots || !o.Requested || o.Status != http.StatusOK {
+		t.Fatalf("outcome %+v, want robots from the origin's request and the hop", o)
+	}
+	if got := other.requests(); !slices.Equal(got, []string{"/rules.txt"}) {
+		t.Fatalf("redirect target saw %v, want one /rules.txt", got)
+	}
+	next, err := st.rdb.HGet(ctx, keys.Host(otherHost), frontierkeys.HostNext).Int64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gap := time.UnixMilli(next).Sub(before); gap < 7*time.Second || gap > time.Minute {
+		t.Errorf("the redirect target's next fetch is %s after the hop, want its rule's 7s min delay", gap)
 	}
 }

@@ -96,7 +96,7 @@ func TestAnswerEndsWithinItsHostClaim(t *testing.T) {
 			dialer := &safedial.Dialer{Policy: safedial.NewPolicy(netip.MustParsePrefix("127.0.0.0/8")), Resolver: slowDNS{tc.lookup}}
 			a := answer.New(answer.Config{UserAgent: "trawl-test", RobotsAgent: "trawl", RequestTimeout: timeout, MaxBody: 1 << 20,
 				Requests: polite.New(polite.Settings{RobotsAgent: "trawl", RobotsMaxBytes: robots.DefaultMaxBytes}, nil)},
-				stores, politeness.NewClaimer(rdb, prefix, 1, rules), servers, dialer, nil, noMetrics{}, slog.New(slog.DiscardHandler))
+				stores, politeness.NewClaimer(rdb, prefix, 1, rules, nil), servers, dialer, nil, noMetrics{}, slog.New(slog.DiscardHandler))
 			t.Cleanup(a.Close)
 
 			res := a.Answer(ctx, answer.Request{URL: s.url("slow.test", "/page"), Method: http.MethodGet})

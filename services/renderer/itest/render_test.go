@@ -88,62 +88,87 @@ func TestRenderAnswersFromTrawl(t *testing.T) {
 }
 
 // Requests the browser makes to one host never overlap and keep the host's gap, even when
-// the page asks for them all at once.
+// the page asks for them all at once: the process-wide gap, or a site rule's for the host
+// (c.test is never in the frontier: the renderer resolves its rule from the rules it
+// watches).
 func TestRenderKeepsTheHostsGap(t *testing.T) {
-	st := newStack(t)
-	const gap = 300 * time.Millisecond
-	slow := func(w http.ResponseWriter, r *http.Request) {
-		time.Sleep(100 * time.Millisecond)
-		w.Header().Set("Content-Type", "text/javascript")
-		w.Write([]byte("window.n = (window.n || 0) + 1;"))
-	}
-	s := newSite(t, map[string]http.HandlerFunc{
-		"a.test/robots.txt": serve("text/plain", ""),
-		"c.test/robots.txt": serve("text/plain", ""),
-		"c.test/1.js":       slow, "c.test/2.js": slow, "c.test/3.js": slow,
-	})
-	st.start(st.config(map[string]string{"TRAWL_RESOLVE": resolve("a.test", "c.test"), "TRAWL_MIN_DELAY": gap.String(),
-		"TRAWL_RENDER_CACHE_TTL": "0"}))
-	shell := `<html><body>`
-	for _, n := range []string{"1", "2", "3"} {
-		shell += `<script async src="` + s.url("c.test", "/"+n+".js") + `"></script>`
-	}
-	lease := st.publishTask(s.url("a.test", "/"), shell+`</body></html>`)
-	p := st.page(lease)
-	if p.Meta.Rendered == nil || p.Meta.Rendered.Failed != "" {
-		t.Fatalf("page not rendered: %+v", p.Meta.Rendered)
-	}
-	var scripts []string
-	for _, e := range p.Meta.Rendered.Exchanges {
-		if strings.Contains(e.URL, "c.test") {
-			scripts = append(scripts, e.URL)
-		}
-	}
-	if len(scripts) != 3 {
-		t.Fatalf("exchanges with c.test: %v, want its three scripts", scripts)
-	}
-	var hits []hit
-	for _, h := range s.log() {
-		if h.host == "c.test" {
-			hits = append(hits, h)
-		}
-	}
-	slices.SortFunc(hits, func(a, b hit) int { return a.start.Compare(b.start) })
-	for i := 1; i < len(hits); i++ {
-		prev, cur := hits[i-1], hits[i]
-		if cur.start.Before(prev.end) {
-			t.Errorf("%s started at %s, before %s ended at %s: two requests in flight to one host",
-				cur.path, cur.start.Format("15:04:05.000"), prev.path, prev.end.Format("15:04:05.000"))
-		} else if d := cur.start.Sub(prev.end); d < gap {
-			t.Errorf("%s started %s after %s ended, below the host's gap of %s", cur.path, d, prev.path, gap)
-		}
-	}
-	var paths []string
-	for _, h := range hits {
-		paths = append(paths, h.path)
-	}
-	if len(hits) != 4 {
-		t.Errorf("c.test saw %v, want robots.txt once and the three scripts", paths)
+	for _, tt := range []struct {
+		name     string
+		minDelay time.Duration // TRAWL_MIN_DELAY
+		rule     time.Duration // host:c.test's min_delay (0: no rule)
+		gap      time.Duration // the gap c.test must keep
+	}{
+		{name: "the process-wide gap", minDelay: 300 * time.Millisecond, gap: 300 * time.Millisecond},
+		{name: "a site rule's gap on a host never in the frontier", minDelay: 50 * time.Millisecond,
+			rule: 900 * time.Millisecond, gap: 900 * time.Millisecond},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			st := newStack(t)
+			if tt.rule != 0 {
+				d := policy.Duration(tt.rule)
+				sc, err := policy.ParseScope("host:c.test")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, _, err := policy.NewStore(st.rdb(), "itest").Apply(testwait.Context(t),
+					[]policy.Change{{Rule: policy.Rule{Scope: sc, MinDelay: &d}}}, "test", 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			slow := func(w http.ResponseWriter, r *http.Request) {
+				time.Sleep(100 * time.Millisecond)
+				w.Header().Set("Content-Type", "text/javascript")
+				w.Write([]byte("window.n = (window.n || 0) + 1;"))
+			}
+			s := newSite(t, map[string]http.HandlerFunc{
+				"a.test/robots.txt": serve("text/plain", ""),
+				"c.test/robots.txt": serve("text/plain", ""),
+				"c.test/1.js":       slow, "c.test/2.js": slow, "c.test/3.js": slow,
+			})
+			st.start(st.config(map[string]string{"TRAWL_RESOLVE": resolve("a.test", "c.test"), "TRAWL_MIN_DELAY": tt.minDelay.String(),
+				"TRAWL_RENDER_CACHE_TTL": "0"}))
+			shell := `<html><body>`
+			for _, n := range []string{"1", "2", "3"} {
+				shell += `<script async src="` + s.url("c.test", "/"+n+".js") + `"></script>`
+			}
+			lease := st.publishTask(s.url("a.test", "/"), shell+`</body></html>`)
+			p := st.page(lease)
+			if p.Meta.Rendered == nil || p.Meta.Rendered.Failed != "" {
+				t.Fatalf("page not rendered: %+v", p.Meta.Rendered)
+			}
+			var scripts []string
+			for _, e := range p.Meta.Rendered.Exchanges {
+				if strings.Contains(e.URL, "c.test") {
+					scripts = append(scripts, e.URL)
+				}
+			}
+			if len(scripts) != 3 {
+				t.Fatalf("exchanges with c.test: %v, want its three scripts", scripts)
+			}
+			var hits []hit
+			for _, h := range s.log() {
+				if h.host == "c.test" {
+					hits = append(hits, h)
+				}
+			}
+			slices.SortFunc(hits, func(a, b hit) int { return a.start.Compare(b.start) })
+			for i := 1; i < len(hits); i++ {
+				prev, cur := hits[i-1], hits[i]
+				if cur.start.Before(prev.end) {
+					t.Errorf("%s started at %s, before %s ended at %s: two requests in flight to one host",
+						cur.path, cur.start.Format("15:04:05.000"), prev.path, prev.end.Format("15:04:05.000"))
+				} else if d := cur.start.Sub(prev.end); d < tt.gap {
+					t.Errorf("%s started %s after %s ended, below the host's gap of %s", cur.path, d, prev.path, tt.gap)
+				}
+			}
+			var paths []string
+			for _, h := range hits {
+				paths = append(paths, h.path)
+			}
+			if len(hits) != 4 {
+				t.Errorf("c.test saw %v, want robots.txt once and the three scripts", paths)
+			}
+		})
 	}
 }
 

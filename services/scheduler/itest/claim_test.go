@@ -19,7 +19,7 @@ func TestClaimKeepsTheHostsSchedule(t *testing.T) {
 	o := testOptions(0)
 	o.MinDelay, o.DelayFactor = 300*time.Millisecond, 0
 	f := frontier.New(rdb, o, nil)
-	c := politeness.NewClaimer(rdb, o.KeyPrefix, 1, o.Rules)
+	c := politeness.NewClaimer(rdb, o.KeyPrefix, 1, o.Rules, nil)
 	if _, err := f.AddBatches(ctx, []frontier.Batch{{URLs: urls(0, "http://a.example/1", "http://a.example/2")}}); err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func TestClaimOfAnUnknownHost(t *testing.T) {
 	ctx := testwait.Context(t)
 	o := testOptions(0)
 	o.MinDelay = 2 * time.Second
-	c := politeness.NewClaimer(rdb, o.KeyPrefix, 1, o.Rules)
+	c := politeness.NewClaimer(rdb, o.KeyPrefix, 1, o.Rules, nil)
 	cl, err := c.Claim(ctx, "new.example", 5*time.Second)
 	if err != nil || !cl.OK {
 		t.Fatalf("claim: %+v, %v", cl, err)

@@ -1055,7 +1055,7 @@ func TestPolicyConnectionsLoweredWithTasksOut(t *testing.T) {
 			o := testOptions(0)
 			o.MinDelay, o.DelayFactor = 0, 0
 			f := newTF(t, rdb, o)
-			claims := politeness.NewClaimer(rdb, o.KeyPrefix, 1, o.Rules)
+			claims := politeness.NewClaimer(rdb, o.KeyPrefix, 1, o.Rules, nil)
 			f.syncPolicy(rules(t, 1, hostRule("multi.example", policy.Rule{Connections: pint(tt.from), MinDelay: pdur(0)})))
 			var us []crawlmsg.Discovered
 			for i := range tt.from + 3 {

@@ -1,4 +1,4 @@
--- Claim. ARGV[7]: the window, ms. Reserves the host for one request made outside its
+-- Claim. ARGV[8]: the window, ms. Reserves the host for one request made outside its
 -- queue (a robots.txt redirect to another host) so that the request keeps the host's gap,
 -- as a task of the host would: it succeeds only when no task of the host is out (in any of
 -- its lease slots, when it has several connections) and the
@@ -8,13 +8,14 @@
 -- the window, never early.
 -- Returns {1, until}: claimed until that time (ms), which Release needs; or {0, wait}: the
 -- host is busy, try again in wait ms.
-local window = tonumber(ARGV[7])
+local window = tonumber(ARGV[8])
+local lim = claim_limits()
 local st = redis.call('HMGET', K_HOST, HF.NEXT, HF.CD, HF.RT, HF.SLOTS)
 local dl = slots_out(H, st[4])
 if dl then
   -- A task is out: its outcome sets the next time. Ask again after about one gap, and no
   -- later than the lease's deadline.
-  local w = gap(tonumber(st[2] or '0') or 0, tonumber(st[3] or '0') or 0, host_limits(H))
+  local w = gap(tonumber(st[2] or '0') or 0, tonumber(st[3] or '0') or 0, lim)
   if w < 1000 then w = 1000 end
   if NOW + w > tonumber(dl) then w = tonumber(dl) - NOW end
   if w < 1 then w = 1 end

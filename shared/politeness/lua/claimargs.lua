@@ -4,7 +4,9 @@
 -- KEYS: 1 inflight, 2 heap, 3 hosts, 4 host:<host>, 5 policy (the shard's generation;
 --       frontierkeys.Shard names them).
 -- ARGV: 1 min delay ms, 2 delay factor k, 3 max crawl-delay ms, 4 retry backoff ms,
---       5 max backoff ms, 6 host; script arguments start at ARGV[7].
+--       5 max backoff ms, 6 host, 7 the host's entry as the claimer resolved it from the
+--       rules it watches (frontierkeys.PolicyEntry; '': no rule); script arguments start
+--       at ARGV[8].
 if redis.replicate_commands then redis.replicate_commands() end
 local t = redis.call('TIME')
 -- The frontier's clock: the Redis server's, as in the scheduler's scripts.
@@ -12,7 +14,7 @@ local NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local MIND, KF, MAXCD = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local RETRYB, MAXBO = tonumber(ARGV[4]), tonumber(ARGV[5])
 local K_INFLIGHT, K_HEAP, K_HOSTS, K_HOST, K_POLICY = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local H = ARGV[6]
+local H, GO_ENTRY = ARGV[6], ARGV[7]
 -- The host's state key, as the policy module reads it (one host per call).
 local function hk() return K_HOST end
 local function n2s(x) return string.format('%.0f', x) end

@@ -105,7 +105,6 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Optio
 			TTL:      cfg.RobotsTTL,
 			ErrorTTL: cfg.RobotsErrorTTL,
 		}),
-		claims: politeness.NewClaimer(r.Redis, cfg.Common.RedisPrefix, cfg.Common.Shards, cfg.Politeness),
 		m:      m,
 		now:    time.Now,
 		bodies: r.Bodies,
@@ -121,11 +120,12 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Optio
 	// The rules as they are now; an error stops the fetcher rather than let it crawl
 	// against rules it cannot read.
 	if s.watcher, err = policy.NewWatcher(ctx, policy.NewStore(r.Redis, cfg.Common.RedisPrefix), cfg.Policy.Poll,
-		policy.OnlyFields(polite.Fields(cfg.Politeness.Per)...)); err != nil {
+		policy.OnlyFields(polite.Fields()...)); err != nil {
 		r.Close()
 		return nil, fmt.Errorf("fetcher: site policies: %w", err)
 	}
 	s.policies = s.watcher
+	s.claims = politeness.NewClaimer(r.Redis, cfg.Common.RedisPrefix, cfg.Common.Shards, cfg.Politeness, s.watcher.Current)
 	s.requests = polite.New(cfg.Polite(), func(f policy.Field) { s.m.policy.applied[f].Inc() })
 	s.m.policy.version = func() float64 { return float64(s.policies.Current().Version()) }
 	s.m.policy.stale = func() float64 { return s.watcher.Stale().Seconds() }

@@ -84,7 +84,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Service, er
 	// policyVerdict reads block and, through Admit, the scope fields; a request carries the
 	// request fields, and a server claim the address limits: the fields a fetcher reads.
 	watcher, err := policy.NewWatcher(ctx, policy.NewStore(r.Redis, cfg.Common.RedisPrefix), cfg.Policy.Poll,
-		policy.OnlyFields(polite.Fields(cfg.Politeness.Per)...))
+		policy.OnlyFields(polite.Fields()...))
 	if err != nil {
 		return fail(fmt.Errorf("renderer: %w", err))
 	}
@@ -113,7 +113,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Service, er
 		Requests: polite.New(cfg.Polite(), nil),
 	},
 		polite.NewRobotsStores(r.Redis, robotscache.StoreOptions{Prefix: cfg.Common.RedisPrefix, Agent: cfg.RobotsAgent, TTL: cfg.RobotsTTL, ErrorTTL: cfg.RobotsError}),
-		politeness.NewClaimer(r.Redis, cfg.Common.RedisPrefix, cfg.Common.Shards, cfg.Politeness),
+		politeness.NewClaimer(r.Redis, cfg.Common.RedisPrefix, cfg.Common.Shards, cfg.Politeness, watcher.Current),
 		servers, dialer, cache, m, log)
 	r.OnClose(ans.Close)
 	br, err := browser.Start(ctx, browser.Options{
