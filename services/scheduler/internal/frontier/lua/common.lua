@@ -137,11 +137,13 @@ end
 -- 256 entries "<now ms> <seed> <i>\n<entry>\n<entry>…", so a step costs one push per 256.
 local spooled = {}
 local function flush_stats()
-  for i = 1, #spooled, 256 do
-    redis.call('RPUSH', PFX .. 'skip-spool', n2s(NOW) .. ' ' .. SEED .. ' ' .. i .. '\n' ..
-      table.concat(spooled, '\n', i, math.min(i + 255, #spooled)))
+  if #spooled > 0 then
+    for i = 1, #spooled, 256 do
+      redis.call('RPUSH', PFX .. 'skip-spool', n2s(NOW) .. ' ' .. SEED .. ' ' .. i .. '\n' ..
+        table.concat(spooled, '\n', i, math.min(i + 255, #spooled)))
+    end
+    spooled = {}
   end
-  spooled = {}
   for f, n in pairs(ruleDelta) do
     if n ~= 0 then redis.call('HINCRBY', K_PSTATS, f, n) end
   end
