@@ -20,8 +20,9 @@ import (
 
 // Site rules refuse URLs at the frontier's admission: a host's page budget spent, a seed
 // a rule excludes. trawlctl report lists each refused URL in skipped-report.txt with its
-// reason and Heritrix's code, as it lists the robots-disallowed ones, and judged from the
-// web's own log, none of them was requested.
+// reason and Heritrix's code, as it lists the robots-disallowed ones — over budget both
+// the ones refused at admission and the ones still queued when the budget ran out — and
+// judged from the web's own log, none of them was requested.
 func TestSkippedReportRefusals(t *testing.T) {
 	t.Parallel()
 	const hostBudget = 4
@@ -66,10 +67,32 @@ func TestSkippedReportRefusals(t *testing.T) {
 	if n := len(pagesOf(reqs, hosts[1].Name)); n != hostBudget {
 		t.Errorf("host %s (host budget %d): %d pages requested", hosts[1].Name, hostBudget, n)
 	}
-	// URLs still queued when the budget ran out end counted, not listed: at least those
-	// found afterwards (the budget's last pages link to more) are.
-	if over == 0 || over > counts[crawlmsg.ReasonOverBudget] {
-		t.Errorf("%d over-budget URLs listed, %d counted: want 1 … the count", over, counts[crawlmsg.ReasonOverBudget])
+	// Every URL counted over budget is listed, the ones refused at admission and the ones
+	// still queued when the budget ran out alike.
+	if over == 0 || over != counts[crawlmsg.ReasonOverBudget] {
+		t.Errorf("%d over-budget URLs listed, %d counted: want every counted one listed", over, counts[crawlmsg.ReasonOverBudget])
+	}
+	// Judged from the web's log: each link of the budgeted host that a page it served
+	// names, and that the web never served, is listed (over budget, unless robots.txt or
+	// the depth limit refused it first).
+	served := map[string]bool{}
+	for _, q := range reqs {
+		served[pc.web.Origin(q.Host)+q.Path] = true
+	}
+	unlisted := map[string]bool{}
+	for _, d := range pc.web.Walk(env.MaxDepth) {
+		if !served[d.URL] || !strings.HasPrefix(d.URL, hosts[1].Origin+"/") {
+			continue
+		}
+		for _, u := range d.Links {
+			if !strings.HasPrefix(u, hosts[1].Origin+"/") || served[u] {
+				continue
+			}
+			if _, ok := listed[u]; !ok && !unlisted[u] {
+				unlisted[u] = true
+				t.Errorf("%s, linked from served %s of the budgeted host and never requested, is not listed", u, d.URL)
+			}
+		}
 	}
 	t.Logf("listed: %d URLs, %d over budget; counted %v", len(listed), over, counts)
 }

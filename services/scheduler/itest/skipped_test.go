@@ -3,7 +3,9 @@ package itest
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -223,5 +225,58 @@ func TestExcludedByRecheckLogged(t *testing.T) {
 	})
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("skip log %v, want %v", got, want)
+	}
+}
+
+// URLs already queued when their host's page budget runs out are dropped by the dispatch
+// script, not refused at admission: each one of them is listed on the skip log as
+// over-budget too, as many as the frontier counts, and the fetched ones are not.
+func TestQueuedOverBudgetURLsLogged(t *testing.T) {
+	const budget, queued = 2, 10
+	s := startStack(t, redisproc.Options{}, map[string]string{"TRAWL_MAX_PAGES_PER_HOST": strconv.Itoa(budget)})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var mu sync.Mutex
+	done := map[string]bool{}
+	s.runFetcher(ctx, func(tk crawlmsg.FetchTask) crawlmsg.Outcome {
+		mu.Lock()
+		done[tk.URL] = true
+		mu.Unlock()
+		return fetched200(tk)
+	})
+	// One batch: every URL is admitted (the budget is not spent yet) and waits in the
+	// host's queue.
+	var batch crawlmsg.FrontierBatch
+	for i := range queued {
+		batch.URLs = append(batch.URLs, crawlmsg.Discovered{URL: fmt.Sprintf("http://h.example/%d", i)})
+	}
+	s.publish(topology.FrontierSubject(0), &batch)
+	testwait.Eventually(t, 30*time.Second, "frontier drained", func() bool {
+		st := s.stats()
+		return st.Accepted == queued && st.Terminal() == st.Accepted && st.Inflight == 0
+	})
+	if st := s.stats(); st.Fetched != budget || st.OverBudget != queued-budget {
+		t.Fatalf("fetched %d and over budget %d, want %d and %d", st.Fetched, st.OverBudget, budget, queued-budget)
+	}
+	want := map[string]string{}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, d := range batch.URLs {
+		if !done[d.URL] {
+			want[d.URL] = crawlmsg.ReasonOverBudget
+		}
+	}
+	var got map[string]string
+	testwait.Eventually(t, 10*time.Second, "every over-budget URL on "+topology.StreamSkipped, func() bool {
+		got = readSkipLog(t, s.js, true)
+		return len(got) >= len(want)
+	})
+	for u, r := range want {
+		if got[u] != r {
+			t.Errorf("%s logged as %q, want %q", u, got[u], r)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("skip log %v, want only %v", got, want)
 	}
 }

@@ -317,8 +317,8 @@ func (b *Builder) codeReport() string {
 // failure that had one, else Heritrix's status code for the reason (HeritrixCode). The
 // skip log lists every URL a scheduler ended so, once each; the error log adds the
 // failures it does not hold (those of a reaped lease, the queued URLs of a retired host's
-// last failure) and its detail where the skip log has none. Over-budget URLs dropped from
-// a queue when their host's budget ran out are counted, not listed.
+// last failure) and its detail where the skip log has none; over-budget URLs dropped from
+// a queue when their budget ran out are on the skip log too (the scheduler's skip spool).
 func (b *Builder) skippedReport() string {
 	var w strings.Builder
 	w.WriteString("[#urls] [reason]\n")

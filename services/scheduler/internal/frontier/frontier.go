@@ -937,3 +937,68 @@ func (f *Frontier) DropFailedRecrawls(ctx context.Context, raws []string) error 
 	}
 	return nil
 }
+
+// SpooledSkips is one item of the shard's skip spool (frontierkeys.Shard.SkipSpool): queued
+// URLs one step dropped over budget, waiting to be listed on the skip log.
+type SpooledSkips struct {
+	// Raw is the spool item, which DropSpooledSkips takes; it is unique (the step's time
+	// and random seed), so it names the item's skip log entry across redeliveries.
+	Raw     string
+	At      time.Time
+	Entries []Entry
+}
+
+// SpooledSkips returns up to n of the oldest items of the skip spool. Items that do not
+// parse come back in bad (their Raw), so the caller can drop them.
+func (f *Frontier) SpooledSkips(ctx context.Context, n int) (items []SpooledSkips, bad []string, err error) {
+	raws, err := f.rdb.LRange(ctx, f.k.SkipSpool(), 0, int64(n)-1).Result()
+	if err != nil {
+		return nil, nil, fmt.Errorf("frontier: shard %d: read skip spool: %w", f.o.Shard, err)
+	}
+	for _, raw := range raws {
+		it, ok := parseSpooled(raw)
+		if !ok {
+			bad = append(bad, raw)
+			continue
+		}
+		items = append(items, it)
+	}
+	return items, bad, nil
+}
+
+func parseSpooled(raw string) (SpooledSkips, bool) {
+	head, body, ok := strings.Cut(raw, "\n")
+	ms, _, _ := strings.Cut(head, " ")
+	at, err := strconv.ParseInt(ms, 10, 64)
+	if !ok || err != nil {
+		return SpooledSkips{}, false
+	}
+	it := SpooledSkips{Raw: raw, At: time.UnixMilli(at)}
+	for line := range strings.SplitSeq(body, "\n") {
+		e, err := frontierkeys.ParseEntry(line)
+		if err != nil {
+			return SpooledSkips{}, false
+		}
+		it.Entries = append(it.Entries, e)
+	}
+	return it, true
+}
+
+// DropSpooledSkips removes skip spool items (SpooledSkips.Raw) once they are listed. Each
+// goes by value, so several processes draining one shard remove only what they listed,
+// and one already removed is no error.
+func (f *Frontier) DropSpooledSkips(ctx context.Context, raws []string) error {
+	if len(raws) == 0 {
+		return nil
+	}
+	_, err := f.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, r := range raws {
+			p.LRem(ctx, f.k.SkipSpool(), 1, r)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("frontier: shard %d: drop skip spool items: %w", f.o.Shard, err)
+	}
+	return nil
+}

@@ -154,3 +154,36 @@ func TestNewLayoutAndDefaults(t *testing.T) {
 		t.Fatalf("defaults %+v differ from the settings' own", d)
 	}
 }
+
+// A skip spool item is "<ms> <seed> <i>" and its entries, one a line, as the scripts'
+// flush_stats writes it; anything else is reported bad so the drain can drop it.
+func TestParseSpooled(t *testing.T) {
+	for _, tc := range []struct {
+		name, raw string
+		urls      []string
+	}{
+		{"one", "1700000000000 42 1\n0 0 0 http://a.example/", []string{"http://a.example/"}},
+		{"several with ext", "1700000000000 42 257\n1 1 0 http://a.example/x eyJrIjoxfQ\n2 0 1 http://b.example/", []string{"http://a.example/x", "http://b.example/"}},
+		{"no entries", "1700000000000 42 1", nil},
+		{"bad time", "x 42 1\n0 0 0 http://a.example/", nil},
+		{"bad entry", "1700000000000 42 1\n0 0 http://a.example/", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			it, ok := parseSpooled(tc.raw)
+			if ok != (tc.urls != nil) {
+				t.Fatalf("parsed %v, want %v", ok, tc.urls != nil)
+			}
+			if !ok {
+				return
+			}
+			if it.At.UnixMilli() != 1700000000000 || it.Raw != tc.raw || len(it.Entries) != len(tc.urls) {
+				t.Fatalf("parsed %+v", it)
+			}
+			for i, u := range tc.urls {
+				if it.Entries[i].URL != u {
+					t.Errorf("entry %d: %q, want %q", i, it.Entries[i].URL, u)
+				}
+			}
+		})
+	}
+}

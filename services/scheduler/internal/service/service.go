@@ -301,6 +301,7 @@ func (s *shard) goLoops(r *runner.Runner) {
 	r.Go(fmt.Sprintf("shard %d reaper", s.id), func(ctx context.Context) error { s.every(ctx, reapEvery, s.reap); return nil })
 	r.Go(fmt.Sprintf("shard %d marker trim", s.id), func(ctx context.Context) error { s.every(ctx, trimEvery, s.trimMarkers); return nil })
 	r.Go(fmt.Sprintf("shard %d stats", s.id), func(ctx context.Context) error { s.every(ctx, statsEvery, s.refreshStats); return nil })
+	r.Go(fmt.Sprintf("shard %d skip spool", s.id), func(ctx context.Context) error { s.spoolLoop(ctx); return nil })
 	if s.dueC != nil {
 		r.Go(fmt.Sprintf("shard %d recrawl intake", s.id), func(ctx context.Context) error { s.dueLoop(ctx); return nil })
 		r.Go(fmt.Sprintf("shard %d failed recrawls", s.id), func(ctx context.Context) error { s.rescheduleLoop(ctx); return nil })

@@ -2,7 +2,10 @@ package service
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -12,6 +15,7 @@ import (
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/natsx"
 	"github.com/trawl/trawl/shared/topology"
+	"github.com/trawl/trawl/shared/urlnorm"
 )
 
 // skipPublishTimeout bounds the skip log's publish of one pulled set of outcomes.
@@ -197,4 +201,98 @@ func (s *shard) logExcluded(ctx context.Context, rs []frontier.Refused) {
 		s.m.skipsLost.WithLabelValues(s.label).Add(float64(len(rs)))
 		s.log.Error("skip log: publish failed; the excluded URLs stay counted but unlisted", "urls", len(rs), "err", err)
 	}
+}
+
+// The skip spool's drain (spoolLoop): items listed per pass (each up to 256 URLs and one
+// skip log entry), how often the spool is read without a full pass, and after how many
+// failed publishes in a row the items at its head are dropped unlisted.
+const (
+	spoolBatch    = 16
+	spoolEvery    = time.Second
+	spoolAttempts = 5
+)
+
+// spoolLoop lists on the skip log the queued URLs the frontier's scripts dropped over
+// budget (frontier.SpooledSkips), which the step that dropped them moved to the shard's
+// skip spool. An item leaves the spool only once its entry is acknowledged, under an id
+// derived from the item, so a scheduler killed in between publishes the same entry again
+// and the duplicate window drops it. A publish that fails spoolAttempts passes in a row
+// drops the items it held, logged and counted, so the spool never waits on the log for
+// ever; a failed read is logged and tried again at the next tick (the items wait in Redis,
+// which holds no more of them than the queues they left did).
+func (s *shard) spoolLoop(ctx context.Context) {
+	t := time.NewTicker(spoolEvery)
+	defer t.Stop()
+	failures := 0
+	for ctx.Err() == nil {
+		n, err := s.listSpooled(ctx, failures+1 >= spoolAttempts)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			failures++
+			s.log.Warn("skip log: over-budget URLs not listed yet; they wait in Redis and are tried again",
+				"err", err, "consecutive", failures, "of", spoolAttempts)
+			if failures >= spoolAttempts {
+				failures = 0
+			}
+		case err == nil:
+			failures = 0
+		}
+		if err == nil && n >= spoolBatch {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// listSpooled publishes up to spoolBatch skip spool items, one skip log entry each, and
+// removes them once acknowledged; it returns how many items it took. With last, a failed
+// publish drops the items anyway (logged and counted as skips left unlisted).
+func (s *shard) listSpooled(ctx context.Context, last bool) (int, error) {
+	items, bad, err := s.f.SpooledSkips(ctx, spoolBatch)
+	if err != nil {
+		return 0, err
+	}
+	for _, raw := range bad {
+		s.log.Error("skip log: dropping a malformed skip spool item", "item", raw)
+	}
+	drop := bad
+	pub := make([]*nats.Msg, 0, len(items))
+	urls := 0
+	for _, it := range items {
+		b := &crawlmsg.SkippedBatch{URLs: make([]crawlmsg.SkippedURL, 0, len(it.Entries))}
+		for _, e := range it.Entries {
+			b.URLs = append(b.URLs, crawlmsg.SkippedURL{URL: e.URL, Host: urlnorm.HostOf(e.URL), Reason: crawlmsg.ReasonOverBudget, At: it.At.UnixMilli()})
+		}
+		data, err := crawlmsg.Marshal(b)
+		if err != nil {
+			s.log.Error("skip log: dropping a skip spool item that cannot be encoded", "urls", len(b.URLs), "err", err)
+			drop = append(drop, it.Raw)
+			continue
+		}
+		sum := sha256.Sum256([]byte(it.Raw))
+		id := topology.SkippedID("spool:" + strconv.Itoa(s.id) + ":" + hex.EncodeToString(sum[:16]))
+		pub = append(pub, natsx.NewMsg(topology.SkippedSubject(s.id), id, data))
+		drop = append(drop, it.Raw)
+		urls += len(b.URLs)
+	}
+	if len(pub) > 0 {
+		pctx, cancel := context.WithTimeout(ctx, skipPublishTimeout)
+		defer cancel()
+		if err := natsx.PublishBatch(pctx, s.js, pub); err != nil {
+			if !last {
+				return 0, fmt.Errorf("publish %d over-budget URLs: %w", urls, err)
+			}
+			s.m.skipsLost.WithLabelValues(s.label).Add(float64(urls))
+			s.log.Error("skip log: publish failed at every attempt; the over-budget URLs stay counted but unlisted",
+				"urls", urls, "attempts", spoolAttempts, "err", err)
+		}
+	}
+	if err := s.f.DropSpooledSkips(ctx, drop); err != nil {
+		return 0, err
+	}
+	return len(items) + len(bad), nil
 }

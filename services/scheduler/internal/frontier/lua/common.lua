@@ -131,7 +131,19 @@ end
 local function rules_bump(scopes, counter, n)
   for _, sc in ipairs(scopes) do rule_bump(sc, counter, n) end
 end
+-- Queued URLs a step drops over budget (the router's, a spent host's or domain's back
+-- queue) are moved to the shard's skip spool (frontierkeys.Shard.SkipSpool), where Go lists
+-- them on the skip log: gathered here and pushed with the counters, as items of at most
+-- 256 entries "<now ms> <seed> <i>\n<entry>\n<entry>…", so a step costs one push per 256.
+local spooled = {}
 local function flush_stats()
+  if #spooled > 0 then
+    for i = 1, #spooled, 256 do
+      redis.call('RPUSH', PFX .. 'skip-spool', n2s(NOW) .. ' ' .. SEED .. ' ' .. i .. '\n' ..
+        table.concat(spooled, '\n', i, math.min(i + 255, #spooled)))
+    end
+    spooled = {}
+  end
   for f, n in pairs(ruleDelta) do
     if n ~= 0 then redis.call('HINCRBY', K_PSTATS, f, n) end
   end
@@ -168,6 +180,17 @@ local function pages_used()
     pages_base = tonumber(redis.call('HGET', K_STATS, 'pages') or '0')
   end
   return pages_base + delta['pages']
+end
+
+-- spool_queue drops host h's back queue over budget, e (already popped) first, into the
+-- skip spool; it returns how many entries the queue held besides e.
+local function spool_queue(h, e)
+  if e then spooled[#spooled + 1] = e end
+  local rest = redis.call('LRANGE', bq(h), 0, -1)
+  if #rest == 0 then return 0 end
+  redis.call('DEL', bq(h))
+  for _, x in ipairs(rest) do spooled[#spooled + 1] = x end
+  return #rest
 end
 
 -- Variadic commands in chunks: unpack has a small stack limit. Chunks are even so that

@@ -78,9 +78,9 @@ for i, h in ipairs(hs) do
         end
       end
       if over then
-        -- The host's whole queue is over budget: drop it and free the back queue.
-        local rest = redis.call('LLEN', bq(h))
-        if rest > 0 then redis.call('DEL', bq(h)) end
+        -- The host's whole queue is over budget: spool it for the skip log and free the
+        -- back queue.
+        local rest = spool_queue(h, e)
         bump('queued', -(rest + 1))
         bump('over_budget', rest + 1)
         freed[#freed + 1] = h

@@ -2,7 +2,8 @@
 -- found beyond their domain's budget (a counter no shard's script can see: budget.go).
 -- Each task whose token still holds its host ends as over budget instead of being sent:
 -- its page charge is refunded, the rest of its host's queue ends over budget with it (the
--- domain is spent), and its back queue is freed. Returns the number settled.
+-- domain is spent; both go to the skip spool), and its back queue is freed. Returns the
+-- number settled.
 local freed = {}
 local n = 0
 for j = A, #ARGV - 1, 2 do
@@ -17,8 +18,7 @@ for j = A, #ARGV - 1, 2 do
     redis.call('ZREM', K_INFLIGHT, sid)
     bump('pages', -1)
     if charge_host(h) then redis.call('HINCRBY', hk(h), HF.PAGES, -1) end
-    local rest = redis.call('LLEN', bq(h))
-    if rest > 0 then redis.call('DEL', bq(h)) end
+    local rest = spool_queue(h, string.sub(v, sp + 1))
     bump('queued', -rest)
     bump('over_budget', rest + 1)
     redis.call('ZREM', K_HEAP, h)

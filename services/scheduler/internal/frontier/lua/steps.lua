@@ -237,6 +237,7 @@ local function route()
       elseif state == 'over' then
         bump('queued', -1)
         bump('over_budget', 1)
+        spooled[#spooled + 1] = e
       elseif state == 'retired' then
         bump('queued', -1)
         bump('failed', 1)
