@@ -118,7 +118,7 @@ func TestClaimsFollowRulesOnInactiveHosts(t *testing.T) {
 	// The frontier's side: moved.test was active under rules since changed (its entry is
 	// of another generation than the shard's); current.test is active, its entry current
 	// (a 1s min delay the scheduler wrote, which the claim takes over the watcher's rules).
-	k := frontierkeys.ForShard(prefix, 0)
+	k := frontierkeys.ForShard(prefix, 0, 1)
 	entry := func(d time.Duration) string {
 		return frontierkeys.PolicyEntry{Limits: frontierkeys.HostLimits{MinDelay: &d}}.Encode()
 	}

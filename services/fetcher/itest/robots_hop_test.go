@@ -186,7 +186,7 @@ func TestRobotsRedirectToBusyHostWaits(t *testing.T) {
 // the fetcher resolves from the rules it watches, not by the process-wide 1s.
 func TestRobotsRedirectToRuledHostKeepsItsRule(t *testing.T) {
 	const otherHost = "127.0.0.2"
-	keys := frontierkeys.ForShard("itest", 0)
+	keys := frontierkeys.ForShard("itest", 0, 1)
 	ctx := context.Background()
 	st := newStack(t)
 	st.setRules(map[string]policy.Rule{"host:" + otherHost: {MinDelay: ptrTo(policy.Duration(7 * time.Second))}})
