@@ -149,11 +149,12 @@ func (s Shard) Applied() string { return s.ks.Key("applied") }
 // schedules (adaptive recrawl only).
 func (s Shard) RecrawlOutbox() string { return s.ks.Key("recrawl-outbox") }
 
-// SkipSpool is the list of queued URLs the frontier's scripts dropped over budget (a
-// host's, a domain's or the crawl's page budget spent while they waited), each item
-// "<unix ms> <seed> <i>\n<entry>\n<entry>…" (at most 256 entries, Entry), which the
-// scheduler lists on the skip log and then removes. Its URLs are counted over budget
-// already; it holds at most what the queues it came from held.
+// SkipSpool is the list of queued URLs the frontier's scripts ended without a request:
+// over budget (a host's, a domain's or the crawl's page budget spent while they waited)
+// or failed with their retired host, each item "<unix ms> <seed> <i>[ retired]\n<entry>
+// \n<entry>…" (at most 256 entries, Entry), which the scheduler lists on the skip log and
+// then removes. Its URLs are counted already; it holds at most what the queues it came
+// from held.
 func (s Shard) SkipSpool() string { return s.ks.Key("skip-spool") }
 
 // Policy is the hash holding the generation of the live site policies in force on the

@@ -280,3 +280,54 @@ func TestQueuedOverBudgetURLsLogged(t *testing.T) {
 		t.Errorf("skip log %v, want only %v", got, want)
 	}
 }
+
+// A host retired while URLs wait in its queue ends them failed without a request; each is
+// listed on the skip log as failed(retired), beside the URL whose failure retired it.
+func TestRetiredHostsQueueLogged(t *testing.T) {
+	const queued = 10
+	s := startStack(t, redisproc.Options{}, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var mu sync.Mutex
+	var asked []string
+	s.runFetcher(ctx, func(tk crawlmsg.FetchTask) crawlmsg.Outcome {
+		mu.Lock()
+		asked = append(asked, tk.URL)
+		mu.Unlock()
+		return failNoSuchHost(tk) // retires the host at once
+	})
+	var batch crawlmsg.FrontierBatch
+	for i := range queued {
+		batch.URLs = append(batch.URLs, crawlmsg.Discovered{URL: fmt.Sprintf("http://gone.example/%d", i)})
+	}
+	s.publish(topology.FrontierSubject(0), &batch)
+	testwait.Eventually(t, 30*time.Second, "frontier drained", func() bool {
+		st := s.stats()
+		return st.Accepted == queued && st.Terminal() == st.Accepted && st.Inflight == 0
+	})
+	if st := s.stats(); st.Failed != queued {
+		t.Fatalf("%d URLs failed, want all %d", st.Failed, queued)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := map[string]string{}
+	for _, d := range batch.URLs {
+		want[d.URL] = crawlmsg.ReasonRetired
+	}
+	for _, u := range asked {
+		want[u] = crawlmsg.FailedReason(crawlmsg.OutcomeError)
+	}
+	var got map[string]string
+	testwait.Eventually(t, 10*time.Second, "every failed URL on "+topology.StreamSkipped, func() bool {
+		got = readSkipLog(t, s.js, true)
+		return len(got) >= len(want)
+	})
+	for u, r := range want {
+		if got[u] != r {
+			t.Errorf("%s logged as %q, want %q", u, got[u], r)
+		}
+	}
+	if len(asked) != 1 {
+		t.Errorf("%d requests, want the one that retired the host: %v", len(asked), asked)
+	}
+}

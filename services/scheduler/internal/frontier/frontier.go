@@ -939,14 +939,20 @@ func (f *Frontier) DropFailedRecrawls(ctx context.Context, raws []string) error 
 }
 
 // SpooledSkips is one item of the shard's skip spool (frontierkeys.Shard.SkipSpool): queued
-// URLs one step dropped over budget, waiting to be listed on the skip log.
+// URLs one step ended without a request (over budget, or failed with their retired host),
+// waiting to be listed on the skip log.
 type SpooledSkips struct {
 	// Raw is the spool item, which DropSpooledSkips takes; it is unique (the step's time
 	// and random seed), so it names the item's skip log entry across redeliveries.
 	Raw     string
 	At      time.Time
+	Reason  string // crawlmsg.ReasonOverBudget or crawlmsg.ReasonRetired
 	Entries []Entry
 }
+
+// spoolReasons maps the word after an item's "<ms> <seed> <i>" (common.lua's spool) to
+// the skip log's reason; none is over budget.
+var spoolReasons = map[string]string{"": crawlmsg.ReasonOverBudget, "retired": crawlmsg.ReasonRetired}
 
 // SpooledSkips returns up to n of the oldest items of the skip spool. Items that do not
 // parse come back in bad (their Raw), so the caller can drop them.
@@ -968,12 +974,20 @@ func (f *Frontier) SpooledSkips(ctx context.Context, n int) (items []SpooledSkip
 
 func parseSpooled(raw string) (SpooledSkips, bool) {
 	head, body, ok := strings.Cut(raw, "\n")
-	ms, _, _ := strings.Cut(head, " ")
-	at, err := strconv.ParseInt(ms, 10, 64)
-	if !ok || err != nil {
+	f := strings.Fields(head)
+	if !ok || len(f) < 3 || len(f) > 4 {
 		return SpooledSkips{}, false
 	}
-	it := SpooledSkips{Raw: raw, At: time.UnixMilli(at)}
+	at, err := strconv.ParseInt(f[0], 10, 64)
+	why := ""
+	if len(f) == 4 {
+		why = f[3]
+	}
+	reason, known := spoolReasons[why]
+	if err != nil || !known {
+		return SpooledSkips{}, false
+	}
+	it := SpooledSkips{Raw: raw, At: time.UnixMilli(at), Reason: reason}
 	for line := range strings.SplitSeq(body, "\n") {
 		e, err := frontierkeys.ParseEntry(line)
 		if err != nil {

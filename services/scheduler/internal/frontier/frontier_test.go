@@ -161,12 +161,15 @@ func TestParseSpooled(t *testing.T) {
 	for _, tc := range []struct {
 		name, raw string
 		urls      []string
+		reason    string
 	}{
-		{"one", "1700000000000 42 1\n0 0 0 http://a.example/", []string{"http://a.example/"}},
-		{"several with ext", "1700000000000 42 257\n1 1 0 http://a.example/x eyJrIjoxfQ\n2 0 1 http://b.example/", []string{"http://a.example/x", "http://b.example/"}},
-		{"no entries", "1700000000000 42 1", nil},
-		{"bad time", "x 42 1\n0 0 0 http://a.example/", nil},
-		{"bad entry", "1700000000000 42 1\n0 0 http://a.example/", nil},
+		{"one", "1700000000000 42 1\n0 0 0 http://a.example/", []string{"http://a.example/"}, crawlmsg.ReasonOverBudget},
+		{"several with ext", "1700000000000 42 257\n1 1 0 http://a.example/x eyJrIjoxfQ\n2 0 1 http://b.example/", []string{"http://a.example/x", "http://b.example/"}, crawlmsg.ReasonOverBudget},
+		{"a retired host's queue", "1700000000000 42 1 retired\n0 0 0 http://a.example/", []string{"http://a.example/"}, crawlmsg.ReasonRetired},
+		{"no entries", "1700000000000 42 1", nil, ""},
+		{"bad time", "x 42 1\n0 0 0 http://a.example/", nil, ""},
+		{"bad entry", "1700000000000 42 1\n0 0 http://a.example/", nil, ""},
+		{"unknown reason", "1700000000000 42 1 gone\n0 0 0 http://a.example/", nil, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			it, ok := parseSpooled(tc.raw)
@@ -176,7 +179,7 @@ func TestParseSpooled(t *testing.T) {
 			if !ok {
 				return
 			}
-			if it.At.UnixMilli() != 1700000000000 || it.Raw != tc.raw || len(it.Entries) != len(tc.urls) {
+			if it.At.UnixMilli() != 1700000000000 || it.Raw != tc.raw || len(it.Entries) != len(tc.urls) || it.Reason != tc.reason {
 				t.Fatalf("parsed %+v", it)
 			}
 			for i, u := range tc.urls {

@@ -229,7 +229,7 @@ func (s *shard) spoolLoop(ctx context.Context) {
 		switch {
 		case err != nil && ctx.Err() == nil:
 			failures++
-			s.log.Warn("skip log: over-budget URLs not listed yet; they wait in Redis and are tried again",
+			s.log.Warn("skip log: spooled URLs not listed yet; they wait in Redis and are tried again",
 				"err", err, "consecutive", failures, "of", spoolAttempts)
 			if failures >= spoolAttempts {
 				failures = 0
@@ -265,7 +265,7 @@ func (s *shard) listSpooled(ctx context.Context, last bool) (int, error) {
 	for _, it := range items {
 		b := &crawlmsg.SkippedBatch{URLs: make([]crawlmsg.SkippedURL, 0, len(it.Entries))}
 		for _, e := range it.Entries {
-			b.URLs = append(b.URLs, crawlmsg.SkippedURL{URL: e.URL, Host: urlnorm.HostOf(e.URL), Reason: crawlmsg.ReasonOverBudget, At: it.At.UnixMilli()})
+			b.URLs = append(b.URLs, crawlmsg.SkippedURL{URL: e.URL, Host: urlnorm.HostOf(e.URL), Reason: it.Reason, At: it.At.UnixMilli()})
 		}
 		data, err := crawlmsg.Marshal(b)
 		if err != nil {
@@ -284,10 +284,10 @@ func (s *shard) listSpooled(ctx context.Context, last bool) (int, error) {
 		defer cancel()
 		if err := natsx.PublishBatch(pctx, s.js, pub); err != nil {
 			if !last {
-				return 0, fmt.Errorf("publish %d over-budget URLs: %w", urls, err)
+				return 0, fmt.Errorf("publish %d spooled skipped URLs: %w", urls, err)
 			}
 			s.m.skipsLost.WithLabelValues(s.label).Add(float64(urls))
-			s.log.Error("skip log: publish failed at every attempt; the over-budget URLs stay counted but unlisted",
+			s.log.Error("skip log: publish failed at every attempt; the spooled URLs stay counted but unlisted",
 				"urls", urls, "attempts", spoolAttempts, "err", err)
 		}
 	}

@@ -131,19 +131,29 @@ end
 local function rules_bump(scopes, counter, n)
   for _, sc in ipairs(scopes) do rule_bump(sc, counter, n) end
 end
--- Queued URLs a step drops over budget (the router's, a spent host's or domain's back
--- queue) are moved to the shard's skip spool (frontierkeys.Shard.SkipSpool), where Go lists
--- them on the skip log: gathered here and pushed with the counters, as items of at most
--- 256 entries "<now ms> <seed> <i>\n<entry>\n<entry>…", so a step costs one push per 256.
+-- Queued URLs a step ends without a request (over budget: the router's, a spent host's or
+-- domain's back queue; failed: the back queue of a host it retires) are moved to the
+-- shard's skip spool (frontierkeys.Shard.SkipSpool), where Go lists them on the skip log:
+-- gathered here by reason (spooled[why]; '' over budget, ' retired') and pushed with the
+-- counters, as items of at most 256 entries "<now ms> <seed> <i><why>\n<entry>\n<entry>…",
+-- so a step costs one push per 256.
 local spooled = {}
-local function flush_stats()
-  if #spooled > 0 then
-    for i = 1, #spooled, 256 do
-      redis.call('RPUSH', PFX .. 'skip-spool', n2s(NOW) .. ' ' .. SEED .. ' ' .. i .. '\n' ..
-        table.concat(spooled, '\n', i, math.min(i + 255, #spooled)))
-    end
-    spooled = {}
+local function spool(why, e)
+  local t = spooled[why]
+  if not t then
+    t = {}
+    spooled[why] = t
   end
+  t[#t + 1] = e
+end
+local function flush_stats()
+  for why, t in pairs(spooled) do
+    for i = 1, #t, 256 do
+      redis.call('RPUSH', PFX .. 'skip-spool', n2s(NOW) .. ' ' .. SEED .. ' ' .. i .. why .. '\n' ..
+        table.concat(t, '\n', i, math.min(i + 255, #t)))
+    end
+  end
+  spooled = {}
   for f, n in pairs(ruleDelta) do
     if n ~= 0 then redis.call('HINCRBY', K_PSTATS, f, n) end
   end
@@ -182,14 +192,14 @@ local function pages_used()
   return pages_base + delta['pages']
 end
 
--- spool_queue drops host h's back queue over budget, e (already popped) first, into the
--- skip spool; it returns how many entries the queue held besides e.
-local function spool_queue(h, e)
-  if e then spooled[#spooled + 1] = e end
+-- spool_queue drops host h's back queue for reason why (spool), e (already popped) first,
+-- into the skip spool; it returns how many entries the queue held besides e.
+local function spool_queue(h, e, why)
+  if e then spool(why, e) end
   local rest = redis.call('LRANGE', bq(h), 0, -1)
   if #rest == 0 then return 0 end
   redis.call('DEL', bq(h))
-  for _, x in ipairs(rest) do spooled[#spooled + 1] = x end
+  for _, x in ipairs(rest) do spool(why, x) end
   return #rest
 end
 

@@ -289,12 +289,12 @@ for o = 1, n do
     if res == 3 then keep_recrawl(string.sub(v, sp + 1), requested and 1 or 0) end
     local retired = -1
     if retire then
-      retired = redis.call('LLEN', bq(h))
+      if K_OUTBOX then
+        for _, q in ipairs(redis.call('LRANGE', bq(h), 0, -1)) do keep_recrawl(q, 0) end
+      end
+      -- The queue's URLs end failed with their host, listed on the skip log.
+      retired = spool_queue(h, nil, ' retired')
       if retired > 0 then
-        if K_OUTBOX then
-          for _, q in ipairs(redis.call('LRANGE', bq(h), 0, -1)) do keep_recrawl(q, 0) end
-        end
-        redis.call('DEL', bq(h))
         bump('queued', -retired)
         bump('failed', retired)
       end

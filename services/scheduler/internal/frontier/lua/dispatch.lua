@@ -80,7 +80,7 @@ for i, h in ipairs(hs) do
       if over then
         -- The host's whole queue is over budget: spool it for the skip log and free the
         -- back queue.
-        local rest = spool_queue(h, e)
+        local rest = spool_queue(h, e, '')
         bump('queued', -(rest + 1))
         bump('over_budget', rest + 1)
         freed[#freed + 1] = h

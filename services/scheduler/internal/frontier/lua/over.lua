@@ -18,7 +18,7 @@ for j = A, #ARGV - 1, 2 do
     redis.call('ZREM', K_INFLIGHT, sid)
     bump('pages', -1)
     if charge_host(h) then redis.call('HINCRBY', hk(h), HF.PAGES, -1) end
-    local rest = spool_queue(h, string.sub(v, sp + 1))
+    local rest = spool_queue(h, string.sub(v, sp + 1), '')
     bump('queued', -rest)
     bump('over_budget', rest + 1)
     redis.call('ZREM', K_HEAP, h)

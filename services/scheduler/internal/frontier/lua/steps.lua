@@ -237,11 +237,12 @@ local function route()
       elseif state == 'over' then
         bump('queued', -1)
         bump('over_budget', 1)
-        spooled[#spooled + 1] = e
+        spool('', e)
       elseif state == 'retired' then
         bump('queued', -1)
         bump('failed', 1)
         keep_recrawl(e, 0)
+        spool(' retired', e)
       else
         if newStored[h] then redis.call('PERSIST', hk(h)) end
         if host_limits(h).stale then
