@@ -1,6 +1,7 @@
 package itest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -8,11 +9,24 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/trawl/trawl/devstack/rediscluster"
 	"github.com/trawl/trawl/services/parser/internal/contentdup"
 	"github.com/trawl/trawl/services/parser/internal/simhash"
 	"github.com/trawl/trawl/shared/testwait"
 )
+
+// clusterIndex is an index in 16 partitions on a new 3-master cluster.
+func clusterIndex(t *testing.T) (*contentdup.Index, *redis.ClusterClient, context.Context) {
+	cl := rediscluster.StartT(t, rediscluster.Options{Replicas: -1})
+	c := cl.Client(t)
+	ix, err := contentdup.New(c, "trawl", contentdup.Options{MaxDistance: 3, BucketCap: 64, Parts: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ix, c, testwait.Context(t)
+}
 
 // On a Redis Cluster the index in 16 partitions finds exact and near duplicates within a
 // batch and across batches, each partition's script keeps its keys in one slot (a
@@ -21,13 +35,7 @@ import (
 // master.
 func TestContentDedupOnRedisCluster(t *testing.T) {
 	t.Parallel()
-	cl := rediscluster.StartT(t, rediscluster.Options{Replicas: -1})
-	c := cl.Client(t)
-	ctx := testwait.Context(t)
-	ix, err := contentdup.New(c, "trawl", contentdup.Options{MaxDistance: 3, BucketCap: 64, Parts: 16})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ix, c, ctx := clusterIndex(t)
 	if err := ix.Init(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -142,13 +150,7 @@ func TestInitRefusesAnotherPartitionCount(t *testing.T) {
 // master: DropLegacy sweeps every master, not the one a SCAN happens to reach.
 func TestDropLegacyOnRedisCluster(t *testing.T) {
 	t.Parallel()
-	cl := rediscluster.StartT(t, rediscluster.Options{Replicas: -1})
-	c := cl.Client(t)
-	ctx := testwait.Context(t)
-	ix, err := contentdup.New(c, "trawl", contentdup.Options{MaxDistance: 3, BucketCap: 64, Parts: 16})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ix, c, ctx := clusterIndex(t)
 	var old []string
 	for i := range 300 {
 		dig := fmt.Sprintf("%064x", 1_000_000+i)
