@@ -33,6 +33,9 @@ type Options struct {
 	Bin string
 }
 
+// NodeTag is node i's server tag: a stream whose placement names it is put on node i.
+func NodeTag(i int) string { return "node:" + strconv.Itoa(i) }
+
 // Cluster is a running NATS cluster; its methods are for one goroutine at a time.
 type Cluster struct {
 	// RouteUser and RoutePassword are what a server must present to join the cluster,
@@ -82,6 +85,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		o := natsembed.Options{
 			ServerName: "trawl-n" + strconv.Itoa(i),
 			MaxStore:   natsembed.TestMaxStore,
+			Tags:       []string{NodeTag(i)},
 			Logger:     opts.Logger,
 			Cluster:    &natsembed.Cluster{Name: "trawl", Port: p, Routes: routes, User: c.RouteUser, Password: c.RoutePassword},
 		}
@@ -133,6 +137,15 @@ func (c *Cluster) NodeURL(i int) string {
 		return c.procs[i].url
 	}
 	return c.Nodes[i].URL()
+}
+
+// PID is node i's process id, to read its memory from /proc: 0 for a node that runs in
+// this process (no Options.Bin) or is stopped.
+func (c *Cluster) PID(i int) int {
+	if c.procs == nil {
+		return 0
+	}
+	return c.procs[i].pid()
 }
 
 // WaitReady waits until every running node is current with a JetStream meta leader that

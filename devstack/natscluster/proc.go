@@ -94,7 +94,7 @@ func (c *Cluster) startProcs(ctx context.Context, opts Options, ports []int, rou
 		n := &node{bin: opts.Bin, log: store + ".log", url: "nats://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(clientPorts[i])), args: []string{
 			"-store", store, "-host", "127.0.0.1", "-port", strconv.Itoa(clientPorts[i]),
 			"-name", "trawl-n" + strconv.Itoa(i), "-cluster", "trawl", "-cluster-port", strconv.Itoa(p),
-			"-routes", strings.Join(routes, ","), "-max-store", strconv.FormatInt(natsembed.TestMaxStore, 10),
+			"-routes", strings.Join(routes, ","), "-max-store", strconv.FormatInt(natsembed.TestMaxStore, 10), "-tags", NodeTag(i),
 		}, env: []string{RouteUserEnv + "=" + c.RouteUser, RoutePasswordEnv + "=" + c.RoutePassword}}
 		if err := n.start(); err != nil {
 			return err
@@ -140,4 +140,14 @@ func (c *Cluster) probe(ctx context.Context, replicas int) error {
 		return err
 	}
 	return js.DeleteStream(pctx, "NATSCLUSTER_PROBE")
+}
+
+// pid is the process's id, 0 when it is not running.
+func (n *node) pid() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil {
+		return 0
+	}
+	return n.cmd.Process.Pid
 }

@@ -50,6 +50,8 @@ type Options struct {
 	// Durability is what an acknowledged write survives (TRAWL_FSYNC); "" is
 	// durability.Default, as compose.yaml runs NATS.
 	Durability durability.Level
+	// Tags are the server's tags, which a stream's placement can name to be put on it.
+	Tags []string
 }
 
 // Cluster is the route side of a clustered server.
@@ -147,6 +149,7 @@ func (s *Server) start() error {
 		NoSigs:   true,
 		Username: s.opts.Username,
 		Password: s.opts.Password,
+		Tags:     s.opts.Tags,
 	}
 	if c := s.opts.Cluster; c != nil {
 		nopts.Cluster = server.ClusterOpts{Name: c.Name, Host: s.opts.Host, Port: c.Port, Username: c.User, Password: c.Password}

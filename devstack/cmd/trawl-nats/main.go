@@ -39,7 +39,11 @@ func main() {
 		"with TRAWL_NATS_ROUTE_USER and TRAWL_NATS_ROUTE_PASSWORD set, peers must present them and the routes do")
 	clusterPort := flag.Int("cluster-port", 0, "route listen port")
 	routes := flag.String("routes", "", "comma-separated nats-route://host:port of every server of the cluster")
+	tags := flag.String("tags", "", "comma-separated server tags, which a stream's placement can name to be put on this server")
 	flag.Parse()
+	if *tags != "" {
+		opts.Tags = strings.Split(*tags, ",")
+	}
 	if *cluster != "" {
 		// The route credentials come from the environment, out of the command line.
 		opts.Cluster = &natsembed.Cluster{Name: *cluster, Port: *clusterPort, Routes: strings.Split(*routes, ","),
