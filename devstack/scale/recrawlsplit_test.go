@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/trawl/trawl/devstack/natscluster"
 	"github.com/trawl/trawl/devstack/stack"
@@ -99,13 +98,16 @@ func loadSchedules(t *testing.T, bin string, streams int, n int64) []ServerLoad 
 	o := topology.DefaultOptions(splitShards)
 	o.Recrawl, o.RecrawlStreams = true, streams
 	// The recrawl streams as the services declare them, each of a split pinned to a
-	// server of its own: left to itself, a cluster put two of three on one server and none
-	// on another (a 10⁴ trial), which is not the split this measures.
+	// server of its own (TRAWL_RECRAWL_PLACEMENT): left to itself, a cluster put two of
+	// three on one server and none on another (a 10⁴ trial), which is not the split this
+	// measures.
+	if streams > 1 {
+		for i := range splitServers {
+			o.RecrawlPlacement = append(o.RecrawlPlacement, natscluster.NodeTag(i))
+		}
+	}
 	for g := range streams {
 		cfg := topology.Recrawl(o, g)
-		if streams > 1 {
-			cfg.Placement = &jetstream.Placement{Tags: []string{natscluster.NodeTag(g % splitServers)}}
-		}
 		if _, err := js.CreateStream(ctx, cfg); err != nil {
 			t.Fatalf("declare %s: %v", cfg.Name, err)
 		}

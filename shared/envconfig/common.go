@@ -159,6 +159,9 @@ type Common struct {
 	// RecrawlSplit is TRAWL_RECRAWL_STREAMS: the streams the recrawl schedules are split
 	// over (topology.Options.RecrawlStreams), 1..TRAWL_SHARDS.
 	RecrawlSplit int
+	// RecrawlPlacement is TRAWL_RECRAWL_PLACEMENT: NATS server tags; recrawl stream g is
+	// placed on a server with tag g mod their number (topology.Options.RecrawlPlacement).
+	RecrawlPlacement []string
 	// RedisWait is TRAWL_REDIS_WAIT: how long the writes that must survive a Redis master's
 	// crash wait for a replica to have them (redisx.Waiter); 0 = never.
 	RedisWait time.Duration
@@ -199,25 +202,26 @@ const (
 // LoadCommon reads the common settings; defaultHTTP is the service's own /metrics address.
 func LoadCommon(r *Reader, defaultHTTP string) Common {
 	return Common{
-		Conn:            LoadConn(r),
-		HTTPAddr:        r.String("HTTP_ADDR", defaultHTTP),
-		LogLevel:        r.String("LOG_LEVEL", "info"),
-		LogFormat:       r.String("LOG_FORMAT", "text"),
-		Pprof:           r.Bool("PPROF", false),
-		LeaseTTL:        LoadLeaseTTL(r),
-		AckWait:         r.Duration("ACK_WAIT", 30*time.Second),
-		ErrorAfter:      r.Int("LOG_ERROR_AFTER", 20),
-		Replicas:        r.Int("STREAM_REPLICAS", 1),
-		MemoryStore:     r.Bool("STREAM_MEMORY", false),
-		TaskBatch:       r.Int("TASK_BATCH", 8),
-		Recrawl:         r.String("RECRAWL", RecrawlOff),
-		RecrawlSplit:    r.Int("RECRAWL_STREAMS", 1),
-		RedisWait:       r.Duration("REDIS_WAIT", 0),
-		PagesMaxBytes:   r.Bytes("PAGES_MAX_BYTES", topology.DefaultOptions(0).PagesMaxBytes),
-		DocsMaxBytes:    r.Bytes("DOCS_MAX_BYTES", topology.DefaultOptions(0).DocsMaxBytes),
-		SkippedMaxBytes: r.Bytes("SKIPPED_MAX_BYTES", topology.DefaultOptions(0).SkippedMaxBytes),
-		Durability:      LoadDurability(r),
-		MemoryLimit:     r.Bytes("MEMORY_LIMIT", 0),
+		Conn:             LoadConn(r),
+		HTTPAddr:         r.String("HTTP_ADDR", defaultHTTP),
+		LogLevel:         r.String("LOG_LEVEL", "info"),
+		LogFormat:        r.String("LOG_FORMAT", "text"),
+		Pprof:            r.Bool("PPROF", false),
+		LeaseTTL:         LoadLeaseTTL(r),
+		AckWait:          r.Duration("ACK_WAIT", 30*time.Second),
+		ErrorAfter:       r.Int("LOG_ERROR_AFTER", 20),
+		Replicas:         r.Int("STREAM_REPLICAS", 1),
+		MemoryStore:      r.Bool("STREAM_MEMORY", false),
+		TaskBatch:        r.Int("TASK_BATCH", 8),
+		Recrawl:          r.String("RECRAWL", RecrawlOff),
+		RecrawlSplit:     r.Int("RECRAWL_STREAMS", 1),
+		RecrawlPlacement: r.List("RECRAWL_PLACEMENT", nil),
+		RedisWait:        r.Duration("REDIS_WAIT", 0),
+		PagesMaxBytes:    r.Bytes("PAGES_MAX_BYTES", topology.DefaultOptions(0).PagesMaxBytes),
+		DocsMaxBytes:     r.Bytes("DOCS_MAX_BYTES", topology.DefaultOptions(0).DocsMaxBytes),
+		SkippedMaxBytes:  r.Bytes("SKIPPED_MAX_BYTES", topology.DefaultOptions(0).SkippedMaxBytes),
+		Durability:       LoadDurability(r),
+		MemoryLimit:      r.Bytes("MEMORY_LIMIT", 0),
 	}
 }
 
@@ -307,6 +311,7 @@ func (c Common) Topology() topology.Options {
 	o.Replicas = c.Replicas
 	o.Recrawl = c.Recrawl == RecrawlAdaptive
 	o.RecrawlStreams = c.RecrawlSplit
+	o.RecrawlPlacement = c.RecrawlPlacement
 	o.PagesMaxBytes, o.DocsMaxBytes, o.SkippedMaxBytes = c.PagesMaxBytes, c.DocsMaxBytes, c.SkippedMaxBytes
 	o.DuplicateWindow = topology.DuplicateWindowFor(c.Timings())
 	if c.MemoryStore {

@@ -202,6 +202,45 @@ func TestEnsureConcurrentlyOnCluster(t *testing.T) {
 	}
 }
 
+// TRAWL_RECRAWL_PLACEMENT pins each recrawl stream of a split to the server with its tag,
+// so the schedules' memory divides among the servers; left to itself the cluster may put
+// two streams on one server.
+func TestRecrawlStreamsPlacedByTag(t *testing.T) {
+	t.Parallel()
+	cl := natscluster.StartT(t, natscluster.Options{})
+	ctx, cancel := context.WithTimeout(testwait.Context(t), time.Minute)
+	defer cancel()
+	c := envconfig.LoadCommon(envconfig.FromMap(map[string]string{"TRAWL_SHARDS": "3",
+		"TRAWL_RECRAWL": "adaptive", "TRAWL_RECRAWL_STREAMS": "3",
+		"TRAWL_RECRAWL_PLACEMENT": natscluster.NodeTag(2) + "," + natscluster.NodeTag(0) + "," + natscluster.NodeTag(1)}), ":9100")
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	o := c.Topology()
+	nc, js, err := natsx.Connect(ctx, cl.URL(), "placement", slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if err := natsx.Ensure(ctx, js, o, clusterTimings, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	for g, node := range []int{2, 0, 1} {
+		name := topology.RecrawlStreamName(g, 3)
+		str, err := js.Stream(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := str.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := "trawl-n" + fmt.Sprint(node); info.Cluster == nil || info.Cluster.Leader != want {
+			t.Errorf("%s is on %+v, want server %s (tag %s)", name, info.Cluster, want, natscluster.NodeTag(node))
+		}
+	}
+}
+
 // A write the Waiter has seen reach a replica survives the SIGKILL of its master: the
 // promoted replica has it. A promoted master with no replica of its own is not waited on:
 // it has none to fail over to.

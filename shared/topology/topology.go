@@ -230,9 +230,13 @@ type Options struct {
 	// RecrawlStreams splits the schedules over this many streams (TRAWL_RECRAWL_STREAMS;
 	// 0 or 1: one, CRAWL_RECRAWL): shard s's are in stream s mod RecrawlStreams. The NATS
 	// server keeps a stream's per-subject index and schedule timers in memory, one entry
-	// per known URL, so one stream puts them all on one server; a cluster places each
-	// stream on a server of its own choosing, spreading them.
+	// per known URL, so one stream puts them all on one server. A cluster places each
+	// stream on a server of its own choosing, which may put two on one server (seen with
+	// three streams on three servers); RecrawlPlacement pins them.
 	RecrawlStreams int
+	// RecrawlPlacement (TRAWL_RECRAWL_PLACEMENT) are NATS server tags: recrawl stream g is
+	// placed on a server tagged RecrawlPlacement[g mod len]; none leaves it to the cluster.
+	RecrawlPlacement []string
 }
 
 // RecrawlStreamName is recrawl stream g of n: CRAWL_RECRAWL when there is one (the name
@@ -383,8 +387,13 @@ func Recrawl(o Options, g int) jetstream.StreamConfig {
 			subjects = append(subjects, fmt.Sprintf("%s%d.*", schedPrefix, s), DueFilter(s))
 		}
 	}
+	var place *jetstream.Placement
+	if len(o.RecrawlPlacement) > 0 {
+		place = &jetstream.Placement{Tags: []string{o.RecrawlPlacement[g%len(o.RecrawlPlacement)]}}
+	}
 	return jetstream.StreamConfig{
 		Name:              RecrawlStreamName(g, n),
+		Placement:         place,
 		Subjects:          subjects,
 		Retention:         jetstream.WorkQueuePolicy,
 		Storage:           o.Storage,
