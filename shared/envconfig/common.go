@@ -159,9 +159,10 @@ type Common struct {
 	// RecrawlSplit is TRAWL_RECRAWL_STREAMS: the streams the recrawl schedules are split
 	// over (topology.Options.RecrawlStreams), 1..TRAWL_SHARDS.
 	RecrawlSplit int
-	// RecrawlPlacement is TRAWL_RECRAWL_PLACEMENT: NATS server tags; recrawl stream g is
-	// placed on a server with tag g mod their number (topology.Options.RecrawlPlacement).
-	RecrawlPlacement []string
+	// RecrawlPlacement is TRAWL_RECRAWL_PLACEMENT: NATS server tags (SplitList); recrawl
+	// stream g is placed on a server with tag g mod their number
+	// (topology.Options.RecrawlPlacement). A string, so that Common stays comparable.
+	RecrawlPlacement string
 	// RedisWait is TRAWL_REDIS_WAIT: how long the writes that must survive a Redis master's
 	// crash wait for a replica to have them (redisx.Waiter); 0 = never.
 	RedisWait time.Duration
@@ -215,7 +216,7 @@ func LoadCommon(r *Reader, defaultHTTP string) Common {
 		TaskBatch:        r.Int("TASK_BATCH", 8),
 		Recrawl:          r.String("RECRAWL", RecrawlOff),
 		RecrawlSplit:     r.Int("RECRAWL_STREAMS", 1),
-		RecrawlPlacement: r.List("RECRAWL_PLACEMENT", nil),
+		RecrawlPlacement: strings.Join(r.List("RECRAWL_PLACEMENT", nil), ","),
 		RedisWait:        r.Duration("REDIS_WAIT", 0),
 		PagesMaxBytes:    r.Bytes("PAGES_MAX_BYTES", topology.DefaultOptions(0).PagesMaxBytes),
 		DocsMaxBytes:     r.Bytes("DOCS_MAX_BYTES", topology.DefaultOptions(0).DocsMaxBytes),
@@ -311,7 +312,7 @@ func (c Common) Topology() topology.Options {
 	o.Replicas = c.Replicas
 	o.Recrawl = c.Recrawl == RecrawlAdaptive
 	o.RecrawlStreams = c.RecrawlSplit
-	o.RecrawlPlacement = c.RecrawlPlacement
+	o.RecrawlPlacement = SplitList(c.RecrawlPlacement)
 	o.PagesMaxBytes, o.DocsMaxBytes, o.SkippedMaxBytes = c.PagesMaxBytes, c.DocsMaxBytes, c.SkippedMaxBytes
 	o.DuplicateWindow = topology.DuplicateWindowFor(c.Timings())
 	if c.MemoryStore {
