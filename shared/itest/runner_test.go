@@ -281,7 +281,7 @@ func TestRunnerStopDuringStartUp(t *testing.T) {
 
 // The exit code of a service binary, from a real process and a real signal.
 func TestRunnerExitCode(t *testing.T) {
-	if scenario := os.Getenv("TRAWL_ITEST_RUNNER_CHILD"); scenario != "" {
+	if scenario := os.Getenv("TRAWL_TEST_RUNNER_CHILD"); scenario != "" {
 		runnerChild(scenario)
 		return
 	}
@@ -307,7 +307,7 @@ func TestRunnerExitCode(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cmd := exec.Command(os.Args[0], "-test.run=^TestRunnerExitCode$")
-			cmd.Env = append(os.Environ(), "TRAWL_ITEST_RUNNER_CHILD="+tc.scenario, "TRAWL_HTTP_ADDR=127.0.0.1:0",
+			cmd.Env = append(os.Environ(), "TRAWL_TEST_RUNNER_CHILD="+tc.scenario, "TRAWL_HTTP_ADDR=127.0.0.1:0",
 				"TRAWL_NATS_URL="+ns.URL(), "TRAWL_REDIS_URL="+rs.URL(), "TRAWL_STREAM_MEMORY=true")
 			for k, v := range tc.env {
 				cmd.Env = append(cmd.Env, k+"="+v)

@@ -38,7 +38,8 @@ func SetGCDefault() {
 
 // Main is a service binary's main after its configuration is loaded and validated
 // (cfgErr). `<binary> healthcheck` asks the running instance's /readyz and exits 0 or 1
-// (container images carry no curl). Otherwise it logs as c says and, under a context that
+// (container images carry no curl). Otherwise it logs as c says, warns once of the TRAWL_*
+// variables no Trawl program reads (envconfig.UnknownWarning) and, under a context that
 // SIGINT and SIGTERM end, builds the service with newService (the service package's New)
 // and runs it (NewThenRun, which holds the exit rule for a signal during start-up).
 func Main[S Service](name string, c envconfig.Common, cfgErr error, newService func(ctx context.Context, log *slog.Logger) (S, error)) {
@@ -51,6 +52,12 @@ func Main[S Service](name string, c envconfig.Common, cfgErr error, newService f
 			"`%s healthcheck` asks the running instance's /readyz (TRAWL_HTTP_ADDR) and exits 0 or 1.\n", name, name, name)
 		os.Exit(ExitOK)
 	}
+	log := obs.NewLogger(name, c.LogLevel, c.LogFormat)
+	// A misspelt setting is otherwise its default in silence; warned of before a bad
+	// configuration stops the service, as the misspelling may be why it is bad.
+	if w := envconfig.UnknownWarning(os.Environ()); w != "" {
+		log.Warn(w)
+	}
 	// Errors pass through redact as a last guard: a library's error may quote a URL.
 	if cfgErr != nil {
 		fmt.Fprintf(os.Stderr, "%s: configuration: %v\n", name, redact.Error(cfgErr))
@@ -58,7 +65,6 @@ func Main[S Service](name string, c envconfig.Common, cfgErr error, newService f
 	}
 	SetGCDefault()
 	soft := SetMemoryLimit(c.MemoryLimit)
-	log := obs.NewLogger(name, c.LogLevel, c.LogFormat)
 	if soft > 0 {
 		log.Info("go soft memory limit", "bytes", soft)
 	}

@@ -56,6 +56,11 @@ func main() {
 	flag.DurationVar(&o.parkAfter, "park-after", 0, "finish once only hosts due more than this far ahead remain (backing off, Crawl-delay); list them and leave them queued for a later run with the same -dir (0 = wait for every host)")
 	flag.Parse()
 	o.seeds = envconfig.SplitList(seeds)
+	// The services get this whole environment: a misspelt setting would be their default
+	// in silence, and their own warnings go to log files.
+	if w := envconfig.UnknownWarning(os.Environ()); w != "" {
+		fmt.Fprintln(os.Stderr, "trawl-dev: warning:", w)
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -299,7 +299,7 @@ func TestStatusPageInChromium(t *testing.T) {
 		if err := os.WriteFile(path, shot, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if dir := os.Getenv("TRAWL_SCREENSHOT_DIR"); dir != "" {
+		if dir := os.Getenv("TRAWL_TEST_SCREENSHOT_DIR"); dir != "" {
 			// To look at it: the temporary directory goes with the test.
 			if err := os.WriteFile(filepath.Join(dir, "status.png"), shot, 0o644); err != nil {
 				t.Fatal(err)

@@ -50,6 +50,67 @@ func TestCheckHoldsTheReference(t *testing.T) {
 	}
 }
 
+// TestRegistry: what envconfig.Known knows is every name in the first cell of a table
+// row of the reference, several names to a row too, and each reserved prefix.
+func TestRegistry(t *testing.T) {
+	for _, tc := range []struct {
+		name, reference string
+		names, prefixes string // comma-separated
+	}{
+		{"one row", "| `TRAWL_MIN_DELAY` | `1s` | x |\n", "TRAWL_MIN_DELAY", ""},
+		{"two names in a row", "| `TRAWL_B_CERT`, `TRAWL_A_KEY` | empty | x |\n", "TRAWL_A_KEY,TRAWL_B_CERT", ""},
+		{"a reserved prefix", "| `TRAWL_BENCH_*`, `TRAWL_TEST_*` | empty | x |\n", "", "TRAWL_BENCH_,TRAWL_TEST_"},
+		{"a name in prose or a meaning is no row", "`TRAWL_PROSE` here\n| `TRAWL_A` | `1` | like `TRAWL_MEANT` |\n", "TRAWL_A", ""},
+		{"not a setting of Trawl's", "| `GOGC` | `400` | x |\n", "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			write(t, filepath.Join(root, "docs", "configuration.md"), "| variable | default | meaning |\n|---|---|---|\n"+tc.reference)
+			for _, f := range []string{"README.md", "compose.yaml", ".env"} {
+				write(t, filepath.Join(root, f), "")
+			}
+			doc, err := Read(root)
+			if err != nil {
+				t.Fatal(err)
+			}
+			names, prefixes := doc.Registry()
+			if got := strings.Join(names, ","); got != tc.names {
+				t.Errorf("names %q, want %q", got, tc.names)
+			}
+			if got := strings.Join(prefixes, ","); got != tc.prefixes {
+				t.Errorf("prefixes %q, want %q", got, tc.prefixes)
+			}
+		})
+	}
+}
+
+// TestKnownIsTheReference: shared/envconfig's known_gen.go, what every program knows at
+// run time, is what go generate makes of today's reference: a setting documented since,
+// or a row removed, fails here until it is generated again.
+func TestKnownIsTheReference(t *testing.T) {
+	doc, err := Read("../../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := doc.KnownSource()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile("../known_gen.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(want) {
+		t.Fatalf("shared/envconfig/known_gen.go is not what %s documents: run go generate ./shared/envconfig", Reference)
+	}
+	names, _ := doc.Registry()
+	for _, n := range names {
+		if !envconfig.Known(n) {
+			t.Errorf("%s is documented but envconfig.Known does not know it", n)
+		}
+	}
+}
+
 func write(t *testing.T, path, body string) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {

@@ -33,6 +33,9 @@ type IO struct {
 	Stderr io.Writer
 	// Lookup reads environment variables (os.LookupEnv when nil).
 	Lookup func(string) (string, bool)
+	// Environ lists them, for the warning of TRAWL_* variables no Trawl program reads
+	// (os.Environ when Lookup is nil too; nil with a Lookup of its own: no warning).
+	Environ func() []string
 }
 
 // usageError marks a wrong command line; it exits with ExitUsage.
@@ -81,7 +84,7 @@ func find(name string) *command {
 // Run runs the command line args (without the program name) and returns the exit status.
 func Run(ctx context.Context, args []string, stdio IO) int {
 	if stdio.Lookup == nil {
-		stdio.Lookup = os.LookupEnv
+		stdio.Lookup, stdio.Environ = os.LookupEnv, os.Environ
 	}
 	if len(args) == 0 {
 		writeHelp(stdio.Stderr)
@@ -121,6 +124,11 @@ func Run(ctx context.Context, args []string, stdio IO) int {
 		return ExitUsage
 	}
 	rest := args[len(strings.Fields(c.name)):]
+	if stdio.Environ != nil {
+		if w := envconfig.UnknownWarning(stdio.Environ()); w != "" {
+			fmt.Fprintf(stdio.Stderr, "trawlctl: warning: %s\n", w)
+		}
+	}
 
 	r := &envconfig.Reader{Lookup: stdio.Lookup}
 	cfg := config.Load(r)
