@@ -3,8 +3,10 @@
 // reference's tables (docs/configuration.md), with the default the code gives, and the
 // fallbacks compose.yaml writes (${TRAWL_X:-v}) and the values .env sets must be that
 // default too, unless the table says the deployment sets its own: a default cell with
-// "(Compose: `v`)" holds compose.yaml and .env to v instead. README.md's short table of
-// the settings to start with repeats some rows; each must say what the reference says.
+// "(Compose: `v`)" holds compose.yaml and .env to v instead; an empty fallback
+// (${TRAWL_X:-}, a setting compose.yaml passes through) is the code's default, as
+// envconfig reads an empty variable as unset. README.md's short table of the settings to
+// start with repeats some rows; each must say what the reference says.
 package envdoc
 
 import (
@@ -15,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -31,6 +34,14 @@ const (
 	Quick     = "README.md"
 )
 
+// The headings of the reference's tables of variables no Trawl program reads: the images
+// compose.yaml builds and runs from, and what Compose and the tests read (credentials
+// that compose.yaml folds into the services' URLs among them).
+const (
+	ImagesTable  = "Images (compose.yaml)"
+	ToolingTable = "Compose and the tests"
+)
+
 // Doc is what the repository's documentation says of the settings.
 type Doc struct {
 	// Rows: variable → its default cell in the reference, as written. A row of a prefix
@@ -38,6 +49,8 @@ type Doc struct {
 	Rows map[string]string
 	// Count: variable → how many rows of the reference name it.
 	Count map[string]int
+	// Table: variable → the heading of the reference's section its row is in.
+	Table map[string]string
 	// Quick: variable → its default cell in README.md's short table.
 	Quick map[string]string
 	// Compose: variable → the fallbacks compose.yaml gives it (${VAR:-fallback}).
@@ -48,15 +61,16 @@ type Doc struct {
 
 // Read reads the documentation under the repository root.
 func Read(root string) (Doc, error) {
-	d := Doc{Rows: map[string]string{}, Count: map[string]int{}, Quick: map[string]string{},
-		Compose: map[string][]string{}, DotEnv: map[string]string{}}
-	if err := eachRow(filepath.Join(root, filepath.FromSlash(Reference)), func(name, cell string) {
+	d := Doc{Rows: map[string]string{}, Count: map[string]int{}, Table: map[string]string{},
+		Quick: map[string]string{}, Compose: map[string][]string{}, DotEnv: map[string]string{}}
+	if err := eachRow(filepath.Join(root, filepath.FromSlash(Reference)), func(heading, name, cell string) {
 		d.Rows[name] = cell
 		d.Count[name]++
+		d.Table[name] = heading
 	}); err != nil {
 		return d, err
 	}
-	if err := eachRow(filepath.Join(root, Quick), func(name, cell string) {
+	if err := eachRow(filepath.Join(root, Quick), func(_, name, cell string) {
 		d.Quick[name] = cell
 	}); err != nil {
 		return d, err
@@ -98,6 +112,32 @@ func (d Doc) Registry() (names, prefixes []string) {
 	return names, prefixes
 }
 
+// ServiceSettings is every setting the reference documents for the Trawl programs, sorted:
+// its names outside the ImagesTable and ToolingTable sections. compose.yaml passes each of
+// them to every service it runs (devstack/composecheck holds it to this list), so a
+// setting documented here reaches a service from .env or the shell without a second list
+// to keep. It fails when either section is missing: renamed, the tooling's variables
+// (passwords among them) would be taken for services' settings.
+func (d Doc) ServiceSettings() ([]string, error) {
+	seen := map[string]bool{}
+	for _, h := range d.Table {
+		seen[h] = true
+	}
+	for _, h := range []string{ImagesTable, ToolingTable} {
+		if !seen[h] {
+			return nil, fmt.Errorf("envdoc: %s has no settings under the heading %q", Reference, h)
+		}
+	}
+	names, _ := d.Registry()
+	var out []string
+	for _, n := range names {
+		if h := d.Table[n]; h != ImagesTable && h != ToolingTable {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
 // KnownSource is shared/envconfig's known_gen.go for the reference's Registry: go
 // generate writes it (shared/envconfig/gen_known.go), and TestKnownIsTheReference fails
 // when the file in the tree is not it.
@@ -118,15 +158,20 @@ func (d Doc) KnownSource() ([]byte, error) {
 }
 
 // eachRow calls f with each variable a settings table of the file names in its first
-// cell, and the row's default cell.
-func eachRow(path string, f func(name, cell string)) error {
+// cell, the row's default cell, and the heading (##) of the section it is in.
+func eachRow(path string, f func(heading, name, cell string)) error {
+	heading := ""
 	return eachLine(path, func(line string) {
+		if h, ok := strings.CutPrefix(line, "## "); ok {
+			heading = strings.TrimSpace(h)
+			return
+		}
 		cells := strings.Split(strings.TrimSpace(line), "|")
 		if len(cells) < 5 || !strings.HasPrefix(strings.TrimSpace(cells[1]), "`") {
 			return
 		}
 		for _, m := range varName.FindAllStringSubmatch(cells[1], -1) {
-			f(m[1], strings.TrimSpace(cells[2]))
+			f(heading, m[1], strings.TrimSpace(cells[2]))
 		}
 	})
 }
@@ -174,9 +219,14 @@ func (d Doc) Check(read []envconfig.Setting) []string {
 		want, whose := s, "the code's default"
 		if m := deployed.FindStringSubmatch(cell); m != nil {
 			want.Default, whose = m[1], Reference+"'s Compose value"
+			// Empty fallbacks pass the setting through at the code's default: one must
+			// give the Compose value, or the reference's claim is not true.
+			if !slices.ContainsFunc(d.Compose[s.Name], func(v string) bool { return same(want, v) }) {
+				out = append(out, fmt.Sprintf("%s: compose.yaml never falls back to %s %q", s.Name, whose, want.Default))
+			}
 		}
 		for _, v := range d.Compose[s.Name] {
-			if !same(want, v) {
+			if strings.TrimSpace(v) != "" && !same(want, v) {
 				out = append(out, fmt.Sprintf("%s: compose.yaml falls back to %q, %s is %q", s.Name, v, whose, want.Default))
 			}
 		}
