@@ -381,7 +381,8 @@ func checkStores(t *testing.T, r rendered, root, fsync string) {
 	}
 }
 
-// TestChartRefuses holds the chart's refusals: a store turned off without its URL.
+// TestChartRefuses holds the chart's refusals: a store turned off without its URL, and a
+// config key the chart sets from a value of its own (a ConfigMap with the key twice).
 func TestChartRefuses(t *testing.T) {
 	_, chart := chartDir(t)
 	bin := helm(t)
@@ -392,6 +393,9 @@ func TestChartRefuses(t *testing.T) {
 	}{
 		{"nats off without url", []string{"--set", "nats.enabled=false"}, "nats.url is required"},
 		{"redis off without url", []string{"--set", "redis.enabled=false"}, "redis.url is required"},
+		{"fsync in config", []string{"--set", "config.TRAWL_FSYNC=always"}, "config.TRAWL_FSYNC: set by fsync"},
+		{"http addr in config", []string{"--set", "config.TRAWL_HTTP_ADDR=:80"}, "config.TRAWL_HTTP_ADDR: set by the chart"},
+		{"secrets dir in config", []string{"--set", "config.TRAWL_SECRETS_DIR=/x"}, "config.TRAWL_SECRETS_DIR: set by siteSecrets.mountPath"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
