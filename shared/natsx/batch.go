@@ -40,19 +40,20 @@ func atomicOn(js jetstream.JetStream) bool {
 
 // publishAll publishes msgs and waits for JetStream to store them, returning one error per
 // message (nil: stored, or dropped as a duplicate of one stored). Through a handle marked
-// by AtomicBatches, messages of one topology.AtomicGroup, two or more, go as atomic batches (publishAtomic): the server
-// stores a batch whole or not at all, and at TRAWL_FSYNC=always syncs the stream's file
-// once per batch instead of once per message, and acks it once. The others are published
-// asynchronously, each acked.
+// by AtomicBatches, messages of one topology.AtomicGroup, two or more, go as atomic
+// batches (publishAtomic): the server stores a batch whole or not at all, and at
+// TRAWL_FSYNC=always syncs the stream's file once per batch instead of once per message,
+// and acks it once. The others are published asynchronously, each acked.
 func publishAll(ctx context.Context, js jetstream.JetStream, msgs []*nats.Msg) []error {
 	errs := make([]error, len(msgs))
-	if len(msgs) == 0 {
+	if len(msgs) < 2 || !atomicOn(js) {
+		publishAsync(ctx, js, msgs, nil, true, errs)
 		return errs
 	}
 	groups := make(map[string][]int)
 	var single []int
 	for i, m := range msgs {
-		if g := topology.AtomicGroup(m.Subject); g != "" && len(msgs) > 1 && atomicOn(js) {
+		if g := topology.AtomicGroup(m.Subject); g != "" {
 			groups[g] = append(groups[g], i)
 		} else {
 			single = append(single, i)
@@ -75,7 +76,7 @@ func publishAll(ctx context.Context, js jetstream.JetStream, msgs []*nats.Msg) [
 			}
 		}()
 	}
-	publishAsync(ctx, js, msgs, single, errs)
+	publishAsync(ctx, js, msgs, single, false, errs)
 	for range groups {
 		<-done
 	}
@@ -109,7 +110,7 @@ func publishAtomic(ctx context.Context, js jetstream.JetStream, msgs []*nats.Msg
 	}
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) || errors.Is(err, nats.ErrMaxPayload) {
-		publishAsync(ctx, js, msgs, idx, errs)
+		publishAsync(ctx, js, msgs, idx, false, errs)
 		return
 	}
 	err = fmt.Errorf("natsx: atomic batch of %d on %s: %w", len(idx), msgs[idx[0]].Subject, err)
@@ -118,8 +119,15 @@ func publishAtomic(ctx context.Context, js jetstream.JetStream, msgs []*nats.Msg
 	}
 }
 
-// publishAsync publishes msgs[idx] asynchronously and waits for every pub-ack.
-func publishAsync(ctx context.Context, js jetstream.JetStream, msgs []*nats.Msg, idx []int, errs []error) {
+// publishAsync publishes msgs[idx] (all of msgs when all is set) asynchronously and waits
+// for every pub-ack.
+func publishAsync(ctx context.Context, js jetstream.JetStream, msgs []*nats.Msg, idx []int, all bool, errs []error) {
+	if all {
+		idx = make([]int, len(msgs))
+		for i := range idx {
+			idx[i] = i
+		}
+	}
 	futures := make([]jetstream.PubAckFuture, len(idx))
 	for i, j := range idx {
 		f, err := js.PublishMsgAsync(msgs[j])
