@@ -18,6 +18,7 @@ import (
 	"github.com/trawl/trawl/devstack/stack"
 	"github.com/trawl/trawl/devstack/synthweb"
 	"github.com/trawl/trawl/shared/crawlid"
+	"github.com/trawl/trawl/shared/durability"
 	"github.com/trawl/trawl/shared/topology"
 )
 
@@ -172,17 +173,24 @@ func TestServicesStopWhenRedisLosesTheCrawl(t *testing.T) {
 // again on the same directory, as `make run DIR=…` run twice would: the crawl resumes and
 // every expected URL is fetched. Only a request whose outcome was not yet stored may be
 // made again, at most one per host.
+// At each level: at always the services publish atomic batches, some in flight at the
+// crash.
 func TestCrawlResumesAfterWholeStackCrash(t *testing.T) {
 	t.Parallel()
-	env := testEnv()
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	c := startCrashTest(t, ctx, buildNATS(t), env)
-	waitFetched(t, c.st, 60)
-	if err := c.st.Crash(); err != nil {
-		t.Fatal(err)
+	natsBin := buildNATS(t)
+	for _, level := range durability.Levels {
+		t.Run(string(level), func(t *testing.T) {
+			env := testEnv()
+			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+			defer cancel()
+			c := startCrashTest(t, ctx, natsBin, env, level)
+			waitFetched(t, c.st, 60)
+			if err := c.st.Crash(); err != nil {
+				t.Fatal(err)
+			}
+			checkInvariants(t, c.resume(t, ctx), env, len(c.web.Hosts()))
+		})
 	}
-	checkInvariants(t, c.resume(t, ctx), env, len(c.web.Hosts()))
 }
 
 // crashTest is a crawl made to be crashed and started again on its directory.
@@ -199,7 +207,7 @@ const crashLeaseTTL = 8 * time.Second
 
 // startCrashTest starts the test web and a stack whose NATS runs in a process of its own
 // (natsBin), so that a crash SIGKILLs it like every other process, and seeds the crawl.
-func startCrashTest(t *testing.T, ctx context.Context, natsBin string, env crawlEnv) *crashTest {
+func startCrashTest(t *testing.T, ctx context.Context, natsBin string, env crawlEnv, level durability.Level) *crashTest {
 	t.Helper()
 	web, err := synthweb.Start(ctx, testWeb())
 	if err != nil {
@@ -210,7 +218,7 @@ func startCrashTest(t *testing.T, ctx context.Context, natsBin string, env crawl
 	vars["TRAWL_LEASE_TTL"] = crashLeaseTTL.String()
 	vars["TRAWL_ACK_WAIT"] = "4s"
 	vars["TRAWL_FETCH_TIMEOUT"] = "2s"
-	c := &crashTest{web: web, opts: stack.Options{Dir: t.TempDir(), Env: vars, NATSBin: natsBin}, start: time.Now()}
+	c := &crashTest{web: web, opts: stack.Options{Dir: t.TempDir(), Env: vars, NATSBin: natsBin, Durability: level}, start: time.Now()}
 	c.st = startStack(t, ctx, c.opts)
 	if err := c.st.Seed(ctx, web.Seeds()); err != nil {
 		t.Fatal(err)

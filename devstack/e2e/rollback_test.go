@@ -36,7 +36,7 @@ func TestCrawlSurvivesStoresRolledBackApart(t *testing.T) {
 			env := testEnv()
 			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 			defer cancel()
-			c := startCrashTest(t, ctx, natsBin, env)
+			c := startCrashTest(t, ctx, natsBin, env, level)
 			waitFetched(t, c.st, 60)
 			second := map[string]string{"redis": "nats", "nats": "redis"}[first]
 			snaps := t.TempDir()

@@ -79,6 +79,13 @@ func (l Level) Window() time.Duration {
 	return 0
 }
 
+// AtomicBatches says whether the services publish the messages each call stores in one
+// stream as an atomic batch (natsx.AtomicBatches): at Always the server syncs a batch once
+// instead of each message, less than half the fsyncs a page; at EverySecond, where no
+// write is synced, the server's staging of each batch only costs CPU, halving the crawl's
+// rate (docs/cost-per-page.md, "Durability").
+func (l Level) AtomicBatches() bool { return l == Always }
+
 // NATSSync is JetStream's sync_interval for the level: always, or an interval.
 func (l Level) NATSSync() (always bool, interval time.Duration) {
 	if l == EverySecond {

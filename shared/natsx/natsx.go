@@ -302,34 +302,14 @@ func differs(spec topology.ConsumerSpec, have jetstream.ConsumerConfig, service 
 // ensureTimeout bounds one request of Ensure.
 const ensureTimeout = 5 * time.Second
 
-// PublishBatch publishes msgs asynchronously and waits until JetStream has stored every one.
-// Callers set a Nats-Msg-Id header (nats.MsgIdHdr) on each message derived from the input
-// that produced it, so that a republish after a crash is dropped by the stream's duplicate
-// window instead of doubling work. An error means some messages may not be stored; the
-// caller must not ack its input.
+// PublishBatch publishes msgs and waits until JetStream has stored every one. Callers set a
+// Nats-Msg-Id header (nats.MsgIdHdr) on each message derived from the input that produced
+// it, so that a republish after a crash is dropped by the stream's duplicate window instead
+// of doubling work. An error means some messages may not be stored; the caller must not ack
+// its input. Through a handle marked by AtomicBatches, messages bound for one stream go
+// as atomic batches (publishAll).
 func PublishBatch(ctx context.Context, js jetstream.JetStream, msgs []*nats.Msg) error {
-	if len(msgs) == 0 {
-		return nil
-	}
-	futures := make([]jetstream.PubAckFuture, 0, len(msgs))
-	for _, m := range msgs {
-		f, err := js.PublishMsgAsync(m)
-		if err != nil {
-			return fmt.Errorf("natsx: publish %s: %w", m.Subject, err)
-		}
-		futures = append(futures, f)
-	}
-	var errs []error
-	for _, f := range futures {
-		select {
-		case <-f.Ok():
-		case err := <-f.Err():
-			errs = append(errs, fmt.Errorf("natsx: publish %s: %w", f.Msg().Subject, err))
-		case <-ctx.Done():
-			return fmt.Errorf("natsx: publish: %w", ctx.Err())
-		}
-	}
-	return errors.Join(errs...)
+	return joinDistinct(publishAll(ctx, js, msgs))
 }
 
 // NewMsg builds a message with an idempotency key.

@@ -135,6 +135,9 @@ func Start(ctx context.Context, name string, c envconfig.Common, log *slog.Logge
 	if r.NC, r.JS, err = natsx.Connect(ctx, c.NATSURL, "trawl-"+name, log, natsOpts...); err != nil {
 		return nil, err
 	}
+	if c.Durability.AtomicBatches() {
+		r.JS = natsx.AtomicBatches(r.JS)
+	}
 	timings := c.Timings()
 	timings.As = name
 	if err = natsx.Ensure(ctx, r.JS, r.Topology, timings, log); err != nil {

@@ -1,6 +1,7 @@
 package topology
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -93,4 +94,65 @@ func TestConsumersOwnersAndLease(t *testing.T) {
 	if got := LeaseTTL(jetstream.ConsumerConfig{AckWait: 150 * time.Second}); got != 150*time.Second {
 		t.Errorf("LeaseTTL without metadata = %s, want the ack wait", got)
 	}
+}
+
+// Messages of one atomic group must land in one stream whatever the options: a batch that
+// spans two streams is refused whole. Recrawl schedules stay out (their streams follow
+// TRAWL_RECRAWL_STREAMS and take no atomic batches).
+func TestAtomicGroup(t *testing.T) {
+	o := DefaultOptions(8)
+	o.Recrawl, o.RecrawlStreams = true, 3
+	for _, tc := range []struct {
+		a, b string
+		same bool
+	}{
+		{FrontierSubject(0), FrontierSubject(7), true},
+		{FetchSubject(1), FetchSubject(5), true},
+		{FetchedSubject(2), FetchedSubject(3), true},
+		{SkippedSubject(0), SkippedSubject(4), true},
+		{SubjectPages, SubjectPages, true},
+		{SubjectPages, SubjectDocs, false},
+		{SubjectDiscovered, FrontierSubject(0), false},
+		{ScheduleSubject(0, "http://a/"), ScheduleSubject(0, "http://a/"), false},
+		{"elsewhere", "elsewhere", false},
+	} {
+		t.Run(tc.a+"|"+tc.b, func(t *testing.T) {
+			ga, gb := AtomicGroup(tc.a), AtomicGroup(tc.b)
+			if same := ga != "" && ga == gb; same != tc.same {
+				t.Fatalf("AtomicGroup(%q)=%q, AtomicGroup(%q)=%q: one batch %v, want %v", tc.a, ga, tc.b, gb, same, tc.same)
+			}
+			if !tc.same {
+				return
+			}
+			// Both subjects are in one stream, and that stream takes atomic batches.
+			var in []string
+			for _, sc := range Streams(o) {
+				for _, subj := range sc.Subjects {
+					if match(subj, tc.a) && match(subj, tc.b) {
+						in = append(in, sc.Name)
+						if !sc.AllowAtomicPublish {
+							t.Errorf("stream %s takes no atomic batches", sc.Name)
+						}
+					}
+				}
+			}
+			if len(in) != 1 {
+				t.Fatalf("%q and %q are together in streams %v, want one", tc.a, tc.b, in)
+			}
+		})
+	}
+}
+
+// match reports whether subject matches filter (tokens, "*" and ">").
+func match(filter, subject string) bool {
+	f, s := strings.Split(filter, "."), strings.Split(subject, ".")
+	for i, tok := range f {
+		if tok == ">" {
+			return len(s) > i
+		}
+		if i >= len(s) || (tok != "*" && tok != s[i]) {
+			return false
+		}
+	}
+	return len(f) == len(s)
 }

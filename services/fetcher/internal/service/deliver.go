@@ -13,7 +13,6 @@ import (
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/errclass"
 	"github.com/trawl/trawl/shared/frontierkeys"
-	"github.com/trawl/trawl/shared/natsx"
 	"github.com/trawl/trawl/shared/topology"
 )
 
@@ -95,7 +94,7 @@ func (s *Service) storePage(deadline time.Time, task *crawlmsg.FetchTask, res *p
 	}
 	err = s.retryTask(deadline, task, "page", publishTimeout, func(ctx context.Context) error {
 		tries++
-		return natsx.PublishBatch(ctx, s.js, msgs)
+		return s.pages.Publish(ctx, msgs)
 	})
 	res.reusable = err == nil && tries == 1
 	if err != nil && isTooLarge(err) {

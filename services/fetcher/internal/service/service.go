@@ -68,7 +68,10 @@ type Service struct {
 	cons   jetstream.Consumer
 	// outcomes gathers outcomes into one crawl.fetched message per shard and flush.
 	outcomes *outcomeBatcher
-	maxMsg   int32 // the pages stream's largest message
+	// pages stores the pages of every worker in shared atomic batches (one fsync each at
+	// TRAWL_FSYNC=always instead of one per page).
+	pages  *natsx.Committer
+	maxMsg int32 // the pages stream's largest message
 
 	crawl *crawlid.Guard
 
@@ -145,6 +148,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Optio
 		return nil, err
 	}
 	s.m.clockOffset = func() float64 { return time.Duration(s.lease.offset.Load()).Seconds() }
+	s.pages = natsx.NewCommitter(s.js, publishTimeout)
 	s.outcomes = newOutcomeBatcher(cfg.OutcomeBatch, cfg.OutcomeLinger, s.publishOutcomes)
 	s.m.outcomesWaiting = func() float64 { return float64(s.outcomes.waiting()) }
 	return s, nil

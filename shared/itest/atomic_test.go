@@ -1,0 +1,209 @@
+package itest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/trawl/trawl/devstack/natsembed"
+	"github.com/trawl/trawl/shared/durability"
+	"github.com/trawl/trawl/shared/natsx"
+	"github.com/trawl/trawl/shared/topology"
+)
+
+// batchIDHeader is the header JetStream keeps on each message of an atomic batch.
+const batchIDHeader = "Nats-Batch-Id"
+
+// storedBatches reads every message of stream and returns, by Nats-Msg-Id, the atomic
+// batch each was stored in ("" if none), failing on an id stored twice.
+func storedBatches(t *testing.T, js jetstream.JetStream, stream string) map[string]string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
+		m, err := s.GetMsg(ctx, seq)
+		if err != nil {
+			t.Fatalf("%s message %d: %v", stream, seq, err)
+		}
+		id := m.Header.Get(nats.MsgIdHdr)
+		if _, dup := got[id]; dup {
+			t.Fatalf("%s holds message %q twice", stream, id)
+		}
+		got[id] = m.Header.Get(batchIDHeader)
+	}
+	return got
+}
+
+// atomicStream makes a stream as topology.Streams does (atomic publish allowed) on a
+// server that syncs every write, and connects as the services do at TRAWL_FSYNC=always.
+func atomicStream(t *testing.T, cfg jetstream.StreamConfig) jetstream.JetStream {
+	t.Helper()
+	js := connectTo(t, natsembed.Options{StoreDir: t.TempDir(), MaxStore: natsembed.TestMaxStore, Durability: durability.Always})
+	cfg.AllowAtomicPublish, cfg.Duplicates = true, time.Minute
+	if _, err := js.CreateStream(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	return natsx.AtomicBatches(js)
+}
+
+// PublishBatch sends the messages of one stream as one atomic batch (one fsync at
+// TRAWL_FSYNC=always), and a republish whose batch holds ids already stored — which the
+// server refuses whole — still ends with every message stored exactly once.
+func TestPublishBatchIsAtomicAndRepublishable(t *testing.T) {
+	js := atomicStream(t, jetstream.StreamConfig{Name: "AB", Subjects: []string{topology.SubjectDocs}})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	batch := func(from, to int) []*nats.Msg {
+		var msgs []*nats.Msg
+		for i := from; i < to; i++ {
+			msgs = append(msgs, natsx.NewMsg(topology.SubjectDocs, fmt.Sprintf("doc-%d", i), []byte("d")))
+		}
+		return msgs
+	}
+	if err := natsx.PublishBatch(ctx, js, batch(0, 10)); err != nil {
+		t.Fatal(err)
+	}
+	got := storedBatches(t, js, "AB")
+	if len(got) != 10 {
+		t.Fatalf("stored %d messages, want 10", len(got))
+	}
+	if got["doc-0"] == "" {
+		t.Fatalf("doc-0 was not stored in an atomic batch (no %s header)", batchIDHeader)
+	}
+	for id, b := range got {
+		if b != got["doc-0"] {
+			t.Fatalf("%s in batch %q, doc-0 in %q: one PublishBatch call made several batches", id, b, got["doc-0"])
+		}
+	}
+
+	// A retry after a lost ack: half the ids are stored already.
+	if err := natsx.PublishBatch(ctx, js, batch(5, 15)); err != nil {
+		t.Fatalf("republish of a batch holding stored ids: %v", err)
+	}
+	got = storedBatches(t, js, "AB")
+	for i := range 15 {
+		if _, ok := got[fmt.Sprintf("doc-%d", i)]; !ok {
+			t.Errorf("doc-%d not stored", i)
+		}
+	}
+	if len(got) != 15 {
+		t.Fatalf("stored %d messages, want 15", len(got))
+	}
+}
+
+// Streams made by an older release, without atomic publish, get it at the next start.
+func TestEnsureAllowsAtomicPublishOnOlderStreams(t *testing.T) {
+	js := connect(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	o := topology.DefaultOptions(2)
+	for _, sc := range topology.Streams(o) {
+		sc.AllowAtomicPublish = false
+		if _, err := js.CreateStream(ctx, sc); err != nil {
+			t.Fatalf("stream %s as an older release made it: %v", sc.Name, err)
+		}
+	}
+	tm := topology.StageTimings{AckWait: 30 * time.Second, FetchAckWait: 150 * time.Second, MaxDeliver: 20}
+	if err := natsx.Ensure(ctx, js, o, tm, slog.Default()); err != nil {
+		t.Fatal(err)
+	}
+	for _, sc := range topology.Streams(o) {
+		s, err := js.Stream(ctx, sc.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !s.CachedInfo().Config.AllowAtomicPublish {
+			t.Errorf("stream %s takes no atomic batches after Ensure", sc.Name)
+		}
+	}
+}
+
+// The Committer puts the pages of concurrent callers in shared batches, and each caller
+// gets its own messages' fate: a page too large for the stream fails its caller alone.
+func TestCommitterGathersCallersAndKeepsTheirErrors(t *testing.T) {
+	js := atomicStream(t, jetstream.StreamConfig{Name: "CP", Subjects: []string{topology.SubjectPages, topology.SubjectDiscovered}, MaxMsgSize: 4 << 10})
+	c := natsx.NewCommitter(js, 10*time.Second)
+	for _, tc := range []struct {
+		name string
+		big  int // the caller whose page is over the stream's limit; -1: none
+	}{
+		{"all fit", -1},
+		{"one too large", 7},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const callers = 40
+			prefix := strings.ReplaceAll(tc.name, " ", "-")
+			errs := make([]error, callers)
+			var start, wg sync.WaitGroup
+			start.Add(1)
+			for i := range callers {
+				wg.Go(func() {
+					body := []byte("page")
+					if i == tc.big {
+						body = []byte(strings.Repeat("x", 8<<10))
+					}
+					msgs := []*nats.Msg{natsx.NewMsg(topology.SubjectPages, fmt.Sprintf("%s-page-%d", prefix, i), body)}
+					if i%2 == 0 {
+						// A redirect target goes with its page, to another subject.
+						msgs = append(msgs, natsx.NewMsg(topology.SubjectDiscovered, fmt.Sprintf("%s-redir-%d", prefix, i), []byte("r")))
+					}
+					ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+					defer cancel()
+					start.Wait()
+					errs[i] = c.Publish(ctx, msgs)
+				})
+			}
+			start.Done()
+			wg.Wait()
+			for i, err := range errs {
+				switch {
+				case i == tc.big && !errors.Is(err, jetstream.ErrStreamMessageExceedsMaximum):
+					t.Errorf("caller %d (a page over the stream's limit) got %v, want ErrStreamMessageExceedsMaximum", i, err)
+				case i != tc.big && err != nil:
+					t.Errorf("caller %d: %v", i, err)
+				}
+			}
+			got := storedBatches(t, js, "CP")
+			pagesIn := map[string]int{} // pages by batch
+			for i := range callers {
+				id := fmt.Sprintf("%s-page-%d", prefix, i)
+				b, ok := got[id]
+				if ok != (i != tc.big) {
+					t.Errorf("%s stored: %v", id, ok)
+				}
+				if ok && b != "" {
+					pagesIn[b]++
+				}
+				if _, ok := got[fmt.Sprintf("%s-redir-%d", prefix, i)]; ok != (i%2 == 0) {
+					t.Errorf("%s-redir-%d stored: %v", prefix, i, ok)
+				}
+			}
+			shared := 0
+			for _, n := range pagesIn {
+				shared = max(shared, n)
+			}
+			t.Logf("%d callers; pages in atomic batches: %v", callers, pagesIn)
+			// A batch with the page too large is refused whole and goes one by one.
+			if tc.big < 0 && shared < 2 {
+				t.Errorf("no atomic batch holds the pages of two callers")
+			}
+		})
+	}
+}

@@ -1,0 +1,256 @@
+package natsx
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/synadia-io/orbit.go/jetstreamext"
+
+	"github.com/trawl/trawl/shared/topology"
+)
+
+// AtomicMax is the most messages one atomic batch holds: nats-server's default
+// max_batch_size is 1,000; a server set lower refuses larger batches, whose messages then
+// go one at a time.
+const AtomicMax = 1000
+
+// AtomicBatches returns js marked for atomic batches: PublishBatch and Committer publish
+// through it the messages of one stream as atomic batches, and through an unmarked handle
+// each message alone (durability.Level.AtomicBatches says when to mark).
+func AtomicBatches(js jetstream.JetStream) jetstream.JetStream {
+	if atomicOn(js) {
+		return js
+	}
+	return atomicJS{js}
+}
+
+type atomicJS struct{ jetstream.JetStream }
+
+func atomicOn(js jetstream.JetStream) bool {
+	_, ok := js.(atomicJS)
+	return ok
+}
+
+// publishAll publishes msgs and waits for JetStream to store them, returning one error per
+// message (nil: stored, or dropped as a duplicate of one stored). Through a handle marked
+// by AtomicBatches, messages of one topology.AtomicGroup, two or more, go as atomic
+// batches (publishAtomic): the server stores a batch whole or not at all, and at
+// TRAWL_FSYNC=always syncs the stream's file once per batch instead of once per message,
+// and acks it once. The others are published asynchronously, each acked.
+func publishAll(ctx context.Context, js jetstream.JetStream, msgs []*nats.Msg) []error {
+	errs := make([]error, len(msgs))
+	if len(msgs) < 2 || !atomicOn(js) {
+		publishAsync(ctx, js, msgs, nil, true, errs)
+		return errs
+	}
+	groups := make(map[string][]int)
+	var single []int
+	for i, m := range msgs {
+		if g := topology.AtomicGroup(m.Subject); g != "" {
+			groups[g] = append(groups[g], i)
+		} else {
+			single = append(single, i)
+		}
+	}
+	for g, idx := range groups {
+		if len(idx) < 2 {
+			single = append(single, idx...)
+			delete(groups, g)
+		}
+	}
+	done := make(chan struct{}, len(groups))
+	for _, idx := range groups {
+		// One group's batches in order, the groups side by side; each writes only its
+		// own messages' errors.
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for chunk := range slices.Chunk(idx, AtomicMax) {
+				publishAtomic(ctx, js, msgs, chunk, errs)
+			}
+		}()
+	}
+	publishAsync(ctx, js, msgs, single, false, errs)
+	for range groups {
+		<-done
+	}
+	return errs
+}
+
+// publishAtomic stores msgs[idx], all bound for one stream, as one atomic batch. A batch
+// the server refuses (an API error: nothing of it is stored) goes again one message at a
+// time, where each is judged alone: a message already stored (a republish, which fails a
+// whole batch) is dropped by its Nats-Msg-Id, and one too large fails alone with its own
+// error. So do the messages of a stream made without atomic publish, and of a batch the
+// client refused for a message over max_payload. An error without the server's answer (a
+// timeout) leaves the batch's fate unknown: every message gets it, and the caller's retry
+// finds out.
+func publishAtomic(ctx context.Context, js jetstream.JetStream, msgs []*nats.Msg, idx []int, errs []error) {
+	// The library writes the batch headers into the messages it is given; the fallback
+	// needs them without.
+	batch := make([]*nats.Msg, len(idx))
+	for i, j := range idx {
+		m := msgs[j]
+		batch[i] = &nats.Msg{Subject: m.Subject, Header: maps.Clone(m.Header), Data: m.Data}
+		if batch[i].Header == nil {
+			batch[i].Header = nats.Header{}
+		}
+	}
+	// Not waiting for the first message's ack saves a round trip per batch; a batch the
+	// server did not start is refused at the commit.
+	_, err := jetstreamext.PublishMsgBatch(ctx, js, batch, jetstreamext.BatchFlowControl{AckFirst: false})
+	if err == nil {
+		return
+	}
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) || errors.Is(err, nats.ErrMaxPayload) {
+		publishAsync(ctx, js, msgs, idx, false, errs)
+		return
+	}
+	err = fmt.Errorf("natsx: atomic batch of %d on %s: %w", len(idx), msgs[idx[0]].Subject, err)
+	for _, j := range idx {
+		errs[j] = err
+	}
+}
+
+// publishAsync publishes msgs[idx] (all of msgs when all is set) asynchronously and waits
+// for every pub-ack.
+func publishAsync(ctx context.Context, js jetstream.JetStream, msgs []*nats.Msg, idx []int, all bool, errs []error) {
+	if all {
+		idx = make([]int, len(msgs))
+		for i := range idx {
+			idx[i] = i
+		}
+	}
+	futures := make([]jetstream.PubAckFuture, len(idx))
+	for i, j := range idx {
+		f, err := js.PublishMsgAsync(msgs[j])
+		if err != nil {
+			errs[j] = fmt.Errorf("natsx: publish %s: %w", msgs[j].Subject, err)
+			continue
+		}
+		futures[i] = f
+	}
+	for i, f := range futures {
+		if f == nil {
+			continue
+		}
+		j := idx[i]
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			errs[j] = fmt.Errorf("natsx: publish %s: %w", msgs[j].Subject, err)
+		case <-ctx.Done():
+			errs[j] = fmt.Errorf("natsx: publish %s: %w", msgs[j].Subject, ctx.Err())
+		}
+	}
+}
+
+// joinDistinct joins errs, each error value once: the messages of a batch that failed
+// whole share one.
+func joinDistinct(errs []error) error {
+	var out []error
+	for _, err := range errs {
+		if err != nil && !slices.Contains(out, err) {
+			out = append(out, err)
+		}
+	}
+	return errors.Join(out...)
+}
+
+// Committer gathers the messages that concurrent callers publish into shared batches
+// (group commit), so that a message each caller stores alone — the fetcher's page — goes
+// in an atomic batch with the others' (publishAll). One batch is in flight at a time:
+// what callers hand in meanwhile makes the next one, so a batch waits for no timer, and
+// the busier the callers the larger the batches. No goroutine outlives the work: one runs
+// while messages wait. Through a handle not marked by AtomicBatches, where a batch saves
+// nothing, each caller publishes its messages at once (PublishBatch).
+type Committer struct {
+	js      jetstream.JetStream
+	timeout time.Duration
+
+	mu    sync.Mutex
+	queue []*commitReq
+	busy  bool // a goroutine is publishing the queue
+}
+
+type commitReq struct {
+	msgs []*nats.Msg
+	done chan error
+}
+
+// CommitterMaxBytes bounds the payload of one gathered batch, so that a few large messages
+// do not make one batch hold many megabytes in memory and on the wire at once.
+const CommitterMaxBytes = 8 << 20
+
+// NewCommitter returns a Committer whose batches each have timeout to be stored.
+func NewCommitter(js jetstream.JetStream, timeout time.Duration) *Committer {
+	return &Committer{js: js, timeout: timeout}
+}
+
+// Publish stores msgs in the committer's next batch and returns once that batch is
+// stored, with msgs' own errors (those of other callers' messages are theirs), or when
+// ctx ends. Like PublishBatch, an error means some of msgs may not be stored.
+func (c *Committer) Publish(ctx context.Context, msgs []*nats.Msg) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	if !atomicOn(c.js) {
+		return PublishBatch(ctx, c.js, msgs)
+	}
+	r := &commitReq{msgs: msgs, done: make(chan error, 1)}
+	c.mu.Lock()
+	c.queue = append(c.queue, r)
+	if !c.busy {
+		c.busy = true
+		go c.drain()
+	}
+	c.mu.Unlock()
+	select {
+	case err := <-r.done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("natsx: publish: waiting for its batch to be stored: %w", ctx.Err())
+	}
+}
+
+// drain publishes the queue, batch after batch, until it is empty.
+func (c *Committer) drain() {
+	for {
+		c.mu.Lock()
+		var batch []*commitReq
+		var msgs []*nats.Msg
+		size := 0
+		for len(c.queue) > 0 {
+			r, n := c.queue[0], 0
+			for _, m := range r.msgs {
+				n += len(m.Data)
+			}
+			if len(batch) > 0 && (len(msgs)+len(r.msgs) > AtomicMax || size+n > CommitterMaxBytes) {
+				break
+			}
+			batch, msgs, size = append(batch, r), append(msgs, r.msgs...), size+n
+			c.queue[0] = nil
+			c.queue = c.queue[1:]
+		}
+		if len(batch) == 0 {
+			c.busy = false
+			c.mu.Unlock()
+			return
+		}
+		c.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+		errs := publishAll(ctx, c.js, msgs)
+		cancel()
+		for _, r := range batch {
+			r.done <- joinDistinct(errs[:len(r.msgs)])
+			errs = errs[len(r.msgs):]
+		}
+	}
+}
