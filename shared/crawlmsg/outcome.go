@@ -100,7 +100,7 @@ type Outcome struct {
 	// PageSeq is the CRAWL_PAGES stream sequence of the page the task stored (0: none, or
 	// a fetcher of an earlier release). The scheduler keeps it with the URL until the page
 	// is parsed, so that a NATS rolled back past the page puts the URL back in its queue
-	// (shared/durability/README.md, "What an OS crash at 1s can lose").
+	// (shared/durability/README.md "Durability").
 	PageSeq uint64 `json:"page_seq,omitempty"`
 }
 
