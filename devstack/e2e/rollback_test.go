@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trawl/trawl/devstack/synthweb"
+	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/durability"
 )
 
@@ -19,8 +21,9 @@ import (
 // made, none lost but what came later), the whole stack is killed, and started again on
 // the copies, in both orders. A URL is fetched twice only if its first request came
 // within the stores' window of the earlier copy. In both orders every URL of the web is
-// still fetched: with NATS older, a page NATS lost while Redis kept its URL's outcome is
-// fetched again from the scheduler's page log (shared/durability/README.md).
+// still fetched and every page with links parsed: with NATS older, a page NATS lost while
+// Redis kept its URL's outcome is fetched again from the scheduler's page log
+// (shared/durability/README.md).
 func TestCrawlSurvivesStoresRolledBackApart(t *testing.T) {
 	t.Parallel()
 	level := durability.Default
@@ -90,7 +93,35 @@ func TestCrawlSurvivesStoresRolledBackApart(t *testing.T) {
 			}
 			t.Logf("%d of %d URLs requested again, all first requested within %s of the older copy", again, len(count), level.Window())
 			checkInvariants(t, r, env, max(again, 1))
+			// Every page whose links the crawl follows was parsed: one NATS lost while Redis
+			// kept its outcome is fetched again, not left unparsed (the web's other links to
+			// its links may hide the loss from the request log).
+			checkParsed(t, c.web, reqs, readDocs(t, r.stack.JetStream()), env.MaxDepth)
 		})
+	}
+}
+
+// checkParsed fails t for each HTML page of the web with followable links that answered
+// 200 and has no document in crawl.docs.
+func checkParsed(t *testing.T, web *synthweb.Web, reqs []synthweb.Request, docs map[string]crawlmsg.Document, maxDepth int) {
+	t.Helper()
+	ok := map[string]bool{}
+	for _, q := range reqs {
+		if q.Status == 200 {
+			ok[web.Origin(q.Host)+q.Path] = true
+		}
+	}
+	unparsed := 0
+	for _, d := range web.Walk(maxDepth) {
+		if _, has := docs[d.URL]; len(d.Links) > 0 && ok[d.URL] && !has {
+			unparsed++
+			if unparsed <= 10 {
+				t.Errorf("fetched but never parsed: %s", d.URL)
+			}
+		}
+	}
+	if unparsed > 10 {
+		t.Errorf("%d pages fetched but never parsed", unparsed)
 	}
 }
 
