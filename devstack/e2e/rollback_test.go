@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/trawl/trawl/devstack/synthweb"
+	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/durability"
 )
 
@@ -19,9 +20,11 @@ import (
 // from the running crawl at two instants apart (as the OS would have them: every write
 // made, none lost but what came later), the whole stack is killed, and started again on
 // the copies, in both orders. A URL is fetched twice only if its first request came
-// within the stores' window of the earlier copy. With Redis older every URL of the web is
-// still fetched; with NATS older only the links of pages first requested within that
-// window may be lost (lostWithNATS), as shared/durability/README.md "Durability" states.
+// within the stores' window of the earlier copy. In both orders every page with links is
+// parsed: with NATS older, a page NATS lost while Redis kept its URL's outcome is fetched
+// again from the scheduler's page log. With Redis older every URL of the web is fetched;
+// with NATS older only links of such pages that dedup had already marked seen may be lost
+// (lostWithNATS), as shared/durability/README.md "Durability" states.
 func TestCrawlSurvivesStoresRolledBackApart(t *testing.T) {
 	t.Parallel()
 	level := durability.Default
@@ -95,15 +98,20 @@ func TestCrawlSurvivesStoresRolledBackApart(t *testing.T) {
 				lost = lostWithNATS(c.web.Walk(env.MaxDepth), firstReq, cut)
 			}
 			checkInvariantsLosing(t, r, env, max(again, 1), lost)
+			// Every page whose links the crawl follows was parsed: one NATS lost while Redis
+			// kept its outcome is fetched again, not left unparsed (the web's other links to
+			// its links may hide the loss from the request log).
+			checkParsed(t, c.web, reqs, readDocs(t, r.stack.JetStream()), env.MaxDepth)
 		})
 	}
 }
 
 // lostWithNATS reports the URLs the design lets a crawl lose when NATS comes back older
-// than Redis (shared/durability/README.md "Durability"): the links of a page whose response NATS
-// lost while Redis kept its outcome, so that the page is not fetched again. A URL can be
-// lost only if every page linking to it was first requested after cut, or never, being
-// lost itself; a URL linked from a page requested before cut was discovered durably.
+// than Redis (shared/durability/README.md "Durability"): links of a page NATS lost that
+// dedup had already marked seen in Redis, so that the page fetched again finds them seen.
+// A URL can be lost only if every page linking to it was first requested after cut, or
+// never, being lost itself; a URL linked from a page requested before cut was discovered
+// durably.
 func lostWithNATS(walk []synthweb.Discovery, firstReq map[string]time.Time, cut time.Time) func(string) bool {
 	linkers := map[string][]string{}
 	for _, d := range walk {
@@ -131,6 +139,30 @@ func lostWithNATS(walk []synthweb.Discovery, firstReq map[string]time.Time, cut 
 		return ok
 	}
 	return func(u string) bool { return lost(u, 0) }
+}
+
+// checkParsed fails t for each HTML page of the web with followable links that answered
+// 200 and has no document in crawl.docs.
+func checkParsed(t *testing.T, web *synthweb.Web, reqs []synthweb.Request, docs map[string]crawlmsg.Document, maxDepth int) {
+	t.Helper()
+	ok := map[string]bool{}
+	for _, q := range reqs {
+		if q.Status == 200 {
+			ok[web.Origin(q.Host)+q.Path] = true
+		}
+	}
+	unparsed := 0
+	for _, d := range web.Walk(maxDepth) {
+		if _, has := docs[d.URL]; len(d.Links) > 0 && ok[d.URL] && !has {
+			unparsed++
+			if unparsed <= 10 {
+				t.Errorf("fetched but never parsed: %s", d.URL)
+			}
+		}
+	}
+	if unparsed > 10 {
+		t.Errorf("%d pages fetched but never parsed", unparsed)
+	}
 }
 
 // copyDir copies the files under src to dst as they are at this moment, as an OS crash

@@ -97,6 +97,11 @@ type Outcome struct {
 	// page too large, robots.txt unavailable): the parser never sees it, so should the URL
 	// end failed, the scheduler writes its next schedule from this.
 	Recrawl *RecrawlEntry `json:"recrawl,omitempty"`
+	// PageSeq is the CRAWL_PAGES stream sequence of the page the task stored (0: none, or
+	// a fetcher of an earlier release). The scheduler keeps it with the URL until the page
+	// is parsed, so that a NATS rolled back past the page puts the URL back in its queue
+	// (shared/durability/README.md "Durability").
+	PageSeq uint64 `json:"page_seq,omitempty"`
 }
 
 // OutcomeBatchVersion is the version of OutcomeBatch. Batches replaced single outcomes

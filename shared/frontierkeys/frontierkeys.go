@@ -144,6 +144,14 @@ func (s Shard) Errors() string { return s.ks.Key("errors") }
 // Applied is the zset message id → stream sequence of applied frontier messages.
 func (s Shard) Applied() string { return s.ks.Key("applied") }
 
+// PageLog is the zset of the URLs whose pages wait for the parser, scored by the page's
+// CRAWL_PAGES sequence, each member "<lease token>\n<host>\n<entry>" (the page's id is
+// topology.PageID of the token). complete.lua adds one with the outcome that ends a URL
+// fetched; the scheduler drops those at or below the parser consumer's ack floor, and at
+// its start puts back in the queues the URLs whose pages NATS lost (a rollback after an OS
+// crash).
+func (s Shard) PageLog() string { return s.ks.Key("pagelog") }
+
 // RecrawlOutbox is the list of recrawled URLs that ended failed without a page, each
 // "<unix ms> <requested 0|1> <entry>", waiting for the scheduler to write their next
 // schedules (adaptive recrawl only).

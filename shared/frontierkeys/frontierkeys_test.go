@@ -31,6 +31,7 @@ func TestKeyNames(t *testing.T) {
 		{"slowest", s.Slowest(), "trawl:{s0}:slowest"},
 		{"errors", s.Errors(), "trawl:{s0}:errors"},
 		{"applied", s.Applied(), "trawl:{s0}:applied"},
+		{"pagelog", s.PageLog(), "trawl:{s0}:pagelog"},
 		{"lasterr", s.LastErr(), "trawl:{s0}:lasterr"},
 		{"front queue", s.FrontQueue(7), "trawl:{s0}:fq:7"},
 		{"front queue name", FrontQueueName(7), "fq:7"},

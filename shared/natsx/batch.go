@@ -43,12 +43,14 @@ func atomicOn(js jetstream.JetStream) bool {
 // by AtomicBatches, messages of one topology.AtomicGroup, two or more, go as atomic
 // batches (publishAtomic): the server stores a batch whole or not at all, and at
 // TRAWL_FSYNC=always syncs the stream's file once per batch instead of once per message,
-// and acks it once. The others are published asynchronously, each acked.
-func publishAll(ctx context.Context, js jetstream.JetStream, msgs []*nats.Msg) []error {
-	errs := make([]error, len(msgs))
+// and acks it once. The others are published asynchronously, each acked. seqs holds each
+// message's stream sequence, from its own ack (a duplicate's names the stored original);
+// 0 for a message stored in an atomic batch, whose ack names the batch.
+func publishAll(ctx context.Context, js jetstream.JetStream, msgs []*nats.Msg) (errs []error, seqs []uint64) {
+	errs, seqs = make([]error, len(msgs)), make([]uint64, len(msgs))
 	if len(msgs) < 2 || !atomicOn(js) {
-		publishAsync(ctx, js, msgs, nil, true, errs)
-		return errs
+		publishAsync(ctx, js, msgs, nil, true, errs, seqs)
+		return errs, seqs
 	}
 	groups := make(map[string][]int)
 	var single []int
@@ -72,15 +74,15 @@ func publishAll(ctx context.Context, js jetstream.JetStream, msgs []*nats.Msg) [
 		go func() {
 			defer func() { done <- struct{}{} }()
 			for chunk := range slices.Chunk(idx, AtomicMax) {
-				publishAtomic(ctx, js, msgs, chunk, errs)
+				publishAtomic(ctx, js, msgs, chunk, errs, seqs)
 			}
 		}()
 	}
-	publishAsync(ctx, js, msgs, single, false, errs)
+	publishAsync(ctx, js, msgs, single, false, errs, seqs)
 	for range groups {
 		<-done
 	}
-	return errs
+	return errs, seqs
 }
 
 // publishAtomic stores msgs[idx], all bound for one stream, as one atomic batch. A batch
@@ -91,7 +93,7 @@ func publishAll(ctx context.Context, js jetstream.JetStream, msgs []*nats.Msg) [
 // client refused for a message over max_payload. An error without the server's answer (a
 // timeout) leaves the batch's fate unknown: every message gets it, and the caller's retry
 // finds out.
-func publishAtomic(ctx context.Context, js jetstream.JetStream, msgs []*nats.Msg, idx []int, errs []error) {
+func publishAtomic(ctx context.Context, js jetstream.JetStream, msgs []*nats.Msg, idx []int, errs []error, seqs []uint64) {
 	// The library writes the batch headers into the messages it is given; the fallback
 	// needs them without.
 	batch := make([]*nats.Msg, len(idx))
@@ -110,7 +112,7 @@ func publishAtomic(ctx context.Context, js jetstream.JetStream, msgs []*nats.Msg
 	}
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) || errors.Is(err, nats.ErrMaxPayload) {
-		publishAsync(ctx, js, msgs, idx, false, errs)
+		publishAsync(ctx, js, msgs, idx, false, errs, seqs)
 		return
 	}
 	err = fmt.Errorf("natsx: atomic batch of %d on %s: %w", len(idx), msgs[idx[0]].Subject, err)
@@ -120,8 +122,8 @@ func publishAtomic(ctx context.Context, js jetstream.JetStream, msgs []*nats.Msg
 }
 
 // publishAsync publishes msgs[idx] (all of msgs when all is set) asynchronously and waits
-// for every pub-ack.
-func publishAsync(ctx context.Context, js jetstream.JetStream, msgs []*nats.Msg, idx []int, all bool, errs []error) {
+// for every pub-ack, writing each message's error and stream sequence.
+func publishAsync(ctx context.Context, js jetstream.JetStream, msgs []*nats.Msg, idx []int, all bool, errs []error, seqs []uint64) {
 	if all {
 		idx = make([]int, len(msgs))
 		for i := range idx {
@@ -143,7 +145,8 @@ func publishAsync(ctx context.Context, js jetstream.JetStream, msgs []*nats.Msg,
 		}
 		j := idx[i]
 		select {
-		case <-f.Ok():
+		case ack := <-f.Ok():
+			seqs[j] = ack.Sequence
 		case err := <-f.Err():
 			errs[j] = fmt.Errorf("natsx: publish %s: %w", msgs[j].Subject, err)
 		case <-ctx.Done():
@@ -183,6 +186,7 @@ type Committer struct {
 type commitReq struct {
 	msgs []*nats.Msg
 	done chan error
+	seqs []uint64 // set before done is sent
 }
 
 // CommitterMaxBytes bounds the payload of one gathered batch, so that a few large messages
@@ -198,11 +202,18 @@ func NewCommitter(js jetstream.JetStream, timeout time.Duration) *Committer {
 // stored, with msgs' own errors (those of other callers' messages are theirs), or when
 // ctx ends. Like PublishBatch, an error means some of msgs may not be stored.
 func (c *Committer) Publish(ctx context.Context, msgs []*nats.Msg) error {
+	_, err := c.PublishSeqs(ctx, msgs)
+	return err
+}
+
+// PublishSeqs is Publish returning, once msgs are stored, each one's stream sequence as
+// PublishBatchSeqs does (0 for those stored in an atomic batch).
+func (c *Committer) PublishSeqs(ctx context.Context, msgs []*nats.Msg) ([]uint64, error) {
 	if len(msgs) == 0 {
-		return nil
+		return nil, nil
 	}
 	if !atomicOn(c.js) {
-		return PublishBatch(ctx, c.js, msgs)
+		return PublishBatchSeqs(ctx, c.js, msgs)
 	}
 	r := &commitReq{msgs: msgs, done: make(chan error, 1)}
 	c.mu.Lock()
@@ -214,9 +225,12 @@ func (c *Committer) Publish(ctx context.Context, msgs []*nats.Msg) error {
 	c.mu.Unlock()
 	select {
 	case err := <-r.done:
-		return err
+		if err != nil {
+			return nil, err
+		}
+		return r.seqs, nil
 	case <-ctx.Done():
-		return fmt.Errorf("natsx: publish: waiting for its batch to be stored: %w", ctx.Err())
+		return nil, fmt.Errorf("natsx: publish: waiting for its batch to be stored: %w", ctx.Err())
 	}
 }
 
@@ -246,11 +260,12 @@ func (c *Committer) drain() {
 		}
 		c.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
-		errs := publishAll(ctx, c.js, msgs)
+		errs, seqs := publishAll(ctx, c.js, msgs)
 		cancel()
 		for _, r := range batch {
+			r.seqs = seqs[:len(r.msgs):len(r.msgs)]
 			r.done <- joinDistinct(errs[:len(r.msgs)])
-			errs = errs[len(r.msgs):]
+			errs, seqs = errs[len(r.msgs):], seqs[len(r.msgs):]
 		}
 	}
 }

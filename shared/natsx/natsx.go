@@ -309,7 +309,19 @@ const ensureTimeout = 5 * time.Second
 // its input. Through a handle marked by AtomicBatches, messages bound for one stream go
 // as atomic batches (publishAll).
 func PublishBatch(ctx context.Context, js jetstream.JetStream, msgs []*nats.Msg) error {
-	return joinDistinct(publishAll(ctx, js, msgs))
+	_, err := PublishBatchSeqs(ctx, js, msgs)
+	return err
+}
+
+// PublishBatchSeqs is PublishBatch returning, when every message was stored, each one's
+// stream sequence in msgs' order: from its own ack (a republish the duplicate window
+// dropped gets the stored original's), or 0 for a message stored in an atomic batch.
+func PublishBatchSeqs(ctx context.Context, js jetstream.JetStream, msgs []*nats.Msg) ([]uint64, error) {
+	errs, seqs := publishAll(ctx, js, msgs)
+	if err := joinDistinct(errs); err != nil {
+		return nil, err
+	}
+	return seqs, nil
 }
 
 // NewMsg builds a message with an idempotency key.

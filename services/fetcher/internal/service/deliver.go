@@ -39,6 +39,9 @@ func (s *Service) deliver(task *crawlmsg.FetchTask, out *crawlmsg.Outcome, res *
 			out.Kind, out.Permanent, out.Error = crawlmsg.OutcomeTooLarge, true, err.Error()
 		}
 	}
+	if res != nil && out.Kind == crawlmsg.OutcomeFetched {
+		out.PageSeq = res.pageSeq
+	}
 	if task.Recrawl != nil && failing(out.Kind) {
 		out.Recrawl = &crawlmsg.RecrawlEntry{V: crawlmsg.Version, URL: task.URL, Depth: task.Depth, Kind: task.Kind, Embeds: task.Embeds, State: *task.Recrawl}
 	}
@@ -94,7 +97,11 @@ func (s *Service) storePage(deadline time.Time, task *crawlmsg.FetchTask, res *p
 	}
 	err = s.retryTask(deadline, task, "page", publishTimeout, func(ctx context.Context) error {
 		tries++
-		return s.pages.Publish(ctx, msgs)
+		seqs, err := s.pages.PublishSeqs(ctx, msgs)
+		if err == nil {
+			res.pageSeq = seqs[0]
+		}
+		return err
 	})
 	res.reusable = err == nil && tries == 1
 	if err != nil && isTooLarge(err) {

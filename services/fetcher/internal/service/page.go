@@ -142,6 +142,8 @@ type pageResult struct {
 	// attempt, so no earlier attempt is left that the client could still resend, and the
 	// body's buffer may serve another response.
 	reusable bool
+	// pageSeq is the page's sequence in CRAWL_PAGES once stored (its outcome carries it).
+	pageSeq uint64
 }
 
 // acceptFor is the Accept header of a request for a URL of this kind.

@@ -44,6 +44,7 @@ var (
 	scriptRecheck  = load("recheck.lua")
 	scriptSift     = load("sift.lua")
 	scriptLimits   = load("limits.lua")
+	scriptReadmit  = load("readmit.lua")
 )
 
 // The scripts' KEYS and ARGV layout, written once here: New builds the keys and the
@@ -62,6 +63,7 @@ var shardKeys = []struct {
 	{"K_ERRORS", frontierkeys.Shard.Errors}, {"K_APPLIED", frontierkeys.Shard.Applied},
 	{"K_LASTERR", frontierkeys.Shard.LastErr}, {"K_POLICY", frontierkeys.Shard.Policy},
 	{"K_PARKED", frontierkeys.Shard.Parked}, {"K_PSTATS", frontierkeys.Shard.PolicyStats},
+	{"K_PAGELOG", frontierkeys.Shard.PageLog},
 }
 
 // callArgs are the common arguments each call sets (Frontier.args): the key prefix, the
@@ -159,7 +161,7 @@ func Scripts() map[string]*redis.Script {
 		"add.lua": scriptAdd, "dispatch.lua": scriptDispatch, "complete.lua": scriptComplete,
 		"reap.lua": scriptReap, "park.lua": scriptPark, "resume.lua": scriptResume,
 		"over.lua": scriptOver, "recheck.lua": scriptRecheck, "sift.lua": scriptSift,
-		"limits.lua": scriptLimits,
+		"limits.lua": scriptLimits, "readmit.lua": scriptReadmit,
 	}
 }
 

@@ -248,7 +248,8 @@ func (f *Frontier) Complete(ctx context.Context, outs []crawlmsg.Outcome) ([]App
 		refund[i] = p.refund
 		args = append(args, o.Host, o.Lease, strconv.Itoa(p.flags(o.Requested, o.Attempt == 0)),
 			strconv.FormatInt(max(o.DurationMs, 0), 10), strconv.FormatInt(cd, 10),
-			strconv.FormatInt(secondsToMs(o.RetryAfter), 10), errorLine(o, p), o.Addr)
+			strconv.FormatInt(secondsToMs(o.RetryAfter), 10), errorLine(o, p), o.Addr,
+			strconv.FormatUint(o.PageSeq, 10))
 		idx = append(idx, i)
 	}
 	if len(idx) == 0 {
@@ -304,7 +305,7 @@ func (a action) result() Result {
 }
 
 // completeFields is the number of complete.lua arguments per outcome.
-const completeFields = 8
+const completeFields = 9
 
 // flags packs the plan, whether a request was made and whether it was the URL's first
 // attempt into complete.lua's flags argument: action + 8·requested + 16·resetStreak +

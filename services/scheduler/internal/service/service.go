@@ -110,6 +110,11 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Optio
 	if !pol.apply(ctx) {
 		return nil, fmt.Errorf("scheduler: the live site policies could not be written to the shards")
 	}
+	for _, s := range pol.shards {
+		if err := s.recoverPages(ctx); err != nil {
+			return nil, fmt.Errorf("scheduler: %w", err)
+		}
+	}
 	return &Service{run: r, page: page, gate: gt, pol: pol}, nil
 }
 
@@ -219,6 +224,10 @@ type shard struct {
 	// ack floor read at the previous trim.
 	reapAt    *reapRound
 	trimFloor uint64
+	// parserC is the parser's consumer on CRAWL_PAGES and pageFloor its ack floor read at
+	// the previous page log trim (trimPageLog).
+	parserC   jetstream.Consumer
+	pageFloor uint64
 	// replicated makes the adds and leases of the shard reach a Redis replica before
 	// their message is acked or their tasks published (TRAWL_REDIS_WAIT).
 	replicated *redisx.Waiter
@@ -300,6 +309,7 @@ func (s *shard) goLoops(r *runner.Runner) {
 	r.Go(fmt.Sprintf("shard %d dispatcher", s.id), func(ctx context.Context) error { s.dispatchLoop(ctx); return nil })
 	r.Go(fmt.Sprintf("shard %d reaper", s.id), func(ctx context.Context) error { s.every(ctx, reapEvery, s.reap); return nil })
 	r.Go(fmt.Sprintf("shard %d marker trim", s.id), func(ctx context.Context) error { s.every(ctx, trimEvery, s.trimMarkers); return nil })
+	r.Go(fmt.Sprintf("shard %d page log trim", s.id), func(ctx context.Context) error { s.every(ctx, trimEvery, s.trimPageLog); return nil })
 	r.Go(fmt.Sprintf("shard %d stats", s.id), func(ctx context.Context) error { s.every(ctx, statsEvery, s.refreshStats); return nil })
 	r.Go(fmt.Sprintf("shard %d skip spool", s.id), func(ctx context.Context) error { s.spoolLoop(ctx); return nil })
 	if s.dueC != nil {

@@ -1,8 +1,10 @@
--- Complete. ARGV[A]: number of outcomes; then per outcome 8 fields: host, token, flags,
+-- Complete. ARGV[A]: number of outcomes; then per outcome 9 fields: host, token, flags,
 -- duration ms, crawl-delay ms (-1 = keep the stored one), retry-after ms, the error log
--- line "<kind>\t<status>\t<host>\t<url>\t<error>" ('' = not an error), and the server
+-- line "<kind>\t<status>\t<host>\t<url>\t<error>" ('' = not an error), the server
 -- address the request went to ('' = unknown; the stored one stays), kept in host:<host> as
--- addr for the status views. flags packs six small fields into one number, because every
+-- addr for the status views, and the CRAWL_PAGES sequence of the page the task stored
+-- ('0' = none): a URL that ends fetched with a page is kept in the page log (K_PAGELOG)
+-- in this same step, so that Redis keeps the record exactly when it keeps the outcome. flags packs six small fields into one number, because every
 -- argument costs the script a string and a table slot: action (1 fetched, 2 retry,
 -- 3 failed, 4 disallowed, 5 requeue, 6 park, 7 out of scope, 0 requeue counting an
 -- attempt) + 8 × requested (0/1) + 16 × reset error streak (0/1)
@@ -50,7 +52,7 @@
 -- whose average fell to the view's floor leaves it, and one left out re-enters on its next
 -- outcome above the floor.
 local n = tonumber(ARGV[A])
-local W = 8
+local W = 9
 -- retirement applies an outcome's health to the host's failure streak (fails) and answer
 -- window (stored win), adding a changed window to the host's fields (set); it returns the
 -- streak and whether the host is retired. first: the URL's first attempt. The window holds
@@ -102,7 +104,7 @@ for c = 1, #askDeadline, 1000 do
   for k = 1, #js do deadlines[js[k]] = tonumber(d[k] or 0) or 0 end
 end
 local leaseDel, heapArgs, freed = {}, {}, {}
-local busyArgs, slowArgs, slowDel, errLines = {}, {}, {}, {}
+local busyArgs, slowArgs, slowDel, errLines, logArgs = {}, {}, {}, {}, {}
 -- A full view only takes hosts above its lowest score, so that in a crawl of many hosts
 -- most outcomes skip the zset writes (and the trim) altogether.
 local busyFloor, slowFloor = top_floor(K_BUSIEST), top_floor(K_SLOWEST)
@@ -115,7 +117,7 @@ for o = 1, n do
   local h, tok, fl = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
   local durS = ARGV[i + 3]
   local dur, newcd, ra = tonumber(durS), tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5])
-  local errLine, addr = ARGV[i + 6], ARGV[i + 7]
+  local errLine, addr, pseq = ARGV[i + 6], ARGV[i + 7], ARGV[i + 8]
   i = i + W
   local act, requested = fl % 8, fl % 16 >= 8
   local reset, refund, health = fl % 32 >= 16, fl % 64 >= 32, floor(fl / 64) % 8
@@ -169,6 +171,10 @@ for o = 1, n do
     local back = 0
     if act == 1 then
       bump('fetched', 1)
+      if pseq ~= '0' then
+        logArgs[#logArgs + 1] = pseq
+        logArgs[#logArgs + 1] = tok .. '\n' .. h .. '\n' .. string.sub(v, sp + 1)
+      end
     elseif act == 3 then
       bump('failed', 1)
     elseif act == 4 then
@@ -337,6 +343,7 @@ bulk('HDEL', K_LEASE, leaseDel)
 bulk('HDEL', K_LASTERR, leaseDel)
 bulk('ZREM', K_INFLIGHT, leaseDel)
 bulk('ZADD', K_HEAP, heapArgs)
+bulk('ZADD', K_PAGELOG, logArgs)
 if #busyArgs > 0 then
   bulk('ZADD', K_BUSIEST, busyArgs)
   trim_top(K_BUSIEST)

@@ -1,0 +1,117 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/trawl/trawl/services/scheduler/internal/frontier"
+	"github.com/trawl/trawl/shared/topology"
+)
+
+// pageLogBatch is how many logged URLs recoverPages reads from Redis at a time.
+const pageLogBatch = 1000
+
+// recoverPages puts back in their queues the URLs of the page log whose pages NATS lost
+// (frontier.Frontier.PageLog): when an OS crash brings NATS back older than Redis, a page
+// published in NATS's lost seconds is gone while Redis kept the outcome that ended its URL
+// fetched, and nothing else would fetch it again. It runs before the shard dispatches.
+func (s *shard) recoverPages(ctx context.Context) error {
+	lost, last, err := s.lostPages(ctx)
+	if err != nil {
+		return fmt.Errorf("shard %d: page log check: %w", s.id, err)
+	}
+	n, err := s.f.Readmit(ctx, lost)
+	if err != nil {
+		return fmt.Errorf("shard %d: page log check: %w", s.id, err)
+	}
+	if n > 0 {
+		s.m.pagesReadmitted.WithLabelValues(s.label).Add(float64(n))
+		s.log.Warn("NATS lost pages whose URLs Redis counted fetched; URLs queued again", "count", n,
+			"first", lost[0].URL, "pages_from", lost[len(lost)-1].Seq, "pages_to", lost[0].Seq, "stream_last", last)
+	}
+	return nil
+}
+
+// lostPages walks the page log from its highest sequence down and returns the URLs whose
+// pages CRAWL_PAGES lost, and the stream's last sequence as last read. A page is lost only
+// when a rollback is evident: its sequence is beyond the stream's last, or the stream holds
+// another message there (NATS, rolled back, gave the sequence to a newer one; or the
+// stream was made again). A page the stream no longer holds at a sequence within it was
+// removed once every consumer had acknowledged it, so after a plain restart nothing is
+// lost. The walk stops at the first page the stream holds: a crash loses a stream's tail,
+// so the pages below it are there too.
+func (s *shard) lostPages(ctx context.Context) (lost []frontier.Logged, last uint64, err error) {
+	str, err := s.js.Stream(ctx, topology.StreamPages)
+	if err != nil {
+		return nil, 0, fmt.Errorf("stream %s: %w", topology.StreamPages, err)
+	}
+	var before uint64
+	for {
+		logged, err := s.f.PageLog(ctx, before, pageLogBatch)
+		if err != nil || len(logged) == 0 {
+			return lost, last, err
+		}
+		// The stream's state is read after the log: a URL logged since has its page's
+		// sequence within it.
+		info, err := str.Info(ctx)
+		if err != nil {
+			return nil, 0, fmt.Errorf("stream %s: %w", topology.StreamPages, err)
+		}
+		last = info.State.LastSeq
+		for _, l := range logged {
+			before = l.Seq
+			if l.Seq > last {
+				lost = append(lost, l)
+				continue
+			}
+			m, err := str.GetMsg(ctx, l.Seq)
+			switch {
+			case errors.Is(err, jetstream.ErrMsgNotFound):
+			case err != nil:
+				return nil, 0, fmt.Errorf("stream %s: message %d: %w", topology.StreamPages, l.Seq, err)
+			case m.Header.Get(nats.MsgIdHdr) == topology.PageID(l.Token):
+				return lost, last, nil
+			default:
+				lost = append(lost, l)
+			}
+		}
+	}
+}
+
+// trimPageLog drops the logged URLs whose pages the parser acknowledged: at or below its
+// consumer's ack floor on CRAWL_PAGES as read one round ago (as trimMarkers does), which
+// only settled acknowledgements move (natsx.ConsumeBatches), so those pages' links are
+// durably in NATS. A page parsed before its URL was logged is dropped by the next round.
+func (s *shard) trimPageLog(ctx context.Context) {
+	floor := s.pageFloor
+	if s.parserC == nil {
+		c, err := s.js.Consumer(ctx, topology.StreamPages, topology.ConsumerParser)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Debug("page log trim: parser consumer", "err", err)
+			}
+			return
+		}
+		s.parserC = c
+	}
+	ci, err := s.parserC.Info(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Debug("page log trim: parser consumer info", "err", err)
+		}
+		return
+	}
+	s.pageFloor = ci.AckFloor.Stream
+	if floor == 0 || floor > s.pageFloor {
+		// First round, or the stream was made again (its sequence started over).
+		return
+	}
+	if _, err := s.f.TrimPageLog(ctx, floor); err != nil && ctx.Err() == nil {
+		s.m.redisErrors.WithLabelValues(s.label, "trim").Inc()
+		s.log.Warn("page log trim failed", "err", err)
+	}
+}

@@ -1,0 +1,177 @@
+package itest
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/trawl/trawl/devstack/redisproc"
+	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/testwait"
+	"github.com/trawl/trawl/shared/topology"
+)
+
+// When NATS comes back older than Redis (an OS crash at TRAWL_FSYNC=1s), a page published
+// in NATS's lost seconds is gone while Redis kept the outcome that ended its URL fetched.
+// The scheduler keeps each such URL in the shard's page log until the parser acknowledges
+// its page, and at start puts back in the queues those whose pages CRAWL_PAGES lost. The
+// rollback is made here by making the stream again: its sequence starts over, so some
+// logged pages' sequences are held by other messages and the rest lie beyond its last.
+func TestPageLogReadmitsPagesNATSLost(t *testing.T) {
+	s := startStack(t, redisproc.Options{}, nil)
+	ctx, cancel := context.WithCancel(testwait.Context(t))
+	defer cancel()
+	// The fetcher stores a page per task, as the real one does, and names its sequence in
+	// the outcome.
+	fx := s.runFetcher(ctx, func(tk crawlmsg.FetchTask) crawlmsg.Outcome {
+		o := fetched200(tk)
+		m := nats.NewMsg(topology.SubjectPages)
+		m.Header.Set(nats.MsgIdHdr, topology.PageID(tk.Lease))
+		m.Data = []byte(tk.URL)
+		ack, err := s.js.PublishMsg(ctx, m)
+		if err != nil {
+			if ctx.Err() == nil {
+				t.Errorf("publish page: %v", err)
+			}
+			return o
+		}
+		o.PageSeq = ack.Sequence
+		return o
+	})
+	const n = 6
+	var batch crawlmsg.FrontierBatch
+	for i := range n {
+		batch.URLs = append(batch.URLs, crawlmsg.Discovered{URL: fmt.Sprintf("http://lost%d.example/", i)})
+	}
+	s.publish(topology.FrontierSubject(0), &batch)
+	requests := func() map[string]int {
+		c := map[string]int{}
+		for _, tk := range fx.snapshot() {
+			c[tk.URL]++
+		}
+		return c
+	}
+	crawled := func(times int) func() bool {
+		return func() bool {
+			st := s.stats()
+			if st.Fetched != n || st.Queued != 0 || st.Inflight != 0 {
+				return false
+			}
+			for _, c := range requests() {
+				if c != times {
+					return false
+				}
+			}
+			return len(requests()) == n
+		}
+	}
+	testwait.Eventually(t, 30*time.Second, "every URL fetched once", crawled(1))
+
+	// A restart that lost nothing: every logged page is in the stream, left alone.
+	s.restart(t)
+	if got := s.metric("trawl_scheduler_pages_readmitted_total", map[string]string{"shard": "0"}); got != 0 {
+		t.Fatalf("%v URLs re-admitted after a restart that lost nothing, want 0", got)
+	}
+	if st := s.stats(); st.Fetched != n || st.Queued != 0 {
+		t.Fatalf("after a restart that lost nothing: %+v, want %d fetched, none queued", st, n)
+	}
+
+	// NATS loses the pages: the stream is made again while the scheduler is down, and two
+	// other pages take the first sequences.
+	s.stopService(t)
+	recreatePages(t, s, 2)
+	s.restart(t)
+	testwait.Eventually(t, 30*time.Second, "every URL fetched again, once", crawled(2))
+	if got := s.metric("trawl_scheduler_pages_readmitted_total", map[string]string{"shard": "0"}); got != n {
+		t.Fatalf("%v URLs re-admitted, want %d", got, n)
+	}
+
+	// The pages fetched again are in the stream: another restart re-admits nothing.
+	s.restart(t)
+	if got := s.metric("trawl_scheduler_pages_readmitted_total", map[string]string{"shard": "0"}); got != 0 {
+		t.Fatalf("%v URLs re-admitted by the next restart, want 0", got)
+	}
+	if !crawled(2)() {
+		t.Fatalf("after the next restart: %+v, requests %v; want each URL requested twice in all", s.stats(), requests())
+	}
+
+	// The log holds the pages fetched again, the lost ones' entries gone with their
+	// re-admission; the parser acknowledges the pages and the log is trimmed to nothing.
+	logged := func() int64 { return s.rdb.ZCard(ctx, s.f.Keyspace().Key("pagelog")).Val() }
+	if got := logged(); got != n {
+		t.Fatalf("page log holds %d URLs with no parser running, want %d", got, n)
+	}
+	cons, err := s.js.Consumer(ctx, topology.StreamPages, topology.ConsumerParser)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, err := cons.Consume(func(m jetstream.Msg) { _ = m.Ack() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Stop()
+	// Two trim rounds: the first reads the ack floor, the next trims to it.
+	testwait.Eventually(t, 4*trimEvery, "page log trimmed", func() bool { return logged() == 0 })
+}
+
+// stopService stops the stack's scheduler and waits for it.
+func (s *stack) stopService(t *testing.T) {
+	t.Helper()
+	s.stop()
+	select {
+	case err := <-s.done:
+		if err != nil {
+			t.Fatalf("Run returned %v", err)
+		}
+		s.done <- nil // for the cleanup
+	case <-time.After(20 * time.Second):
+		t.Fatal("service did not stop within 20s")
+	}
+}
+
+// restart stops the stack's scheduler, if it runs, and starts another.
+func (s *stack) restart(t *testing.T) {
+	t.Helper()
+	select {
+	case err := <-s.done:
+		s.done <- err // stopped already
+	default:
+		s.stopService(t)
+	}
+	s.cfg, s.stop, s.done = s.startService(nil)
+}
+
+// recreatePages deletes CRAWL_PAGES and makes it again, its sequence starting over, with
+// fill other messages stored in it.
+func recreatePages(t *testing.T, s *stack, fill int) {
+	t.Helper()
+	ctx := testwait.Context(t)
+	var cfg jetstream.StreamConfig
+	for _, c := range topology.Streams(s.cfg.Common.Topology()) {
+		if c.Name == topology.StreamPages {
+			cfg = c
+		}
+	}
+	if err := s.js.DeleteStream(ctx, topology.StreamPages); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.js.CreateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	// Kept until a consumer acknowledges them: the parser's, made again by the scheduler's
+	// start.
+	if _, err := s.js.CreateOrUpdateConsumer(ctx, topology.StreamPages, jetstream.ConsumerConfig{Durable: "hold", AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range fill {
+		m := nats.NewMsg(topology.SubjectPages)
+		m.Header.Set(nats.MsgIdHdr, fmt.Sprintf("other-page-%d", i))
+		if _, err := s.js.PublishMsg(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
