@@ -28,6 +28,10 @@ type FetchTask struct {
 	// request it cannot finish before the deadline: after it the scheduler may hand the
 	// host to another fetcher.
 	Deadline int64 `json:"deadline"`
+	// Dispatched is when the scheduler leased the task (unix milliseconds, Redis's clock;
+	// 0 from a scheduler before it). A fetcher checks the lease of a task dispatched before
+	// its NATS session began, which JetStream may be handing out a second time.
+	Dispatched int64 `json:"dispatched,omitempty"`
 }
 
 // TaskBatchVersion is the version of TaskBatch. Batches joined single tasks (version 1) on

@@ -223,3 +223,19 @@ func (r *Reader) Leases(ctx context.Context, leaseTTL time.Duration, limit int) 
 	sort.SliceStable(out, func(a, b int) bool { return out[a].Deadline.Before(out[b].Deadline) })
 	return out, now, nil
 }
+
+// LeaseHeld reports whether token still holds host's lease: the task it names has not
+// ended (by its outcome or the reaper). A fetcher asks before the request of a task that
+// JetStream may be handing out a second time (its delivery state lost with a NATS
+// restart): a task whose lease ended was answered already, and its request, made again,
+// would come outside the host's turn.
+func LeaseHeld(ctx context.Context, rdb redis.Cmdable, prefix string, shard, shards int, host, token string) (bool, error) {
+	v, err := rdb.HGet(ctx, ForShard(prefix, shard, shards).Lease(), LeaseSlot(host, token)).Result()
+	if errors.Is(err, redis.Nil) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("frontier: lease of %s: %w", host, err)
+	}
+	return strings.HasPrefix(v, token+" "), nil
+}

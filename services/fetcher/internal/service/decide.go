@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/frontierkeys"
 	"github.com/trawl/trawl/shared/polite"
 	"github.com/trawl/trawl/shared/robots"
 )
@@ -20,6 +21,18 @@ func (s *Service) process(ctx context.Context, task *crawlmsg.FetchTask) (*crawl
 	// that could still be running then must not start.
 	if s.now().Add(s.cfg.FetchTimeout + deadlineSlack).After(s.lease.local(task.Deadline)) {
 		return s.expired(out), nil, nil
+	}
+	if s.mayBeRedelivered(task) {
+		held, err := frontierkeys.LeaseHeld(ctx, s.rdb, s.cfg.Common.RedisPrefix, task.Shard, s.cfg.Common.Shards, task.Host, task.Lease)
+		if err != nil {
+			return nil, nil, err // tried again in place, as a robots lookup's failure is
+		}
+		if !held {
+			// Answered already: made again, its request would come outside the host's turn.
+			s.m.staleTasks.Inc()
+			out.Kind = crawlmsg.OutcomeExpired
+			return out, nil, nil
+		}
 	}
 	u, err := url.Parse(task.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -126,4 +139,16 @@ func (s *Service) expired(out *crawlmsg.Outcome) *crawlmsg.Outcome {
 	s.m.expired.Inc()
 	out.Kind = crawlmsg.OutcomeExpired
 	return out
+}
+
+// mayBeRedelivered says whether task was dispatched before this process's NATS session
+// began (less a second for the clocks; a task without its dispatch time, from an older
+// scheduler, is not checked). JetStream keeps a consumer's delivery state in
+// memory for a while before its file, so after a restart of NATS (a crash, or a whole
+// stack's) it can hand out again, as never delivered, a task whose request a fetcher made
+// and whose outcome the scheduler has taken; within its lease that request would be made
+// again out of the host's turn. Such a task's lease is checked in Redis first; a task
+// dispatched since cannot have been handed out before, so the common path asks nothing.
+func (s *Service) mayBeRedelivered(task *crawlmsg.FetchTask) bool {
+	return task.Dispatched > 0 && s.lease.local(task.Dispatched).UnixNano() < s.session.Load()+int64(time.Second)
 }

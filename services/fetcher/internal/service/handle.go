@@ -33,8 +33,9 @@ const (
 // brings the URL back), so the message is acked; only one that cannot be read is
 // terminated. A message is never nak'ed: a temporary failure is retried in place. So it is
 // delivered again only after AckWait, which exceeds the lease, when each of its tasks is
-// answered expired without a request: a request that was made is never made again for the
-// same lease.
+// answered expired without a request, or after a NATS restart lost its delivery, when a
+// task whose lease has ended is answered without one too (mayBeRedelivered): a request
+// that was made is never made again for the same lease.
 func (s *Service) handle(ctx context.Context, msg jetstream.Msg) error {
 	tasks, err := crawlmsg.DecodeTasks(msg.Data())
 	if err != nil {

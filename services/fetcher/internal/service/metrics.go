@@ -14,6 +14,7 @@ type metrics struct {
 	inflight        prometheus.Gauge
 	blocked         prometheus.Counter
 	expired         prometheus.Counter
+	staleTasks      prometheus.Counter
 	robotsDeferred  prometheus.Counter
 	robotsThenPage  prometheus.Counter
 	serverBusy      prometheus.Counter
@@ -47,6 +48,7 @@ func newMetrics(om *obs.Metrics) *metrics {
 		robotsThenPage:  om.Counter("robots_then_url_total", "Tasks that fetched robots.txt and then went on to their own URL in the same task, the host's gap after robots.txt having passed already (no delay set)."),
 		serverBusy:      om.Counter("server_busy_total", "Requests not made because their server address was busy (TRAWL_POLITENESS=ip); each task ended server-busy, or a robots.txt chain stopped at that hop."),
 		expired:         om.Counter("tasks_expired_total", "Tasks received too close to their lease deadline to start a request."),
+		staleTasks:      om.Counter("tasks_stale_total", "Tasks handed out again by JetStream after a restart whose lease had already ended: answered, so not requested again."),
 		terminated:      om.CounterVec("messages_terminated_total", "Fetch tasks terminated: permanent (malformed, unknown version); temporary failures are retried, never terminated.", "reason"),
 		outcomes:        om.CounterVec("outcomes_total", "Outcomes published, by kind.", "kind"),
 		outcomeBatches:  om.Counter("outcome_messages_total", "Messages published to crawl.fetched, each carrying a batch of outcomes."),

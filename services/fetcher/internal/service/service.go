@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -62,10 +63,14 @@ type Service struct {
 	m      *metrics
 	now    func() time.Time
 	// lease places the tasks' lease deadlines (Redis's clock) on this process's clock.
-	lease  *leaseClock
-	bodies jetstream.ObjectStore // page bodies too large to travel inline
-	run    *runner.Runner
-	cons   jetstream.Consumer
+	lease *leaseClock
+	// session is when this process's NATS session began, at start or its last reconnect
+	// (unix ns): a task dispatched before it may be one JetStream hands out again as new,
+	// having lost its delivery state with a restart of its own (mayBeRedelivered).
+	session atomic.Int64
+	bodies  jetstream.ObjectStore // page bodies too large to travel inline
+	run     *runner.Runner
+	cons    jetstream.Consumer
 	// outcomes gathers outcomes into one crawl.fetched message per shard and flush.
 	outcomes *outcomeBatcher
 	// pages stores the pages of every worker in shared atomic batches (one fsync each at
@@ -148,6 +153,14 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Optio
 		return nil, err
 	}
 	s.m.clockOffset = func() float64 { return time.Duration(s.lease.offset.Load()).Seconds() }
+	s.session.Store(s.now().UnixNano())
+	logReconnect := r.NC.Opts.ReconnectedCB
+	r.NC.SetReconnectHandler(func(c *nats.Conn) {
+		s.session.Store(s.now().UnixNano())
+		if logReconnect != nil {
+			logReconnect(c)
+		}
+	})
 	s.pages = natsx.NewCommitter(s.js, publishTimeout)
 	s.outcomes = newOutcomeBatcher(cfg.OutcomeBatch, cfg.OutcomeLinger, s.publishOutcomes)
 	s.m.outcomesWaiting = func() float64 { return float64(s.outcomes.waiting()) }

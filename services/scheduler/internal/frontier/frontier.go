@@ -682,7 +682,7 @@ func (f *Frontier) task(host, tok, entry string, deadline int64) (crawlmsg.Fetch
 	return crawlmsg.FetchTask{
 		V: crawlmsg.Version, Shard: f.o.Shard, Host: host, URL: e.URL,
 		Depth: e.Depth, Hops: e.Hops, Attempt: e.Attempt, Kind: x.Kind, Embeds: x.Embeds, Recrawl: x.Recrawl, Under: x.Under,
-		Lease: tok, Deadline: deadline,
+		Lease: tok, Deadline: deadline, Dispatched: deadline - f.o.LeaseTTL.Milliseconds(),
 	}, nil
 }
 

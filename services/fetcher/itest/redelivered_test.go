@@ -1,0 +1,69 @@
+package itest
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/frontierkeys"
+)
+
+// TestTaskOfEndedLeaseNotRequestedAgain: JetStream keeps a consumer's delivery state in
+// memory for a while, so a NATS restart can hand out again, as never delivered, a task a
+// fetcher served and the scheduler answered. A task dispatched before the fetcher's NATS
+// session began is therefore checked against its lease in Redis: one whose lease ended is
+// answered without a request (its request, made again, would come outside the host's
+// turn); one whose lease holds is served; a task dispatched since is served unasked.
+func TestTaskOfEndedLeaseNotRequestedAgain(t *testing.T) {
+	st := newStack(t)
+	routes := map[string]http.HandlerFunc{"/robots.txt": text(robotsTxt)}
+	for _, p := range []string{"/ended", "/held", "/new"} {
+		routes[p] = html(pageHTML)
+	}
+	s := newSite(t, routes)
+	in := st.start(st.config(nil), "a")
+
+	// robots.txt first, a task of its own, so that each case below is its page's request.
+	prime := task(s.URL + "/")
+	st.publishTask(prime)
+	if o := st.outcome(prime.Lease); o.Kind != crawlmsg.OutcomeRobots {
+		t.Fatalf("first task's outcome %s, want robots", o.Kind)
+	}
+
+	ctx := context.Background()
+	leases := frontierkeys.ForShard(st.common.RedisPrefix, 0, st.common.Shards).Lease()
+	before := time.Now().Add(-10 * time.Second).UnixMilli()
+	for _, tc := range []struct {
+		path       string
+		dispatched int64
+		leased     bool // the scheduler's lease still names the task
+		want       crawlmsg.OutcomeKind
+		requested  bool
+	}{
+		{"/ended", before, false, crawlmsg.OutcomeExpired, false},
+		{"/held", before, true, crawlmsg.OutcomeFetched, true},
+		{"/new", time.Now().Add(2 * time.Second).UnixMilli(), false, crawlmsg.OutcomeFetched, true},
+	} {
+		t.Run(tc.path, func(t *testing.T) {
+			tk := task(s.URL + tc.path)
+			tk.Dispatched = tc.dispatched
+			if tc.leased {
+				if err := st.rdb.HSet(ctx, leases, frontierkeys.LeaseSlot(tk.Host, tk.Lease), tk.Lease+" 0 0 0 "+tk.URL).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			st.publishTask(tk)
+			o := st.outcome(tk.Lease)
+			if o.Kind != tc.want || o.Requested != tc.requested {
+				t.Errorf("outcome %s requested=%v, want %s requested=%v", o.Kind, o.Requested, tc.want, tc.requested)
+			}
+			if got := slices.Contains(s.requests(), tc.path); got != tc.requested {
+				t.Errorf("site saw %s: %v, want %v (requests %v)", tc.path, got, tc.requested, s.requests())
+			}
+		})
+	}
+	in.waitMetric(t, "trawl_fetcher_tasks_stale_total", 1)
+}
