@@ -431,16 +431,7 @@ func TestServiceCrawlsFrontierAndSurvivesBadInput(t *testing.T) {
 	}
 
 	// Graceful stop.
-	s.stop()
-	select {
-	case err := <-s.done:
-		if err != nil {
-			t.Fatalf("Run returned %v", err)
-		}
-		s.done <- nil // for the cleanup
-	case <-time.After(20 * time.Second):
-		t.Fatal("service did not stop within 20s")
-	}
+	s.stopService(t)
 }
 
 // A Redis outage is a passing failure: frontier messages are held back or nak'ed, never
