@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -136,25 +135,12 @@ func crawlWeb(t *testing.T, wcfg synthweb.Config, env crawlEnv, opts stack.Optio
 // checkInvariants asserts the design's invariants 1–4 from the server's request log.
 func checkInvariants(t *testing.T, r crawlResult, env crawlEnv, maxDuplicates int) {
 	t.Helper()
-	checkInvariantsLosing(t, r, env, maxDuplicates, nil)
-}
-
-// checkInvariantsLosing is checkInvariants for a crawl whose design allows it to lose the
-// URLs lost reports (an OS crash at TRAWL_FSYNC=1s): such a URL may go unfetched, and the
-// frontier's count is expected short by as many.
-func checkInvariantsLosing(t *testing.T, r crawlResult, env crawlEnv, maxDuplicates int, lost func(u string) bool) {
-	t.Helper()
 	exp := r.web.Expected(env.MaxDepth)
 	problems := exp.Check(r.reqs, r.web.Origin, env.MaxRetries)
-	dups, excused := 0, 0
+	dups := 0
 	for _, p := range problems {
 		if maxDuplicates > 0 && len(p) > 8 && p[:8] == "fetched " {
 			dups++
-			continue
-		}
-		if u, ok := strings.CutPrefix(p, "never fetched: "); ok && lost != nil && lost(u) {
-			t.Logf("lost as the design allows: %s", u)
-			excused++
 			continue
 		}
 		t.Errorf("request log: %s", p)
@@ -207,7 +193,7 @@ func checkInvariantsLosing(t *testing.T, r crawlResult, env crawlEnv, maxDuplica
 	if p.Accepted != p.Terminal() {
 		t.Errorf("accounting: %d URLs accepted but %d reached a terminal state (%+v)", p.Accepted, p.Terminal(), p)
 	}
-	if want := int64(len(exp.Fetch) - len(exp.Browser) - excused); p.Fetched < want {
+	if want := int64(len(exp.Fetch) - len(exp.Browser)); p.Fetched < want {
 		t.Errorf("frontier counted %d fetched, the web expects at least %d", p.Fetched, want)
 	}
 }
