@@ -345,7 +345,14 @@ func MsgID(m jetstream.Msg) string {
 	if err != nil {
 		return ""
 	}
-	return md.Stream + ":" + strconv.FormatUint(md.Sequence.Stream, 10) + ":" + strconv.FormatInt(md.Timestamp.UnixNano(), 36)
+	return StoredID(md.Stream, md.Sequence.Stream, md.Timestamp)
+}
+
+// StoredID is MsgID of the message stream stored at seq at the time stored, for a message
+// read from its stream (jetstream.Stream.GetMsg) rather than delivered: whether the stream
+// still holds the message an id was taken from.
+func StoredID(stream string, seq uint64, stored time.Time) string {
+	return stream + ":" + strconv.FormatUint(seq, 10) + ":" + strconv.FormatInt(stored.UnixNano(), 36)
 }
 
 // Settled reports whether consumer has settled (acked or terminated) every message of

@@ -2,6 +2,7 @@ package itest
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/trawl/trawl/devstack/redisproc"
+	"github.com/trawl/trawl/services/dedup/internal/bloom"
 	"github.com/trawl/trawl/services/dedup/internal/seen"
 	"github.com/trawl/trawl/shared/testwait"
 )
@@ -118,4 +120,112 @@ func TestServiceMemosTrimmedToAckFloor(t *testing.T) {
 		h, err2 := c.HLen(ctx, store.MemoKey()).Result()
 		return err == nil && err2 == nil && n == 0 && h == 0
 	})
+}
+
+// TestSeenKeepsEntriesOfNewURLs: what a message keeps of its URLs (Message.Keep) is stored
+// with its memo for the URLs it found new, and only those, across the filter's parts; a
+// redelivery answered from the memo leaves it as it was; Forget and Trim remove it with
+// the memo; WalkDown gives the memos from the highest sequence down, without those of an
+// unknown sequence.
+func TestSeenKeepsEntriesOfNewURLs(t *testing.T) {
+	for _, parts := range []int{1, 3} {
+		t.Run(fmt.Sprintf("%d parts", parts), func(t *testing.T) {
+			_, c := startRedis(t)
+			ctx := testwait.Context(t)
+			p := smallParams
+			p.Parts = parts
+			fs, err := bloom.NewParts("trawl", p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := fs.Init(ctx, c); err != nil {
+				t.Fatal(err)
+			}
+			s := seen.NewParts(c, fs)
+			keep := func(m seen.Message) seen.Message {
+				m.Keep = func(i int) []byte { return []byte("kept " + m.URLs[i].URL) }
+				return m
+			}
+			us := urls("k", 0, 8)
+			if _, err := s.TestAndSet(ctx, []seen.Message{msg("P", us[1], us[5])}); err != nil {
+				t.Fatal(err)
+			}
+			a := keep(msg("A", us[:6]...))
+			a.Seq = 7
+			b := keep(msg("B", us[1]))
+			b.Seq = 9
+			unknown := keep(msg("U", us[6]))
+			got, err := s.TestAndSet(ctx, []seen.Message{a, b, unknown})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got[0], []int{0, 2, 3, 4}) || len(got[1]) != 0 {
+				t.Fatalf("new %v, want [[0 2 3 4] []]", got[:2])
+			}
+			want := []string{"kept " + us[0], "kept " + us[2], "kept " + us[3], "kept " + us[4]}
+			keptOf := func(id string) []string {
+				t.Helper()
+				k, err := s.Kept(ctx, []string{id})
+				if err != nil {
+					t.Fatal(err)
+				}
+				es, err := seen.SplitKept(k[id])
+				if err != nil {
+					t.Fatal(err)
+				}
+				var out []string
+				for _, e := range es {
+					out = append(out, string(e))
+				}
+				slices.Sort(out)
+				return out
+			}
+			if k := keptOf("A"); !slices.Equal(k, want) {
+				t.Errorf("A keeps %q, want %q", k, want)
+			}
+			if k := keptOf("B"); len(k) != 0 {
+				t.Errorf("B, with nothing new, keeps %q", k)
+			}
+			// The redelivery gets its memo; what it keeps is unchanged.
+			a.Keep = func(int) []byte { return []byte("changed") }
+			if got, err := s.TestAndSet(ctx, []seen.Message{a}); err != nil || !slices.Equal(got[0], []int{0, 2, 3, 4}) {
+				t.Fatalf("redelivery: new %v, %v", got, err)
+			}
+			if k := keptOf("A"); !slices.Equal(k, want) {
+				t.Errorf("after the redelivery A keeps %q, want %q", k, want)
+			}
+
+			var walked []seen.Memoised
+			if err := s.WalkDown(ctx, func(m seen.Memoised) bool { walked = append(walked, m); return true }); err != nil {
+				t.Fatal(err)
+			}
+			// P and U have no sequence (0): never walked. With one part the order is B, A.
+			set := map[seen.Memoised]bool{}
+			for _, m := range walked {
+				set[m] = true
+			}
+			if !maps.Equal(set, map[seen.Memoised]bool{{ID: "A", Seq: 7}: true, {ID: "B", Seq: 9}: true}) ||
+				(parts == 1 && !slices.Equal(walked, []seen.Memoised{{ID: "B", Seq: 9}, {ID: "A", Seq: 7}})) {
+				t.Errorf("walked %v, want B (9) and A (7)", walked)
+			}
+
+			if err := s.Forget(ctx, []string{"A"}); err != nil {
+				t.Fatal(err)
+			}
+			if k := keptOf("A"); len(k) != 0 {
+				t.Errorf("after Forget A keeps %q", k)
+			}
+			c2 := keep(msg("C", us[7]))
+			c2.Seq = 11
+			if _, err := s.TestAndSet(ctx, []seen.Message{c2}); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := s.Trim(ctx, 11); err != nil {
+				t.Fatal(err)
+			}
+			if k := keptOf("C"); len(k) != 0 {
+				t.Errorf("after Trim C keeps %q", k)
+			}
+		})
+	}
 }

@@ -417,6 +417,10 @@ func TestServiceRedeliveryAfterCrash(t *testing.T) {
 	// Index 1 (the duplicate) was not new.
 	id, _ := s.takeAsCrashed(t, c, []string{"http://a.test/lost", "http://a.test/lost", "http://b.test/lost"})
 	s.start(t)
+	// The message is still in the stream: nothing was lost, the redelivery uses the memo.
+	if n := s.metric(t, "trawl_dedup_recovered_total"); n != 0 {
+		t.Errorf("trawl_dedup_recovered_total = %v, want 0", n)
+	}
 
 	got, ids := map[int][]string{}, map[string]int{}
 	testwait.Eventually(t, 20*time.Second, "the memoised URLs on the frontier", func() bool {
@@ -520,4 +524,89 @@ type testWriter struct{ t *testing.T }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
+}
+
+// TestServiceRecoversInputsNATSLost replays an OS crash at TRAWL_FSYNC=1s that brings NATS
+// back older than Redis: a discovered message was handled (its URLs set in the filter,
+// its frontier message stored), then NATS lost both while Redis kept the bits and the
+// memo. The page it came from, parsed again, finds its URLs seen, so only the memo can
+// bring them back: at start dedup publishes its new URLs again, once. A restart after
+// that publishes nothing (TestServiceRedeliveryAfterCrash: nor does one that finds the
+// memoised message still in the stream).
+func TestServiceRecoversInputsNATSLost(t *testing.T) {
+	s := startStack(t, redisproc.Options{}, map[string]string{"TRAWL_DEDUP_MEMO_TRIM_INTERVAL": "1s"})
+	c := redisClient(t, s.redis)
+	ctx := testwait.Context(t)
+	store := seen.New(c, nil, s.cfg.Common.RedisPrefix)
+	got, ids := map[int][]string{}, map[string]int{}
+
+	// Acked and trimmed before the instant NATS comes back to.
+	s.publishDiscovered(t, link("http://a.test/old", 1))
+	testwait.Eventually(t, 20*time.Second, "the first message's URL on the frontier", func() bool {
+		s.frontier(t, got, ids)
+		return len(got[0])+len(got[1]) == 1
+	})
+	testwait.Eventually(t, 20*time.Second, "its memo trimmed", func() bool {
+		n, err := c.ZCard(ctx, store.MemoSeqKey()).Result()
+		return err == nil && n == 0 && s.idle(t)
+	})
+
+	// Handled within NATS's lost seconds: on the frontier, memo kept.
+	s.publishDiscovered(t, link("http://a.test/old", 1), link("http://b.test/new", 2), link("http://c.test/new", 2))
+	testwait.Eventually(t, 20*time.Second, "the second message's URLs on the frontier", func() bool {
+		s.frontier(t, got, ids)
+		return len(got[0])+len(got[1]) == 3
+	})
+	lostID, err := c.ZRange(ctx, store.MemoSeqKey(), 0, -1).Result()
+	if err != nil || len(lostID) != 1 {
+		t.Fatalf("memos after the second message: %v, %v; want one", lostID, err)
+	}
+	if err := s.stop(); err != nil {
+		t.Fatal(err)
+	}
+	// NATS comes back older: both streams as they were before the second message (here
+	// made again, so its sequence lies beyond the stream's last).
+	for _, name := range []string{topology.StreamDiscovered, topology.StreamFrontier} {
+		if err := s.js.DeleteStream(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := natsx.Ensure(ctx, s.js, s.cfg.Common.Topology(), s.cfg.Common.Timings(), slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	s.start(t)
+	again, againIDs := map[int][]string{}, map[string]int{}
+	testwait.Eventually(t, 20*time.Second, "the lost message's new URLs on the frontier again", func() bool {
+		s.frontier(t, again, againIDs)
+		return len(again[0])+len(again[1]) == 2
+	})
+	all := append(slices.Clone(again[0]), again[1]...)
+	slices.Sort(all)
+	if !slices.Equal(all, []string{"http://b.test/new", "http://c.test/new"}) {
+		t.Errorf("published again %v, want the two new URLs", all)
+	}
+	for id := range againIDs {
+		if ids[id] != 1 {
+			t.Errorf("published again as %s, not under an id of the first time (%v)", id, ids)
+		}
+	}
+	if n := s.metric(t, "trawl_dedup_recovered_total"); n != 1 {
+		t.Errorf("trawl_dedup_recovered_total = %v, want 1", n)
+	}
+	// The page parsed again: its links are seen now, and go nowhere.
+	s.publishDiscovered(t, link("http://a.test/old", 1), link("http://b.test/new", 2), link("http://c.test/new", 2))
+	testwait.Eventually(t, 20*time.Second, "the copy handled", func() bool { return s.idle(t) })
+	// The memo goes a window after the start, and the next start publishes nothing.
+	testwait.Eventually(t, 20*time.Second, "the recovered memo forgotten", func() bool {
+		n, err := c.ZCard(ctx, store.MemoSeqKey()).Result()
+		return err == nil && n == 0
+	})
+	if err := s.stop(); err != nil {
+		t.Fatal(err)
+	}
+	s.start(t)
+	s.frontier(t, again, againIDs)
+	if len(again[0])+len(again[1]) != 2 {
+		t.Errorf("frontier after the copy and a restart: %v, want nothing more", again)
+	}
 }

@@ -54,6 +54,11 @@ type Message struct {
 	// Redelivered marks a message delivered before (Cached sends it to Redis whole, for
 	// its memo). Store ignores it: it always consults the memo.
 	Redelivered bool
+	// Keep, when set, gives what to keep of the URL at index should it be new: the memo
+	// then holds these entries of its new URLs too (Kept), written in the same step as the
+	// bits, so that the message's outputs can be rebuilt if NATS loses the message while
+	// Redis keeps the bits. It is called only for URLs that go to Redis.
+	Keep func(index int) []byte
 }
 
 // Redis is the part of a Redis client the seen test needs.
@@ -96,7 +101,8 @@ func NewParts(rdb Redis, parts bloom.Parts) *Store {
 }
 
 // MemoKey is the hash of memos of the first part: message id → its new indexes,
-// comma-separated.
+// comma-separated, then, when the message kept something (Message.Keep), "|" and the
+// kept entries of its new URLs.
 func (s *Store) MemoKey() string { return s.parts[0].memoKey() }
 
 // MemoSeqKey is the sorted set of the first part's memoised message ids scored by stream
@@ -142,7 +148,7 @@ func (s *Store) TestAndSet(ctx context.Context, msgs []Message) ([][]int, error)
 	}
 	for i, m := range msgs {
 		for p := range sub {
-			sub[p][i] = Message{ID: m.ID, Seq: m.Seq, Redelivered: m.Redelivered}
+			sub[p][i] = Message{ID: m.ID, Seq: m.Seq, Redelivered: m.Redelivered, Keep: m.Keep}
 		}
 		for _, u := range m.URLs {
 			p := of.Of(u.URL)
@@ -199,7 +205,7 @@ func (p part) testAndSet(ctx context.Context, s *Store, msgs []Message) ([][]int
 // returns how many messages are handled (all, unless a layer had to be added first).
 func (p part) call(ctx context.Context, s *Store, msgs []Message, out [][]int) (int, error) {
 	call := p.filter.NewCall(p.memoKey(), p.memoSeqKey())
-	args := append(make([]any, 0, len(call.Args)+3*len(msgs)), call.Args...)
+	args := append(make([]any, 0, len(call.Args)+4*len(msgs)), call.Args...)
 	var todo []int // indexes into msgs sent to Redis
 	for i, m := range msgs {
 		if len(m.URLs) == 0 {
@@ -213,7 +219,7 @@ func (p part) call(ctx context.Context, s *Store, msgs []Message, out [][]int) (
 		if m.Seq == 0 {
 			seq = "+inf" // unknown: kept until Forget, never trimmed
 		}
-		args = append(args, m.ID, seq, recs)
+		args = append(args, m.ID, seq, recs, keptArg(m))
 		todo = append(todo, i)
 	}
 	if len(todo) == 0 {

@@ -203,7 +203,11 @@ func (h *handler) process(ctx context.Context, in []input) []error {
 		for j, c := range p.cands {
 			urls[j] = seen.URL{Index: c.index, URL: c.d.URL}
 		}
-		tests = append(tests, seen.Message{ID: msg.id, Seq: msg.seq, URLs: urls, Redelivered: msg.redelivered})
+		m := seen.Message{ID: msg.id, Seq: msg.seq, URLs: urls, Redelivered: msg.redelivered}
+		if h.keepMemos {
+			m.Keep = p.kept
+		}
+		tests = append(tests, m)
 		tested = append(tested, i)
 	}
 

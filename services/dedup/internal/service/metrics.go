@@ -34,6 +34,7 @@ type metrics struct {
 	bloomBytes prometheus.Gauge
 	nextBytes  prometheus.Gauge
 	memos      prometheus.Gauge
+	recovered  prometheus.Counter
 
 	cacheLookups prometheus.Counter
 	cacheHits    prometheus.Counter
@@ -80,6 +81,7 @@ func newMetrics(om *obs.Metrics) *metrics {
 		bloomBytes:   om.Gauge("bloom_bytes", "Redis memory of all Bloom filter layers."),
 		nextBytes:    om.Gauge("bloom_next_layer_bytes", "Redis memory the next Bloom filter layer will take when the newest is full."),
 		memos:        om.Gauge("memos", "Per-message seen-test memos in Redis after the last trim to the consumer's ack floor."),
+		recovered:    om.Counter("recovered_total", "Input messages NATS lost after their seen test (an OS crash at TRAWL_FSYNC=1s) whose new URLs were published again at start from their memos."),
 		cacheLookups: om.Counter("cache_lookups_total", "URLs looked up in the in-process seen cache (first deliveries only; redelivered messages go to Redis for their memo)."),
 		cacheHits:    om.Counter("cache_hits_total", "Cache lookups answered seen without asking Redis."),
 		cacheRatio:   om.Gauge("cache_hit_ratio", "Fraction of recent cache lookups that hit, over roughly the last 100,000 lookups."),

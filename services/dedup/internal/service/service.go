@@ -36,6 +36,16 @@ type Service struct {
 	store  *seen.Store
 	h      *handler
 	m      *metrics
+	// recovered are the memos recoverLost published again, forgotten by the trim loop.
+	recovered recovered
+}
+
+// recovered are memos whose outputs were published again at start. They go once the
+// copies are on disk (after the window), not by the ack floor: the stream may hold other
+// messages at their sequences by then, and the next start would take them for lost again.
+type recovered struct {
+	ids   []string
+	after time.Time
 }
 
 // New brings up the shared plumbing and the seen test and publishes the seeds. It waits
@@ -119,6 +129,19 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Service, 
 // (publish, ack), closes everything and returns. It returns early only on an error the
 // consume loop cannot recover from.
 func (s *Service) Run(ctx context.Context) error {
+	if window := s.cfg.Common.Durability.Window(); window > 0 {
+		ids, urls, err := recoverLost(ctx, s.run.JS, s.store, s.h.publish, s.cfg.Common.Shards)
+		if err != nil {
+			s.run.Close()
+			return fmt.Errorf("dedup: checking for input messages NATS lost: %w", err)
+		}
+		if len(ids) > 0 {
+			s.m.recovered.Add(float64(len(ids)))
+			s.log.Warn("NATS lost input messages whose URLs Redis holds as seen; their new URLs published again",
+				"messages", len(ids), "urls", urls, "first", ids[0])
+			s.recovered = recovered{ids: ids, after: time.Now().Add(window)}
+		}
+	}
 	opts := s.run.ConsumeOptions(s.m.terminated)
 	opts.Batch = s.cfg.Batch
 	s.run.Go("consume", func(ctx context.Context) error { return natsx.ConsumeBatches(ctx, s.cons, opts, s.h.handle) })
@@ -129,7 +152,7 @@ func (s *Service) Run(ctx context.Context) error {
 		})
 	}
 	s.run.Go("memo trim", func(ctx context.Context) error {
-		trimMemos(ctx, s.store, func(ctx context.Context) (uint64, error) {
+		trimMemos(ctx, s.store, s.recovered, func(ctx context.Context) (uint64, error) {
 			info, err := s.cons.Info(ctx)
 			if err != nil {
 				return 0, err
@@ -188,10 +211,18 @@ func measureFill(ctx context.Context, f bloom.Parts, rdb redis.UniversalClient, 
 
 // trimMemos removes, now and every interval, the memos of messages at or below the
 // consumer's ack floor: those messages are acked or terminated and never come again.
-func trimMemos(ctx context.Context, s *seen.Store, ackFloor func(context.Context) (uint64, error), every time.Duration, m *metrics, log *slog.Logger) {
+func trimMemos(ctx context.Context, s *seen.Store, rec recovered, ackFloor func(context.Context) (uint64, error), every time.Duration, m *metrics, log *slog.Logger) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
+		if len(rec.ids) > 0 && !time.Now().Before(rec.after) {
+			if err := s.Forget(ctx, rec.ids); err == nil {
+				rec.ids = nil
+			} else if ctx.Err() == nil {
+				m.failures.WithLabelValues(stageForget).Inc()
+				log.Warn("forgetting the memos of recovered messages", "err", err)
+			}
+		}
 		floor, err := ackFloor(ctx)
 		if err == nil {
 			var left int64
