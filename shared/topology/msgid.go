@@ -6,8 +6,7 @@ import "strconv"
 // a message whose id it has stored within the duplicate window, so a stage that publishes
 // again after a crash or a redelivery names its outputs by what it was given — a task's
 // lease, a page's id, an input message's id — and the copy is dropped. The prefixes keep
-// the kinds of one stream apart: a page's redirect target and its sitemaps share the
-// lease but are different messages.
+// the kinds of one stream apart.
 
 // TaskID is a task batch's id on crawl.fetch.<shard>: the lease of its first task.
 func TaskID(lease string) string { return "task:" + lease }
@@ -18,9 +17,6 @@ func PageID(lease string) string { return "page:" + lease }
 
 // RawObject names a page's raw body (as received, before decoding) in the bodies store.
 func RawObject(lease string) string { return "raw:" + lease }
-
-// RedirectID is the id of a redirect target published to crawl.discovered.
-func RedirectID(lease string) string { return "redir:" + lease }
 
 // SitemapsID is the id of the sitemap URLs a robots.txt fetch publishes to crawl.discovered.
 func SitemapsID(lease string) string { return "sitemaps:" + lease }

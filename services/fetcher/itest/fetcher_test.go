@@ -118,30 +118,15 @@ func TestDisallowedAndRedirects(t *testing.T) {
 	if p := st.page(redir.Lease); p.Meta.Status != 301 || p.Meta.URL != redir.URL || p.Meta.Location != target || p.Meta.Hops != 1 {
 		t.Errorf("redirect page %+v", p.Meta)
 	}
-	deadline := time.Now().Add(waitFor)
-	for st.discovered[topology.RedirectID(redir.Lease)].msgID == "" && time.Now().Before(deadline) {
-		st.pollDiscovered()
-	}
-	d, ok := st.discovered[topology.RedirectID(redir.Lease)]
-	want := crawlmsg.Discovered{URL: target, Depth: 3, Via: crawlmsg.ViaRedirect, Hops: 2}
-	if !ok || d.v.Source != redir.URL || len(d.v.URLs) != 1 || d.v.URLs[0] != want {
-		t.Errorf("discovered %+v (found %v), want %+v from %s", d.v, ok, want, redir.URL)
-	}
-
-	capped := task(s.URL + "/old")
-	capped.Hops = 5 // TRAWL_MAX_REDIRECTS
-	st.publishTask(capped)
-	if o := st.outcome(capped.Lease); o.Kind != crawlmsg.OutcomeFetched || o.Location != target {
-		t.Errorf("capped redirect outcome %+v", o)
-	}
-	// The outcome is published in the same wave as any discovered message, so by now a
-	// redirect target would be stored.
+	// The parser follows a redirect from the page's Location; the fetcher publishes no
+	// target of its own. The outcome is published after the page, so by now one would be
+	// stored.
 	info, err := st.discCons.Info(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if info.NumPending != 0 || info.NumAckPending != 0 {
-		t.Errorf("a redirect target was published past the hop cap: %d pending", info.NumPending+uint64(info.NumAckPending))
+		t.Errorf("the fetcher published a redirect target: %d pending on crawl.discovered", info.NumPending+uint64(info.NumAckPending))
 	}
 
 	busy := task(s.URL + "/busy")
@@ -156,7 +141,7 @@ func TestDisallowedAndRedirects(t *testing.T) {
 		}
 	}
 	in.waitMetric(t, `trawl_fetcher_robots_decisions_total{decision="disallowed"}`, 1)
-	in.waitMetric(t, `trawl_fetcher_pages_total{class="3xx"}`, 2)
+	in.waitMetric(t, `trawl_fetcher_pages_total{class="3xx"}`, 1)
 }
 
 // TestRobotsUnavailable: robots.txt answering 503 disallows the origin: the outcome says
@@ -381,7 +366,7 @@ func TestGracefulShutdown(t *testing.T) {
 // TestRedirectChainRecoverable: the fetcher does not follow a page redirect inline, so no
 // page knows its whole chain; each hop's page records its Location and the hops that led
 // to it, which is enough to rebuild the chain from crawl.pages alone. The test plays the
-// scheduler, turning each discovered target into the next task as the frontier would.
+// parser and the scheduler, turning each page's Location into the next task.
 func TestRedirectChainRecoverable(t *testing.T) {
 	st := newStack(t)
 	s := newSite(t, map[string]http.HandlerFunc{
@@ -410,16 +395,9 @@ func TestRedirectChainRecoverable(t *testing.T) {
 		if o.Location == "" {
 			break
 		}
-		deadline := time.Now().Add(waitFor)
-		for st.discovered[topology.RedirectID(tk.Lease)].msgID == "" && time.Now().Before(deadline) {
-			st.pollDiscovered()
-		}
-		d := st.discovered[topology.RedirectID(tk.Lease)].v
-		if len(d.URLs) != 1 {
-			t.Fatalf("no redirect target for %s", tk.URL)
-		}
-		next := task(d.URLs[0].URL)
-		next.Depth, next.Hops = d.URLs[0].Depth, d.URLs[0].Hops
+		m := st.page(tk.Lease).Meta
+		next := task(m.Location)
+		next.Depth, next.Hops = m.Depth, m.Hops+1
 		tk = next
 	}
 

@@ -36,7 +36,6 @@ type Config struct {
 	MaxBody         int64         // TRAWL_MAX_BODY
 	BodyInlineMax   int64         // TRAWL_BODY_INLINE_MAX: larger bodies go by reference (object store)
 	MaxHeaderBytes  int64         // TRAWL_MAX_HEADER_BYTES
-	MaxRedirects    int           // TRAWL_MAX_REDIRECTS: redirect hops a crawl follows
 	AllowCIDRs      []netip.Prefix
 	RobotsTTL       time.Duration // TRAWL_ROBOTS_TTL
 	RobotsErrorTTL  time.Duration // TRAWL_ROBOTS_ERROR_TTL
@@ -90,7 +89,6 @@ func Load(r *envconfig.Reader) (Config, error) {
 		MaxBody:         r.Bytes("MAX_BODY", 16<<20),
 		BodyInlineMax:   r.Bytes("BODY_INLINE_MAX", 1<<20),
 		MaxHeaderBytes:  r.Bytes("MAX_HEADER_BYTES", 64<<10),
-		MaxRedirects:    r.Int("MAX_REDIRECTS", 5),
 		allowRaw:        r.List("ALLOW_CIDRS", nil),
 		RobotsTTL:       r.Duration("ROBOTS_TTL", 24*time.Hour),
 		RobotsErrorTTL:  r.Duration("ROBOTS_ERROR_TTL", time.Minute),
@@ -199,9 +197,6 @@ func (c Config) Validate() error {
 	}
 	if c.MaxHeaderBytes < 4<<10 || c.MaxHeaderBytes > 1<<20 {
 		bad("TRAWL_MAX_HEADER_BYTES=%d: want 4KiB..1MiB", c.MaxHeaderBytes)
-	}
-	if c.MaxRedirects < 0 || c.MaxRedirects > 20 {
-		bad("TRAWL_MAX_REDIRECTS=%d: want 0..20", c.MaxRedirects)
 	}
 	if c.RobotsTTL < time.Minute {
 		bad("TRAWL_ROBOTS_TTL=%s: want at least 1m", c.RobotsTTL)

@@ -19,7 +19,7 @@ func TestDefaults(t *testing.T) {
 		t.Fatalf("defaults invalid: %v", err)
 	}
 	if c.Common.HTTPAddr != ":9101" || c.RobotsAgent != "trawl" || c.Concurrency != 64 || c.FetchTimeout != 30*time.Second ||
-		c.MaxBody != 16<<20 || c.BodyInlineMax != 1<<20 || c.MaxHeaderBytes != 64<<10 || c.MaxRedirects != 5 || len(c.AllowCIDRs) != 0 ||
+		c.MaxBody != 16<<20 || c.BodyInlineMax != 1<<20 || c.MaxHeaderBytes != 64<<10 || len(c.AllowCIDRs) != 0 ||
 		c.RobotsTTL != 24*time.Hour || c.RobotsErrorTTL != time.Minute || c.RobotsMaxBytes != 500<<10 || c.UserAgent != DefaultUserAgent ||
 		c.DNSTTL != 5*time.Minute || c.DNSNegativeTTL != 30*time.Second || c.DNSCacheSize != 10000 ||
 		c.OutcomeBatch != 64 || c.OutcomeLinger != 2*time.Millisecond {
@@ -51,7 +51,6 @@ func TestValidate(t *testing.T) {
 		{"inline body too big for a message", map[string]string{"TRAWL_BODY_INLINE_MAX": "8MiB"}, "TRAWL_BODY_INLINE_MAX"},
 		{"every body by reference", map[string]string{"TRAWL_BODY_INLINE_MAX": "0"}, ""},
 		{"header cap tiny", map[string]string{"TRAWL_MAX_HEADER_BYTES": "100"}, "TRAWL_MAX_HEADER_BYTES"},
-		{"redirects negative", map[string]string{"TRAWL_MAX_REDIRECTS": "-1"}, "TRAWL_MAX_REDIRECTS"},
 		{"robots ttl short", map[string]string{"TRAWL_ROBOTS_TTL": "10s"}, "TRAWL_ROBOTS_TTL"},
 		{"error ttl over ttl", map[string]string{"TRAWL_ROBOTS_ERROR_TTL": "48h"}, "TRAWL_ROBOTS_ERROR_TTL"},
 		{"robots under RFC minimum", map[string]string{"TRAWL_ROBOTS_MAX_BYTES": "100KiB"}, "TRAWL_ROBOTS_MAX_BYTES"},

@@ -17,7 +17,7 @@ import (
 )
 
 // deliver stores a task's results in order: the page (its body first, when it goes by
-// reference) and any redirect target, then the outcome, in a batch with other tasks'
+// reference), then the outcome, in a batch with other tasks'
 // outcomes. The outcome is what makes the scheduler count the URL fetched, so it is
 // published only once the page is stored: a crash or a refused page in between leaves no
 // outcome, and the lease brings the URL back. A page that can never be stored (too large
@@ -59,7 +59,7 @@ func failing(k crawlmsg.OutcomeKind) bool {
 	return false
 }
 
-// storePage publishes the page and its redirect target. A body above the inline threshold
+// storePage publishes the page. A body above the inline threshold
 // is put in the bodies object store first and the page names it; small bodies (the common
 // case) travel inline with no extra round trip.
 func (s *Service) storePage(deadline time.Time, task *crawlmsg.FetchTask, res *pageResult) error {
@@ -92,9 +92,6 @@ func (s *Service) storePage(deadline time.Time, task *crawlmsg.FetchTask, res *p
 	}
 	pm.Header.Set(nats.MsgIdHdr, topology.PageID(task.Lease))
 	msgs := []*nats.Msg{pm}
-	if res.redirect != nil {
-		msgs = append(msgs, res.redirect)
-	}
 	err = s.retryTask(deadline, task, "page", publishTimeout, func(ctx context.Context) error {
 		tries++
 		seqs, err := s.pages.PublishSeqs(ctx, msgs)

@@ -7,19 +7,16 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/nats-io/nats.go"
 
 	"github.com/trawl/trawl/services/fetcher/internal/fetch"
 	"github.com/trawl/trawl/shared/crawlmsg"
-	"github.com/trawl/trawl/shared/natsx"
 	"github.com/trawl/trawl/shared/policy"
 	"github.com/trawl/trawl/shared/polite"
-	"github.com/trawl/trawl/shared/topology"
 )
 
-// fetchPage requests the page (u is task.URL parsed) under reqCtx and builds the page
-// and, for a redirect, the discovered target. pol is task.URL's policy under rules, the
-// set read when the task started.
+// fetchPage requests the page (u is task.URL parsed) under reqCtx and builds the page; a
+// redirect's target is in its Location, for the parser. pol is task.URL's policy under
+// rules, the set read when the task started.
 func (s *Service) fetchPage(ctx, reqCtx context.Context, task *crawlmsg.FetchTask, u *url.URL, out *crawlmsg.Outcome, rules *policy.Set, pol policy.Resolved) (*crawlmsg.Outcome, *pageResult, error) {
 	// Right before the request, the rules in force now decide: a block set since the task
 	// was dispatched, received or started stops it here. A set is immutable, so while the
@@ -101,23 +98,9 @@ func (s *Service) fetchPage(ctx, reqCtx context.Context, task *crawlmsg.FetchTas
 	res.page = &res.pageMem
 	s.attachCapture(res.page, &res.capture, resp)
 
-	if resp.Location != "" {
-		out.Location = resp.Location
-		// The target is crawled like any discovered URL (deduplicated, scheduled politely),
-		// at the same depth: a redirect is not a link hop. Hops caps the chain.
-		if task.Hops+1 <= s.cfg.MaxRedirects {
-			batch := &crawlmsg.DiscoveredBatch{Source: task.URL, URLs: []crawlmsg.Discovered{{
-				URL: resp.Location, Depth: task.Depth, Via: crawlmsg.ViaRedirect, Hops: task.Hops + 1,
-				// A moved stylesheet is still a requisite; a moved sitemap still a sitemap.
-				Kind: task.Kind, Embeds: task.Embeds, Under: task.Under,
-			}}}
-			data, err := crawlmsg.Marshal(batch)
-			if err != nil {
-				return nil, nil, natsx.Permanent(fmt.Errorf("encode redirect of %s: %w", task.URL, err))
-			}
-			res.redirect = natsx.NewMsg(topology.SubjectDiscovered, topology.RedirectID(task.Lease), data)
-		}
-	}
+	// The parser follows a redirect from the page's Location: the target travels in the
+	// page, so whatever brings the page back after a crash brings it too.
+	out.Location = resp.Location
 	out.Kind, out.Requested = crawlmsg.OutcomeFetched, true
 	if resp.RemoteIP != "" {
 		out.Addr = resp.RemoteIP
@@ -130,14 +113,12 @@ func (s *Service) fetchPage(ctx, reqCtx context.Context, task *crawlmsg.FetchTas
 	return out, res, nil
 }
 
-// pageResult is what a page request produced besides its outcome: the page and, for a
-// redirect, the target to discover.
+// pageResult is what a page request produced besides its outcome: the page.
 type pageResult struct {
-	page     *crawlmsg.Page // &pageMem
-	pageMem  crawlmsg.Page
-	capture  crawlmsg.Capture // page's, in the same allocation
-	redirect *nats.Msg
-	resp     *fetch.Response // holds the body's buffer
+	page    *crawlmsg.Page // &pageMem
+	pageMem crawlmsg.Page
+	capture crawlmsg.Capture // page's, in the same allocation
+	resp    *fetch.Response  // holds the body's buffer
 	// reusable: the body went inline and its page message was acknowledged on the first
 	// attempt, so no earlier attempt is left that the client could still resend, and the
 	// body's buffer may serve another response.

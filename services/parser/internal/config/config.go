@@ -37,6 +37,7 @@ type Config struct {
 	// TRAWL_EXCLUDE).
 	crawlscope.Settings
 	MaxOutlinks      int    // TRAWL_MAX_OUTLINKS: URLs emitted per page
+	MaxRedirects     int    // TRAWL_MAX_REDIRECTS: redirect hops a crawl follows
 	MaxTextBytes     int64  // TRAWL_MAX_TEXT_BYTES: visible text kept per document
 	ParseConcurrency int    // TRAWL_PARSE_CONCURRENCY: pages parsed in parallel
 	ParseBatch       int    // TRAWL_PARSE_BATCH: messages taken per batch
@@ -86,6 +87,7 @@ func Load(r *envconfig.Reader) (Config, error) {
 		MaxDepth:         frontierconf.LoadMaxDepth(r),
 		Settings:         crawlscope.Load(r),
 		MaxOutlinks:      r.Int("MAX_OUTLINKS", 1000),
+		MaxRedirects:     r.Int("MAX_REDIRECTS", 5),
 		MaxTextBytes:     r.Bytes("MAX_TEXT_BYTES", 256<<10),
 		ParseConcurrency: r.Int("PARSE_CONCURRENCY", runtime.GOMAXPROCS(0)),
 		ParseBatch:       r.Int("PARSE_BATCH", 32),
@@ -131,6 +133,9 @@ func (c Config) Validate() error {
 	errs = append(errs, c.Settings.Validate())
 	if c.MaxOutlinks < 1 || c.MaxOutlinks > 100000 {
 		bad("TRAWL_MAX_OUTLINKS=%d: want 1..100000", c.MaxOutlinks)
+	}
+	if c.MaxRedirects < 0 || c.MaxRedirects > 20 {
+		bad("TRAWL_MAX_REDIRECTS=%d: want 0..20", c.MaxRedirects)
 	}
 	// A document must fit in one message (8 MiB by default) with its links.
 	if c.MaxTextBytes < 0 || c.MaxTextBytes > 4<<20 {

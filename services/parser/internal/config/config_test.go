@@ -22,7 +22,7 @@ func TestDefaults(t *testing.T) {
 		t.Fatalf("defaults invalid: %v", err)
 	}
 	want := Config{
-		Common: c.Common, MaxDepth: 20, Settings: crawlscope.Settings{Scope: "any", MaxURLLength: 2048}, MaxOutlinks: 1000,
+		Common: c.Common, MaxDepth: 20, Settings: crawlscope.Settings{Scope: "any", MaxURLLength: 2048}, MaxOutlinks: 1000, MaxRedirects: 5,
 		MaxTextBytes: 256 << 10, ParseConcurrency: runtime.GOMAXPROCS(0), ParseBatch: 32,
 		ParseInFlight: 4, RobotsAgent: "trawl",
 		ContentDedup: true, NearDupDistance: 3, NearDupMinWords: 20, NearDupBucketCap: 64, ContentParts: 1, ContentExactCap: DefaultContentExactCap,
@@ -61,9 +61,9 @@ func TestLoadAndValidate(t *testing.T) {
 		{name: "too many content partitions", env: map[string]string{"TRAWL_CONTENT_PARTS": "1025"}, badVars: []string{"TRAWL_CONTENT_PARTS"}},
 		{name: "unreadable numbers", env: map[string]string{"TRAWL_MAX_DEPTH": "deep", "TRAWL_MAX_TEXT_BYTES": "lots"}, loadErr: "TRAWL_MAX_DEPTH"},
 		{name: "out of range", env: map[string]string{
-			"TRAWL_MAX_DEPTH": "-1", "TRAWL_MAX_URL_LENGTH": "10", "TRAWL_MAX_OUTLINKS": "0", "TRAWL_MAX_TEXT_BYTES": "64MiB",
+			"TRAWL_MAX_DEPTH": "-1", "TRAWL_MAX_URL_LENGTH": "10", "TRAWL_MAX_OUTLINKS": "0", "TRAWL_MAX_REDIRECTS": "21", "TRAWL_MAX_TEXT_BYTES": "64MiB",
 			"TRAWL_PARSE_CONCURRENCY": "0", "TRAWL_PARSE_BATCH": "5000", "TRAWL_PARSE_INFLIGHT": "0",
-		}, badVars: []string{"TRAWL_MAX_DEPTH", "TRAWL_MAX_URL_LENGTH", "TRAWL_MAX_OUTLINKS", "TRAWL_MAX_TEXT_BYTES", "TRAWL_PARSE_CONCURRENCY", "TRAWL_PARSE_BATCH", "TRAWL_PARSE_INFLIGHT"}},
+		}, badVars: []string{"TRAWL_MAX_DEPTH", "TRAWL_MAX_URL_LENGTH", "TRAWL_MAX_OUTLINKS", "TRAWL_MAX_REDIRECTS", "TRAWL_MAX_TEXT_BYTES", "TRAWL_PARSE_CONCURRENCY", "TRAWL_PARSE_BATCH", "TRAWL_PARSE_INFLIGHT"}},
 		{name: "bad scope", env: map[string]string{"TRAWL_SCOPE": "planet"}, badVars: []string{"TRAWL_SCOPE"}},
 		{name: "sitemap limits below the protocol's", env: map[string]string{"TRAWL_SITEMAP_MAX_URLS": "1000", "TRAWL_SITEMAP_MAX_BYTES": "10MiB"}},
 		{name: "sitemap limits beyond the protocol's", env: map[string]string{"TRAWL_SITEMAP_MAX_URLS": "50001", "TRAWL_SITEMAP_MAX_BYTES": "51MiB"},

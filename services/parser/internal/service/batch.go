@@ -163,7 +163,7 @@ func (s *Service) parseBatch(ctx context.Context, msgs []pageIn) *parsedBatch {
 // publishFailed marks the pages whose outputs a failed publish lost for redelivery.
 func (b *parsedBatch) publishFailed(err error) {
 	for i, o := range b.outs {
-		if o != nil && (!o.skipped || o.schedule != nil) {
+		if o != nil && (!o.skipped || o.schedule != nil || o.follow != nil) {
 			b.errs[i] = fmt.Errorf("parser: publish: %w", err)
 		}
 	}

@@ -30,11 +30,14 @@ type processor struct {
 	// one crawl.discovered message.
 	linkBudget int
 	minWords   int // fewest tokens for a near-duplicate lookup
-	sitemaps   sitemapRules
-	embeds     *embedSwitch // page requisites (TRAWL_EMBEDS); nil is off
-	log        *slog.Logger
-	recrawl    *recrawlPolicy // nil unless TRAWL_RECRAWL=adaptive
-	render     *render.Decider
+	// maxRedirects is TRAWL_MAX_REDIRECTS: a page reached through more hops does not have
+	// its redirect target followed.
+	maxRedirects int
+	sitemaps     sitemapRules
+	embeds       *embedSwitch // page requisites (TRAWL_EMBEDS); nil is off
+	log          *slog.Logger
+	recrawl      *recrawlPolicy // nil unless TRAWL_RECRAWL=adaptive
+	render       *render.Decider
 	// rules are the live site policies (the parser's policy.Watcher's Current); nil:
 	// none (TRAWL_PARSER_POLICY=false, or a processor under test).
 	rules func() *policy.Set
@@ -98,6 +101,31 @@ type outcome struct {
 // The document is left unencoded: the duplicate check of the whole batch fills in its
 // duplicate fields first, then encode.
 func (p *processor) process(page *crawlmsg.Page) (*outcome, error) {
+	o, err := p.processPage(page)
+	if err == nil && page.Meta.Location != "" && o.follow == nil && len(o.follows) == 0 {
+		o.follow = p.redirect(&page.Meta)
+	}
+	return o, err
+}
+
+// redirect is the target of a 3xx to crawl, or nil past TRAWL_MAX_REDIRECTS hops. It is
+// crawled like any discovered URL (deduplicated, scheduled politely) at the same depth: a
+// redirect is not a link hop. It goes out from here rather than from the fetcher so that
+// it travels in the page: whatever brings the page back after a crash (a redelivery, the
+// scheduler's page log) brings it back too.
+func (p *processor) redirect(m *crawlmsg.PageMeta) *crawlmsg.LinkGroup {
+	if m.Hops+1 > p.maxRedirects {
+		return nil
+	}
+	return &crawlmsg.LinkGroup{Source: m.URL, URLs: []crawlmsg.Discovered{{
+		URL: m.Location, Depth: m.Depth, Via: crawlmsg.ViaRedirect, Hops: m.Hops + 1,
+		// A moved stylesheet is still a requisite; a moved sitemap still a sitemap.
+		Kind: m.Kind, Embeds: m.Embeds, Under: m.Under,
+	}}}
+}
+
+// processPage is process before the redirect target.
+func (p *processor) processPage(page *crawlmsg.Page) (*outcome, error) {
 	m := &page.Meta
 	if m.Kind == crawlmsg.KindSitemap {
 		return p.processSitemap(page), nil

@@ -28,7 +28,8 @@ func newProcessor(t *testing.T, cfg scope.Config) *processor {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &processor{extract: extract.Options{RobotsAgent: "trawl"}, filter: f, maxDoc: 1 << 20, minWords: 20, log: slog.New(slog.DiscardHandler)}
+	return &processor{extract: extract.Options{RobotsAgent: "trawl"}, filter: f, maxDoc: 1 << 20, minWords: 20, maxRedirects: 5,
+		log: slog.New(slog.DiscardHandler)}
 }
 
 // processEncoded is what HandleBatch does for a page when no duplicate check runs.
@@ -77,6 +78,52 @@ func TestProcessSkips(t *testing.T) {
 			}
 			if !o.skipped || o.doc != nil || o.follow != nil {
 				t.Errorf("outcome = %+v, want skipped with no output", o)
+			}
+		})
+	}
+}
+
+// TestProcessRedirect: a 3xx page yields no document and its Location as the one URL to
+// follow, at the page's depth with one hop more, keeping what it was fetched for; past
+// TRAWL_MAX_REDIRECTS hops nothing.
+func TestProcessRedirect(t *testing.T) {
+	const target = "http://example.com/new?b=2"
+	tests := []struct {
+		name string
+		meta func(*crawlmsg.PageMeta)
+		want *crawlmsg.Discovered
+	}{
+		{"page", func(m *crawlmsg.PageMeta) { m.Hops = 1 },
+			&crawlmsg.Discovered{URL: target, Depth: 2, Via: crawlmsg.ViaRedirect, Hops: 2}},
+		{"sitemap", func(m *crawlmsg.PageMeta) { m.Kind, m.Under = crawlmsg.KindSitemap, "http://example.com/" },
+			&crawlmsg.Discovered{URL: target, Depth: 2, Via: crawlmsg.ViaRedirect, Hops: 1, Kind: crawlmsg.KindSitemap, Under: "http://example.com/"}},
+		{"requisite", func(m *crawlmsg.PageMeta) { m.Kind, m.Embeds = crawlmsg.KindEmbed, 1 },
+			&crawlmsg.Discovered{URL: target, Depth: 2, Via: crawlmsg.ViaRedirect, Hops: 1, Kind: crawlmsg.KindEmbed, Embeds: 1}},
+		{"last hop followed", func(m *crawlmsg.PageMeta) { m.Hops = 4 },
+			&crawlmsg.Discovered{URL: target, Depth: 2, Via: crawlmsg.ViaRedirect, Hops: 5}},
+		{"past the hop cap", func(m *crawlmsg.PageMeta) { m.Hops = 5 }, nil},
+	}
+	p := newProcessor(t, scope.Config{})
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			page := testPage(t)
+			page.Meta.Status, page.Meta.Location = 301, target
+			tt.meta(&page.Meta)
+			o, err := processEncoded(p, page)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if o.doc != nil {
+				t.Errorf("a redirect has a document")
+			}
+			if tt.want == nil {
+				if o.follow != nil {
+					t.Errorf("follow %+v, want none past the cap", o.follow)
+				}
+				return
+			}
+			if o.follow == nil || o.follow.Source != page.Meta.URL || len(o.follow.URLs) != 1 || !reflect.DeepEqual(o.follow.URLs[0], *tt.want) {
+				t.Errorf("follow %+v, want %+v from %s", o.follow, *tt.want, page.Meta.URL)
 			}
 		})
 	}

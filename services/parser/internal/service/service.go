@@ -144,11 +144,12 @@ func newProcessorOf(cfg config.Config, log *slog.Logger) (*processor, error) {
 		maxDoc:  maxMsg,
 		// Half a message: the size of a group is an estimate, and JSON escapes some
 		// URL characters in more octets than the estimate counts.
-		linkBudget: maxMsg / 2,
-		minWords:   cfg.NearDupMinWords,
-		sitemaps:   sitemaps,
-		log:        log,
-		recrawl:    recrawlOf(cfg),
+		linkBudget:   maxMsg / 2,
+		minWords:     cfg.NearDupMinWords,
+		maxRedirects: cfg.MaxRedirects,
+		sitemaps:     sitemaps,
+		log:          log,
+		recrawl:      recrawlOf(cfg),
 	}, nil
 }
 
