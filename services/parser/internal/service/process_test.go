@@ -3,6 +3,7 @@ package service
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"log/slog"
 	"os"
 	"reflect"
@@ -267,5 +268,26 @@ func TestProcessParseErrorStillYieldsDocument(t *testing.T) {
 	}
 	if doc.Title != "Service page" || doc.URL != page.Meta.URL || len(doc.Links) != 0 {
 		t.Errorf("document = %+v", doc)
+	}
+}
+
+// TestPublishFailedRedeliversPagesWithOutputs: a failed publish sends back every page
+// whose outputs it lost, a redirect's target included, and acks those that had none.
+func TestPublishFailedRedeliversPagesWithOutputs(t *testing.T) {
+	b := &parsedBatch{
+		outs: []*outcome{
+			{},              // parsed: a document
+			{skipped: true}, // nothing to publish
+			{skipped: true, follow: &crawlmsg.LinkGroup{Source: "http://a.test/old"}}, // a redirect
+			{skipped: true, schedule: &crawlmsg.RecrawlEntry{}},                       // a schedule
+			nil, // failed before
+		},
+		errs: make([]error, 5),
+	}
+	b.publishFailed(errors.New("nats down"))
+	for i, want := range []bool{true, false, true, true, false} {
+		if got := b.errs[i] != nil; got != want {
+			t.Errorf("page %d: redelivered %v, want %v", i, got, want)
+		}
 	}
 }
