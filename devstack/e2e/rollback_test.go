@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -131,6 +132,11 @@ func checkParsed(t *testing.T, web *synthweb.Web, reqs []synthweb.Request, docs 
 func copyDir(t *testing.T, src, dst string) {
 	t.Helper()
 	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+		if errors.Is(err, fs.ErrNotExist) && path != src {
+			// Removed or renamed since it was listed (a store's temporary file): at this
+			// instant it is not there.
+			return nil
+		}
 		if err != nil {
 			return err
 		}
@@ -146,6 +152,9 @@ func copyDir(t *testing.T, src, dst string) {
 			return nil
 		}
 		in, err := os.Open(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
 		if err != nil {
 			return err
 		}
