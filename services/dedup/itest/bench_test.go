@@ -36,15 +36,19 @@ func BenchmarkDedupCheck(b *testing.B) {
 		cached  int     // through seen.Cached with a cache of this size (0: no cache)
 		via     bool    // through seen.Cached at all
 		repeat  float64 // fraction of URLs that repeat a recent one
+		keep    bool    // messages keep an entry per URL (seen.Message.Keep, TRAWL_FSYNC=1s)
 	}{
 		{name: "bloom/new", bare: true},
 		{name: "bloom/seen", bare: true, preseen: true},
 		{name: "seen/new/1x1000", perMsg: 1000},
 		{name: "seen/new/20x50", perMsg: 50},
+		{name: "seen/new/20x50/keep", perMsg: 50, keep: true},
 		{name: "seen/seen/20x50", perMsg: 50, preseen: true},
+		{name: "seen/seen/20x50/keep", perMsg: 50, preseen: true, keep: true},
 		{name: "cached/new/20x50", perMsg: 50, via: true, cached: 50_000},
 		{name: "cached/mix50/20x50", perMsg: 50, via: true, cached: 50_000, repeat: 0.5},
 		{name: "uncached/mix50/20x50", perMsg: 50, via: true, repeat: 0.5},
+		{name: "uncached/mix50/20x50/keep", perMsg: 50, via: true, repeat: 0.5, keep: true},
 	}
 	for _, tc := range cases {
 		b.Run(tc.name, func(b *testing.B) {
@@ -82,6 +86,11 @@ func BenchmarkDedupCheck(b *testing.B) {
 					m := seen.Message{ID: fmt.Sprintf("CRAWL_DISCOVERED:%d", i*batch+j)}
 					for k, u := range us[j : j+tc.perMsg] {
 						m.URLs = append(m.URLs, seen.URL{Index: k, URL: u})
+					}
+					if tc.keep {
+						// About what dedup keeps of a link: its page, its URL and a few fields.
+						src := "http://source.bench.test/some/page/" + m.ID
+						m.Keep = func(k int) []byte { return []byte(src + "\x00" + us[j+k] + "\x00\x03\x00\x00\x00\x04link") }
 					}
 					msgs = append(msgs, m)
 				}
