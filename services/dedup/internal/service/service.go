@@ -127,7 +127,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Service, 
 
 // Run tests discovered URLs until ctx ends, then stops pulling, finishes the batch in hand
 // (publish, ack), closes everything and returns. It returns early only on an error the
-// consume loop cannot recover from.
+// consume loop cannot recover from. At TRAWL_FSYNC=1s it first publishes again what the
+// input messages NATS lost had found new (recoverLost), and fails if it cannot tell.
 func (s *Service) Run(ctx context.Context) error {
 	if window := s.cfg.Common.Durability.Window(); window > 0 {
 		ids, urls, err := recoverLost(ctx, s.run.JS, s.store, s.h.publish, s.cfg.Common.Shards)
