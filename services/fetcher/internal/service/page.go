@@ -7,7 +7,6 @@ import (
 	"net/url"
 	"time"
 
-
 	"github.com/trawl/trawl/services/fetcher/internal/fetch"
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/policy"
