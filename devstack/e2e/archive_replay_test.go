@@ -230,6 +230,17 @@ func serveReplay(t *testing.T, pkg, url string) string {
 	return "http://" + ln.Addr().String() + "/"
 }
 
+// missedWorker reports whether a document under the player is the server's own answer to
+// /replay/, which only the player's service worker can serve.
+func missedWorker(docs []replayedDoc) bool {
+	for _, d := range docs {
+		if strings.Contains(d.Href, "/replay/") && strings.TrimSpace(d.Text) == "404 page not found" {
+			return true
+		}
+	}
+	return false
+}
+
 // replayedDoc is one document found under the player.
 type replayedDoc struct {
 	Href  string `json:"href"`
@@ -292,6 +303,7 @@ func replayInChromium(t *testing.T, chromium, base string, want pageText) replay
 	}
 	var last []replayedDoc
 	deadline := time.Now().Add(2 * time.Minute)
+	reloads := 0
 	for {
 		raw, err := chromedp.Run(bctx, chromedp.Evaluate[string](findDocs))
 		if err != nil {
@@ -310,6 +322,16 @@ func replayInChromium(t *testing.T, chromium, base string, want pageText) replay
 		}
 		if time.Now().After(deadline) {
 			break
+		}
+		// The player's frame asked this server for /replay/ before its service worker
+		// controlled the page (a browser starting on a new profile can be that slow): the
+		// frame stays on the server's 404 until the page is loaded again, as a user would.
+		if missedWorker(last) && reloads < 3 {
+			reloads++
+			t.Logf("the player's frame reached the server, not its service worker; loading %s again", base)
+			if err := chromedp.Do(bctx, chromedp.Navigate(base)); err != nil {
+				t.Fatalf("chromium: load %s again: %v", base, err)
+			}
 		}
 		select {
 		case <-ctx.Done():
