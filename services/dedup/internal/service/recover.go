@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 
@@ -24,51 +23,34 @@ import (
 // what it found new (seen.Message.Keep), and that is published again under the frontier
 // ids of the first time, so a copy NATS still holds is dropped by the duplicate window.
 //
-// A message is lost only when a rollback is evident, as for the scheduler's page log: its
-// sequence is beyond the stream's last, or the stream holds another message there. The
-// walk goes down from the highest sequence and stops at the first message the stream
-// still holds (a crash loses a stream's tail); one the stream no longer holds at a
-// sequence within it was removed once acknowledged. It runs before the consumer starts,
-// so that no acknowledgement of this run can have removed one.
+// Which messages NATS lost is natsx.Rollback's to tell, as for the scheduler's page log;
+// the walk goes down from the highest sequence and stops at the first message the stream
+// still holds. It runs before the consumer starts, so that no acknowledgement of this run
+// can have removed one.
 func recoverLost(ctx context.Context, js jetstream.JetStream, store *seen.Store, publish publishFunc, shards int) (ids []string, urls int, err error) {
-	str, err := js.Stream(ctx, topology.StreamDiscovered)
+	rb, err := natsx.NewRollback(ctx, js, topology.StreamDiscovered)
 	if err != nil {
-		return nil, 0, fmt.Errorf("stream %s: %w", topology.StreamDiscovered, err)
+		return nil, 0, err
 	}
-	info, err := str.Info(ctx)
-	if err != nil {
-		return nil, 0, fmt.Errorf("stream %s: %w", topology.StreamDiscovered, err)
-	}
-	last := info.State.LastSeq
-	held := map[uint64]string{} // sequence → id of the message the stream holds there ("" none)
+	// A message's memo is split over the filter's parts: each is asked about once.
+	standing := map[string]natsx.Standing{}
 	lost := map[string]bool{}
 	var werr error
 	err = store.WalkDown(ctx, func(m seen.Memoised) bool {
-		if m.Seq > last {
-			lost[m.ID] = true
-			return true
-		}
-		id, ok := held[m.Seq]
+		st, ok := standing[m.ID]
 		if !ok {
-			raw, err := str.GetMsg(ctx, m.Seq)
-			switch {
-			case errors.Is(err, jetstream.ErrMsgNotFound):
-			case err != nil:
-				werr = fmt.Errorf("stream %s: message %d: %w", topology.StreamDiscovered, m.Seq, err)
+			st, werr = rb.Standing(ctx, m.Seq, func(raw *jetstream.RawStreamMsg) bool {
+				return natsx.StoredID(topology.StreamDiscovered, raw.Sequence, raw.Time) == m.ID
+			})
+			if werr != nil {
 				return false
-			default:
-				id = natsx.StoredID(topology.StreamDiscovered, raw.Sequence, raw.Time)
 			}
-			held[m.Seq] = id
+			standing[m.ID] = st
 		}
-		switch id {
-		case "":
-			return true
-		case m.ID:
-			return false
+		if st == natsx.Lost {
+			lost[m.ID] = true
 		}
-		lost[m.ID] = true
-		return true
+		return st != natsx.Held
 	})
 	if err == nil {
 		err = werr

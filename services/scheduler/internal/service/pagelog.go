@@ -2,13 +2,13 @@ package service
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/trawl/trawl/services/scheduler/internal/frontier"
+	"github.com/trawl/trawl/shared/natsx"
 	"github.com/trawl/trawl/shared/topology"
 )
 
@@ -37,45 +37,31 @@ func (s *shard) recoverPages(ctx context.Context) error {
 }
 
 // lostPages walks the page log from its highest sequence down and returns the URLs whose
-// pages CRAWL_PAGES lost, and the stream's last sequence as last read. A page is lost only
-// when a rollback is evident: its sequence is beyond the stream's last, or the stream holds
-// another message there (NATS, rolled back, gave the sequence to a newer one; or the
-// stream was made again). A page the stream no longer holds at a sequence within it was
-// removed once every consumer had acknowledged it, so after a plain restart nothing is
-// lost. The walk stops at the first page the stream holds: a crash loses a stream's tail,
-// so the pages below it are there too.
+// pages CRAWL_PAGES lost (natsx.Rollback: a rollback must be evident, so after a plain
+// restart nothing is lost), and the stream's last sequence as last read. The walk stops at
+// the first page the stream holds.
 func (s *shard) lostPages(ctx context.Context) (lost []frontier.Logged, last uint64, err error) {
-	str, err := s.js.Stream(ctx, topology.StreamPages)
+	rb, err := natsx.NewRollback(ctx, s.js, topology.StreamPages)
 	if err != nil {
-		return nil, 0, fmt.Errorf("stream %s: %w", topology.StreamPages, err)
+		return nil, 0, err
 	}
 	var before uint64
 	for {
 		logged, err := s.f.PageLog(ctx, before, pageLogBatch)
 		if err != nil || len(logged) == 0 {
-			return lost, last, err
+			return lost, rb.Last(), err
 		}
-		// The stream's state is read after the log: a URL logged since has its page's
-		// sequence within it.
-		info, err := str.Info(ctx)
-		if err != nil {
-			return nil, 0, fmt.Errorf("stream %s: %w", topology.StreamPages, err)
-		}
-		last = info.State.LastSeq
 		for _, l := range logged {
 			before = l.Seq
-			if l.Seq > last {
-				lost = append(lost, l)
-				continue
-			}
-			m, err := str.GetMsg(ctx, l.Seq)
+			st, err := rb.Standing(ctx, l.Seq, func(m *jetstream.RawStreamMsg) bool {
+				return m.Header.Get(nats.MsgIdHdr) == topology.PageID(l.Token)
+			})
 			switch {
-			case errors.Is(err, jetstream.ErrMsgNotFound):
 			case err != nil:
-				return nil, 0, fmt.Errorf("stream %s: message %d: %w", topology.StreamPages, l.Seq, err)
-			case m.Header.Get(nats.MsgIdHdr) == topology.PageID(l.Token):
-				return lost, last, nil
-			default:
+				return nil, 0, err
+			case st == natsx.Held:
+				return lost, rb.Last(), nil
+			case st == natsx.Lost:
 				lost = append(lost, l)
 			}
 		}
