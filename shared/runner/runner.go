@@ -100,6 +100,8 @@ type Runner struct {
 	loops      []loop
 	closers    []func()
 	closeOnce  sync.Once
+	reconnMu   sync.Mutex
+	onReconn   []func()
 	flush      time.Duration
 	errorAfter int           // TRAWL_LOG_ERROR_AFTER
 	settle     time.Duration // the TRAWL_FSYNC window: natsx.ConsumeOptions.SettleAfter
@@ -135,6 +137,18 @@ func Start(ctx context.Context, name string, c envconfig.Common, log *slog.Logge
 	if r.NC, r.JS, err = natsx.Connect(ctx, c.NATSURL, "trawl-"+name, log, natsOpts...); err != nil {
 		return nil, err
 	}
+	logReconnect := r.NC.Opts.ReconnectedCB
+	r.NC.SetReconnectHandler(func(nc *nats.Conn) {
+		if logReconnect != nil {
+			logReconnect(nc)
+		}
+		r.reconnMu.Lock()
+		fns := slices.Clone(r.onReconn)
+		r.reconnMu.Unlock()
+		for _, fn := range fns {
+			fn()
+		}
+	})
 	if c.Durability.AtomicBatches() {
 		r.JS = natsx.AtomicBatches(r.JS)
 	}
@@ -202,6 +216,17 @@ func (r *Runner) Addr() string { return r.HTTP.Addr() }
 // an error or without — stops the others, and Run returns its error.
 func (r *Runner) Go(name string, fn func(ctx context.Context) error) {
 	r.loops = append(r.loops, loop{name, fn})
+}
+
+// OnReconnect registers fn to run each time the NATS connection is back after it was lost,
+// on the client's callback goroutine: fn must not block (signal a loop instead). A server
+// that comes back may have come back older, from its last fsync, after an OS crash; what a
+// service checks at start against such a rollback it checks again here, since its own
+// process did not restart.
+func (r *Runner) OnReconnect(fn func()) {
+	r.reconnMu.Lock()
+	defer r.reconnMu.Unlock()
+	r.onReconn = append(r.onReconn, fn)
 }
 
 // OnClose registers fn to run on Close after every loop has returned and before NATS and

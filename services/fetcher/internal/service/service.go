@@ -154,13 +154,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Optio
 	}
 	s.m.clockOffset = func() float64 { return time.Duration(s.lease.offset.Load()).Seconds() }
 	s.session.Store(s.now().UnixNano())
-	logReconnect := r.NC.Opts.ReconnectedCB
-	r.NC.SetReconnectHandler(func(c *nats.Conn) {
-		s.session.Store(s.now().UnixNano())
-		if logReconnect != nil {
-			logReconnect(c)
-		}
-	})
+	r.OnReconnect(func() { s.session.Store(s.now().UnixNano()) })
 	s.pages = natsx.NewCommitter(s.js, publishTimeout)
 	s.outcomes = newOutcomeBatcher(cfg.OutcomeBatch, cfg.OutcomeLinger, s.publishOutcomes)
 	s.m.outcomesWaiting = func() float64 { return float64(s.outcomes.waiting()) }
