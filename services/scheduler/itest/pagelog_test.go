@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/trawl/trawl/devstack/natsembed"
 	"github.com/trawl/trawl/devstack/redisproc"
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/testwait"
@@ -27,21 +28,7 @@ func TestPageLogReadmitsPagesNATSLost(t *testing.T) {
 	defer cancel()
 	// The fetcher stores a page per task, as the real one does, and names its sequence in
 	// the outcome.
-	fx := s.runFetcher(ctx, func(tk crawlmsg.FetchTask) crawlmsg.Outcome {
-		o := fetched200(tk)
-		m := nats.NewMsg(topology.SubjectPages)
-		m.Header.Set(nats.MsgIdHdr, topology.PageID(tk.Lease))
-		m.Data = []byte(tk.URL)
-		ack, err := s.js.PublishMsg(ctx, m)
-		if err != nil {
-			if ctx.Err() == nil {
-				t.Errorf("publish page: %v", err)
-			}
-			return o
-		}
-		o.PageSeq = ack.Sequence
-		return o
-	})
+	fx := s.runFetcher(ctx, s.storingPages(ctx))
 	const n = 6
 	var batch crawlmsg.FrontierBatch
 	for i := range n {
@@ -116,6 +103,116 @@ func TestPageLogReadmitsPagesNATSLost(t *testing.T) {
 	defer cc.Stop()
 	// Two trim rounds: the first reads the ack floor, the next trims to it.
 	testwait.Eventually(t, 4*trimEvery, "page log trimmed", func() bool { return logged() == 0 })
+}
+
+// storingPages answers a task as the real fetcher does: it stores a page and names its
+// sequence in the outcome.
+func (s *stack) storingPages(ctx context.Context) func(crawlmsg.FetchTask) crawlmsg.Outcome {
+	return func(tk crawlmsg.FetchTask) crawlmsg.Outcome {
+		o := fetched200(tk)
+		m := nats.NewMsg(topology.SubjectPages)
+		m.Header.Set(nats.MsgIdHdr, topology.PageID(tk.Lease))
+		m.Data = []byte(tk.URL)
+		ack, err := s.js.PublishMsg(ctx, m)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.t.Errorf("publish page: %v", err)
+			}
+			return o
+		}
+		o.PageSeq = ack.Sequence
+		return o
+	}
+}
+
+// TestPageLogReadmitsPagesNATSLostWhileRunning is the rollback of
+// TestPageLogReadmitsPagesNATSLost under a scheduler that keeps running: NATS alone comes
+// back older (its machine crashed, not the scheduler's), and the scheduler only
+// reconnects. The rollback is real: the server is stopped, its store put back as it was
+// at an earlier instant, and started again.
+func TestPageLogReadmitsPagesNATSLostWhileRunning(t *testing.T) {
+	// File streams, as a deployed NATS keeps them: a restart keeps what the server stored.
+	s := startStack(t, redisproc.Options{}, map[string]string{"TRAWL_STREAM_MEMORY": "false"})
+	ctx, cancel := context.WithCancel(testwait.Context(t))
+	defer cancel()
+	fx := s.runFetcher(ctx, s.storingPages(ctx))
+	shard0 := map[string]string{"shard": "0"}
+	batch := func(prefix string) []string {
+		var b crawlmsg.FrontierBatch
+		for i := range 3 {
+			b.URLs = append(b.URLs, crawlmsg.Discovered{URL: fmt.Sprintf("http://%s%d.example/", prefix, i)})
+		}
+		s.publish(topology.FrontierSubject(0), &b)
+		var urls []string
+		for _, d := range b.URLs {
+			urls = append(urls, d.URL)
+		}
+		return urls
+	}
+	// want is how many times each URL must have been requested.
+	want := map[string]int{}
+	crawled := func() (bool, string) {
+		got := map[string]int{}
+		for _, tk := range fx.snapshot() {
+			got[tk.URL]++
+		}
+		st := s.stats()
+		state := fmt.Sprintf("requests %v, want %v; frontier %+v", got, want, st)
+		if len(got) != len(want) || st.Fetched != int64(len(want)) || st.Queued != 0 || st.Inflight != 0 {
+			return false, state
+		}
+		for u, n := range want {
+			if got[u] != n {
+				return false, state
+			}
+		}
+		return true, state
+	}
+	// settled: every task, outcome and frontier message acknowledged, so that nothing is
+	// in flight when NATS stops and its store holds the acknowledgements.
+	settled := func() {
+		t.Helper()
+		natsembed.WaitSettled(t, s.js, topology.StreamFetch, topology.ConsumerFetcher, 30*time.Second)
+		natsembed.WaitSettled(t, s.js, topology.StreamFetched, topology.SchedulerFetchedConsumer(0), 30*time.Second)
+		natsembed.WaitSettled(t, s.js, topology.StreamFrontier, topology.SchedulerFrontierConsumer(0), 30*time.Second)
+	}
+	checks := func(n float64) func() (bool, string) {
+		return func() (bool, string) {
+			got := s.metric("trawl_scheduler_page_log_checks_total", shard0)
+			return got == n, fmt.Sprintf("%v checks, want %v", got, n)
+		}
+	}
+
+	for _, u := range batch("a") {
+		want[u] = 1
+	}
+	testwait.EventuallyState(t, 30*time.Second, "the first URLs fetched once", crawled)
+	settled()
+	// A restart that lost nothing: the scheduler checks again on its reconnect, and puts
+	// nothing back.
+	rollBack := s.ns.SnapshotT(t)
+	testwait.EventuallyState(t, 30*time.Second, "the page log checked at start and on the reconnect", checks(2))
+	for _, u := range batch("b") {
+		want[u] = 1
+	}
+	testwait.EventuallyState(t, 30*time.Second, "the next URLs fetched once", crawled)
+	if got := s.metric("trawl_scheduler_pages_readmitted_total", shard0); got != 0 {
+		t.Fatalf("%v URLs re-admitted after a reconnect that lost nothing, want 0", got)
+	}
+	settled()
+
+	// NATS comes back as it was before the b URLs: their pages are gone, while Redis
+	// counted them fetched. Each is fetched again, once; the a URLs are not.
+	rollBack()
+	for u := range want {
+		if u[len("http://")] == 'b' {
+			want[u] = 2
+		}
+	}
+	testwait.EventuallyState(t, 30*time.Second, "the URLs whose pages NATS lost fetched again, once", crawled)
+	if got := s.metric("trawl_scheduler_pages_readmitted_total", shard0); got != 3 {
+		t.Fatalf("%v URLs re-admitted, want 3", got)
+	}
 }
 
 // stopService stops the stack's scheduler and waits for it.

@@ -34,6 +34,7 @@ import (
 type stack struct {
 	t     *testing.T
 	cfg   config.Config
+	ns    *natsembed.Server
 	js    jetstream.JetStream
 	rdb   *redis.Client
 	redis *redisproc.Server
@@ -93,7 +94,7 @@ func startStack(t *testing.T, redisOpts redisproc.Options, env map[string]string
 	for k, v := range env {
 		vars[k] = v
 	}
-	s := &stack{t: t, redis: rs, logs: &logLines{}, env: vars}
+	s := &stack{t: t, ns: ns, redis: rs, logs: &logLines{}, env: vars}
 	s.cfg, s.stop, s.done = s.startService(nil, opts...)
 
 	nc, err := nats.Connect(ns.URL())

@@ -3,11 +3,13 @@ package service
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/trawl/trawl/services/scheduler/internal/frontier"
+	"github.com/trawl/trawl/shared/ctxsleep"
 	"github.com/trawl/trawl/shared/natsx"
 	"github.com/trawl/trawl/shared/topology"
 )
@@ -18,9 +20,10 @@ const pageLogBatch = 1000
 // recoverPages puts back in their queues the URLs of the page log whose pages NATS lost
 // (frontier.Frontier.PageLog): when an OS crash brings NATS back older than Redis, a page
 // published in NATS's lost seconds is gone while Redis kept the outcome that ended its URL
-// fetched, and nothing else would fetch it again. It runs before the shard dispatches.
-func (s *shard) recoverPages(ctx context.Context) error {
-	lost, last, err := s.lostPages(ctx)
+// fetched, and nothing else would fetch it again. It runs before the shard dispatches, and
+// again (whole) each time NATS is back while the scheduler runs (recheckLoop).
+func (s *shard) recoverPages(ctx context.Context, whole bool) error {
+	lost, last, err := s.lostPages(ctx, whole)
 	if err != nil {
 		return fmt.Errorf("shard %d: page log check: %w", s.id, err)
 	}
@@ -28,6 +31,7 @@ func (s *shard) recoverPages(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("shard %d: page log check: %w", s.id, err)
 	}
+	s.m.pageLogChecks.WithLabelValues(s.label).Inc()
 	if n > 0 {
 		s.m.pagesReadmitted.WithLabelValues(s.label).Add(float64(n))
 		s.log.Warn("NATS lost pages whose URLs Redis counted fetched; URLs queued again", "count", n,
@@ -38,9 +42,12 @@ func (s *shard) recoverPages(ctx context.Context) error {
 
 // lostPages walks the page log from its highest sequence down and returns the URLs whose
 // pages CRAWL_PAGES lost (natsx.Rollback: a rollback must be evident, so after a plain
-// restart nothing is lost), and the stream's last sequence as last read. The walk stops at
-// the first page the stream holds.
-func (s *shard) lostPages(ctx context.Context) (lost []frontier.Logged, last uint64, err error) {
+// restart nothing is lost), and the stream's last sequence as last read. At start the walk
+// stops at the first page the stream holds: nothing logged since can sit below it. A
+// whole walk goes on to the end of the log, because the shard keeps applying outcomes
+// while it walks, and a page stored since NATS came back, at a sequence it lost, is held
+// without telling anything of the lost ones below it.
+func (s *shard) lostPages(ctx context.Context, whole bool) (lost []frontier.Logged, last uint64, err error) {
 	rb, err := natsx.NewRollback(ctx, s.js, topology.StreamPages)
 	if err != nil {
 		return nil, 0, err
@@ -59,11 +66,51 @@ func (s *shard) lostPages(ctx context.Context) (lost []frontier.Logged, last uin
 			switch {
 			case err != nil:
 				return nil, 0, err
-			case st == natsx.Held:
+			case st == natsx.Held && !whole:
 				return lost, rb.Last(), nil
 			case st == natsx.Lost:
 				lost = append(lost, l)
 			}
+		}
+	}
+}
+
+// Attempts and the first wait of a page log check after a reconnect that failed.
+const (
+	recheckAttempts = 5
+	recheckBackoff  = time.Second
+)
+
+// recheckLoop runs the page log check again each time NATS is back while the scheduler
+// runs: a NATS server whose machine crashed (on another host than the scheduler's) comes
+// back older, and the scheduler, which did not restart, must not take its lost pages for
+// parsed. It must run promptly: a page stored since at a lost sequence is acknowledged by
+// the parser a settle window (TRAWL_FSYNC) after its links are stored, and is then removed,
+// so that the lost page's sequence reads as removed rather than reused. A check that keeps
+// failing is given up after recheckAttempts, logged as an error, until the next reconnect.
+func (s *shard) recheckLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.recheck:
+		}
+		wait := recheckBackoff
+		for attempt := 1; ; attempt++ {
+			err := s.recoverPages(ctx, true)
+			if err == nil || ctx.Err() != nil {
+				break
+			}
+			if attempt == recheckAttempts {
+				s.log.Error("page log check after a NATS reconnect given up: pages NATS lost, if it came back older, stay counted fetched",
+					"attempts", attempt, "err", err)
+				break
+			}
+			s.log.Warn("page log check after a NATS reconnect failed; trying again", "attempt", attempt, "in", wait, "err", err)
+			if !ctxsleep.Sleep(ctx, wait) {
+				return
+			}
+			wait *= 2
 		}
 	}
 }
