@@ -62,7 +62,7 @@ func newMetrics(om *obs.Metrics) *metrics {
 		backpressure:      om.CounterVec("dispatch_backpressure_total", "Times dispatch was held because a later stage fell behind, by stage: parser, pages-bytes, dedup, frontier.", "stage"),
 		markersTrimmed:    om.CounterVec("applied_markers_trimmed_total", "Frontier message markers dropped once the frontier consumer's ack floor passed them.", "shard"),
 		pagesReadmitted:   om.CounterVec("pages_readmitted_total", "URLs put back in their queues, at start or when NATS is back after a lost connection, because NATS lost their pages after Redis had counted them fetched (NATS rolled back by an OS crash, or CRAWL_PAGES made again).", "shard"),
-		pageLogChecks:     om.CounterVec("page_log_checks_total", "Checks of the page log against CRAWL_PAGES done: at start, and each time NATS is back after a lost connection (pages_readmitted_total counts what they found).", "shard"),
+		pageLogChecks:     om.CounterVec("page_log_checks_total", "Checks of the page log against CRAWL_PAGES done: at start, and each time NATS is back after a lost connection (trawl_scheduler_pages_readmitted_total counts what they found).", "shard"),
 		redisErrors:       om.CounterVec("redis_errors_total", "Failed Redis steps: add, dispatch, complete, reap, stats (the gauges' refresh), status (the status page's reads).", "shard", "step"),
 		stepSeconds:       om.HistogramVec("step_duration_seconds", "Duration of one frontier step (one Lua script over a batch).", prometheus.ExponentialBuckets(0.0002, 2.5, 10), "step"),
 		urls:              om.GaugeVec("frontier_urls", "URLs of the shard by state: accepted, queued, inflight, parked and the terminal states.", "shard", "state"),
