@@ -2,15 +2,12 @@ package e2e
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/trawl/trawl/devstack/storecopy"
 	"github.com/trawl/trawl/devstack/synthweb"
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/durability"
@@ -65,42 +62,97 @@ func TestCrawlSurvivesStoresRolledBackApart(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			r := c.resume(t, ctx)
-			reqs := r.reqs
-			// The design's bound: what either store may have lost is the work of the window
-			// before the older copy and since; a URL first requested before that is never
-			// requested again.
-			cut := older.Add(-level.Window())
-			firstReq := map[string]time.Time{}
-			count := map[string]int{}
-			for _, r := range reqs {
-				if r.Path == "/robots.txt" {
-					continue
-				}
-				u := c.web.Origin(r.Host) + r.Path
-				if count[u] == 0 {
-					firstReq[u] = r.Start
-				}
-				count[u]++
-			}
-			again := 0
-			for u, n := range count {
-				if n < 2 {
-					continue
-				}
-				again++
-				if firstReq[u].Before(cut) {
-					t.Errorf("%s requested %d times, first %s before the older copy: before the window the design allows", u, n, older.Sub(firstReq[u]).Round(time.Millisecond))
-				}
-			}
-			t.Logf("%d of %d URLs requested again, all first requested within %s of the older copy", again, len(count), level.Window())
-			checkInvariants(t, r, env, max(again, 1))
-			// Every page whose links the crawl follows was parsed: one NATS lost while Redis
-			// kept its outcome is fetched again, not left unparsed (the web's other links to
-			// its links may hide the loss from the request log).
-			checkParsed(t, c.web, reqs, readDocs(t, r.stack.JetStream()), env.MaxDepth)
+			judgeRollback(t, c.web, c.resume(t, ctx), env, level, older)
 		})
 	}
+	// NATS alone comes back older (its machine crashed, not the others'): every other
+	// process keeps running and only reconnects, so what the scheduler and dedup check at
+	// start against a rollback they check again on the reconnect.
+	t.Run("nats alone older", func(t *testing.T) {
+		env := testEnv()
+		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+		defer cancel()
+		c := startCrashTest(t, ctx, natsBin, env, level)
+		waitFetched(t, c.st, 60)
+		snap := filepath.Join(t.TempDir(), "nats")
+		older := time.Now()
+		copyDir(t, c.st.NATSDir(), snap)
+		time.Sleep(apart) // the crawl goes on: what NATS will have lost
+		nats := c.st.NATSProc()
+		if err := nats.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		// Back after the lease TTL, as in the subtests above.
+		time.Sleep(crashLeaseTTL)
+		if err := os.RemoveAll(c.st.NATSDir()); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(snap, c.st.NATSDir()); err != nil {
+			t.Fatal(err)
+		}
+		if err := nats.Start(); err != nil {
+			t.Fatal(err)
+		}
+		p, err := c.st.WaitIdle(ctx, 250*time.Millisecond, nil)
+		if err != nil {
+			t.Fatalf("crawl did not finish after NATS came back older: %v\n%s", err, c.st.Logs(20))
+		}
+		for _, m := range []struct{ proc, metric string }{
+			{"scheduler", "trawl_scheduler_page_log_checks_total"},
+			{"dedup", "trawl_dedup_recovered_total"},
+			{"scheduler", "trawl_scheduler_pages_readmitted_total"},
+		} {
+			v, _, err := c.st.Proc(m.proc, 0).Metric(ctx, m.metric)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s: %v", m.metric, v)
+			if m.metric == "trawl_scheduler_page_log_checks_total" && v < 2 {
+				t.Errorf("%s = %v: the scheduler did not check its page log again on the reconnect", m.metric, v)
+			}
+		}
+		judgeRollback(t, c.web, crawlResult{stack: c.st, web: c.web, progress: p, took: time.Since(c.start), reqs: c.web.Requests()}, env, level, older)
+	})
+}
+
+// judgeRollback checks a crawl that went on from stores rolled back to instants from
+// older on: the design's bound on requests made again, the invariants, and every page
+// with links parsed.
+func judgeRollback(t *testing.T, web *synthweb.Web, r crawlResult, env crawlEnv, level durability.Level, older time.Time) {
+	t.Helper()
+	reqs := r.reqs
+	// The design's bound: what either store may have lost is the work of the window
+	// before the older copy and since; a URL first requested before that is never
+	// requested again.
+	cut := older.Add(-level.Window())
+	firstReq := map[string]time.Time{}
+	count := map[string]int{}
+	for _, r := range reqs {
+		if r.Path == "/robots.txt" {
+			continue
+		}
+		u := web.Origin(r.Host) + r.Path
+		if count[u] == 0 {
+			firstReq[u] = r.Start
+		}
+		count[u]++
+	}
+	again := 0
+	for u, n := range count {
+		if n < 2 {
+			continue
+		}
+		again++
+		if firstReq[u].Before(cut) {
+			t.Errorf("%s requested %d times, first %s before the older copy: before the window the design allows", u, n, older.Sub(firstReq[u]).Round(time.Millisecond))
+		}
+	}
+	t.Logf("%d of %d URLs requested again, all first requested within %s of the older copy", again, len(count), level.Window())
+	checkInvariants(t, r, env, max(again, 1))
+	// Every page whose links the crawl follows was parsed: one NATS lost while Redis
+	// kept its outcome is fetched again, not left unparsed (the web's other links to
+	// its links may hide the loss from the request log).
+	checkParsed(t, web, reqs, readDocs(t, r.stack.JetStream()), env.MaxDepth)
 }
 
 // checkParsed fails t for each HTML page of the web with followable links that answered
@@ -128,48 +180,10 @@ func checkParsed(t *testing.T, web *synthweb.Web, reqs []synthweb.Request, docs 
 }
 
 // copyDir copies the files under src to dst as they are at this moment, as an OS crash
-// leaves what a store had written: the store keeps writing while it is read.
+// leaves what a store had written.
 func copyDir(t *testing.T, src, dst string) {
 	t.Helper()
-	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
-		if errors.Is(err, fs.ErrNotExist) && path != src {
-			// Removed or renamed since it was listed (a store's temporary file): at this
-			// instant it is not there.
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(src, path)
-		if err != nil {
-			return err
-		}
-		to := filepath.Join(dst, rel)
-		if d.IsDir() {
-			return os.MkdirAll(to, 0o755)
-		}
-		if !d.Type().IsRegular() {
-			return nil
-		}
-		in, err := os.Open(path)
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		defer in.Close()
-		out, err := os.Create(to)
-		if err != nil {
-			return err
-		}
-		if _, err := io.Copy(out, in); err != nil {
-			out.Close()
-			return fmt.Errorf("copy %s: %w", path, err)
-		}
-		return out.Close()
-	})
-	if err != nil {
-		t.Fatalf("copy %s: %v", src, err)
+	if err := storecopy.Copy(src, dst); err != nil {
+		t.Fatal(err)
 	}
 }

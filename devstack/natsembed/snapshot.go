@@ -1,12 +1,10 @@
 package natsembed
 
 import (
-	"fmt"
-	"io"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"testing"
+
+	"github.com/trawl/trawl/devstack/storecopy"
 )
 
 // SnapshotT stops the server, copies its store aside (into t.TempDir) and starts it again.
@@ -19,7 +17,7 @@ func (s *Server) SnapshotT(t testing.TB) (rollBack func()) {
 	t.Helper()
 	snap := t.TempDir()
 	s.stop()
-	if err := copyStore(s.opts.StoreDir, snap); err != nil {
+	if err := storecopy.Copy(s.opts.StoreDir, snap); err != nil {
 		t.Fatalf("natsembed: snapshot: %v", err)
 	}
 	if err := s.Restart(); err != nil {
@@ -31,49 +29,11 @@ func (s *Server) SnapshotT(t testing.TB) (rollBack func()) {
 		if err := os.RemoveAll(s.opts.StoreDir); err != nil {
 			t.Fatalf("natsembed: roll back: %v", err)
 		}
-		if err := copyStore(snap, s.opts.StoreDir); err != nil {
+		if err := storecopy.Copy(snap, s.opts.StoreDir); err != nil {
 			t.Fatalf("natsembed: roll back: %v", err)
 		}
 		if err := s.Restart(); err != nil {
 			t.Fatalf("natsembed: roll back: %v", err)
 		}
 	}
-}
-
-// copyStore copies the store directory tree src to dst, which it creates.
-func copyStore(src, dst string) error {
-	return filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(src, path)
-		if err != nil {
-			return err
-		}
-		to := filepath.Join(dst, rel)
-		if d.IsDir() {
-			return os.MkdirAll(to, 0o755)
-		}
-		if !d.Type().IsRegular() {
-			return fmt.Errorf("store file %s is not a regular file", path)
-		}
-		return copyFile(path, to)
-	})
-}
-
-func copyFile(from, to string) error {
-	in, err := os.Open(from)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(to, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
 }

@@ -199,8 +199,9 @@ func openLog(path string) (*os.File, error) {
 	return os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 }
 
-// Metric reads one unlabelled sample from the process's /metrics, e.g.
-// "trawl_fetcher_inflight". ok is false when the process does not export it.
+// Metric reads a metric from the process's /metrics, e.g. "trawl_fetcher_inflight": its
+// sample, or the sum of its series' when it has labels (every shard's, every result's).
+// ok is false when the process does not export it.
 func (p *Proc) Metric(ctx context.Context, name string) (value float64, ok bool, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.HTTPAddr+"/metrics", nil)
 	if err != nil {
@@ -215,15 +216,23 @@ func (p *Proc) Metric(ctx context.Context, name string) (value float64, ok bool,
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
-		rest, found := strings.CutPrefix(line, name+" ")
-		if !found {
+		rest, found := strings.CutPrefix(line, name)
+		if !found || rest == "" || (rest[0] != ' ' && rest[0] != '{') {
 			continue
+		}
+		if rest[0] == '{' {
+			end := strings.LastIndexByte(rest, '}')
+			if end < 0 {
+				return 0, false, fmt.Errorf("stack: %s metric %s: malformed line %q", p.ID(), name, line)
+			}
+			rest = rest[end+1:]
 		}
 		v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
 		if err != nil {
 			return 0, false, fmt.Errorf("stack: %s metric %s: %w", p.ID(), name, err)
 		}
-		return v, true, nil
+		value += v
+		ok = true
 	}
-	return 0, false, sc.Err()
+	return value, ok, sc.Err()
 }

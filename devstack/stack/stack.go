@@ -310,7 +310,7 @@ func ArchiveDir(env map[string]string) string {
 // startNATS starts the embedded server, or the trawl-nats child process with
 // Options.NATSBin, and returns its client URL once it accepts connections.
 func (s *Stack) startNATS(ctx context.Context) (string, error) {
-	store := filepath.Join(s.dir, "nats")
+	store := s.NATSDir()
 	if s.opts.NATSBin == "" {
 		var err error
 		if s.nats, err = natsembed.Start(natsembed.Options{StoreDir: store, MaxStore: s.opts.NATSMaxStore, Durability: s.opts.Durability}); err != nil {
@@ -489,6 +489,13 @@ func (s *Stack) Proc(name string, i int) *Proc {
 
 // NATS is the embedded NATS server; nil when it runs as a child process (Options.NATSBin).
 func (s *Stack) NATS() *natsembed.Server { return s.nats }
+
+// NATSProc is NATS as a child process (Options.NATSBin), its store in NATSDir; nil when
+// it is embedded.
+func (s *Stack) NATSProc() *Proc { return s.natsP }
+
+// NATSDir is NATS's JetStream store directory.
+func (s *Stack) NATSDir() string { return filepath.Join(s.dir, "nats") }
 
 // NATSURL is the NATS client URL, wherever the server runs.
 func (s *Stack) NATSURL() string { return s.natsURL }
