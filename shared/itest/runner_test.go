@@ -407,3 +407,76 @@ func ownConnection(t *testing.T, ns *natsembed.Server) (*nats.Conn, jetstream.Je
 	}
 	return nc, js
 }
+
+// A check registered with GoOnReconnect runs each time NATS is back, not before; a check
+// that keeps failing is tried the stated number of times, then given up with an error
+// log, and the service goes on.
+func TestGoOnReconnect(t *testing.T) {
+	ns := natsembed.StartT(t)
+	logs := &lockedBuffer{}
+	ctx, cancel := context.WithTimeout(testwait.Context(t), 15*time.Second)
+	defer cancel()
+	r, err := runner.Start(ctx, "itest", envconfig.LoadCommon(envconfig.FromMap(runnerEnv(ns, nil)), "127.0.0.1:0"),
+		slog.New(slog.NewTextHandler(logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Close)
+	var mu sync.Mutex
+	ok, failing := 0, 0
+	r.GoOnReconnect("good check", 3, time.Millisecond, "nothing", func(context.Context) error {
+		mu.Lock()
+		defer mu.Unlock()
+		ok++
+		return nil
+	})
+	r.GoOnReconnect("bad check", 3, time.Millisecond, "the bad thing stays", func(context.Context) error {
+		mu.Lock()
+		defer mu.Unlock()
+		failing++
+		return errors.New("no luck")
+	})
+	stop := runInBackground(t, r)
+	counts := func() (int, int) {
+		mu.Lock()
+		defer mu.Unlock()
+		return ok, failing
+	}
+	if o, f := counts(); o != 0 || f != 0 {
+		t.Fatalf("checks ran %d and %d times before any reconnect, want 0", o, f)
+	}
+	for round := 1; round <= 2; round++ {
+		if err := ns.Restart(); err != nil {
+			t.Fatal(err)
+		}
+		testwait.EventuallyState(t, 10*time.Second, fmt.Sprintf("the checks of reconnect %d", round), func() (bool, string) {
+			o, f := counts()
+			return o == round && f == 3*round && strings.Count(logs.String(), "bad check after a NATS reconnect given up") == round,
+				fmt.Sprintf("good check ran %d times, bad check %d; log:\n%s", o, f, logs.String())
+		})
+	}
+	if !strings.Contains(logs.String(), "the bad thing stays") {
+		t.Errorf("the give-up log does not say what is at risk:\n%s", logs.String())
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("a check that failed stopped the service: %v", err)
+	}
+}
+
+// lockedBuffer is a log sink a service's goroutines write to while the test reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

@@ -28,7 +28,7 @@ const (
 // Rollback tells, for messages recorded by sequence, which of them a stream lost. Loss is
 // taken only from such evidence, so after a restart that lost nothing (SIGKILL, a NATS
 // restart) nothing reads as lost. The scheduler's page log and dedup's memos are checked
-// with it at start.
+// with it at start, dedup's also at each reconnect.
 type Rollback struct {
 	str  jetstream.Stream
 	name string

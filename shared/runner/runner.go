@@ -38,6 +38,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/trawl/trawl/shared/crawlid"
+	"github.com/trawl/trawl/shared/ctxsleep"
 	"github.com/trawl/trawl/shared/envconfig"
 	"github.com/trawl/trawl/shared/natsx"
 	"github.com/trawl/trawl/shared/obs"
@@ -227,6 +228,47 @@ func (r *Runner) OnReconnect(fn func()) {
 	r.reconnMu.Lock()
 	defer r.reconnMu.Unlock()
 	r.onReconn = append(r.onReconn, fn)
+}
+
+// GoOnReconnect registers a loop, named name, that runs check each time the NATS connection
+// is back (OnReconnect): what a service checks at start against a server that came back
+// older. A reconnect while a check runs asks for one more. A failed check is tried again
+// after backoff, then twice as long, up to attempts tries in all; the last failure is
+// logged at error level with risk, what a check given up leaves undone, until the next
+// reconnect. It never stops the service.
+func (r *Runner) GoOnReconnect(name string, attempts int, backoff time.Duration, risk string, check func(ctx context.Context) error) {
+	again := make(chan struct{}, 1)
+	r.OnReconnect(func() {
+		select {
+		case again <- struct{}{}:
+		default: // one is due already, and reads the server as it is then
+		}
+	})
+	r.Go(name, func(ctx context.Context) error {
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-again:
+			}
+			wait := backoff
+			for try := 1; ; try++ {
+				err := check(ctx)
+				if err == nil || ctx.Err() != nil {
+					break
+				}
+				if try >= attempts {
+					r.Log.Error(name+" after a NATS reconnect given up: "+risk, "tries", try, "err", err)
+					break
+				}
+				r.Log.Warn(name+" after a NATS reconnect failed; trying again", "try", try, "in", wait, "err", err)
+				if !ctxsleep.Sleep(ctx, wait) {
+					return nil
+				}
+				wait *= 2
+			}
+		}
+	})
 }
 
 // OnClose registers fn to run on Close after every loop has returned and before NATS and

@@ -36,6 +36,7 @@ import (
 type stack struct {
 	cfg     config.Config
 	js      jetstream.JetStream
+	nats    *natsembed.Server
 	redis   *redisproc.Server
 	metrics string // http://host:port/metrics
 	stop    func() error
@@ -81,7 +82,7 @@ func startStack(t *testing.T, redisOpts redisproc.Options, env map[string]string
 		t.Fatal(err)
 	}
 
-	s := &stack{cfg: cfg, js: js, redis: rs, metrics: "http://" + addr + "/metrics"}
+	s := &stack{cfg: cfg, js: js, nats: ns, redis: rs, metrics: "http://" + addr + "/metrics"}
 	s.start(t)
 	return s
 }
@@ -608,5 +609,82 @@ func TestServiceRecoversInputsNATSLost(t *testing.T) {
 	s.frontier(t, again, againIDs)
 	if len(again[0])+len(again[1]) != 2 {
 		t.Errorf("frontier after the copy and a restart: %v, want nothing more", again)
+	}
+}
+
+// TestServiceRecoversInputsNATSLostWhileRunning replays the OS crash of NATS's machine
+// alone (another node of a Kubernetes cluster) at TRAWL_FSYNC=1s: NATS comes back older
+// than Redis under a dedup that keeps running and only reconnects. A discovered message
+// handled in NATS's lost seconds is gone with its frontier messages while Redis kept its
+// bits and memo, and the crawl goes on: the next discovered message takes its sequence.
+// At the reconnect dedup publishes the lost message's new URLs again, once; a reconnect
+// that lost nothing publishes nothing.
+func TestServiceRecoversInputsNATSLostWhileRunning(t *testing.T) {
+	// No trim while the test runs: the lost message's memo must outlive its ack, as it
+	// does when NATS loses its last second (the trim runs every 30s by default).
+	s := startStack(t, redisproc.Options{}, map[string]string{"TRAWL_DEDUP_MEMO_TRIM_INTERVAL": "1h"})
+	c := redisClient(t, s.redis)
+	ctx := testwait.Context(t)
+	store := seen.New(c, nil, s.cfg.Common.RedisPrefix)
+	got, ids := map[int][]string{}, map[string]int{}
+
+	// Handled before the instant NATS comes back to.
+	s.publishDiscovered(t, link("http://a.test/old", 1))
+	testwait.Eventually(t, 20*time.Second, "the first message's URL on the frontier", func() bool {
+		s.frontier(t, got, ids)
+		return len(got[0])+len(got[1]) == 1
+	})
+
+	// A reconnect that lost nothing: NATS stopped and started on its store (snapshot A).
+	rollBack := s.nats.SnapshotT(t)
+
+	// Handled within NATS's lost seconds, after the reconnect: on the frontier, memo kept.
+	s.publishDiscovered(t, link("http://a.test/old", 1), link("http://b.test/new", 2), link("http://c.test/new", 2))
+	testwait.Eventually(t, 20*time.Second, "the second message's URLs on the frontier", func() bool {
+		s.frontier(t, got, ids)
+		return len(got[0])+len(got[1]) == 3
+	})
+	testwait.Eventually(t, 20*time.Second, "the second message's memo", func() bool {
+		n, err := c.ZCard(ctx, store.MemoSeqKey()).Result()
+		return err == nil && n == 2
+	})
+	if n := s.metric(t, "trawl_dedup_recovered_total"); n != 0 {
+		t.Fatalf("trawl_dedup_recovered_total = %v after a reconnect that lost nothing, want 0", n)
+	}
+
+	// NATS's machine crashes: it comes back from snapshot A, older than Redis, and the
+	// crawl goes on at once, a new message taking the lost one's sequence.
+	rollBack()
+	s.publishDiscovered(t, link("http://b.test/new", 2), link("http://d.test/new", 2))
+
+	again, againIDs := map[int][]string{}, map[string]int{}
+	want := []string{"http://b.test/new", "http://c.test/new", "http://d.test/new"}
+	var all []string
+	testwait.EventuallyState(t, 20*time.Second, "the lost message's new URLs and the third message's on the frontier", func() (bool, string) {
+		s.frontier(t, again, againIDs)
+		all = append(slices.Clone(again[0]), again[1]...)
+		slices.Sort(all)
+		return slices.Equal(all, want), fmt.Sprintf("frontier %v, trawl_dedup_recovered_total %v", all, s.metric(t, "trawl_dedup_recovered_total"))
+	})
+	if n := s.metric(t, "trawl_dedup_recovered_total"); n != 1 {
+		t.Errorf("trawl_dedup_recovered_total = %v, want 1", n)
+	}
+	// The copies go under the frontier ids of the first time; the third message's under its own.
+	fresh := 0
+	for id := range againIDs {
+		if ids[id] == 0 {
+			fresh++
+		}
+	}
+	if fresh != 1 {
+		t.Errorf("frontier ids after the rollback %v: %d not of the first time (%v), want 1 (the third message's)", againIDs, fresh, ids)
+	}
+	// Nothing more comes: the copy is published once.
+	testwait.Eventually(t, 20*time.Second, "the third message handled", func() bool { return s.idle(t) })
+	s.frontier(t, again, againIDs)
+	all = append(slices.Clone(again[0]), again[1]...)
+	slices.Sort(all)
+	if !slices.Equal(all, want) {
+		t.Errorf("frontier after the rollback: %v, want %v", all, want)
 	}
 }

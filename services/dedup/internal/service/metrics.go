@@ -19,6 +19,7 @@ const (
 	stageForget    = "forget"
 	stageFillRatio = "fill_ratio"
 	stageTrim      = "trim"
+	stageLostCheck = "lost_check"
 )
 
 type metrics struct {
@@ -74,14 +75,14 @@ func newMetrics(om *obs.Metrics) *metrics {
 		redisDur:     om.Histogram("redis_duration_seconds", "Duration of one batch's test-and-set call to Redis.", prometheus.ExponentialBuckets(0.0001, 2, 16)),
 		terminated:   om.CounterVec("messages_terminated_total", "Input messages terminated: permanent (malformed, unknown version); temporary failures are retried, never terminated.", "reason"),
 		published:    om.Counter("frontier_messages_total", "FrontierBatch messages stored in CRAWL_FRONTIER (one per input message and shard)."),
-		failures:     om.CounterVec("failures_total", "Failed steps by stage: redis (test-and-set; batch retried), publish (batch retried), forget (memo left for the trim), fill_ratio, trim (memo trim to the ack floor).", "stage"),
+		failures:     om.CounterVec("failures_total", "Failed steps by stage: redis (test-and-set; batch retried), publish (batch retried), forget (memo left for the trim), fill_ratio, trim (memo trim to the ack floor), lost_check (check at a NATS reconnect for input messages NATS lost; tried again a few times, then given up).", "stage"),
 		fillRatio:    om.Gauge("bloom_fill_ratio", "Fraction of the newest Bloom filter layer's bits set, measured every TRAWL_BLOOM_FILL_INTERVAL; the layer's false-positive rate is about fill^k."),
 		filterBits:   om.Gauge("bloom_size_bits", "Bits of all Bloom filter layers."),
 		layers:       om.Gauge("bloom_layers", "Layers of the scalable Bloom filter; one is added each time the newest holds its capacity."),
 		bloomBytes:   om.Gauge("bloom_bytes", "Redis memory of all Bloom filter layers."),
 		nextBytes:    om.Gauge("bloom_next_layer_bytes", "Redis memory the next Bloom filter layer will take when the newest is full."),
 		memos:        om.Gauge("memos", "Per-message seen-test memos in Redis after the last trim to the consumer's ack floor."),
-		recovered:    om.Counter("recovered_total", "Input messages NATS lost after their seen test (an OS crash at TRAWL_FSYNC=1s) whose new URLs were published again at start from their memos."),
+		recovered:    om.Counter("recovered_total", "Input messages NATS lost after their seen test (an OS crash at TRAWL_FSYNC=1s) whose new URLs were published again from their memos, at start or at a NATS reconnect."),
 		cacheLookups: om.Counter("cache_lookups_total", "URLs looked up in the in-process seen cache (first deliveries only; redelivered messages go to Redis for their memo)."),
 		cacheHits:    om.Counter("cache_hits_total", "Cache lookups answered seen without asking Redis."),
 		cacheRatio:   om.Gauge("cache_hit_ratio", "Fraction of recent cache lookups that hit, over roughly the last 100,000 lookups."),
@@ -94,7 +95,7 @@ func newMetrics(om *obs.Metrics) *metrics {
 	for _, r := range []string{"permanent"} {
 		m.terminated.WithLabelValues(r)
 	}
-	for _, s := range []string{stageRedis, stagePublish, stageForget, stageFillRatio, stageTrim} {
+	for _, s := range []string{stageRedis, stagePublish, stageForget, stageFillRatio, stageTrim, stageLostCheck} {
 		m.failures.WithLabelValues(s)
 	}
 	return m

@@ -24,10 +24,13 @@ import (
 // ids of the first time, so a copy NATS still holds is dropped by the duplicate window.
 //
 // Which messages NATS lost is natsx.Rollback's to tell, as for the scheduler's page log;
-// the walk goes down from the highest sequence and stops at the first message the stream
-// still holds. It runs before the consumer starts, so that no acknowledgement of this run
-// can have removed one.
-func recoverLost(ctx context.Context, js jetstream.JetStream, store *seen.Store, publish publishFunc, shards int) (ids []string, urls int, err error) {
+// the walk goes down from the highest sequence. At start (whole false) it stops at the
+// first message the stream still holds: it runs before the consumer starts, so no memo
+// lies above the lost ones and no acknowledgement of this run can have removed one. At a
+// reconnect (whole true) the consumer runs on: a new message may take a lost one's
+// sequence and be memoised by this process above it, so every memo is asked about (they
+// are few: the trim keeps them to the messages above the ack floor).
+func recoverLost(ctx context.Context, js jetstream.JetStream, store *seen.Store, publish publishFunc, shards int, whole bool) (ids []string, urls int, err error) {
 	rb, err := natsx.NewRollback(ctx, js, topology.StreamDiscovered)
 	if err != nil {
 		return nil, 0, err
@@ -50,7 +53,7 @@ func recoverLost(ctx context.Context, js jetstream.JetStream, store *seen.Store,
 		if st == natsx.Lost {
 			lost[m.ID] = true
 		}
-		return st != natsx.Held
+		return whole || st != natsx.Held
 	})
 	if err == nil {
 		err = werr

@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -40,13 +41,50 @@ type Service struct {
 	recovered recovered
 }
 
-// recovered are memos whose outputs were published again at start. They go once the
-// copies are on disk (after the window), not by the ack floor: the stream may hold other
-// messages at their sequences by then, and the next start would take them for lost again.
+// recovered are memos whose outputs were published again, at start or at a reconnect.
+// They go once the copies are on disk (after the window), not by the ack floor: the
+// stream may hold other messages at their sequences by then, and the next check would
+// take them for lost again. The lost-message check adds to it while the trim loop takes.
 type recovered struct {
+	mu      sync.Mutex
+	batches []recoveredBatch
+}
+
+type recoveredBatch struct {
 	ids   []string
 	after time.Time
 }
+
+// add hands ids to be forgotten from after on.
+func (r *recovered) add(ids []string, after time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.batches = append(r.batches, recoveredBatch{ids: ids, after: after})
+}
+
+// due takes the ids whose time has come; the caller adds back those it failed to forget.
+func (r *recovered) due(now time.Time) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var ids []string
+	left := r.batches[:0]
+	for _, b := range r.batches {
+		if now.Before(b.after) {
+			left = append(left, b)
+		} else {
+			ids = append(ids, b.ids...)
+		}
+	}
+	r.batches = left
+	return ids
+}
+
+// Tries of the lost-message check at a reconnect: few and short, since it must run before
+// the acknowledgements of the messages that took the lost sequences (Run).
+const (
+	lostCheckAttempts = 5
+	lostCheckBackoff  = 200 * time.Millisecond
+)
 
 // New brings up the shared plumbing and the seen test and publishes the seeds. It waits
 // for NATS and Redis until ctx ends. The caller must call Run (which closes everything
@@ -128,19 +166,28 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Service, 
 // Run tests discovered URLs until ctx ends, then stops pulling, finishes the batch in hand
 // (publish, ack), closes everything and returns. It returns early only on an error the
 // consume loop cannot recover from. At TRAWL_FSYNC=1s it first publishes again what the
-// input messages NATS lost had found new (recoverLost), and fails if it cannot tell.
+// input messages NATS lost had found new (recoverLost), and fails if it cannot tell; it
+// checks again each time the NATS connection is back, since NATS may have come back older
+// under this running process (its machine's OS crash).
 func (s *Service) Run(ctx context.Context) error {
-	if window := s.cfg.Common.Durability.Window(); window > 0 {
-		ids, urls, err := recoverLost(ctx, s.run.JS, s.store, s.h.publish, s.cfg.Common.Shards)
-		if err != nil {
+	if s.cfg.Common.Durability.Window() > 0 {
+		// Registered first, so that a reconnect during the start's check is checked again.
+		// NATS may come back older under this running process (its machine's OS crash
+		// alone); the check must run promptly: a new message that took a lost one's
+		// sequence is acknowledged a window (TRAWL_FSYNC) after its outputs are stored and
+		// then removed, and the lost message's sequence, read as removed, is skipped.
+		s.run.GoOnReconnect("lost-message check", lostCheckAttempts, lostCheckBackoff,
+			"if NATS came back older than Redis, the new URLs of the messages it lost are held as seen and never crawled",
+			func(ctx context.Context) error {
+				err := s.checkLost(ctx, true)
+				if err != nil && ctx.Err() == nil {
+					s.m.failures.WithLabelValues(stageLostCheck).Inc()
+				}
+				return err
+			})
+		if err := s.checkLost(ctx, false); err != nil {
 			s.run.Close()
 			return fmt.Errorf("dedup: checking for input messages NATS lost: %w", err)
-		}
-		if len(ids) > 0 {
-			s.m.recovered.Add(float64(len(ids)))
-			s.log.Warn("NATS lost input messages whose URLs Redis holds as seen; their new URLs published again",
-				"messages", len(ids), "urls", urls, "first", ids[0])
-			s.recovered = recovered{ids: ids, after: time.Now().Add(window)}
 		}
 	}
 	opts := s.run.ConsumeOptions(s.m.terminated)
@@ -153,7 +200,7 @@ func (s *Service) Run(ctx context.Context) error {
 		})
 	}
 	s.run.Go("memo trim", func(ctx context.Context) error {
-		trimMemos(ctx, s.store, s.recovered, func(ctx context.Context) (uint64, error) {
+		trimMemos(ctx, s.store, &s.recovered, func(ctx context.Context) (uint64, error) {
 			info, err := s.cons.Info(ctx)
 			if err != nil {
 				return 0, err
@@ -165,6 +212,20 @@ func (s *Service) Run(ctx context.Context) error {
 	s.log.Info("dedup starting", "batch", s.cfg.Batch, "max_depth", s.cfg.MaxDepth, "shards", s.cfg.Common.Shards,
 		"cache_size", s.cfg.CacheSize, "strip_session_ids", s.cfg.Norm.StripSessionIDs, "sort_query", s.cfg.Norm.SortQuery)
 	return s.run.RunLoops(ctx)
+}
+
+// checkLost publishes again the outputs of the input messages NATS lost (recoverLost,
+// whole at a reconnect), counts and logs them, and hands them to the trim loop.
+func (s *Service) checkLost(ctx context.Context, whole bool) error {
+	ids, urls, err := recoverLost(ctx, s.run.JS, s.store, s.h.publish, s.cfg.Common.Shards, whole)
+	if err != nil || len(ids) == 0 {
+		return err
+	}
+	s.m.recovered.Add(float64(len(ids)))
+	s.log.Warn("NATS lost input messages whose URLs Redis holds as seen; their new URLs published again",
+		"messages", len(ids), "urls", urls, "first", ids[0], "at_reconnect", whole)
+	s.recovered.add(ids, time.Now().Add(s.cfg.Common.Durability.Window()))
+	return nil
 }
 
 // Close releases the connections of a Service that is not Run (Run closes them itself).
@@ -212,16 +273,18 @@ func measureFill(ctx context.Context, f bloom.Parts, rdb redis.UniversalClient, 
 
 // trimMemos removes, now and every interval, the memos of messages at or below the
 // consumer's ack floor: those messages are acked or terminated and never come again.
-func trimMemos(ctx context.Context, s *seen.Store, rec recovered, ackFloor func(context.Context) (uint64, error), every time.Duration, m *metrics, log *slog.Logger) {
+func trimMemos(ctx context.Context, s *seen.Store, rec *recovered, ackFloor func(context.Context) (uint64, error), every time.Duration, m *metrics, log *slog.Logger) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
-		if len(rec.ids) > 0 && !time.Now().Before(rec.after) {
-			if err := s.Forget(ctx, rec.ids); err == nil {
-				rec.ids = nil
-			} else if ctx.Err() == nil {
-				m.failures.WithLabelValues(stageForget).Inc()
-				log.Warn("forgetting the memos of recovered messages", "err", err)
+		now := time.Now()
+		if ids := rec.due(now); len(ids) > 0 {
+			if err := s.Forget(ctx, ids); err != nil {
+				rec.add(ids, now)
+				if ctx.Err() == nil {
+					m.failures.WithLabelValues(stageForget).Inc()
+					log.Warn("forgetting the memos of recovered messages", "err", err)
+				}
 			}
 		}
 		floor, err := ackFloor(ctx)

@@ -9,7 +9,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/trawl/trawl/services/scheduler/internal/frontier"
-	"github.com/trawl/trawl/shared/ctxsleep"
 	"github.com/trawl/trawl/shared/natsx"
 	"github.com/trawl/trawl/shared/topology"
 )
@@ -21,7 +20,7 @@ const pageLogBatch = 1000
 // (frontier.Frontier.PageLog): when an OS crash brings NATS back older than Redis, a page
 // published in NATS's lost seconds is gone while Redis kept the outcome that ended its URL
 // fetched, and nothing else would fetch it again. It runs before the shard dispatches, and
-// again (whole) each time NATS is back while the scheduler runs (recheckLoop).
+// again (whole) each time NATS is back while the scheduler runs (goLoops).
 func (s *shard) recoverPages(ctx context.Context, whole bool) error {
 	lost, last, err := s.lostPages(ctx, whole)
 	if err != nil {
@@ -75,45 +74,14 @@ func (s *shard) lostPages(ctx context.Context, whole bool) (lost []frontier.Logg
 	}
 }
 
-// Attempts and the first wait of a page log check after a reconnect that failed.
+// Tries and the first wait of a page log check after a reconnect that failed: few and
+// short, since it must run before the parser acknowledges a page stored since at a lost
+// sequence (a settle window after storing its links), which would leave that sequence
+// reading as removed rather than reused.
 const (
 	recheckAttempts = 5
-	recheckBackoff  = time.Second
+	recheckBackoff  = 200 * time.Millisecond
 )
-
-// recheckLoop runs the page log check again each time NATS is back while the scheduler
-// runs: a NATS server whose machine crashed (on another host than the scheduler's) comes
-// back older, and the scheduler, which did not restart, must not take its lost pages for
-// parsed. It must run promptly: a page stored since at a lost sequence is acknowledged by
-// the parser a settle window (TRAWL_FSYNC) after its links are stored, and is then removed,
-// so that the lost page's sequence reads as removed rather than reused. A check that keeps
-// failing is given up after recheckAttempts, logged as an error, until the next reconnect.
-func (s *shard) recheckLoop(ctx context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-s.recheck:
-		}
-		wait := recheckBackoff
-		for attempt := 1; ; attempt++ {
-			err := s.recoverPages(ctx, true)
-			if err == nil || ctx.Err() != nil {
-				break
-			}
-			if attempt == recheckAttempts {
-				s.log.Error("page log check after a NATS reconnect given up: pages NATS lost, if it came back older, stay counted fetched",
-					"attempts", attempt, "err", err)
-				break
-			}
-			s.log.Warn("page log check after a NATS reconnect failed; trying again", "attempt", attempt, "in", wait, "err", err)
-			if !ctxsleep.Sleep(ctx, wait) {
-				return
-			}
-			wait *= 2
-		}
-	}
-}
 
 // trimPageLog drops the logged URLs whose pages the parser acknowledged: at or below its
 // consumer's ack floor on CRAWL_PAGES as read one round ago (as trimMarkers does), which

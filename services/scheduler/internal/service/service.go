@@ -115,14 +115,6 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Optio
 			return nil, fmt.Errorf("scheduler: %w", err)
 		}
 	}
-	r.OnReconnect(func() {
-		for _, s := range pol.shards {
-			select {
-			case s.recheck <- struct{}{}:
-			default:
-			}
-		}
-	})
 	return &Service{run: r, page: page, gate: gt, pol: pol}, nil
 }
 
@@ -236,8 +228,6 @@ type shard struct {
 	// the previous page log trim (trimPageLog).
 	parserC   jetstream.Consumer
 	pageFloor uint64
-	// recheck asks the page log check again: NATS is back after the connection was lost.
-	recheck chan struct{}
 	// replicated makes the adds and leases of the shard reach a Redis replica before
 	// their message is acked or their tasks published (TRAWL_REDIS_WAIT).
 	replicated *redisx.Waiter
@@ -275,7 +265,7 @@ func newShard(ctx context.Context, cfg config.Config, id int, js jetstream.JetSt
 		f:  frontier.New(rdb, FrontierOptions(cfg, id), Prioritizer(cfg)),
 		js: js, rdb: rdb, m: m, log: log.With("shard", id),
 		subject: topology.FetchSubject(id), frontC: fc, outcomeC: oc, dueC: dc,
-		wake: make(chan struct{}, 1), resched: make(chan struct{}, 1), recheck: make(chan struct{}, 1), now: time.Now,
+		wake: make(chan struct{}, 1), resched: make(chan struct{}, 1), now: time.Now,
 		replicated: redisx.NewWaiter(rdb, cfg.Common.RedisWait),
 	}, nil
 }
@@ -320,7 +310,10 @@ func (s *shard) goLoops(r *runner.Runner) {
 	r.Go(fmt.Sprintf("shard %d reaper", s.id), func(ctx context.Context) error { s.every(ctx, reapEvery, s.reap); return nil })
 	r.Go(fmt.Sprintf("shard %d marker trim", s.id), func(ctx context.Context) error { s.every(ctx, trimEvery, s.trimMarkers); return nil })
 	r.Go(fmt.Sprintf("shard %d page log trim", s.id), func(ctx context.Context) error { s.every(ctx, trimEvery, s.trimPageLog); return nil })
-	r.Go(fmt.Sprintf("shard %d page log recheck", s.id), func(ctx context.Context) error { s.recheckLoop(ctx); return nil })
+	// NATS may come back older under this running process (its machine's OS crash alone).
+	r.GoOnReconnect(fmt.Sprintf("shard %d page log check", s.id), recheckAttempts, recheckBackoff,
+		"pages NATS lost, if it came back older, stay counted fetched",
+		func(ctx context.Context) error { return s.recoverPages(ctx, true) })
 	r.Go(fmt.Sprintf("shard %d stats", s.id), func(ctx context.Context) error { s.every(ctx, statsEvery, s.refreshStats); return nil })
 	r.Go(fmt.Sprintf("shard %d skip spool", s.id), func(ctx context.Context) error { s.spoolLoop(ctx); return nil })
 	if s.dueC != nil {
