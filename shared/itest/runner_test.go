@@ -413,7 +413,7 @@ func ownConnection(t *testing.T, ns *natsembed.Server) (*nats.Conn, jetstream.Je
 // log, and the service goes on.
 func TestGoOnReconnect(t *testing.T) {
 	ns := natsembed.StartT(t)
-	logs := &lockedBuffer{}
+	logs := &testwait.Buffer{}
 	ctx, cancel := context.WithTimeout(testwait.Context(t), 15*time.Second)
 	defer cancel()
 	r, err := runner.Start(ctx, "itest", envconfig.LoadCommon(envconfig.FromMap(runnerEnv(ns, nil)), "127.0.0.1:0"),
@@ -461,22 +461,4 @@ func TestGoOnReconnect(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatalf("a check that failed stopped the service: %v", err)
 	}
-}
-
-// lockedBuffer is a log sink a service's goroutines write to while the test reads it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

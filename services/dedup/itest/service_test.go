@@ -527,6 +527,17 @@ func (w testWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// handleFirst has the recovery tests' first discovered message handled, its one URL on
+// the frontier (read into got and ids).
+func (s *stack) handleFirst(t *testing.T, got map[int][]string, ids map[string]int) {
+	t.Helper()
+	s.publishDiscovered(t, link("http://a.test/old", 1))
+	testwait.Eventually(t, 20*time.Second, "the first message's URL on the frontier", func() bool {
+		s.frontier(t, got, ids)
+		return len(got[0])+len(got[1]) == 1
+	})
+}
+
 // TestServiceRecoversInputsNATSLost replays an OS crash at TRAWL_FSYNC=1s that brings NATS
 // back older than Redis: a discovered message was handled (its URLs set in the filter,
 // its frontier message stored), then NATS lost both while Redis kept the bits and the
@@ -542,11 +553,7 @@ func TestServiceRecoversInputsNATSLost(t *testing.T) {
 	got, ids := map[int][]string{}, map[string]int{}
 
 	// Acked and trimmed before the instant NATS comes back to.
-	s.publishDiscovered(t, link("http://a.test/old", 1))
-	testwait.Eventually(t, 20*time.Second, "the first message's URL on the frontier", func() bool {
-		s.frontier(t, got, ids)
-		return len(got[0])+len(got[1]) == 1
-	})
+	s.handleFirst(t, got, ids)
 	testwait.Eventually(t, 20*time.Second, "its memo trimmed", func() bool {
 		n, err := c.ZCard(ctx, store.MemoSeqKey()).Result()
 		return err == nil && n == 0 && s.idle(t)
@@ -629,11 +636,7 @@ func TestServiceRecoversInputsNATSLostWhileRunning(t *testing.T) {
 	got, ids := map[int][]string{}, map[string]int{}
 
 	// Handled before the instant NATS comes back to.
-	s.publishDiscovered(t, link("http://a.test/old", 1))
-	testwait.Eventually(t, 20*time.Second, "the first message's URL on the frontier", func() bool {
-		s.frontier(t, got, ids)
-		return len(got[0])+len(got[1]) == 1
-	})
+	s.handleFirst(t, got, ids)
 
 	// A reconnect that lost nothing: NATS stopped and started on its store (snapshot A).
 	rollBack := s.nats.SnapshotT(t)
