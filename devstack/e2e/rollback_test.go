@@ -17,12 +17,13 @@ import (
 // so NATS and Redis come back from different instants. Here each store's files are copied
 // from the running crawl at two instants apart (as the OS would have them: every write
 // made, none lost but what came later), the whole stack is killed, and started again on
-// the copies, in both orders. A URL is fetched twice only if its first request came
-// within the stores' window of the earlier copy. In both orders every page with links is
-// parsed: with NATS older, a page NATS lost while Redis kept its URL's outcome is fetched
-// again from the scheduler's page log, under its first page id, so that dedup answers its
-// links from the memo it kept rather than as seen. Either way every URL of the web is
-// fetched (shared/durability/README.md "Durability").
+// the copies, in both orders; then NATS alone is rolled back under the other processes,
+// which keep running. A URL is fetched twice only if its first request came within the
+// stores' window of the earlier copy. Every page with links is parsed: with NATS older, a
+// page NATS lost while Redis kept its URL's outcome is fetched again from the scheduler's
+// page log, and the new URLs of a discovered message NATS lost after dedup marked them
+// seen are published again from dedup's memo (at start, or at the reconnect). Every URL
+// of the web is fetched (shared/durability/README.md "Durability").
 func TestCrawlSurvivesStoresRolledBackApart(t *testing.T) {
 	t.Parallel()
 	level := durability.Default
