@@ -24,6 +24,7 @@ import (
 func TestAccountingUnderRandomOperations(t *testing.T) {
 	for _, seed := range []uint64{1, 2, 3, 4} {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			t.Parallel()
 			rng := rand.New(rand.NewPCG(seed, 99))
 			rdb := startRedis(t)
 			o := testOptions(0)

@@ -23,6 +23,7 @@ import (
 // rollback is made here by making the stream again: its sequence starts over, so some
 // logged pages' sequences are held by other messages and the rest lie beyond its last.
 func TestPageLogReadmitsPagesNATSLost(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, redisproc.Options{}, nil)
 	ctx, cancel := context.WithCancel(testwait.Context(t))
 	defer cancel()
@@ -131,6 +132,7 @@ func (s *stack) storingPages(ctx context.Context) func(crawlmsg.FetchTask) crawl
 // reconnects. The rollback is real: the server is stopped, its store put back as it was
 // at an earlier instant, and started again.
 func TestPageLogReadmitsPagesNATSLostWhileRunning(t *testing.T) {
+	t.Parallel()
 	// File streams, as a deployed NATS keeps them: a restart keeps what the server stored.
 	s := startStack(t, redisproc.Options{}, map[string]string{"TRAWL_STREAM_MEMORY": "false"})
 	ctx, cancel := context.WithCancel(testwait.Context(t))

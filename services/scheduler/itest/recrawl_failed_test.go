@@ -41,6 +41,7 @@ func (s *stack) schedule(ctx context.Context, shard int, url, what string, ok fu
 // one that came due afterwards (failed on admission) are postponed by their interval, with
 // their state, so they come back when the host does.
 func TestRecrawlRetiredHostKeepsSchedules(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, redisproc.Options{}, map[string]string{"TRAWL_RECRAWL": "adaptive", "TRAWL_MAX_RETRIES": "0",
 		"TRAWL_RETIRE_AFTER": "1", "TRAWL_RECRAWL_MIN": "10s", "TRAWL_RECRAWL_DEFAULT": "30s"})
 	ctx, cancel := context.WithCancel(testwait.Context(t))

@@ -23,6 +23,7 @@ import (
 // (without a seen test) so that its task carries the state, validators included. Nothing
 // of it is left in the stream afterwards.
 func TestRecrawlScheduleToTask(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, redisproc.Options{}, map[string]string{"TRAWL_RECRAWL": "adaptive"})
 	ctx, cancel := context.WithCancel(testwait.Context(t))
 	defer cancel()

@@ -122,6 +122,7 @@ func TestServiceLogsCappedCrawlDelayOnce(t *testing.T) {
 // the frontier, which counts it as a backlink of the other hosts: one group per message
 // (version 1) or several in one (version 2) count the same.
 func TestServicePreferenceCountsBacklinks(t *testing.T) {
+	t.Parallel()
 	group := func(i int) crawlmsg.LinkGroup {
 		return crawlmsg.LinkGroup{
 			Source: fmt.Sprintf("http://hub%d.example/", i),

@@ -35,6 +35,7 @@ func (s *stack) seedHosts(prefix string, n int) {
 // drops a document it has not acked; an ad-hoc durable tap beside it holds nothing. Once
 // the indexer reads again the crawl completes and it has every document, in order.
 func TestDispatchHoldsForRegisteredIndexer(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, redisproc.Options{}, map[string]string{"TRAWL_TASK_BATCH": "1"})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
