@@ -424,13 +424,15 @@ func TestGoOnReconnect(t *testing.T) {
 	t.Cleanup(r.Close)
 	var mu sync.Mutex
 	ok, failing := 0, 0
-	r.GoOnReconnect("good check", 3, time.Millisecond, "nothing", func(context.Context) error {
+	var lostAts []time.Time
+	r.GoOnReconnect("good check", 3, time.Millisecond, "nothing", func(_ context.Context, lostAt time.Time) error {
 		mu.Lock()
 		defer mu.Unlock()
 		ok++
+		lostAts = append(lostAts, lostAt)
 		return nil
 	})
-	r.GoOnReconnect("bad check", 3, time.Millisecond, "the bad thing stays", func(context.Context) error {
+	r.GoOnReconnect("bad check", 3, time.Millisecond, "the bad thing stays", func(context.Context, time.Time) error {
 		mu.Lock()
 		defer mu.Unlock()
 		failing++
@@ -445,7 +447,9 @@ func TestGoOnReconnect(t *testing.T) {
 	if o, f := counts(); o != 0 || f != 0 {
 		t.Fatalf("checks ran %d and %d times before any reconnect, want 0", o, f)
 	}
+	var restarts []time.Time
 	for round := 1; round <= 2; round++ {
+		restarts = append(restarts, time.Now())
 		if err := ns.Restart(); err != nil {
 			t.Fatal(err)
 		}
@@ -455,6 +459,15 @@ func TestGoOnReconnect(t *testing.T) {
 				fmt.Sprintf("good check ran %d times, bad check %d; log:\n%s", o, f, logs.String())
 		})
 	}
+	// Each check is told when the connection was lost: during its restart, after the
+	// restart began and before the next.
+	mu.Lock()
+	for i, lost := range lostAts {
+		if lost.Before(restarts[i]) || (i+1 < len(restarts) && !lost.Before(restarts[i+1])) {
+			t.Errorf("check %d told the connection was lost at %s; the restart began at %s", i+1, lost.Format(time.StampMicro), restarts[i].Format(time.StampMicro))
+		}
+	}
+	mu.Unlock()
 	if !strings.Contains(logs.String(), "the bad thing stays") {
 		t.Errorf("the give-up log does not say what is at risk:\n%s", logs.String())
 	}

@@ -30,6 +30,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -98,11 +99,13 @@ type Runner struct {
 	Metrics *obs.Metrics
 	HTTP    *obs.Server
 
-	loops      []loop
-	closers    []func()
-	closeOnce  sync.Once
-	reconnMu   sync.Mutex
-	onReconn   []func()
+	loops     []loop
+	closers   []func()
+	closeOnce sync.Once
+	reconnMu  sync.Mutex
+	onReconn  []func()
+	// lostAt is when the NATS connection was last lost (unix ns; 0: never).
+	lostAt     atomic.Int64
 	flush      time.Duration
 	errorAfter int           // TRAWL_LOG_ERROR_AFTER
 	settle     time.Duration // the TRAWL_FSYNC window: natsx.ConsumeOptions.SettleAfter
@@ -138,6 +141,13 @@ func Start(ctx context.Context, name string, c envconfig.Common, log *slog.Logge
 	if r.NC, r.JS, err = natsx.Connect(ctx, c.NATSURL, "trawl-"+name, log, natsOpts...); err != nil {
 		return nil, err
 	}
+	logDisconnect := r.NC.Opts.DisconnectedErrCB
+	r.NC.SetDisconnectErrHandler(func(nc *nats.Conn, err error) {
+		r.lostAt.Store(time.Now().UnixNano())
+		if logDisconnect != nil {
+			logDisconnect(nc, err)
+		}
+	})
 	logReconnect := r.NC.Opts.ReconnectedCB
 	r.NC.SetReconnectHandler(func(nc *nats.Conn) {
 		if logReconnect != nil {
@@ -232,16 +242,30 @@ func (r *Runner) OnReconnect(fn func()) {
 
 // GoOnReconnect registers a loop, named name, that runs check each time the NATS connection
 // is back (OnReconnect): what a service checks at start against a server that came back
-// older. A reconnect while a check runs asks for one more. A failed check is tried again
-// after backoff, then twice as long, up to attempts tries in all; the last failure is
-// logged at error level with risk, what a check given up leaves undone, until the next
+// older. check is given when the connection was lost: what the server stored before then
+// it stored before any crash that followed, and a rollback only takes a stream's tail, so
+// a message of ours the server still holds from before then ends a walk down a stream as
+// it does at start, while one stored since proves nothing. Reconnects while a check is due
+// or running ask for one more, from the earliest of their losses. A failed check is tried
+// again after backoff, then twice as long, up to attempts tries in all; the last failure
+// is logged at error level with risk, what a check given up leaves undone, until the next
 // reconnect. It never stops the service.
-func (r *Runner) GoOnReconnect(name string, attempts int, backoff time.Duration, risk string, check func(ctx context.Context) error) {
+func (r *Runner) GoOnReconnect(name string, attempts int, backoff time.Duration, risk string, check func(ctx context.Context, lostAt time.Time) error) {
+	var (
+		mu      sync.Mutex
+		pending int64 // the earliest loss not yet checked (unix ns; 0: none)
+	)
 	again := make(chan struct{}, 1)
 	r.OnReconnect(func() {
+		lost := r.lostAt.Load()
+		mu.Lock()
+		if pending == 0 || lost < pending {
+			pending = lost
+		}
+		mu.Unlock()
 		select {
 		case again <- struct{}{}:
-		default: // one is due already, and reads the server as it is then
+		default: // one is due already
 		}
 	})
 	r.Go(name, func(ctx context.Context) error {
@@ -251,9 +275,13 @@ func (r *Runner) GoOnReconnect(name string, attempts int, backoff time.Duration,
 				return nil
 			case <-again:
 			}
+			mu.Lock()
+			lostAt := time.Unix(0, pending)
+			pending = 0
+			mu.Unlock()
 			wait := backoff
 			for try := 1; ; try++ {
-				err := check(ctx)
+				err := check(ctx, lostAt)
 				if err == nil || ctx.Err() != nil {
 					break
 				}

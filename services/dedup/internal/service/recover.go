@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -24,36 +25,42 @@ import (
 // ids of the first time, so a copy NATS still holds is dropped by the duplicate window.
 //
 // Which messages NATS lost is natsx.Rollback's to tell, as for the scheduler's page log;
-// the walk goes down from the highest sequence. At start (whole false) it stops at the
-// first message the stream still holds: it runs before the consumer starts, so no memo
-// lies above the lost ones and no acknowledgement of this run can have removed one. At a
-// reconnect (whole true) the consumer runs on: a new message may take a lost one's
-// sequence and be memoised by this process above it, so every memo is asked about (they
-// are few: the trim keeps them to the messages above the ack floor).
-func recoverLost(ctx context.Context, js jetstream.JetStream, store *seen.Store, publish publishFunc, shards int, whole bool) (ids []string, urls int, err error) {
+// the walk goes down from the highest sequence, and a crash takes a stream's tail, so it
+// stops at the first message the stream still holds: at start (lostAt zero), any, since it
+// runs before the consumer starts, so no memo lies above the lost ones and no
+// acknowledgement of this run can have removed one. At a reconnect, lostAt is when the
+// connection was lost and the consumer runs on: a new message may take a lost one's
+// sequence and be memoised by this process above it, so only a message the stream stored
+// before lostAt ends the walk.
+func recoverLost(ctx context.Context, js jetstream.JetStream, store *seen.Store, publish publishFunc, shards int, lostAt time.Time) (ids []string, urls int, err error) {
 	rb, err := natsx.NewRollback(ctx, js, topology.StreamDiscovered)
 	if err != nil {
 		return nil, 0, err
 	}
 	// A message's memo is split over the filter's parts: each is asked about once.
-	standing := map[string]natsx.Standing{}
+	type asked struct {
+		st     natsx.Standing
+		stored time.Time
+	}
+	standing := map[string]asked{}
 	lost := map[string]bool{}
 	var werr error
 	err = store.WalkDown(ctx, func(m seen.Memoised) bool {
-		st, ok := standing[m.ID]
+		a, ok := standing[m.ID]
 		if !ok {
-			st, werr = rb.Standing(ctx, m.Seq, func(raw *jetstream.RawStreamMsg) bool {
+			a.st, werr = rb.Standing(ctx, m.Seq, func(raw *jetstream.RawStreamMsg) bool {
+				a.stored = raw.Time
 				return natsx.StoredID(topology.StreamDiscovered, raw.Sequence, raw.Time) == m.ID
 			})
 			if werr != nil {
 				return false
 			}
-			standing[m.ID] = st
+			standing[m.ID] = a
 		}
-		if st == natsx.Lost {
+		if a.st == natsx.Lost {
 			lost[m.ID] = true
 		}
-		return whole || st != natsx.Held
+		return a.st != natsx.Held || !(lostAt.IsZero() || a.stored.Before(lostAt))
 	})
 	if err == nil {
 		err = werr

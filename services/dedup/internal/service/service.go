@@ -178,14 +178,14 @@ func (s *Service) Run(ctx context.Context) error {
 		// then removed, and the lost message's sequence, read as removed, is skipped.
 		s.run.GoOnReconnect("lost-message check", lostCheckAttempts, lostCheckBackoff,
 			"if NATS came back older than Redis, the new URLs of the messages it lost are held as seen and never crawled",
-			func(ctx context.Context) error {
-				err := s.checkLost(ctx, true)
+			func(ctx context.Context, lostAt time.Time) error {
+				err := s.checkLost(ctx, lostAt)
 				if err != nil && ctx.Err() == nil {
 					s.m.failures.WithLabelValues(stageLostCheck).Inc()
 				}
 				return err
 			})
-		if err := s.checkLost(ctx, false); err != nil {
+		if err := s.checkLost(ctx, time.Time{}); err != nil {
 			s.run.Close()
 			return fmt.Errorf("dedup: checking for input messages NATS lost: %w", err)
 		}
@@ -214,16 +214,17 @@ func (s *Service) Run(ctx context.Context) error {
 	return s.run.RunLoops(ctx)
 }
 
-// checkLost publishes again the outputs of the input messages NATS lost (recoverLost,
-// whole at a reconnect), counts and logs them, and hands them to the trim loop.
-func (s *Service) checkLost(ctx context.Context, whole bool) error {
-	ids, urls, err := recoverLost(ctx, s.run.JS, s.store, s.h.publish, s.cfg.Common.Shards, whole)
+// checkLost publishes again the outputs of the input messages NATS lost (recoverLost; at a
+// reconnect lostAt is when the connection was lost), counts and logs them, and hands them
+// to the trim loop.
+func (s *Service) checkLost(ctx context.Context, lostAt time.Time) error {
+	ids, urls, err := recoverLost(ctx, s.run.JS, s.store, s.h.publish, s.cfg.Common.Shards, lostAt)
 	if err != nil || len(ids) == 0 {
 		return err
 	}
 	s.m.recovered.Add(float64(len(ids)))
 	s.log.Warn("NATS lost input messages whose URLs Redis holds as seen; their new URLs published again",
-		"messages", len(ids), "urls", urls, "first", ids[0], "at_reconnect", whole)
+		"messages", len(ids), "urls", urls, "first", ids[0], "at_reconnect", !lostAt.IsZero())
 	s.recovered.add(ids, time.Now().Add(s.cfg.Common.Durability.Window()))
 	return nil
 }

@@ -19,10 +19,11 @@ const pageLogBatch = 1000
 // recoverPages puts back in their queues the URLs of the page log whose pages NATS lost
 // (frontier.Frontier.PageLog): when an OS crash brings NATS back older than Redis, a page
 // published in NATS's lost seconds is gone while Redis kept the outcome that ended its URL
-// fetched, and nothing else would fetch it again. It runs before the shard dispatches, and
-// again (whole) each time NATS is back while the scheduler runs (goLoops).
-func (s *shard) recoverPages(ctx context.Context, whole bool) error {
-	lost, last, err := s.lostPages(ctx, whole)
+// fetched, and nothing else would fetch it again. It runs before the shard dispatches
+// (lostAt zero), and again each time NATS is back while the scheduler runs, lostAt then
+// being when the connection was lost (goLoops).
+func (s *shard) recoverPages(ctx context.Context, lostAt time.Time) error {
+	lost, last, err := s.lostPages(ctx, lostAt)
 	if err != nil {
 		return fmt.Errorf("shard %d: page log check: %w", s.id, err)
 	}
@@ -41,12 +42,12 @@ func (s *shard) recoverPages(ctx context.Context, whole bool) error {
 
 // lostPages walks the page log from its highest sequence down and returns the URLs whose
 // pages CRAWL_PAGES lost (natsx.Rollback: a rollback must be evident, so after a plain
-// restart nothing is lost), and the stream's last sequence as last read. At start the walk
-// stops at the first page the stream holds: nothing logged since can sit below it. A
-// whole walk goes on to the end of the log, because the shard keeps applying outcomes
-// while it walks, and a page stored since NATS came back, at a sequence it lost, is held
-// without telling anything of the lost ones below it.
-func (s *shard) lostPages(ctx context.Context, whole bool) (lost []frontier.Logged, last uint64, err error) {
+// restart nothing is lost), and the stream's last sequence as last read. A crash takes a
+// stream's tail, so the walk stops at the first page the stream holds: at start, any;
+// after a reconnect (lostAt set), the first the stream stored before the connection was
+// lost, since the shard kept applying outcomes and may have logged a page stored since at
+// a sequence NATS lost, which is held without telling anything of the lost ones below it.
+func (s *shard) lostPages(ctx context.Context, lostAt time.Time) (lost []frontier.Logged, last uint64, err error) {
 	rb, err := natsx.NewRollback(ctx, s.js, topology.StreamPages)
 	if err != nil {
 		return nil, 0, err
@@ -59,13 +60,15 @@ func (s *shard) lostPages(ctx context.Context, whole bool) (lost []frontier.Logg
 		}
 		for _, l := range logged {
 			before = l.Seq
+			var stored time.Time
 			st, err := rb.Standing(ctx, l.Seq, func(m *jetstream.RawStreamMsg) bool {
+				stored = m.Time
 				return m.Header.Get(nats.MsgIdHdr) == topology.PageID(l.Token)
 			})
 			switch {
 			case err != nil:
 				return nil, 0, err
-			case st == natsx.Held && !whole:
+			case st == natsx.Held && (lostAt.IsZero() || stored.Before(lostAt)):
 				return lost, rb.Last(), nil
 			case st == natsx.Lost:
 				lost = append(lost, l)

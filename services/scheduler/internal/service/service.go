@@ -111,7 +111,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Optio
 		return nil, fmt.Errorf("scheduler: the live site policies could not be written to the shards")
 	}
 	for _, s := range pol.shards {
-		if err := s.recoverPages(ctx, false); err != nil {
+		if err := s.recoverPages(ctx, time.Time{}); err != nil {
 			return nil, fmt.Errorf("scheduler: %w", err)
 		}
 	}
@@ -313,7 +313,7 @@ func (s *shard) goLoops(r *runner.Runner) {
 	// NATS may come back older under this running process (its machine's OS crash alone).
 	r.GoOnReconnect(fmt.Sprintf("shard %d page log check", s.id), recheckAttempts, recheckBackoff,
 		"pages NATS lost, if it came back older, stay counted fetched",
-		func(ctx context.Context) error { return s.recoverPages(ctx, true) })
+		func(ctx context.Context, lostAt time.Time) error { return s.recoverPages(ctx, lostAt) })
 	r.Go(fmt.Sprintf("shard %d stats", s.id), func(ctx context.Context) error { s.every(ctx, statsEvery, s.refreshStats); return nil })
 	r.Go(fmt.Sprintf("shard %d skip spool", s.id), func(ctx context.Context) error { s.spoolLoop(ctx); return nil })
 	if s.dueC != nil {
