@@ -245,7 +245,9 @@ func (r *Runner) OnReconnect(fn func()) {
 // older. check is given when the connection was lost: what the server stored before then
 // it stored before any crash that followed, and a rollback only takes a stream's tail, so
 // a message of ours the server still holds from before then ends a walk down a stream as
-// it does at start, while one stored since proves nothing. Reconnects while a check is due
+// it does at start, while one stored since proves nothing. (The server stamps messages by
+// its own clock: a skew between the two clocks shorter than the server's way back from a
+// crash does no harm.) Reconnects while a check is due
 // or running ask for one more, from the earliest of their losses. A failed check is tried
 // again after backoff, then twice as long, up to attempts tries in all; the last failure
 // is logged at error level with risk, what a check given up leaves undone, until the next
