@@ -237,14 +237,18 @@ func newStack(t *testing.T, tool Tool, pages int, extraEnv ...string) *Stack {
 		"TRAWL_PAGES_MAX_BYTES=1GiB", "TRAWL_DOCS_MAX_BYTES=512MiB", "TRAWL_RENDER_CACHE_BYTES=256MiB",
 	)
 	s.env = append(s.env, extraEnv...)
-	s.down()
+	if err := s.down(); err != nil {
+		t.Fatalf("%v; this test would start on what the last one left", err)
+	}
 	t.Cleanup(func() {
 		s.stopUps()
 		if t.Failed() {
 			out, _ := s.output(2*time.Minute, "--profile", "cluster", "--profile", "archive", "--profile", "render", "logs", "--no-color", "--tail", "40")
 			t.Logf("last log lines of the project:\n%s", out)
 		}
-		s.down()
+		if err := s.down(); err != nil {
+			t.Errorf("%v; the next test would start on what this one left", err)
+		}
 	})
 	start := time.Now()
 	s.compose(15*time.Minute, "up", "-d", "--build", "synthweb")
@@ -278,10 +282,24 @@ func (s *Stack) compose(timeout time.Duration, args ...string) string {
 	return out
 }
 
-func (s *Stack) down() {
-	if _, err := s.output(5*time.Minute, "--profile", "cluster", "--profile", "archive", "--profile", "metrics", "--profile", "render", "down", "-v", "--remove-orphans", "-t", "5"); err != nil {
-		s.t.Logf("down: %v", err)
+// down removes the project, its volumes included. The Docker engine can still count an
+// endpoint on the project's network for a moment after its container is gone ("has active
+// endpoints"), and a project left up would start the next test on this one's volumes (a
+// crawl whose NATS remembers it while its Redis does not, which the services refuse), so a
+// failed down is tried again; one that keeps failing is returned.
+func (s *Stack) down() error {
+	const tries = 3
+	var err error
+	for try := 1; try <= tries; try++ {
+		if _, err = s.output(5*time.Minute, "--profile", "cluster", "--profile", "archive", "--profile", "metrics", "--profile", "render", "down", "-v", "--remove-orphans", "-t", "5"); err == nil {
+			return nil
+		}
+		s.t.Logf("down, try %d of %d: %v", try, tries, err)
+		if try < tries {
+			time.Sleep(2 * time.Second) // the engine's own bookkeeping, which nothing here can poll
+		}
 	}
+	return fmt.Errorf("the project could not be taken down after %d tries: %w", tries, err)
 }
 
 // up runs a README command as printed, in the foreground as a user would, with the tool's
