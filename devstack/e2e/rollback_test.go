@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trawl/trawl/devstack/stack"
 	"github.com/trawl/trawl/devstack/storecopy"
 	"github.com/trawl/trawl/devstack/synthweb"
 	"github.com/trawl/trawl/shared/crawlmsg"
@@ -49,12 +50,11 @@ func TestCrawlSurvivesStoresRolledBackApart(t *testing.T) {
 			if err := c.st.Crash(); err != nil {
 				t.Fatal(err)
 			}
-			// The stack comes back after the lease TTL, as a machine back from an OS crash
-			// usually does: the rolled-back Redis no longer knows the fetch tasks it
-			// dispatched after its instant, and such a task still within its lease would
-			// run beside the one dispatched again for its host (the limit shared/durability/README.md
-			// "Durability" states).
-			time.Sleep(crashLeaseTTL)
+			// The stack comes back within the leases: the rolled-back Redis no longer
+			// knows the fetch tasks it dispatched after its instant, which NATS may still
+			// hold, and the fetcher must answer each without a request rather than run it
+			// beside the task dispatched again for its host.
+			time.Sleep(time.Second)
 			for _, d := range []string{first, second} {
 				if err := os.RemoveAll(filepath.Join(c.opts.Dir, d)); err != nil {
 					t.Fatal(err)
@@ -63,57 +63,99 @@ func TestCrawlSurvivesStoresRolledBackApart(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			judgeRollback(t, c.web, c.resume(t, ctx), env, level, older)
+			r := c.resume(t, ctx)
+			procMetric(t, ctx, r.stack, "fetcher", "trawl_fetcher_tasks_stale_total")
+			judgeRollback(t, c.web, r, env, level, older)
 		})
 	}
-	// NATS alone comes back older (its machine crashed, not the others'): every other
-	// process keeps running and only reconnects, so what the scheduler and dedup check at
-	// start against a rollback they check again on the reconnect.
-	t.Run("nats alone older", func(t *testing.T) {
-		env := testEnv()
-		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-		defer cancel()
-		c := startCrashTest(t, ctx, natsBin, env, level)
-		waitFetched(t, c.st, 60)
-		snap := filepath.Join(t.TempDir(), "nats")
-		older := time.Now()
-		copyDir(t, c.st.NATSDir(), snap)
-		time.Sleep(apart) // the crawl goes on: what NATS will have lost
-		nats := c.st.NATSProc()
-		if err := nats.Kill(); err != nil {
-			t.Fatal(err)
-		}
-		// Back after the lease TTL, as in the subtests above.
-		time.Sleep(crashLeaseTTL)
-		if err := os.RemoveAll(c.st.NATSDir()); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(snap, c.st.NATSDir()); err != nil {
-			t.Fatal(err)
-		}
-		if err := nats.Start(); err != nil {
-			t.Fatal(err)
-		}
-		p, err := c.st.WaitIdle(ctx, 250*time.Millisecond, nil)
-		if err != nil {
-			t.Fatalf("crawl did not finish after NATS came back older: %v\n%s", err, c.st.Logs(20))
-		}
-		for _, m := range []struct{ proc, metric string }{
-			{"scheduler", "trawl_scheduler_page_log_checks_total"},
-			{"dedup", "trawl_dedup_recovered_total"},
-			{"scheduler", "trawl_scheduler_pages_readmitted_total"},
-		} {
-			v, _, err := c.st.Proc(m.proc, 0).Metric(ctx, m.metric)
-			if err != nil {
+	// One store alone comes back older (its machine crashed, not the others'): every other
+	// process keeps running and only reconnects, so what the services check at start
+	// against a rollback they must check again when the store is back.
+	for _, tc := range []struct {
+		store string
+		down  time.Duration // how long the store's machine takes to come back
+		dir   func(*stack.Stack) string
+		kill  func(*stack.Stack) error
+		start func(context.Context, *stack.Stack) error
+		check func(*testing.T, context.Context, *stack.Stack)
+	}{
+		{
+			store: "nats",
+			down:  crashLeaseTTL, // after the leases
+			dir:   (*stack.Stack).NATSDir,
+			kill:  func(st *stack.Stack) error { return st.NATSProc().Kill() },
+			start: func(_ context.Context, st *stack.Stack) error { return st.NATSProc().Start() },
+			check: func(t *testing.T, ctx context.Context, st *stack.Stack) {
+				if v := procMetric(t, ctx, st, "scheduler", "trawl_scheduler_page_log_checks_total"); v < 2 {
+					t.Errorf("trawl_scheduler_page_log_checks_total = %v: the scheduler did not check its page log again on the reconnect", v)
+				}
+				procMetric(t, ctx, st, "dedup", "trawl_dedup_recovered_total")
+				procMetric(t, ctx, st, "scheduler", "trawl_scheduler_pages_readmitted_total")
+			},
+		},
+		{
+			store: "redis",
+			// Back within the leases of the tasks Redis dispatched in its lost seconds and
+			// NATS still holds: the fetcher must check each against Redis rather than make
+			// its request beside the task dispatched again for its host.
+			down:  2 * time.Second,
+			dir:   func(st *stack.Stack) string { return st.Redis().Dir() },
+			kill:  func(st *stack.Stack) error { return st.Redis().Kill() },
+			start: func(ctx context.Context, st *stack.Stack) error { return st.Redis().Restart(ctx) },
+			check: func(t *testing.T, ctx context.Context, st *stack.Stack) {
+				procMetric(t, ctx, st, "fetcher", "trawl_fetcher_tasks_stale_total")
+				back := 0.0
+				for _, proc := range []string{"scheduler", "dedup", "parser"} {
+					back += procMetric(t, ctx, st, proc, "trawl_settle_handed_back_total")
+				}
+				if back == 0 {
+					t.Error("no handled message was handed back: the acks of what Redis lost were sent")
+				}
+			},
+		},
+	} {
+		t.Run(tc.store+" alone older", func(t *testing.T) {
+			env := testEnv()
+			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+			defer cancel()
+			c := startCrashTest(t, ctx, natsBin, env, level)
+			waitFetched(t, c.st, 60)
+			snap := filepath.Join(t.TempDir(), tc.store)
+			older := time.Now()
+			copyDir(t, tc.dir(c.st), snap)
+			time.Sleep(apart) // the crawl goes on: what the store will have lost
+			if err := tc.kill(c.st); err != nil {
 				t.Fatal(err)
 			}
-			t.Logf("%s: %v", m.metric, v)
-			if m.metric == "trawl_scheduler_page_log_checks_total" && v < 2 {
-				t.Errorf("%s = %v: the scheduler did not check its page log again on the reconnect", m.metric, v)
+			time.Sleep(tc.down)
+			if err := os.RemoveAll(tc.dir(c.st)); err != nil {
+				t.Fatal(err)
 			}
-		}
-		judgeRollback(t, c.web, crawlResult{stack: c.st, web: c.web, progress: p, took: time.Since(c.start), reqs: c.web.Requests()}, env, level, older)
-	})
+			if err := os.Rename(snap, tc.dir(c.st)); err != nil {
+				t.Fatal(err)
+			}
+			if err := tc.start(ctx, c.st); err != nil {
+				t.Fatal(err)
+			}
+			p, err := c.st.WaitIdle(ctx, 250*time.Millisecond, nil)
+			if err != nil {
+				t.Fatalf("crawl did not finish after %s came back older: %v\n%s", tc.store, err, c.st.Logs(20))
+			}
+			tc.check(t, ctx, c.st)
+			judgeRollback(t, c.web, crawlResult{stack: c.st, web: c.web, progress: p, took: time.Since(c.start), reqs: c.web.Requests()}, env, level, older)
+		})
+	}
+}
+
+// procMetric reads and logs a metric of a stack's first process of a kind.
+func procMetric(t *testing.T, ctx context.Context, st *stack.Stack, proc, metric string) float64 {
+	t.Helper()
+	v, _, err := st.Proc(proc, 0).Metric(ctx, metric)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s: %v", metric, v)
+	return v
 }
 
 // judgeRollback checks a crawl that went on from stores rolled back to instants from

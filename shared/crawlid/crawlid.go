@@ -31,6 +31,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/trawl/trawl/shared/obs"
 
+	"github.com/trawl/trawl/shared/ctxsleep"
 	"github.com/trawl/trawl/shared/envconfig"
 	"github.com/trawl/trawl/shared/natsx"
 	"github.com/trawl/trawl/shared/redisx"
@@ -74,6 +75,9 @@ type Guard struct {
 	lost bool
 	// okAt is when Check last passed (unix ns); Ready trusts it for readyTrust.
 	okAt atomic.Int64
+	// okFrom is when the last check that passed began, failedAt when the last one that
+	// failed ended (unix ns; 0: none): what Kept goes by.
+	okFrom, failedAt atomic.Int64
 }
 
 // readyTrust is how long a passed check lets Ready answer without Redis. A consume loop asks
@@ -177,13 +181,59 @@ func DeclareStateLost(m *obs.Metrics, lost func() bool) {
 // logged at error level once per episode; the check keeps failing, so consumption stays
 // stopped, until the identity is back (Redis restored from its files).
 func (g *Guard) Check(ctx context.Context) error {
+	began := time.Now().UnixNano()
 	err := g.check(ctx)
 	if err == nil {
 		g.okAt.Store(time.Now().UnixNano())
+		storeMax(&g.okFrom, began)
 	} else {
 		g.okAt.Store(0)
+		if ctx.Err() == nil { // a check given up by its caller says nothing of Redis
+			g.failedAt.Store(time.Now().UnixNano())
+		}
 	}
 	return err
+}
+
+// storeMax sets a to v unless it holds a later time: checks run concurrently.
+func storeMax(a *atomic.Int64, v int64) {
+	for {
+		old := a.Load()
+		if old >= v || a.CompareAndSwap(old, v) {
+			return
+		}
+	}
+}
+
+// Kept reports whether Redis kept what was written to it from since on, as far as an OS
+// crash goes: a check begun at or after durableBy (the writes' last instant plus the
+// durability window: by then Redis has them on disk) passed, and none failed from since
+// on. It runs that check itself when the last one began too early. false means Redis was
+// out of reach in between: it may be back from an OS crash, rolled back to before those
+// writes, which a machine's reboot, lasting longer than the checks' second apart
+// (Watch), always shows as a failed check.
+func (g *Guard) Kept(ctx context.Context, since, durableBy time.Time) bool {
+	if g.failedAt.Load() >= since.UnixNano() {
+		return false
+	}
+	if g.okFrom.Load() < durableBy.UnixNano() {
+		if wait := time.Until(durableBy); wait > 0 && !ctxsleep.Sleep(ctx, wait) {
+			return false
+		}
+		if g.Check(ctx) != nil {
+			return false
+		}
+	}
+	return g.failedAt.Load() < since.UnixNano()
+}
+
+// FailedAt is when a check last failed (zero: never): Redis was out of reach, and may have
+// come back older.
+func (g *Guard) FailedAt() time.Time {
+	if f := g.failedAt.Load(); f != 0 {
+		return time.Unix(0, f)
+	}
+	return time.Time{}
 }
 
 // Ready is Check for a consume loop (natsx.ConsumeOptions.Ready): a check that passed

@@ -15,6 +15,7 @@ import (
 	"github.com/trawl/trawl/shared/crawlid"
 	"github.com/trawl/trawl/shared/envconfig"
 	"github.com/trawl/trawl/shared/redisx"
+	"github.com/trawl/trawl/shared/testwait"
 )
 
 func common(shards int) envconfig.Common {
@@ -221,4 +222,51 @@ func openGuard(t *testing.T) (*crawlid.Guard, redis.UniversalClient, context.Con
 		t.Fatal(err)
 	}
 	return g, rdb, ctx
+}
+
+// A settling consume loop acks a message only when Redis kept what its handler wrote: a
+// check begun once the writes are on disk passed, and none failed since the handler
+// began. Redis out of reach in between may be back from an OS crash without the writes,
+// so that answer is no, and stays no after Redis is back.
+func TestCrawlGuardKept(t *testing.T) {
+	js := connect(t)
+	rs := redisproc.StartT(t, redisproc.Options{})
+	rdb := redisClient(t, rs)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	g, err := crawlid.Open(ctx, js, rdb, common(1), slog.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	written := time.Now()
+	before := setCalls(t, rdb)
+	if !g.Kept(ctx, written, time.Now()) {
+		t.Fatal("Kept = false with Redis up all along")
+	}
+	if n := setCalls(t, rdb) - before; n != 1 {
+		t.Fatalf("Kept with no check begun since the writes sent %d write probes, want 1 (a check of its own)", n)
+	}
+	durableBy := time.Now().Add(300 * time.Millisecond)
+	if !g.Kept(ctx, written, durableBy) {
+		t.Fatal("Kept = false with Redis up all along")
+	}
+	if since := time.Since(durableBy); since < 0 {
+		t.Fatalf("Kept answered %s before the writes were on disk", -since)
+	}
+	if err := rs.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Check(ctx); err == nil {
+		t.Fatal("check passed with Redis killed")
+	}
+	if err := rs.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Eventually(t, 10*time.Second, "the guard's check passing against the restarted Redis", func() bool { return g.Check(ctx) == nil })
+	if g.Kept(ctx, written, time.Now()) {
+		t.Fatal("Kept = true for writes made before Redis was out of reach")
+	}
+	if since := time.Now(); !g.Kept(ctx, since, since) {
+		t.Fatal("Kept = false for writes made after Redis came back")
+	}
 }

@@ -661,3 +661,70 @@ func TestConsumeBatchesSettleAfter(t *testing.T) {
 		})
 	}
 }
+
+// A settled ack goes out only when Kept says the stores stayed in reach from the handler's
+// start on, once the window has passed; when it says no, the messages are handed back and
+// handled again, then acked.
+func TestConsumeBatchesKept(t *testing.T) {
+	const settle = 300 * time.Millisecond
+	js := connect(t)
+	cons := workStream(t, js, "SK", -1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const msgs = 4
+	for i := range msgs {
+		if _, err := js.Publish(ctx, "SK.m", []byte(strconv.Itoa(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var (
+		mu             sync.Mutex
+		handled, asked int
+		began, last    time.Time // began: the first handler's start since Kept was last asked
+		bad            []string
+		handedBack     atomic.Int32
+	)
+	kept := func(_ context.Context, start, end time.Time) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		asked++
+		if start.After(began) || end.Before(start) {
+			bad = append(bad, fmt.Sprintf("asked about %s..%s, a handler began at %s", start.Format(time.StampMicro), end.Format(time.StampMicro), began.Format(time.StampMicro)))
+		}
+		began = time.Time{}
+		if wait := time.Since(end); wait < settle {
+			bad = append(bad, fmt.Sprintf("asked %s after the handler ended, before the window of %s", wait, settle))
+		}
+		return asked > 1
+	}
+	go func() {
+		_ = natsx.ConsumeBatches(ctx, cons, natsx.ConsumeOptions{Batch: msgs, SettleAfter: settle, Kept: kept,
+			OnHandBack: func(n int) { handedBack.Add(int32(n)) }},
+			func(_ context.Context, ms []jetstream.Msg) []error {
+				mu.Lock()
+				defer mu.Unlock()
+				if began.IsZero() {
+					began = time.Now()
+				}
+				handled += len(ms)
+				last = time.Now()
+				return nil
+			})
+	}()
+	testwait.Eventually(t, 15*time.Second, "every message acked", func() bool {
+		info, err := cons.Info(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return handedBack.Load() > 0 && info.NumAckPending == 0 && streamMsgs(t, js, "SK") == 0
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if len(bad) > 0 {
+		t.Fatal(strings.Join(bad, "; "))
+	}
+	if want := msgs + int(handedBack.Load()); handled != want {
+		t.Fatalf("handled %d messages, want %d: the %d sent back once more", handled, want, handedBack.Load())
+	}
+	t.Logf("%d handed back on the first answer, handled %d times in all, the last %s ago", handedBack.Load(), handled, time.Since(last).Round(time.Millisecond))
+}

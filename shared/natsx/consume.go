@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -77,7 +78,15 @@ type ConsumeOptions struct {
 	// delivered again, would be lost with them. A failed message is nak'ed or terminated at
 	// once. The consumer's MaxAckPending must hold what arrives in that time.
 	SettleAfter time.Duration
-	Log         *slog.Logger
+	// Kept, with SettleAfter, is asked before the settled acks of messages whose handler
+	// ran from start to end are sent: whether the stores it wrote to stayed in reach all
+	// along (and, once SettleAfter has passed, have the writes on disk). A store that was
+	// out of reach may be back from an OS crash without them, and its ack would then
+	// outlive them; so when Kept says no, the messages are nak'ed instead, to be handled
+	// again, and their count goes to OnHandBack. nil: every settled message is acked.
+	Kept       func(ctx context.Context, start, end time.Time) bool
+	OnHandBack func(n int)
+	Log        *slog.Logger
 }
 
 func (o *ConsumeOptions) defaults(batch int) {
@@ -104,6 +113,9 @@ func (o *ConsumeOptions) defaults(batch int) {
 	}
 	if o.OnTerm == nil {
 		o.OnTerm = func(string) {}
+	}
+	if o.OnHandBack == nil {
+		o.OnHandBack = func(int) {}
 	}
 
 }
@@ -159,6 +171,7 @@ func ConsumeBatches(ctx context.Context, cons jetstream.Consumer, o ConsumeOptio
 	// first), so their messages are settled on a live subscription.
 	defer wg.Wait()
 	run := func(batch []jetstream.Msg) {
+		start := time.Now()
 		results := h(work, batch)
 		failed := 0
 		var done []jetstream.Msg
@@ -176,7 +189,7 @@ func ConsumeBatches(ctx context.Context, cons jetstream.Consumer, o ConsumeOptio
 			}
 		}
 		if len(done) > 0 {
-			acks.add(done)
+			acks.add(work, start, done)
 		}
 		hold.record(failed == len(batch))
 	}
@@ -216,7 +229,7 @@ func ConsumeBatches(ctx context.Context, cons jetstream.Consumer, o ConsumeOptio
 }
 
 // laterAcks acks handled messages SettleAfter after their handler returned, in the order
-// they were handled.
+// they were handled, once Kept says the stores kept what the handlers wrote.
 type laterAcks struct {
 	o     ConsumeOptions
 	mu    sync.Mutex
@@ -227,9 +240,14 @@ type laterAcks struct {
 }
 
 type dueAcks struct {
-	at   time.Time
-	msgs []jetstream.Msg
+	ctx        context.Context
+	start, end time.Time // when the handler ran
+	msgs       []jetstream.Msg
 }
+
+// keptEvery spaces the Kept questions of one loop: the acks of the batches handled
+// within it go together, so that a check of the stores serves many batches.
+const keptEvery = 100 * time.Millisecond
 
 func startLaterAcks(o ConsumeOptions) *laterAcks {
 	a := &laterAcks{o: o, wake: make(chan struct{}, 1), done: make(chan struct{})}
@@ -238,9 +256,9 @@ func startLaterAcks(o ConsumeOptions) *laterAcks {
 }
 
 // add never blocks a handler: the queue holds what SettleAfter's worth of batches brings.
-func (a *laterAcks) add(msgs []jetstream.Msg) {
+func (a *laterAcks) add(ctx context.Context, start time.Time, msgs []jetstream.Msg) {
 	a.mu.Lock()
-	a.queue = append(a.queue, dueAcks{at: time.Now().Add(a.o.SettleAfter), msgs: msgs})
+	a.queue = append(a.queue, dueAcks{ctx: ctx, start: start, end: time.Now(), msgs: msgs})
 	a.mu.Unlock()
 	select {
 	case a.wake <- struct{}{}:
@@ -250,6 +268,7 @@ func (a *laterAcks) add(msgs []jetstream.Msg) {
 
 func (a *laterAcks) loop() {
 	defer close(a.done)
+	var asked time.Time
 	for {
 		a.mu.Lock()
 		if len(a.queue) == 0 {
@@ -261,17 +280,70 @@ func (a *laterAcks) loop() {
 			<-a.wake
 			continue
 		}
-		next := a.queue[0]
-		a.queue[0] = dueAcks{}
-		a.queue = a.queue[1:]
+		first := a.queue[0].end
 		a.mu.Unlock()
 		// Entries are due in the order they came, so waiting for the first is enough; the
 		// wait is SettleAfter at most.
-		time.Sleep(time.Until(next.at))
-		for _, m := range next.msgs {
-			settle(m, nil, a.o)
+		due := first.Add(a.o.SettleAfter)
+		if a.o.Kept != nil {
+			due = later(due, asked.Add(keptEvery))
+		}
+		time.Sleep(time.Until(due))
+		now := time.Now()
+		a.mu.Lock()
+		n := 0
+		for n < len(a.queue) && !a.queue[n].end.Add(a.o.SettleAfter).After(now) {
+			n++
+		}
+		group := slices.Clone(a.queue[:n])
+		clear(a.queue[:n])
+		a.queue = a.queue[n:]
+		a.mu.Unlock()
+		a.settleGroup(group)
+		asked = now
+	}
+}
+
+// settleGroup acks the messages of entries that are due, or hands them back when Kept
+// says a store they were written to was out of reach since.
+func (a *laterAcks) settleGroup(group []dueAcks) {
+	kept := true
+	if a.o.Kept != nil {
+		start, end := group[0].start, group[0].end
+		for _, e := range group[1:] {
+			start, end = earlier(start, e.start), later(end, e.end)
+		}
+		kept = a.o.Kept(group[0].ctx, start, end)
+	}
+	n := 0
+	for _, e := range group {
+		for _, m := range e.msgs {
+			if kept {
+				settle(m, nil, a.o)
+				continue
+			}
+			n++
+			_ = m.Nak()
 		}
 	}
+	if n > 0 {
+		a.o.Log.Warn("consume: a store was out of reach after these messages were handled, and may be back without what they wrote; handed back to be handled again instead of acked", "messages", n)
+		a.o.OnHandBack(n)
+	}
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func earlier(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 // close acks what is queued when it is due and returns when all of it is acked.

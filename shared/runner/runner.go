@@ -109,6 +109,7 @@ type Runner struct {
 	flush      time.Duration
 	errorAfter int           // TRAWL_LOG_ERROR_AFTER
 	settle     time.Duration // the TRAWL_FSYNC window: natsx.ConsumeOptions.SettleAfter
+	handedBack prometheus.Counter
 }
 
 type loop struct {
@@ -128,6 +129,7 @@ func Start(ctx context.Context, name string, c envconfig.Common, log *slog.Logge
 	}
 	r := &Runner{Name: name, Log: log, Topology: c.Topology(), Registry: obs.NewRegistry(), flush: o.flush, errorAfter: c.ErrorAfter, settle: c.Durability.Window()}
 	r.Metrics = obs.NewMetrics(r.Registry, name)
+	r.handedBack = r.Metrics.With("settle").Counter("handed_back_total", "Handled messages nak'ed instead of acknowledged, to be handled again, because NATS or Redis was out of reach after their handler began: it may be back from an OS crash without what they wrote.")
 	defer func() {
 		if err != nil {
 			r.Close()
@@ -216,7 +218,22 @@ func (r *Runner) ConsumeOptions(terminated *prometheus.CounterVec, labels ...str
 	if r.Crawl != nil {
 		o.Ready = r.Crawl.Ready
 	}
+	if r.settle > 0 {
+		o.Kept, o.OnHandBack = r.kept, func(n int) { r.handedBack.Add(float64(n)) }
+	}
 	return o
+}
+
+// kept is natsx.ConsumeOptions.Kept for every settling loop: NATS stayed connected since the
+// handler began (an ack queued while the client reconnects would reach a server that may be
+// back older, without the outputs the handler published before), and Redis answered a check
+// begun a window after the handler ended, none failing since it began (crawlid.Guard.Kept).
+// A NATS server that crashed unseen takes the ack down with it: the message comes back.
+func (r *Runner) kept(ctx context.Context, start, end time.Time) bool {
+	if r.lostAt.Load() >= start.UnixNano() || !r.NC.IsConnected() {
+		return false
+	}
+	return r.Crawl == nil || r.Crawl.Kept(ctx, start, end.Add(r.settle))
 }
 
 // Addr is the address /metrics, /healthz and /readyz are served on.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/frontierkeys"
+	"github.com/trawl/trawl/shared/testwait"
 )
 
 // TestTaskOfEndedLeaseNotRequestedAgain: JetStream keeps a consumer's delivery state in
@@ -55,6 +56,75 @@ func TestTaskOfEndedLeaseNotRequestedAgain(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			st.publishTask(tk)
+			o := st.outcome(tk.Lease)
+			if o.Kind != tc.want || o.Requested != tc.requested {
+				t.Errorf("outcome %s requested=%v, want %s requested=%v", o.Kind, o.Requested, tc.want, tc.requested)
+			}
+			if got := slices.Contains(s.requests(), tc.path); got != tc.requested {
+				t.Errorf("site saw %s: %v, want %v (requests %v)", tc.path, got, tc.requested, s.requests())
+			}
+		})
+	}
+	in.waitMetric(t, "trawl_fetcher_tasks_stale_total", 1)
+}
+
+// TestTaskDispatchedBeforeRedisOutageChecked: Redis out of reach may be back from an OS
+// crash without the dispatches of its last seconds, and the frontier then dispatches the
+// host again while the old task is still in NATS. A task dispatched before Redis was last
+// out of reach is therefore checked against its lease like one from before the NATS
+// session: with the lease gone it is answered without a request; a task dispatched since
+// is served unasked.
+func TestTaskDispatchedBeforeRedisOutageChecked(t *testing.T) {
+	st := newStack(t)
+	routes := map[string]http.HandlerFunc{"/robots.txt": text(robotsTxt)}
+	for _, p := range []string{"/lost", "/since"} {
+		routes[p] = html(pageHTML)
+	}
+	s := newSite(t, routes)
+	in := st.start(st.config(nil), "a")
+	started := time.Now() // the NATS session began before
+	prime := task(s.URL + "/")
+	st.publishTask(prime)
+	if o := st.outcome(prime.Lease); o.Kind != crawlmsg.OutcomeRobots {
+		t.Fatalf("first task's outcome %s, want robots", o.Kind)
+	}
+	// The tasks below must be dispatched after the NATS session began, plus the second the
+	// fetcher allows the clocks, so that only the outage can make it check them.
+	time.Sleep(time.Until(started.Add(1300 * time.Millisecond)))
+
+	ctx := context.Background()
+	down := time.Now()
+	if err := st.redis.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	ready := func() bool {
+		resp, err := http.Get("http://" + in.svc.Addr() + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}
+	testwait.Eventually(t, 10*time.Second, "the fetcher seeing Redis out of reach (readyz failing)", func() bool { return !ready() })
+	if err := st.redis.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Eventually(t, 10*time.Second, "the fetcher seeing Redis back (readyz passing)", func() bool { return ready() })
+
+	for _, tc := range []struct {
+		path       string
+		dispatched int64
+		want       crawlmsg.OutcomeKind
+		requested  bool
+	}{
+		// Dispatched just before Redis went: Redis has no lease for it.
+		{"/lost", down.Add(-100 * time.Millisecond).UnixMilli(), crawlmsg.OutcomeExpired, false},
+		{"/since", time.Now().Add(2 * time.Second).UnixMilli(), crawlmsg.OutcomeFetched, true},
+	} {
+		t.Run(tc.path, func(t *testing.T) {
+			tk := task(s.URL + tc.path)
+			tk.Dispatched = tc.dispatched
 			st.publishTask(tk)
 			o := st.outcome(tk.Lease)
 			if o.Kind != tc.want || o.Requested != tc.requested {

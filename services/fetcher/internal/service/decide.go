@@ -149,6 +149,16 @@ func (s *Service) expired(out *crawlmsg.Outcome) *crawlmsg.Outcome {
 // and whose outcome the scheduler has taken; within its lease that request would be made
 // again out of the host's turn. Such a task's lease is checked in Redis first; a task
 // dispatched since cannot have been handed out before, so the common path asks nothing.
+// So is one dispatched before Redis was last out of reach: Redis may be back from an OS
+// crash without the dispatch, and then the frontier dispatches the host again while the
+// task is still in NATS, a request beside the new task's.
 func (s *Service) mayBeRedelivered(task *crawlmsg.FetchTask) bool {
-	return task.Dispatched > 0 && s.lease.local(task.Dispatched).UnixNano() < s.session.Load()+int64(time.Second)
+	if task.Dispatched == 0 {
+		return false
+	}
+	at := s.lease.local(task.Dispatched).Add(-time.Second)
+	if f := s.crawl.FailedAt(); !f.IsZero() && at.Before(f) {
+		return true
+	}
+	return at.UnixNano() < s.session.Load()
 }
