@@ -285,8 +285,8 @@ func (a *laterAcks) loop() {
 		// Entries are due in the order they came, so waiting for the first is enough; the
 		// wait is SettleAfter at most.
 		due := first.Add(a.o.SettleAfter)
-		if a.o.Kept != nil {
-			due = later(due, asked.Add(keptEvery))
+		if next := asked.Add(keptEvery); a.o.Kept != nil && next.After(due) {
+			due = next
 		}
 		time.Sleep(time.Until(due))
 		now := time.Now()
@@ -311,7 +311,12 @@ func (a *laterAcks) settleGroup(group []dueAcks) {
 	if a.o.Kept != nil {
 		start, end := group[0].start, group[0].end
 		for _, e := range group[1:] {
-			start, end = earlier(start, e.start), later(end, e.end)
+			if e.start.Before(start) {
+				start = e.start
+			}
+			if e.end.After(end) {
+				end = e.end
+			}
 		}
 		kept = a.o.Kept(group[0].ctx, start, end)
 	}
@@ -330,20 +335,6 @@ func (a *laterAcks) settleGroup(group []dueAcks) {
 		a.o.Log.Warn("consume: a store was out of reach after these messages were handled, and may be back without what they wrote; handed back to be handled again instead of acked", "messages", n)
 		a.o.OnHandBack(n)
 	}
-}
-
-func later(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
-}
-
-func earlier(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
 }
 
 // close acks what is queued when it is due and returns when all of it is acked.

@@ -34,20 +34,32 @@ func TestTaskOfEndedLeaseNotRequestedAgain(t *testing.T) {
 		t.Fatalf("first task's outcome %s, want robots", o.Kind)
 	}
 
-	ctx := context.Background()
-	leases := frontierkeys.ForShard(st.common.RedisPrefix, 0, st.common.Shards).Lease()
 	before := time.Now().Add(-10 * time.Second).UnixMilli()
-	for _, tc := range []struct {
-		path       string
-		dispatched int64
-		leased     bool // the scheduler's lease still names the task
-		want       crawlmsg.OutcomeKind
-		requested  bool
-	}{
+	checkLeaseCases(t, st, s, []leaseCase{
 		{"/ended", before, false, crawlmsg.OutcomeExpired, false},
 		{"/held", before, true, crawlmsg.OutcomeFetched, true},
 		{"/new", time.Now().Add(2 * time.Second).UnixMilli(), false, crawlmsg.OutcomeFetched, true},
-	} {
+	})
+	in.waitMetric(t, "trawl_fetcher_tasks_stale_total", 1)
+}
+
+// leaseCase is a task published with a dispatch time, its lease held in Redis or not, and
+// what the fetcher must make of it.
+type leaseCase struct {
+	path       string
+	dispatched int64
+	leased     bool // the scheduler's lease still names the task
+	want       crawlmsg.OutcomeKind
+	requested  bool
+}
+
+// checkLeaseCases publishes each case's task in turn and checks its outcome and whether
+// the site saw its request.
+func checkLeaseCases(t *testing.T, st *stack, s *site, cases []leaseCase) {
+	t.Helper()
+	ctx := context.Background()
+	leases := frontierkeys.ForShard(st.common.RedisPrefix, 0, st.common.Shards).Lease()
+	for _, tc := range cases {
 		t.Run(tc.path, func(t *testing.T) {
 			tk := task(s.URL + tc.path)
 			tk.Dispatched = tc.dispatched
@@ -66,7 +78,6 @@ func TestTaskOfEndedLeaseNotRequestedAgain(t *testing.T) {
 			}
 		})
 	}
-	in.waitMetric(t, "trawl_fetcher_tasks_stale_total", 1)
 }
 
 // TestTaskDispatchedBeforeRedisOutageChecked: Redis out of reach may be back from an OS
@@ -112,28 +123,10 @@ func TestTaskDispatchedBeforeRedisOutageChecked(t *testing.T) {
 	}
 	testwait.Eventually(t, 10*time.Second, "the fetcher seeing Redis back (readyz passing)", func() bool { return ready() })
 
-	for _, tc := range []struct {
-		path       string
-		dispatched int64
-		want       crawlmsg.OutcomeKind
-		requested  bool
-	}{
+	checkLeaseCases(t, st, s, []leaseCase{
 		// Dispatched just before Redis went: Redis has no lease for it.
-		{"/lost", down.Add(-100 * time.Millisecond).UnixMilli(), crawlmsg.OutcomeExpired, false},
-		{"/since", time.Now().Add(2 * time.Second).UnixMilli(), crawlmsg.OutcomeFetched, true},
-	} {
-		t.Run(tc.path, func(t *testing.T) {
-			tk := task(s.URL + tc.path)
-			tk.Dispatched = tc.dispatched
-			st.publishTask(tk)
-			o := st.outcome(tk.Lease)
-			if o.Kind != tc.want || o.Requested != tc.requested {
-				t.Errorf("outcome %s requested=%v, want %s requested=%v", o.Kind, o.Requested, tc.want, tc.requested)
-			}
-			if got := slices.Contains(s.requests(), tc.path); got != tc.requested {
-				t.Errorf("site saw %s: %v, want %v (requests %v)", tc.path, got, tc.requested, s.requests())
-			}
-		})
-	}
+		{"/lost", down.Add(-100 * time.Millisecond).UnixMilli(), false, crawlmsg.OutcomeExpired, false},
+		{"/since", time.Now().Add(2 * time.Second).UnixMilli(), false, crawlmsg.OutcomeFetched, true},
+	})
 	in.waitMetric(t, "trawl_fetcher_tasks_stale_total", 1)
 }
