@@ -78,6 +78,11 @@ type Guard struct {
 	// okFrom is when the last check that passed began, failedAt when the last one that
 	// failed ended (unix ns; 0: none): what Kept goes by.
 	okFrom, failedAt atomic.Int64
+	// kdone is closed when the check under way for Kept's callers ends (nil: none);
+	// kLast is when the last one was set to begin.
+	kmu   sync.Mutex
+	kdone chan struct{}
+	kLast time.Time
 }
 
 // readyTrust is how long a passed check lets Ready answer without Redis. A consume loop asks
@@ -208,23 +213,61 @@ func storeMax(a *atomic.Int64, v int64) {
 // Kept reports whether Redis kept what was written to it from since on, as far as an OS
 // crash goes: a check begun at or after durableBy (the writes' last instant plus the
 // durability window: by then Redis has them on disk) passed, and none failed from since
-// on. It runs that check itself when the last one began too early. false means Redis was
-// out of reach in between: it may be back from an OS crash, rolled back to before those
-// writes, which a machine's reboot, lasting longer than the checks' second apart
-// (Watch), always shows as a failed check.
+// on. When the last check began too early it waits for the next shared one (sharedCheck).
+// false means Redis was out of reach in between: it may be back from an OS crash, rolled
+// back to before those writes, which a machine's reboot, lasting longer than the checks'
+// second apart (Watch), always shows as a failed check.
 func (g *Guard) Kept(ctx context.Context, since, durableBy time.Time) bool {
-	if g.failedAt.Load() >= since.UnixNano() {
-		return false
-	}
-	if g.okFrom.Load() < durableBy.UnixNano() {
+	for {
+		if g.failedAt.Load() >= since.UnixNano() {
+			return false
+		}
+		if g.okFrom.Load() >= durableBy.UnixNano() {
+			return g.failedAt.Load() < since.UnixNano()
+		}
 		if wait := time.Until(durableBy); wait > 0 && !ctxsleep.Sleep(ctx, wait) {
 			return false
 		}
-		if g.Check(ctx) != nil {
+		if !g.sharedCheck(ctx) {
 			return false
 		}
 	}
-	return g.failedAt.Load() < since.UnixNano()
+}
+
+// keptSpacing is the least time between two checks Kept asks for: every settling loop of
+// a process asks about its acks each 100 ms, and one check serves all that wait for it.
+const keptSpacing = 50 * time.Millisecond
+
+// sharedCheck waits for the next check begun for Kept's callers, starting it if none is
+// under way, no sooner than keptSpacing after the last; false when ctx ended first. The
+// check runs on its own context: one caller giving up does not fail the others'.
+func (g *Guard) sharedCheck(ctx context.Context) bool {
+	g.kmu.Lock()
+	if g.kdone == nil {
+		done := make(chan struct{})
+		g.kdone = done
+		at := g.kLast.Add(keptSpacing)
+		if now := time.Now(); now.After(at) {
+			at = now
+		}
+		g.kLast = at
+		go func() {
+			time.Sleep(time.Until(at))
+			_ = g.Check(context.Background())
+			g.kmu.Lock()
+			g.kdone = nil
+			g.kmu.Unlock()
+			close(done)
+		}()
+	}
+	done := g.kdone
+	g.kmu.Unlock()
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // FailedAt is when a check last failed (zero: never): Redis was out of reach, and may have

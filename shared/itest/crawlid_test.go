@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -268,5 +270,26 @@ func TestCrawlGuardKept(t *testing.T) {
 	}
 	if since := time.Now(); !g.Kept(ctx, since, since) {
 		t.Fatal("Kept = false for writes made after Redis came back")
+	}
+
+	// Every settling loop of a process asks about its acks: callers at once share a check.
+	const callers = 24
+	before = setCalls(t, rdb)
+	now := time.Now()
+	var wg sync.WaitGroup
+	var no atomic.Int32
+	for range callers {
+		wg.Go(func() {
+			if !g.Kept(ctx, now, now) {
+				no.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if no.Load() > 0 {
+		t.Fatalf("%d of %d callers told no with Redis up", no.Load(), callers)
+	}
+	if n := setCalls(t, rdb) - before; n > 2 {
+		t.Fatalf("%d callers at once sent %d write probes, want them to share one (at most 2)", callers, n)
 	}
 }
