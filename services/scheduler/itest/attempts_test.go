@@ -17,6 +17,7 @@ import (
 // fails the URL "attempts exhausted" with the error its fetcher last reported, and the host
 // goes on with its next URL. The fetcher's error is kept only while its lease holds.
 func TestAttemptsAcrossLeaseExpiries(t *testing.T) {
+	t.Parallel()
 	rdb := startRedis(t)
 	o := testOptions(0)
 	o.LeaseTTL = time.Minute
@@ -109,6 +110,7 @@ func TestAttemptsAcrossLeaseExpiries(t *testing.T) {
 // reason in front of its last failure; a late expired outcome (the redelivery of a task
 // whose fetcher died) is logged like a reap.
 func TestAttemptsExhaustedByOutcomes(t *testing.T) {
+	t.Parallel()
 	rdb := startRedis(t)
 	o := testOptions(0)
 	o.LeaseTTL = time.Minute

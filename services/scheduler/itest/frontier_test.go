@@ -15,6 +15,7 @@ import (
 )
 
 func TestDispatchOneTaskPerHost(t *testing.T) {
+	t.Parallel()
 	rdb := startRedis(t)
 	f := newTF(t, rdb, testOptions(0))
 	f.add("m1", urls(0, "http://a.example/1", "http://a.example/2", "http://b.example/1", "http://a.example/3", "https://c.example:8443/x")...)
@@ -41,6 +42,7 @@ func TestDispatchOneTaskPerHost(t *testing.T) {
 }
 
 func TestTaskHostMatchesURLNorm(t *testing.T) {
+	t.Parallel()
 	rdb := startRedis(t)
 	f := newTF(t, rdb, testOptions(0))
 	raw := []string{"http://user:pw@Mixed.Example:8080/a", "http://[2001:db8::1]:81/", "http://bücher.example/", "https://x.example?q=1"}
@@ -67,6 +69,7 @@ func TestTaskHostMatchesURLNorm(t *testing.T) {
 
 // TestNextFetchTime checks t_e after an outcome, read from the heap score.
 func TestNextFetchTime(t *testing.T) {
+	t.Parallel()
 	const host = "a.example"
 	now := t0.Add(10 * time.Second)
 	for _, tc := range []struct {
@@ -210,6 +213,7 @@ func (f *tf) cycle(now time.Time, mod func(o *crawlmsg.Outcome)) frontier.Applie
 // page:<token>; outcome batches have ids of their own) never drops a new task as a copy
 // of a lost one.
 func TestLeaseTokensSurviveCounterRollback(t *testing.T) {
+	t.Parallel()
 	rdb := startRedis(t)
 	f := newTF(t, rdb, testOptions(3))
 	f.add("m", urls(0, "http://a.example/1", "http://a.example/2")...)
@@ -229,6 +233,7 @@ func TestLeaseTokensSurviveCounterRollback(t *testing.T) {
 // extension: they must reach the fetch task, and survive the scripts' requeues (a retry
 // after an error, a lease that expired), which rebuild the entry with a new attempt.
 func TestQueuedKindSurvivesRequeues(t *testing.T) {
+	t.Parallel()
 	rdb := startRedis(t)
 	f := newTF(t, rdb, testOptions(0))
 	css := crawlmsg.Discovered{URL: "http://a.example/site.css", Depth: 2, Kind: crawlmsg.KindEmbed, Embeds: 1}
@@ -285,6 +290,7 @@ func TestQueuedKindSurvivesRequeues(t *testing.T) {
 // against the back queues (B), not in the stats, not to ParkBlocked. The per-rule counters
 // are kept a hash table the same way.
 func TestHostTableIsAHashTable(t *testing.T) {
+	t.Parallel()
 	rdb := startRedis(t)
 	o := testOptions(0)
 	o.BackQueues = 2

@@ -32,6 +32,7 @@ func (f *tf) wantLimits(host string, set *policy.Set) {
 // its first dispatch (the dispatch hands it to Go, which resolves it, and leases it in the
 // same call). Both are then spaced by the rule.
 func TestPolicyHostsActivatedBeforeAndAfterChange(t *testing.T) {
+	t.Parallel()
 	rdb := startRedis(t)
 	o := testOptions(0)
 	o.DelayFactor = 0
@@ -117,6 +118,7 @@ func TestPolicyChangeReachesActiveHostsQuickly(t *testing.T) {
 // nor by its resolution of a stale host, which leaves the host waiting, undispatched,
 // until a process with the shard's rules resolves it.
 func TestPolicyStaleGenerationStoresNothing(t *testing.T) {
+	t.Parallel()
 	rdb := startRedis(t)
 	o := testOptions(0)
 	o.DelayFactor = 0

@@ -22,6 +22,7 @@ import (
 // after each step. It then drains the frontier and requires every accepted URL to have
 // reached exactly one terminal state.
 func TestAccountingUnderRandomOperations(t *testing.T) {
+	t.Parallel()
 	for _, seed := range []uint64{1, 2, 3, 4} {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			t.Parallel()

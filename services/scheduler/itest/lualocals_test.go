@@ -20,6 +20,7 @@ const minLocalsLeft = 10
 // TestScriptsLocalsLeft loads each frontier script into a real Redis with more and more
 // spare locals before it and reports how many fit: the room left for a new name or helper.
 func TestScriptsLocalsLeft(t *testing.T) {
+	t.Parallel()
 	rdb := startRedis(t)
 	ctx := context.Background()
 	// loads says whether the script loads with n spare locals; a failure other than the

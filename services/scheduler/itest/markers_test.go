@@ -20,6 +20,7 @@ import (
 // floor passes it: markers below the floor go, and a redelivery of a message above it (not
 // yet acknowledged) is still recognised.
 func TestAppliedMarkersTrimmedBelowAckFloor(t *testing.T) {
+	t.Parallel()
 	rdb := startRedis(t)
 	f := newTF(t, rdb, testOptions(0))
 	ctx := testwait.Context(t)
@@ -60,6 +61,7 @@ func TestAppliedMarkersTrimmedBelowAckFloor(t *testing.T) {
 
 // The service trims the markers of acknowledged frontier messages by itself.
 func TestServiceTrimsAppliedMarkers(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, redisproc.Options{}, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -88,6 +90,7 @@ const trimEvery = 5 * time.Second
 // stream of hosts linked once (Space-Saving keeps every host with more than N/k of the N
 // backlinks counted, k the bound), and counts never fall below the truth.
 func TestBacklinksBounded(t *testing.T) {
+	t.Parallel()
 	rdb := startRedis(t)
 	o := testOptions(0)
 	o.BacklinkHosts = 4

@@ -10,6 +10,7 @@ import (
 )
 
 func TestOutcomes(t *testing.T) {
+	t.Parallel()
 	two := urls(0, "http://a.example/1", "http://a.example/2")
 	for _, tc := range []struct {
 		name string
@@ -317,6 +318,7 @@ func must(t testing.TB, err error) {
 // The frontier reports a Crawl-delay above the cap once per host and value (the outcome
 // that stores it), so the service logs it once, while every capped delay is flagged.
 func TestCappedCrawlDelayReportedOnce(t *testing.T) {
+	t.Parallel()
 	rdb := startRedis(t)
 	f := newTF(t, rdb, testOptions(0)) // cap 30s
 	var us []crawlmsg.Discovered

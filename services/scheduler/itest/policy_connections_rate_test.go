@@ -18,6 +18,7 @@ import (
 // after its dispatch, and the next step is whichever comes first, the host due or a
 // request's end.
 func TestPolicyConnectionsMultiplyTheRate(t *testing.T) {
+	t.Parallel()
 	const took = 300 * time.Millisecond
 	const window = 36 * time.Second
 	run := func(t *testing.T, kf float64, conns int) (starts, most int) {

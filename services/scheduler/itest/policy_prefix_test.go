@@ -29,6 +29,7 @@ func prefixBlock(t testing.TB, prefix string) policy.Rule {
 // exactly the URLs no longer blocked, in their order, while the URLs still under a block
 // stay parked and are never dispatched; a later pass under the same rules moves nothing.
 func TestPolicyPrefixUnblockResumesItsURLs(t *testing.T) {
+	t.Parallel()
 	rdb := startRedis(t)
 	f := newTF(t, rdb, testOptions(0))
 	var set atomic.Pointer[policy.Set]
@@ -111,6 +112,7 @@ func TestPolicyPrefixUnblockResumesItsURLs(t *testing.T) {
 // A park list longer than one sift call's chunk is sifted chunk by chunk from its end: the
 // URLs resumed arrive in the list's order and the URLs kept stay parked in theirs.
 func TestPolicyPrefixUnblockLongParkList(t *testing.T) {
+	t.Parallel()
 	rdb := startRedis(t)
 	f := newTF(t, rdb, testOptions(0))
 	var us []crawlmsg.Discovered

@@ -17,6 +17,7 @@ import (
 // an answer by the scheduler's own rules or newer ones stands at once, and so does one the
 // rules in force agree with.
 func TestPolicyOutcomeByOlderRules(t *testing.T) {
+	t.Parallel()
 	narrow := hostRule("a.example", policy.Rule{Exclude: []string{"/x/"}, MaxDepth: pint(1)})
 	tests := []struct {
 		name string

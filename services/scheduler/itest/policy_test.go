@@ -69,6 +69,7 @@ func (f *tf) syncPolicy(s *policy.Set) frontier.PolicyChange {
 // its minimum delay, delay factor, and Crawl-delay honoured exactly or capped at its own
 // bound, in complete (a request's outcome) and reap (an expired lease) alike.
 func TestPolicyPolitenessPerHost(t *testing.T) {
+	t.Parallel()
 	rdb := startRedis(t)
 	f := newTF(t, rdb, testOptions(0))
 	f.syncPolicy(rules(t, 1,
@@ -124,6 +125,7 @@ func TestPolicyPolitenessPerHost(t *testing.T) {
 // hash holds the generation alone: a hash of the layout with one entry per rule is
 // rewritten.
 func TestSyncPolicyWritesOnlyChanges(t *testing.T) {
+	t.Parallel()
 	rdb := startRedis(t)
 	f := newTF(t, rdb, testOptions(0))
 	ctx := testwait.Context(t)
@@ -215,6 +217,7 @@ func urlsOf(entries []string) []string {
 // with the same attempt, nothing of it is dispatched while blocked, and lifting the block
 // resumes the park list in order.
 func TestPolicyBlockParksAndResumes(t *testing.T) {
+	t.Parallel()
 	rdb := startRedis(t)
 	f := newTF(t, rdb, testOptions(0))
 	var us []crawlmsg.Discovered
@@ -309,6 +312,7 @@ func tasksURL(tasks []crawlmsg.FetchTask, host string) string {
 // A host blocked in the table is never dispatched even before the park pass runs: the
 // dispatch parks it when it comes due.
 func TestPolicyBlockedHostParkedAtDispatch(t *testing.T) {
+	t.Parallel()
 	rdb := startRedis(t)
 	f := newTF(t, rdb, testOptions(0))
 	f.add("m1", urls(0, "http://a.example/0", "http://a.example/1", "http://b.example/0")...)
@@ -326,6 +330,7 @@ func TestPolicyBlockedHostParkedAtDispatch(t *testing.T) {
 // host is handed out, its queued URLs are parked (not lost), and removing the rule resumes
 // them until every URL is fetched.
 func TestServiceLivePolicyBlockAndUnblock(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, redisproc.Options{}, map[string]string{"TRAWL_MIN_DELAY": "100ms"})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -361,9 +366,11 @@ func TestServiceLivePolicyBlockAndUnblock(t *testing.T) {
 	mu.Lock()
 	last := aTimes[len(aTimes)-1]
 	mu.Unlock()
-	if d := last.Sub(changed); d > 2*time.Second {
+	d := last.Sub(changed)
+	if d > 2*time.Second {
 		t.Fatalf("a.example got a task %s after the block", d)
 	}
+	t.Logf("a.example's last task before the block came %s after it", d)
 	if ph, ok, err := frontierkeys.OpenReadOnly(s.rdb, s.cfg.Common.RedisPrefix, 1).ParkedHost(ctx, 0, "a.example"); err != nil || !ok || ph.Reason != frontierkeys.ParkBlocked {
 		t.Fatalf("ParkedHost = %+v, %v, %v", ph, ok, err)
 	}
@@ -384,6 +391,7 @@ func TestServiceLivePolicyBlockAndUnblock(t *testing.T) {
 // A rule's host_budget replaces TRAWL_MAX_PAGES_PER_HOST for the hosts it matches (0: no
 // limit), and a budget set mid-crawl stops the host at its count.
 func TestPolicyHostBudget(t *testing.T) {
+	t.Parallel()
 	rdb := startRedis(t)
 	o := testOptions(0)
 	o.MaxPagesPerHost = 3
@@ -433,6 +441,7 @@ func TestPolicyHostBudget(t *testing.T) {
 // shards: the pages fetched from all of them stop at the budget, the rest end over budget,
 // and a task that made no request gives its charge back.
 func TestPolicyDomainBudgetAcrossShards(t *testing.T) {
+	t.Parallel()
 	rdb := startRedis(t)
 	set := rules(t, 1, domainRule("example.com", policy.Rule{DomainBudget: pi64(5)}))
 	var fs []*tf
@@ -507,6 +516,7 @@ func TestPolicyDomainBudgetAcrossShards(t *testing.T) {
 // sets no per-host limit (here a User-Agent) too; frontierkeys.Reader.PolicyStats sums them
 // over shards.
 func TestPolicyStatsPerRule(t *testing.T) {
+	t.Parallel()
 	rdb := startRedis(t)
 	o := testOptions(0)
 	o.Shards = 2 // the reader sums over both
@@ -553,6 +563,7 @@ func TestPolicyStatsPerRule(t *testing.T) {
 // excluded for the rule), those a URL-prefix block covers are parked, the rest stay in
 // order; URLs entering the frontier are checked at add time.
 func TestPolicyScopeRecheck(t *testing.T) {
+	t.Parallel()
 	rdb := startRedis(t)
 	f := newTF(t, rdb, testOptions(0))
 	var us []crawlmsg.Discovered
@@ -745,6 +756,7 @@ type Rechecked = frontier.Rechecked
 // one's start; an outcome frees its slot, and the readers (leases, stuck report, lease
 // errors) name the host of either slot.
 func TestPolicyTwoConnections(t *testing.T) {
+	t.Parallel()
 	rdb := startRedis(t)
 	o := testOptions(0)
 	o.DelayFactor = 0
@@ -829,6 +841,7 @@ func TestPolicyTwoConnections(t *testing.T) {
 // round forever: TestPolicyOutcomeByOlderRules), and it is fetched without waiting for any
 // further policy pass.
 func TestPolicyParkedOutcomeAfterUnblock(t *testing.T) {
+	t.Parallel()
 	rdb := startRedis(t)
 	f := newTF(t, rdb, testOptions(0))
 	var set atomic.Pointer[policy.Set]
@@ -898,6 +911,7 @@ func TestPolicyParkedOutcomeAfterUnblock(t *testing.T) {
 // resumes the park list of a host no rule blocks, which a fetcher on older rules filled,
 // and leaves the lists of a blocked host and of a host a URL-prefix block covers.
 func TestPolicyPassResumesUnblockedParkLists(t *testing.T) {
+	t.Parallel()
 	rdb := startRedis(t)
 	f := newTF(t, rdb, testOptions(0))
 	f.add("m1", urls(0, "http://free.example/0", "http://host.example/0", "http://pfx.example/private/0")...)
@@ -936,6 +950,7 @@ func TestPolicyPassResumesUnblockedParkLists(t *testing.T) {
 // it, or removes every rule, and also when the change comes while its task is out, so that
 // the outcome is the first step to meet it.
 func TestPolicyChangeReachesActiveHost(t *testing.T) {
+	t.Parallel()
 	rdb := startRedis(t)
 	o := testOptions(0)
 	o.DelayFactor = 0
@@ -984,6 +999,7 @@ func TestPolicyChangeReachesActiveHost(t *testing.T) {
 // A host activated anew (its queue emptied in between) takes the rules in force then: the
 // limits stored in its state are rewritten when it is added again under other rules.
 func TestPolicyChangeReachesIdleHost(t *testing.T) {
+	t.Parallel()
 	rdb := startRedis(t)
 	o := testOptions(0)
 	o.DelayFactor = 0
@@ -1034,6 +1050,7 @@ func TestPolicyChangeReachesIdleHost(t *testing.T) {
 // allowed, so tasks may be out on any of the first 64 slots: with 32, the ones out on
 // slots 8 to 31 count as much as the first eight.
 func TestPolicyConnectionsLoweredWithTasksOut(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name     string
 		from, to int // connections before and after the change (1: no rule left)

@@ -24,6 +24,7 @@ func poorURL(host string) string {
 // comes next, so the dispatch order shows the priorities: URLs of high preference come
 // first, and the weighted choice still takes some of the lowest queue early on.
 func TestPreferenceDispatchOrder(t *testing.T) {
+	t.Parallel()
 	if got := prioritize.LinkFeatures(poorURL("h.example")); got != 0 {
 		t.Fatalf("fixture: poor URL scores IL %g, want 0", got)
 	}
@@ -104,6 +105,7 @@ func TestPreferenceDispatchOrder(t *testing.T) {
 // backlink per linking page and host, none from the host itself or from seeds, none
 // twice for a redelivered message, and the queue Go's prioritize.QueueFor computes.
 func TestBacklinkCounting(t *testing.T) {
+	t.Parallel()
 	rdb := startRedis(t)
 	o := testOptions(0)
 	pref := prioritize.Preference{X: 1.5, Y: 1}
@@ -171,6 +173,7 @@ func (f *tf) frontQueues() []map[string]int {
 
 // The breadth-first prioritiser keeps no backlink counts: the default crawl pays nothing.
 func TestBreadthFirstKeepsNoInlinks(t *testing.T) {
+	t.Parallel()
 	rdb := startRedis(t)
 	f := newTF(t, rdb, testOptions(0))
 	f.addBatch(frontier.Batch{ID: "1", Source: "http://hub.example/", URLs: urls(1, "http://a.example/")})

@@ -104,6 +104,7 @@ func TestRecrawlRetiredHostKeepsSchedules(t *testing.T) {
 // step's reply was lost, so the redelivered outcome is stale) loses no URL; the next
 // scheduler writes the schedule.
 func TestFailedRecrawlScheduledAfterSchedulerDeath(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, redisproc.Options{}, map[string]string{"TRAWL_RECRAWL": "adaptive", "TRAWL_MAX_RETRIES": "0",
 		"TRAWL_RECRAWL_MIN": "10s", "TRAWL_RECRAWL_DEFAULT": "30s"})
 	ctx := testwait.Context(t)

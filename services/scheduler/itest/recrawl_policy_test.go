@@ -16,6 +16,7 @@ import (
 // A failed recrawl is rescheduled within its live rule's recrawl bounds: its 60 s interval
 // under TRAWL_RECRAWL_MAX of 30 d is cut to the rule's recrawl_max of 20 s.
 func TestFailedRecrawlWithinRuleBounds(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, redisproc.Options{}, map[string]string{"TRAWL_RECRAWL": "adaptive", "TRAWL_MAX_RETRIES": "0",
 		"TRAWL_RECRAWL_MIN": "10s", "TRAWL_RECRAWL_DEFAULT": "30s"})
 	ctx := testwait.Context(t)

@@ -114,6 +114,7 @@ func (s *stack) streamMsgs(stream string) uint64 {
 // TestRecrawlFailedRescheduled: a recrawled URL that ends failed without a page (here its
 // server is unreachable) is scheduled again at its interval rather than forgotten.
 func TestRecrawlFailedRescheduled(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, redisproc.Options{}, map[string]string{"TRAWL_RECRAWL": "adaptive", "TRAWL_MAX_RETRIES": "0", "TRAWL_RECRAWL_MIN": "10s", "TRAWL_RECRAWL_DEFAULT": "30s"})
 	ctx, cancel := context.WithCancel(testwait.Context(t))
 	defer cancel()
@@ -159,6 +160,7 @@ func TestRecrawlFailedRescheduled(t *testing.T) {
 // With the schedules split over two streams (TRAWL_RECRAWL_STREAMS=2), each shard's
 // scheduler takes its due URLs from its own shard's stream.
 func TestRecrawlSplitDueReachesItsShard(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, redisproc.Options{}, map[string]string{"TRAWL_RECRAWL": "adaptive", "TRAWL_SHARDS": "2", "TRAWL_RECRAWL_STREAMS": "2"})
 	ctx, cancel := context.WithCancel(testwait.Context(t))
 	defer cancel()

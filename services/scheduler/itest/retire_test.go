@@ -47,6 +47,7 @@ func (f *tf) step(now time.Time, answer func(crawlmsg.FetchTask) crawlmsg.Outcom
 }
 
 func TestHostRetirement(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name    string
 		retire  int
@@ -136,6 +137,7 @@ func TestHostRetirement(t *testing.T) {
 // URLs of a host that wait in a front queue when it is retired (every back queue was
 // taken) end as failed when the router reaches them, without taking a back queue.
 func TestRetiredHostURLsWaitingInFrontQueues(t *testing.T) {
+	t.Parallel()
 	rdb := startRedis(t)
 	o := testOptions(0)
 	o.BackQueues = 1
@@ -165,6 +167,7 @@ func TestRetiredHostURLsWaitingInFrontQueues(t *testing.T) {
 // streak retires the host after RETIRE_AFTER steps. Without retirement each URL still ends
 // as failed after MAX_RETRIES, at the capped backoff each time.
 func TestRobotsUnavailableHostEndsInBoundedTime(t *testing.T) {
+	t.Parallel()
 	const nURLs = 20
 	def := frontier.DefaultOptions(0)
 	for _, tc := range []struct {
@@ -254,6 +257,7 @@ func (f *tf) crawlHost(answer func(crawlmsg.FetchTask) crawlmsg.Outcome) int {
 // eight failed requests, TRAWL_RETIRE_AFTER, and retired the host with its good pages
 // still queued.
 func TestBrokenPagesDoNotRetireTheirHost(t *testing.T) {
+	t.Parallel()
 	const good = 28
 	for _, tc := range []struct {
 		name string
@@ -308,6 +312,7 @@ func TestBrokenPagesDoNotRetireTheirHost(t *testing.T) {
 // whose every page answers 5xx after the streak of URLs, and one that served pages before
 // every answer turned to 5xx once most of its last answers are errors.
 func TestFailingHostIsRetired(t *testing.T) {
+	t.Parallel()
 	const urlsQueued, retireAfter = 60, 8
 	always500 := func(tk crawlmsg.FetchTask) crawlmsg.Outcome { return fail503(tk) }
 	for _, tc := range []struct {

@@ -61,6 +61,7 @@ func (f *tf) drain(now time.Time, batch int) []crawlmsg.FetchTask {
 }
 
 func TestFewerBackQueuesThanHosts(t *testing.T) {
+	t.Parallel()
 	rdb := startRedis(t)
 	o := testOptions(0)
 	o.BackQueues = 3
@@ -107,6 +108,7 @@ func (f *tf) drainFrom(now time.Time, out []crawlmsg.FetchTask) []crawlmsg.Fetch
 }
 
 func TestPriorityFavoursShallowURLs(t *testing.T) {
+	t.Parallel()
 	rdb := startRedis(t)
 	o := testOptions(0)
 	o.BackQueues = 4
@@ -146,6 +148,7 @@ func TestPriorityFavoursShallowURLs(t *testing.T) {
 }
 
 func TestFrontQueueLengths(t *testing.T) {
+	t.Parallel()
 	rdb := startRedis(t)
 	f := newTF(t, rdb, testOptions(0))
 	f.add("m", crawlmsg.Discovered{URL: "http://a.example/", Depth: 0},
@@ -161,6 +164,7 @@ func TestFrontQueueLengths(t *testing.T) {
 }
 
 func TestPause(t *testing.T) {
+	t.Parallel()
 	rdb := startRedis(t)
 	f := newTF(t, rdb, testOptions(0))
 	ctx := testwait.Context(t)
@@ -182,6 +186,7 @@ func TestPause(t *testing.T) {
 }
 
 func TestNextWake(t *testing.T) {
+	t.Parallel()
 	rdb := startRedis(t)
 	f := newTF(t, rdb, testOptions(0))
 	ctx := testwait.Context(t)
@@ -201,6 +206,7 @@ func TestNextWake(t *testing.T) {
 }
 
 func TestAddIdempotentPerMessage(t *testing.T) {
+	t.Parallel()
 	rdb := startRedis(t)
 	f := newTF(t, rdb, testOptions(0))
 	ctx := testwait.Context(t)
@@ -227,6 +233,7 @@ func TestAddIdempotentPerMessage(t *testing.T) {
 }
 
 func TestOutOfScope(t *testing.T) {
+	t.Parallel()
 	rdb := startRedis(t)
 	o := testOptions(0)
 	o.MaxDepth = 2
@@ -247,6 +254,7 @@ func TestOutOfScope(t *testing.T) {
 }
 
 func TestBudgets(t *testing.T) {
+	t.Parallel()
 	t.Run("per host", func(t *testing.T) {
 		rdb := startRedis(t)
 		o := testOptions(0)
@@ -311,6 +319,7 @@ func TestBudgets(t *testing.T) {
 // With every back queue taken, the router stops at the first URL of a new host, which
 // waits at the head of its front queue; URLs it popped but did not route go back in order.
 func TestRouterWaitsAtNewHost(t *testing.T) {
+	t.Parallel()
 	rdb := startRedis(t)
 	o := testOptions(0)
 	o.BackQueues = 1

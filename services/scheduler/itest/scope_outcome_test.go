@@ -14,6 +14,7 @@ import (
 // refunded, and the host goes on with its next URL at its stored next time: no request
 // was made, so no gap is owed.
 func TestOutcomeOutOfScopeEndsTheURL(t *testing.T) {
+	t.Parallel()
 	rdb := startRedis(t)
 	f := newTF(t, rdb, testOptions(0))
 	f.add("m1", urls(0, "http://a.example/excluded", "http://a.example/kept")...)

@@ -14,6 +14,7 @@ import (
 // charged, the host re-armed no earlier than the address's wait. The address an outcome
 // names is kept as the host's last address until another outcome names one.
 func TestServerBusyOutcome(t *testing.T) {
+	t.Parallel()
 	rdb := startRedis(t)
 	f := newTF(t, rdb, testOptions(0))
 	f.add("m", urls(0, "http://a.example/1", "http://a.example/2")...)

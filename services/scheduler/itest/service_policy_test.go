@@ -29,6 +29,7 @@ func (fx *fetcher) tasksFor(host string) int {
 // outcomes: all its URLs end as failed in a bounded number of requests, the retirement is
 // logged and counted, and a later URL of the host fails on admission without a request.
 func TestServiceRetiresFailingHost(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, redisproc.Options{}, map[string]string{
 		"TRAWL_RETRY_BACKOFF": "5ms",
 		"TRAWL_MAX_BACKOFF":   "40ms",
@@ -90,6 +91,7 @@ func TestServiceRetiresFailingHost(t *testing.T) {
 // A robots.txt Crawl-delay above TRAWL_MAX_CRAWL_DELAY is logged once for the host and
 // counted for every outcome whose delay it capped.
 func TestServiceLogsCappedCrawlDelayOnce(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, redisproc.Options{}, map[string]string{"TRAWL_MAX_CRAWL_DELAY": "30ms"})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -158,6 +160,7 @@ func TestServicePreferenceCountsBacklinks(t *testing.T) {
 // publish failed comes back through the reaper at the cost of one attempt, and no further
 // attempts are spent however many lease TTLs the outage lasts.
 func TestServiceHoldsDispatchWhileJetStreamUnavailable(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, redisproc.Options{}, map[string]string{"TRAWL_LEASE_TTL": "2s", "TRAWL_ACK_WAIT": "1s", "TRAWL_FSYNC": "always", "TRAWL_MAX_RETRIES": "2"})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

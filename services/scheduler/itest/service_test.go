@@ -335,6 +335,7 @@ func (s *stack) stats() frontier.Stats {
 }
 
 func TestServiceCrawlsFrontierAndSurvivesBadInput(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, redisproc.Options{}, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -438,6 +439,7 @@ func TestServiceCrawlsFrontierAndSurvivesBadInput(t *testing.T) {
 // A Redis outage is a passing failure: frontier messages are held back or nak'ed, never
 // terminated, and are applied exactly once when Redis returns.
 func TestServiceRetriesThroughRedisOutage(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, redisproc.Options{AppendOnly: true, FsyncAlways: true}, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -22,6 +22,7 @@ import (
 // named as the frontier names it; a fetched URL is never logged, and no entry is empty
 // (a batch without a skip publishes nothing).
 func TestSkippedURLsLoggedWithReason(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, redisproc.Options{}, map[string]string{"TRAWL_MAX_RETRIES": "0"})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -130,6 +131,7 @@ func readSkipLog(t *testing.T, js jetstream.JetStream, needID bool) map[string]s
 // their host's page budget (in the add script) — are logged with their reason too; the
 // admitted ones are not.
 func TestRefusedURLsLoggedWithReason(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, redisproc.Options{}, map[string]string{"TRAWL_MAX_PAGES_PER_HOST": "1", "TRAWL_MAX_DEPTH": "2"})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -182,6 +184,7 @@ func TestRefusedURLsLoggedWithReason(t *testing.T) {
 // (Heritrix's out of scope upon re-examination): each is logged out-of-scope with the rule
 // that refused it, and only those.
 func TestExcludedByRecheckLogged(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, redisproc.Options{}, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -232,6 +235,7 @@ func TestExcludedByRecheckLogged(t *testing.T) {
 // script, not refused at admission: each one of them is listed on the skip log as
 // over-budget too, as many as the frontier counts, and the fetched ones are not.
 func TestQueuedOverBudgetURLsLogged(t *testing.T) {
+	t.Parallel()
 	const budget, queued = 2, 10
 	s := startStack(t, redisproc.Options{}, map[string]string{"TRAWL_MAX_PAGES_PER_HOST": strconv.Itoa(budget)})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -284,6 +288,7 @@ func TestQueuedOverBudgetURLsLogged(t *testing.T) {
 // A host retired while URLs wait in its queue ends them failed without a request; each is
 // listed on the skip log as failed(retired), beside the URL whose failure retired it.
 func TestRetiredHostsQueueLogged(t *testing.T) {
+	t.Parallel()
 	const queued = 10
 	s := startStack(t, redisproc.Options{}, nil)
 	ctx, cancel := context.WithCancel(context.Background())

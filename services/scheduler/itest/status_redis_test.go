@@ -50,6 +50,7 @@ func (s *stack) getStatus() (int, string, statusBody) {
 // read as a crawl that finished having fetched nothing: it answers 503, says that the
 // frontier cannot be read and why, without the Redis password, and has no totals.
 func TestStatusSaysRedisUnreachable(t *testing.T) {
+	t.Parallel()
 	const password = "pw-s3cret-9"
 	s := startStack(t, redisproc.Options{Password: password, FsyncAlways: true}, nil)
 	ctx, cancel := context.WithCancel(context.Background())

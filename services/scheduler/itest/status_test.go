@@ -68,6 +68,7 @@ func statusScenario(t *testing.T, f *tf) time.Time {
 }
 
 func TestStatusRecordsWhatCompleteDid(t *testing.T) {
+	t.Parallel()
 	rdb := startRedis(t)
 	o := testOptions(0)
 	o.MaxRetries = 1
@@ -172,6 +173,7 @@ func TestStatusRecordsWhatCompleteDid(t *testing.T) {
 }
 
 func TestStatusViewsStayBounded(t *testing.T) {
+	t.Parallel()
 	rdb := startRedis(t)
 	o := testOptions(0)
 	o.TopHosts = 5
@@ -271,6 +273,7 @@ func TestStatusViewsStayBounded(t *testing.T) {
 }
 
 func TestStatusLogsExpiredLeases(t *testing.T) {
+	t.Parallel()
 	rdb := startRedis(t)
 	o := testOptions(0)
 	o.MaxRetries = 1

@@ -100,6 +100,7 @@ func waitJS(t *testing.T, tab context.Context, what, predicate string) {
 // with known outcomes; the status page is then opened in headless chromium and must show
 // the numbers the frontier recorded, render hostile text as text, and paint the totals.
 func TestStatusPageInChromium(t *testing.T) {
+	t.Parallel()
 	tab := startBrowser(t)
 	s := startStack(t, redisproc.Options{}, map[string]string{
 		"TRAWL_MAX_RETRIES":   "1",

@@ -114,6 +114,7 @@ func TestDispatchHoldsForRegisteredIndexer(t *testing.T) {
 // Large bodies travel in the CRAWL_BODIES object store, while their pages on CRAWL_PAGES
 // are small references: dispatch holds on the store's bytes before it refuses a body.
 func TestDispatchHoldsWhileBodiesStoreFills(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, redisproc.Options{}, map[string]string{"TRAWL_TASK_BATCH": "1"})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -18,6 +18,7 @@ import (
 // The tasks of one dispatch go out in messages of at most TRAWL_TASK_BATCH, each saying in
 // its header how many it holds, every task once.
 func TestDispatchPacksTasks(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, redisproc.Options{}, map[string]string{"TRAWL_TASK_BATCH": "3"})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -96,6 +96,7 @@ func (tf *timedFetcher) gaps() map[string][]time.Duration {
 // about time takes the Redis server's clock, so no host is dispatched before its delay
 // after the previous outcome.
 func TestSkewedSchedulersNeverDispatchEarly(t *testing.T) {
+	t.Parallel()
 	const minDelay = 300 * time.Millisecond
 	s := startStack(t, redisproc.Options{}, map[string]string{"TRAWL_MIN_DELAY": minDelay.String()},
 		service.WithClock(func() time.Time { return time.Now().Add(time.Hour) }))
@@ -130,6 +131,7 @@ func TestSkewedSchedulersNeverDispatchEarly(t *testing.T) {
 // On restart the waiting outcomes are applied before any lease is reaped: nothing is
 // fetched again, and a late outcome sets the host's delay from its response time.
 func TestRestartAppliesWaitingOutcomesBeforeReaping(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, redisproc.Options{}, map[string]string{
 		"TRAWL_LEASE_TTL": "2s", "TRAWL_ACK_WAIT": "1s", "TRAWL_FSYNC": "always", "TRAWL_DELAY_FACTOR": "2"})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -271,6 +273,7 @@ func TestDispatchFollowsFetchCapacity(t *testing.T) {
 // With the parser stopped, dispatch holds before CRAWL_PAGES reaches its byte limit, the
 // hold is counted and published, and the crawl completes once the parser is back.
 func TestDispatchHoldsWhileParserBehind(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, redisproc.Options{}, map[string]string{"TRAWL_HOLD_PARSER_BACKLOG": "20"})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
