@@ -3,6 +3,7 @@ package itest
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -117,6 +119,27 @@ func startStack(t *testing.T, redisOpts redisproc.Options, env map[string]string
 func (s *stack) startService(env map[string]string, opts ...service.Option) (config.Config, context.CancelFunc, chan error) {
 	t := s.t
 	t.Helper()
+	// The HTTP address is probed free and then bound by the service: a server or connection
+	// of another test may take the port in between. Such a start fails binding it, and is
+	// made again on another port.
+	const attempts = 5
+	for attempt := 1; ; attempt++ {
+		cfg, stop, done, err := s.tryStartService(env, opts...)
+		if err == nil {
+			return cfg, stop, done
+		}
+		if !errors.Is(err, syscall.EADDRINUSE) || attempt == attempts {
+			t.Fatalf("scheduler not started (attempt %d of %d): %v", attempt, attempts, err)
+		}
+		t.Logf("scheduler's HTTP address taken before it was bound; starting again on another: %v", err)
+	}
+}
+
+// tryStartService is one attempt of startService; it returns the error of a service that
+// could not be built.
+func (s *stack) tryStartService(env map[string]string, opts ...service.Option) (config.Config, context.CancelFunc, chan error, error) {
+	t := s.t
+	t.Helper()
 	vars := map[string]string{"TRAWL_HTTP_ADDR": freeAddr(t)}
 	for k, v := range s.env {
 		vars[k] = v
@@ -133,9 +156,14 @@ func (s *stack) startService(env map[string]string, opts ...service.Option) (con
 	}
 	log := slog.New(slog.NewTextHandler(testWriter{t, s.logs}, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx, cancel := context.WithCancel(context.Background())
+	built := make(chan error, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- runner.NewThenRun(ctx, log, func(ctx context.Context) (*service.Service, error) { return service.New(ctx, cfg, log, opts...) })
+		done <- runner.NewThenRun(ctx, log, func(ctx context.Context) (*service.Service, error) {
+			svc, err := service.New(ctx, cfg, log, opts...)
+			built <- err
+			return svc, err
+		})
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -146,6 +174,16 @@ func (s *stack) startService(env map[string]string, opts ...service.Option) (con
 			t.Error("service did not stop")
 		}
 	})
+	// Once built, the HTTP address is the service's own: /readyz below is its answer.
+	select {
+	case err := <-built:
+		if err != nil {
+			cancel()
+			return config.Config{}, nil, nil, err
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("timed out after 30s waiting for the service to connect, bind its HTTP address and write its policies")
+	}
 	// Ready once /readyz answers: NATS topology ensured, Redis up, loops running.
 	testwait.Eventually(t, 30*time.Second, "service ready", func() bool {
 		resp, err := http.Get("http://" + cfg.Common.HTTPAddr + "/readyz")
@@ -155,7 +193,7 @@ func (s *stack) startService(env map[string]string, opts ...service.Option) (con
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	})
-	return cfg, cancel, done
+	return cfg, cancel, done, nil
 }
 
 type testWriter struct {
