@@ -164,6 +164,11 @@ func TestServiceHoldsDispatchWhileJetStreamUnavailable(t *testing.T) {
 	s := startStack(t, redisproc.Options{}, map[string]string{"TRAWL_LEASE_TTL": "2s", "TRAWL_ACK_WAIT": "1s", "TRAWL_FSYNC": "always", "TRAWL_MAX_RETRIES": "2"})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	// The gate leases nothing before it has read the fetchers' capacity once; read while the
+	// stream is still there, it lets the batch below out, whose publish then fails.
+	testwait.Eventually(t, 30*time.Second, "the dispatch gate's first reading of the fetchers", func() bool {
+		return s.metric("trawl_scheduler_fetch_tasks_queued_limit", nil) > 0
+	})
 	if err := s.js.DeleteStream(ctx, topology.StreamFetch); err != nil {
 		t.Fatal(err)
 	}
