@@ -303,7 +303,7 @@ func (s *Server) launch(ctx context.Context) (*process, error) {
 		close(p.done)
 	}()
 
-	if err := waitPing(ctx, s.Addr(), s.opts.Password, p.done); err != nil {
+	if err := waitPing(ctx, s.Addr(), s.opts.Password, cmd.Process.Pid, p.done); err != nil {
 		_ = p.kill()
 		tail := out.Tail(20)
 		if strings.Contains(tail, "Address already in use") {
@@ -316,8 +316,10 @@ func (s *Server) launch(ctx context.Context) (*process, error) {
 
 // waitPing polls with a short backoff until redis answers PING (which also
 // means any AOF has finished loading), the process exits, or ctx /
-// readyTimeout runs out.
-func waitPing(ctx context.Context, addr, password string, exited <-chan struct{}) error {
+// readyTimeout runs out. The answer must come from process pid: another
+// redis-server that took the probed port first would answer too, while ours
+// fails to bind it and exits, and two tests would share one server.
+func waitPing(ctx context.Context, addr, password string, pid int, exited <-chan struct{}) error {
 	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
 	client := redis.NewClient(&redis.Options{
@@ -335,7 +337,7 @@ func waitPing(ctx context.Context, addr, password string, exited <-chan struct{}
 
 	backoff := 5 * time.Millisecond
 	for {
-		err := pingOnce(ctx, client, addr)
+		err := pingOnce(ctx, client, addr, pid)
 		if err == nil {
 			return nil
 		}
@@ -354,7 +356,7 @@ func waitPing(ctx context.Context, addr, password string, exited <-chan struct{}
 // dial, which would spam test output while redis is still starting. Each
 // attempt is bounded so a port held by something that is not redis cannot
 // stall the loop past the process's exit.
-func pingOnce(ctx context.Context, client *redis.Client, addr string) error {
+func pingOnce(ctx context.Context, client *redis.Client, addr string, pid int) error {
 	ctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 	defer cancel()
 	var d net.Dialer
@@ -363,7 +365,27 @@ func pingOnce(ctx context.Context, client *redis.Client, addr string) error {
 		return err
 	}
 	_ = conn.Close()
-	return client.Ping(ctx).Err()
+	if err := client.Ping(ctx).Err(); err != nil {
+		return err
+	}
+	info, err := client.Info(ctx, "server").Result()
+	if err != nil {
+		return err
+	}
+	if got := infoField(info, "process_id"); got != strconv.Itoa(pid) {
+		return fmt.Errorf("%s is answered by another redis-server (process %s)", addr, got)
+	}
+	return nil
+}
+
+// infoField is the value of field in an INFO reply ("" if absent).
+func infoField(info, field string) string {
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimRight(line, "\r\n"), field+":"); ok {
+			return v
+		}
+	}
+	return ""
 }
 
 func (p *process) stop(timeout time.Duration) error {

@@ -172,6 +172,16 @@ func TestStartFailures(t *testing.T) {
 	}
 	defer busy.Close()
 	busyPort := busy.Addr().(*net.TCPAddr).Port
+	// Another redis-server on the port answers PING as ours would.
+	other := StartT(t, Options{})
+	_, otherPort, err := net.SplitHostPort(other.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherRedisPort, err := strconv.Atoi(otherPort)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	tests := []struct {
 		name     string
@@ -183,6 +193,7 @@ func TestStartFailures(t *testing.T) {
 		{name: "missing binary", opts: Options{Binary: "/nonexistent/redis-server"}, wantIs: ErrNotInstalled, wantErr: "apt-get install -y redis-server"},
 		// The error must carry redis's own explanation from its output.
 		{name: "busy port", opts: Options{Port: busyPort}, wantErr: "Address already in use"},
+		{name: "port of another redis-server", opts: Options{Port: otherRedisPort}, wantErr: "Address already in use"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
