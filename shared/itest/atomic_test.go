@@ -67,6 +67,7 @@ func atomicStream(t *testing.T, cfg jetstream.StreamConfig) jetstream.JetStream 
 // TRAWL_FSYNC=always), and a republish whose batch holds ids already stored — which the
 // server refuses whole — still ends with every message stored exactly once.
 func TestPublishBatchIsAtomicAndRepublishable(t *testing.T) {
+	t.Parallel()
 	js := atomicStream(t, jetstream.StreamConfig{Name: "AB", Subjects: []string{topology.SubjectDocs}})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -110,6 +111,7 @@ func TestPublishBatchIsAtomicAndRepublishable(t *testing.T) {
 
 // Streams made by an older release, without atomic publish, get it at the next start.
 func TestEnsureAllowsAtomicPublishOnOlderStreams(t *testing.T) {
+	t.Parallel()
 	js := connect(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -138,6 +140,7 @@ func TestEnsureAllowsAtomicPublishOnOlderStreams(t *testing.T) {
 // The Committer puts the pages of concurrent callers in shared batches, and each caller
 // gets its own messages' fate: a page too large for the stream fails its caller alone.
 func TestCommitterGathersCallersAndKeepsTheirErrors(t *testing.T) {
+	t.Parallel()
 	js := atomicStream(t, jetstream.StreamConfig{Name: "CP", Subjects: []string{topology.SubjectPages, topology.SubjectDiscovered}, MaxMsgSize: 4 << 10})
 	c := natsx.NewCommitter(js, 10*time.Second)
 	for _, tc := range []struct {

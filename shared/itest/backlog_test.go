@@ -22,6 +22,7 @@ import (
 // messages, the outcomes summed over the shards' consumers, and the archiver, which runs
 // only when enabled, named missing.
 func TestBacklogRead(t *testing.T) {
+	t.Parallel()
 	js := connect(t)
 	ctx := testwait.Context(t)
 	const shards = 2

@@ -42,6 +42,7 @@ func redisClient(t *testing.T, rs *redisproc.Server) redis.UniversalClient {
 // The identity is created once and agreed on by every later start; a start with another
 // shard count, or against a Redis that lost the crawl NATS knows, is refused.
 func TestCrawlIdentityAtStart(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		// before changes the stores after the crawl was started with one shard.
@@ -98,6 +99,7 @@ func TestCrawlIdentityAtStart(t *testing.T) {
 // A crawl begun before identities were recorded in NATS (Redis has one, NATS none) keeps
 // its identity and NATS learns it.
 func TestCrawlIdentityCopiedToNATS(t *testing.T) {
+	t.Parallel()
 	rdb := redisClient(t, redisproc.StartT(t, redisproc.Options{}))
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
@@ -122,6 +124,7 @@ func TestCrawlIdentityCopiedToNATS(t *testing.T) {
 // (answering PING all the while) and while the identity is gone, and passes again once
 // either is repaired.
 func TestCrawlGuardCheck(t *testing.T) {
+	t.Parallel()
 	g, rdb, ctx := openGuard(t)
 	if err := g.Check(ctx); err != nil {
 		t.Fatalf("healthy: %v", err)
@@ -168,6 +171,7 @@ func TestCrawlGuardCheck(t *testing.T) {
 // the pull path carries no Redis round trip, but a failure is never remembered as a pass,
 // and a handler's Invalidate makes the next pull check again.
 func TestCrawlGuardGate(t *testing.T) {
+	t.Parallel()
 	g, rdb, ctx := openGuard(t)
 	if err := g.Ready(ctx); err != nil {
 		t.Fatalf("healthy gate: %v", err)
@@ -231,6 +235,7 @@ func openGuard(t *testing.T) (*crawlid.Guard, redis.UniversalClient, context.Con
 // began. Redis out of reach in between may be back from an OS crash without the writes,
 // so that answer is no, and stays no after Redis is back.
 func TestCrawlGuardKept(t *testing.T) {
+	t.Parallel()
 	js := connect(t)
 	rs := redisproc.StartT(t, redisproc.Options{})
 	rdb := redisClient(t, rs)

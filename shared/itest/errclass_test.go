@@ -62,6 +62,7 @@ func runErrCases(t *testing.T, cases []errCase) {
 
 // JetStream's answers, from an embedded nats-server, sorted into temporary and permanent.
 func TestErrorClassesNATS(t *testing.T) {
+	t.Parallel()
 	srv, err := natsembed.Start(natsembed.Options{StoreDir: t.TempDir(), MaxStore: natsembed.TestMaxStore})
 	if err != nil {
 		t.Fatalf("natsembed: start embedded NATS server: %v", err)
@@ -162,6 +163,7 @@ func TestErrorClassesNATS(t *testing.T) {
 // Redis's answers, from real redis-server processes (a plain one, its replica and a
 // cluster), sorted into temporary and permanent.
 func TestErrorClassesRedis(t *testing.T) {
+	t.Parallel()
 	ctx := testwait.Context(t)
 	rs := redisproc.StartT(t, redisproc.Options{Ephemeral: true})
 	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr(), MaxRetries: -1})

@@ -16,6 +16,7 @@ import (
 // Reader.Waits classifies the waiting hosts of the heap from their host state and the error
 // log, as the scheduler's scripts leave them, and stays within its sample.
 func TestReaderWaits(t *testing.T) {
+	t.Parallel()
 	rdb := redisClient(t, redisproc.StartT(t, redisproc.Options{}))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

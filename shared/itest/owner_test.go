@@ -22,6 +22,7 @@ import (
 // service whose TRAWL_LEASE_TTL or TRAWL_ACK_WAIT would change a consumer another service
 // owns is refused, naming the variable and both values, and the consumer keeps its owner's.
 func TestConsumerSettingsHaveOneOwner(t *testing.T) {
+	t.Parallel()
 	start := func(ns *natsembed.Server, name string, vars map[string]string) error {
 		env := runnerEnv(ns, nil)
 		for k, v := range vars {

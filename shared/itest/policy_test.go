@@ -39,6 +39,7 @@ func set(r policy.Rule, source string) policy.Change { return policy.Change{Rule
 // diffs without changing anything; a change equal to the stored rule is no change; a
 // bad rule is refused, naming its scope, and stores nothing.
 func TestPolicyStoreApply(t *testing.T) {
+	t.Parallel()
 	srv := redisproc.StartT(t, redisproc.Options{FsyncAlways: true})
 	rdb := redisClient(t, srv)
 	ctx := testwait.Context(t)
@@ -168,6 +169,7 @@ func TestPolicyStoreApply(t *testing.T) {
 
 // Concurrent applies without ifVersion all land, each at its own version, each audited.
 func TestPolicyStoreConcurrentApplies(t *testing.T) {
+	t.Parallel()
 	rdb := redisClient(t, redisproc.StartT(t, redisproc.Options{}))
 	ctx := testwait.Context(t)
 	st := policy.NewStore(rdb, "trawl")
@@ -206,6 +208,7 @@ func TestPolicyStoreConcurrentApplies(t *testing.T) {
 
 // In a Redis Cluster the apply script's keys share the {policy} hash tag.
 func TestPolicyStoreCluster(t *testing.T) {
+	t.Parallel()
 	_, ctx, rdb := connectCluster(t)
 	st := policy.NewStore(rdb, "trawl")
 	block := true

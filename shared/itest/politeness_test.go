@@ -33,6 +33,7 @@ var nextFetchScript = redisx.Script(
 // state as the scheduler stores them, which Go reads back with politeness.ReadHostLimits
 // (the fetcher's twin of host_limits) before Rules.With.
 func TestPolitenessLuaMatchesGo(t *testing.T) {
+	t.Parallel()
 	rdb := redisClient(t, redisproc.StartT(t, redisproc.Options{}))
 	ctx := context.Background()
 	now := time.UnixMilli(1_800_000_000_000)

@@ -23,6 +23,7 @@ import (
 // history, read from CRAWL_RECRAWL alone. Without adaptive mode there is no stream and
 // nothing to report.
 func TestRecrawlBacklogAndLookup(t *testing.T) {
+	t.Parallel()
 	js := connect(t)
 	ctx := testwait.Context(t)
 	if b, err := recrawl.ReadBacklog(ctx, js, 1, 10, time.Now()); b != nil || err != nil {
@@ -77,6 +78,7 @@ func TestRecrawlBacklogAndLookup(t *testing.T) {
 // index entry and a timer per known URL) can sit on two servers; the operator's figures
 // and a URL's lookup find them without being told the split.
 func TestRecrawlSplitOverStreams(t *testing.T) {
+	t.Parallel()
 	js := connect(t)
 	ctx := testwait.Context(t)
 	o := topology.DefaultOptions(4)

@@ -17,6 +17,7 @@ import (
 // is Removed, one beyond its last or with another message at its sequence is Lost, and one
 // stored after the last sequence was read is found, not taken for lost.
 func TestRollbackStanding(t *testing.T) {
+	t.Parallel()
 	srv := natsembed.StartT(t)
 	ctx := testwait.Context(t)
 	nc, js, err := natsx.Connect(ctx, srv.URL(), "itest", slog.New(slog.DiscardHandler))

@@ -89,6 +89,7 @@ func httpOK(addr, path string) error {
 // A loop finishing its work after the stop still has NATS, Redis and the probes; the
 // service's closers run after the loops and before NATS and Redis close.
 func TestRunnerShutdownOrder(t *testing.T) {
+	t.Parallel()
 	ns := natsembed.StartT(t)
 	rs := redisproc.StartT(t, redisproc.Options{})
 	r := startRunner(t, runnerEnv(ns, rs), runner.WithRedis())
@@ -149,6 +150,7 @@ func TestRunnerShutdownOrder(t *testing.T) {
 // A message published without waiting for its acknowledgement just before the stop is
 // stored, even when NATS is reconnecting at that moment: Close flushes before it closes.
 func TestRunnerFlushesOnClose(t *testing.T) {
+	t.Parallel()
 	ns := natsembed.StartT(t)
 	// A generous flush: the server's restart below must fit in it on a busy machine.
 	r := startRunner(t, runnerEnv(ns, nil), runner.WithFlushTimeout(15*time.Second))
@@ -184,6 +186,7 @@ func TestRunnerFlushesOnClose(t *testing.T) {
 }
 
 func TestRunnerLoopErrors(t *testing.T) {
+	t.Parallel()
 	boom := errors.New("boom")
 	for _, tc := range []struct {
 		name    string
@@ -231,6 +234,7 @@ func TestRunnerLoopErrors(t *testing.T) {
 
 // A consume loop waits on the crawl guard exactly when the service uses Redis.
 func TestRunnerConsumeOptionsReady(t *testing.T) {
+	t.Parallel()
 	ns := natsembed.StartT(t)
 	rs := redisproc.StartT(t, redisproc.Options{})
 	terminated := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "terminated_total"}, []string{"reason"})
@@ -259,6 +263,7 @@ func TestRunnerConsumeOptionsReady(t *testing.T) {
 
 // A stop during start-up (here: still waiting for Redis) is clean.
 func TestRunnerStopDuringStartUp(t *testing.T) {
+	t.Parallel()
 	ns := natsembed.StartT(t)
 	env := runnerEnv(ns, nil)
 	env["TRAWL_REDIS_URL"] = "redis://" + deadAddr(t) + "/0"
@@ -281,6 +286,7 @@ func TestRunnerStopDuringStartUp(t *testing.T) {
 
 // The exit code of a service binary, from a real process and a real signal.
 func TestRunnerExitCode(t *testing.T) {
+	t.Parallel()
 	if scenario := os.Getenv("TRAWL_TEST_RUNNER_CHILD"); scenario != "" {
 		runnerChild(scenario)
 		return
@@ -412,6 +418,7 @@ func ownConnection(t *testing.T, ns *natsembed.Server) (*nats.Conn, jetstream.Je
 // that keeps failing is tried the stated number of times, then given up with an error
 // log, and the service goes on.
 func TestGoOnReconnect(t *testing.T) {
+	t.Parallel()
 	ns := natsembed.StartT(t)
 	logs := &testwait.Buffer{}
 	ctx, cancel := context.WithTimeout(testwait.Context(t), 15*time.Second)

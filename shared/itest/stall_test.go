@@ -16,6 +16,7 @@ import (
 // past its deadline. The services build their clients with redisx.Open; its timeouts and
 // retries are the outer limit of every command, so a stalled server cannot hang a loop.
 func TestStalledRedisBoundsEveryCommand(t *testing.T) {
+	t.Parallel()
 	srv := redisproc.StartT(t, redisproc.Options{})
 	tm := redisx.Timeouts{Dial: time.Second, Read: time.Second, Write: time.Second, Retries: 1}
 	// Two attempts of a write and a read each, and go-redis's backoff between them.

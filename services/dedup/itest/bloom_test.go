@@ -16,6 +16,7 @@ import (
 var smallParams = bloom.Params{Capacity: 100_000, FPRate: 0.01, KeyBits: 1 << 31}
 
 func TestBloomNewThenSeen(t *testing.T) {
+	t.Parallel()
 	_, c := startRedis(t)
 	ctx := testwait.Context(t)
 	f := newFilter(t, c, "trawl", smallParams)
@@ -54,6 +55,7 @@ func TestBloomNewThenSeen(t *testing.T) {
 }
 
 func TestBloomDuplicatesInBatch(t *testing.T) {
+	t.Parallel()
 	_, c := startRedis(t)
 	ctx := testwait.Context(t)
 	f := newFilter(t, c, "trawl", smallParams)
@@ -72,6 +74,7 @@ func TestBloomDuplicatesInBatch(t *testing.T) {
 }
 
 func TestBloomSpansKeys(t *testing.T) {
+	t.Parallel()
 	_, c := startRedis(t)
 	ctx := testwait.Context(t)
 	p := bloom.Params{Capacity: 100_000, FPRate: 0.01, KeyBits: 1 << 16}
@@ -139,6 +142,7 @@ func TestBloomSpansKeys(t *testing.T) {
 }
 
 func TestBloomInitIdempotent(t *testing.T) {
+	t.Parallel()
 	_, c := startRedis(t)
 	ctx := testwait.Context(t)
 	f := newFilter(t, c, "trawl", smallParams)
@@ -168,6 +172,7 @@ func TestBloomInitIdempotent(t *testing.T) {
 }
 
 func TestBloomParameterMismatchRefused(t *testing.T) {
+	t.Parallel()
 	_, c := startRedis(t)
 	ctx := testwait.Context(t)
 	newFilter(t, c, "trawl", smallParams)
@@ -207,6 +212,7 @@ func TestBloomParameterMismatchRefused(t *testing.T) {
 }
 
 func TestBloomBitsWithoutMetaRefused(t *testing.T) {
+	t.Parallel()
 	_, c := startRedis(t)
 	ctx := testwait.Context(t)
 	if err := c.SetBit(ctx, "trawl:{dedup}:bloom:0:0", 12345, 1).Err(); err != nil {
@@ -225,6 +231,7 @@ func TestBloomBitsWithoutMetaRefused(t *testing.T) {
 // rate on as many never-added URLs: it must be within 20 % of the first layer's rate,
 // p·(1 − r).
 func TestBloomFalsePositiveRate(t *testing.T) {
+	t.Parallel()
 	_, c := startRedis(t)
 	f := newFilter(t, c, "trawl", bloom.Params{Capacity: 100_000, FPRate: 0.01, KeyBits: 1 << 16})
 	rate, fill := measureFP(t, c, f)

@@ -64,6 +64,7 @@ func resetStats(t *testing.T, c *redis.Client) {
 // memoised test-and-set with their indexes, and a redelivered message gets its memo back
 // although all its URLs are cached by then.
 func TestCachedCheck(t *testing.T) {
+	t.Parallel()
 	_, c := startRedis(t)
 	ctx := testwait.Context(t)
 	f := newFilter(t, c, "trawl", smallParams)
@@ -141,6 +142,7 @@ func TestCachedCheck(t *testing.T) {
 }
 
 func TestServiceCacheSkipsRedis(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		size    string
@@ -151,6 +153,7 @@ func TestServiceCacheSkipsRedis(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			// At always a published message's memo is forgotten at once (at 1s it is left to
 			// the trim), which is what the HDEL count below tells apart.
 			s := startStack(t, redisproc.Options{}, map[string]string{"TRAWL_DEDUP_CACHE_SIZE": tt.size, "TRAWL_FSYNC": "always"})
@@ -209,6 +212,7 @@ func TestServiceCacheSkipsRedis(t *testing.T) {
 // them, although every one is in the cache; a first-delivery message with the same URLs
 // meanwhile is answered "seen" by the cache.
 func TestServiceRedeliveryBypassesCache(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, redisproc.Options{}, nil)
 	ctx := testwait.Context(t)
 	// Without the frontier stream, publishing fails.
@@ -256,6 +260,7 @@ func TestServiceRedeliveryBypassesCache(t *testing.T) {
 }
 
 func TestServiceStripsSessionIDs(t *testing.T) {
+	t.Parallel()
 	in := []string{
 		"http://a.test/cart;jsessionid=0A1B2C3D4E5F60718293A4B5C6D7E8F9?item=1",
 		"http://a.test/cart;jsessionid=FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFF?item=1",
@@ -274,6 +279,7 @@ func TestServiceStripsSessionIDs(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			s := startStack(t, redisproc.Options{}, tt.env)
 			var ds []crawlmsg.Discovered
 			for _, u := range in {
@@ -301,6 +307,7 @@ func TestServiceStripsSessionIDs(t *testing.T) {
 // (TRAWL_BLOOM_KEY_BITS far below the 2^32 a string holds) is pre-sized at start-up and
 // works through the service like a single key.
 func TestServiceBloomSpansManyKeys(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, redisproc.Options{}, map[string]string{
 		"TRAWL_BLOOM_CAPACITY":   "1000000",
 		"TRAWL_BLOOM_KEY_BITS":   "16384",
@@ -375,6 +382,7 @@ func TestServiceBloomSpansManyKeys(t *testing.T) {
 // Redis, and reports the cache's hit rate at several sizes. Whatever the size, every URL
 // must come out new exactly once.
 func TestCacheHitRateSyntheticWeb(t *testing.T) {
+	t.Parallel()
 	web, err := synthweb.Start(context.Background(), synthweb.DefaultConfig())
 	if err != nil {
 		t.Fatal(err)
@@ -470,8 +478,10 @@ func TestCacheHitRateSyntheticWeb(t *testing.T) {
 // have the message come back to find its URLs seen and publish nothing. At always the
 // memo is forgotten once the outputs are stored.
 func TestServiceKeepsMemosUntilTheTrim(t *testing.T) {
+	t.Parallel()
 	for _, level := range []string{"always", "1s"} {
 		t.Run(level, func(t *testing.T) {
+			t.Parallel()
 			s := startStack(t, redisproc.Options{}, map[string]string{"TRAWL_FSYNC": level, "TRAWL_DEDUP_MEMO_TRIM_INTERVAL": "1s",
 				"TRAWL_DEDUP_CACHE_SIZE": "0"})
 			c := redisClient(t, s.redis)

@@ -18,6 +18,7 @@ import (
 // TestSeenTrimToAckFloor: memos at or below the ack floor go, the others stay and still
 // give a redelivery its first answer.
 func TestSeenTrimToAckFloor(t *testing.T) {
+	t.Parallel()
 	_, c := startRedis(t)
 	ctx := testwait.Context(t)
 	f := newFilter(t, c, "trawl", smallParams)
@@ -59,6 +60,7 @@ func TestSeenTrimToAckFloor(t *testing.T) {
 // them failed) are removed as soon as the consumer's ack floor passes their messages,
 // while the memo of a message still unacked stays until its redelivery has used it.
 func TestServiceMemosTrimmedToAckFloor(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, redisproc.Options{}, map[string]string{
 		"TRAWL_DEDUP_MEMO_TRIM_INTERVAL": "1s",
 		"TRAWL_ACK_WAIT":                 "8s",
@@ -79,21 +81,23 @@ func TestServiceMemosTrimmedToAckFloor(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// Memos left behind for messages long acked, which nothing will forget. Stored before
+	// the message below is taken, so that its AckWait leaves the trim all the time it can.
+	store := seen.New(c, nil, s.cfg.Common.RedisPrefix)
+	if _, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i := 1; i <= acked; i++ {
+			p.HSet(ctx, store.MemoKey(), fmt.Sprintf("left:%d", i), "0")
+			p.ZAdd(ctx, store.MemoSeqKey(), redis.Z{Score: float64(i), Member: fmt.Sprintf("left:%d", i)})
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
 	// One more message, taken by an instance that dies after its seen test.
 	s.publishDiscovered(t, link("http://b.test/kept", 1), link("http://c.test/kept", 1))
 	id, seq := s.takeAsCrashed(t, c, []string{"http://b.test/kept", "http://c.test/kept"})
 	if seq != acked+1 {
 		t.Fatalf("taken message has sequence %d, want %d", seq, acked+1)
-	}
-	// Memos left behind for messages long acked, which nothing will forget.
-	store := seen.New(c, nil, s.cfg.Common.RedisPrefix)
-	for i := 1; i <= acked; i++ {
-		if err := c.HSet(ctx, store.MemoKey(), fmt.Sprintf("left:%d", i), "0").Err(); err != nil {
-			t.Fatal(err)
-		}
-		if err := c.ZAdd(ctx, store.MemoSeqKey(), redis.Z{Score: float64(i), Member: fmt.Sprintf("left:%d", i)}).Err(); err != nil {
-			t.Fatal(err)
-		}
 	}
 
 	s.start(t)
@@ -128,6 +132,7 @@ func TestServiceMemosTrimmedToAckFloor(t *testing.T) {
 // the memo; WalkDown gives the memos from the highest sequence down, without those of an
 // unknown sequence.
 func TestSeenKeepsEntriesOfNewURLs(t *testing.T) {
+	t.Parallel()
 	for _, parts := range []int{1, 3} {
 		t.Run(fmt.Sprintf("%d parts", parts), func(t *testing.T) {
 			_, c := startRedis(t)

@@ -17,6 +17,7 @@ import (
 // false-positive rate on URLs never added: a single filter would be at about 43 % (k = 7
 // at 3n); the scalable one must stay within 1.2 p. Nothing added may be missed.
 func TestBloomScalesPastCapacity(t *testing.T) {
+	t.Parallel()
 	_, c := startRedis(t)
 	ctx := testwait.Context(t)
 	const n, p = 10_000, 0.01
@@ -72,6 +73,7 @@ func TestBloomScalesPastCapacity(t *testing.T) {
 // layer, whoever finds it full first; both end up reading the same layers; no URL added
 // by either is missed.
 func TestBloomReplicasGrowOnce(t *testing.T) {
+	t.Parallel()
 	_, c := startRedis(t)
 	ctx := testwait.Context(t)
 	params := bloom.Params{Capacity: 1000, FPRate: 0.01, KeyBits: 1 << 31}
@@ -131,6 +133,7 @@ func TestBloomReplicasGrowOnce(t *testing.T) {
 // TestServiceBloomGrowth: the service adds layers as the crawl outgrows the filter and
 // shows it in its metrics and in the stats hash operators read.
 func TestServiceBloomGrowth(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, redisproc.Options{}, map[string]string{
 		"TRAWL_BLOOM_CAPACITY": "1000",
 		"TRAWL_BLOOM_KEY_BITS": "2147483648",

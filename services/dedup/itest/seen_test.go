@@ -23,6 +23,7 @@ func msg(id string, us ...string) seen.Message {
 }
 
 func TestSeenNewThenSeenAcrossMessages(t *testing.T) {
+	t.Parallel()
 	_, c := startRedis(t)
 	ctx := testwait.Context(t)
 	f := newFilter(t, c, "trawl", smallParams)
@@ -52,6 +53,7 @@ func TestSeenNewThenSeenAcrossMessages(t *testing.T) {
 }
 
 func TestSeenMemoIsIdempotent(t *testing.T) {
+	t.Parallel()
 	_, c := startRedis(t)
 	ctx := testwait.Context(t)
 	f := newFilter(t, c, "trawl", smallParams)
@@ -101,6 +103,7 @@ func TestSeenMemoIsIdempotent(t *testing.T) {
 }
 
 func TestSeenMemoOfNothingNew(t *testing.T) {
+	t.Parallel()
 	_, c := startRedis(t)
 	ctx := testwait.Context(t)
 	f := newFilter(t, c, "trawl", smallParams)
@@ -124,6 +127,7 @@ func TestSeenMemoOfNothingNew(t *testing.T) {
 }
 
 func TestSeenSpansKeys(t *testing.T) {
+	t.Parallel()
 	_, c := startRedis(t)
 	ctx := testwait.Context(t)
 	f := newFilter(t, c, "trawl", bloom.Params{Capacity: 100_000, FPRate: 0.01, KeyBits: 1 << 16})
@@ -161,6 +165,7 @@ func TestSeenSpansKeys(t *testing.T) {
 // boundaries into several calls, with the same results as one call: URLs repeated in a
 // later call are seen, and an oversized message still goes through whole.
 func TestSeenLargeBatchSplit(t *testing.T) {
+	t.Parallel()
 	_, c := startRedis(t)
 	ctx := testwait.Context(t)
 	f := newFilter(t, c, "trawl", smallParams)

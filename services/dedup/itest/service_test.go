@@ -230,6 +230,7 @@ func link(u string, depth int) crawlmsg.Discovered {
 }
 
 func TestServiceRoutesNewURLsOnce(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, redisproc.Options{}, nil)
 
 	// With 2 shards: a.test and c.test are shard 0, b.test and d.test shard 1.
@@ -324,6 +325,7 @@ func TestServiceRoutesNewURLsOnce(t *testing.T) {
 // of failing them over and over (which would spend their deliveries on the outage); when
 // Redis is back the message is handled and nothing is lost.
 func TestServiceWaitsForRedis(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, redisproc.Options{AppendOnly: true, FsyncAlways: true}, nil)
 	s.publishDiscovered(t, link("http://a.test/before", 0))
 	got, ids := map[int][]string{}, map[string]int{}
@@ -409,6 +411,7 @@ func (s *stack) takeAsCrashed(t *testing.T, c *redis.Client, urls []string) (str
 // seen test for a message (bits set, memo stored) and died before publishing. The
 // redelivered message must still produce its URLs, although their bits are now set.
 func TestServiceRedeliveryAfterCrash(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, redisproc.Options{}, nil)
 	c := redisClient(t, s.redis)
 	if err := s.stop(); err != nil {
@@ -454,6 +457,7 @@ func TestServiceRedeliveryAfterCrash(t *testing.T) {
 // stop comes with a pull request open, so the server may have sent a few messages as the
 // service unsubscribed, which come back after AckWait (5s here) to the restarted instance.
 func TestServiceGracefulStopAndRestart(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, redisproc.Options{}, map[string]string{"TRAWL_DEDUP_BATCH": "8"})
 	const msgs, per = 200, 10
 	want := map[string]bool{}
@@ -546,6 +550,7 @@ func (s *stack) handleFirst(t *testing.T, got map[int][]string, ids map[string]i
 // that publishes nothing (TestServiceRedeliveryAfterCrash: nor does one that finds the
 // memoised message still in the stream).
 func TestServiceRecoversInputsNATSLost(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, redisproc.Options{}, map[string]string{"TRAWL_DEDUP_MEMO_TRIM_INTERVAL": "1s"})
 	c := redisClient(t, s.redis)
 	ctx := testwait.Context(t)
@@ -627,6 +632,7 @@ func TestServiceRecoversInputsNATSLost(t *testing.T) {
 // At the reconnect dedup publishes the lost message's new URLs again, once; a reconnect
 // that lost nothing publishes nothing.
 func TestServiceRecoversInputsNATSLostWhileRunning(t *testing.T) {
+	t.Parallel()
 	// No trim while the test runs: the lost message's memo must outlive its ack, as it
 	// does when NATS loses its last second (the trim runs every 30s by default).
 	s := startStack(t, redisproc.Options{}, map[string]string{"TRAWL_DEDUP_MEMO_TRIM_INTERVAL": "1h"})

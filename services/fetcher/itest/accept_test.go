@@ -14,6 +14,7 @@ import (
 // chooses by Accept would otherwise send an HTML page about the image), a sitemap asks for
 // XML, a page for HTML.
 func TestAcceptByKind(t *testing.T) {
+	t.Parallel()
 	st := newStack(t)
 	var mu sync.Mutex
 	got := map[string]string{}

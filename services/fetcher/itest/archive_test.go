@@ -42,6 +42,7 @@ func (st *stack) archiving() {
 // threshold together (the body counted when it goes inline itself); otherwise it is an
 // object. The decoded body stays what a reader of the page gets as its body.
 func TestCaptureStored(t *testing.T) {
+	t.Parallel()
 	small := []byte(strings.Repeat("<p>small and compressible</p>", 100))
 	noise := make([]byte, 40<<10)
 	rand.Read(noise)                                                       // gzip cannot shrink it: decoded and raw are both ~40 KiB
@@ -150,6 +151,7 @@ func noise(t *testing.T, n int) []byte {
 // each page is published, its outcome is fetched, and its body as received comes back
 // octet for octet, in the payload or by reference, never in a header.
 func TestLargeCompressedPagesPublished(t *testing.T) {
+	t.Parallel()
 	served, decoded := map[string][]byte{}, map[string][]byte{}
 	routes := map[string]http.HandlerFunc{"/robots.txt": text(robotsTxt)}
 	for _, c := range []struct {
@@ -228,6 +230,7 @@ func TestLargeCompressedPagesPublished(t *testing.T) {
 // asks for — a gzip page carries no capture, its payload is the decoded body alone and no
 // raw body is stored — until the consumer is made: its advisory turns the capture on.
 func TestNoCaptureWithoutArchive(t *testing.T) {
+	t.Parallel()
 	page := []byte(strings.Repeat("<p>compressible</p>", 5000))
 	served := gzipOf(t, page)
 	st := newStack(t)

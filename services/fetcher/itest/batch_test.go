@@ -19,6 +19,7 @@ import (
 // tasks fetched at once, each with its own outcome, and is acked once, after all of them:
 // nothing is delivered again.
 func TestTaskBatchFetchedAtOnce(t *testing.T) {
+	t.Parallel()
 	st := newStack(t)
 	const hosts = 3
 	// Each page answers only once every host's page has been asked for: the test ends in

@@ -66,6 +66,7 @@ func (st *stack) startParser(t *testing.T) {
 // body travels by reference through the CRAWL_BODIES object store, the parser reads it
 // and follows a link in its last kilobyte, and the body is deleted once parsed.
 func TestBigPageCrawled(t *testing.T) {
+	t.Parallel()
 	st := newStack(t)
 	const size = 20_000_000
 	tail := `<a href="/tail-link">the end</a></body></html>`

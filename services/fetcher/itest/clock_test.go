@@ -18,6 +18,7 @@ import (
 // (compared as they are, the request would start and run past the lease, while the host
 // is given to another fetcher).
 func TestClockSkew(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		skew time.Duration
@@ -27,6 +28,7 @@ func TestClockSkew(t *testing.T) {
 		{"right", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			st := newStack(t)
 			s := newSite(t, map[string]http.HandlerFunc{"/robots.txt": text(robotsTxt), "/page": html(pageHTML), "/late": html(pageHTML)})
 			in := st.startWith(st.config(nil), "a", service.WithWallClock(func() time.Time { return time.Now().Add(tc.skew) }))

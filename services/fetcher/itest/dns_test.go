@@ -47,6 +47,7 @@ func (d *dnsAnswers) count(host string) int {
 // unreachable, to be retried with backoff as before. Before, a missing name made robots.txt
 // unreachable too: its URLs backed off 30 s, 60 s, 120 s… before failing.
 func TestNoSuchHost(t *testing.T) {
+	t.Parallel()
 	st := newStack(t)
 	s := newSite(t, map[string]http.HandlerFunc{"/robots.txt": text(""), "/p": html(pageHTML)})
 	port := s.Listener.Addr().(*net.TCPAddr).Port

@@ -23,6 +23,7 @@ const (
 // of the page and caches it in Redis; a second fetcher process (sharing only Redis and
 // NATS) then fetches the page without asking for robots.txt again.
 func TestRobotsSharedAcrossInstances(t *testing.T) {
+	t.Parallel()
 	st := newStack(t)
 	s := newSite(t, map[string]http.HandlerFunc{"/robots.txt": text(robotsTxt), "/page": html(pageHTML)})
 	cfg := st.config(nil)
@@ -82,6 +83,7 @@ func TestRobotsSharedAcrossInstances(t *testing.T) {
 // as a page, a discovered target at the same depth with one more hop, and an outcome with
 // the Location; at the hop cap no target is published.
 func TestDisallowedAndRedirects(t *testing.T) {
+	t.Parallel()
 	st := newStack(t)
 	s := newSite(t, map[string]http.HandlerFunc{
 		"/robots.txt": text(robotsTxt),
@@ -147,6 +149,7 @@ func TestDisallowedAndRedirects(t *testing.T) {
 // TestRobotsUnavailable: robots.txt answering 503 disallows the origin: the outcome says
 // so (with the request made), the verdict is cached briefly, and the page is never asked for.
 func TestRobotsUnavailable(t *testing.T) {
+	t.Parallel()
 	st := newStack(t)
 	s := newSite(t, map[string]http.HandlerFunc{
 		"/robots.txt": func(w http.ResponseWriter, r *http.Request) {
@@ -183,6 +186,7 @@ func TestRobotsUnavailable(t *testing.T) {
 // TestRobotsRedirectAcrossHosts: robots.txt redirected to another host is followed, and the
 // rules found there apply to the original origin.
 func TestRobotsRedirectAcrossHosts(t *testing.T) {
+	t.Parallel()
 	st := newStack(t)
 	// Another host: the politeness key is the host name without port, so another port of
 	// 127.0.0.1 would be the same host.
@@ -215,6 +219,7 @@ func TestRobotsRedirectAcrossHosts(t *testing.T) {
 // TestExpiredTask: a task whose lease ends before a full fetch could finish is answered
 // with expired and no request at all, robots.txt included.
 func TestExpiredTask(t *testing.T) {
+	t.Parallel()
 	st := newStack(t)
 	s := newSite(t, map[string]http.HandlerFunc{"/robots.txt": text(robotsTxt), "/page": html(pageHTML)})
 	in := st.start(st.config(nil), "a")
@@ -234,6 +239,7 @@ func TestExpiredTask(t *testing.T) {
 // TestMalformedTasks: undecodable tasks are terminated at once and counted, and the fetcher
 // goes on serving the tasks behind them.
 func TestMalformedTasks(t *testing.T) {
+	t.Parallel()
 	st := newStack(t)
 	s := newSite(t, map[string]http.HandlerFunc{"/robots.txt": text(robotsTxt)})
 	in := st.start(st.config(nil), "a")
@@ -277,6 +283,7 @@ func TestMalformedTasks(t *testing.T) {
 // TestUnsafeAddressBlocked: with the default policy (no TRAWL_ALLOW_CIDRS) a URL on a
 // loopback address gets a blocked outcome, and nothing reaches the server.
 func TestUnsafeAddressBlocked(t *testing.T) {
+	t.Parallel()
 	st := newStack(t)
 	s := newSite(t, map[string]http.HandlerFunc{"/robots.txt": text(robotsTxt), "/page": html(pageHTML)})
 	in := st.start(st.config(map[string]string{"TRAWL_ALLOW_CIDRS": ""}), "strict")
@@ -300,6 +307,7 @@ func TestUnsafeAddressBlocked(t *testing.T) {
 // TestNetworkError: a refused connection is an error outcome with the request counted, and
 // a failing robots.txt connection caches an unreachable verdict.
 func TestNetworkError(t *testing.T) {
+	t.Parallel()
 	st := newStack(t)
 	s := newSite(t, map[string]http.HandlerFunc{"/robots.txt": text(robotsTxt)})
 	url := s.URL
@@ -321,6 +329,7 @@ func TestNetworkError(t *testing.T) {
 // TestGracefulShutdown: a task in hand when the fetcher is told to stop is finished and
 // acked, not abandoned to AckWait.
 func TestGracefulShutdown(t *testing.T) {
+	t.Parallel()
 	st := newStack(t)
 	started := make(chan struct{}, 1)
 	release := make(chan struct{})
@@ -368,6 +377,7 @@ func TestGracefulShutdown(t *testing.T) {
 // to it, which is enough to rebuild the chain from crawl.pages alone. The test plays the
 // parser and the scheduler, turning each page's Location into the next task.
 func TestRedirectChainRecoverable(t *testing.T) {
+	t.Parallel()
 	st := newStack(t)
 	s := newSite(t, map[string]http.HandlerFunc{
 		"/robots.txt": text(robotsTxt),
@@ -433,6 +443,7 @@ func TestRedirectChainRecoverable(t *testing.T) {
 // TestContentTypeRecorded: every page carries its media type and charset, so the parser
 // can skip what is not HTML (PageMeta.IsHTML) without looking at the body.
 func TestContentTypeRecorded(t *testing.T) {
+	t.Parallel()
 	st := newStack(t)
 	typed := func(ct, body string) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {

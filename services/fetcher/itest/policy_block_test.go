@@ -90,6 +90,7 @@ func TestBlockStopsQueuedTasks(t *testing.T) {
 // the chain without a request there: the origin's robots.txt counts unreachable (the
 // task's own URL is not blocked, so it is not parked).
 func TestRobotsHopToBlockedHost(t *testing.T) {
+	t.Parallel()
 	st := newStack(t)
 	var port string
 	s := newSiteOn(t, "127.0.0.1", map[string]http.HandlerFunc{

@@ -15,6 +15,7 @@ import (
 // task ends out of scope, naming the rule, and the host sees no request for it. URLs the
 // rule still admits are fetched.
 func TestNarrowedScopeEndsTasksWithoutRequest(t *testing.T) {
+	t.Parallel()
 	st := newStack(t)
 	s := newSiteOn(t, "127.0.0.1", map[string]http.HandlerFunc{
 		"/robots.txt": text("User-agent: *\nAllow: /\n"),

@@ -105,6 +105,7 @@ func (hs *headerSite) requests() []seenRequest {
 // the rule's User-Agent's. A secret that cannot be read fails the task without a request,
 // naming the secret; no secret value appears in the fetcher's log or metrics.
 func TestPolicyRequestSettings(t *testing.T) {
+	t.Parallel()
 	const (
 		ua       = "AcmeBot/2.0 (+https://acme.example/bot)"
 		tokenVal = "tok-5ecret-value"

@@ -12,6 +12,7 @@ import (
 // TestConditionalRecrawl: a recrawl task sends its validators, a 304 is an answer like any
 // other (fetched, not retried), and the page carries the task's state to the parser.
 func TestConditionalRecrawl(t *testing.T) {
+	t.Parallel()
 	st := newStack(t)
 	var mu sync.Mutex
 	got := map[string]http.Header{}
@@ -70,6 +71,7 @@ func TestConditionalRecrawl(t *testing.T) {
 // URL's state in its outcome, so that the scheduler can schedule it again should it end
 // failed; a first fetch's outcome carries none.
 func TestRecrawlWithoutPage(t *testing.T) {
+	t.Parallel()
 	st := newStack(t)
 	s := newSite(t, map[string]http.HandlerFunc{"/robots.txt": text(robotsTxt)})
 	url := s.URL

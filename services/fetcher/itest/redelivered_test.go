@@ -19,6 +19,7 @@ import (
 // answered without a request (its request, made again, would come outside the host's
 // turn); one whose lease holds is served; a task dispatched since is served unasked.
 func TestTaskOfEndedLeaseNotRequestedAgain(t *testing.T) {
+	t.Parallel()
 	st := newStack(t)
 	routes := map[string]http.HandlerFunc{"/robots.txt": text(robotsTxt)}
 	for _, p := range []string{"/ended", "/held", "/new"} {
@@ -87,6 +88,7 @@ func checkLeaseCases(t *testing.T, st *stack, s *site, cases []leaseCase) {
 // session: with the lease gone it is answered without a request; a task dispatched since
 // is served unasked.
 func TestTaskDispatchedBeforeRedisOutageChecked(t *testing.T) {
+	t.Parallel()
 	st := newStack(t)
 	routes := map[string]http.HandlerFunc{"/robots.txt": text(robotsTxt)}
 	for _, p := range []string{"/lost", "/since"} {

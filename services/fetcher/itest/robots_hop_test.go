@@ -20,6 +20,7 @@ import (
 // between them. The test plays the scheduler, re-dispatching the URL a minimum delay
 // after each robots outcome, and checks the gaps in the site's own request log.
 func TestRobotsRedirectHopIsItsOwnTask(t *testing.T) {
+	t.Parallel()
 	const minDelay = 250 * time.Millisecond
 	type hit struct {
 		path string
@@ -89,6 +90,7 @@ func TestRobotsRedirectHopIsItsOwnTask(t *testing.T) {
 // robots for its own request) and asks to be tried again when the other host is free;
 // once it is, the hop is made and the other host's next fetch time moves a gap on.
 func TestRobotsRedirectToBusyHostWaits(t *testing.T) {
+	t.Parallel()
 	const otherHost = "127.0.0.2"
 	keys := frontierkeys.ForShard("itest", 0, 1)
 	tests := []struct {
@@ -117,6 +119,7 @@ func TestRobotsRedirectToBusyHostWaits(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			ctx := context.Background()
 			st := newStack(t)
 			other := newSiteOn(t, otherHost, map[string]http.HandlerFunc{"/rules.txt": text("User-agent: trawl\nDisallow: /nope\n")})
@@ -185,6 +188,7 @@ func TestRobotsRedirectToBusyHostWaits(t *testing.T) {
 // frontier has never held is spaced by that host's site rule (a 7s min delay here), which
 // the fetcher resolves from the rules it watches, not by the process-wide 1s.
 func TestRobotsRedirectToRuledHostKeepsItsRule(t *testing.T) {
+	t.Parallel()
 	const otherHost = "127.0.0.2"
 	keys := frontierkeys.ForShard("itest", 0, 1)
 	ctx := context.Background()

@@ -22,6 +22,7 @@ func (c *clock) now() time.Time { return c.t }
 
 // TestRobotsStore runs the shared robots.txt cache against a real redis-server.
 func TestRobotsStore(t *testing.T) {
+	t.Parallel()
 	srv := redisproc.StartT(t, redisproc.Options{})
 	opt, _ := redis.ParseURL(srv.URL())
 	rdb := redis.NewClient(opt)
@@ -128,6 +129,7 @@ func TestRobotsStore(t *testing.T) {
 // TestRedisOutagePausesConsumption: while Redis is down the fetcher stops pulling tasks
 // instead of spending their deliveries on naks, and serves them once Redis is back.
 func TestRedisOutagePausesConsumption(t *testing.T) {
+	t.Parallel()
 	st := newStack(t)
 	s := newSite(t, map[string]http.HandlerFunc{"/robots.txt": text(robotsTxt)})
 	in := st.start(st.config(nil), "a")

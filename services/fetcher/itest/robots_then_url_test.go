@@ -87,6 +87,7 @@ func TestRobotsThenURL(t *testing.T) {
 // with TRAWL_MIN_DELAY=0, and a rule may as well shorten the gap (a minimum delay of 0, a
 // Crawl-delay capped at 0). Judged from the site's request log.
 func TestRobotsThenURLUnderHostPolicy(t *testing.T) {
+	t.Parallel()
 	noDelay := map[string]string{"TRAWL_MIN_DELAY": "0s", "TRAWL_DELAY_FACTOR": "0"}
 	dur := func(d time.Duration) *policy.Duration { p := policy.Duration(d); return &p }
 	host := func(h string, r policy.Rule) []policy.Rule {
@@ -119,6 +120,7 @@ func TestRobotsThenURLUnderHostPolicy(t *testing.T) {
 			wantSeen: []string{"/robots.txt", "/page"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			st := newStack(t)
 			s := newSite(t, map[string]http.HandlerFunc{"/robots.txt": text(tc.robots), "/page": html(pageHTML)})
 			_, port, _ := net.SplitHostPort(s.Listener.Addr().String())

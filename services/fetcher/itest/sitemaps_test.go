@@ -30,6 +30,7 @@ func (st *stack) waitDiscovered(t *testing.T, id string) (crawlmsg.DiscoveredBat
 // keeps its kind and origin on its page, and a gzip file reaches the parser as the
 // compressed octets the server sent.
 func TestSitemapsFromRobots(t *testing.T) {
+	t.Parallel()
 	st := newStack(t)
 	xml := []byte(`<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"><url><loc>http://x/</loc></url></urlset>`)
 	gz := gzipOf(t, xml)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -61,6 +62,7 @@ func (st *stack) setPagesLimits(maxMsg int32, maxBytes int64) {
 // in silence. A body alone never makes a page too large: above what fits inline, it goes
 // by reference.
 func TestTooLargePage(t *testing.T) {
+	t.Parallel()
 	pad := strings.Repeat("a", 300<<10)
 	bigBody := "<html><body>" + strings.Repeat("<p>filler</p>", 50<<10) + "</body></html>" // ~650 KB
 	cases := []struct {
@@ -154,6 +156,7 @@ func (st *stack) checkBody(p *crawlmsg.Page, want string) {
 // not stored either — a stored outcome would count the URL fetched with no page. Once the
 // stream takes the page again, the page is stored first and the outcome after it.
 func TestOutcomeOnlyAfterPage(t *testing.T) {
+	t.Parallel()
 	st := newStack(t)
 	s := newSite(t, map[string]http.HandlerFunc{"/robots.txt": text(robotsTxt), "/page": html(pageHTML)})
 	in := st.start(st.config(nil), "a")
@@ -197,6 +200,7 @@ func TestOutcomeOnlyAfterPage(t *testing.T) {
 // Redis before its request, still ends that request deadlineSlack (2 s) before its lease:
 // the request's context carries the lease's cut-off, not a fresh full fetch timeout.
 func TestRequestEndsBeforeLease(t *testing.T) {
+	t.Parallel()
 	st := newStack(t)
 	var mu sync.Mutex
 	var ended time.Time
@@ -217,10 +221,15 @@ func TestRequestEndsBeforeLease(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
 	tk := task(s.URL + "/page")
-	deadline := time.Now().Add(5*time.Second + 2*time.Second + 500*time.Millisecond)
+	// How late the task may reach the start check and still pass it (fetch timeout and
+	// slack before its deadline): room for a loaded machine.
+	const late = 1500 * time.Millisecond
+	issued := time.Now()
+	deadline := issued.Add(5*time.Second + 2*time.Second + late)
 	tk.Deadline = deadline.UnixMilli()
-	// Redis answers nothing for 2.5 s: the robots lookup after the start check stalls.
-	if err := st.rdb.Do(ctx, "CLIENT", "PAUSE", "2500", "ALL").Err(); err != nil {
+	// Redis answers nothing for 2 s more than that: the robots lookup after the start check
+	// stalls, so that a request given a fresh full fetch timeout would end at the deadline.
+	if err := st.rdb.Do(ctx, "CLIENT", "PAUSE", strconv.FormatInt((2*time.Second+late).Milliseconds(), 10), "ALL").Err(); err != nil {
 		t.Fatal(err)
 	}
 	st.publishTask(tk)
@@ -240,5 +249,5 @@ func TestRequestEndsBeforeLease(t *testing.T) {
 	if reqEnd := time.UnixMilli(o.StartedAt + o.DurationMs); reqEnd.After(deadline.Add(-time.Second)) {
 		t.Errorf("outcome says the request ended %s before the deadline", deadline.Sub(reqEnd))
 	}
-	t.Logf("request cut %s before the lease deadline, after starting %s into the task", deadline.Sub(end), fmt.Sprint(time.UnixMilli(o.StartedAt).Sub(deadline.Add(-7500*time.Millisecond))))
+	t.Logf("request cut %s before the lease deadline, after starting %s into the task", deadline.Sub(end), fmt.Sprint(time.UnixMilli(o.StartedAt).Sub(issued)))
 }

@@ -62,6 +62,7 @@ func (s *stack) bodyStored(name string) bool {
 // parsed only when no tap could still ask for it; a body that is gone terminates its page,
 // counted, instead of being retried.
 func TestBodiesByReference(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, map[string]string{"TRAWL_CONTENT_DEDUP": "false"})
 	s.run()
 	tail := strings.Repeat("<p>padding</p>", 1000) + `<a href="/found">found</a>`
@@ -111,6 +112,7 @@ func TestBodiesByReference(t *testing.T) {
 // holds: a body stored later, whose page every consumer acked, is swept once its page's
 // window has passed, while the store would otherwise fill behind the old page.
 func TestSweepFreesBodiesBehindALaggingTap(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, map[string]string{"TRAWL_CONTENT_DEDUP": "false", "TRAWL_LEASE_TTL": "2s"})
 	s.run()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -32,6 +32,7 @@ func contentDupPages(t *testing.T) (orig, copyPage, near, unrelated string) {
 const soft404 = `<html><head><title>Not found</title></head><body><p>Sorry, this page does not exist.</p></body></html>`
 
 func TestContentDedup(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, nil)
 	s.run()
 	orig, copyPage, near, unrelated := contentDupPages(t)
@@ -119,6 +120,7 @@ func TestContentDedup(t *testing.T) {
 }
 
 func TestContentDedupOff(t *testing.T) {
+	t.Parallel()
 	// Nothing listens on port 1: with content dedup and the site policies off the parser
 	// must not need Redis at all.
 	s := newStack(t, map[string]string{"TRAWL_CONTENT_DEDUP": "false", "TRAWL_PARSER_POLICY": "false", "TRAWL_REDIS_URL": "redis://127.0.0.1:1/0"})
@@ -150,6 +152,7 @@ func TestContentDedupOff(t *testing.T) {
 }
 
 func TestContentDedupSurvivesRedisOutage(t *testing.T) {
+	t.Parallel()
 	// AOF with fsync always, so the index survives the restart.
 	s := newStackWith(t, nil, redisproc.Options{AppendOnly: true, FsyncAlways: true})
 	s.run()

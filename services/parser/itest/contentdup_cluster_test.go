@@ -119,6 +119,7 @@ func TestContentDedupOnRedisCluster(t *testing.T) {
 // An index is refused by a parser configured with another partition count, in either
 // direction, naming the setting; the same count is accepted again.
 func TestInitRefusesAnotherPartitionCount(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		made, run int
 	}{

@@ -15,6 +15,7 @@ import (
 // content index, not one per text it ever had: its previous text's key goes when the text
 // changes, so another page with that old text is no longer reported a copy of it.
 func TestChangedRefetchesKeepOneExactKey(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, map[string]string{"TRAWL_RECRAWL": "adaptive", "TRAWL_RECRAWL_MIN": "1s",
 		"TRAWL_RECRAWL_DEFAULT": "1h", "TRAWL_RECRAWL_MAX": "48h", "TRAWL_CONTENT_PARTS": "4"})
 	s.run()

@@ -91,6 +91,7 @@ func edited(text string, n, k int, with string) string {
 }
 
 func TestExactDuplicate(t *testing.T) {
+	t.Parallel()
 	ix, rdb := index(t, contentdup.Options{})
 	text := fixtureText(t, "sourdough.txt")
 	// The same words laid out differently: white space does not count.
@@ -115,6 +116,7 @@ func TestExactDuplicate(t *testing.T) {
 }
 
 func TestNearDuplicateText(t *testing.T) {
+	t.Parallel()
 	ix, _ := index(t, contentdup.Options{})
 	light := fixtureText(t, "lighthouse.txt")
 	orig := edited(light, 300, -1, "")
@@ -150,6 +152,7 @@ func flip(h uint64, bitsAt ...int) uint64 {
 }
 
 func TestNearDistanceLimits(t *testing.T) {
+	t.Parallel()
 	const base = 0x0123456789abcdef
 	tests := []struct {
 		name    string
@@ -189,6 +192,7 @@ func TestNearDistanceLimits(t *testing.T) {
 }
 
 func TestClosestThenEarliest(t *testing.T) {
+	t.Parallel()
 	ix, _ := index(t, contentdup.Options{})
 	const p = 0xfedcba9876543210
 	far := hashPage("http://a.test/three-bits", flip(p, 0, 1, 2)) // band 0
@@ -213,6 +217,7 @@ func TestClosestThenEarliest(t *testing.T) {
 }
 
 func TestRedeliveryIsNotItsOwnDuplicate(t *testing.T) {
+	t.Parallel()
 	ix, _ := index(t, contentdup.Options{})
 	text := fixtureText(t, "lighthouse.txt")
 	page := textPage("http://a.test/light", text)
@@ -241,6 +246,7 @@ func TestRedeliveryIsNotItsOwnDuplicate(t *testing.T) {
 }
 
 func TestBatchOrderDecides(t *testing.T) {
+	t.Parallel()
 	ix, _ := index(t, contentdup.Options{})
 	light := fixtureText(t, "lighthouse.txt")
 	got := check(t, ix,
@@ -255,6 +261,7 @@ func TestBatchOrderDecides(t *testing.T) {
 }
 
 func TestUnstoredAndShortPages(t *testing.T) {
+	t.Parallel()
 	ix, rdb := index(t, contentdup.Options{})
 	light := fixtureText(t, "lighthouse.txt")
 	// A noindex page is checked, but nothing points at it later.
@@ -291,6 +298,7 @@ func TestUnstoredAndShortPages(t *testing.T) {
 }
 
 func TestBucketCap(t *testing.T) {
+	t.Parallel()
 	const capacity = 4
 	ix, rdb := index(t, contentdup.Options{MaxDistance: 3, BucketCap: capacity})
 	// Ten originals with the same band 0 and random other bands (far apart from each
@@ -350,6 +358,7 @@ func TestBucketCap(t *testing.T) {
 }
 
 func TestInitRefusesAnotherScheme(t *testing.T) {
+	t.Parallel()
 	ix, rdb := index(t, contentdup.Options{})
 	ctx := ctxT(t)
 	if v, err := rdb.Get(ctx, ix.MetaKey()).Result(); err != nil || v != simhash.HashVersion {
@@ -368,6 +377,7 @@ func TestInitRefusesAnotherScheme(t *testing.T) {
 }
 
 func TestCheckFailsWhileRedisIsDown(t *testing.T) {
+	t.Parallel()
 	rs := redisproc.StartT(t, redisproc.Options{})
 	opt, _ := redis.ParseURL(rs.URL())
 	opt.MaxRetries = -1
@@ -396,6 +406,7 @@ func TestCheckFailsWhileRedisIsDown(t *testing.T) {
 // A URL fetched again with another text gives up its previous text's exact key, whichever
 // partition holds it; a URL that was only a copy of that text leaves the original's key.
 func TestReplacesGivesUpTheOldExactKey(t *testing.T) {
+	t.Parallel()
 	ix, rdb := index(t, contentdup.Options{MaxDistance: 3, BucketCap: 64, Parts: 8})
 	old, copyText, next := "first text of the page", "what the copy says now", "second text of the page"
 	page := func(url, text, was string) contentdup.Page {

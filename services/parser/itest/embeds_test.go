@@ -43,6 +43,7 @@ func discoveredBy(msgs []discMsg) map[string][]crawlmsg.Discovered {
 // as a requisite gives its @import and url() one hop further still; at the hop cap nothing
 // more; an image is never parsed; and no requisite publishes a document.
 func TestRequisitesDiscovered(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, map[string]string{"TRAWL_EMBEDS": "on", "TRAWL_MAX_DEPTH": "0"})
 	s.run()
 
@@ -101,6 +102,7 @@ func equalDiscovered(a, b []crawlmsg.Discovered) bool {
 // TRAWL_EMBEDS=auto finds requisites while the archiver's consumer exists, and only then:
 // its creation and deletion count at once, not after the periodic look.
 func TestRequisitesFollowTheArchiver(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, map[string]string{"TRAWL_MAX_DEPTH": "0"}) // auto is the default
 	s.run()
 

@@ -18,6 +18,7 @@ func exactPage(url, dig string) contentdup.Page {
 // An evicted text's next copy is taken for an original (a duplicate missed), and no page
 // is ever reported a copy of a text it does not have.
 func TestExactEntriesStayWithinCapacity(t *testing.T) {
+	t.Parallel()
 	const perBucket = 3
 	ix, rdb := index(t, contentdup.Options{MaxDistance: 3, BucketCap: 64, ExactCapacity: perBucket * contentdup.ExactBuckets})
 	// Digests of one bucket (their first four hex digits), so that a few fill it.

@@ -12,6 +12,7 @@ import (
 // "exact:<64 hex>", that nothing reads any more. DropLegacy deletes those, in every
 // partition, and nothing of the current layout or outside the index.
 func TestDropLegacyExactKeys(t *testing.T) {
+	t.Parallel()
 	for _, parts := range []int{1, 3} {
 		t.Run(fmt.Sprintf("%d partitions", parts), func(t *testing.T) {
 			ix, rdb := index(t, contentdup.Options{MaxDistance: 3, BucketCap: 64, Parts: parts})

@@ -12,6 +12,7 @@ import (
 // page with the page as its source, so the discovered and frontier stages pay per batch,
 // not per page; and no page's links are lost or doubled on the way.
 func TestLinksOfABatchInOneMessage(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, nil)
 	const pages = 12
 	// Published before the parser starts, so that its first pull takes them all at once.

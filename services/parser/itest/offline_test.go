@@ -30,6 +30,7 @@ import (
 // result per page, and keeps the same render decision for explain; it publishes nothing.
 // Each runs on a redis-server of its own, so both see an empty content index.
 func TestOfflineIsHandleBatch(t *testing.T) {
+	t.Parallel()
 	env := map[string]string{
 		"TRAWL_RECRAWL": "adaptive", "TRAWL_RECRAWL_MIN": "1s", "TRAWL_RECRAWL_DEFAULT": "1h", "TRAWL_RECRAWL_MAX": "48h",
 		"TRAWL_RENDER": "auto", "TRAWL_PARSE_BATCH": "16",

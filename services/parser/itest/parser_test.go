@@ -283,6 +283,7 @@ const linkPage = `<!DOCTYPE html><html lang="en"><head><title>Home</title>
 </body></html>`
 
 func TestPipeline(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, nil)
 	s.run()
 
@@ -398,6 +399,7 @@ func keys[V any](m map[string]V) []string {
 }
 
 func TestMalformedPagesAreTerminated(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, nil)
 	var terminated atomic.Int32
 	sub, err := s.nc.Subscribe(fmt.Sprintf("$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.%s.%s", topology.StreamPages, topology.ConsumerParser),
@@ -442,6 +444,7 @@ func TestMalformedPagesAreTerminated(t *testing.T) {
 }
 
 func TestRedeliveryPublishesOnce(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, nil)
 	// The consume loop is not started: the test takes the page from the parser's durable
 	// itself, so it can let JetStream redeliver it and hand both deliveries to the
@@ -504,6 +507,7 @@ func TestRedeliveryPublishesOnce(t *testing.T) {
 }
 
 func TestSurvivesNATSRestart(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, nil)
 	s.run()
 	s.publishPage(htmlMeta("http://site.test/before", 0), `<title>Before</title>`)

@@ -17,6 +17,7 @@ import (
 // sitemap brings forward the schedule of a known URL it says changed since it was last
 // read, leaving one that did not change alone.
 func TestRecrawlSchedules(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, map[string]string{"TRAWL_RECRAWL": "adaptive", "TRAWL_RECRAWL_MIN": "1s", "TRAWL_RECRAWL_DEFAULT": "1h", "TRAWL_RECRAWL_MAX": "48h"})
 	s.run()
 	ctx := testwait.Context(t)

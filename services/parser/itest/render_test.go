@@ -30,6 +30,7 @@ const renderedDOM = `<html lang="en"><head><title>Harbour app</title></head><bod
 // script wrote, its script-written links followed, and never a second task. Each decision
 // is counted, and the notable ones are kept for trawlctl explain.
 func TestRenderPipeline(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, map[string]string{"TRAWL_RENDER": "auto"})
 	s.run()
 
@@ -111,6 +112,7 @@ func TestRenderPipeline(t *testing.T) {
 
 // With rendering off (the default) a shell is parsed as fetched: a document, no task.
 func TestRenderOff(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, nil)
 	s.run()
 	shell := htmlMeta("http://site.test/app", 0)

@@ -26,6 +26,7 @@ import (
 // fit instead of dropping the oldest — and every page it accepted is parsed once the
 // parser is back.
 func TestPagesKeptUntilParsed(t *testing.T) {
+	t.Parallel()
 	ns := natsembed.StartT(t)
 	rs := redisproc.StartT(t, redisproc.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
@@ -96,6 +97,7 @@ func TestPagesKeptUntilParsed(t *testing.T) {
 // limits, 72 h, oldest dropped) is changed to interest retention by the services' start-up
 // declaration, keeping the pages it holds for the parser.
 func TestPagesStreamMigratesInPlace(t *testing.T) {
+	t.Parallel()
 	ns := natsembed.StartT(t)
 	rs := redisproc.StartT(t, redisproc.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)

@@ -34,6 +34,7 @@ func gzipped(t *testing.T, s string) string {
 // as sitemaps; a gzipped one is read whatever its content type; bad XML is counted and
 // settled with the URLs before the break.
 func TestSitemapPages(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, nil)
 	s.run()
 
@@ -106,9 +107,11 @@ func TestSitemapPages(t *testing.T) {
 // too many for one message, all reach crawl.discovered in several messages of ids of
 // their own (one id would have the duplicate window drop all but the first).
 func TestSitemapOverItsLimit(t *testing.T) {
+	t.Parallel()
 	const limit = 20000
-	// An AckWait the publish of megabytes fits in, even under the race detector.
-	s := newStack(t, map[string]string{"TRAWL_SITEMAP_MAX_URLS": strconv.Itoa(limit), "TRAWL_ACK_WAIT": "20s"})
+	// An AckWait the publish of megabytes fits in, even under the race detector and beside
+	// other tests: a redelivery would count the sitemap's URLs twice.
+	s := newStack(t, map[string]string{"TRAWL_SITEMAP_MAX_URLS": strconv.Itoa(limit), "TRAWL_ACK_WAIT": "60s"})
 	s.run()
 	// URLs of some 250 octets: 20,000 of them pass what one message may carry.
 	pad := strings.Repeat("x", 220)
