@@ -18,6 +18,9 @@ E2E_PARALLEL ?= 4
 # Packages tested at once: the integration packages mostly wait on their servers, leases
 # and retries, so twice the cores keeps the CPU busy.
 TEST_PACKAGES ?= 4
+# Tests of one package at once: their parallel tests start their own servers and wait on
+# them; those whose assertions hold a wall-clock bound do not call t.Parallel.
+TEST_PARALLEL ?= 4
 # The end-to-end tests and the integration module make test leaves to make test-policy-render.
 POLICY_RENDER_E2E := ^(TestPolicy|TestRender)
 RENDER_ITEST      := /services/renderer/itest
@@ -44,7 +47,7 @@ vet:
 ## test-policy-render, which CI runs next), so that the edit-test loop stays near ten minutes
 test: vet
 	@$(GO) run ./devstack/cmd/trawl-deps redis-server chromium
-	$(GO) test -race -p $(TEST_PACKAGES) $(TEST_FLAGS) $$($(GO) list $(PKGS) | grep -v -e /devstack/e2e -e $(RENDER_ITEST))
+	$(GO) test -race -p $(TEST_PACKAGES) -parallel $(TEST_PARALLEL) $(TEST_FLAGS) $$($(GO) list $(PKGS) | grep -v -e /devstack/e2e -e $(RENDER_ITEST))
 	$(GO) test $(TEST_FLAGS) -parallel $(E2E_PARALLEL) -skip '$(POLICY_RENDER_E2E)' $(E2E)
 
 ## test-policy-render: live site policies and rendering end to end (each judged from the synthetic
