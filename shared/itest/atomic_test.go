@@ -64,48 +64,64 @@ func atomicStream(t *testing.T, cfg jetstream.StreamConfig) jetstream.JetStream 
 }
 
 // PublishBatch sends the messages of one stream as one atomic batch (one fsync at
-// TRAWL_FSYNC=always), and a republish whose batch holds ids already stored — which the
-// server refuses whole — still ends with every message stored exactly once.
+// TRAWL_FSYNC=always) when they are natsx.AtomicMin or more, and fewer one at a time, and a
+// republish whose batch holds ids already stored — which the server refuses whole — still
+// ends with every message stored exactly once.
 func TestPublishBatchIsAtomicAndRepublishable(t *testing.T) {
 	t.Parallel()
-	js := atomicStream(t, jetstream.StreamConfig{Name: "AB", Subjects: []string{topology.SubjectDocs}})
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	batch := func(from, to int) []*nats.Msg {
-		var msgs []*nats.Msg
-		for i := from; i < to; i++ {
-			msgs = append(msgs, natsx.NewMsg(topology.SubjectDocs, fmt.Sprintf("doc-%d", i), []byte("d")))
-		}
-		return msgs
-	}
-	if err := natsx.PublishBatch(ctx, js, batch(0, 10)); err != nil {
-		t.Fatal(err)
-	}
-	got := storedBatches(t, js, "AB")
-	if len(got) != 10 {
-		t.Fatalf("stored %d messages, want 10", len(got))
-	}
-	if got["doc-0"] == "" {
-		t.Fatalf("doc-0 was not stored in an atomic batch (no %s header)", batchIDHeader)
-	}
-	for id, b := range got {
-		if b != got["doc-0"] {
-			t.Fatalf("%s in batch %q, doc-0 in %q: one PublishBatch call made several batches", id, b, got["doc-0"])
-		}
-	}
+	for _, tc := range []struct {
+		name   string
+		n      int
+		atomic bool
+	}{
+		{"fewer than AtomicMin, one at a time", natsx.AtomicMin - 1, false},
+		{"AtomicMin, one batch", natsx.AtomicMin, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			js := atomicStream(t, jetstream.StreamConfig{Name: "AB", Subjects: []string{topology.SubjectDocs}})
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			batch := func(from, to int) []*nats.Msg {
+				var msgs []*nats.Msg
+				for i := from; i < to; i++ {
+					msgs = append(msgs, natsx.NewMsg(topology.SubjectDocs, fmt.Sprintf("doc-%d", i), []byte("d")))
+				}
+				return msgs
+			}
+			if err := natsx.PublishBatch(ctx, js, batch(0, tc.n)); err != nil {
+				t.Fatal(err)
+			}
+			got := storedBatches(t, js, "AB")
+			if len(got) != tc.n {
+				t.Fatalf("stored %d messages, want %d", len(got), tc.n)
+			}
+			switch {
+			case tc.atomic && got["doc-0"] == "":
+				t.Fatalf("doc-0 was not stored in an atomic batch (no %s header)", batchIDHeader)
+			case !tc.atomic && got["doc-0"] != "":
+				t.Fatalf("doc-0 of %d messages was stored in atomic batch %q, want them one at a time", tc.n, got["doc-0"])
+			}
+			for id, b := range got {
+				if b != got["doc-0"] {
+					t.Fatalf("%s in batch %q, doc-0 in %q: one PublishBatch call made several batches", id, b, got["doc-0"])
+				}
+			}
 
-	// A retry after a lost ack: half the ids are stored already.
-	if err := natsx.PublishBatch(ctx, js, batch(5, 15)); err != nil {
-		t.Fatalf("republish of a batch holding stored ids: %v", err)
-	}
-	got = storedBatches(t, js, "AB")
-	for i := range 15 {
-		if _, ok := got[fmt.Sprintf("doc-%d", i)]; !ok {
-			t.Errorf("doc-%d not stored", i)
-		}
-	}
-	if len(got) != 15 {
-		t.Fatalf("stored %d messages, want 15", len(got))
+			// A retry after a lost ack: half the ids are stored already.
+			half := tc.n / 2
+			if err := natsx.PublishBatch(ctx, js, batch(half, half+tc.n)); err != nil {
+				t.Fatalf("republish of a batch holding stored ids: %v", err)
+			}
+			got = storedBatches(t, js, "AB")
+			for i := range half + tc.n {
+				if _, ok := got[fmt.Sprintf("doc-%d", i)]; !ok {
+					t.Errorf("doc-%d not stored", i)
+				}
+			}
+			if len(got) != half+tc.n {
+				t.Fatalf("stored %d messages, want %d", len(got), half+tc.n)
+			}
+		})
 	}
 }
 
@@ -151,7 +167,7 @@ func TestCommitterGathersCallersAndKeepsTheirErrors(t *testing.T) {
 		{"one too large", 7},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			const callers = 40
+			const callers = 4 * natsx.AtomicMin
 			prefix := strings.ReplaceAll(tc.name, " ", "-")
 			errs := make([]error, callers)
 			var start, wg sync.WaitGroup

@@ -21,6 +21,13 @@ import (
 // go one at a time.
 const AtomicMax = 1000
 
+// AtomicMin is the fewest messages of one stream that go as an atomic batch; fewer go one
+// at a time. nats-server stages each atomic batch of a one-replica file stream in a file
+// store of its own, made, synced and removed per batch, which costs it about as much CPU
+// as a few dozen synced messages: a batch of a few messages costs more than it saves
+// (measured at TRAWL_FSYNC=always: docs/cost-per-page.md, "Durability").
+const AtomicMin = 16
+
 // AtomicBatches returns js marked for atomic batches: PublishBatch and Committer publish
 // through it the messages of one stream as atomic batches, and through an unmarked handle
 // each message alone (durability.Level.AtomicBatches says when to mark).
@@ -40,7 +47,7 @@ func atomicOn(js jetstream.JetStream) bool {
 
 // publishAll publishes msgs and waits for JetStream to store them, returning one error per
 // message (nil: stored, or dropped as a duplicate of one stored). Through a handle marked
-// by AtomicBatches, messages of one topology.AtomicGroup, two or more, go as atomic
+// by AtomicBatches, messages of one topology.AtomicGroup, AtomicMin or more, go as atomic
 // batches (publishAtomic): the server stores a batch whole or not at all, and at
 // TRAWL_FSYNC=always syncs the stream's file once per batch instead of once per message,
 // and acks it once. The others are published asynchronously, each acked. seqs holds each
@@ -48,7 +55,7 @@ func atomicOn(js jetstream.JetStream) bool {
 // 0 for a message stored in an atomic batch, whose ack names the batch.
 func publishAll(ctx context.Context, js jetstream.JetStream, msgs []*nats.Msg) (errs []error, seqs []uint64) {
 	errs, seqs = make([]error, len(msgs)), make([]uint64, len(msgs))
-	if len(msgs) < 2 || !atomicOn(js) {
+	if len(msgs) < AtomicMin || !atomicOn(js) {
 		publishAsync(ctx, js, msgs, nil, true, errs, seqs)
 		return errs, seqs
 	}
@@ -62,7 +69,7 @@ func publishAll(ctx context.Context, js jetstream.JetStream, msgs []*nats.Msg) (
 		}
 	}
 	for g, idx := range groups {
-		if len(idx) < 2 {
+		if len(idx) < AtomicMin {
 			single = append(single, idx...)
 			delete(groups, g)
 		}
