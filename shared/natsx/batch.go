@@ -23,9 +23,9 @@ const AtomicMax = 1000
 
 // AtomicMin is the fewest messages of one stream that go as an atomic batch; fewer go one
 // at a time. nats-server stages each atomic batch of a one-replica file stream in a file
-// store of its own, made, synced and removed per batch, which costs it about as much CPU
-// as a few dozen synced messages: a batch of a few messages costs more than it saves
-// (measured at TRAWL_FSYNC=always: docs/cost-per-page.md, "Durability").
+// store of its own, made, synced and removed per batch, so a batch of a few messages costs
+// it more than their single synced writes; at TRAWL_FSYNC=always the crawl spent least
+// with 8 or 16 here, more with 2 or 32 (docs/cost-per-page.md, "Durability").
 const AtomicMin = 16
 
 // AtomicBatches returns js marked for atomic batches: PublishBatch and Committer publish
