@@ -368,24 +368,14 @@ func pingOnce(ctx context.Context, client *redis.Client, addr string, pid int) e
 	if err := client.Ping(ctx).Err(); err != nil {
 		return err
 	}
-	info, err := client.Info(ctx, "server").Result()
-	if err != nil {
+	info := client.InfoMap(ctx, "server")
+	if err := info.Err(); err != nil {
 		return err
 	}
-	if got := infoField(info, "process_id"); got != strconv.Itoa(pid) {
+	if got := info.Item("Server", "process_id"); got != strconv.Itoa(pid) {
 		return fmt.Errorf("%s is answered by another redis-server (process %s)", addr, got)
 	}
 	return nil
-}
-
-// infoField is the value of field in an INFO reply ("" if absent).
-func infoField(info, field string) string {
-	for line := range strings.Lines(info) {
-		if v, ok := strings.CutPrefix(strings.TrimRight(line, "\r\n"), field+":"); ok {
-			return v
-		}
-	}
-	return ""
 }
 
 func (p *process) stop(timeout time.Duration) error {
