@@ -381,3 +381,31 @@ func TestRenderJudgesRequestsInTrawlsForm(t *testing.T) {
 		t.Errorf("refused %v, want blocked: 2", r)
 	}
 }
+
+// The quiet window that ends a page starts at the load event: a page whose last request
+// ended long before it (here a script holding the main thread 1.5 s) and that loads its
+// content from its load handler is taken with that content, not at once. A busy browser
+// on a loaded machine makes this case of any script that runs slowly.
+func TestRenderWaitsOutTheQuietWindowAfterLoad(t *testing.T) {
+	st := newStack(t)
+	s := newSite(t, map[string]http.HandlerFunc{
+		"a.test/robots.txt": serve("text/plain", ""),
+		"a.test/data.json":  serve("application/json", `{"text":"loaded after the load event"}`),
+	})
+	st.start(st.config(map[string]string{"TRAWL_RESOLVE": resolve("a.test"), "TRAWL_RENDER_SETTLE": "500ms"}))
+	shell := `<!doctype html><html><head><link rel="icon" href="data:,"></head><body><div id="root"></div><script>
+		var t = Date.now(); while (Date.now() - t < 1500) {}
+		addEventListener('load', function () { setTimeout(function () {
+			fetch('/data.json').then(function (r) { return r.json(); }).then(function (d) {
+				document.getElementById('root').textContent = d.text;
+			});
+		}, 100); });
+	</script></body></html>`
+	p := st.page(st.publishTask(s.url("a.test", "/"), shell))
+	if p.Meta.Rendered == nil || p.Meta.Rendered.Failed != "" {
+		t.Fatalf("page not rendered: %+v", p.Meta.Rendered)
+	}
+	if !strings.Contains(string(p.Body), "loaded after the load event") {
+		t.Errorf("rendered DOM lacks the content its load handler fetched (site asked for %v):\n%s", s.paths("a.test"), p.Body)
+	}
+}

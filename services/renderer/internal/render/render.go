@@ -92,7 +92,7 @@ type pageState struct {
 	mainDone atomic.Bool
 	mainID   atomic.Value // cdp.FrameID of the main frame, once its document was asked for
 	inflight atomic.Int64
-	lastDone atomic.Int64 // unix ns of the last request answered
+	lastDone atomic.Int64 // unix ns of the last request answered, or of the load event if later
 	wg       sync.WaitGroup
 
 	mu        sync.Mutex
@@ -147,11 +147,16 @@ func (r *Renderer) Render(ctx context.Context, tab context.Context, p Page) (*Re
 	return &Result{DOM: []byte(dom), Exchanges: st.exchanges, Refused: st.refused, Started: started, Duration: time.Since(started)}, nil
 }
 
-// settle waits until no request has been in flight for Settle, or the time cap.
+// settle waits until no request has been in flight for Settle after the load event, or the
+// time cap. The window starts at the load event, not at the last request's end: a request
+// a script starts at or just before the load event reaches Trawl as its own DevTools event,
+// which may come after the load event's; and a page whose last request ended long before
+// its load event (a slow script, a busy browser) would otherwise be taken at once, before
+// what its load handler fetches.
 func (st *pageState) settle() error {
 	tick := time.NewTicker(25 * time.Millisecond)
 	defer tick.Stop()
-	st.lastDone.CompareAndSwap(0, time.Now().UnixNano())
+	st.lastDone.Store(time.Now().UnixNano())
 	for {
 		if st.inflight.Load() == 0 && time.Since(time.Unix(0, st.lastDone.Load())) >= st.r.o.Settle {
 			return nil
