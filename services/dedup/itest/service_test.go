@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"slices"
 	"strconv"
@@ -38,7 +37,7 @@ type stack struct {
 	js      jetstream.JetStream
 	nats    *natsembed.Server
 	redis   *redisproc.Server
-	metrics string // http://host:port/metrics
+	metrics string // http://host:port/metrics of the service last started
 	stop    func() error
 }
 
@@ -46,12 +45,14 @@ func startStack(t *testing.T, redisOpts redisproc.Options, env map[string]string
 	t.Helper()
 	ns := natsembed.StartT(t)
 	rs := redisproc.StartT(t, redisOpts)
-	addr := freeAddr(t)
 	vars := map[string]string{
-		"TRAWL_NATS_URL":            ns.URL(),
-		"TRAWL_REDIS_URL":           rs.URL(),
-		"TRAWL_SHARDS":              "2",
-		"TRAWL_HTTP_ADDR":           addr,
+		"TRAWL_NATS_URL":  ns.URL(),
+		"TRAWL_REDIS_URL": rs.URL(),
+		"TRAWL_SHARDS":    "2",
+		// The service binds a port of the kernel's choosing and start asks it which: a
+		// port probed free and bound later may be another test's by then, whose service
+		// would answer this one's probes.
+		"TRAWL_HTTP_ADDR":           "127.0.0.1:0",
 		"TRAWL_MAX_DEPTH":           "3",
 		"TRAWL_BLOOM_CAPACITY":      "100000",
 		"TRAWL_BLOOM_KEY_BITS":      "65536",
@@ -82,7 +83,7 @@ func startStack(t *testing.T, redisOpts redisproc.Options, env map[string]string
 		t.Fatal(err)
 	}
 
-	s := &stack{cfg: cfg, js: js, nats: ns, redis: rs, metrics: "http://" + addr + "/metrics"}
+	s := &stack{cfg: cfg, js: js, nats: ns, redis: rs}
 	s.start(t)
 	return s
 }
@@ -93,9 +94,17 @@ func (s *stack) start(t *testing.T) {
 	t.Helper()
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
+	addr := make(chan string, 1)
 	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	go func() {
-		done <- runner.NewThenRun(runCtx, log, func(ctx context.Context) (*service.Service, error) { return service.New(ctx, s.cfg, log) })
+		done <- runner.NewThenRun(runCtx, log, func(ctx context.Context) (*service.Service, error) {
+			svc, err := service.New(ctx, s.cfg, log)
+			if err != nil {
+				return nil, err
+			}
+			addr <- svc.Addr()
+			return svc, nil
+		})
 	}()
 	stopped := false
 	s.stop = func() error {
@@ -116,6 +125,14 @@ func (s *stack) start(t *testing.T) {
 			t.Errorf("service stop: %v", err)
 		}
 	})
+	select {
+	case a := <-addr:
+		s.metrics = "http://" + a + "/metrics"
+	case err := <-done:
+		t.Fatalf("service exited at start: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("timed out after 20s waiting for the service to connect to NATS and Redis and bind its HTTP address")
+	}
 	ready := strings.TrimSuffix(s.metrics, "/metrics") + "/readyz"
 	testwait.Eventually(t, 20*time.Second, "dedup /readyz", func() bool {
 		select {
@@ -512,16 +529,6 @@ func TestServiceGracefulStopAndRestart(t *testing.T) {
 	if len(seen) != len(want) {
 		t.Errorf("%d distinct URLs on the frontier, want %d", len(seen), len(want))
 	}
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 type testWriter struct{ t *testing.T }

@@ -3,16 +3,13 @@ package itest
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -71,16 +68,6 @@ next:
 	return n
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 func startStack(t *testing.T, redisOpts redisproc.Options, env map[string]string, opts ...service.Option) *stack {
 	t.Helper()
 	ns := natsembed.StartT(t)
@@ -119,28 +106,10 @@ func startStack(t *testing.T, redisOpts redisproc.Options, env map[string]string
 func (s *stack) startService(env map[string]string, opts ...service.Option) (config.Config, context.CancelFunc, chan error) {
 	t := s.t
 	t.Helper()
-	// The HTTP address is probed free and then bound by the service: a server or connection
-	// of another test may take the port in between. Such a start fails binding it, and is
-	// made again on another port.
-	const attempts = 5
-	for attempt := 1; ; attempt++ {
-		cfg, stop, done, err := s.tryStartService(env, opts...)
-		if err == nil {
-			return cfg, stop, done
-		}
-		if !errors.Is(err, syscall.EADDRINUSE) || attempt == attempts {
-			t.Fatalf("scheduler not started (attempt %d of %d): %v", attempt, attempts, err)
-		}
-		t.Logf("scheduler's HTTP address taken before it was bound; starting again on another: %v", err)
-	}
-}
-
-// tryStartService is one attempt of startService; it returns the error of a service that
-// could not be built.
-func (s *stack) tryStartService(env map[string]string, opts ...service.Option) (config.Config, context.CancelFunc, chan error, error) {
-	t := s.t
-	t.Helper()
-	vars := map[string]string{"TRAWL_HTTP_ADDR": freeAddr(t)}
+	// The service binds a port of the kernel's choosing and the test asks it which: a port
+	// probed free and bound later may be another test's by then, whose service would
+	// answer this one's probes.
+	vars := map[string]string{"TRAWL_HTTP_ADDR": "127.0.0.1:0"}
 	for k, v := range s.env {
 		vars[k] = v
 	}
@@ -156,13 +125,21 @@ func (s *stack) tryStartService(env map[string]string, opts ...service.Option) (
 	}
 	log := slog.New(slog.NewTextHandler(testWriter{t, s.logs}, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx, cancel := context.WithCancel(context.Background())
-	built := make(chan error, 1)
+	type result struct {
+		addr string
+		err  error
+	}
+	built := make(chan result, 1)
 	done := make(chan error, 1)
 	go func() {
 		done <- runner.NewThenRun(ctx, log, func(ctx context.Context) (*service.Service, error) {
 			svc, err := service.New(ctx, cfg, log, opts...)
-			built <- err
-			return svc, err
+			if err != nil {
+				built <- result{err: err}
+				return nil, err
+			}
+			built <- result{addr: svc.Addr()}
+			return svc, nil
 		})
 	}()
 	t.Cleanup(func() {
@@ -174,13 +151,12 @@ func (s *stack) tryStartService(env map[string]string, opts ...service.Option) (
 			t.Error("service did not stop")
 		}
 	})
-	// Once built, the HTTP address is the service's own: /readyz below is its answer.
 	select {
-	case err := <-built:
-		if err != nil {
-			cancel()
-			return config.Config{}, nil, nil, err
+	case r := <-built:
+		if r.err != nil {
+			t.Fatalf("scheduler not started: %v", r.err)
 		}
+		cfg.Common.HTTPAddr = r.addr
 	case <-time.After(30 * time.Second):
 		t.Fatal("timed out after 30s waiting for the service to connect, bind its HTTP address and write its policies")
 	}
@@ -193,7 +169,7 @@ func (s *stack) tryStartService(env map[string]string, opts ...service.Option) (
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	})
-	return cfg, cancel, done, nil
+	return cfg, cancel, done
 }
 
 type testWriter struct {

@@ -232,6 +232,9 @@ func (s *Service) checkLost(ctx context.Context, lostAt time.Time) error {
 // Close releases the connections of a Service that is not Run (Run closes them itself).
 func (s *Service) Close() { s.run.Close() }
 
+// Addr is the address its HTTP server (metrics, probes) listens on.
+func (s *Service) Addr() string { return s.run.Addr() }
+
 // setLayers updates the gauges that follow the filter's layers.
 func (m *metrics) setLayers(f bloom.Parts) {
 	m.layers.Set(float64(f.Layers()))

@@ -134,6 +134,9 @@ func (s *Service) Run(ctx context.Context) error {
 // Close releases the connections of a Service that is not Run (Run closes them itself).
 func (s *Service) Close() { s.run.Close() }
 
+// Addr is the address its HTTP server (status page, metrics, probes) listens on.
+func (s *Service) Addr() string { return s.run.Addr() }
+
 // newStatusPage shows every shard of the crawl, not only those this process serves: the
 // state is all in Redis, so any scheduler can show the whole crawl. A shard read cut short
 // by the page's deadline says why Redis did not answer (why).
