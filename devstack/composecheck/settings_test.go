@@ -16,6 +16,7 @@ import (
 	"github.com/compose-spec/compose-go/v2/types"
 	"go.yaml.in/yaml/v4"
 
+	"github.com/trawl/trawl/devstack/dockerhost"
 	"github.com/trawl/trawl/devstack/stack"
 	"github.com/trawl/trawl/shared/envconfig/envdoc"
 )
@@ -175,6 +176,11 @@ func TestDockerComposeSettingPrecedence(t *testing.T) {
 	docker, err := exec.LookPath("docker")
 	if err != nil {
 		t.Fatalf("this test runs `docker compose config` (Docker Compose v2; no daemon or image needed): %v", err)
+	}
+	// Debian's docker.io has no compose plugin: on a fresh machine it is built, once, as
+	// make compose-test builds it.
+	if _, err := dockerhost.EnsureComposeV2(t.Context(), t.Output()); err != nil {
+		t.Fatalf("this test runs `docker compose config` (Docker Compose v2): %v", err)
 	}
 	root, err := stack.RepoRoot()
 	if err != nil {
