@@ -1,7 +1,8 @@
 # Trawl: build, test, run, bench. Every target works on a fresh machine with Go installed;
 # `make run` and `make test` install what they need with apt-get when it is missing (as root):
-# redis-server for both, chromium for the status page's browser test (`make compose-test`: a
-# Docker engine, docker-compose, debootstrap); otherwise they name the packages to install.
+# redis-server for both, chromium for the status page's browser test and the Docker CLI for
+# `docker compose config` (`make compose-test`: a Docker engine, docker-compose,
+# debootstrap); otherwise they name the packages to install.
 
 SERVICES   := scheduler fetcher parser dedup archiver renderer
 MODULES    := shared shared/itest devstack $(addprefix services/,$(SERVICES)) $(addsuffix /itest,$(addprefix services/,$(SERVICES))) trawlctl examples/indexer
@@ -46,7 +47,7 @@ vet:
 ## of live site policies and rendering end to end and the renderer's own integration tests (make
 ## test-policy-render, which CI runs next), so that the edit-test loop stays near ten minutes
 test: vet
-	@$(GO) run ./devstack/cmd/trawl-deps redis-server chromium
+	@$(GO) run ./devstack/cmd/trawl-deps redis-server chromium docker
 	$(GO) test -race -p $(TEST_PACKAGES) -parallel $(TEST_PARALLEL) $(TEST_FLAGS) $$($(GO) list $(PKGS) | grep -v -e /devstack/e2e -e $(RENDER_ITEST))
 	$(GO) test $(TEST_FLAGS) -parallel $(E2E_PARALLEL) -skip '$(POLICY_RENDER_E2E)' $(E2E)
 

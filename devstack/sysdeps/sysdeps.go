@@ -59,6 +59,9 @@ var Known = map[string]Program{
 	"node":         {Binary: "node", Package: "nodejs"},
 	"npm":          {Binary: "npm", Package: "npm"},
 	"nginx":        {Binary: "nginx", Package: "nginx", File: "/usr/sbin/nginx"},
+	// make test's check of compose.yaml's setting precedence runs `docker compose config`:
+	// the CLI only, no engine.
+	"docker": {Binary: "docker", Package: "docker.io"},
 	// The compose test: a Docker engine (and its CLI), docker-compose 1.29, and debootstrap
 	// for the stand-in base images where no registry answers.
 	"dockerd":        {Binary: "dockerd", Package: "docker.io", File: "/usr/sbin/dockerd"},
