@@ -98,6 +98,49 @@ type pageState struct {
 	mu        sync.Mutex
 	exchanges []crawlmsg.Exchange
 	refused   map[string]int
+	// announced are the page's http(s) requests its document has begun (Network domain,
+	// which chromedp enables on every tab) and that were neither paused for Trawl nor ended
+	// yet, with when each began. The page's own process sends the load event and these on
+	// one channel, in order; the pause of a request comes from the browser's network side,
+	// and on a busy machine it can come well after the load event. Without them a request a
+	// script began just before the load event would be unknown when the DOM is taken.
+	announced map[network.RequestID]time.Time
+}
+
+// announceGrace bounds how long a begun request that was neither paused nor ended holds
+// the page: the browser may begin a request it never sends (one a later event drops
+// without a word), which must not hold a page to its time cap.
+const announceGrace = 2 * time.Second
+
+// waiting reports whether a request the page began is still on its way to Trawl.
+func (st *pageState) waiting(now time.Time) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for _, began := range st.announced {
+		if now.Sub(began) < announceGrace {
+			return true
+		}
+	}
+	return false
+}
+
+// announce records, and forget drops, a begun request.
+func (st *pageState) announce(id network.RequestID, rawURL string) {
+	if !strings.HasPrefix(rawURL, "http://") && !strings.HasPrefix(rawURL, "https://") {
+		return // data:, blob: and the like are never paused
+	}
+	st.mu.Lock()
+	st.announced[id] = time.Now()
+	st.mu.Unlock()
+}
+
+func (st *pageState) forget(id network.RequestID) {
+	if id == "" {
+		return
+	}
+	st.mu.Lock()
+	delete(st.announced, id)
+	st.mu.Unlock()
 }
 
 // Render loads p in tab (a chromedp tab context) and returns its DOM within the time cap.
@@ -108,15 +151,23 @@ func (r *Renderer) Render(ctx context.Context, tab context.Context, p Page) (*Re
 	defer cancel()
 	stopOnDone := context.AfterFunc(ctx, cancel)
 	defer stopOnDone()
-	st := &pageState{r: r, p: p, ctx: pctx, tab: tab, refused: map[string]int{}}
+	st := &pageState{r: r, p: p, ctx: pctx, tab: tab, refused: map[string]int{}, announced: map[network.RequestID]time.Time{}}
 	// Handlers answer from their own goroutines: the listener must return at once.
 	lctx, stopListen := context.WithCancel(tab)
 	defer stopListen()
 	if err := chromedp.Listen(lctx, func(ev any) {
-		if e, ok := ev.(*fetch.EventRequestPaused); ok {
+		switch e := ev.(type) {
+		case *fetch.EventRequestPaused:
 			st.inflight.Add(1)
+			st.forget(e.NetworkID)
 			st.wg.Add(1)
 			go st.handle(e)
+		case *network.EventRequestWillBeSent:
+			st.announce(e.RequestID, e.Request.URL)
+		case *network.EventLoadingFinished:
+			st.forget(e.RequestID)
+		case *network.EventLoadingFailed:
+			st.forget(e.RequestID)
 		}
 	}); err != nil {
 		return nil, fmt.Errorf("render: listen: %w", err)
@@ -148,17 +199,17 @@ func (r *Renderer) Render(ctx context.Context, tab context.Context, p Page) (*Re
 }
 
 // settle waits until no request has been in flight for Settle after the load event, or the
-// time cap. The window starts at the load event, not at the last request's end: a request
-// a script starts at or just before the load event reaches Trawl as its own DevTools event,
-// which may come after the load event's; and a page whose last request ended long before
-// its load event (a slow script, a busy browser) would otherwise be taken at once, before
-// what its load handler fetches.
+// time cap. In flight is a request paused for Trawl and not yet answered, or one the page
+// began that has not reached Trawl yet (announced). The window starts at the load event,
+// not at the last request's end: a page whose last request ended long before its load
+// event (a slow script, a busy browser) would otherwise be taken at once, before what its
+// load handler fetches.
 func (st *pageState) settle() error {
 	tick := time.NewTicker(25 * time.Millisecond)
 	defer tick.Stop()
 	st.lastDone.Store(time.Now().UnixNano())
 	for {
-		if st.inflight.Load() == 0 && time.Since(time.Unix(0, st.lastDone.Load())) >= st.r.o.Settle {
+		if st.inflight.Load() == 0 && time.Since(time.Unix(0, st.lastDone.Load())) >= st.r.o.Settle && !st.waiting(time.Now()) {
 			return nil
 		}
 		select {
