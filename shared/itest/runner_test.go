@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/trawl/trawl/devstack/natsembed"
@@ -256,6 +257,47 @@ func TestRunnerConsumeOptionsReady(t *testing.T) {
 				if err := o.Ready(testwait.Context(t)); err != nil {
 					t.Errorf("Ready with Redis up = %v", err)
 				}
+			}
+		})
+	}
+}
+
+// A consume loop settles its acks exactly when its service asked for it (the stages whose
+// acks stand for what a later stage depends on), and only such a service serves the count
+// of messages handed back for want of evidence.
+func TestRunnerSettling(t *testing.T) {
+	t.Parallel()
+	ns := natsembed.StartT(t)
+	rs := redisproc.StartT(t, redisproc.Options{})
+	terminated := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "terminated_total"}, []string{"reason"})
+	for _, tc := range []struct {
+		name   string
+		fsync  string
+		opts   []runner.Option
+		settle time.Duration
+		served bool
+	}{
+		{"acks at once", "1s", []runner.Option{runner.WithRedis()}, 0, false},
+		{"settling at 1s", "1s", []runner.Option{runner.WithRedis(), runner.WithSettling()}, 3 * time.Second, true},
+		{"settling at always", "always", []runner.Option{runner.WithRedis(), runner.WithSettling()}, 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := runnerEnv(ns, rs)
+			env["TRAWL_FSYNC"] = tc.fsync
+			r := startRunner(t, env, tc.opts...)
+			o := r.ConsumeOptions(terminated)
+			if o.SettleAfter != tc.settle {
+				t.Errorf("SettleAfter %s, want %s", o.SettleAfter, tc.settle)
+			}
+			if (o.Kept != nil) != (tc.settle > 0) {
+				t.Errorf("Kept set: %v, want %v", o.Kept != nil, tc.settle > 0)
+			}
+			n, err := testutil.GatherAndCount(r.Registry, "trawl_settle_handed_back_total")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if served := n > 0; served != tc.served {
+				t.Errorf("trawl_settle_handed_back_total served: %v, want %v", served, tc.served)
 			}
 		})
 	}

@@ -56,9 +56,10 @@ const FlushTimeout = 2 * time.Second
 type Option func(*options) error
 
 type options struct {
-	redis  bool
-	bodies bool
-	flush  time.Duration
+	redis    bool
+	bodies   bool
+	settling bool
+	flush    time.Duration
 }
 
 // WithRedis connects to TRAWL_REDIS_URL and opens the crawl's identity (crawlid): Redis
@@ -70,6 +71,15 @@ func WithRedis() Option {
 // WithBodies opens the JetStream object store of page bodies sent by reference.
 func WithBodies() Option {
 	return func(o *options) error { o.bodies = true; return nil }
+}
+
+// WithSettling makes the service's ConsumeBatches loops settle their acks: a handled
+// message is acked a TRAWL_FSYNC window after its handler returned, and only once NATS
+// and Redis showed they kept what it wrote (see ConsumeOptions). It is for the stages
+// whose acks stand for writes a later stage depends on (dedup, parser, scheduler); a
+// service without it acks at once and serves no trawl_settle_ series.
+func WithSettling() Option {
+	return func(o *options) error { o.settling = true; return nil }
 }
 
 // WithFlushTimeout sets how long Close waits for NATS to take what is buffered.
@@ -107,9 +117,9 @@ type Runner struct {
 	// lostAt is when the NATS connection was last lost (unix ns; 0: never).
 	lostAt     atomic.Int64
 	flush      time.Duration
-	errorAfter int           // TRAWL_LOG_ERROR_AFTER
-	settle     time.Duration // the TRAWL_FSYNC window: natsx.ConsumeOptions.SettleAfter
-	handedBack prometheus.Counter
+	errorAfter int                // TRAWL_LOG_ERROR_AFTER
+	settle     time.Duration      // the TRAWL_FSYNC window with WithSettling, else 0: natsx.ConsumeOptions.SettleAfter
+	handedBack prometheus.Counter // nil without WithSettling
 }
 
 type loop struct {
@@ -127,9 +137,12 @@ func Start(ctx context.Context, name string, c envconfig.Common, log *slog.Logge
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
 	}
-	r := &Runner{Name: name, Log: log, Topology: c.Topology(), Registry: obs.NewRegistry(), flush: o.flush, errorAfter: c.ErrorAfter, settle: c.Durability.Window()}
+	r := &Runner{Name: name, Log: log, Topology: c.Topology(), Registry: obs.NewRegistry(), flush: o.flush, errorAfter: c.ErrorAfter}
 	r.Metrics = obs.NewMetrics(r.Registry, name)
-	r.handedBack = r.Metrics.With("settle").Counter("handed_back_total", "Handled messages nak'ed instead of acknowledged, to be handled again, because NATS or Redis was out of reach after their handler began: it may be back from an OS crash without what they wrote.")
+	if o.settling {
+		r.settle = c.Durability.Window()
+		r.handedBack = r.Metrics.With("settle").Counter("handed_back_total", "Handled messages nak'ed instead of acknowledged, to be handled again, because NATS or Redis was out of reach after their handler began: it may be back from an OS crash without what they wrote.")
+	}
 	defer func() {
 		if err != nil {
 			r.Close()
@@ -202,8 +215,9 @@ func (r *Runner) natsReady(context.Context) error {
 // ConsumeOptions are a consume loop's options as every service sets them: a message that
 // keeps failing is logged at error level from TRAWL_LOG_ERROR_AFTER deliveries on; when the
 // service uses Redis, the loop does not pull while the crawl guard says Redis cannot take
-// the work (Crawl.Ready), so an outage spends no deliveries; ConsumeBatches acks a handled
-// message only after the TRAWL_FSYNC window (SettleAfter); each terminated message is
+// the work (Crawl.Ready), so an outage spends no deliveries; with WithSettling,
+// ConsumeBatches acks a handled message only after the TRAWL_FSYNC window (SettleAfter);
+// each terminated message is
 // counted in terminated under labels and its reason; the loop logs with the service's
 // logger. The caller adds what is the loop's own (Batch, InFlight, Weight, DrainTimeout)
 // and may wrap Ready or narrow Log.

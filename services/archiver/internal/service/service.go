@@ -145,11 +145,11 @@ func (s *Service) consume(ctx context.Context) error {
 	opts := s.run.ConsumeOptions(s.m.terminated)
 	opts.Batch = s.cfg.Batch
 	// One batch at a time (InFlight 1): the file is one sequence, and a batch is acked
-	// only after its records are synced. Its acks need no settling: the records are on
-	// disk by then, and nothing a later stage depends on was stored for them (a digest
-	// Redis loses only makes a later capture whole instead of a revisit). Settled, a
-	// killed archiver would be handed again what it archived in the window.
-	opts.SettleAfter = 0
+	// only after its records are synced. Its acks need no settling (the runner is started
+	// without WithSettling): the records are on disk by then, and nothing a later stage
+	// depends on was stored for them (a digest Redis loses only makes a later capture
+	// whole instead of a revisit). Settled, a killed archiver would be handed again what
+	// it archived in the window.
 	return natsx.ConsumeBatches(ctx, s.cons, opts, s.HandleBatch)
 }
 

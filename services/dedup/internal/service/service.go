@@ -94,7 +94,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Service, 
 	if err != nil {
 		return nil, fmt.Errorf("dedup: %w", err)
 	}
-	r, err := runner.Start(ctx, "dedup", cfg.Common, log, runner.WithRedis())
+	r, err := runner.Start(ctx, "dedup", cfg.Common, log, runner.WithRedis(), runner.WithSettling())
 	if err != nil {
 		return nil, err
 	}

@@ -67,7 +67,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Service, 
 		return nil, err
 	}
 	s := &Service{cfg: cfg, log: log, proc: proc}
-	opts := []runner.Option{runner.WithBodies()}
+	// Its acks settle: a page acked stands for the links and document it published.
+	opts := []runner.Option{runner.WithBodies(), runner.WithSettling()}
 	// Redis holds the content index, the site policies and the render decisions trawlctl
 	// explains.
 	if cfg.ContentDedup || cfg.Policy || cfg.Render.On() {

@@ -75,7 +75,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Optio
 		opt(&o)
 	}
 	log.Info("scheduler starting; connecting to NATS and Redis", "shards", cfg.SchedulerShards)
-	r, err := runner.Start(ctx, "scheduler", cfg.Common, log, runner.WithRedis())
+	r, err := runner.Start(ctx, "scheduler", cfg.Common, log, runner.WithRedis(), runner.WithSettling())
 	if err != nil {
 		return nil, err
 	}
