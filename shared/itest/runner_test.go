@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -432,16 +433,25 @@ type loopsOnly struct{ *runner.Runner }
 
 func (s loopsOnly) Run(ctx context.Context) error { return s.RunLoops(ctx) }
 
-// deadAddr is a local address nothing listens on.
+// deadAddr is a local address that refuses connections for the whole test: a socket is
+// bound to it and never listens, so no other test's server can take the port meanwhile,
+// as it could a port found free and released.
 func deadAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
+	syscall.CloseOnExec(fd)
+	t.Cleanup(func() { syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatalf("bind a dead address: %v", err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(sa.(*syscall.SockaddrInet4).Port))
 }
 
 // ownConnection is the test's own client, apart from the runner's.
