@@ -162,7 +162,7 @@ func Open(ctx context.Context, js jetstream.JetStream, rdb redis.UniversalClient
 // Identity is the crawl the service started with.
 func (g *Guard) Identity() Identity { return g.id }
 
-// Register declares trawl_crawl_state_lost, the series every service shares.
+// Register declares trawl_crawl_state_lost, the series every service that uses Redis shares.
 func (g *Guard) Register(m *obs.Metrics) {
 	DeclareStateLost(m, func() bool {
 		g.mu.Lock()
