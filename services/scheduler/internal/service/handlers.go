@@ -6,12 +6,25 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/trawl/trawl/services/scheduler/internal/frontier"
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/natsx"
 )
+
+// appliedID is the id a frontier message is applied under at most once: its Nats-Msg-Id,
+// which dedup derives from its input and keeps when it publishes the message again, so a
+// copy republished after an OS crash lost the first from NATS (dedup's memo recovery) is
+// known for what it is, while Redis kept the first's effects; a message published without
+// one, its stream identity.
+func appliedID(m jetstream.Msg) string {
+	if id := m.Headers().Get(nats.MsgIdHdr); id != "" {
+		return id
+	}
+	return natsx.MsgID(m)
+}
 
 // handleFrontier applies a batch of frontier messages in one frontier step. A message that
 // does not decode is a permanent error (terminated); a Redis failure fails every decoded
@@ -33,7 +46,7 @@ func (s *shard) handleFrontier(ctx context.Context, msgs []jetstream.Msg) []erro
 		if md, err := m.Metadata(); err == nil {
 			seq = md.Sequence.Stream
 		}
-		id := natsx.MsgID(m)
+		id := appliedID(m)
 		for g, lg := range fb.LinkGroups() {
 			// Each group is applied at most once by its own marker: the message's id for
 			// the first (as for a batch of one group), "<id>#<g>" for the others.
