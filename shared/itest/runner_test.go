@@ -233,39 +233,11 @@ func TestRunnerLoopErrors(t *testing.T) {
 	}
 }
 
-// A consume loop waits on the crawl guard exactly when the service uses Redis.
-func TestRunnerConsumeOptionsReady(t *testing.T) {
-	t.Parallel()
-	ns := natsembed.StartT(t)
-	rs := redisproc.StartT(t, redisproc.Options{})
-	terminated := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "terminated_total"}, []string{"reason"})
-	for _, tc := range []struct {
-		name  string
-		opts  []runner.Option
-		ready bool
-	}{
-		{"without redis", nil, false},
-		{"with redis", []runner.Option{runner.WithRedis()}, true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			r := startRunner(t, runnerEnv(ns, rs), tc.opts...)
-			o := r.ConsumeOptions(terminated)
-			if (o.Ready != nil) != tc.ready {
-				t.Fatalf("Ready set: %v, want %v", o.Ready != nil, tc.ready)
-			}
-			if o.Ready != nil {
-				if err := o.Ready(testwait.Context(t)); err != nil {
-					t.Errorf("Ready with Redis up = %v", err)
-				}
-			}
-		})
-	}
-}
-
-// A consume loop settles its acks exactly when its service asked for it (the stages whose
-// acks stand for what a later stage depends on), and only such a service serves the count
-// of messages handed back for want of evidence.
-func TestRunnerSettling(t *testing.T) {
+// A consume loop's options follow what its service started with: it waits on the crawl
+// guard exactly when the service uses Redis, and settles its acks exactly when the service
+// asked for it (the stages whose acks stand for what a later stage depends on); only such a
+// service serves the count of messages handed back for want of evidence.
+func TestRunnerConsumeOptions(t *testing.T) {
 	t.Parallel()
 	ns := natsembed.StartT(t)
 	rs := redisproc.StartT(t, redisproc.Options{})
@@ -274,18 +246,27 @@ func TestRunnerSettling(t *testing.T) {
 		name   string
 		fsync  string
 		opts   []runner.Option
+		ready  bool
 		settle time.Duration
-		served bool
+		served bool // trawl_settle_handed_back_total
 	}{
-		{"acks at once", "1s", []runner.Option{runner.WithRedis()}, 0, false},
-		{"settling at 1s", "1s", []runner.Option{runner.WithRedis(), runner.WithSettling()}, 3 * time.Second, true},
-		{"settling at always", "always", []runner.Option{runner.WithRedis(), runner.WithSettling()}, 0, true},
+		{"without redis", "1s", nil, false, 0, false},
+		{"with redis, acks at once", "1s", []runner.Option{runner.WithRedis()}, true, 0, false},
+		{"settling at 1s", "1s", []runner.Option{runner.WithRedis(), runner.WithSettling()}, true, 3 * time.Second, true},
+		{"settling at always", "always", []runner.Option{runner.WithRedis(), runner.WithSettling()}, true, 0, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := runnerEnv(ns, rs)
 			env["TRAWL_FSYNC"] = tc.fsync
 			r := startRunner(t, env, tc.opts...)
 			o := r.ConsumeOptions(terminated)
+			if (o.Ready != nil) != tc.ready {
+				t.Errorf("Ready set: %v, want %v", o.Ready != nil, tc.ready)
+			} else if o.Ready != nil {
+				if err := o.Ready(testwait.Context(t)); err != nil {
+					t.Errorf("Ready with Redis up = %v", err)
+				}
+			}
 			if o.SettleAfter != tc.settle {
 				t.Errorf("SettleAfter %s, want %s", o.SettleAfter, tc.settle)
 			}
