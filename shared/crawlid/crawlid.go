@@ -155,6 +155,7 @@ func Open(ctx context.Context, js jetstream.JetStream, rdb redis.UniversalClient
 	g := &Guard{
 		rdb: rdb, key: key, id: stored, log: log,
 	}
+	watchDials(ctx, rdb, g)
 	log.Info("crawl identity", "crawl", stored.ID, "created", stored.Created, "shards", stored.Shards, "key", key)
 	return g, nil
 }

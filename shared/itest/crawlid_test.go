@@ -298,3 +298,45 @@ func TestCrawlGuardKept(t *testing.T) {
 		t.Fatalf("%d callers at once sent %d write probes, want them to share one (at most 2)", callers, n)
 	}
 }
+
+// go-redis dials again until its caller's deadline, so a check begun while Redis is down
+// passes if Redis is back within it, and an outage may be met only by other callers of
+// the client. Any refused connection still counts as a failed check: Redis may be back
+// older (a restart from files an OS crash rolled back).
+func TestCrawlGuardCountsAnOutageOnlyOthersMet(t *testing.T) {
+	t.Parallel()
+	js := connect(t)
+	rs := redisproc.StartT(t, redisproc.Options{})
+	rdb := redisClient(t, rs)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	g, err := crawlid.Open(ctx, js, rdb, common(1), slog.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	written := time.Now()
+	if !g.Kept(ctx, written, time.Now()) {
+		t.Fatal("Kept = false with Redis up all along")
+	}
+	if err := rs.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	pctx, pcancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	err = rdb.Ping(pctx).Err()
+	pcancel()
+	if err == nil {
+		t.Fatal("ping passed with Redis killed")
+	}
+	if err := rs.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Check(ctx); err != nil {
+		t.Fatalf("check against the restarted Redis: %v", err)
+	}
+	if g.Kept(ctx, written, time.Now()) {
+		t.Fatal("Kept = true for writes made before an outage that only another caller met")
+	}
+	if f := g.FailedAt(); f.Before(written) {
+		t.Fatalf("FailedAt %s, want the outage after %s", f, written)
+	}
+}
