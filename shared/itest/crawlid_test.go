@@ -219,9 +219,15 @@ func setCalls(t *testing.T, rdb redis.UniversalClient) int {
 // openGuard opens a crawl's guard on a fresh redis-server and NATS.
 func openGuard(t *testing.T) (*crawlid.Guard, redis.UniversalClient, context.Context) {
 	t.Helper()
+	return openGuardOn(t, redisproc.StartT(t, redisproc.Options{}))
+}
+
+// openGuardOn is openGuard on rs, which the test may kill and restart.
+func openGuardOn(t *testing.T, rs *redisproc.Server) (*crawlid.Guard, redis.UniversalClient, context.Context) {
+	t.Helper()
 	js := connect(t)
-	rdb := redisClient(t, redisproc.StartT(t, redisproc.Options{}))
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	rdb := redisClient(t, rs)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	g, err := crawlid.Open(ctx, js, rdb, common(1), slog.Default())
 	if err != nil {
@@ -236,15 +242,8 @@ func openGuard(t *testing.T) (*crawlid.Guard, redis.UniversalClient, context.Con
 // so that answer is no, and stays no after Redis is back.
 func TestCrawlGuardKept(t *testing.T) {
 	t.Parallel()
-	js := connect(t)
 	rs := redisproc.StartT(t, redisproc.Options{})
-	rdb := redisClient(t, rs)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	g, err := crawlid.Open(ctx, js, rdb, common(1), slog.Default())
-	if err != nil {
-		t.Fatal(err)
-	}
+	g, rdb, ctx := openGuardOn(t, rs)
 	written := time.Now()
 	before := setCalls(t, rdb)
 	if !g.Kept(ctx, written, time.Now()) {
@@ -305,15 +304,8 @@ func TestCrawlGuardKept(t *testing.T) {
 // older (a restart from files an OS crash rolled back).
 func TestCrawlGuardCountsAnOutageOnlyOthersMet(t *testing.T) {
 	t.Parallel()
-	js := connect(t)
 	rs := redisproc.StartT(t, redisproc.Options{})
-	rdb := redisClient(t, rs)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	g, err := crawlid.Open(ctx, js, rdb, common(1), slog.Default())
-	if err != nil {
-		t.Fatal(err)
-	}
+	g, rdb, ctx := openGuardOn(t, rs)
 	written := time.Now()
 	if !g.Kept(ctx, written, time.Now()) {
 		t.Fatal("Kept = false with Redis up all along")
@@ -322,7 +314,7 @@ func TestCrawlGuardCountsAnOutageOnlyOthersMet(t *testing.T) {
 		t.Fatal(err)
 	}
 	pctx, pcancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	err = rdb.Ping(pctx).Err()
+	err := rdb.Ping(pctx).Err()
 	pcancel()
 	if err == nil {
 		t.Fatal("ping passed with Redis killed")
