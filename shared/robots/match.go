@@ -3,6 +3,8 @@ package robots
 import (
 	"slices"
 	"strings"
+
+	"github.com/trawl/trawl/shared/urlnorm"
 )
 
 // rule is one Allow or Disallow line in comparable form.
@@ -76,15 +78,11 @@ func (r *rule) match(p string) bool {
 	return strings.Contains(rest, tail)
 }
 
-// Characters that stay literal in both patterns and URLs: RFC 3986 unreserved, gen-delims
-// and sub-delims. Everything else is percent-encoded before comparing.
-const literal = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~" + ":/?#[]@" + "!$&'()*+,;="
-
-func isLiteral(c byte) bool { return strings.IndexByte(literal, c) >= 0 }
-
-func isUnreserved(c byte) bool {
-	return c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '.' || c == '_' || c == '~'
-}
+// literal is what stays literal in both patterns and URLs besides RFC 3986's unreserved
+// characters: gen-delims and sub-delims but "*" and "$", which a URL carries encoded so that
+// only a pattern's own "*" and "$" act as wildcard and anchor. Everything else is
+// percent-encoded before comparing.
+const literal = ":/?#[]@" + "!&'()+,;="
 
 // normalizePattern puts a rule's pattern in the comparison form. "*" stays a wildcard and a
 // final "$" stays the end anchor; a "$" anywhere else is a literal dollar, so it is encoded
@@ -94,68 +92,12 @@ func normalizePattern(p string) string {
 	if anchored {
 		p = p[:len(p)-1]
 	}
-	out := normalize(p, func(c byte) bool { return c == '*' })
+	out := urlnorm.NormalizeEscapes(p, literal+"*")
 	if anchored {
 		out += "$"
 	}
 	return out
 }
 
-// normalizePath puts a URL's path-and-query in the comparison form. Its "*" and "$" are
-// encoded so that only a pattern's own "*" and "$" act as wildcard and anchor.
-func normalizePath(p string) string {
-	return normalize(p, func(byte) bool { return false })
-}
-
-// normalize decodes percent-encoded unreserved characters, uppercases the hex of other
-// encodings, and encodes every octet that is not literal (a "%" not starting a valid
-// encoding included). keep names octets left alone; "*" and "$" are otherwise encoded.
-func normalize(s string, keep func(byte) bool) string {
-	var b strings.Builder
-	b.Grow(len(s) + 8)
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case keep(c):
-			b.WriteByte(c)
-		case c == '%' && i+2 < len(s) && isHex(s[i+1]) && isHex(s[i+2]):
-			v := unhex(s[i+1])<<4 | unhex(s[i+2])
-			if isUnreserved(v) {
-				b.WriteByte(v)
-			} else {
-				writeEscaped(&b, v)
-			}
-			i += 2
-		case c == '*' || c == '$':
-			writeEscaped(&b, c)
-		case c != '%' && isLiteral(c):
-			b.WriteByte(c)
-		default:
-			writeEscaped(&b, c)
-		}
-	}
-	return b.String()
-}
-
-const upperHex = "0123456789ABCDEF"
-
-func writeEscaped(b *strings.Builder, c byte) {
-	b.WriteByte('%')
-	b.WriteByte(upperHex[c>>4])
-	b.WriteByte(upperHex[c&15])
-}
-
-func isHex(c byte) bool {
-	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
-}
-
-func unhex(c byte) byte {
-	switch {
-	case c >= '0' && c <= '9':
-		return c - '0'
-	case c >= 'a' && c <= 'f':
-		return c - 'a' + 10
-	default:
-		return c - 'A' + 10
-	}
-}
+// normalizePath puts a URL's path-and-query in the comparison form.
+func normalizePath(p string) string { return urlnorm.NormalizeEscapes(p, literal) }

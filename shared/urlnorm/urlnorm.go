@@ -145,14 +145,14 @@ func normalizeURL(u *url.URL) (string, error) {
 		b.WriteByte(':')
 		b.WriteString(port)
 	}
-	path := removeDotSegments(normalizeEscapes(u.EscapedPath(), pathSafe))
+	path := removeDotSegments(NormalizeEscapes(u.EscapedPath(), pathSafe))
 	if path == "" {
 		path = "/"
 	}
 	b.WriteString(path)
 	if q := u.RawQuery; q != "" {
 		b.WriteByte('?')
-		b.WriteString(normalizeEscapes(q, querySafe))
+		b.WriteString(NormalizeEscapes(q, querySafe))
 	}
 	return b.String(), nil
 }
@@ -164,13 +164,13 @@ func userinfo(u *url.Userinfo) string {
 	if u == nil {
 		return ""
 	}
-	name := normalizeEscapes(url.User(u.Username()).String(), userinfoSafe)
+	name := NormalizeEscapes(url.User(u.Username()).String(), userinfoSafe)
 	pw, _ := u.Password()
 	if pw == "" {
 		return name
 	}
 	// Escaped as a username, so a ':' in the password stays encoded.
-	return name + ":" + normalizeEscapes(url.User(pw).String(), userinfoSafe)
+	return name + ":" + NormalizeEscapes(url.User(pw).String(), userinfoSafe)
 }
 
 // Characters, besides unreserved ones, left as they are in each component.
@@ -202,10 +202,12 @@ func unhex(c byte) byte {
 
 const upperHex = "0123456789ABCDEF"
 
-// normalizeEscapes uppercases percent-encodings, decodes encoded unreserved characters,
-// and encodes every byte that is neither unreserved nor in safe. A '%' not followed by two
-// hex digits is encoded as %25.
-func normalizeEscapes(s, safe string) string {
+// NormalizeEscapes puts percent-encoding in RFC 3986's normal form (§6.2.2.1–2): it
+// uppercases percent-encodings, decodes encoded unreserved characters, and encodes every
+// byte that is neither unreserved nor in safe. A '%' not followed by two hex digits is
+// encoded as %25. robots.txt matching compares paths in this form too, with its own safe
+// set.
+func NormalizeEscapes(s, safe string) string {
 	clean := true
 	for i := 0; i < len(s); i++ {
 		c := s[i]
