@@ -3,7 +3,9 @@ package itest
 import (
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -15,7 +17,9 @@ import (
 
 // TestRollbackStanding: a message the stream holds is Held, one removed within the stream
 // is Removed, one beyond its last or with another message at its sequence is Lost, and one
-// stored after the last sequence was read is found, not taken for lost.
+// stored before the last Refresh is found, not taken for lost. Only Refresh asks NATS for
+// the stream's state: a walk down a log whose tail NATS lost must reach the sequences NATS
+// gave again without a request per lost record.
 func TestRollbackStanding(t *testing.T) {
 	t.Parallel()
 	srv := natsembed.StartT(t)
@@ -27,6 +31,16 @@ func TestRollbackStanding(t *testing.T) {
 	t.Cleanup(nc.Close)
 	str, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "RB", Subjects: []string{"rb"}})
 	if err != nil {
+		t.Fatal(err)
+	}
+	// JetStream API requests are plain NATS messages: count the stream state reads.
+	var infos atomic.Int64
+	sub, err := nc.Subscribe("$JS.API.STREAM.INFO.RB", func(*nats.Msg) { infos.Add(1) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
 	publish := func(id string) uint64 {
@@ -43,30 +57,57 @@ func TestRollbackStanding(t *testing.T) {
 	if err := str.DeleteMsg(ctx, 2); err != nil {
 		t.Fatal(err)
 	}
-	rb, err := natsx.NewRollback(ctx, js, "RB")
-	if err != nil {
-		t.Fatal(err)
-	}
+	rb := natsx.NewRollback(js, "RB")
 	is := func(id string) func(*jetstream.RawStreamMsg) bool {
 		return func(m *jetstream.RawStreamMsg) bool { return m.Header.Get(nats.MsgIdHdr) == id }
 	}
-	check := func(name string, seq uint64, id string, want natsx.Standing) {
+	if _, err := rb.Standing(ctx, 3, is("m3")); err == nil {
+		t.Fatal("standing before the stream's state was read: no error")
+	}
+	refresh := func() {
 		t.Helper()
-		got, err := rb.Standing(ctx, seq, is(id))
-		if err != nil {
+		if err := rb.Refresh(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if got != want {
-			t.Errorf("%s: standing %d, want %d", name, got, want)
-		}
 	}
-	check("held", 3, "m3", natsx.Held)
-	check("removed after its acknowledgement", 2, "m2", natsx.Removed)
-	check("another message at its sequence", 1, "lost", natsx.Lost)
-	check("beyond the last", 9, "m9", natsx.Lost)
+	refresh()
+	for _, tc := range []struct {
+		name string
+		seq  uint64
+		id   string
+		want natsx.Standing
+	}{
+		{"held", 3, "m3", natsx.Held},
+		{"removed after its acknowledgement", 2, "m2", natsx.Removed},
+		{"another message at its sequence", 1, "lost", natsx.Lost},
+		{"beyond the last", 9, "m9", natsx.Lost},
+		{"further beyond the last", 7, "m7", natsx.Lost},
+		{"just beyond the last", 4, "m4", natsx.Lost},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := rb.Standing(ctx, tc.seq, is(tc.id))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want {
+				t.Errorf("standing %d, want %d", got, tc.want)
+			}
+		})
+	}
 	if rb.Last() != 3 {
 		t.Errorf("last %d, want 3", rb.Last())
 	}
 	seq := publish("m4")
-	check("stored since the last read", seq, "m4", natsx.Held)
+	refresh()
+	if got, err := rb.Standing(ctx, seq, is("m4")); err != nil || got != natsx.Held {
+		t.Errorf("stored before the last refresh: standing %d (%v), want held", got, err)
+	}
+	// The subscription sees every request the client made before a round trip.
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Eventually(t, 5*time.Second, "both state reads seen", func() bool { return infos.Load() >= 2 })
+	if n := infos.Load(); n != 2 {
+		t.Errorf("%d reads of the stream's state for 2 refreshes and 8 standings, want 2", n)
+	}
 }

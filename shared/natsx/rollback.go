@@ -28,38 +28,51 @@ const (
 // Rollback tells, for messages recorded by sequence, which of them a stream lost. Loss is
 // taken only from such evidence, so after a restart that lost nothing (SIGKILL, a NATS
 // restart) nothing reads as lost. The scheduler's page log and dedup's memos are checked
-// with it at start, dedup's also at each reconnect.
+// with it at start and at each reconnect.
+//
+// A walk reads its records a batch at a time and calls Refresh after each read: every
+// record of the batch then stands against the stream's state read after it, so one beyond
+// the last sequence is lost with no request to NATS. The records NATS lost lie above the
+// rest, and the ones whose sequences a rolled-back NATS gave to new messages come right
+// after them: reading the state once per batch rather than once per lost record lets the
+// walk reach those sequences within milliseconds of the reconnect, before a consumer can
+// have acknowledged the new messages there (which would leave the sequences reading as
+// removed, and the records as handled).
 type Rollback struct {
+	js   jetstream.JetStream
 	str  jetstream.Stream
 	name string
 	last uint64
 }
 
-// NewRollback returns a Rollback over stream.
-func NewRollback(ctx context.Context, js jetstream.JetStream, stream string) (*Rollback, error) {
-	str, err := js.Stream(ctx, stream)
+// NewRollback returns a Rollback over stream; Refresh reads its state.
+func NewRollback(js jetstream.JetStream, stream string) *Rollback {
+	return &Rollback{js: js, name: stream}
+}
+
+// Refresh reads the stream's last sequence. Call it after reading the records to be
+// checked, and before checking them.
+func (r *Rollback) Refresh(ctx context.Context) error {
+	str, err := r.js.Stream(ctx, r.name)
 	if err != nil {
-		return nil, fmt.Errorf("natsx: stream %s: %w", stream, err)
+		return fmt.Errorf("natsx: stream %s: %w", r.name, err)
 	}
-	return &Rollback{str: str, name: stream}, nil
+	r.str, r.last = str, str.CachedInfo().State.LastSeq
+	return nil
 }
 
 // Last is the stream's last sequence as last read.
 func (r *Rollback) Last() uint64 { return r.last }
 
 // Standing says where the message recorded at seq stands; is tells whether the message the
-// stream holds at seq is the one recorded. A sequence beyond the last read is checked
-// against the stream's state read again: a message stored since the last read is not lost.
+// stream holds at seq is the one recorded. The record must have been read before the last
+// Refresh: its message, if the stream still held it, was stored by then.
 func (r *Rollback) Standing(ctx context.Context, seq uint64, is func(*jetstream.RawStreamMsg) bool) (Standing, error) {
+	if r.str == nil {
+		return 0, fmt.Errorf("natsx: stream %s: standing asked before its state was read", r.name)
+	}
 	if seq > r.last {
-		info, err := r.str.Info(ctx)
-		if err != nil {
-			return 0, fmt.Errorf("natsx: stream %s: %w", r.name, err)
-		}
-		r.last = info.State.LastSeq
-		if seq > r.last {
-			return Lost, nil
-		}
+		return Lost, nil
 	}
 	m, err := r.str.GetMsg(ctx, seq)
 	switch {

@@ -201,7 +201,7 @@ func TestSeenKeepsEntriesOfNewURLs(t *testing.T) {
 			}
 
 			var walked []seen.Memoised
-			if err := s.WalkDown(ctx, func(m seen.Memoised) bool { walked = append(walked, m); return true }); err != nil {
+			if err := s.WalkDown(ctx, nil, func(m seen.Memoised) bool { walked = append(walked, m); return true }); err != nil {
 				t.Fatal(err)
 			}
 			// P and U have no sequence (0): never walked. With one part the order is B, A.

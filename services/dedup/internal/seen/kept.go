@@ -84,14 +84,20 @@ const walkPage = 1000
 
 // WalkDown calls fn with each part's memoised messages, from the highest stream sequence
 // down, until fn returns false or the part has no more; then the next part. Memos of an
-// unknown sequence (Message.Seq 0) are left out.
-func (s *Store) WalkDown(ctx context.Context, fn func(Memoised) bool) error {
+// unknown sequence (Message.Seq 0) are left out. read, unless nil, is called after each
+// read of the index and before fn is given what it read (natsx.Rollback.Refresh).
+func (s *Store) WalkDown(ctx context.Context, read func(context.Context) error, fn func(Memoised) bool) error {
 	for _, p := range s.parts {
 	page:
 		for off := int64(0); ; off += walkPage {
 			zs, err := s.rdb.ZRevRangeByScoreWithScores(ctx, p.memoSeqKey(), &redis.ZRangeBy{Max: "(+inf", Min: "-inf", Offset: off, Count: walkPage}).Result()
 			if err != nil {
 				return fmt.Errorf("seen: read memo index: %w", err)
+			}
+			if len(zs) > 0 && read != nil {
+				if err := read(ctx); err != nil {
+					return err
+				}
 			}
 			for _, z := range zs {
 				id, _ := z.Member.(string)

@@ -33,10 +33,7 @@ import (
 // sequence and be memoised by this process above it, so only a message the stream stored
 // before lostAt ends the walk.
 func recoverLost(ctx context.Context, js jetstream.JetStream, store *seen.Store, publish publishFunc, shards int, lostAt time.Time) (ids []string, urls int, err error) {
-	rb, err := natsx.NewRollback(ctx, js, topology.StreamDiscovered)
-	if err != nil {
-		return nil, 0, err
-	}
+	rb := natsx.NewRollback(js, topology.StreamDiscovered)
 	// A message's memo is split over the filter's parts: each is asked about once.
 	type asked struct {
 		st     natsx.Standing
@@ -45,7 +42,7 @@ func recoverLost(ctx context.Context, js jetstream.JetStream, store *seen.Store,
 	standing := map[string]asked{}
 	lost := map[string]bool{}
 	var werr error
-	err = store.WalkDown(ctx, func(m seen.Memoised) bool {
+	err = store.WalkDown(ctx, rb.Refresh, func(m seen.Memoised) bool {
 		a, ok := standing[m.ID]
 		if !ok {
 			a.st, werr = rb.Standing(ctx, m.Seq, func(raw *jetstream.RawStreamMsg) bool {

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -47,34 +48,73 @@ func (s *shard) recoverPages(ctx context.Context, lostAt time.Time) error {
 // after a reconnect (lostAt set), the first the stream stored before the connection was
 // lost, since the shard kept applying outcomes and may have logged a page stored since at
 // a sequence NATS lost, which is held without telling anything of the lost ones below it.
+//
+// A sequence logged for more than one page was given twice, by a NATS rolled back: all but
+// the page the stream holds there are lost, and all of them if it holds none, since which
+// one the parser acknowledged cannot be told (the other is fetched once more).
 func (s *shard) lostPages(ctx context.Context, lostAt time.Time) (lost []frontier.Logged, last uint64, err error) {
-	rb, err := natsx.NewRollback(ctx, s.js, topology.StreamPages)
-	if err != nil {
-		return nil, 0, err
-	}
+	rb := natsx.NewRollback(s.js, topology.StreamPages)
 	var before uint64
 	for {
 		logged, err := s.f.PageLog(ctx, before, pageLogBatch)
 		if err != nil || len(logged) == 0 {
 			return lost, rb.Last(), err
 		}
-		for _, l := range logged {
-			before = l.Seq
-			var stored time.Time
-			st, err := rb.Standing(ctx, l.Seq, func(m *jetstream.RawStreamMsg) bool {
-				stored = m.Time
-				return m.Header.Get(nats.MsgIdHdr) == topology.PageID(l.Token)
+		if len(logged) == pageLogBatch {
+			logged = wholeSeqs(logged)
+		}
+		if err := rb.Refresh(ctx); err != nil {
+			return nil, 0, err
+		}
+		for len(logged) > 0 {
+			n := 1
+			for n < len(logged) && logged[n].Seq == logged[0].Seq {
+				n++
+			}
+			same := logged[:n]
+			logged = logged[n:]
+			before = same[0].Seq
+			var held *jetstream.RawStreamMsg
+			st, err := rb.Standing(ctx, before, func(m *jetstream.RawStreamMsg) bool {
+				held = m
+				return slices.ContainsFunc(same, func(l frontier.Logged) bool { return isPage(m, l) })
 			})
 			switch {
 			case err != nil:
 				return nil, 0, err
-			case st == natsx.Held && (lostAt.IsZero() || stored.Before(lostAt)):
-				return lost, rb.Last(), nil
-			case st == natsx.Lost:
-				lost = append(lost, l)
+			case st == natsx.Held:
+				for _, l := range same {
+					if !isPage(held, l) {
+						lost = append(lost, l)
+					}
+				}
+				if lostAt.IsZero() || held.Time.Before(lostAt) {
+					return lost, rb.Last(), nil
+				}
+			case st == natsx.Lost || len(same) > 1:
+				lost = append(lost, same...)
 			}
 		}
 	}
+}
+
+// isPage tells whether m is the page of logged URL l.
+func isPage(m *jetstream.RawStreamMsg, l frontier.Logged) bool {
+	return m.Header.Get(nats.MsgIdHdr) == topology.PageID(l.Token)
+}
+
+// wholeSeqs drops from a full batch the URLs logged under its lowest sequence, so that the
+// next batch, which reads below the last sequence seen, has them all.
+func wholeSeqs(logged []frontier.Logged) []frontier.Logged {
+	low := logged[len(logged)-1].Seq
+	n := len(logged)
+	for n > 0 && logged[n-1].Seq == low {
+		n--
+	}
+	if n == 0 { // one sequence filled the batch: nothing rolled back gives one that often
+		return logged
+	}
+	return logged[:n]
 }
 
 // Tries and the first wait of a page log check after a reconnect that failed: few and
