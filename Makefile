@@ -25,6 +25,9 @@ TEST_PARALLEL ?= 4
 # The end-to-end tests and the integration module make test leaves to make test-policy-render.
 POLICY_RENDER_E2E := ^(TestPolicy|TestRender)
 RENDER_ITEST      := /services/renderer/itest
+# The service images' builds replayed with this host's go (a minute of CPU on two cores):
+# make compose-test runs them, before building the same images with Docker.
+IMAGES_TEST       := ^TestImagesBuild$$
 BENCH_TIME ?= 1s
 
 export GOFLAGS ?= -buildvcs=false
@@ -45,10 +48,11 @@ vet:
 
 ## test: unit, integration (real NATS JetStream + redis-server) and end-to-end tests, but for those
 ## of live site policies and rendering end to end and the renderer's own integration tests (make
-## test-policy-render, which CI runs next), so that the edit-test loop stays near ten minutes
+## test-policy-render, which CI runs next) and the images' builds replayed without Docker (make
+## compose-test), so that the edit-test loop stays under ten minutes
 test: vet
 	@$(GO) run ./devstack/cmd/trawl-deps redis-server chromium docker
-	$(GO) test -race -p $(TEST_PACKAGES) -parallel $(TEST_PARALLEL) $(TEST_FLAGS) $$($(GO) list $(PKGS) | grep -v -e /devstack/e2e -e $(RENDER_ITEST))
+	$(GO) test -race -p $(TEST_PACKAGES) -parallel $(TEST_PARALLEL) $(TEST_FLAGS) -skip '$(IMAGES_TEST)' $$($(GO) list $(PKGS) | grep -v -e /devstack/e2e -e $(RENDER_ITEST))
 	$(GO) test $(TEST_FLAGS) -parallel $(E2E_PARALLEL) -skip '$(POLICY_RENDER_E2E)' $(E2E)
 
 ## test-policy-render: live site policies and rendering end to end (each judged from the synthetic
@@ -106,11 +110,13 @@ docs-crawl: build
 	$(GO) test -tags docscrawl -count=1 -timeout 30m -run TestCrawlRealDocs -v ./devstack/docsweb/
 
 ## compose-test: compose.yaml on a real Docker engine with Compose v2 and docker-compose 1.29, every
-## profile's crawl judged from a synthetic web's own request log (devstack/composetest). Installs
+## profile's crawl judged from a synthetic web's own request log (devstack/composetest), after the
+## images' builds replayed with this host's go (devstack/composecheck TestImagesBuild). Installs
 ## docker.io, docker-compose and debootstrap when missing, starts dockerd when no engine answers
 ## (as root), builds Compose v2 as a CLI plugin when the CLI has none, and builds local stand-ins
 ## for the base images no registry serves
 compose-test:
+	$(GO) test -count=1 -run '$(IMAGES_TEST)' ./devstack/composecheck/
 	@$(GO) run ./devstack/cmd/trawl-deps dockerd docker-compose debootstrap
 	$(GO) vet -tags compose ./devstack/composetest/
 	$(GO) test -tags compose -count=1 -timeout 60m -v ./devstack/composetest/
