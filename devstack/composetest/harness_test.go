@@ -195,14 +195,24 @@ type upProc struct {
 	err  error
 }
 
+// freePort is a port for Docker to publish, below the ephemeral range (stack.FreeAddr):
+// compose binds it only after the images are built, and an outgoing connection may take a
+// port of that range meanwhile.
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := stack.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // newStack starts from a clean project (no containers, no volumes) and the synthetic

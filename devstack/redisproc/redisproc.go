@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -60,6 +61,12 @@ type Options struct {
 	// Args are further redis-server options, after the package's own (e.g. cluster mode
 	// for devstack/rediscluster).
 	Args []string
+	// Ports free ports more are probed at each start attempt and given to PortArgs, whose
+	// options (a TLS port, a cluster bus port) follow Args: a port taken between its probe
+	// and redis's bind is then tried again with new ones, as the server's own is. Restart
+	// keeps them; Server.Ports reports them.
+	Ports    int
+	PortArgs func(ports []int) []string
 }
 
 // Server is a redis-server child process (running, or stopped awaiting
@@ -70,9 +77,10 @@ type Server struct {
 	ownsDir bool
 	opts    Options
 
-	mu   sync.Mutex
-	port int
-	proc *process
+	mu    sync.Mutex
+	port  int
+	ports []int // Options.Ports
+	proc  *process
 }
 
 // process is one run of redis-server.
@@ -99,14 +107,12 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	}
 
 	attempts := 1
-	if opts.Port == 0 {
+	if opts.Port == 0 || opts.Ports > 0 {
 		attempts = portAttempts
 	}
 	for i := 0; i < attempts; i++ {
-		if opts.Port == 0 {
-			if s.port, err = freePort(ctx); err != nil {
-				break
-			}
+		if err = s.probePorts(ctx); err != nil {
+			break
 		}
 		var p *process
 		if p, err = s.launch(ctx); err == nil {
@@ -259,6 +265,33 @@ func (s *Server) Restart(ctx context.Context) error {
 
 var errPortInUse = errors.New("port already in use")
 
+// probePorts takes new free ports for the ports the options leave to the package: the
+// server's own unless Options.Port is set, and Options.Ports more.
+func (s *Server) probePorts(ctx context.Context) error {
+	if s.opts.Port == 0 {
+		p, err := probePort(ctx)
+		if err != nil {
+			return err
+		}
+		s.port = p
+	}
+	s.ports = s.ports[:0]
+	for len(s.ports) < s.opts.Ports {
+		p, err := probePort(ctx)
+		if err != nil {
+			return err
+		}
+		// Probes made one after another may be given the same port back.
+		if p != s.port && !slices.Contains(s.ports, p) {
+			s.ports = append(s.ports, p)
+		}
+	}
+	return nil
+}
+
+// Ports are the ports probed for Options.PortArgs, stable across Restart.
+func (s *Server) Ports() []int { return slices.Clone(s.ports) }
+
 func (s *Server) args() []string {
 	appendOnly, fsync := "yes", "everysec"
 	if s.opts.Ephemeral {
@@ -282,7 +315,11 @@ func (s *Server) args() []string {
 	if s.opts.Password != "" {
 		args = append(args, "--requirepass", s.opts.Password)
 	}
-	return append(args, s.opts.Args...)
+	args = append(args, s.opts.Args...)
+	if s.opts.PortArgs != nil {
+		args = append(args, s.opts.PortArgs(s.Ports())...)
+	}
+	return args
 }
 
 // launch starts one process and waits for PING; on failure the process is
@@ -413,6 +450,9 @@ func (p *process) exited() bool {
 		return false
 	}
 }
+
+// probePort is freePort, or a test's stand-in that hands out a port in use.
+var probePort = freePort
 
 // freePort asks the kernel for an unused port. It is released before redis
 // binds it, hence the retries in Start.

@@ -274,3 +274,39 @@ func TestTailBuffer(t *testing.T) {
 		})
 	}
 }
+
+// Ports taken for PortArgs are probed again, with the server's own, when one of them was
+// taken between its probe and redis's bind: here the first probe of the cluster bus port
+// hands out a port another listener holds.
+func TestPortArgsProbedAgainWhenTaken(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	taken := busy.Addr().(*net.TCPAddr).Port
+	probes := 0
+	probePort = func(ctx context.Context) (int, error) {
+		probes++
+		if probes == 2 { // the first attempt's bus port
+			return taken, nil
+		}
+		return freePort(ctx)
+	}
+	t.Cleanup(func() { probePort = freePort })
+	s := StartT(t, Options{Ephemeral: true, Ports: 1, PortArgs: func(p []int) []string {
+		return []string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-port", strconv.Itoa(p[0])}
+	}})
+	if probes != 4 {
+		t.Errorf("%d ports probed, want 4: two attempts of two", probes)
+	}
+	ports := s.Ports()
+	if len(ports) != 1 || ports[0] == taken {
+		t.Fatalf("Ports() = %v, want one port other than the taken %d", ports, taken)
+	}
+	conn, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(ports[0]), 5*time.Second)
+	if err != nil {
+		t.Fatalf("the cluster bus port %d: %v", ports[0], err)
+	}
+	conn.Close()
+}

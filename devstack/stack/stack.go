@@ -318,7 +318,7 @@ func (s *Stack) startNATS(ctx context.Context) (string, error) {
 		}
 		return s.nats.URL(), nil
 	}
-	addr, err := freeAddr()
+	addr, err := FreeAddr()
 	if err != nil {
 		return "", err
 	}
@@ -375,7 +375,7 @@ var localStreamCaps = map[string]string{
 }
 
 func (s *Stack) newProc(name string, i int, env map[string]string) (*Proc, error) {
-	addr, err := freeAddr()
+	addr, err := FreeAddr()
 	if err != nil {
 		return nil, err
 	}
@@ -416,12 +416,12 @@ func (s *Stack) newProc(name string, i int, env map[string]string) (*Proc, error
 	return p, nil
 }
 
-// freeAddr picks a free loopback port for a service's HTTP listener, which binds it only
-// later, once connected to NATS and Redis. A port from the kernel's ephemeral range (what
+// FreeAddr picks a free loopback port for a listener bound only later: a service's HTTP
+// listener, which binds once connected to NATS and Redis, or a port Docker publishes. A port from the kernel's ephemeral range (what
 // listening on :0 gives) may meanwhile become the local port of an outgoing connection —
 // the service's own, to NATS or Redis — and the bind then fails; so the port is picked
 // below that range when the range is known.
-func freeAddr() (string, error) {
+func FreeAddr() (string, error) {
 	if lo, ok := ephemeralLow(); ok && lo > 11000 {
 		for range 64 {
 			port := 10000 + rand.IntN(lo-10000)

@@ -34,7 +34,7 @@ func TestRedisClusterTLSPerNodeNames(t *testing.T) {
 	for i := range masters {
 		ip := net.IPv4(127, 0, 0, byte(i+1))
 		cert, key := pk.leafFor(t, fmt.Sprintf("node%d", i), ip)
-		n := node{ip: ip.String(), tlsPort: freePort(t), busPort: freePort(t)}
+		n := node{ip: ip.String()}
 		// The plain port (on 127.0.0.1, redisproc's) builds the cluster; clients use TLS,
 		// which tls-cluster makes the port the slot map announces.
 		bind := []string{"--bind", "127.0.0.1"}
@@ -42,11 +42,15 @@ func TestRedisClusterTLSPerNodeNames(t *testing.T) {
 			bind = append(bind, n.ip)
 		}
 		n.srv = redisproc.StartT(t, redisproc.Options{Ephemeral: true, Args: append(bind,
-			"--tls-port", strconv.Itoa(n.tlsPort), "--tls-cert-file", cert, "--tls-key-file", key,
+			"--tls-cert-file", cert, "--tls-key-file", key,
 			"--tls-ca-cert-file", pk.CA, "--tls-auth-clients", "no", "--tls-cluster", "yes",
-			"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-port", strconv.Itoa(n.busPort),
+			"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
 			"--cluster-announce-ip", n.ip,
-		)})
+		), Ports: 2, PortArgs: func(p []int) []string {
+			return []string{"--tls-port", strconv.Itoa(p[0]), "--cluster-port", strconv.Itoa(p[1])}
+		}})
+		ports := n.srv.Ports()
+		n.tlsPort, n.busPort = ports[0], ports[1]
 		nodes = append(nodes, n)
 	}
 	ctx, cancel := context.WithTimeout(testwait.Context(t), 60*time.Second)

@@ -222,12 +222,11 @@ func TestNATSTLSAndNKey(t *testing.T) {
 func TestRedisTLS(t *testing.T) {
 	t.Parallel()
 	pk := newPKI(t)
-	port := freePort(t)
-	redisproc.StartT(t, redisproc.Options{Ephemeral: true, Args: []string{
-		"--tls-port", strconv.Itoa(port), "--tls-cert-file", pk.Cert, "--tls-key-file", pk.Key,
+	srv := redisproc.StartT(t, redisproc.Options{Ephemeral: true, Args: []string{
+		"--tls-cert-file", pk.Cert, "--tls-key-file", pk.Key,
 		"--tls-ca-cert-file", pk.CA, "--tls-auth-clients", "yes",
-	}})
-	url := fmt.Sprintf("rediss://127.0.0.1:%d/0", port)
+	}, Ports: 1, PortArgs: func(p []int) []string { return []string{"--tls-port", strconv.Itoa(p[0])} }})
+	url := fmt.Sprintf("rediss://127.0.0.1:%d/0", srv.Ports()[0])
 	all := map[string]string{"TRAWL_REDIS_TLS_CA": pk.CA, "TRAWL_REDIS_TLS_CERT": pk.Cert, "TRAWL_REDIS_TLS_KEY": pk.Key}
 	for _, tc := range []struct {
 		name string
@@ -306,14 +305,4 @@ func TestConnCredentialSettings(t *testing.T) {
 			}
 		})
 	}
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
