@@ -3,6 +3,7 @@ package itest
 import (
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -109,5 +110,75 @@ func TestRollbackStanding(t *testing.T) {
 	testwait.Eventually(t, 5*time.Second, "both state reads seen", func() bool { return infos.Load() >= 2 })
 	if n := infos.Load(); n != 2 {
 		t.Errorf("%d reads of the stream's state for 2 refreshes and 8 standings, want 2", n)
+	}
+}
+
+// TestRollbackJudge: the records logged under one sequence are judged together. All but
+// the one the stream holds are lost; all when it holds another message or the sequence is
+// beyond its last; and when the stream removed the sequence's message, one record is not
+// lost but two or more all are, since which of them was acknowledged cannot be told.
+func TestRollbackJudge(t *testing.T) {
+	t.Parallel()
+	srv := natsembed.StartT(t)
+	ctx := testwait.Context(t)
+	nc, js, err := natsx.Connect(ctx, srv.URL(), "itest", slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	str, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "RJ", Subjects: []string{"rj"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 2; i++ {
+		if _, err := js.PublishMsg(ctx, natsx.NewMsg("rj", fmt.Sprintf("m%d", i), nil)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := str.DeleteMsg(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	rb := natsx.NewRollback(js, "RJ")
+	if err := rb.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		seq   uint64
+		ids   []string
+		want  natsx.Standing
+		lost  []bool
+		msgID string // of Verdict.Msg
+	}{
+		{"held, alone", 2, []string{"m2"}, natsx.Held, []bool{false}, "m2"},
+		{"held, beside one NATS lost", 2, []string{"x", "m2"}, natsx.Held, []bool{true, false}, "m2"},
+		{"another message there", 2, []string{"x", "y"}, natsx.Lost, []bool{true, true}, ""},
+		{"removed, alone", 1, []string{"m1"}, natsx.Removed, []bool{false}, ""},
+		{"removed, given twice", 1, []string{"m1", "x"}, natsx.Removed, []bool{true, true}, ""},
+		{"beyond the last", 5, []string{"a", "b"}, natsx.Lost, []bool{true, true}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v, err := rb.Judge(ctx, tc.seq, len(tc.ids), func(m *jetstream.RawStreamMsg) int {
+				return slices.Index(tc.ids, m.Header.Get(nats.MsgIdHdr))
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v.Standing != tc.want {
+				t.Errorf("standing %d, want %d", v.Standing, tc.want)
+			}
+			for i, want := range tc.lost {
+				if v.Lost(i) != want {
+					t.Errorf("record %d (%s) lost %v, want %v", i, tc.ids[i], v.Lost(i), want)
+				}
+			}
+			var held string
+			if v.Msg != nil {
+				held = v.Msg.Header.Get(nats.MsgIdHdr)
+			}
+			if held != tc.msgID {
+				t.Errorf("message held %q, want %q", held, tc.msgID)
+			}
+		})
 	}
 }

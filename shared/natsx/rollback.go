@@ -86,3 +86,48 @@ func (r *Rollback) Standing(ctx context.Context, seq uint64, is func(*jetstream.
 		return Lost, nil
 	}
 }
+
+// Verdict is what a stream says of the records logged under one sequence.
+type Verdict struct {
+	// Standing is the sequence's: Held when the stream holds one of the records there.
+	Standing Standing
+	// Msg is the message the stream holds at the sequence, when Held.
+	Msg  *jetstream.RawStreamMsg
+	held int
+	n    int
+}
+
+// Lost tells whether record i of the sequence's is lost: every one but the record the
+// stream holds there; all when it holds another message or the sequence lies beyond its
+// last; and when the stream removed the sequence's message, all of two or more records,
+// since a sequence logged twice was given twice by a rolled-back NATS and which of its
+// messages was acknowledged cannot be told (the lost one's work is done again).
+func (v Verdict) Lost(i int) bool {
+	switch v.Standing {
+	case Held:
+		return i != v.held
+	case Lost:
+		return true
+	default:
+		return v.n > 1
+	}
+}
+
+// Judge says where the n records logged under seq stand; which tells which of them the
+// message the stream holds at seq is (-1: none of them). As for Standing, the records must
+// have been read before the last Refresh.
+func (r *Rollback) Judge(ctx context.Context, seq uint64, n int, which func(*jetstream.RawStreamMsg) int) (Verdict, error) {
+	v := Verdict{held: -1, n: n}
+	st, err := r.Standing(ctx, seq, func(m *jetstream.RawStreamMsg) bool {
+		v.Msg, v.held = m, which(m)
+		return v.held >= 0
+	})
+	if err != nil {
+		return Verdict{}, err
+	}
+	v.Standing = st
+	if st != Held {
+		v.Msg = nil
+	}
+	return v, nil
+}

@@ -631,6 +631,58 @@ func TestServiceRecoversInputsNATSLost(t *testing.T) {
 	}
 }
 
+// TestServiceRecoversBothOfASequenceGivenTwice: a rolled-back NATS gave the sequence of a
+// message it lost to a newer one, and dedup handled and acknowledged the newer one before
+// its walk read the sequence (a reconnect walk runs beside the consumer), so two memos
+// share a sequence the stream no longer holds. Which one NATS lost cannot be told from the
+// stream: both are published again (natsx.Verdict). The state is made by hand, as the
+// scheduler's page log test does: the first message's memo moved onto the second's
+// sequence, and the frontier stream made again, as NATS would have lost it.
+func TestServiceRecoversBothOfASequenceGivenTwice(t *testing.T) {
+	t.Parallel()
+	s := startStack(t, redisproc.Options{}, map[string]string{"TRAWL_DEDUP_MEMO_TRIM_INTERVAL": "1h"})
+	c := redisClient(t, s.redis)
+	ctx := testwait.Context(t)
+	store := seen.New(c, nil, s.cfg.Common.RedisPrefix)
+	got, ids := map[int][]string{}, map[string]int{}
+	s.publishDiscovered(t, link("http://a.test/lost", 1))
+	s.publishDiscovered(t, link("http://b.test/taken", 1))
+	testwait.Eventually(t, 20*time.Second, "both messages' URLs on the frontier, both acknowledged", func() bool {
+		s.frontier(t, got, ids)
+		return len(got[0])+len(got[1]) == 2 && s.idle(t)
+	})
+	memos, err := c.ZRangeWithScores(ctx, store.MemoSeqKey(), 0, -1).Result()
+	if err != nil || len(memos) != 2 {
+		t.Fatalf("memos: %v, %v; want two", memos, err)
+	}
+	if err := s.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ZAddXX(ctx, store.MemoSeqKey(), redis.Z{Score: memos[1].Score, Member: memos[0].Member}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.js.DeleteStream(ctx, topology.StreamFrontier); err != nil {
+		t.Fatal(err)
+	}
+	if err := natsx.Ensure(ctx, s.js, s.cfg.Common.Topology(), s.cfg.Common.Timings(), slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	s.start(t)
+	again, againIDs := map[int][]string{}, map[string]int{}
+	testwait.Eventually(t, 20*time.Second, "both messages' URLs on the frontier again", func() bool {
+		s.frontier(t, again, againIDs)
+		return len(again[0])+len(again[1]) == 2
+	})
+	all := append(slices.Clone(again[0]), again[1]...)
+	slices.Sort(all)
+	if !slices.Equal(all, []string{"http://a.test/lost", "http://b.test/taken"}) {
+		t.Errorf("published again %v, want both messages' URLs", all)
+	}
+	if n := s.metric(t, "trawl_dedup_recovered_total"); n != 2 {
+		t.Errorf("trawl_dedup_recovered_total = %v, want 2", n)
+	}
+}
+
 // TestServiceRecoversInputsNATSLostWhileRunning replays the OS crash of NATS's machine
 // alone (another node of a Kubernetes cluster) at TRAWL_FSYNC=1s: NATS comes back older
 // than Redis under a dedup that keeps running and only reconnects. A discovered message

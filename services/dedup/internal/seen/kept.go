@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -73,42 +75,88 @@ func (s *Store) Kept(ctx context.Context, ids []string) (map[string][]byte, erro
 	return out, nil
 }
 
-// Memoised is a memoised message: its id and stream sequence.
-type Memoised struct {
-	ID  string
-	Seq uint64
-}
-
-// walkPage is how many memos WalkDown reads from Redis at a time.
+// walkPage is how many memos WalkDown reads from a part's index at a time.
 const walkPage = 1000
 
-// WalkDown calls fn with each part's memoised messages, from the highest stream sequence
-// down, until fn returns false or the part has no more; then the next part. Memos of an
+// WalkDown calls fn with the memoised messages of every part, by stream sequence from the
+// highest down, the ids memoised under one sequence together (two or more when NATS gave a
+// sequence twice, natsx.Verdict), until fn returns false or none are left. Memos of an
 // unknown sequence (Message.Seq 0) are left out. read, unless nil, is called after each
-// read of the index and before fn is given what it read (natsx.Rollback.Refresh).
-func (s *Store) WalkDown(ctx context.Context, read func(context.Context) error, fn func(Memoised) bool) error {
-	for _, p := range s.parts {
-	page:
-		for off := int64(0); ; off += walkPage {
-			zs, err := s.rdb.ZRevRangeByScoreWithScores(ctx, p.memoSeqKey(), &redis.ZRangeBy{Max: "(+inf", Min: "-inf", Offset: off, Count: walkPage}).Result()
-			if err != nil {
-				return fmt.Errorf("seen: read memo index: %w", err)
+// read of an index and before fn is given what it read (natsx.Rollback.Refresh).
+func (s *Store) WalkDown(ctx context.Context, read func(context.Context) error, fn func(seq uint64, ids []string) bool) error {
+	cs := make([]*memoCursor, len(s.parts))
+	for i, p := range s.parts {
+		cs[i] = &memoCursor{key: p.memoSeqKey(), max: "(+inf"}
+	}
+	for {
+		var top uint64
+		found := false
+		for _, c := range cs {
+			if err := s.fill(ctx, c, read); err != nil {
+				return err
 			}
-			if len(zs) > 0 && read != nil {
-				if err := read(ctx); err != nil {
-					return err
-				}
-			}
-			for _, z := range zs {
-				id, _ := z.Member.(string)
-				if !fn(Memoised{ID: id, Seq: uint64(z.Score)}) {
-					break page
-				}
-			}
-			if len(zs) < walkPage {
-				break
+			if len(c.buf) > 0 && (!found || c.head() > top) {
+				top, found = c.head(), true
 			}
 		}
+		if !found {
+			return nil
+		}
+		var ids []string
+		for _, c := range cs {
+			for len(c.buf) > 0 && c.head() == top {
+				if id, _ := c.buf[0].Member.(string); !slices.Contains(ids, id) {
+					ids = append(ids, id)
+				}
+				c.buf = c.buf[1:]
+			}
+		}
+		slices.Sort(ids)
+		if !fn(top, ids) {
+			return nil
+		}
+	}
+}
+
+// memoCursor reads one part's memo index down, a page at a time. Pages are bounded by
+// score, not offset, since memos are added above while a walk at a reconnect runs.
+type memoCursor struct {
+	key  string
+	max  string // the next page's bound, a ZRANGE score
+	buf  []redis.Z
+	done bool
+}
+
+func (c *memoCursor) head() uint64 { return uint64(c.buf[0].Score) }
+
+// fill reads c's next page once its buffer is spent. A full page leaves out the memos of
+// its lowest sequence, which the next page reads whole, so that a sequence's ids are
+// never split between two pages.
+func (s *Store) fill(ctx context.Context, c *memoCursor, read func(context.Context) error) error {
+	if len(c.buf) > 0 || c.done {
+		return nil
+	}
+	zs, err := s.rdb.ZRevRangeByScoreWithScores(ctx, c.key, &redis.ZRangeBy{Max: c.max, Min: "-inf", Count: walkPage}).Result()
+	if err != nil {
+		return fmt.Errorf("seen: read memo index: %w", err)
+	}
+	if len(zs) < walkPage {
+		c.done = true
+	} else {
+		low := zs[len(zs)-1].Score
+		n := len(zs)
+		for n > 0 && zs[n-1].Score == low {
+			n--
+		}
+		if n == 0 { // one sequence filled the page: nothing rolled back gives one that often
+			c.max = "(" + strconv.FormatFloat(low, 'f', -1, 64)
+		} else {
+			zs, c.max = zs[:n], strconv.FormatFloat(low, 'f', -1, 64)
+		}
+	}
+	c.buf = zs
+	if len(zs) > 0 && read != nil {
+		return read(ctx)
 	}
 	return nil
 }

@@ -24,9 +24,10 @@ import (
 // what it found new (seen.Message.Keep), and that is published again under the frontier
 // ids of the first time, so a copy NATS still holds is dropped by the duplicate window.
 //
-// Which messages NATS lost is natsx.Rollback's to tell, as for the scheduler's page log;
-// the walk goes down from the highest sequence, and a crash takes a stream's tail, so it
-// stops at the first message the stream still holds: at start (lostAt zero), any, since it
+// Which messages NATS lost is natsx.Rollback's to tell, as for the scheduler's page log,
+// the messages memoised under one sequence judged together (natsx.Verdict). The walk goes
+// down from the highest sequence, and a crash takes a stream's tail, so it stops at the
+// first message the stream still holds: at start (lostAt zero), any, since it
 // runs before the consumer starts, so no memo lies above the lost ones and no
 // acknowledgement of this run can have removed one. At a reconnect, lostAt is when the
 // connection was lost and the consumer runs on: a new message may take a lost one's
@@ -34,30 +35,22 @@ import (
 // before lostAt ends the walk.
 func recoverLost(ctx context.Context, js jetstream.JetStream, store *seen.Store, publish publishFunc, shards int, lostAt time.Time) (ids []string, urls int, err error) {
 	rb := natsx.NewRollback(js, topology.StreamDiscovered)
-	// A message's memo is split over the filter's parts: each is asked about once.
-	type asked struct {
-		st     natsx.Standing
-		stored time.Time
-	}
-	standing := map[string]asked{}
 	lost := map[string]bool{}
 	var werr error
-	err = store.WalkDown(ctx, rb.Refresh, func(m seen.Memoised) bool {
-		a, ok := standing[m.ID]
-		if !ok {
-			a.st, werr = rb.Standing(ctx, m.Seq, func(raw *jetstream.RawStreamMsg) bool {
-				a.stored = raw.Time
-				return natsx.StoredID(topology.StreamDiscovered, raw.Sequence, raw.Time) == m.ID
-			})
-			if werr != nil {
-				return false
+	err = store.WalkDown(ctx, rb.Refresh, func(seq uint64, memoised []string) bool {
+		var v natsx.Verdict
+		v, werr = rb.Judge(ctx, seq, len(memoised), func(raw *jetstream.RawStreamMsg) int {
+			return slices.Index(memoised, natsx.StoredID(topology.StreamDiscovered, raw.Sequence, raw.Time))
+		})
+		if werr != nil {
+			return false
+		}
+		for i, id := range memoised {
+			if v.Lost(i) {
+				lost[id] = true
 			}
-			standing[m.ID] = a
 		}
-		if a.st == natsx.Lost {
-			lost[m.ID] = true
-		}
-		return a.st != natsx.Held || !(lostAt.IsZero() || a.stored.Before(lostAt))
+		return v.Standing != natsx.Held || !(lostAt.IsZero() || v.Msg.Time.Before(lostAt))
 	})
 	if err == nil {
 		err = werr

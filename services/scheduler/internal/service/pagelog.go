@@ -49,9 +49,8 @@ func (s *shard) recoverPages(ctx context.Context, lostAt time.Time) error {
 // lost, since the shard kept applying outcomes and may have logged a page stored since at
 // a sequence NATS lost, which is held without telling anything of the lost ones below it.
 //
-// A sequence logged for more than one page was given twice, by a NATS rolled back: all but
-// the page the stream holds there are lost, and all of them if it holds none, since which
-// one the parser acknowledged cannot be told (the other is fetched once more).
+// The pages logged under one sequence are judged together (natsx.Verdict): a sequence
+// logged twice was given twice by a rolled-back NATS.
 func (s *shard) lostPages(ctx context.Context, lostAt time.Time) (lost []frontier.Logged, last uint64, err error) {
 	rb := natsx.NewRollback(s.js, topology.StreamPages)
 	var before uint64
@@ -74,25 +73,19 @@ func (s *shard) lostPages(ctx context.Context, lostAt time.Time) (lost []frontie
 			same := logged[:n]
 			logged = logged[n:]
 			before = same[0].Seq
-			var held *jetstream.RawStreamMsg
-			st, err := rb.Standing(ctx, before, func(m *jetstream.RawStreamMsg) bool {
-				held = m
-				return slices.ContainsFunc(same, func(l frontier.Logged) bool { return isPage(m, l) })
+			v, err := rb.Judge(ctx, before, len(same), func(m *jetstream.RawStreamMsg) int {
+				return slices.IndexFunc(same, func(l frontier.Logged) bool { return isPage(m, l) })
 			})
-			switch {
-			case err != nil:
+			if err != nil {
 				return nil, 0, err
-			case st == natsx.Held:
-				for _, l := range same {
-					if !isPage(held, l) {
-						lost = append(lost, l)
-					}
+			}
+			for i, l := range same {
+				if v.Lost(i) {
+					lost = append(lost, l)
 				}
-				if lostAt.IsZero() || held.Time.Before(lostAt) {
-					return lost, rb.Last(), nil
-				}
-			case st == natsx.Lost || len(same) > 1:
-				lost = append(lost, same...)
+			}
+			if v.Standing == natsx.Held && (lostAt.IsZero() || v.Msg.Time.Before(lostAt)) {
+				return lost, rb.Last(), nil
 			}
 		}
 	}
