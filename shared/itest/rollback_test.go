@@ -23,17 +23,8 @@ import (
 // gave again without a request per lost record.
 func TestRollbackStanding(t *testing.T) {
 	t.Parallel()
-	srv := natsembed.StartT(t)
 	ctx := testwait.Context(t)
-	nc, js, err := natsx.Connect(ctx, srv.URL(), "itest", slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	str, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "RB", Subjects: []string{"rb"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, js, str := rollbackStream(t, "RB", "rb")
 	// JetStream API requests are plain NATS messages: count the stream state reads.
 	var infos atomic.Int64
 	sub, err := nc.Subscribe("$JS.API.STREAM.INFO.RB", func(*nats.Msg) { infos.Add(1) })
@@ -119,17 +110,8 @@ func TestRollbackStanding(t *testing.T) {
 // lost but two or more all are, since which of them was acknowledged cannot be told.
 func TestRollbackJudge(t *testing.T) {
 	t.Parallel()
-	srv := natsembed.StartT(t)
 	ctx := testwait.Context(t)
-	nc, js, err := natsx.Connect(ctx, srv.URL(), "itest", slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	str, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "RJ", Subjects: []string{"rj"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js, str := rollbackStream(t, "RJ", "rj")
 	for i := 1; i <= 2; i++ {
 		if _, err := js.PublishMsg(ctx, natsx.NewMsg("rj", fmt.Sprintf("m%d", i), nil)); err != nil {
 			t.Fatal(err)
@@ -181,4 +163,21 @@ func TestRollbackJudge(t *testing.T) {
 			}
 		})
 	}
+}
+
+// rollbackStream starts a NATS server with a stream of one subject.
+func rollbackStream(t *testing.T, name, subject string) (*nats.Conn, jetstream.JetStream, jetstream.Stream) {
+	t.Helper()
+	srv := natsembed.StartT(t)
+	ctx := testwait.Context(t)
+	nc, js, err := natsx.Connect(ctx, srv.URL(), "itest", slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	str, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{subject}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc, js, str
 }

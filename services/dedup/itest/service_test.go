@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -549,6 +550,38 @@ func (s *stack) handleFirst(t *testing.T, got map[int][]string, ids map[string]i
 	})
 }
 
+// remakeStreams deletes streams and makes them again, empty, as a NATS that lost them.
+func (s *stack) remakeStreams(t *testing.T, names ...string) {
+	t.Helper()
+	ctx := testwait.Context(t)
+	for _, name := range names {
+		if err := s.js.DeleteStream(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := natsx.Ensure(ctx, s.js, s.cfg.Common.Topology(), s.cfg.Common.Timings(), slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// frontierAgain waits for as many URLs on the frontier as want, which they must be, and
+// returns them and their messages' ids, as frontier does.
+func (s *stack) frontierAgain(t *testing.T, want ...string) (map[int][]string, map[string]int) {
+	t.Helper()
+	again, ids := map[int][]string{}, map[string]int{}
+	var all []string
+	testwait.Eventually(t, 20*time.Second, fmt.Sprintf("%d URLs published again on the frontier", len(want)), func() bool {
+		s.frontier(t, again, ids)
+		all = slices.Concat(slices.Collect(maps.Values(again))...)
+		return len(all) >= len(want)
+	})
+	slices.Sort(all)
+	if !slices.Equal(all, want) {
+		t.Errorf("published again %v, want %v", all, want)
+	}
+	return again, ids
+}
+
 // TestServiceRecoversInputsNATSLost replays an OS crash at TRAWL_FSYNC=1s that brings NATS
 // back older than Redis: a discovered message was handled (its URLs set in the filter,
 // its frontier message stored), then NATS lost both while Redis kept the bits and the
@@ -586,25 +619,9 @@ func TestServiceRecoversInputsNATSLost(t *testing.T) {
 	}
 	// NATS comes back older: both streams as they were before the second message (here
 	// made again, so its sequence lies beyond the stream's last).
-	for _, name := range []string{topology.StreamDiscovered, topology.StreamFrontier} {
-		if err := s.js.DeleteStream(ctx, name); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := natsx.Ensure(ctx, s.js, s.cfg.Common.Topology(), s.cfg.Common.Timings(), slog.New(slog.DiscardHandler)); err != nil {
-		t.Fatal(err)
-	}
+	s.remakeStreams(t, topology.StreamDiscovered, topology.StreamFrontier)
 	s.start(t)
-	again, againIDs := map[int][]string{}, map[string]int{}
-	testwait.Eventually(t, 20*time.Second, "the lost message's new URLs on the frontier again", func() bool {
-		s.frontier(t, again, againIDs)
-		return len(again[0])+len(again[1]) == 2
-	})
-	all := append(slices.Clone(again[0]), again[1]...)
-	slices.Sort(all)
-	if !slices.Equal(all, []string{"http://b.test/new", "http://c.test/new"}) {
-		t.Errorf("published again %v, want the two new URLs", all)
-	}
+	again, againIDs := s.frontierAgain(t, "http://b.test/new", "http://c.test/new")
 	for id := range againIDs {
 		if ids[id] != 1 {
 			t.Errorf("published again as %s, not under an id of the first time (%v)", id, ids)
@@ -661,23 +678,9 @@ func TestServiceRecoversBothOfASequenceGivenTwice(t *testing.T) {
 	if err := c.ZAddXX(ctx, store.MemoSeqKey(), redis.Z{Score: memos[1].Score, Member: memos[0].Member}).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.js.DeleteStream(ctx, topology.StreamFrontier); err != nil {
-		t.Fatal(err)
-	}
-	if err := natsx.Ensure(ctx, s.js, s.cfg.Common.Topology(), s.cfg.Common.Timings(), slog.New(slog.DiscardHandler)); err != nil {
-		t.Fatal(err)
-	}
+	s.remakeStreams(t, topology.StreamFrontier)
 	s.start(t)
-	again, againIDs := map[int][]string{}, map[string]int{}
-	testwait.Eventually(t, 20*time.Second, "both messages' URLs on the frontier again", func() bool {
-		s.frontier(t, again, againIDs)
-		return len(again[0])+len(again[1]) == 2
-	})
-	all := append(slices.Clone(again[0]), again[1]...)
-	slices.Sort(all)
-	if !slices.Equal(all, []string{"http://a.test/lost", "http://b.test/taken"}) {
-		t.Errorf("published again %v, want both messages' URLs", all)
-	}
+	s.frontierAgain(t, "http://a.test/lost", "http://b.test/taken")
 	if n := s.metric(t, "trawl_dedup_recovered_total"); n != 2 {
 		t.Errorf("trawl_dedup_recovered_total = %v, want 2", n)
 	}
