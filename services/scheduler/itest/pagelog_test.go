@@ -3,6 +3,8 @@ package itest
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"github.com/trawl/trawl/devstack/natsembed"
 	"github.com/trawl/trawl/devstack/redisproc"
 	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/frontierkeys"
 	"github.com/trawl/trawl/shared/testwait"
 	"github.com/trawl/trawl/shared/topology"
 )
@@ -290,5 +293,76 @@ func recreatePages(t *testing.T, s *stack, fill int) {
 		if _, err := s.js.PublishMsg(ctx, m); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestPageLogReadmitsASequenceGivenToTwoShards: a rolled-back NATS gave a lost page's
+// sequence to a new page whose URL belongs to another shard, and the parser acknowledged
+// the new page before either shard's walk read the sequence. Each shard's log then holds
+// one page at a sequence the stream removed, which alone would read as parsed: each walk
+// judges the other shard's page there with its own, and the first to walk re-admits both.
+// The state is made by hand, as TestPageLogReadmitsPagesNATSLost does.
+func TestPageLogReadmitsASequenceGivenToTwoShards(t *testing.T) {
+	t.Parallel()
+	const shards = 2
+	s := startStack(t, redisproc.Options{}, map[string]string{"TRAWL_SHARDS": strconv.Itoa(shards)})
+	ctx, cancel := context.WithCancel(testwait.Context(t))
+	defer cancel()
+	fx := s.runFetcher(ctx, s.storingPages(ctx))
+	// One URL on each shard.
+	urls := make([]string, shards)
+	for i := 0; slices.Contains(urls, ""); i++ {
+		host := fmt.Sprintf("twice%d.example", i)
+		if sh := topology.ShardOf(host, shards); urls[sh] == "" {
+			urls[sh] = "http://" + host + "/"
+			s.publish(topology.FrontierSubject(sh), &crawlmsg.FrontierBatch{URLs: []crawlmsg.Discovered{{URL: urls[sh]}}})
+		}
+	}
+	requests := func() map[string]int {
+		c := map[string]int{}
+		for _, tk := range fx.snapshot() {
+			c[tk.URL]++
+		}
+		return c
+	}
+	logs := make([]string, shards)
+	for sh := range shards {
+		logs[sh] = frontierkeys.ForShard(s.cfg.Common.RedisPrefix, sh, shards).PageLog()
+	}
+	logged := func(sh int) []redis.Z {
+		zs, err := s.rdb.ZRangeWithScores(ctx, logs[sh], 0, -1).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return zs
+	}
+	testwait.Eventually(t, 30*time.Second, "both URLs fetched once and logged", func() bool {
+		r := requests()
+		return r[urls[0]] == 1 && r[urls[1]] == 1 && len(logged(0)) == 1 && len(logged(1)) == 1
+	})
+	s.stopService(t)
+	// Shard 1's page moves onto shard 0's sequence, which the stream no longer holds.
+	seq := logged(0)[0].Score
+	if err := s.rdb.ZAddXX(ctx, logs[1], redis.Z{Score: seq, Member: logged(1)[0].Member}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	str, err := s.js.Stream(ctx, topology.StreamPages)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := str.DeleteMsg(ctx, uint64(seq)); err != nil {
+		t.Fatal(err)
+	}
+	s.restart(t)
+	testwait.Eventually(t, 30*time.Second, "both URLs fetched again", func() bool {
+		r := requests()
+		return r[urls[0]] == 2 && r[urls[1]] == 2
+	})
+	readmitted := 0.0
+	for sh := range shards {
+		readmitted += s.metric("trawl_scheduler_pages_readmitted_total", map[string]string{"shard": strconv.Itoa(sh)})
+	}
+	if readmitted != 2 {
+		t.Errorf("%v URLs re-admitted by the two shards' walks, want 2", readmitted)
 	}
 }

@@ -49,8 +49,8 @@ func (s *shard) recoverPages(ctx context.Context, lostAt time.Time) error {
 // lost, since the shard kept applying outcomes and may have logged a page stored since at
 // a sequence NATS lost, which is held without telling anything of the lost ones below it.
 //
-// The pages logged under one sequence are judged together (natsx.Verdict): a sequence
-// logged twice was given twice by a rolled-back NATS.
+// The pages logged under one sequence, in this shard's log and the others', are judged
+// together (natsx.Verdict): a sequence logged twice was given twice by a rolled-back NATS.
 func (s *shard) lostPages(ctx context.Context, lostAt time.Time) (lost []frontier.Logged, last uint64, err error) {
 	rb := natsx.NewRollback(s.js, topology.StreamPages)
 	var before uint64
@@ -62,6 +62,14 @@ func (s *shard) lostPages(ctx context.Context, lostAt time.Time) (lost []frontie
 		if len(logged) == pageLogBatch {
 			logged = wholeSeqs(logged)
 		}
+		others, err := s.f.OtherLogged(ctx, logged[len(logged)-1].Seq, logged[0].Seq)
+		if err != nil {
+			return nil, 0, err
+		}
+		othersAt := map[uint64][]frontier.Logged{}
+		for _, l := range others {
+			othersAt[l.Seq] = append(othersAt[l.Seq], l)
+		}
 		if err := rb.Refresh(ctx); err != nil {
 			return nil, 0, err
 		}
@@ -70,7 +78,7 @@ func (s *shard) lostPages(ctx context.Context, lostAt time.Time) (lost []frontie
 			for n < len(logged) && logged[n].Seq == logged[0].Seq {
 				n++
 			}
-			same := logged[:n]
+			same := append(logged[:n:n], othersAt[logged[0].Seq]...)
 			logged = logged[n:]
 			before = same[0].Seq
 			v, err := rb.Judge(ctx, before, len(same), func(m *jetstream.RawStreamMsg) int {
