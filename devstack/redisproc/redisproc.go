@@ -276,15 +276,21 @@ func (s *Server) probePorts(ctx context.Context) error {
 		s.port = p
 	}
 	s.ports = s.ports[:0]
-	for len(s.ports) < s.opts.Ports {
+	// Probes made one after another may be given the same port back: a few more tries.
+	for range 4 * (s.opts.Ports + 1) {
+		if len(s.ports) == s.opts.Ports {
+			return nil
+		}
 		p, err := probePort(ctx)
 		if err != nil {
 			return err
 		}
-		// Probes made one after another may be given the same port back.
 		if p != s.port && !slices.Contains(s.ports, p) {
 			s.ports = append(s.ports, p)
 		}
+	}
+	if len(s.ports) < s.opts.Ports {
+		return fmt.Errorf("redisproc: %d distinct free ports wanted, %d found", s.opts.Ports, len(s.ports))
 	}
 	return nil
 }

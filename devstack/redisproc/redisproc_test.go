@@ -310,3 +310,13 @@ func TestPortArgsProbedAgainWhenTaken(t *testing.T) {
 	}
 	conn.Close()
 }
+
+// A probe that keeps giving one port back ends in an error, not an endless loop.
+func TestPortArgsWantDistinctPorts(t *testing.T) {
+	probePort = func(context.Context) (int, error) { return 1, nil }
+	t.Cleanup(func() { probePort = freePort })
+	_, err := Start(testwait.Context(t), Options{Ephemeral: true, Ports: 2, PortArgs: func(p []int) []string { return nil }})
+	if err == nil || !strings.Contains(err.Error(), "distinct free ports") {
+		t.Fatalf("Start = %v, want the distinct ports error", err)
+	}
+}

@@ -56,10 +56,11 @@ func parseLogged(z redis.Z, shard int) (Logged, bool) {
 	return l, true
 }
 
-// OtherLogged returns the URLs the other shards' page logs hold under the sequences from
-// lo to hi. A sequence a rolled-back NATS gave twice may have gone to pages of two shards:
-// each shard's walk judges its own pages there with the others' (natsx.Verdict).
-func (f *Frontier) OtherLogged(ctx context.Context, lo, hi uint64) ([]Logged, error) {
+// OtherLogged returns, by sequence, the URLs the other shards' page logs hold under the
+// sequences from lo to hi. A sequence a rolled-back NATS gave twice may have gone to pages
+// of two shards: each shard's walk judges its own pages there with the others'
+// (natsx.Verdict).
+func (f *Frontier) OtherLogged(ctx context.Context, lo, hi uint64) (map[uint64][]Logged, error) {
 	if f.o.Shards <= 1 {
 		return nil, nil
 	}
@@ -74,11 +75,11 @@ func (f *Frontier) OtherLogged(ctx context.Context, lo, hi uint64) ([]Logged, er
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, fmt.Errorf("frontier: shard %d: other shards' page logs: %w", f.o.Shard, err)
 	}
-	var out []Logged
+	out := map[uint64][]Logged{}
 	for shard, c := range cmds {
 		for _, z := range c.Val() {
 			if l, ok := parseLogged(z, shard); ok {
-				out = append(out, l)
+				out[l.Seq] = append(out[l.Seq], l)
 			}
 		}
 	}

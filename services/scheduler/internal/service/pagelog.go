@@ -66,10 +66,6 @@ func (s *shard) lostPages(ctx context.Context, lostAt time.Time) (lost []frontie
 		if err != nil {
 			return nil, 0, err
 		}
-		othersAt := map[uint64][]frontier.Logged{}
-		for _, l := range others {
-			othersAt[l.Seq] = append(othersAt[l.Seq], l)
-		}
 		if err := rb.Refresh(ctx); err != nil {
 			return nil, 0, err
 		}
@@ -78,7 +74,7 @@ func (s *shard) lostPages(ctx context.Context, lostAt time.Time) (lost []frontie
 			for n < len(logged) && logged[n].Seq == logged[0].Seq {
 				n++
 			}
-			same := append(logged[:n:n], othersAt[logged[0].Seq]...)
+			same := append(logged[:n:n], others[logged[0].Seq]...)
 			logged = logged[n:]
 			before = same[0].Seq
 			v, err := rb.Judge(ctx, before, len(same), func(m *jetstream.RawStreamMsg) int {
