@@ -1,19 +1,18 @@
 package stack
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/trawl/trawl/devstack/scrape"
 )
 
 // Proc is one service process. It can be killed (SIGKILL, for crash tests), stopped
@@ -203,36 +202,9 @@ func openLog(path string) (*os.File, error) {
 // sample, or the sum of its series' when it has labels (every shard's, every result's).
 // ok is false when the process does not export it.
 func (p *Proc) Metric(ctx context.Context, name string) (value float64, ok bool, err error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.HTTPAddr+"/metrics", nil)
+	value, ok, err = scrape.Read(ctx, p.HTTPAddr, name)
 	if err != nil {
-		return 0, false, err
+		return 0, false, fmt.Errorf("stack: %s: %w", p.ID(), err)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, false, fmt.Errorf("stack: %s metrics: %w", p.ID(), err)
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		rest, found := strings.CutPrefix(line, name)
-		if !found || rest == "" || (rest[0] != ' ' && rest[0] != '{') {
-			continue
-		}
-		if rest[0] == '{' {
-			end := strings.LastIndexByte(rest, '}')
-			if end < 0 {
-				return 0, false, fmt.Errorf("stack: %s metric %s: malformed line %q", p.ID(), name, line)
-			}
-			rest = rest[end+1:]
-		}
-		v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
-		if err != nil {
-			return 0, false, fmt.Errorf("stack: %s metric %s: %w", p.ID(), name, err)
-		}
-		value += v
-		ok = true
-	}
-	return value, ok, sc.Err()
+	return value, ok, nil
 }

@@ -39,7 +39,7 @@ func payload(t *testing.T, r *warccheck.Record) []byte {
 
 func TestArchive(t *testing.T) {
 	s := newStack(t, map[string]string{"TRAWL_ARCHIVE_OPERATOR": "ops@example.org"})
-	stop := s.run(s.newService())
+	stop := s.start()
 
 	html := []byte("<html><body>plain</body></html>")
 	text := []byte(strings.Repeat("compressible text ", 200))
@@ -186,7 +186,7 @@ func TestRotation(t *testing.T) {
 	// One page per batch: a batch never spans two files, so this makes each capture its
 	// own rotation point.
 	s := newStack(t, map[string]string{"TRAWL_ARCHIVE_MAX_SIZE": "64KiB", "TRAWL_ARCHIVE_REVISITS": "false", "TRAWL_ARCHIVE_BATCH": "1"})
-	stop := s.run(s.newService())
+	stop := s.start()
 	const pages = 12
 	for i := range pages {
 		body := make([]byte, 20<<10)
@@ -280,7 +280,7 @@ func TestCrashRecovery(t *testing.T) {
 		t.Fatal("the partial record went unnoticed by the reader")
 	}
 
-	stop := s.run(s.newService())
+	stop := s.start()
 	s.waitArchived()
 	stop()
 	a, err := warccheck.Check(s.dir)

@@ -63,7 +63,7 @@ func typeOf(rs []*warccheck.Record) string {
 // is served by the same index; the bytes saved are counted for the crawl.
 func TestDedupAcrossURLs(t *testing.T) {
 	s := newStack(t, nil)
-	stop := s.run(s.newService())
+	stop := s.start()
 	css := []byte("body { margin: 0 }\n/* one stylesheet served from many paths */\n")
 	first := exchange("http://a.example/static/site.css", 200, cssHead, css, false)
 	t0 := time.Date(2026, 3, 4, 5, 6, 7, 890e6, time.UTC)
@@ -109,7 +109,7 @@ func TestDedupAcrossURLs(t *testing.T) {
 // written.
 func TestDedupOff(t *testing.T) {
 	s := newStack(t, map[string]string{"TRAWL_ARCHIVE_REVISITS": "false"})
-	stop := s.run(s.newService())
+	stop := s.start()
 	css := []byte("body { margin: 0 }")
 	s.publish(exchange("http://a.example/1.css", 200, cssHead, css, false), "o1")
 	s.publish(exchange("http://a.example/2.css", 200, cssHead, css, false), "o2")
@@ -134,7 +134,7 @@ func TestDedupSharedAcrossCrawls(t *testing.T) {
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 600e6, time.UTC)
 	p := exchange("http://a.example/app.js", 200, "Content-Type: text/javascript\r\n", js, false)
 	p.Meta.FetchedAt = t0.UnixMilli()
-	stop := one.run(one.newService())
+	stop := one.start()
 	one.publish(p, "s1")
 	one.waitArchived()
 	stop()
@@ -142,7 +142,7 @@ func TestDedupSharedAcrossCrawls(t *testing.T) {
 
 	crawl := func(prefix, index string) (*stack, *warccheck.Archive) {
 		s := newStack(t, map[string]string{"TRAWL_REDIS_URL": one.rs.URL(), "TRAWL_REDIS_PREFIX": prefix, "TRAWL_ARCHIVE_DEDUP_INDEX": index})
-		stop := s.run(s.newService())
+		stop := s.start()
 		s.publish(exchange("http://b.example/js/app.js", 200, "Content-Type: text/javascript\r\n", js, false), "s2")
 		s.waitArchived()
 		stop()
@@ -174,7 +174,7 @@ func TestDedupSeededFromCDXJ(t *testing.T) {
 	t0 := time.Date(2025, 12, 24, 10, 11, 12, 345e6, time.UTC)
 	p := exchange("http://old.example/page", 200, "Content-Type: text/html\r\n", body, false)
 	p.Meta.FetchedAt = t0.UnixMilli()
-	stop := old.run(old.newService())
+	stop := old.start()
 	old.publish(p, "e1")
 	old.waitArchived()
 	stop()
@@ -205,7 +205,7 @@ func TestDedupSeededFromCDXJ(t *testing.T) {
 		t.Errorf("seeding the archiver's own CDXJ: %+v", st)
 	}
 
-	stop = s.run(s.newService())
+	stop = s.start()
 	s.publish(exchange("http://new.example/theme.css", 200, cssHead, []byte("body { color: teal }\n"), false), "f1")
 	s.publish(exchange("http://new.example/app.js", 200, "Content-Type: text/javascript\r\n", []byte("console.log('seeded');\n"), false), "f2")
 	s.publish(exchange("http://new.example/page", 200, "Content-Type: text/html\r\n", body, false), "f3")
@@ -229,7 +229,7 @@ func TestDedupSeededFromCDXJ(t *testing.T) {
 	if err != nil || st.Changed != 1 {
 		t.Fatalf("forgetting the earlier crawl's file: %+v, %v", st, err)
 	}
-	stop = s.run(s.newService())
+	stop = s.start()
 	s.publish(exchange("http://new.example/page2", 200, "Content-Type: text/html\r\n", body, false), "f4")
 	s.waitArchived()
 	stop()
@@ -242,7 +242,7 @@ func TestDedupSeededFromCDXJ(t *testing.T) {
 // digest index, keyed by payload, cannot: a 304 has none).
 func TestNotModifiedRefersToPreviousFetch(t *testing.T) {
 	s := newStack(t, nil)
-	stop := s.run(s.newService())
+	stop := s.start()
 	prev := time.Date(2026, 2, 3, 4, 5, 6, 700e6, time.UTC)
 	nm := exchange("http://a.example/nm", 304, "ETag: \"v1\"\r\n", nil, false)
 	nm.Meta.Recrawl = &crawlmsg.Recrawl{ETag: `"v1"`, LastFetch: prev.UnixMilli()}

@@ -51,7 +51,7 @@ func TestLegacyDigestsDropped(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	stop := s.run(s.newService())
+	stop := s.start()
 	if left, err := rdb.Keys(ctx, "trawl:*archive*:digests:*").Result(); err != nil || !slices.Equal(left, []string{"trawl:{archive}:digests:note"}) {
 		t.Errorf("after start-up %d keys of the per-URL layouts are left (%v), want only the key that is no bucket", len(left), err)
 	}
@@ -72,7 +72,7 @@ func TestDigestsOnRedisCluster(t *testing.T) {
 	cl := rediscluster.StartT(t, rediscluster.Options{Replicas: -1})
 	s := newStack(t, map[string]string{"TRAWL_REDIS_URL": cl.URL()})
 	c := cl.Client(t)
-	stop := s.run(s.newService())
+	stop := s.start()
 	const pages = 150
 	for i := range pages {
 		s.publish(exchange(fmt.Sprintf("http://a.example/p%d", i), 200, "Content-Type: text/plain\r\n", []byte(strconv.Itoa(i)), false), fmt.Sprintf("c%d", i))

@@ -15,12 +15,12 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/trawl/trawl/devstack/inproc"
 	"github.com/trawl/trawl/devstack/natsembed"
 	"github.com/trawl/trawl/devstack/redisproc"
 	"github.com/trawl/trawl/services/archiver/internal/config"
 	"github.com/trawl/trawl/services/archiver/internal/service"
 	"github.com/trawl/trawl/shared/crawlmsg"
-	"github.com/trawl/trawl/shared/envconfig"
 	"github.com/trawl/trawl/shared/topology"
 )
 
@@ -65,49 +65,38 @@ func newStack(t *testing.T, env map[string]string) *stack {
 	return s
 }
 
-// newService builds an archiver on the stack's servers and directory.
+// config is the archiver's configuration on the stack's servers and directory.
+func (s *stack) config() config.Config {
+	s.t.Helper()
+	return inproc.Config(s.t, config.Load, s.env)
+}
+
+// newService builds an archiver that is not run: the test hands it batches itself.
 func (s *stack) newService() *service.Service {
 	s.t.Helper()
-	cfg, err := config.Load(envconfig.FromMap(s.env))
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	if err := cfg.Validate(); err != nil {
-		s.t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	svc, err := service.New(ctx, cfg, log)
+	svc, err := service.New(ctx, s.config(), quietLog())
 	if err != nil {
 		s.t.Fatal(err)
 	}
 	return svc
 }
 
-// run starts svc and returns a stop function that requires a clean, prompt exit.
-func (s *stack) run(svc *service.Service) (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- svc.Run(ctx) }()
-	stopped := false
-	stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				s.t.Errorf("Run: %v", err)
-			}
-		case <-time.After(waitFor):
-			s.t.Error("Run did not return after cancel")
+// start runs an archiver and returns a stop function that requires a clean, prompt exit.
+func (s *stack) start() (stop func()) {
+	s.t.Helper()
+	cfg, log := s.config(), quietLog()
+	r := inproc.Start(s.t, log, func(ctx context.Context) (*service.Service, error) { return service.New(ctx, cfg, log) })
+	return func() {
+		if err := r.Stop(); err != nil {
+			s.t.Errorf("archiver Run: %v", err)
 		}
 	}
-	s.t.Cleanup(stop)
-	return stop
+}
+
+func quietLog() *slog.Logger {
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
 func (s *stack) publish(p *crawlmsg.Page, lease string) uint64 {

@@ -67,7 +67,7 @@ func (s *stack) publishRendered(p *crawlmsg.Page) {
 // no DOM. Every record verifies and is indexed.
 func TestArchiveRendered(t *testing.T) {
 	s := newStack(t, nil)
-	stop := s.run(s.newService())
+	stop := s.start()
 	s.publish(exchange("http://a.example/", 200, "Content-Type: text/html\r\n", []byte("<div id=root></div>"), false), "f1")
 	s.publishRendered(s.renderedPage("http://a.example/", "f1"))
 	failed := s.renderedPage("http://a.example/failed", "f2")
@@ -158,7 +158,7 @@ func TestArchiveRenderedRecovered(t *testing.T) {
 	if open, _ := filepath.Glob(filepath.Join(s.dir, "*.warc.gz.open")); len(open) != 1 {
 		t.Fatalf("open files %v", open)
 	}
-	stop := s.run(s.newService())
+	stop := s.start()
 	s.waitArchived()
 	stop()
 	a, err := warccheck.Check(s.dir)

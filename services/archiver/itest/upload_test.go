@@ -225,7 +225,7 @@ func archiverUploads(t *testing.T, st *store, keep bool) {
 		"TRAWL_ARCHIVE_S3_KEEP_LOCAL": strconv.FormatBool(keep),
 		"TRAWL_SECRETS_DIR":           secrets,
 	})
-	stop := s.run(s.newService())
+	stop := s.start()
 	const pages = 8
 	var urls []string
 	for i := range pages {

@@ -77,7 +77,7 @@ func TestServiceMemosTrimmedToAckFloor(t *testing.T) {
 		return len(got[0])+len(got[1]) == acked
 	})
 	testwait.Eventually(t, 20*time.Second, "dedup consumer idle", func() bool { return s.idle(t) })
-	if err := s.stop(); err != nil {
+	if err := s.svc.Stop(); err != nil {
 		t.Fatal(err)
 	}
 

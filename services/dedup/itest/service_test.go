@@ -1,15 +1,11 @@
 package itest
 
 import (
-	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
-	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,28 +14,29 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/trawl/trawl/devstack/inproc"
 	"github.com/trawl/trawl/devstack/natsembed"
 	"github.com/trawl/trawl/devstack/redisproc"
+	"github.com/trawl/trawl/devstack/scrape"
 	"github.com/trawl/trawl/services/dedup/internal/bloom"
 	"github.com/trawl/trawl/services/dedup/internal/config"
 	"github.com/trawl/trawl/services/dedup/internal/seen"
 	"github.com/trawl/trawl/services/dedup/internal/service"
 	"github.com/trawl/trawl/shared/crawlmsg"
-	"github.com/trawl/trawl/shared/envconfig"
 	"github.com/trawl/trawl/shared/natsx"
-	"github.com/trawl/trawl/shared/runner"
 	"github.com/trawl/trawl/shared/testwait"
 	"github.com/trawl/trawl/shared/topology"
 )
 
 // stack is an embedded NATS, a real redis-server and the dedup service running in-process.
 type stack struct {
-	cfg     config.Config
-	js      jetstream.JetStream
-	nats    *natsembed.Server
-	redis   *redisproc.Server
-	metrics string // http://host:port/metrics of the service last started
-	stop    func() error
+	cfg   config.Config
+	js    jetstream.JetStream
+	nats  *natsembed.Server
+	redis *redisproc.Server
+	// svc is the service last started; addr its HTTP address.
+	svc  *inproc.Running[*service.Service]
+	addr string
 }
 
 func startStack(t *testing.T, redisOpts redisproc.Options, env map[string]string) *stack {
@@ -61,16 +58,7 @@ func startStack(t *testing.T, redisOpts redisproc.Options, env map[string]string
 		"TRAWL_ACK_WAIT":            "5s",
 		"TRAWL_LOG_LEVEL":           "warn",
 	}
-	for k, v := range env {
-		vars[k] = v
-	}
-	cfg, err := config.Load(envconfig.FromMap(vars))
-	if err == nil {
-		err = cfg.Validate()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := inproc.Config(t, config.Load, vars, env)
 
 	ctx := testwait.Context(t)
 	quiet := slog.New(slog.DiscardHandler)
@@ -89,65 +77,14 @@ func startStack(t *testing.T, redisOpts redisproc.Options, env map[string]string
 	return s
 }
 
-// start runs the service in-process until stop is called (or the test ends) and waits
-// until it answers /readyz.
+// start runs the service in-process until s.svc.Stop (or the test's end) and waits until
+// it answers /readyz.
 func (s *stack) start(t *testing.T) {
 	t.Helper()
-	runCtx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	addr := make(chan string, 1)
-	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	go func() {
-		done <- runner.NewThenRun(runCtx, log, func(ctx context.Context) (*service.Service, error) {
-			svc, err := service.New(ctx, s.cfg, log)
-			if err != nil {
-				return nil, err
-			}
-			addr <- svc.Addr()
-			return svc, nil
-		})
-	}()
-	stopped := false
-	s.stop = func() error {
-		if stopped {
-			return nil
-		}
-		stopped = true
-		cancel()
-		select {
-		case err := <-done:
-			return err
-		case <-time.After(30 * time.Second):
-			return errors.New("service did not stop within 30s")
-		}
-	}
-	t.Cleanup(func() {
-		if err := s.stop(); err != nil {
-			t.Errorf("service stop: %v", err)
-		}
-	})
-	select {
-	case a := <-addr:
-		s.metrics = "http://" + a + "/metrics"
-	case err := <-done:
-		t.Fatalf("service exited at start: %v", err)
-	case <-time.After(20 * time.Second):
-		t.Fatal("timed out after 20s waiting for the service to connect to NATS and Redis and bind its HTTP address")
-	}
-	ready := strings.TrimSuffix(s.metrics, "/metrics") + "/readyz"
-	testwait.Eventually(t, 20*time.Second, "dedup /readyz", func() bool {
-		select {
-		case err := <-done:
-			t.Fatalf("service exited at start: %v", err)
-		default:
-		}
-		resp, err := http.Get(ready)
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
+	log := inproc.Logger(t, slog.LevelWarn, nil)
+	s.svc = inproc.Start(t, log, func(ctx context.Context) (*service.Service, error) { return service.New(ctx, s.cfg, log) })
+	s.addr = s.svc.Svc.Addr()
+	s.svc.WaitReady(t, s.addr)
 }
 
 func (s *stack) publishDiscovered(t *testing.T, urls ...crawlmsg.Discovered) {
@@ -220,27 +157,11 @@ func (s *stack) idle(t *testing.T) bool {
 	return info.NumPending == 0 && info.NumAckPending == 0
 }
 
-// metric returns the value of one series from /metrics (0 if absent).
+// metric is the sum of the samples series selects ("name{labels}") from /metrics (0 if
+// none is exported).
 func (s *stack) metric(t *testing.T, series string) float64 {
 	t.Helper()
-	resp, err := http.Get(s.metrics)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		name, val, ok := strings.Cut(sc.Text(), " ")
-		if ok && name == series {
-			f, err := strconv.ParseFloat(val, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return f
-		}
-	}
-	return 0
+	return scrape.Value(t, s.addr, series)
 }
 
 func link(u string, depth int) crawlmsg.Discovered {
@@ -334,7 +255,7 @@ func TestServiceRoutesNewURLsOnce(t *testing.T) {
 		t.Errorf("memo keys left after publishing: %v", keys)
 	}
 
-	if err := s.stop(); err != nil {
+	if err := s.svc.Stop(); err != nil {
 		t.Errorf("graceful stop: %v", err)
 	}
 }
@@ -432,7 +353,7 @@ func TestServiceRedeliveryAfterCrash(t *testing.T) {
 	t.Parallel()
 	s := startStack(t, redisproc.Options{}, nil)
 	c := redisClient(t, s.redis)
-	if err := s.stop(); err != nil {
+	if err := s.svc.Stop(); err != nil {
 		t.Fatal(err)
 	}
 	s.publishDiscovered(t, link("http://a.test/lost", 1), link("http://a.test/lost", 1), link("http://b.test/lost", 1))
@@ -495,7 +416,7 @@ func TestServiceGracefulStopAndRestart(t *testing.T) {
 	testwait.Eventually(t, 20*time.Second, "some frontier output", func() bool {
 		return s.metric(t, "trawl_dedup_frontier_messages_total") > 0
 	})
-	if err := s.stop(); err != nil {
+	if err := s.svc.Stop(); err != nil {
 		t.Fatalf("stop: %v", err)
 	}
 	cons, err := s.js.Consumer(testwait.Context(t), topology.StreamDiscovered, topology.ConsumerDedup)
@@ -530,13 +451,6 @@ func TestServiceGracefulStopAndRestart(t *testing.T) {
 	if len(seen) != len(want) {
 		t.Errorf("%d distinct URLs on the frontier, want %d", len(seen), len(want))
 	}
-}
-
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
 }
 
 // handleFirst has the recovery tests' first discovered message handled, its one URL on
@@ -614,7 +528,7 @@ func TestServiceRecoversInputsNATSLost(t *testing.T) {
 	if err != nil || len(lostID) != 1 {
 		t.Fatalf("memos after the second message: %v, %v; want one", lostID, err)
 	}
-	if err := s.stop(); err != nil {
+	if err := s.svc.Stop(); err != nil {
 		t.Fatal(err)
 	}
 	// NATS comes back older: both streams as they were before the second message (here
@@ -638,7 +552,7 @@ func TestServiceRecoversInputsNATSLost(t *testing.T) {
 		n, err := c.ZCard(ctx, store.MemoSeqKey()).Result()
 		return err == nil && n == 0
 	})
-	if err := s.stop(); err != nil {
+	if err := s.svc.Stop(); err != nil {
 		t.Fatal(err)
 	}
 	s.start(t)
@@ -672,7 +586,7 @@ func TestServiceRecoversBothOfASequenceGivenTwice(t *testing.T) {
 	if err != nil || len(memos) != 2 {
 		t.Fatalf("memos: %v, %v; want two", memos, err)
 	}
-	if err := s.stop(); err != nil {
+	if err := s.svc.Stop(); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.ZAddXX(ctx, store.MemoSeqKey(), redis.Z{Score: memos[1].Score, Member: memos[0].Member}).Err(); err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/trawl/trawl/devstack/inproc"
 	devstack "github.com/trawl/trawl/devstack/stack"
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/topology"
@@ -43,8 +44,7 @@ func (st *stack) startParser(t *testing.T) {
 		"TRAWL_LEASE_TTL="+st.env["TRAWL_LEASE_TTL"],
 		"TRAWL_CONTENT_DEDUP=false",
 	)
-	w := &testWriter{t: t}
-	t.Cleanup(w.close)
+	w := inproc.LogWriter(t)
 	cmd.Stdout, cmd.Stderr = w, w
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -353,7 +353,7 @@ func TestGracefulShutdown(t *testing.T) {
 	case <-time.After(waitFor):
 		t.Fatal("request never started")
 	}
-	in.cancel() // SIGTERM while the request is in flight
+	in.Cancel() // SIGTERM while the request is in flight
 	close(release)
 	in.stop(t) // waits for Run to return
 	if o := st.outcome(tk.Lease); o.Kind != crawlmsg.OutcomeFetched || o.Status != 200 {

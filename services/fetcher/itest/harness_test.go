@@ -1,7 +1,6 @@
 package itest
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -9,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -19,13 +17,16 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/trawl/trawl/devstack/inproc"
 	"github.com/trawl/trawl/devstack/natsembed"
 	"github.com/trawl/trawl/devstack/redisproc"
+	"github.com/trawl/trawl/devstack/scrape"
 	"github.com/trawl/trawl/services/fetcher/internal/config"
 	"github.com/trawl/trawl/services/fetcher/internal/service"
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/envconfig"
 	"github.com/trawl/trawl/shared/natsx"
+	"github.com/trawl/trawl/shared/testwait"
 	"github.com/trawl/trawl/shared/topology"
 )
 
@@ -128,29 +129,12 @@ func newStackWith(t testing.TB, nopts natsembed.Options) *stack {
 // config returns a valid fetcher configuration for the stack, changed by mod.
 func (st *stack) config(mod map[string]string) config.Config {
 	st.t.Helper()
-	env := map[string]string{}
-	for k, v := range st.env {
-		env[k] = v
-	}
-	for k, v := range mod {
-		env[k] = v
-	}
-	cfg, err := config.Load(envconfig.FromMap(env))
-	if err != nil {
-		st.t.Fatal(err)
-	}
-	if err := cfg.Validate(); err != nil {
-		st.t.Fatal(err)
-	}
-	return cfg
+	return inproc.Config(st.t, config.Load, st.env, mod)
 }
 
 // instance is one fetcher running in-process.
 type instance struct {
-	svc    *service.Service
-	cancel context.CancelFunc
-	done   chan error
-	once   sync.Once
+	*inproc.Running[*service.Service]
 }
 
 func (st *stack) start(cfg config.Config, name string) *instance {
@@ -167,73 +151,33 @@ func (st *stack) startWith(cfg config.Config, name string, opts ...service.Optio
 // startLogged starts an instance logging to log (benchmarks keep the test log quiet).
 func (st *stack) startLogged(cfg config.Config, log *slog.Logger, opts ...service.Option) *instance {
 	st.t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	nctx, ncancel := context.WithTimeout(ctx, waitFor)
-	defer ncancel()
-	svc, err := service.New(nctx, cfg, log, opts...)
-	if err != nil {
-		cancel()
-		st.t.Fatal(err)
-	}
-	in := &instance{svc: svc, cancel: cancel, done: make(chan error, 1)}
-	go func() { in.done <- svc.Run(ctx) }()
-	st.t.Cleanup(func() { in.stop(st.t) })
-	return in
+	return &instance{inproc.Start(st.t, log, func(ctx context.Context) (*service.Service, error) {
+		return service.New(ctx, cfg, log, opts...)
+	})}
 }
 
 // stop ends the instance and waits for Run to return (graceful shutdown).
 func (in *instance) stop(t testing.TB) {
 	t.Helper()
-	in.once.Do(func() {
-		in.cancel()
-		select {
-		case err := <-in.done:
-			if err != nil {
-				t.Errorf("fetcher Run: %v", err)
-			}
-		case <-time.After(waitFor):
-			t.Errorf("fetcher did not stop within %s", waitFor)
-		}
-		in.svc.Close()
+	if err := in.Stop(); err != nil {
+		t.Errorf("fetcher Run: %v", err)
+	}
+}
+
+// metric is the sum of the samples sel selects ("name{labels}") from the instance's
+// /metrics; 0 if it exports none.
+func (in *instance) metric(t testing.TB, sel string) float64 {
+	t.Helper()
+	return scrape.Value(t, in.Svc.Addr(), sel)
+}
+
+// waitMetric polls until the samples sel selects reach want.
+func (in *instance) waitMetric(t testing.TB, sel string, want float64) {
+	t.Helper()
+	testwait.EventuallyState(t, waitFor, fmt.Sprintf("%s = %v", sel, want), func() (bool, string) {
+		got := in.metric(t, sel)
+		return got == want, fmt.Sprintf("%s = %v", sel, got)
 	})
-}
-
-// metric scrapes one sample ("name{labels}") from the instance's /metrics; 0 if absent.
-func (in *instance) metric(t *testing.T, sample string) float64 {
-	t.Helper()
-	resp, err := http.Get("http://" + in.svc.Addr() + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		line := sc.Text()
-		if rest, ok := strings.CutPrefix(line, sample+" "); ok {
-			v, err := strconv.ParseFloat(rest, 64)
-			if err != nil {
-				t.Fatalf("metric line %q: %v", line, err)
-			}
-			return v
-		}
-	}
-	return 0
-}
-
-// waitMetric polls until the sample reaches want.
-func (in *instance) waitMetric(t *testing.T, sample string, want float64) {
-	t.Helper()
-	deadline := time.Now().Add(waitFor)
-	for {
-		got := in.metric(t, sample)
-		if got == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s = %v, want %v", sample, got, want)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 var leaseSeq struct {
@@ -429,28 +373,5 @@ func html(body string) http.HandlerFunc {
 
 // testLogger sends the service's log to the test log while the test runs.
 func testLogger(t testing.TB, name string) *slog.Logger {
-	w := &testWriter{t: t}
-	t.Cleanup(w.close)
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug})).With("instance", name)
-}
-
-type testWriter struct {
-	mu     sync.Mutex
-	t      testing.TB
-	closed bool
-}
-
-func (w *testWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.closed {
-		w.t.Log(strings.TrimRight(string(p), "\n"))
-	}
-	return len(p), nil
-}
-
-func (w *testWriter) close() {
-	w.mu.Lock()
-	w.closed = true
-	w.mu.Unlock()
+	return inproc.Logger(t, slog.LevelDebug, nil).With("instance", name)
 }

@@ -135,7 +135,7 @@ func TestShutdownFlushesWaitingOutcomes(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	start := time.Now()
-	in.cancel() // SIGTERM
+	in.Cancel() // SIGTERM
 	for _, lease := range leases {
 		if o := st.outcome(lease); o.Kind != crawlmsg.OutcomeFetched {
 			t.Errorf("outcome %+v, want fetched", o)

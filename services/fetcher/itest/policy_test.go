@@ -16,6 +16,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/trawl/trawl/devstack/inproc"
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/policy"
 )
@@ -164,9 +165,7 @@ func TestPolicyRequestSettings(t *testing.T) {
 	dir := secretsDir(t, map[string]string{"token": tokenVal, "cookie": cookie, "basic": user + ":" + password, "nocolon": password})
 
 	var logBuf lockedBuffer
-	tw := &testWriter{t: t}
-	t.Cleanup(tw.close)
-	log := slog.New(slog.NewTextHandler(io.MultiWriter(&logBuf, tw), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	log := inproc.Logger(t, slog.LevelDebug, &logBuf)
 	in := st.startLogged(st.config(map[string]string{
 		"TRAWL_RESOLVE":     "a.test=127.0.0.1,c.test=127.0.0.1,r.test=127.0.0.1,s.test=127.0.0.1,u.test=127.0.0.1,b.test=127.0.0.2",
 		"TRAWL_MIN_DELAY":   "0s",
@@ -249,7 +248,7 @@ func TestPolicyRequestSettings(t *testing.T) {
 	}
 
 	var metrics bytes.Buffer
-	resp, err := http.Get("http://" + in.svc.Addr() + "/metrics")
+	resp, err := http.Get("http://" + in.Svc.Addr() + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

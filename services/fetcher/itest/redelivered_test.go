@@ -112,7 +112,7 @@ func TestTaskDispatchedBeforeRedisOutageChecked(t *testing.T) {
 		t.Fatal(err)
 	}
 	ready := func() bool {
-		resp, err := http.Get("http://" + in.svc.Addr() + "/readyz")
+		resp, err := http.Get("http://" + in.Svc.Addr() + "/readyz")
 		if err != nil {
 			t.Fatal(err)
 		}

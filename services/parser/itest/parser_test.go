@@ -3,13 +3,10 @@ package itest
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"os"
-	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -19,12 +16,13 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/trawl/trawl/devstack/inproc"
 	"github.com/trawl/trawl/devstack/natsembed"
 	"github.com/trawl/trawl/devstack/redisproc"
+	"github.com/trawl/trawl/devstack/scrape"
 	"github.com/trawl/trawl/services/parser/internal/config"
 	"github.com/trawl/trawl/services/parser/internal/service"
 	"github.com/trawl/trawl/shared/crawlmsg"
-	"github.com/trawl/trawl/shared/envconfig"
 	"github.com/trawl/trawl/shared/testwait"
 	"github.com/trawl/trawl/shared/topology"
 )
@@ -89,36 +87,14 @@ func stackConfig(t *testing.T, ns *natsembed.Server, rs *redisproc.Server, env m
 		"TRAWL_SCOPE":       "host",
 		"TRAWL_PARSE_BATCH": "4",
 	}
-	for k, v := range env {
-		vars[k] = v
-	}
-	cfg, err := config.Load(envconfig.FromMap(vars))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	return cfg
+	return inproc.Config(t, config.Load, vars, env)
 }
 
 // run starts the service's consume loop; the test ends by cancelling it and requiring a
 // clean, prompt exit (graceful shutdown).
 func (s *stack) run() {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.svc.Run(ctx) }()
-	s.t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				s.t.Errorf("Run: %v", err)
-			}
-		case <-time.After(15 * time.Second):
-			s.t.Error("Run did not return after cancel")
-		}
-	})
+	s.t.Helper()
+	inproc.Start(s.t, slog.New(slog.DiscardHandler), func(context.Context) (*service.Service, error) { return s.svc, nil })
 }
 
 func (s *stack) publishPage(meta crawlmsg.PageMeta, body string) uint64 {
@@ -242,28 +218,11 @@ func (s *stack) takeDiscovered() []discMsg {
 	}
 }
 
-// metric returns the value of one sample line of the service's /metrics.
+// metric is the sum of the samples series selects ("name{labels}") from the service's
+// /metrics, which must export it.
 func (s *stack) metric(series string) float64 {
 	s.t.Helper()
-	resp, err := http.Get("http://" + s.svc.Addr() + "/metrics")
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` (\S+)$`)
-	m := re.FindSubmatch(body)
-	if m == nil {
-		s.t.Fatalf("no series %s in /metrics", series)
-	}
-	v, err := strconv.ParseFloat(string(m[1]), 64)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	return v
+	return scrape.Exported(s.t, s.svc.Addr(), series)
 }
 
 func htmlMeta(url string, depth int) crawlmsg.PageMeta {

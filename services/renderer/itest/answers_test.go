@@ -132,7 +132,9 @@ func TestRenderRemembersA404(t *testing.T) {
 				}
 			}
 		}
-		in.stop(t)
+		if err := in.Stop(); err != nil {
+			t.Errorf("renderer Run: %v", err)
+		}
 	}
 	seen := s.paths("a.test")
 	for _, path := range []string{"/gone.js", "/favicon.ico"} {

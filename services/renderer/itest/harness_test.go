@@ -1,7 +1,6 @@
 package itest
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"log/slog"
@@ -11,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,12 +20,13 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/trawl/trawl/devstack/inproc"
 	"github.com/trawl/trawl/devstack/natsembed"
 	"github.com/trawl/trawl/devstack/redisproc"
+	"github.com/trawl/trawl/devstack/scrape"
 	"github.com/trawl/trawl/services/renderer/internal/config"
 	"github.com/trawl/trawl/services/renderer/internal/service"
 	"github.com/trawl/trawl/shared/crawlmsg"
-	"github.com/trawl/trawl/shared/envconfig"
 	"github.com/trawl/trawl/shared/natsx"
 	"github.com/trawl/trawl/shared/testwait"
 	"github.com/trawl/trawl/shared/topology"
@@ -143,76 +142,27 @@ func (st *stack) rdb() *redis.Client {
 // config is a valid renderer configuration for the stack, changed by mod.
 func (st *stack) config(mod map[string]string) config.Config {
 	st.t.Helper()
-	env := map[string]string{}
-	for k, v := range st.env {
-		env[k] = v
-	}
-	for k, v := range mod {
-		env[k] = v
-	}
-	cfg, err := config.Load(envconfig.FromMap(env))
-	if err != nil {
-		st.t.Fatal(err)
-	}
-	if err := cfg.Validate(); err != nil {
-		st.t.Fatal(err)
-	}
-	return cfg
+	return inproc.Config(st.t, config.Load, st.env, mod)
 }
 
 // instance is one renderer running in-process.
 type instance struct {
-	svc    *service.Service
-	cancel context.CancelFunc
-	done   chan error
-	once   sync.Once
+	*inproc.Running[*service.Service]
 }
 
 func (st *stack) start(cfg config.Config) *instance {
 	st.t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	nctx, ncancel := context.WithTimeout(ctx, waitFor)
-	defer ncancel()
-	log := slog.New(slog.NewTextHandler(&testWriter{t: st.t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	svc, err := service.New(nctx, cfg, log)
-	if err != nil {
-		cancel()
-		st.t.Fatal(err)
-	}
-	in := &instance{svc: svc, cancel: cancel, done: make(chan error, 1)}
-	go func() { in.done <- svc.Run(ctx) }()
-	st.t.Cleanup(func() { in.stop(st.t) })
-	return in
+	log := inproc.Logger(st.t, slog.LevelDebug, nil)
+	return &instance{inproc.Start(st.t, log, func(ctx context.Context) (*service.Service, error) {
+		return service.New(ctx, cfg, log)
+	})}
 }
 
-// stop ends the renderer and waits for it.
-func (in *instance) stop(t testing.TB) {
-	in.once.Do(func() {
-		in.cancel()
-		select {
-		case <-in.done:
-		case <-time.After(waitFor):
-			t.Errorf("renderer did not stop within %s", waitFor)
-		}
-	})
-}
-
-// metric scrapes one sample ("name{labels}") from the instance's /metrics; 0 if absent.
-func (in *instance) metric(t testing.TB, sample string) float64 {
+// metric is the sum of the samples sel selects ("name{labels}") from the instance's
+// /metrics; 0 if it exports none.
+func (in *instance) metric(t testing.TB, sel string) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + in.svc.Addr() + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), sample+" "); ok {
-			v, _ := strconv.ParseFloat(rest, 64)
-			return v
-		}
-	}
-	return 0
+	return scrape.Value(t, in.Svc.Addr(), sel)
 }
 
 var leases atomic.Int64
@@ -352,19 +302,6 @@ func serve(ctype, body string) http.HandlerFunc {
 		w.Header().Set("Content-Type", ctype)
 		fmt.Fprint(w, body)
 	}
-}
-
-type testWriter struct {
-	mu sync.Mutex
-	t  testing.TB
-}
-
-func (w *testWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	defer func() { _ = recover() }() // a log line after the test ended
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
 }
 
 // slowScript is a site a.test whose /slow.js is answered only when release is closed (or

@@ -95,7 +95,7 @@ func TestRenderBrowserIsolated(t *testing.T) {
 	case <-time.After(waitFor):
 		t.Fatal("the page never asked for its script")
 	}
-	checkIsolated(t, tree(t, in.svc.Browser().PID()), secret)
+	checkIsolated(t, tree(t, in.Svc.Browser().PID()), secret)
 	close(release)
 	if p := st.page(lease); !strings.Contains(string(p.Body), `data-slow="ran"`) {
 		t.Errorf("page not rendered: %s", p.Body)

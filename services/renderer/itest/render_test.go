@@ -184,7 +184,7 @@ func TestRenderSurvivesABrowserCrash(t *testing.T) {
 	case <-time.After(waitFor):
 		t.Fatal("the page never asked for its script")
 	}
-	pid := in.svc.Browser().PID()
+	pid := in.Svc.Browser().PID()
 	if pid == 0 {
 		t.Fatal("no browser process")
 	}

@@ -238,33 +238,6 @@ func TestPageLogReadmitsPagesNATSLostWhileRunning(t *testing.T) {
 	}
 }
 
-// stopService stops the stack's scheduler and waits for it.
-func (s *stack) stopService(t *testing.T) {
-	t.Helper()
-	s.stop()
-	select {
-	case err := <-s.done:
-		if err != nil {
-			t.Fatalf("Run returned %v", err)
-		}
-		s.done <- nil // for the cleanup
-	case <-time.After(20 * time.Second):
-		t.Fatal("service did not stop within 20s")
-	}
-}
-
-// restart stops the stack's scheduler, if it runs, and starts another.
-func (s *stack) restart(t *testing.T) {
-	t.Helper()
-	select {
-	case err := <-s.done:
-		s.done <- err // stopped already
-	default:
-		s.stopService(t)
-	}
-	s.cfg, s.stop, s.done = s.startService(nil)
-}
-
 // recreatePages deletes CRAWL_PAGES and makes it again, its sequence starting over, with
 // fill other messages stored in it.
 func recreatePages(t *testing.T, s *stack, fill int) {

@@ -108,7 +108,7 @@ func TestFailedRecrawlScheduledAfterSchedulerDeath(t *testing.T) {
 	s := startStack(t, redisproc.Options{}, map[string]string{"TRAWL_RECRAWL": "adaptive", "TRAWL_MAX_RETRIES": "0",
 		"TRAWL_RECRAWL_MIN": "10s", "TRAWL_RECRAWL_DEFAULT": "30s"})
 	ctx := testwait.Context(t)
-	s.stop()
+	s.stopService(t)
 
 	const u = "http://gone.test/page"
 	shard := topology.ShardOf("gone.test", s.cfg.Common.Shards)

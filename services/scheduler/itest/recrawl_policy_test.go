@@ -20,7 +20,7 @@ func TestFailedRecrawlWithinRuleBounds(t *testing.T) {
 	s := startStack(t, redisproc.Options{}, map[string]string{"TRAWL_RECRAWL": "adaptive", "TRAWL_MAX_RETRIES": "0",
 		"TRAWL_RECRAWL_MIN": "10s", "TRAWL_RECRAWL_DEFAULT": "30s"})
 	ctx := testwait.Context(t)
-	s.stop()
+	s.stopService(t)
 	sc, err := policy.ParseScope("host:bounded.test")
 	if err != nil {
 		t.Fatal(err)

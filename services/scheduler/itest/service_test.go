@@ -1,7 +1,6 @@
 package itest
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -17,14 +16,14 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/trawl/trawl/devstack/inproc"
 	"github.com/trawl/trawl/devstack/natsembed"
 	"github.com/trawl/trawl/devstack/redisproc"
+	"github.com/trawl/trawl/devstack/scrape"
 	"github.com/trawl/trawl/services/scheduler/internal/config"
 	"github.com/trawl/trawl/services/scheduler/internal/frontier"
 	"github.com/trawl/trawl/services/scheduler/internal/service"
 	"github.com/trawl/trawl/shared/crawlmsg"
-	"github.com/trawl/trawl/shared/envconfig"
-	"github.com/trawl/trawl/shared/runner"
 	"github.com/trawl/trawl/shared/testwait"
 	"github.com/trawl/trawl/shared/topology"
 )
@@ -38,8 +37,7 @@ type stack struct {
 	rdb   *redis.Client
 	redis *redisproc.Server
 	f     *frontier.Frontier
-	stop  context.CancelFunc
-	done  chan error
+	svc   *inproc.Running[*service.Service]
 	logs  *logLines
 	// env are the settings every scheduler process of the stack starts with.
 	env map[string]string
@@ -49,6 +47,14 @@ type stack struct {
 type logLines struct {
 	mu    sync.Mutex
 	lines []string
+}
+
+// Write keeps the lines of p (the service's log, whole lines at a time).
+func (l *logLines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, strings.Split(strings.TrimRight(string(p), "\n"), "\n")...)
+	return len(p), nil
 }
 
 // count returns how many lines contain every one of subs.
@@ -84,7 +90,7 @@ func startStack(t *testing.T, redisOpts redisproc.Options, env map[string]string
 		vars[k] = v
 	}
 	s := &stack{t: t, ns: ns, redis: rs, logs: &logLines{}, env: vars}
-	s.cfg, s.stop, s.done = s.startService(nil, opts...)
+	s.cfg, s.svc = s.startService(nil, opts...)
 
 	nc, err := nats.Connect(ns.URL())
 	if err != nil {
@@ -101,89 +107,36 @@ func startStack(t *testing.T, redisOpts redisproc.Options, env map[string]string
 }
 
 // startService runs one more scheduler process against the stack's servers, with env on
-// top of the stack's settings and its own HTTP address, and waits until it is ready. The
-// returned stop ends it; done reports Run's result once.
-func (s *stack) startService(env map[string]string, opts ...service.Option) (config.Config, context.CancelFunc, chan error) {
+// top of the stack's settings and its own HTTP address, and waits until it is ready.
+func (s *stack) startService(env map[string]string, opts ...service.Option) (config.Config, *inproc.Running[*service.Service]) {
 	t := s.t
 	t.Helper()
 	// The service binds a port of the kernel's choosing and the test asks it which: a port
 	// probed free and bound later may be another test's by then, whose service would
 	// answer this one's probes.
-	vars := map[string]string{"TRAWL_HTTP_ADDR": "127.0.0.1:0"}
-	for k, v := range s.env {
-		vars[k] = v
-	}
-	for k, v := range env {
-		vars[k] = v
-	}
-	cfg, err := config.Load(envconfig.FromMap(vars))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.NewTextHandler(testWriter{t, s.logs}, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	ctx, cancel := context.WithCancel(context.Background())
-	type result struct {
-		addr string
-		err  error
-	}
-	built := make(chan result, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- runner.NewThenRun(ctx, log, func(ctx context.Context) (*service.Service, error) {
-			svc, err := service.New(ctx, cfg, log, opts...)
-			if err != nil {
-				built <- result{err: err}
-				return nil, err
-			}
-			built <- result{addr: svc.Addr()}
-			return svc, nil
-		})
-	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			done <- err
-		case <-time.After(30 * time.Second):
-			t.Error("service did not stop")
-		}
+	cfg := inproc.Config(t, config.Load, map[string]string{"TRAWL_HTTP_ADDR": "127.0.0.1:0"}, s.env, env)
+	log := inproc.Logger(t, slog.LevelInfo, s.logs)
+	r := inproc.Start(t, log, func(ctx context.Context) (*service.Service, error) {
+		return service.New(ctx, cfg, log, opts...)
 	})
-	select {
-	case r := <-built:
-		if r.err != nil {
-			t.Fatalf("scheduler not started: %v", r.err)
-		}
-		cfg.Common.HTTPAddr = r.addr
-	case <-time.After(30 * time.Second):
-		t.Fatal("timed out after 30s waiting for the service to connect, bind its HTTP address and write its policies")
-	}
-	// Ready once /readyz answers: NATS topology ensured, Redis up, loops running.
-	testwait.Eventually(t, 30*time.Second, "service ready", func() bool {
-		resp, err := http.Get("http://" + cfg.Common.HTTPAddr + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
-	return cfg, cancel, done
+	cfg.Common.HTTPAddr = r.Svc.Addr()
+	r.WaitReady(t, cfg.Common.HTTPAddr)
+	return cfg, r
 }
 
-type testWriter struct {
-	t    *testing.T
-	logs *logLines
+// stopService stops the stack's scheduler and waits for it; Run must return cleanly.
+func (s *stack) stopService(t *testing.T) {
+	t.Helper()
+	if err := s.svc.Stop(); err != nil {
+		t.Fatalf("scheduler Run: %v", err)
+	}
 }
 
-func (w testWriter) Write(p []byte) (int, error) {
-	line := strings.TrimRight(string(p), "\n")
-	w.logs.mu.Lock()
-	w.logs.lines = append(w.logs.lines, line)
-	w.logs.mu.Unlock()
-	w.t.Log(line)
-	return len(p), nil
+// restart stops the stack's scheduler, if it runs, and starts another.
+func (s *stack) restart(t *testing.T) {
+	t.Helper()
+	s.stopService(t)
+	s.cfg, s.svc = s.startService(nil)
 }
 
 func (s *stack) publish(subject string, v any) {
@@ -205,38 +158,11 @@ func (s *stack) publish(subject string, v any) {
 	}
 }
 
-// metric returns the value of one series from /metrics (0 if absent).
+// metric is the sum of the samples of name whose labels include labels, from /metrics (0
+// if none is exported).
 func (s *stack) metric(name string, labels map[string]string) float64 {
 	s.t.Helper()
-	resp, err := http.Get("http://" + s.cfg.Common.HTTPAddr + "/metrics")
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-next:
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, name) {
-			continue
-		}
-		rest := line[len(name):]
-		if rest != "" && rest[0] != '{' && rest[0] != ' ' {
-			continue
-		}
-		for k, v := range labels {
-			if !strings.Contains(rest, k+`="`+v+`"`) {
-				continue next
-			}
-		}
-		f, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
-		if err != nil {
-			s.t.Fatal(err)
-		}
-		return f
-	}
-	return 0
+	return scrape.Value(s.t, s.cfg.Common.HTTPAddr, scrape.Selector{Name: name, Labels: labels}.String())
 }
 
 // fetcher acts as the fetcher fleet: it consumes the shared `fetcher` durable, answers

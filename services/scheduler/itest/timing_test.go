@@ -166,9 +166,7 @@ func TestRestartAppliesWaitingOutcomesBeforeReaping(t *testing.T) {
 		}
 		return len(tasks) == hosts
 	})
-	s.stop()
-	<-s.done
-	s.done <- nil
+	s.stopService(t)
 
 	// They finish while it is down; the outcomes wait in the stream past every deadline
 	// and the grace (TRAWL_ACK_WAIT).
@@ -185,8 +183,7 @@ func TestRestartAppliesWaitingOutcomesBeforeReaping(t *testing.T) {
 		return err == nil && now.UnixMilli() > last+s.cfg.Common.AckWait.Milliseconds()+500
 	})
 
-	_, stop, done := s.startService(nil)
-	defer func() { stop(); <-done; done <- nil }()
+	s.startService(nil)
 	outcomes, err := s.js.Consumer(ctx, topology.StreamFetched, topology.SchedulerFetchedConsumer(0))
 	if err != nil {
 		t.Fatal(err)
