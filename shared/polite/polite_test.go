@@ -1,9 +1,9 @@
 package polite_test
 
 import (
-	"fmt"
 	"net/http"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,7 +20,7 @@ func TestRequests(t *testing.T) {
 	politetest.Run(t, func(r *envconfig.Reader) (polite.Settings, error) {
 		s := polite.Settings{
 			RobotsAgent:    robots.LoadAgent(r),
-			RobotsMaxBytes: polite.LoadRobotsMaxBytes(r),
+			RobotsMaxBytes: polite.LoadRobotsSettings(r).MaxBytes,
 			SecretsDir:     policy.Load(r).SecretsDir,
 		}
 		return s, r.Err()
@@ -47,15 +47,28 @@ func TestApplyKeepsReserved(t *testing.T) {
 	}
 }
 
-func TestCheckRobotsMaxBytes(t *testing.T) {
+func TestRobotsSettingsCheck(t *testing.T) {
+	ok := polite.RobotsSettings{TTL: 24 * time.Hour, ErrorTTL: time.Minute, MaxBytes: 500 << 10}
 	tests := []struct {
-		n  int64
-		ok bool
-	}{{500 << 10, true}, {16 << 20, true}, {500<<10 - 1, false}, {16<<20 + 1, false}}
+		name string
+		mod  func(*polite.RobotsSettings)
+		bad  string // the variable the error names; "" when valid
+	}{
+		{"defaults", func(*polite.RobotsSettings) {}, ""},
+		{"largest file", func(s *polite.RobotsSettings) { s.MaxBytes = 16 << 20 }, ""},
+		{"below RFC 9309's minimum", func(s *polite.RobotsSettings) { s.MaxBytes = 500<<10 - 1 }, "TRAWL_ROBOTS_MAX_BYTES"},
+		{"above 16 MiB", func(s *polite.RobotsSettings) { s.MaxBytes = 16<<20 + 1 }, "TRAWL_ROBOTS_MAX_BYTES"},
+		{"ttl under a minute", func(s *polite.RobotsSettings) { s.TTL, s.ErrorTTL = 59*time.Second, time.Second }, "TRAWL_ROBOTS_TTL"},
+		{"error ttl over the ttl", func(s *polite.RobotsSettings) { s.ErrorTTL = 25 * time.Hour }, "TRAWL_ROBOTS_ERROR_TTL"},
+		{"error ttl under a second", func(s *polite.RobotsSettings) { s.ErrorTTL = 999 * time.Millisecond }, "TRAWL_ROBOTS_ERROR_TTL"},
+	}
 	for _, tt := range tests {
-		t.Run(fmt.Sprint(tt.n), func(t *testing.T) {
-			if err := polite.CheckRobotsMaxBytes(tt.n); (err == nil) != tt.ok {
-				t.Errorf("%v, want ok=%v", err, tt.ok)
+		t.Run(tt.name, func(t *testing.T) {
+			s := ok
+			tt.mod(&s)
+			err := s.Check()
+			if (err == nil) != (tt.bad == "") || (err != nil && !strings.Contains(err.Error(), tt.bad+"=")) {
+				t.Errorf("Check(%+v) = %v, want an error naming %q", s, err, tt.bad)
 			}
 		})
 	}

@@ -1,10 +1,12 @@
 package polite
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"sync"
+	"time"
 
 	"github.com/trawl/trawl/shared/envconfig"
 	"github.com/trawl/trawl/shared/policy"
@@ -36,17 +38,43 @@ func RobotsHeader(hdr http.Header) {
 // the origin's own /robots.txt): a redirect with a usable Location, within RobotsMaxHops.
 func FollowRobots(n int, location string) bool { return location != "" && n < RobotsMaxHops }
 
-// LoadRobotsMaxBytes reads TRAWL_ROBOTS_MAX_BYTES; CheckRobotsMaxBytes is its range.
-func LoadRobotsMaxBytes(r *envconfig.Reader) int64 {
-	return r.Bytes("ROBOTS_MAX_BYTES", robots.DefaultMaxBytes)
+// RobotsSettings are how long a robots.txt is kept and how much of it is read. The
+// fetchers and the renderers fill and read one cache (robotscache), so both read these
+// from the same variables, with the same defaults and ranges.
+type RobotsSettings struct {
+	TTL      time.Duration // TRAWL_ROBOTS_TTL: a robots.txt fetched
+	ErrorTTL time.Duration // TRAWL_ROBOTS_ERROR_TTL: a robots.txt that could not be fetched
+	MaxBytes int64         // TRAWL_ROBOTS_MAX_BYTES: how much of a robots.txt is parsed
 }
 
-// CheckRobotsMaxBytes accepts RFC 9309's minimum (500 KiB) to 16 MiB.
-func CheckRobotsMaxBytes(n int64) error {
-	if n < robots.DefaultMaxBytes || n > 16<<20 {
-		return fmt.Errorf("TRAWL_ROBOTS_MAX_BYTES=%d: want %d (500KiB, RFC 9309's minimum)..16MiB", n, robots.DefaultMaxBytes)
+// LoadRobotsSettings reads the robots.txt settings; Check is their range.
+func LoadRobotsSettings(r *envconfig.Reader) RobotsSettings {
+	return RobotsSettings{
+		TTL:      r.Duration("ROBOTS_TTL", 24*time.Hour),
+		ErrorTTL: r.Duration("ROBOTS_ERROR_TTL", time.Minute),
+		MaxBytes: r.Bytes("ROBOTS_MAX_BYTES", robots.DefaultMaxBytes),
 	}
-	return nil
+}
+
+// Check accepts a TTL of at least a minute, an error TTL from a second to the TTL, and
+// from RFC 9309's minimum (500 KiB) to 16 MiB of a file.
+func (s RobotsSettings) Check() error {
+	var errs []error
+	if s.TTL < time.Minute {
+		errs = append(errs, fmt.Errorf("TRAWL_ROBOTS_TTL=%s: want at least 1m", s.TTL))
+	}
+	if s.ErrorTTL < time.Second || s.ErrorTTL > s.TTL {
+		errs = append(errs, fmt.Errorf("TRAWL_ROBOTS_ERROR_TTL=%s: want 1s..TRAWL_ROBOTS_TTL", s.ErrorTTL))
+	}
+	if s.MaxBytes < robots.DefaultMaxBytes || s.MaxBytes > 16<<20 {
+		errs = append(errs, fmt.Errorf("TRAWL_ROBOTS_MAX_BYTES=%d: want %d (500KiB, RFC 9309's minimum)..16MiB", s.MaxBytes, robots.DefaultMaxBytes))
+	}
+	return errors.Join(errs...)
+}
+
+// StoreOptions are the options of agent's robots.txt cache under prefix.
+func (s RobotsSettings) StoreOptions(prefix, agent string) robotscache.StoreOptions {
+	return robotscache.StoreOptions{Prefix: prefix, Agent: agent, TTL: s.TTL, ErrorTTL: s.ErrorTTL}
 }
 
 // RobotsMaxBytes is how much of a robots.txt is parsed. A fetch reads one octet more, so

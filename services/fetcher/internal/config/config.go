@@ -37,9 +37,6 @@ type Config struct {
 	BodyInlineMax   int64         // TRAWL_BODY_INLINE_MAX: larger bodies go by reference (object store)
 	MaxHeaderBytes  int64         // TRAWL_MAX_HEADER_BYTES
 	AllowCIDRs      []netip.Prefix
-	RobotsTTL       time.Duration // TRAWL_ROBOTS_TTL
-	RobotsErrorTTL  time.Duration // TRAWL_ROBOTS_ERROR_TTL
-	RobotsMaxBytes  int64         // TRAWL_ROBOTS_MAX_BYTES
 	MaxConnsPerHost int           // TRAWL_MAX_CONNS_PER_HOST
 	MaxIdleConns    int           // TRAWL_MAX_IDLE_CONNS: kept-alive connections over all hosts
 	DNSTTL          time.Duration // TRAWL_DNS_TTL: reuse of a resolved name; 0 disables the cache
@@ -51,6 +48,9 @@ type Config struct {
 	Resolve       map[string][]netip.Addr
 	OutcomeBatch  int           // TRAWL_OUTCOME_BATCH: most outcomes in one crawl.fetched message
 	OutcomeLinger time.Duration // TRAWL_OUTCOME_LINGER: longest wait for a batch to fill
+	// Robots are how long robots.txt is kept and how much of it is read, the renderers'
+	// settings too: both fill one cache.
+	Robots polite.RobotsSettings
 	// Politeness is the gap rule, which the fetcher applies to a host it requests outside
 	// that host's own tasks (a robots.txt redirect to another host).
 	Politeness politeness.Rules
@@ -69,7 +69,7 @@ type Config struct {
 // Polite are the settings the fetcher's requests are resolved with (polite.New), as
 // every process making requests reads them.
 func (c Config) Polite() polite.Settings {
-	return polite.Settings{RobotsAgent: c.RobotsAgent, RobotsMaxBytes: c.RobotsMaxBytes, SecretsDir: c.Policy.SecretsDir}
+	return polite.Settings{RobotsAgent: c.RobotsAgent, RobotsMaxBytes: c.Robots.MaxBytes, SecretsDir: c.Policy.SecretsDir}
 }
 
 // TLSHandshakeTimeout is fixed: a handshake that takes longer is a broken server.
@@ -90,9 +90,6 @@ func Load(r *envconfig.Reader) (Config, error) {
 		BodyInlineMax:   r.Bytes("BODY_INLINE_MAX", 1<<20),
 		MaxHeaderBytes:  r.Bytes("MAX_HEADER_BYTES", 64<<10),
 		allowRaw:        r.List("ALLOW_CIDRS", nil),
-		RobotsTTL:       r.Duration("ROBOTS_TTL", 24*time.Hour),
-		RobotsErrorTTL:  r.Duration("ROBOTS_ERROR_TTL", time.Minute),
-		RobotsMaxBytes:  polite.LoadRobotsMaxBytes(r),
 		MaxConnsPerHost: r.Int("MAX_CONNS_PER_HOST", 2),
 		// As many as the scheduler's default TRAWL_BACK_QUEUES hosts in rotation: with
 		// fewer, a host's connection is closed before its next turn and every request
@@ -103,6 +100,7 @@ func Load(r *envconfig.Reader) (Config, error) {
 		DNSCacheSize:   r.Int("DNS_CACHE_SIZE", 10000),
 		OutcomeBatch:   r.Int("OUTCOME_BATCH", 64),
 		OutcomeLinger:  r.Duration("OUTCOME_LINGER", 2*time.Millisecond),
+		Robots:         polite.LoadRobotsSettings(r),
 		Politeness:     politeness.Load(r),
 		Policy:         policy.Load(r),
 		Sitemaps:       strings.ToLower(strings.TrimSpace(r.String("SITEMAPS", SitemapsAuto))),
@@ -198,13 +196,7 @@ func (c Config) Validate() error {
 	if c.MaxHeaderBytes < 4<<10 || c.MaxHeaderBytes > 1<<20 {
 		bad("TRAWL_MAX_HEADER_BYTES=%d: want 4KiB..1MiB", c.MaxHeaderBytes)
 	}
-	if c.RobotsTTL < time.Minute {
-		bad("TRAWL_ROBOTS_TTL=%s: want at least 1m", c.RobotsTTL)
-	}
-	if c.RobotsErrorTTL < time.Second || c.RobotsErrorTTL > c.RobotsTTL {
-		bad("TRAWL_ROBOTS_ERROR_TTL=%s: want 1s..TRAWL_ROBOTS_TTL", c.RobotsErrorTTL)
-	}
-	if err := polite.CheckRobotsMaxBytes(c.RobotsMaxBytes); err != nil {
+	if err := c.Robots.Check(); err != nil {
 		errs = append(errs, err)
 	}
 	if c.MaxConnsPerHost < 1 || c.MaxConnsPerHost > 64 {

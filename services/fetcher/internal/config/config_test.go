@@ -20,7 +20,7 @@ func TestDefaults(t *testing.T) {
 	}
 	if c.Common.HTTPAddr != ":9101" || c.RobotsAgent != "trawl" || c.Concurrency != 64 || c.FetchTimeout != 30*time.Second ||
 		c.MaxBody != 16<<20 || c.BodyInlineMax != 1<<20 || c.MaxHeaderBytes != 64<<10 || len(c.AllowCIDRs) != 0 ||
-		c.RobotsTTL != 24*time.Hour || c.RobotsErrorTTL != time.Minute || c.RobotsMaxBytes != 500<<10 || c.UserAgent != DefaultUserAgent ||
+		c.Robots.TTL != 24*time.Hour || c.Robots.ErrorTTL != time.Minute || c.Robots.MaxBytes != 500<<10 || c.UserAgent != DefaultUserAgent ||
 		c.DNSTTL != 5*time.Minute || c.DNSNegativeTTL != 30*time.Second || c.DNSCacheSize != 10000 ||
 		c.OutcomeBatch != 64 || c.OutcomeLinger != 2*time.Millisecond {
 		t.Errorf("unexpected defaults: %+v", c)

@@ -27,7 +27,6 @@ import (
 	"github.com/trawl/trawl/shared/policy"
 	"github.com/trawl/trawl/shared/polite"
 	"github.com/trawl/trawl/shared/politeness"
-	"github.com/trawl/trawl/shared/robotscache"
 	"github.com/trawl/trawl/shared/runner"
 	"github.com/trawl/trawl/shared/safedial"
 	"github.com/trawl/trawl/shared/topology"
@@ -100,19 +99,14 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Optio
 	}
 	m := newMetrics(r.Metrics)
 	s := &Service{
-		cfg:   cfg,
-		log:   log,
-		nc:    r.NC,
-		js:    r.JS,
-		rdb:   r.Redis,
-		obs:   r.HTTP,
-		crawl: r.Crawl,
-		robots: polite.NewRobotsStores(r.Redis, robotscache.StoreOptions{
-			Prefix:   cfg.Common.RedisPrefix,
-			Agent:    cfg.RobotsAgent,
-			TTL:      cfg.RobotsTTL,
-			ErrorTTL: cfg.RobotsErrorTTL,
-		}),
+		cfg:    cfg,
+		log:    log,
+		nc:     r.NC,
+		js:     r.JS,
+		rdb:    r.Redis,
+		obs:    r.HTTP,
+		crawl:  r.Crawl,
+		robots: polite.NewRobotsStores(r.Redis, cfg.Robots.StoreOptions(cfg.Common.RedisPrefix, cfg.RobotsAgent)),
 		m:      m,
 		now:    time.Now,
 		bodies: r.Bodies,

@@ -4,7 +4,6 @@ package config
 import (
 	"errors"
 	"fmt"
-	"github.com/trawl/trawl/shared/urlnorm"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"github.com/trawl/trawl/shared/politeness"
 	"github.com/trawl/trawl/shared/robots"
 	"github.com/trawl/trawl/shared/safedial"
+	"github.com/trawl/trawl/shared/urlnorm"
 )
 
 // DefaultHTTPAddr is the renderer's /metrics address.
@@ -60,14 +60,12 @@ type Config struct {
 	BrowserGID       int
 	AllowUnsandboxed bool // TRAWL_RENDER_ALLOW_UNSANDBOXED: run the browser without its sandbox where the kernel has none
 
-	UserAgent      string // TRAWL_USER_AGENT
-	RobotsAgent    string // TRAWL_ROBOTS_AGENT
-	RobotsTTL      time.Duration
-	RobotsError    time.Duration
-	RobotsMaxBytes int64 // TRAWL_ROBOTS_MAX_BYTES, the fetchers' limit: both fill one cache
-	AllowCIDRs     []netip.Prefix
-	Resolve        map[string][]netip.Addr
-	DialTimeout    time.Duration
+	UserAgent   string                // TRAWL_USER_AGENT
+	RobotsAgent string                // TRAWL_ROBOTS_AGENT
+	Robots      polite.RobotsSettings // the fetchers' settings: both fill one cache
+	AllowCIDRs  []netip.Prefix
+	Resolve     map[string][]netip.Addr
+	DialTimeout time.Duration
 
 	allowRaw   []string
 	cidrErr    error
@@ -101,9 +99,7 @@ func Load(r *envconfig.Reader) (Config, error) {
 		AllowUnsandboxed: r.Bool("RENDER_ALLOW_UNSANDBOXED", false),
 		UserAgent:        robots.LoadUserAgent(r),
 		RobotsAgent:      robots.LoadAgent(r),
-		RobotsTTL:        r.Duration("ROBOTS_TTL", 24*time.Hour),
-		RobotsError:      r.Duration("ROBOTS_ERROR_TTL", time.Minute),
-		RobotsMaxBytes:   polite.LoadRobotsMaxBytes(r),
+		Robots:           polite.LoadRobotsSettings(r),
 		DialTimeout:      r.Duration("DIAL_TIMEOUT", 10*time.Second),
 		allowRaw:         r.List("ALLOW_CIDRS", nil),
 	}
@@ -140,7 +136,7 @@ func Defaults() Config {
 // Polite are the settings the renderer's requests are resolved with (polite.New), as
 // every process making requests reads them.
 func (c Config) Polite() polite.Settings {
-	return polite.Settings{RobotsAgent: c.RobotsAgent, RobotsMaxBytes: c.RobotsMaxBytes, SecretsDir: c.Policy.SecretsDir}
+	return polite.Settings{RobotsAgent: c.RobotsAgent, RobotsMaxBytes: c.Robots.MaxBytes, SecretsDir: c.Policy.SecretsDir}
 }
 
 // Validate reports every invalid setting at once.
@@ -196,13 +192,7 @@ func (c Config) Validate() error {
 	if err := robots.CheckUserAgent(c.UserAgent); err != nil {
 		errs = append(errs, err)
 	}
-	if c.RobotsTTL < time.Minute {
-		bad("TRAWL_ROBOTS_TTL=%s: want at least 1m", c.RobotsTTL)
-	}
-	if c.RobotsError < time.Second || c.RobotsError > c.RobotsTTL {
-		bad("TRAWL_ROBOTS_ERROR_TTL=%s: want 1s..TRAWL_ROBOTS_TTL", c.RobotsError)
-	}
-	if err := polite.CheckRobotsMaxBytes(c.RobotsMaxBytes); err != nil {
+	if err := c.Robots.Check(); err != nil {
 		errs = append(errs, err)
 	}
 	if c.DialTimeout <= 0 {

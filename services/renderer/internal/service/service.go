@@ -33,7 +33,6 @@ import (
 	"github.com/trawl/trawl/shared/policy"
 	"github.com/trawl/trawl/shared/polite"
 	"github.com/trawl/trawl/shared/politeness"
-	"github.com/trawl/trawl/shared/robotscache"
 	"github.com/trawl/trawl/shared/runner"
 	"github.com/trawl/trawl/shared/safedial"
 	"github.com/trawl/trawl/shared/topology"
@@ -112,7 +111,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Service, er
 		},
 		Requests: polite.New(cfg.Polite(), nil),
 	},
-		polite.NewRobotsStores(r.Redis, robotscache.StoreOptions{Prefix: cfg.Common.RedisPrefix, Agent: cfg.RobotsAgent, TTL: cfg.RobotsTTL, ErrorTTL: cfg.RobotsError}),
+		polite.NewRobotsStores(r.Redis, cfg.Robots.StoreOptions(cfg.Common.RedisPrefix, cfg.RobotsAgent)),
 		politeness.NewClaimer(r.Redis, cfg.Common.RedisPrefix, cfg.Common.Shards, cfg.Politeness, watcher.Current),
 		servers, dialer, cache, m, log)
 	r.OnClose(ans.Close)
