@@ -35,10 +35,7 @@ func Config[C interface{ Validate() error }](t testing.TB, load func(*envconfig.
 	for _, env := range envs {
 		maps.Copy(vars, env)
 	}
-	cfg, err := load(envconfig.FromMap(vars))
-	if err == nil {
-		err = cfg.Validate()
-	}
+	cfg, err := envconfig.Valid(load(envconfig.FromMap(vars)))
 	if err != nil {
 		t.Fatalf("configuration: %v", err)
 	}

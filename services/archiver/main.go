@@ -15,10 +15,7 @@ import (
 )
 
 func main() {
-	cfg, err := config.Load(&envconfig.Reader{})
-	if err == nil {
-		err = cfg.Validate()
-	}
+	cfg, err := envconfig.Valid(config.Load(&envconfig.Reader{}))
 	runner.Main("archiver", cfg.Common, err, func(ctx context.Context, log *slog.Logger) (*service.Service, error) {
 		return service.New(ctx, cfg, log)
 	})

@@ -235,3 +235,13 @@ func ParseBytes(s string) (int64, error) {
 	}
 	return int64(f * float64(mult)), nil
 }
+
+// Valid passes a configuration just loaded through its Validate, so that one error
+// reports the values that could not be read (Load) or are out of range (Validate): a
+// service's main reads `cfg, err := envconfig.Valid(config.Load(&envconfig.Reader{}))`.
+func Valid[C interface{ Validate() error }](cfg C, err error) (C, error) {
+	if err == nil {
+		err = cfg.Validate()
+	}
+	return cfg, err
+}

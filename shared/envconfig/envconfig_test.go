@@ -1,6 +1,8 @@
 package envconfig
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -248,5 +250,35 @@ func TestOverlay(t *testing.T) {
 	}
 	if got := len(r.Read()); got != 3 {
 		t.Errorf("Read() has %d settings, want 3", got)
+	}
+}
+
+type checked struct{ ok bool }
+
+func (c checked) Validate() error {
+	if !c.ok {
+		return errors.New("out of range")
+	}
+	return nil
+}
+
+func TestValid(t *testing.T) {
+	unread := errors.New("not a number")
+	for _, tc := range []struct {
+		name    string
+		cfg     checked
+		loadErr error
+		want    string
+	}{
+		{"read and in range", checked{ok: true}, nil, ""},
+		{"out of range", checked{ok: false}, nil, "out of range"},
+		{"not read: Validate is not asked", checked{ok: false}, unread, "not a number"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Valid(tc.cfg, tc.loadErr)
+			if got := fmt.Sprint(err); (err == nil) != (tc.want == "") || (err != nil && got != tc.want) {
+				t.Fatalf("Valid = %v, want %q", err, tc.want)
+			}
+		})
 	}
 }

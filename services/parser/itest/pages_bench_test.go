@@ -19,12 +19,12 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/trawl/trawl/devstack/inproc"
 	"github.com/trawl/trawl/devstack/redisproc"
 	"github.com/trawl/trawl/devstack/synthweb"
 	"github.com/trawl/trawl/services/parser/internal/config"
 	"github.com/trawl/trawl/services/parser/internal/service"
 	"github.com/trawl/trawl/shared/crawlmsg"
-	"github.com/trawl/trawl/shared/envconfig"
 	"github.com/trawl/trawl/shared/policy"
 	"github.com/trawl/trawl/shared/topology"
 )
@@ -165,16 +165,10 @@ func benchPages(b *testing.B, msgs []*nats.Msg, rules []policy.Change) {
 	}
 	rdb := redis.NewClient(opt)
 	b.Cleanup(func() { rdb.Close() })
-	cfg, err := config.Load(envconfig.FromMap(map[string]string{
+	cfg := inproc.Config(b, config.Load, map[string]string{
 		"TRAWL_MAX_DEPTH":    "20",
 		"TRAWL_ROBOTS_AGENT": synthweb.ProductToken,
-	}))
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := cfg.Validate(); err != nil {
-		b.Fatal(err)
-	}
+	})
 	ctx := ctxT(b)
 	if len(rules) > 0 {
 		if _, _, err := policy.NewStore(rdb, cfg.Common.RedisPrefix).Apply(ctx, rules, "bench", 0); err != nil {

@@ -15,11 +15,8 @@ import (
 
 func loadConfig(t *testing.T, env map[string]string) config.Config {
 	t.Helper()
-	cfg, err := config.Load(envconfig.FromMap(env))
+	cfg, err := envconfig.Valid(config.Load(envconfig.FromMap(env)))
 	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	return cfg
