@@ -87,6 +87,25 @@ func TestSkippedURLsLoggedWithReason(t *testing.T) {
 	}
 }
 
+// waitSkipLog waits until the skip log lists as many URLs as want, then requires it to list
+// exactly want: each URL with its reason, and nothing else.
+func waitSkipLog(t *testing.T, s *stack, what string, needID bool, want map[string]string) {
+	t.Helper()
+	var got map[string]string
+	testwait.Eventually(t, 10*time.Second, "every "+what+" URL on "+topology.StreamSkipped, func() bool {
+		got = readSkipLog(t, s.js, needID)
+		return len(got) >= len(want)
+	})
+	for u, r := range want {
+		if got[u] != r {
+			t.Errorf("%s logged as %q, want %q", u, got[u], r)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("skip log %v, want only %v", got, want)
+	}
+}
+
 // readSkipLog reads every entry of CRAWL_SKIPPED: URL → reason. An empty entry fails the
 // test: a batch without a skip must publish nothing; so does one without its message's
 // id when needID (a redelivery's copy must be dropped).
@@ -158,19 +177,7 @@ func TestRefusedURLsLoggedWithReason(t *testing.T) {
 		"http://h.example/a":    crawlmsg.ReasonOverBudget,
 		"http://h.example/b":    crawlmsg.ReasonOverBudget,
 	}
-	var got map[string]string
-	testwait.Eventually(t, 10*time.Second, "every refused URL on "+topology.StreamSkipped, func() bool {
-		got = readSkipLog(t, s.js, true)
-		return len(got) >= len(want)
-	})
-	for u, r := range want {
-		if got[u] != r {
-			t.Errorf("%s logged as %q, want %q", u, got[u], r)
-		}
-	}
-	if len(got) != len(want) {
-		t.Errorf("skip log %v, want only %v", got, want)
-	}
+	waitSkipLog(t, s, "refused", true, want)
 	testwait.Eventually(t, 30*time.Second, "the admitted URL fetched", func() bool {
 		st := s.stats()
 		return st.Fetched == 2 && st.Inflight == 0
@@ -221,14 +228,7 @@ func TestExcludedByRecheckLogged(t *testing.T) {
 		st := s.stats()
 		return st.Fetched == 6 && st.Queued == 0 && st.Inflight == 0
 	})
-	var got map[string]string
-	testwait.Eventually(t, 10*time.Second, "every excluded URL on "+topology.StreamSkipped, func() bool {
-		got = readSkipLog(t, s.js, false)
-		return len(got) >= len(want)
-	})
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("skip log %v, want %v", got, want)
-	}
+	waitSkipLog(t, s, "excluded", false, want)
 }
 
 // URLs already queued when their host's page budget runs out are dropped by the dispatch
@@ -270,19 +270,7 @@ func TestQueuedOverBudgetURLsLogged(t *testing.T) {
 			want[d.URL] = crawlmsg.ReasonOverBudget
 		}
 	}
-	var got map[string]string
-	testwait.Eventually(t, 10*time.Second, "every over-budget URL on "+topology.StreamSkipped, func() bool {
-		got = readSkipLog(t, s.js, true)
-		return len(got) >= len(want)
-	})
-	for u, r := range want {
-		if got[u] != r {
-			t.Errorf("%s logged as %q, want %q", u, got[u], r)
-		}
-	}
-	if len(got) != len(want) {
-		t.Errorf("skip log %v, want only %v", got, want)
-	}
+	waitSkipLog(t, s, "over-budget", true, want)
 }
 
 // A host retired while URLs wait in its queue ends them failed without a request; each is
@@ -322,16 +310,7 @@ func TestRetiredHostsQueueLogged(t *testing.T) {
 	for _, u := range asked {
 		want[u] = crawlmsg.FailedReason(crawlmsg.OutcomeError)
 	}
-	var got map[string]string
-	testwait.Eventually(t, 10*time.Second, "every failed URL on "+topology.StreamSkipped, func() bool {
-		got = readSkipLog(t, s.js, true)
-		return len(got) >= len(want)
-	})
-	for u, r := range want {
-		if got[u] != r {
-			t.Errorf("%s logged as %q, want %q", u, got[u], r)
-		}
-	}
+	waitSkipLog(t, s, "failed", true, want)
 	if len(asked) != 1 {
 		t.Errorf("%d requests, want the one that retired the host: %v", len(asked), asked)
 	}
