@@ -24,6 +24,9 @@ TEST_PACKAGES ?= 4
 TEST_PARALLEL ?= 4
 # The end-to-end tests and the integration module make test leaves to make test-policy-render.
 POLICY_RENDER_E2E := ^(TestPolicy|TestRender)
+# The end-to-end tests make test leaves to make test-stores: the two longest (a minute and a
+# half each), which run the crawl on store clusters and from store files copied apart.
+STORES_E2E        := ^(TestCrawlOnClusters|TestCrawlSurvivesStoresRolledBackApart)$$
 RENDER_ITEST      := /services/renderer/itest
 # The service images' builds replayed with this host's go (a minute of CPU on two cores):
 # make compose-test runs them, before building the same images with Docker.
@@ -32,7 +35,7 @@ BENCH_TIME ?= 1s
 
 export GOFLAGS ?= -buildvcs=false
 
-.PHONY: all build test test-policy-render vet run bench bench-scale bench-scale-ci bench-scale-wide fuzz unit tidy clean interop docs-crawl compose-test archive-test s3-test k8s-test
+.PHONY: all build test test-policy-render test-stores vet run bench bench-scale bench-scale-ci bench-scale-wide fuzz unit tidy clean interop docs-crawl compose-test archive-test s3-test k8s-test
 
 all: build
 
@@ -48,12 +51,13 @@ vet:
 
 ## test: unit, integration (real NATS JetStream + redis-server) and end-to-end tests, but for those
 ## of live site policies and rendering end to end and the renderer's own integration tests (make
-## test-policy-render, which CI runs next) and the images' builds replayed without Docker (make
-## compose-test), so that the edit-test loop stays under ten minutes
+## test-policy-render, which CI runs next), the crawl on store clusters and from store files
+## copied apart (make test-stores, CI's third) and the images' builds replayed without Docker
+## (make compose-test), so that the edit-test loop stays under ten minutes
 test: vet
 	@$(GO) run ./devstack/cmd/trawl-deps redis-server chromium docker
 	$(GO) test -race -p $(TEST_PACKAGES) -parallel $(TEST_PARALLEL) $(TEST_FLAGS) -skip '$(IMAGES_TEST)' $$($(GO) list $(PKGS) | grep -v -e /devstack/e2e -e $(RENDER_ITEST))
-	$(GO) test $(TEST_FLAGS) -parallel $(E2E_PARALLEL) -skip '$(POLICY_RENDER_E2E)' $(E2E)
+	$(GO) test $(TEST_FLAGS) -parallel $(E2E_PARALLEL) -skip '$(POLICY_RENDER_E2E)|$(STORES_E2E)' $(E2E)
 
 ## test-policy-render: live site policies and rendering end to end (each judged from the synthetic
 ## web's own request log) and the renderer's integration tests with a real Chromium
@@ -61,6 +65,14 @@ test-policy-render: vet
 	@$(GO) run ./devstack/cmd/trawl-deps redis-server chromium
 	$(GO) test -race $(TEST_FLAGS) ./services/renderer/itest/...
 	$(GO) test $(TEST_FLAGS) -run '$(POLICY_RENDER_E2E)' $(E2E)
+
+## test-stores: the crawl end to end on a NATS cluster at three replicas and a Redis Cluster
+## (devstack/e2e TestCrawlOnClusters), and restarted from NATS and Redis files copied at two
+## instants apart, as an OS crash rolls each store back to its own last fsync
+## (TestCrawlSurvivesStoresRolledBackApart); each judged from the synthetic web's own log
+test-stores: vet
+	@$(GO) run ./devstack/cmd/trawl-deps redis-server
+	$(GO) test $(TEST_FLAGS) -parallel $(E2E_PARALLEL) -run '$(STORES_E2E)' $(E2E)
 
 ## interop: the archiver's WARC files read back by warcio.js, Webrecorder's reader (installs
 ## node, npm and warcio when missing)
