@@ -167,7 +167,7 @@ func (r *Running[S]) Err() error {
 // Logger is a service's log written to the test's log (LogWriter), and to also when
 // given, at level and up.
 func Logger(t testing.TB, level slog.Level, also io.Writer) *slog.Logger {
-	w := LogWriter(t).(*testWriter)
+	w := newTestWriter(t)
 	w.also = also
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
 }
@@ -175,7 +175,9 @@ func Logger(t testing.TB, level slog.Level, also io.Writer) *slog.Logger {
 // LogWriter writes each line it is given to the test's log (a child process's output,
 // say). Lines written after the test has ended are dropped: a service or process still
 // draining must not write to a finished test.
-func LogWriter(t testing.TB) io.Writer {
+func LogWriter(t testing.TB) io.Writer { return newTestWriter(t) }
+
+func newTestWriter(t testing.TB) *testWriter {
 	w := &testWriter{t: t}
 	t.Cleanup(w.close)
 	return w
