@@ -47,7 +47,7 @@ func TestApplyKeepsReserved(t *testing.T) {
 	}
 }
 
-func TestRobotsSettingsCheck(t *testing.T) {
+func TestRobotsSettingsValidate(t *testing.T) {
 	ok := polite.RobotsSettings{TTL: 24 * time.Hour, ErrorTTL: time.Minute, MaxBytes: 500 << 10}
 	tests := []struct {
 		name string
@@ -66,9 +66,9 @@ func TestRobotsSettingsCheck(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			s := ok
 			tt.mod(&s)
-			err := s.Check()
+			err := s.Validate()
 			if (err == nil) != (tt.bad == "") || (err != nil && !strings.Contains(err.Error(), tt.bad+"=")) {
-				t.Errorf("Check(%+v) = %v, want an error naming %q", s, err, tt.bad)
+				t.Errorf("Validate(%+v) = %v, want an error naming %q", s, err, tt.bad)
 			}
 		})
 	}

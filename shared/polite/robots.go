@@ -47,7 +47,7 @@ type RobotsSettings struct {
 	MaxBytes int64         // TRAWL_ROBOTS_MAX_BYTES: how much of a robots.txt is parsed
 }
 
-// LoadRobotsSettings reads the robots.txt settings; Check is their range.
+// LoadRobotsSettings reads the robots.txt settings; Validate holds their ranges.
 func LoadRobotsSettings(r *envconfig.Reader) RobotsSettings {
 	return RobotsSettings{
 		TTL:      r.Duration("ROBOTS_TTL", 24*time.Hour),
@@ -56,9 +56,9 @@ func LoadRobotsSettings(r *envconfig.Reader) RobotsSettings {
 	}
 }
 
-// Check accepts a TTL of at least a minute, an error TTL from a second to the TTL, and
+// Validate accepts a TTL of at least a minute, an error TTL from a second to the TTL, and
 // from RFC 9309's minimum (500 KiB) to 16 MiB of a file.
-func (s RobotsSettings) Check() error {
+func (s RobotsSettings) Validate() error {
 	var errs []error
 	if s.TTL < time.Minute {
 		errs = append(errs, fmt.Errorf("TRAWL_ROBOTS_TTL=%s: want at least 1m", s.TTL))

@@ -70,21 +70,7 @@ func TestSkippedURLsLoggedWithReason(t *testing.T) {
 		return st.Accepted == int64(len(batch.URLs)) && st.Terminal() == st.Accepted && st.Inflight == 0
 	})
 
-	got := map[string]string{}
-	testwait.Eventually(t, 10*time.Second, "every skip on "+topology.StreamSkipped, func() bool {
-		for u, r := range readSkipLog(t, s.js, true) {
-			got[u] = r
-		}
-		return len(got) >= len(want)
-	})
-	for u, r := range want {
-		if got[u] != r {
-			t.Errorf("%s logged as %q, want %q", u, got[u], r)
-		}
-	}
-	if len(got) != len(want) {
-		t.Errorf("skip log %v, want only %v", got, want)
-	}
+	waitSkipLog(t, s, "skipped", true, want)
 }
 
 // waitSkipLog waits until the skip log lists as many URLs as want, then requires it to list

@@ -196,7 +196,7 @@ func (c Config) Validate() error {
 	if c.MaxHeaderBytes < 4<<10 || c.MaxHeaderBytes > 1<<20 {
 		bad("TRAWL_MAX_HEADER_BYTES=%d: want 4KiB..1MiB", c.MaxHeaderBytes)
 	}
-	if err := c.Robots.Check(); err != nil {
+	if err := c.Robots.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	if c.MaxConnsPerHost < 1 || c.MaxConnsPerHost > 64 {

@@ -192,7 +192,7 @@ func (c Config) Validate() error {
 	if err := robots.CheckUserAgent(c.UserAgent); err != nil {
 		errs = append(errs, err)
 	}
-	if err := c.Robots.Check(); err != nil {
+	if err := c.Robots.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	if c.DialTimeout <= 0 {
