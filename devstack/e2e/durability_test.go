@@ -244,9 +244,10 @@ func (c *crashTest) resume(t *testing.T, ctx context.Context) crawlResult {
 func startStack(t *testing.T, ctx context.Context, opts stack.Options) *stack.Stack {
 	t.Helper()
 	opts.BinDir = binDir
-	if opts.NATSMaxStore == 0 && opts.NATSBin == "" {
+	if opts.NATSMaxStore == 0 {
 		// The services set aside their stream caps out of a logical limit, not the free
-		// disk, which tests running at once (and a busy machine) would decide.
+		// disk, which tests running at once (and a busy machine) would decide; NATS in a
+		// process of its own (a crash test's) as much as the embedded one.
 		opts.NATSMaxStore = natsembed.TestMaxStore
 	}
 	st, err := stack.Start(ctx, opts)

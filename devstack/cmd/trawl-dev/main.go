@@ -38,6 +38,10 @@ type options struct {
 	dir          string
 	demoHosts    int
 	parkAfter    time.Duration
+	// natsMaxStore, if set, is JetStream's file storage limit instead of three quarters of
+	// the free disk: tests set a logical one, so that the machine's free disk does not
+	// decide whether the services can set their stream caps aside.
+	natsMaxStore int64
 }
 
 func main() {
@@ -150,10 +154,11 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	st, err := stack.Start(ctx, stack.Options{
 		BinDir: o.bin,
 		// NATS runs as a process of its own, as in compose, rather than inside trawl-dev.
-		NATSBin:  filepath.Join(o.bin, stack.NATSServer),
-		Dir:      o.dir,
-		Env:      env,
-		Replicas: replicas,
+		NATSBin:      filepath.Join(o.bin, stack.NATSServer),
+		NATSMaxStore: o.natsMaxStore,
+		Dir:          o.dir,
+		Env:          env,
+		Replicas:     replicas,
 		// TRAWL_FSYNC as the environment (or the demo's defaults) gives it; an invalid one
 		// stops the start with what to set.
 		Durability: envconfig.LoadDurability(envconfig.Overlay(env)),

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trawl/trawl/devstack/natsembed"
 	"github.com/trawl/trawl/devstack/synthweb"
 )
 
@@ -65,7 +66,7 @@ func TestParkAfterEndsBatchCrawlAndResumes(t *testing.T) {
 
 	dir := t.TempDir()
 	parkedURLs := []string{unavailable + "/", unavailable + "/p/1"}
-	o := options{bin: binDir, fetchers: 1, every: 300 * time.Millisecond, dir: dir, parkAfter: 3 * time.Second,
+	o := options{bin: binDir, natsMaxStore: natsembed.TestMaxStore, fetchers: 1, every: 300 * time.Millisecond, dir: dir, parkAfter: 3 * time.Second,
 		seeds: append([]string{normal + "/"}, parkedURLs...)}
 	var out bytes.Buffer
 	if err := run(ctx, o, &out); err != nil {
@@ -121,7 +122,7 @@ func TestUnresolvableSeedEndsQuickly(t *testing.T) {
 	t.Setenv("TRAWL_RETRY_BACKOFF", "30s")
 	// The reserved .invalid domain does not exist (RFC 2606).
 	const seed = "http://no-such-host.invalid/"
-	o := options{bin: binDir, fetchers: 1, every: 300 * time.Millisecond, dir: t.TempDir(), parkAfter: time.Minute,
+	o := options{bin: binDir, natsMaxStore: natsembed.TestMaxStore, fetchers: 1, every: 300 * time.Millisecond, dir: t.TempDir(), parkAfter: time.Minute,
 		seeds: []string{seed}}
 	var out bytes.Buffer
 	if err := run(ctx, o, &out); err != nil {
