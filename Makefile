@@ -125,12 +125,13 @@ docs-crawl: build
 ## profile's crawl judged from a synthetic web's own request log (devstack/composetest), after the
 ## images' builds replayed with this host's go (devstack/composecheck TestImagesBuild). Installs
 ## docker.io, docker-compose and debootstrap when missing, starts dockerd when no engine answers
-## (as root), builds Compose v2 as a CLI plugin when the CLI has none, and builds local stand-ins
-## for the base images no registry serves
+## (as root), builds Compose v2 as a CLI plugin when the CLI has none, builds local stand-ins
+## for the base images no registry serves, and at its end removes the untagged images its builds left
 compose-test:
 	$(GO) test -count=1 -run '$(IMAGES_TEST)' ./devstack/composecheck/
 	@$(GO) run ./devstack/cmd/trawl-deps dockerd docker-compose debootstrap
-	$(GO) vet -tags compose ./devstack/composetest/
+	$(GO) vet -tags compose ./devstack/composetest/ ./devstack/dockerhost/
+	$(GO) test -tags compose -count=1 -timeout 5m ./devstack/dockerhost/
 	$(GO) test -tags compose -count=1 -timeout 60m -v ./devstack/composetest/
 
 ## run: crawl SEEDS (space- or comma-separated) or the built-in demo web, then print a summary; RENDERERS=N runs N renderers (rendering on, auto); DIR=path keeps the crawl there and resumes it;

@@ -68,7 +68,12 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	fmt.Fprintf(os.Stderr, "composetest: engine, Compose and base images ready in %s\n", time.Since(start).Round(time.Second))
-	os.Exit(m.Run())
+	code := m.Run()
+	if err := dockerhost.PruneLeftovers(ctx, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "composetest:", err)
+		code = max(code, 1)
+	}
+	os.Exit(code)
 }
 
 func prepare(ctx context.Context) error {

@@ -274,6 +274,26 @@ type ctxFile struct {
 	body []byte
 }
 
+// PruneLeftovers removes the untagged images built on a stand-in (they inherit its label):
+// what the classic builder leaves of a multi-stage build (each build stage's last image)
+// and of an image built again under the same tag. Every run of a test that builds the
+// service images leaves about a gigabyte of them, which would fill the machine's disk in
+// a few days. Tagged images stay, and with them the layers of the images a test runs, so
+// the next run's builds start from what this one built; only a build stage is redone, its
+// modules from the stand-in's baked proxy.
+func PruneLeftovers(ctx context.Context, w io.Writer) error {
+	out, err := Output(ctx, nil, "docker", "image", "prune", "-f", "--filter", "label="+standinLabel)
+	if err != nil {
+		return fmt.Errorf("dockerhost: removing the builds' untagged images: %w", err)
+	}
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		if strings.HasPrefix(l, "Total reclaimed space") {
+			fmt.Fprintf(w, "dockerhost: untagged images of the builds removed; %s\n", strings.ToLower(l[:1])+l[1:])
+		}
+	}
+	return nil
+}
+
 // build builds tag from the context unless an image with that tag and key exists.
 func (s Standins) build(ctx context.Context, tag, key, what string, bc buildCtx) error {
 	if label, ok := imageLabel(ctx, tag); ok && label == key {
