@@ -86,6 +86,9 @@ func Start(ctx context.Context, o Options) (*Browser, error) {
 	if o.OnRestart == nil {
 		o.OnRestart = func(string) {}
 	}
+	if err := checkProfileRoom(o.DataDir); err != nil {
+		return nil, err
+	}
 	b := &Browser{o: o}
 	removeOrphanProfiles(o.DataDir, o.Log)
 	in, err := b.launch(ctx, 1)
@@ -310,6 +313,36 @@ func reachable(dir string, uid, gid int) error {
 
 // profilePrefix starts each launch's profile directory, followed by the renderer's pid.
 const profilePrefix = "trawl-renderer-"
+
+// maxProfileDir is the longest profile directory path a browser starts in. The profile
+// directory is the browser's TMPDIR, where Chromium makes its singleton socket
+// (.org.chromium.Chromium.XXXXXX/SingletonSocket), and a Unix socket's path has room for
+// 107 bytes: in a longer one Chromium exits at start-up without saying why (Debian's
+// chromium starts with a TMPDIR of 62 bytes, not 63).
+const maxProfileDir = 62
+
+// profileNameMax is the longest name profileDir gives: the prefix, a pid (Linux's largest
+// has 7 digits), "-" and os.MkdirTemp's random part (at most 10 digits).
+const profileNameMax = len(profilePrefix) + 7 + 1 + 10
+
+// checkProfileRoom refuses a data directory whose profile directories could be too long a
+// path for the browser to start in, naming the fix, rather than leaving it to the chance
+// of a pid's and a random name's lengths.
+func checkProfileRoom(dataDir string) error {
+	if dataDir == "" {
+		dataDir = os.TempDir()
+	}
+	abs, err := filepath.Abs(dataDir)
+	if err != nil {
+		return fmt.Errorf("browser: profile directory: %w", err)
+	}
+	if n := len(abs) + 1 + profileNameMax; n > maxProfileDir {
+		return fmt.Errorf("browser: the profile directories would be made in %s, whose path (%d bytes) leaves no room for "+
+			"Chromium's socket in them (a Unix socket path holds 107 bytes); start the renderer with a TMPDIR of at most %d bytes, such as /tmp",
+			abs, len(abs), maxProfileDir-1-profileNameMax)
+	}
+	return nil
+}
 
 // removeOrphanProfiles removes the profile directories of renderers that are gone (a
 // renderer killed outright cannot remove its own), leaving those of live processes: other

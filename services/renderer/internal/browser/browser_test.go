@@ -2,6 +2,7 @@ package browser
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"log/slog"
 	"os"
@@ -216,6 +217,72 @@ func TestReachable(t *testing.T) {
 			}
 			if err := reachable(d, tc.uid, tc.gid); (err == nil) != tc.reachableW {
 				t.Errorf("reachable(%v owned %d) by %d:%d = %v, want reachable %t", tc.mode, tc.owner, tc.uid, tc.gid, err, tc.reachableW)
+			}
+		})
+	}
+}
+
+// Chromium starts in a TMPDIR of maxProfileDir bytes and not in one a byte longer: the
+// limit checkProfileRoom holds the profile directories to is the installed Chromium's.
+func TestChromiumSocketRoom(t *testing.T) {
+	chromium, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Fatalf("this test needs Debian's chromium (make test installs it): %v", err)
+	}
+	root, err := os.MkdirTemp("", "room-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	for _, tc := range []struct {
+		name   string
+		length int
+		starts bool
+	}{
+		{"the longest", maxProfileDir, true},
+		{"a byte longer", maxProfileDir + 1, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pad := tc.length - len(root) - 1
+			if pad < 1 {
+				t.Fatalf("the system's temporary directory %s is too long for this test", root)
+			}
+			dir := filepath.Join(root, strings.Repeat("x", pad))
+			if err := os.Mkdir(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, chromium, "--headless", "--no-sandbox", "--no-first-run", "--disable-gpu",
+				"--user-data-dir="+filepath.Join(dir, "profile"), "--dump-dom", "data:text/html,<p>room</p>")
+			cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + dir, "TMPDIR=" + dir}
+			out, err := cmd.Output()
+			if started := err == nil && strings.Contains(string(out), "<p>room</p>"); started != tc.starts {
+				t.Errorf("Chromium with a TMPDIR of %d bytes started: %v (%v), want %v", len(dir), started, err, tc.starts)
+			}
+		})
+	}
+}
+
+// A data directory whose profile directories could pass maxProfileDir is refused, with
+// the TMPDIR to give instead.
+func TestCheckProfileRoom(t *testing.T) {
+	longest := "/" + strings.Repeat("d", maxProfileDir-1-profileNameMax-1)
+	for _, tc := range []struct {
+		name, dataDir string
+		ok            bool
+	}{
+		{"/tmp", "/tmp", true},
+		{"the longest", longest, true},
+		{"a byte longer", longest + "d", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := checkProfileRoom(tc.dataDir)
+			if (err == nil) != tc.ok {
+				t.Fatalf("checkProfileRoom(%d bytes): %v, want ok %v", len(tc.dataDir), err, tc.ok)
+			}
+			if err != nil && !strings.Contains(err.Error(), "TMPDIR of at most") {
+				t.Errorf("the error does not say what to do: %v", err)
 			}
 		})
 	}
