@@ -126,7 +126,7 @@ docs-crawl: build
 ## images' builds replayed with this host's go (devstack/composecheck TestImagesBuild). Installs
 ## docker.io, docker-compose and debootstrap when missing, starts dockerd when no engine answers
 ## (as root), builds Compose v2 as a CLI plugin when the CLI has none, builds local stand-ins
-## for the base images no registry serves, and at its end removes the untagged images its builds left
+## for the base images no registry serves, and at its end removes the untagged images earlier runs' builds left
 compose-test:
 	$(GO) test -count=1 -run '$(IMAGES_TEST)' ./devstack/composecheck/
 	@$(GO) run ./devstack/cmd/trawl-deps dockerd docker-compose debootstrap

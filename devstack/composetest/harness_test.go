@@ -69,7 +69,7 @@ func TestMain(m *testing.M) {
 	}
 	fmt.Fprintf(os.Stderr, "composetest: engine, Compose and base images ready in %s\n", time.Since(start).Round(time.Second))
 	code := m.Run()
-	if err := dockerhost.PruneLeftovers(ctx, os.Stderr); err != nil {
+	if err := dockerhost.PruneLeftovers(ctx, os.Stderr, start); err != nil {
 		fmt.Fprintln(os.Stderr, "composetest:", err)
 		code = max(code, 1)
 	}

@@ -15,9 +15,10 @@ import (
 	"time"
 )
 
-// PruneLeftovers removes an untagged image built on a stand-in and leaves the tagged image
-// that replaced it, and an untagged image that is not the builds' (the machine's own).
-func TestPruneLeftoversKeepsTaggedAndOthers(t *testing.T) {
+// PruneLeftovers removes an untagged image built on a stand-in before the given time, and
+// leaves the one made after it (the current run's, whose layers the next run builds on),
+// the tagged image, and untagged images that are not the builds' (the machine's own).
+func TestPruneLeftoversKeepsTheRunsAndOthers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	if _, err := EnsureEngine(ctx, io.Discard, filepath.Join(t.TempDir(), "dockerd.log")); err != nil {
@@ -26,10 +27,14 @@ func TestPruneLeftoversKeepsTaggedAndOthers(t *testing.T) {
 	suffix := strconv.FormatInt(time.Now().UnixNano(), 36)
 	ours, theirs := "trawl-prunetest-ours:"+suffix, "trawl-prunetest-theirs:"+suffix
 	s := Standins{Log: io.Discard}
-	// Built twice under one tag, as a test's images are on every run: the first becomes
-	// untagged.
+	// Built three times under one tag, as a test's images are on every run: the first two
+	// become untagged, one before the run's start and one after.
 	var ourIDs []string
-	for i, body := range []string{"first", "second"} {
+	var runStart time.Time
+	for i, body := range []string{"earlier run", "this run", "this run, again"} {
+		if i == 1 {
+			runStart = time.Now()
+		}
 		if err := s.build(ctx, ours, "prunetest-"+strconv.Itoa(i), "a test image", scratchImage(body)); err != nil {
 			t.Fatal(err)
 		}
@@ -47,7 +52,7 @@ func TestPruneLeftoversKeepsTaggedAndOthers(t *testing.T) {
 		}
 	})
 
-	if err := PruneLeftovers(ctx, io.Discard); err != nil {
+	if err := PruneLeftovers(ctx, io.Discard, runStart); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
@@ -55,8 +60,9 @@ func TestPruneLeftoversKeepsTaggedAndOthers(t *testing.T) {
 		id   string
 		kept bool
 	}{
-		{"the builds' untagged image", ourIDs[0], false},
-		{"the builds' tagged image", ourIDs[1], true},
+		{"the builds' untagged image of an earlier run", ourIDs[0], false},
+		{"the builds' untagged image of this run", ourIDs[1], true},
+		{"the builds' tagged image", ourIDs[2], true},
 		{"another untagged image", theirIDs[0], true},
 		{"another tagged image", theirIDs[1], true},
 	} {

@@ -274,21 +274,22 @@ type ctxFile struct {
 	body []byte
 }
 
-// PruneLeftovers removes the untagged images built on a stand-in (they inherit its label):
-// what the classic builder leaves of a multi-stage build (each build stage's last image)
-// and of an image built again under the same tag. Every run of a test that builds the
-// service images leaves about a gigabyte of them, which would fill the machine's disk in
-// a few days. Tagged images stay, and with them the layers of the images a test runs, so
-// the next run's builds start from what this one built; only a build stage is redone, its
-// modules from the stand-in's baked proxy.
-func PruneLeftovers(ctx context.Context, w io.Writer) error {
-	out, err := Output(ctx, nil, "docker", "image", "prune", "-f", "--filter", "label="+standinLabel)
+// PruneLeftovers removes the untagged images built on a stand-in (they inherit its label)
+// before the given time: what the classic builder leaves of a multi-stage build (each
+// build stage's last image) and of an image built again under the same tag. A run of the
+// compose test leaves about four gigabytes of them, which would fill the machine's disk
+// within days. Those of the current run (made after before) stay, so the next run's
+// builds start from its build stages: its Go modules and, where the sources are the same,
+// its binaries. Tagged images always stay.
+func PruneLeftovers(ctx context.Context, w io.Writer, before time.Time) error {
+	until := fmt.Sprintf("until=%d.%09d", before.Unix(), before.Nanosecond())
+	out, err := Output(ctx, nil, "docker", "image", "prune", "-f", "--filter", "label="+standinLabel, "--filter", until)
 	if err != nil {
-		return fmt.Errorf("dockerhost: removing the builds' untagged images: %w", err)
+		return fmt.Errorf("dockerhost: removing the earlier builds' untagged images: %w", err)
 	}
 	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
 		if strings.HasPrefix(l, "Total reclaimed space") {
-			fmt.Fprintf(w, "dockerhost: untagged images of the builds removed; %s\n", strings.ToLower(l[:1])+l[1:])
+			fmt.Fprintf(w, "dockerhost: untagged images of earlier builds removed; %s\n", strings.ToLower(l[:1])+l[1:])
 		}
 	}
 	return nil

@@ -121,10 +121,6 @@ func setUp(m *testing.M) (func() int, error) {
 	return func() int {
 		code := m.Run()
 		c.Stop()
-		if err := dockerhost.PruneLeftovers(context.Background(), os.Stderr); err != nil {
-			fmt.Fprintln(os.Stderr, "k8stest:", err)
-			code = max(code, 1)
-		}
 		// Kept after a failure: the components' logs are in dir/logs.
 		if code == 0 {
 			if err := k8scluster.Remove(dir); err != nil {
