@@ -69,7 +69,10 @@ func TestMain(m *testing.M) {
 	}
 	fmt.Fprintf(os.Stderr, "composetest: engine, Compose and base images ready in %s\n", time.Since(start).Round(time.Second))
 	code := m.Run()
-	if err := dockerhost.PruneLeftovers(ctx, os.Stderr, start); err != nil {
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	err = dockerhost.PruneLeftovers(pctx, os.Stderr, start)
+	cancel()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "composetest:", err)
 		code = max(code, 1)
 	}
