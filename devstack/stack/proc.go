@@ -34,6 +34,19 @@ type Proc struct {
 	killed bool // stopped on purpose by Kill or Stop since the last Start
 }
 
+// httpAddrEnv is the setting a service listens for /metrics and /healthz on.
+const httpAddrEnv = "TRAWL_HTTP_ADDR"
+
+// setHTTPAddr moves p's HTTP listener to addr from its next start on.
+func (p *Proc) setHTTPAddr(addr string) {
+	p.HTTPAddr = addr
+	for i, kv := range p.env {
+		if strings.HasPrefix(kv, httpAddrEnv+"=") {
+			p.env[i] = httpAddrEnv + "=" + addr
+		}
+	}
+}
+
 // ID is "name-index", the process's name in logs.
 func (p *Proc) ID() string { return fmt.Sprintf("%s-%d", p.Name, p.Index) }
 

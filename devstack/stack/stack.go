@@ -283,11 +283,45 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		}
 	}
 	for _, p := range s.procs {
-		if err := s.WaitReady(ctx, p); err != nil {
+		if err := s.waitBound(ctx, p); err != nil {
 			return nil, err
 		}
 	}
 	return s, nil
+}
+
+// bindAttempts bounds the starts of a service whose HTTP port another process bound
+// between FreeAddr's pick and the service's own bind.
+const bindAttempts = 3
+
+// waitBound waits until p is ready, starting it again on another port when it exited
+// because its HTTP port was taken. Only Start calls it: no one reads p.HTTPAddr yet.
+func (s *Stack) waitBound(ctx context.Context, p *Proc) error {
+	for attempt := 1; ; attempt++ {
+		err := s.WaitReady(ctx, p)
+		if err == nil || attempt == bindAttempts || !s.lostPort(p) {
+			return err
+		}
+		addr, ferr := FreeAddr()
+		if ferr != nil {
+			return fmt.Errorf("%w (and no other port: %w)", err, ferr)
+		}
+		s.opts.Log.Warn("stack: a service's HTTP port was taken before it bound it; starting it on another", "proc", p.ID(), "taken", p.HTTPAddr, "port", addr)
+		p.setHTTPAddr(addr)
+		if err := p.Start(); err != nil {
+			return err
+		}
+		if err := s.pin(p); err != nil {
+			return err
+		}
+	}
+}
+
+// lostPort reports whether p has exited because its HTTP address was in use, as Go's net
+// package words the bind error the service logs.
+func (s *Stack) lostPort(p *Proc) bool {
+	exited, _ := p.Exited()
+	return exited && strings.Contains(s.LogTail(p, 5), "listen tcp "+p.HTTPAddr+": bind: address already in use")
 }
 
 // Renderers is how many renderers a stack with env and replicas runs: the count given, else
@@ -394,7 +428,7 @@ func (s *Stack) newProc(name string, i int, env map[string]string) (*Proc, error
 	for k, v := range s.opts.ProcEnv[p.ID()] {
 		vars[k] = v
 	}
-	vars["TRAWL_HTTP_ADDR"] = addr
+	vars[httpAddrEnv] = addr
 	keys := make([]string, 0, len(vars))
 	for k := range vars {
 		keys = append(keys, k)
@@ -420,26 +454,47 @@ func (s *Stack) newProc(name string, i int, env map[string]string) (*Proc, error
 // listener, which binds once connected to NATS and Redis, or a port Docker publishes. A port from the kernel's ephemeral range (what
 // listening on :0 gives) may meanwhile become the local port of an outgoing connection —
 // the service's own, to NATS or Redis — and the bind then fails; so the port is picked
-// below that range when the range is known.
+// below that range when the range is known. No port is given twice in one process: the
+// ports given are free when picked but bound only later, so a second pick could not see
+// the first. Another process may still take one; Start restarts a service that lost its.
 func FreeAddr() (string, error) {
+	given.Lock()
+	defer given.Unlock()
 	if lo, ok := ephemeralLow(); ok && lo > 11000 {
 		for range 64 {
 			port := 10000 + rand.IntN(lo-10000)
+			if given.ports[port] {
+				continue
+			}
 			ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 			if err == nil {
-				addr := ln.Addr().String()
 				ln.Close()
-				return addr, nil
+				given.ports[port] = true
+				return ln.Addr().String(), nil
 			}
 		}
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("stack: free port: %w", err)
+	// The kernel gives an ephemeral port to no two listeners at once, and these are not
+	// held: skip those given before.
+	for range 64 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return "", fmt.Errorf("stack: free port: %w", err)
+		}
+		ln.Close()
+		if port := ln.Addr().(*net.TCPAddr).Port; !given.ports[port] {
+			given.ports[port] = true
+			return ln.Addr().String(), nil
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
+	return "", errors.New("stack: free port: 64 picks were all ports given before")
 }
+
+// given holds the ports FreeAddr returned, for the life of the process.
+var given = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
 
 // ephemeralLow is the first port of the kernel's ephemeral range (Linux).
 func ephemeralLow() (int, bool) {
