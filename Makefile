@@ -33,7 +33,9 @@ RENDER_ITEST      := /services/renderer/itest
 IMAGES_TEST       := ^TestImagesBuild$$
 BENCH_TIME ?= 1s
 
-export GOFLAGS ?= -buildvcs=false
+# -trimpath keeps the checkout's path out of what is compiled, so a clone elsewhere (CI's,
+# a second worktree) reuses the build cache's packages instead of compiling them again.
+export GOFLAGS ?= -buildvcs=false -trimpath
 
 .PHONY: all build test test-policy-render test-stores vet run bench bench-scale bench-scale-ci bench-scale-wide fuzz unit tidy clean interop docs-crawl compose-test archive-test s3-test k8s-test
 
