@@ -321,7 +321,7 @@ func (s *Stack) waitBound(ctx context.Context, p *Proc) error {
 // package words the bind error the service logs.
 func (s *Stack) lostPort(p *Proc) bool {
 	exited, _ := p.Exited()
-	return exited && strings.Contains(s.LogTail(p, 5), "listen tcp "+p.HTTPAddr+": bind: address already in use")
+	return exited && strings.Contains(s.LogTail(p, 30), "listen tcp "+p.HTTPAddr+": bind: address already in use")
 }
 
 // Renderers is how many renderers a stack with env and replicas runs: the count given, else
