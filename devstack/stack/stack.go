@@ -474,8 +474,8 @@ func FreeAddr() (string, error) {
 			}
 		}
 	}
-	// The kernel gives an ephemeral port to no two listeners at once, and these are not
-	// held: skip those given before.
+	// A port from :0 is free too, but not held once closed, so the kernel may give it
+	// again: skip those given before.
 	for range 64 {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
