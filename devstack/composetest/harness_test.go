@@ -23,6 +23,7 @@ import (
 
 	"github.com/trawl/trawl/devstack/blackbox"
 	"github.com/trawl/trawl/devstack/dockerhost"
+	"github.com/trawl/trawl/devstack/freeport"
 	"github.com/trawl/trawl/devstack/stack"
 	"github.com/trawl/trawl/devstack/synthweb"
 )
@@ -203,24 +204,16 @@ type upProc struct {
 	err  error
 }
 
-// freePort is a port for Docker to publish, below the ephemeral range (stack.FreeAddr):
-// compose binds it only after the images are built, and an outgoing connection may take a
-// port of that range meanwhile.
+// freePort is a port for Docker to publish, from freeport: compose binds it only after the
+// images are built, and an outgoing connection may take a port of the ephemeral range
+// meanwhile.
 func freePort(t *testing.T) int {
 	t.Helper()
-	addr, err := stack.FreeAddr()
+	port, err := freeport.Port()
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := strconv.Atoi(port)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return port
 }
 
 // newStack starts from a clean project (no containers, no volumes) and the synthetic

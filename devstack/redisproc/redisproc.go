@@ -23,6 +23,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/trawl/trawl/devstack/freeport"
 	"github.com/trawl/trawl/devstack/sysdeps"
 )
 
@@ -276,7 +277,7 @@ func (s *Server) probePorts(ctx context.Context) error {
 		s.port = p
 	}
 	s.ports = s.ports[:0]
-	// Probes made one after another may be given the same port back: a few more tries.
+	// freeport gives no port twice, but a test's stand-in may: a few more tries.
 	for range 4 * (s.opts.Ports + 1) {
 		if len(s.ports) == s.opts.Ports {
 			return nil
@@ -460,17 +461,9 @@ func (p *process) exited() bool {
 // probePort is freePort, or a test's stand-in that hands out a port in use.
 var probePort = freePort
 
-// freePort asks the kernel for an unused port. It is released before redis
-// binds it, hence the retries in Start.
-func freePort(ctx context.Context) (int, error) {
-	var lc net.ListenConfig
-	l, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("redisproc: find free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+// freePort is a port from freeport. It is free but not held until redis binds it, hence
+// the retries in Start.
+func freePort(context.Context) (int, error) { return freeport.Port() }
 
 func findBinary(name string) (string, error) {
 	if name == "" {

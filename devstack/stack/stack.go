@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -26,6 +25,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/trawl/trawl/devstack/freeport"
 	"github.com/trawl/trawl/devstack/natsembed"
 	"github.com/trawl/trawl/devstack/redisproc"
 	"github.com/trawl/trawl/shared/durability"
@@ -291,7 +291,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 }
 
 // bindAttempts bounds the starts of a service whose HTTP port another process bound
-// between FreeAddr's pick and the service's own bind.
+// between freeport's pick and the service's own bind.
 const bindAttempts = 3
 
 // waitBound waits until p is ready, starting it again on another port when it exited
@@ -302,7 +302,7 @@ func (s *Stack) waitBound(ctx context.Context, p *Proc) error {
 		if err == nil || attempt == bindAttempts || !s.lostPort(p) {
 			return err
 		}
-		addr, ferr := FreeAddr()
+		addr, ferr := freeport.Addr()
 		if ferr != nil {
 			return fmt.Errorf("%w (and no other port: %w)", err, ferr)
 		}
@@ -352,7 +352,7 @@ func (s *Stack) startNATS(ctx context.Context) (string, error) {
 		}
 		return s.nats.URL(), nil
 	}
-	addr, err := FreeAddr()
+	addr, err := freeport.Addr()
 	if err != nil {
 		return "", err
 	}
@@ -409,7 +409,7 @@ var localStreamCaps = map[string]string{
 }
 
 func (s *Stack) newProc(name string, i int, env map[string]string) (*Proc, error) {
-	addr, err := FreeAddr()
+	addr, err := freeport.Addr()
 	if err != nil {
 		return nil, err
 	}
@@ -448,66 +448,6 @@ func (s *Stack) newProc(name string, i int, env map[string]string) (*Proc, error
 	}
 	p.logOut = out
 	return p, nil
-}
-
-// FreeAddr picks a free loopback port for a listener bound only later: a service's HTTP
-// listener, which binds once connected to NATS and Redis, or a port Docker publishes. A port from the kernel's ephemeral range (what
-// listening on :0 gives) may meanwhile become the local port of an outgoing connection —
-// the service's own, to NATS or Redis — and the bind then fails; so the port is picked
-// below that range when the range is known. No port is given twice in one process: the
-// ports given are free when picked but bound only later, so a second pick could not see
-// the first. Another process may still take one; Start restarts a service that lost its.
-func FreeAddr() (string, error) {
-	given.Lock()
-	defer given.Unlock()
-	if lo, ok := ephemeralLow(); ok && lo > 11000 {
-		for range 64 {
-			port := 10000 + rand.IntN(lo-10000)
-			if given.ports[port] {
-				continue
-			}
-			ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-			if err == nil {
-				ln.Close()
-				given.ports[port] = true
-				return ln.Addr().String(), nil
-			}
-		}
-	}
-	// A port from :0 is free too, but not held once closed, so the kernel may give it
-	// again: skip those given before.
-	for range 64 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return "", fmt.Errorf("stack: free port: %w", err)
-		}
-		ln.Close()
-		if port := ln.Addr().(*net.TCPAddr).Port; !given.ports[port] {
-			given.ports[port] = true
-			return ln.Addr().String(), nil
-		}
-	}
-	return "", errors.New("stack: free port: 64 picks were all ports given before")
-}
-
-// given holds the ports FreeAddr returned, for the life of the process.
-var given = struct {
-	sync.Mutex
-	ports map[int]bool
-}{ports: map[int]bool{}}
-
-// ephemeralLow is the first port of the kernel's ephemeral range (Linux).
-func ephemeralLow() (int, bool) {
-	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
-	if err != nil {
-		return 0, false
-	}
-	f := strings.Fields(string(b))
-	if len(f) == 0 {
-		return 0, false
-	}
-	n, err := strconv.Atoi(f[0])
-	return n, err == nil
 }
 
 // WaitReady waits until p answers /readyz, or fails with the tail of its log if it exits.
