@@ -2,7 +2,8 @@
 // on the decoded octets and one on the octets read: the one decoder of Trawl's HTTP
 // clients (the fetchers', the renderers'). gzip (x-gzip) and deflate (zlib, or raw
 // deflate as some servers send it) are decoded, in the order the header lists them;
-// another coding (br, zstd, compress) is refused, never passed on as if it were content.
+// another coding (br, zstd, compress), or more than MaxCodings stacked, is refused, never
+// passed on as if it were content.
 package contentcoding
 
 import (
@@ -20,21 +21,30 @@ import (
 // ErrUnsupported marks a Content-Encoding naming a coding this package does not decode.
 var ErrUnsupported = errors.New("contentcoding: unsupported content coding")
 
+// MaxCodings is the most codings decoded stacked on one body: curl's limit since
+// CVE-2022-32206. No server stacks more than two, and each costs a decoder of about 45 KiB
+// before a body octet is read (a header of "gzip,gzip,…" would otherwise hold thousands).
+const MaxCodings = 5
+
 // Codings returns the codings a Content-Encoding value names, in the order they were
 // applied, identity left out: none for a body that is its content. An error wrapping
-// ErrUnsupported names a coding that cannot be decoded.
+// ErrUnsupported names a coding that cannot be decoded, or more than MaxCodings of them.
 func Codings(header string) ([]string, error) {
 	var out []string
 	for c := range strings.SplitSeq(header, ",") {
 		switch c = strings.ToLower(strings.TrimSpace(c)); c {
 		case "", "identity":
+			continue
 		case "gzip", "x-gzip":
-			out = append(out, "gzip")
+			c = "gzip"
 		case "deflate":
-			out = append(out, c)
 		default:
 			return nil, fmt.Errorf("%w: %q", ErrUnsupported, c)
 		}
+		if len(out) == MaxCodings {
+			return nil, fmt.Errorf("%w: more than %d codings stacked", ErrUnsupported, MaxCodings)
+		}
+		out = append(out, c)
 	}
 	return out, nil
 }
@@ -45,8 +55,12 @@ func Codings(header string) ([]string, error) {
 func WireCap(maxBody int64) int64 { return maxBody + maxBody/16 + 64<<10 }
 
 // NewReader returns the content of r, a body encoded with codings (as Codings returns
-// them), and a func that releases the decoders. An empty body is an empty content.
+// them), and a func that releases the decoders. An empty body is an empty content. More
+// than MaxCodings are refused before a decoder is built.
 func NewReader(r io.Reader, codings []string) (io.Reader, func(), error) {
+	if len(codings) > MaxCodings {
+		return nil, nil, fmt.Errorf("%w: %d codings stacked, more than %d", ErrUnsupported, len(codings), MaxCodings)
+	}
 	var closers []io.Closer
 	release := func() {
 		for _, c := range closers {

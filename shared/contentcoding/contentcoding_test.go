@@ -32,9 +32,20 @@ func encode(t *testing.T, coding string, b []byte) []byte {
 	return buf.Bytes()
 }
 
+// stacked is b gzipped n times, and the Content-Encoding that says so.
+func stacked(t *testing.T, n int, b []byte) ([]byte, string) {
+	t.Helper()
+	for range n {
+		b = encode(t, "gzip", b)
+	}
+	return b, strings.TrimSuffix(strings.Repeat("gzip, ", n), ", ")
+}
+
 func TestRead(t *testing.T) {
 	text := []byte(strings.Repeat("the content of the page. ", 40))
 	gz := encode(t, "gzip", text)
+	atLimit, atLimitHeader := stacked(t, MaxCodings, text)
+	overLimit, overLimitHeader := stacked(t, MaxCodings+1, text)
 	bomb := encode(t, "gzip", make([]byte, 1<<20)) // 1 MiB of zeros in about 1 KiB
 	// Incompressible octets: encoded, they are a little longer than the content.
 	noise := make([]byte, 200<<10)
@@ -69,6 +80,11 @@ func TestRead(t *testing.T) {
 		{name: "not gzip", header: "gzip", wire: text, maxBody: 1 << 20, err: gzip.ErrHeader},
 		{name: "br", header: "br", wire: text, maxBody: 1 << 20, err: ErrUnsupported},
 		{name: "gzip then zstd", header: "gzip, zstd", wire: text, maxBody: 1 << 20, err: ErrUnsupported},
+		{name: "as many codings as decoded", header: atLimitHeader, wire: atLimit, maxBody: 1 << 20, content: text, raw: atLimit},
+		// Each coding costs a decoder before a body octet is read: a header may not buy
+		// thousands of them.
+		{name: "one coding too many", header: overLimitHeader, wire: overLimit, maxBody: 1 << 20, err: ErrUnsupported},
+		{name: "identity is no coding", header: "identity, " + atLimitHeader + ", identity", wire: atLimit, maxBody: 1 << 20, content: text, raw: atLimit},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -99,6 +115,39 @@ func TestRead(t *testing.T) {
 			}
 			if int64(len(b.Raw)) > WireCap(tc.maxBody) {
 				t.Errorf("read %d octets, past the wire cap of %d", len(b.Raw), WireCap(tc.maxBody))
+			}
+		})
+	}
+}
+
+// untouched fails the test when read: a refusal must come before a decoder reads the body.
+type untouched struct{ t *testing.T }
+
+func (u untouched) Read([]byte) (int, error) {
+	u.t.Error("the body was read")
+	return 0, io.EOF
+}
+
+// TestTooManyCodings: a stack past MaxCodings is refused by Codings, and by NewReader for
+// a caller that did not ask Codings, before any decoder, which would read the body's first
+// octets, is built.
+func TestTooManyCodings(t *testing.T) {
+	header := strings.TrimSuffix(strings.Repeat("gzip,", 10000), ",")
+	tests := []struct {
+		name string
+		do   func() error
+	}{
+		{"Codings", func() error { _, err := Codings(header); return err }},
+		{"Read", func() error { _, err := Read(untouched{t}, header, 1<<20); return err }},
+		{"NewReader", func() error {
+			_, _, err := NewReader(untouched{t}, strings.Split(header, ","))
+			return err
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.do(); !errors.Is(err, ErrUnsupported) {
+				t.Fatalf("err %v, want %v", err, ErrUnsupported)
 			}
 		})
 	}
