@@ -50,8 +50,8 @@ type RobotsSettings struct {
 // LoadRobotsSettings reads the robots.txt settings; Validate holds their ranges.
 func LoadRobotsSettings(r *envconfig.Reader) RobotsSettings {
 	return RobotsSettings{
-		TTL:      r.Duration("ROBOTS_TTL", 24*time.Hour),
-		ErrorTTL: r.Duration("ROBOTS_ERROR_TTL", time.Minute),
+		TTL:      r.Duration("ROBOTS_TTL", robotscache.DefaultTTL),
+		ErrorTTL: r.Duration("ROBOTS_ERROR_TTL", robotscache.DefaultErrorTTL),
 		MaxBytes: r.Bytes("ROBOTS_MAX_BYTES", robots.DefaultMaxBytes),
 	}
 }

@@ -27,12 +27,21 @@ type KV interface {
 	Del(ctx context.Context, keys ...string) *redis.IntCmd
 }
 
+// DefaultTTL and DefaultErrorTTL are how long an entry is kept unless told otherwise
+// (TRAWL_ROBOTS_TTL and TRAWL_ROBOTS_ERROR_TTL, polite.LoadRobotsSettings): a day for a
+// robots.txt that answered, as RFC 9309 §2.4 suggests at most, and a minute for one that
+// did not, so its host is tried again soon.
+const (
+	DefaultTTL      = 24 * time.Hour
+	DefaultErrorTTL = time.Minute
+)
+
 // StoreOptions configure a Store. Zero durations and sizes take the defaults noted.
 type StoreOptions struct {
 	Prefix   string        // deployment key prefix (TRAWL_REDIS_PREFIX), default "trawl"
 	Agent    string        // product token entries are reduced for
-	TTL      time.Duration // Redis expiry of parsed and unavailable entries, default 24h
-	ErrorTTL time.Duration // Redis expiry of unreachable entries, default 1m
+	TTL      time.Duration // Redis expiry of parsed and unavailable entries, default DefaultTTL
+	ErrorTTL time.Duration // Redis expiry of unreachable entries, default DefaultErrorTTL
 	// LocalSize and LocalTTL bound the in-process copy kept in front of Redis (defaults
 	// 4096 entries, 1m). It only saves round trips and reparsing: every fetcher reads the
 	// same Redis entry, so a stale local copy is at most LocalTTL old.
@@ -56,10 +65,10 @@ func NewStore(kv KV, o StoreOptions) *Store {
 	}
 	o.Agent = robots.AgentKey(o.Agent)
 	if o.TTL <= 0 {
-		o.TTL = 24 * time.Hour
+		o.TTL = DefaultTTL
 	}
 	if o.ErrorTTL <= 0 {
-		o.ErrorTTL = time.Minute
+		o.ErrorTTL = DefaultErrorTTL
 	}
 	if o.LocalSize <= 0 {
 		o.LocalSize = 4096

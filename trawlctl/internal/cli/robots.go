@@ -22,8 +22,11 @@ parsing, longest match, Allow on a tie) for the agent's product token.
   -file FILE            a robots.txt file served with 200
   -status CODE          the HTTP status robots.txt answered: 2xx uses the -file body,
                         4xx allows everything, 5xx and 429 disallow everything
-  ROBOTS_URL            fetch it (following up to 5 redirects, like the fetcher); no
-                        answer at all disallows everything`,
+  ROBOTS_URL            fetch it as the fetcher does (following up to 5 redirects, to
+                        public addresses and TRAWL_ALLOW_CIDRS only); no answer at all
+                        disallows everything
+
+The first TRAWL_ROBOTS_MAX_BYTES of the file are parsed, as by the fetchers.`,
 }
 
 func init() { robotsCheckCmd.run = runRobotsCheck }
@@ -52,7 +55,7 @@ func runRobotsCheck(ctx context.Context, e *env, args []string) error {
 	var entry *robots.Entry
 	if fromURL {
 		src, rest = rest[0], rest[1:]
-		f := &robotscheck.Fetcher{Timeout: *timeout, UserAgent: e.cfg.UserAgent}
+		f := &robotscheck.Fetcher{Timeout: *timeout, UserAgent: e.cfg.UserAgent, Allow: e.cfg.AllowCIDRs, MaxBytes: e.cfg.Robots.MaxBytes}
 		got, err := f.Fetch(ctx, agent, src)
 		if err != nil {
 			return err
@@ -71,7 +74,7 @@ func runRobotsCheck(ctx context.Context, e *env, args []string) error {
 		if code == 0 {
 			code = 200
 		}
-		entry = robotscheck.FromBody(agent, code, body)
+		entry = robotscheck.FromBody(agent, code, body, e.cfg.Robots.MaxBytes)
 	}
 	if *verbose || fromURL {
 		line := fmt.Sprintf("robots.txt %s: %s", src, entry.Class)

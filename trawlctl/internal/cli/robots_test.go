@@ -1,11 +1,20 @@
 package cli
 
 import (
+	"cmp"
+	"compress/gzip"
 	"fmt"
+	"maps"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+
+	"github.com/trawl/trawl/shared/polite"
 )
 
 func TestRobotsCheckFileAndStatus(t *testing.T) {
@@ -116,6 +125,17 @@ func TestRobotsCheckURL(t *testing.T) {
 	})
 	mux.HandleFunc("/down", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "down", http.StatusServiceUnavailable) })
 	mux.HandleFunc("/gone", func(w http.ResponseWriter, r *http.Request) { http.NotFound(w, r) })
+	mux.HandleFunc("/gz", func(w http.ResponseWriter, r *http.Request) {
+		// Only a request made as the fetchers make it gets the file; any other a 503.
+		if r.Header.Get("Accept") != polite.AcceptRobots || r.Header.Get("Accept-Encoding") != polite.AcceptEncoding {
+			http.Error(w, "asked otherwise than the fetchers ask", http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Encoding", "gzip")
+		zw := gzip.NewWriter(w)
+		fmt.Fprint(zw, "User-agent: *\nDisallow: /zipped\n")
+		zw.Close()
+	})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hits = append(hits, r.URL.Path+" "+r.Header.Get("User-Agent"))
 		mux.ServeHTTP(w, r)
@@ -123,7 +143,7 @@ func TestRobotsCheckURL(t *testing.T) {
 	defer srv.Close()
 	closed := "http://" + closedPort(t) + "/robots.txt"
 
-	inv := invocation{env: map[string]string{"TRAWL_USER_AGENT": "TestBot/1.0"}}
+	inv := invocation{env: map[string]string{"TRAWL_USER_AGENT": "TestBot/1.0", "TRAWL_ALLOW_CIDRS": "127.0.0.1"}}
 	tests := []struct {
 		name   string
 		robots string
@@ -131,6 +151,8 @@ func TestRobotsCheckURL(t *testing.T) {
 		want   []string
 		note   string // on stderr
 	}{
+		{"asked as the fetchers ask, gzip decoded", srv.URL + "/gz", []string{"http://x.test/zipped", "http://x.test/open"},
+			[]string{"disallowed http://x.test/zipped", "allowed http://x.test/open"}, "parsed (status 200)"},
 		{"parsed", srv.URL + "/robots.txt", []string{"http://x.test/private/a", "http://x.test/public"},
 			[]string{"disallowed http://x.test/private/a", "allowed http://x.test/public"}, "parsed (status 200)"},
 		{"five redirects are followed", srv.URL + "/hop/4", []string{"http://x.test/private", "http://x.test/p"},
@@ -167,4 +189,121 @@ func TestRobotsCheckURL(t *testing.T) {
 	t.Run("not a URL", func(t *testing.T) {
 		expectOneLine(t, inv.run(t, "robots", "check", "ftp://x.test/robots.txt", "http://x.test/"), ExitFailure, "want an absolute http(s) URL")
 	})
+}
+
+// listen serves h on addr ("127.0.0.2:0": another loopback address than the test's other
+// servers, so that the address policy can tell them apart).
+func listen(t *testing.T, addr string, h http.Handler) *httptest.Server {
+	t.Helper()
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Skipf("cannot listen on %s: %v", addr, err)
+	}
+	srv := httptest.NewUnstartedServer(h)
+	srv.Listener.Close()
+	srv.Listener = l
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// TestRobotsCheckAddressPolicy: robots check dials as the fetchers dial, so a robots.txt
+// that redirects to a loopback or link-local address (a cache, the cloud's metadata
+// service) gets no request there unless TRAWL_ALLOW_CIDRS lets the range through.
+func TestRobotsCheckAddressPolicy(t *testing.T) {
+	var mu sync.Mutex
+	hits := map[string]int{}
+	count := func(name string, h http.HandlerFunc) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			hits[name]++
+			mu.Unlock()
+			h(w, r)
+		}
+	}
+	inner := listen(t, "127.0.0.2:0", count("inner", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, "User-agent: *\nDisallow: /private\n")
+	}))
+	origin := listen(t, "127.0.0.1:0", count("origin", func(w http.ResponseWriter, r *http.Request) {
+		to := inner.URL + "/robots.txt"
+		if r.URL.Path == "/metadata" {
+			to = "http://169.254.169.254/latest/meta-data/"
+		}
+		http.Redirect(w, r, to, http.StatusFound)
+	}))
+	tests := []struct {
+		name   string
+		allow  string
+		robots string
+		code   int
+		want   []string // stdout
+		note   string   // on stderr
+		hits   map[string]int
+	}{
+		{"a redirect to a refused address: unreachable, disallow all", "127.0.0.1", origin.URL + "/robots.txt", ExitOK,
+			[]string{"disallowed http://x.test/public"}, "blocked address", map[string]int{"origin": 1}},
+		{"a redirect to the metadata address: unreachable, disallow all", "127.0.0.1", origin.URL + "/metadata", ExitOK,
+			[]string{"disallowed http://x.test/public"}, "link-local", map[string]int{"origin": 1}},
+		{"the same redirect allowed", "127.0.0.1,127.0.0.2", origin.URL + "/robots.txt", ExitOK,
+			[]string{"allowed http://x.test/public"}, "parsed (status 200)", map[string]int{"origin": 1, "inner": 1}},
+		// The fetcher requests nothing of an origin it may not reach and ends its URLs
+		// blocked: there is no robots.txt to decide by.
+		{"a refused origin", "", origin.URL + "/robots.txt", ExitFailure, nil, "blocked address", map[string]int{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			mu.Lock()
+			clear(hits)
+			mu.Unlock()
+			inv := invocation{env: map[string]string{"TRAWL_ALLOW_CIDRS": tt.allow}}
+			// A dial to the metadata address would wait out the timeout: the test fails fast.
+			r := inv.run(t, "robots", "check", "-timeout", "5s", tt.robots, "http://x.test/public")
+			if r.code != tt.code {
+				t.Fatalf("exit %d, want %d: %s", r.code, tt.code, r.stderr)
+			}
+			if got := lines(r.stdout); strings.Join(got, "\n") != strings.Join(tt.want, "\n") {
+				t.Errorf("got %q, want %q", got, tt.want)
+			}
+			if !strings.Contains(r.stderr, tt.note) {
+				t.Errorf("stderr %q lacks %q", r.stderr, tt.note)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if !maps.Equal(hits, tt.hits) {
+				t.Errorf("requests %v, want %v", hits, tt.hits)
+			}
+		})
+	}
+}
+
+// TestRobotsCheckMaxBytes: the file is parsed as far as TRAWL_ROBOTS_MAX_BYTES reaches, as
+// the fetchers parse it, whether fetched or read from a file.
+func TestRobotsCheckMaxBytes(t *testing.T) {
+	// A rule past RFC 9309's 500 KiB, the default.
+	body := "User-agent: *\n# " + strings.Repeat("x", 600<<10) + "\nDisallow: /late\n"
+	srv := listen(t, "127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, body) }))
+	file := filepath.Join(t.TempDir(), "robots.txt")
+	if err := os.WriteFile(file, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, src := range []struct{ name, arg string }{{"fetched", srv.URL + "/robots.txt"}, {"file", "-file=" + file}} {
+		for _, tt := range []struct {
+			max  string
+			want string
+		}{{"", "allowed http://x.test/late"}, {"1MiB", "disallowed http://x.test/late"}} {
+			t.Run(src.name+" "+cmp.Or(tt.max, "default"), func(t *testing.T) {
+				env := map[string]string{"TRAWL_ALLOW_CIDRS": "127.0.0.1"}
+				if tt.max != "" {
+					env["TRAWL_ROBOTS_MAX_BYTES"] = tt.max
+				}
+				r := invocation{env: env}.run(t, "robots", "check", src.arg, "http://x.test/late")
+				if r.code != 0 {
+					t.Fatalf("exit %d: %s", r.code, r.stderr)
+				}
+				if got := strings.Join(lines(r.stdout), "\n"); got != tt.want {
+					t.Errorf("got %q, want %q", got, tt.want)
+				}
+			})
+		}
+	}
 }

@@ -5,6 +5,8 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/trawl/trawl/shared/bloomhash"
@@ -12,10 +14,12 @@ import (
 	"github.com/trawl/trawl/shared/digestindex"
 	"github.com/trawl/trawl/shared/envconfig"
 	"github.com/trawl/trawl/shared/frontierconf"
+	"github.com/trawl/trawl/shared/polite"
 	"github.com/trawl/trawl/shared/politeness"
 	"github.com/trawl/trawl/shared/recrawl"
 	"github.com/trawl/trawl/shared/renderconf"
 	"github.com/trawl/trawl/shared/robots"
+	"github.com/trawl/trawl/shared/safedial"
 )
 
 // Config is what the commands need to find and read a crawl.
@@ -44,11 +48,20 @@ type Config struct {
 	// DedupIndex is TRAWL_ARCHIVE_DEDUP_INDEX: the archive's payload digest index that
 	// archive seed-index and archive forget change ("": the crawl's prefix).
 	DedupIndex string
+	// AllowCIDRs is TRAWL_ALLOW_CIDRS: the ranges robots check's fetch may reach beside
+	// the public addresses, as the fetchers' address policy lets them through.
+	AllowCIDRs []netip.Prefix
+	// Robots holds TRAWL_ROBOTS_MAX_BYTES, how much of a robots.txt robots check parses,
+	// read and checked as the fetchers read it (with the TTLs, which it does not use).
+	Robots polite.RobotsSettings
+
+	allowRaw []string
+	cidrErr  error
 }
 
 // Load reads the variables; r.Err() reports unparseable values.
 func Load(r *envconfig.Reader) Config {
-	return Config{
+	c := Config{
 		Conn:        envconfig.LoadConn(r),
 		FrontQueues: frontierconf.LoadFrontQueuesIfSet(r),
 		RobotsAgent: robots.LoadAgent(r),
@@ -63,7 +76,11 @@ func Load(r *envconfig.Reader) Config {
 		MaxPagesPerHost: frontierconf.Load(r).MaxPagesPerHost,
 		Recrawl:         recrawl.Load(r),
 		DedupIndex:      digestindex.LoadName(r),
+		Robots:          polite.LoadRobotsSettings(r),
+		allowRaw:        r.List("ALLOW_CIDRS", nil),
 	}
+	c.AllowCIDRs, c.cidrErr = safedial.ParseCIDRs(c.allowRaw)
+	return c
 }
 
 // connFlags are the flags that override the settings that find a crawl.
@@ -92,6 +109,10 @@ func (c Config) Validate() error {
 	if err := frontierconf.CheckMaxDepth(c.MaxDepth); err != nil {
 		errs = append(errs, err)
 	}
-	errs = append(errs, digestindex.CheckName(c.DedupIndex), c.Settings.Validate(), c.Politeness.Validate(), c.Render.Validate())
+	if c.cidrErr != nil {
+		errs = append(errs, fmt.Errorf("TRAWL_ALLOW_CIDRS=%q: %w", strings.Join(c.allowRaw, ","), c.cidrErr))
+	}
+	errs = append(errs, digestindex.CheckName(c.DedupIndex), c.Settings.Validate(), c.Politeness.Validate(), c.Render.Validate(),
+		c.Robots.Validate())
 	return errors.Join(errs...)
 }

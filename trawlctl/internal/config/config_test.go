@@ -31,6 +31,9 @@ func TestLoadValidate(t *testing.T) {
 		// The parser's rules: a length it refuses is refused, a scope it reads is read.
 		{"url length below the parser's bound", map[string]string{"TRAWL_MAX_URL_LENGTH": "10"}, "TRAWL_MAX_URL_LENGTH=10"},
 		{"scope as the parser reads it", map[string]string{"TRAWL_SCOPE": "Host"}, ""},
+		// robots check dials and parses as the fetchers do: what they refuse, it refuses.
+		{"allowed ranges", map[string]string{"TRAWL_ALLOW_CIDRS": "10.0.0.0/8,intranet"}, "TRAWL_ALLOW_CIDRS"},
+		{"robots.txt limit below RFC 9309's", map[string]string{"TRAWL_ROBOTS_MAX_BYTES": "100KiB"}, "TRAWL_ROBOTS_MAX_BYTES"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,41 +1,58 @@
 // Package robotscheck answers "may the crawler fetch these URLs?" for a robots.txt given
 // as a file, as a file with an HTTP status, or as a URL to fetch, with shared/robots: the
-// same parser, status handling (RFC 9309 §2.3.1) and matcher the fetchers use.
+// same parser, status handling (RFC 9309 §2.3.1) and matcher the fetchers use, and for a
+// URL the fetchers' address policy, request, redirect rule and limit (Fetcher).
 package robotscheck
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"time"
 
+	"github.com/trawl/trawl/shared/contentcoding"
+	"github.com/trawl/trawl/shared/polite"
 	"github.com/trawl/trawl/shared/robots"
+	"github.com/trawl/trawl/shared/safedial"
 	"github.com/trawl/trawl/shared/urlnorm"
 )
 
-// MaxHops is how many redirects a robots.txt fetch follows, as the fetcher does
-// (RFC 9309 §2.3.1.2: at least five).
-const MaxHops = 5
-
-// FromBody is the entry for a robots.txt body served with status (200 for a plain file).
-func FromBody(agent string, status int, body []byte) *robots.Entry {
-	return robots.NewEntry(agent, status, body, robots.DefaultMaxBytes, time.Now())
+// FromBody is the entry for a robots.txt body served with status (200 for a plain file),
+// maxBytes of it parsed (TRAWL_ROBOTS_MAX_BYTES; 0: robots.DefaultMaxBytes).
+func FromBody(agent string, status int, body []byte, maxBytes int64) *robots.Entry {
+	return robots.NewEntry(agent, status, body, int(limit(maxBytes)), time.Now())
 }
 
-// Fetcher gets robots.txt files over HTTP.
+func limit(maxBytes int64) int64 {
+	if maxBytes <= 0 {
+		return robots.DefaultMaxBytes
+	}
+	return maxBytes
+}
+
+// Fetcher gets robots.txt files over HTTP as a fetcher does: every connection through
+// the fetchers' address policy (shared/safedial), the request as every process makes it
+// (polite.RobotsHeader), redirects followed hop by hop as polite.FollowRobots says, and
+// MaxBytes of the content, decoded by the fetchers' decoder, parsed.
 type Fetcher struct {
-	Client    *http.Client // default: a client with Timeout
-	Timeout   time.Duration
+	Timeout   time.Duration // each request's; default 30s
 	UserAgent string
+	// Allow is TRAWL_ALLOW_CIDRS: the ranges the address policy lets through beside the
+	// public addresses.
+	Allow []netip.Prefix
+	// MaxBytes is TRAWL_ROBOTS_MAX_BYTES; 0: robots.DefaultMaxBytes.
+	MaxBytes int64
 }
 
-// Fetch gets robotsURL, following up to MaxHops redirects, and returns the entry the
-// fetcher would cache: the final status decides (a 3xx left after MaxHops is
-// "unavailable"), and no response at all is "unreachable" (disallow all). The error is
-// only for a robotsURL that cannot be requested.
+// Fetch gets robotsURL and returns the entry the fetcher would cache: the final status
+// decides (a 3xx left after polite.RobotsMaxHops is "unavailable"), and no response at
+// all, a redirect to an address the policy refuses among them, is "unreachable"
+// (disallow all). The error is for a robotsURL that cannot be requested: not an absolute
+// http(s) URL, or one whose own address the policy refuses (the fetcher requests nothing
+// there and ends its URLs blocked).
 func (f *Fetcher) Fetch(ctx context.Context, agent, robotsURL string) (*robots.Entry, error) {
 	u, err := url.Parse(robotsURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -45,43 +62,77 @@ func (f *Fetcher) Fetch(ctx context.Context, agent, robotsURL string) (*robots.E
 	if timeout <= 0 {
 		timeout = 30 * time.Second
 	}
-	c := f.Client
-	if c == nil {
-		c = &http.Client{}
+	dialer := &safedial.Dialer{Policy: safedial.NewPolicy(f.Allow...), Timeout: timeout}
+	tr := &http.Transport{
+		Proxy:               http.ProxyFromEnvironment,
+		DialContext:         dialer.DialContext,
+		ForceAttemptHTTP2:   true,
+		TLSHandshakeTimeout: min(10*time.Second, timeout),
+		// The request asks for gzip itself and decodes under the limit, as the fetchers
+		// do; the transport's transparent decoding has no cap.
+		DisableCompression: true,
 	}
-	cc := *c
-	cc.Timeout = timeout
-	cc.CheckRedirect = func(req *http.Request, via []*http.Request) error {
-		if len(via) > MaxHops {
-			// The fetcher stops here too and classifies the 3xx it is left with.
-			return http.ErrUseLastResponse
-		}
-		return nil
+	defer tr.CloseIdleConnections()
+	hc := &http.Client{
+		Transport: tr,
+		Timeout:   timeout,
+		// Each hop is a request of its own, as the fetchers make it.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
+	maxBytes := limit(f.MaxBytes)
 	started := time.Now()
+	var blocked *safedial.BlockedError
+	for n := 0; ; n++ {
+		// One octet over the limit tells robots.Parse the file went on, so it drops a cut line.
+		status, loc, body, err := f.get(ctx, hc, u, maxBytes+1)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return nil, ctx.Err()
+		case err != nil && n == 0 && errors.As(err, &blocked):
+			return nil, fmt.Errorf("robots.txt URL %q: %w, as by the fetchers (TRAWL_ALLOW_CIDRS lets a range through)", robotsURL, blocked)
+		case err != nil && n > 0:
+			return robots.UnreachableEntry(agent, fmt.Errorf("robots.txt redirect %d to %s: %w", n, u, err), started), nil
+		case err != nil:
+			return robots.UnreachableEntry(agent, err, started), nil
+		}
+		next := polite.Location(status, u, loc)
+		if !polite.FollowRobots(n, next) {
+			return robots.NewEntry(agent, status, body, int(maxBytes), started), nil
+		}
+		if u, err = url.Parse(next); err != nil {
+			// polite.Location gives normalised URLs only.
+			return robots.UnreachableEntry(agent, err, started), nil
+		}
+	}
+}
+
+// get makes one robots.txt request for u and reads at most maxBody octets of its content.
+func (f *Fetcher) get(ctx context.Context, hc *http.Client, u *url.URL, maxBody int64) (status int, location string, body []byte, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return nil, fmt.Errorf("robots.txt URL %q: %w", robotsURL, err)
+		return 0, "", nil, err
 	}
-	req.Header.Set("Accept", "text/plain,*/*;q=0.5")
+	polite.RobotsHeader(req.Header)
 	if f.UserAgent != "" {
 		req.Header.Set("User-Agent", f.UserAgent)
 	}
-	resp, err := cc.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return robots.UnreachableEntry(agent, err, started), nil
+		return 0, "", nil, err
 	}
 	defer resp.Body.Close()
-	// One octet over the limit lets the parser see that a cut line was cut.
-	body, err := io.ReadAll(io.LimitReader(resp.Body, robots.DefaultMaxBytes+1))
+	coding := resp.Header.Get("Content-Encoding")
+	if _, cerr := contentcoding.Codings(coding); cerr != nil {
+		// A coding the fetchers cannot decode: they keep the body as received, and so
+		// parse it.
+		coding = ""
+	}
+	b, err := contentcoding.Read(resp.Body, coding, maxBody)
 	if err != nil {
 		// A body that breaks off is no answer: the fetcher treats it as unreachable.
-		return robots.UnreachableEntry(agent, err, started), nil
+		return 0, "", nil, err
 	}
-	return robots.NewEntry(agent, resp.StatusCode, body, robots.DefaultMaxBytes, started), nil
+	return resp.StatusCode, resp.Header.Get("Location"), b.Content, nil
 }
 
 // Result is the verdict on one URL.
