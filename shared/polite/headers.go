@@ -11,13 +11,31 @@ import (
 // Cookie, Authorization). They are bound to the host they were resolved for: a request
 // under the context to any other host (a redirect target, a robots.txt hop) goes without
 // them, so a credential never reaches a host its rule does not name, whatever the caller
-// does with the context.
+// does with the context. A request its host's rule applies to but that another site may
+// have started (a page's cross-site subresource, in the renderer) gets WithoutSecrets.
 type Headers struct {
 	Host   string      // the host name (no port) they may be sent to
 	Header http.Header // canonical names; replaces the client's own values of those names
 	// Secret names the headers whose values are secrets: a captured request head shows
 	// them masked (MaskHead), so an archive never holds them.
 	Secret []string
+}
+
+// WithoutSecrets is h without its secret headers (Secret): the rule's User-Agent and plain
+// headers, for a request that may not carry its credentials. h itself when it has no
+// secret (nil stays nil); nil when nothing else is left. h is not changed.
+func (h *Headers) WithoutSecrets() *Headers {
+	if h == nil || len(h.Secret) == 0 {
+		return h
+	}
+	out := &Headers{Host: h.Host, Header: h.Header.Clone()}
+	for _, name := range h.Secret {
+		out.Header.Del(name)
+	}
+	if len(out.Header) == 0 {
+		return nil
+	}
+	return out
 }
 
 type headersKey struct{}

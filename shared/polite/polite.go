@@ -69,7 +69,9 @@ func (e *SecretError) Unwrap() error { return e.Err }
 
 // Headers are the request settings of r (one URL's policy) for a request to host: its
 // User-Agent, extra headers, header secrets, Cookie and basic credentials, bound to host
-// so that no other host ever gets them (WithHeaders). nil when the policy sets none. A
+// so that no other host ever gets them (WithHeaders). nil when the policy sets none. They
+// are chosen by the target alone: a caller whose request another site may have started
+// (the renderer's, for a page on another site) sends Headers.WithoutSecrets instead. A
 // secret that cannot be read is a *SecretError: the caller makes no request, since one
 // without the credential would crawl what the site shows a stranger.
 func (q *Requests) Headers(r policy.Resolved, host string) (*Headers, error) {

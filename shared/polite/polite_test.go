@@ -3,6 +3,7 @@ package polite_test
 import (
 	"net/http"
 	"net/netip"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -116,6 +117,47 @@ func TestServerLimits(t *testing.T) {
 			}
 			if md != tt.minDelay || cd != tt.crawl || lim.Connections != tt.conns {
 				t.Errorf("min delay %s, crawl-delay cap %s, connections %d; want %s, %s, %d", md, cd, lim.Connections, tt.minDelay, tt.crawl, tt.conns)
+			}
+		})
+	}
+}
+
+// TestWithoutSecrets: a request that may not carry a rule's credentials keeps its plain
+// headers, and the rule's Headers other requests share keep their secrets.
+func TestWithoutSecrets(t *testing.T) {
+	full := func() *polite.Headers {
+		return &polite.Headers{Host: "a.test", Header: http.Header{
+			"User-Agent": {"AcmeBot/2"}, "X-Extra": {"plain"}, "X-Token": {"tok"}, "Cookie": {"s=1"}, "Authorization": {"Basic x"},
+		}, Secret: []string{"X-Token", "Cookie", "Authorization"}}
+	}
+	onlySecrets := &polite.Headers{Host: "a.test", Header: http.Header{"Cookie": {"s=1"}}, Secret: []string{"Cookie"}}
+	tests := []struct {
+		name string
+		in   *polite.Headers
+		want http.Header // nil: no Headers left
+	}{
+		{"plain headers stay, secrets go", full(), http.Header{"User-Agent": {"AcmeBot/2"}, "X-Extra": {"plain"}}},
+		{"nothing but secrets", onlySecrets, nil},
+		{"none", nil, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var before http.Header
+			if tt.in != nil {
+				before = tt.in.Header.Clone()
+			}
+			got := tt.in.WithoutSecrets()
+			if tt.want == nil {
+				if got != nil {
+					t.Fatalf("WithoutSecrets = %+v, want nil", got)
+				}
+			} else {
+				if got == nil || got.Host != tt.in.Host || len(got.Secrets()) != 0 || !reflect.DeepEqual(got.Header, tt.want) {
+					t.Fatalf("WithoutSecrets = %+v, want host %s, headers %v, no secret", got, tt.in.Host, tt.want)
+				}
+			}
+			if tt.in != nil && !reflect.DeepEqual(tt.in.Header, before) {
+				t.Errorf("the original lost headers: %v, was %v", tt.in.Header, before)
 			}
 		})
 	}

@@ -33,6 +33,7 @@ import (
 
 	"github.com/trawl/trawl/shared/contentcoding"
 	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/crawlscope"
 	"github.com/trawl/trawl/shared/ctxsleep"
 	"github.com/trawl/trawl/shared/policy"
 	"github.com/trawl/trawl/shared/polite"
@@ -63,6 +64,10 @@ type Request struct {
 	Method string
 	Header map[string]string
 	Body   []byte
+	// Page is the URL of the top-level page being rendered, whose scripts and frames may
+	// have started the request: a site policy's secrets go only with a request to the
+	// page's own site (sameSite). "": none do.
+	Page string
 }
 
 // Result is how a request was answered: a refusal (Refused set), or a response with the
@@ -163,81 +168,40 @@ func (a *Answerer) refuse(reason string, err error) Result {
 
 // Answer answers req within ctx (the page's time cap).
 func (a *Answerer) Answer(ctx context.Context, req Request) Result {
-	u, err := url.Parse(req.URL)
-	switch {
-	case err != nil:
-		return a.refuse(RefusedURL, err)
-	case u.Scheme != "http" && u.Scheme != "https":
-		return a.refuse(RefusedScheme, fmt.Errorf("scheme %q", u.Scheme))
-	case u.Hostname() == "":
-		return a.refuse(RefusedURL, errors.New("no host"))
+	o, reason, err := a.prepare(req)
+	if reason != "" {
+		return a.refuse(reason, err)
 	}
-	// The URL as Chromium writes it is not Trawl's: a trailing dot on the host, escaped
-	// unreserved octets, a session id. Judged, cached, claimed and requested in the form
-	// dedup gives the fetchers' URLs, a request is one URL with one host however the page
-	// spells it, and no spelling slips past a block, a scope or a host's claim.
-	norm, err := urlnorm.NormalizeWith(req.URL, a.cfg.Norm)
-	if err != nil {
-		return a.refuse(RefusedURL, err)
-	}
-	host, err := urlnorm.Host(norm)
-	if err != nil {
-		return a.refuse(RefusedURL, err)
-	}
-	if u, err = url.Parse(norm); err != nil {
-		return a.refuse(RefusedURL, err)
-	}
-	switch {
-	case a.cfg.MaxURLLength > 0 && len(norm) > a.cfg.MaxURLLength:
-		return a.refuse(RefusedURL, fmt.Errorf("%d octets, TRAWL_MAX_URL_LENGTH is %d", len(norm), a.cfg.MaxURLLength))
-	case a.cfg.Exclude != nil && a.cfg.Exclude.MatchString(norm):
-		return a.refuse(RefusedScope, errors.New("TRAWL_EXCLUDE matches"))
-	}
-	if a.cfg.Policy != nil {
-		// Asked right before each request, as fetchers do: a block is in force within the
-		// watcher's poll whatever was dispatched before.
-		if reason, why := a.cfg.Policy(norm); reason != "" {
-			return a.refuse(reason, errors.New(why))
-		}
-	}
-	pol := a.rules(norm)
-	hdr, err := a.cfg.Requests.Headers(pol, host)
-	if err != nil {
-		return a.refuse(RefusedSecret, err)
-	}
-	// A response to a request carrying a rule's secret is the site's answer to that
-	// account: it is neither served from nor kept in the cache other pages read.
-	cacheable := req.Method == http.MethodGet && a.cache != nil && len(hdr.Secrets()) == 0
+	cacheable := o.shareable && a.cache != nil
 	if cacheable {
-		if r, ok := a.cache.Get(ctx, norm); ok {
+		if r, ok := a.cache.Get(ctx, o.norm); ok {
 			a.m.Answered("cache")
 			return r
 		}
 	}
-	origin := u.Scheme + "://" + u.Host
-	entry, err := a.robotsEntry(ctx, host, origin, a.cfg.Requests.RobotsAgent(pol))
+	entry, err := a.robotsEntry(ctx, o.host, o.u.Scheme+"://"+o.u.Host, a.cfg.Requests.RobotsAgent(o.pol))
 	if err != nil {
 		return a.refuse(refusal(ctx, err), err)
 	}
-	if d := polite.Decide(entry, u); !d.Allowed {
+	if d := polite.Decide(entry, o.u); !d.Allowed {
 		return a.refuse(RefusedRobots, fmt.Errorf("%s %s", d.Reason, d.Rule))
 	}
 	source := "network"
-	res, err := a.claimed(ctx, host, entry.CrawlDelay(), func(ctx context.Context) (Result, error) {
+	res, err := a.claimed(ctx, o.host, entry.CrawlDelay(), func(ctx context.Context) (Result, error) {
 		if cacheable {
 			// Since the look above, another request for the URL (another tab's, another
 			// renderer's) may have been answered and kept while this one waited for the
 			// host: a favicon two pages ask for at once is requested once.
-			if r, ok := a.cache.Get(ctx, norm); ok {
+			if r, ok := a.cache.Get(ctx, o.norm); ok {
 				source = "cache"
 				return r, nil
 			}
 		}
-		res, err := a.do(polite.WithHeaders(ctx, hdr), req, u, a.cfg.MaxBody, nil)
+		res, err := a.send(ctx, req, o)
 		if err == nil && cacheable && a.keep(res) {
 			// Stored before the host is released: a request for the URL waiting for the
 			// host finds it.
-			a.cache.Put(ctx, norm, res)
+			a.cache.Put(ctx, o.norm, res)
 		}
 		return res, err
 	})
@@ -246,6 +210,99 @@ func (a *Answerer) Answer(ctx context.Context, req Request) Result {
 	}
 	a.m.Answered(source)
 	return res
+}
+
+// outgoing is a request as Answer makes it.
+type outgoing struct {
+	norm string   // its URL in dedup's form
+	u    *url.URL // norm, parsed
+	host string
+	pol  policy.Resolved // its URL's live site policy
+	hdr  *polite.Headers // what pol adds to it (sameSite: its secrets or not)
+	// shareable: a GET carrying no secret, whose response the cache may serve other pages.
+	// A response to a request carrying a rule's secret is the site's answer to that
+	// account: it is neither served from nor kept in the cache other pages read.
+	shareable bool
+}
+
+// prepare puts req in Trawl's form and resolves what it carries, or says why it is
+// refused (a reason and the error) before its host is asked anything.
+func (a *Answerer) prepare(req Request) (outgoing, string, error) {
+	u, err := url.Parse(req.URL)
+	switch {
+	case err != nil:
+		return outgoing{}, RefusedURL, err
+	case u.Scheme != "http" && u.Scheme != "https":
+		return outgoing{}, RefusedScheme, fmt.Errorf("scheme %q", u.Scheme)
+	case u.Hostname() == "":
+		return outgoing{}, RefusedURL, errors.New("no host")
+	}
+	// The URL as Chromium writes it is not Trawl's: a trailing dot on the host, escaped
+	// unreserved octets, a session id. Judged, cached, claimed and requested in the form
+	// dedup gives the fetchers' URLs, a request is one URL with one host however the page
+	// spells it, and no spelling slips past a block, a scope or a host's claim.
+	o := outgoing{}
+	if o.norm, o.host, err = a.normHost(req.URL); err != nil {
+		return outgoing{}, RefusedURL, err
+	}
+	if o.u, err = url.Parse(o.norm); err != nil {
+		return outgoing{}, RefusedURL, err
+	}
+	switch {
+	case a.cfg.MaxURLLength > 0 && len(o.norm) > a.cfg.MaxURLLength:
+		return outgoing{}, RefusedURL, fmt.Errorf("%d octets, TRAWL_MAX_URL_LENGTH is %d", len(o.norm), a.cfg.MaxURLLength)
+	case a.cfg.Exclude != nil && a.cfg.Exclude.MatchString(o.norm):
+		return outgoing{}, RefusedScope, errors.New("TRAWL_EXCLUDE matches")
+	}
+	if a.cfg.Policy != nil {
+		// Asked right before each request, as fetchers do: a block is in force within the
+		// watcher's poll whatever was dispatched before.
+		if reason, why := a.cfg.Policy(o.norm); reason != "" {
+			return outgoing{}, reason, errors.New(why)
+		}
+	}
+	o.pol = a.rules(o.norm)
+	if o.hdr, err = a.cfg.Requests.Headers(o.pol, o.host); err != nil {
+		return outgoing{}, RefusedSecret, err
+	}
+	if !a.sameSite(req.Page, o.host) {
+		// As a browser keeps a SameSite cookie from it: a page of another site must not act
+		// as the rule's account (a POST, a JSONP read, a frame) through the crawl.
+		o.hdr = o.hdr.WithoutSecrets()
+	}
+	o.shareable = req.Method == http.MethodGet && len(o.hdr.Secrets()) == 0
+	return o, "", nil
+}
+
+// normHost is rawURL in dedup's form and its host.
+func (a *Answerer) normHost(rawURL string) (norm, host string, err error) {
+	if norm, err = urlnorm.NormalizeWith(rawURL, a.cfg.Norm); err != nil {
+		return "", "", err
+	}
+	if host, err = urlnorm.Host(norm); err != nil {
+		return "", "", err
+	}
+	return norm, host, nil
+}
+
+// sameSite reports whether host is of the same site as the page at pageURL: the same
+// registrable domain (eTLD+1), or the same host when either has none (an IP address,
+// localhost). Only such a request carries its rule's secrets, whatever its method: an
+// application's own API keeps them, a request another site's page makes does not.
+func (a *Answerer) sameSite(pageURL, host string) bool {
+	if pageURL == "" {
+		return false
+	}
+	_, page, err := a.normHost(pageURL)
+	if err != nil {
+		return false
+	}
+	return crawlscope.RegisteredDomain(page) == crawlscope.RegisteredDomain(host)
+}
+
+// send makes the request o under ctx (its host's claim), with the headers o carries.
+func (a *Answerer) send(ctx context.Context, req Request, o outgoing) (Result, error) {
+	return a.do(polite.WithHeaders(ctx, o.hdr), req, o.u, a.cfg.MaxBody, nil)
 }
 
 // keep reports whether a response may be served to other pages from the cache: a final
@@ -409,7 +466,8 @@ var errPolicyBlocked = errors.New("a site policy blocks it")
 // fetchRobots fetches origin's robots.txt as a fetcher does and caches the entry: at most
 // Requests.RobotsMaxBytes parsed, redirects followed as polite.FollowRobots says, each
 // request under a claim of its own host and with the request settings of its own URL's
-// policy (only to its host); a hop a policy blocks, or whose address the address policy
+// policy (only to its host; secrets too, whichever page's request needs the file: it is
+// Trawl's own request, and its response never reaches a page); a hop a policy blocks, or whose address the address policy
 // refuses, leaves robots.txt unreachable. No entry is cached when the origin itself is
 // refused or a secret cannot be read: the request is refused instead.
 func (a *Answerer) fetchRobots(ctx context.Context, host, origin, agent string, store *robotscache.Store) (*robots.Entry, error) {

@@ -243,7 +243,9 @@ func (st *pageState) handle(e *fetch.EventRequestPaused) {
 			return
 		}
 	}
-	req := answer.Request{URL: e.Request.URL, Method: e.Request.Method, Header: map[string]string{}}
+	// Whichever frame or script asked, the page is the site the request acts for: a rule's
+	// secrets go only to that site (answer.Request.Page).
+	req := answer.Request{URL: e.Request.URL, Method: e.Request.Method, Header: map[string]string{}, Page: st.p.URL}
 	for k, v := range e.Request.Headers {
 		req.Header[k] = fmt.Sprint(v)
 	}
