@@ -136,7 +136,8 @@ type BatchHandler func(ctx context.Context, msgs []jetstream.Msg) []error
 // ConsumeBatches pulls from a durable consumer and hands messages to h in batches, so a
 // stage can do one Redis round trip and one publish wave per batch instead of per message.
 // It returns when ctx ends, after handling what was already pulled (bounded by
-// DrainTimeout), or on an error it cannot recover from.
+// DrainTimeout), or on an error it cannot recover from (ErrConsumerGone: its consumer was
+// deleted).
 func ConsumeBatches(ctx context.Context, cons jetstream.Consumer, o ConsumeOptions, h BatchHandler) error {
 	o.defaults(256)
 	// The client buffers what the batches in flight and the next one can take.
@@ -203,6 +204,11 @@ func ConsumeBatches(ctx context.Context, cons jetstream.Consumer, o ConsumeOptio
 		if err != nil {
 			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
 				return nil
+			}
+			if (errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrBadRequest)) && ctx.Err() == nil {
+				// The iterator has ended for good (nats.go stops it on these).
+				stream, name := consumerName(cons)
+				return fmt.Errorf("%w: %s/%s: %w", ErrConsumerGone, stream, name, err)
 			}
 			o.Log.Warn("consume: next", "err", err)
 			continue
@@ -389,7 +395,10 @@ type Handler func(ctx context.Context, msg jetstream.Msg) error
 // serve its messages in turn, and a message that needs more waits in the loop, before it
 // is handed over, until running handlers free them. So the work in hand never passes
 // Batch, a free slot is used as soon as a message can start, and nothing waits for a slot
-// while holding one idle (which could leave every slot held by waiters).
+// while holding one idle (which could leave every slot held by waiters). It returns when
+// ctx ends, once the handlers running are done (bounded by DrainTimeout), or with
+// ErrConsumerGone once its consumer is deleted; a pull that fails otherwise is warned about
+// and sent again after a pause (PullPacer).
 func ConsumeEach(ctx context.Context, cons jetstream.Consumer, o ConsumeOptions, h Handler) error {
 	o.defaults(16)
 	weight := func(m jetstream.Msg) int64 {
@@ -412,7 +421,15 @@ func ConsumeEach(ctx context.Context, cons jetstream.Consumer, o ConsumeOptions,
 	})
 	defer stopDrain()
 
-	var hold holdOff
+	var (
+		hold  holdOff
+		pulls = PullPacer{Log: o.Log}
+	)
+	// A consumer gone for good ends the loop, and what it pulled gets the drain's time.
+	gone := func(err error) error {
+		time.AfterFunc(o.DrainTimeout, cancelWork)
+		return err
+	}
 	for ctx.Err() == nil {
 		if !hold.wait(ctx) {
 			break
@@ -436,8 +453,9 @@ func ConsumeEach(ctx context.Context, cons jetstream.Consumer, o ConsumeOptions,
 			fcancel()
 			slots.Release(int64(n))
 			if ctx.Err() == nil {
-				o.Log.Warn("consume: fetch", "err", err)
-				ctxsleep.Sleep(ctx, 250*time.Millisecond)
+				if err := pulls.Failed(ctx, cons, err); err != nil {
+					return gone(err)
+				}
 			}
 			continue
 		}
@@ -466,8 +484,15 @@ func ConsumeEach(ctx context.Context, cons jetstream.Consumer, o ConsumeOptions,
 		}
 		slots.Release(reserved)
 		fcancel()
-		if err := mb.Error(); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, jetstream.ErrNoMessages) {
-			o.Log.Debug("consume: fetch batch", "err", err)
+		// A pull the server ends at once (no responders while the consumer has no leader,
+		// or none at all) must not be sent again at once.
+		switch err := PullError(mb); {
+		case err == nil:
+			pulls.OK()
+		case ctx.Err() == nil:
+			if err := pulls.Failed(ctx, cons, err); err != nil {
+				return gone(err)
+			}
 		}
 	}
 	return nil
@@ -506,18 +531,7 @@ func waitReady(ctx context.Context, o ConsumeOptions) error {
 	if o.Ready == nil {
 		return nil
 	}
-	for i := 0; ; i++ {
-		err := o.Ready(ctx)
-		if err == nil {
-			return nil
-		}
-		if i%40 == 0 {
-			o.Log.Warn("consume: dependency not ready; not pulling", "err", err)
-		}
-		if !ctxsleep.Sleep(ctx, 250*time.Millisecond) {
-			return ctx.Err()
-		}
-	}
+	return WaitReady(ctx, o.Ready, o.Log)
 }
 
 func truncate(s string, n int) string {

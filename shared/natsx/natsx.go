@@ -9,13 +9,17 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/trawl/trawl/shared/ctxsleep"
+	"github.com/trawl/trawl/shared/errclass"
 	"github.com/trawl/trawl/shared/redact"
 	"github.com/trawl/trawl/shared/tlsx"
 	"github.com/trawl/trawl/shared/topology"
@@ -49,12 +53,16 @@ func CheckURL(urls string) error {
 
 // Connect dials url (the servers of a cluster comma-separated: the client picks one and
 // moves to another when it is lost) and keeps reconnecting forever: a NATS restart must
-// not stop a service. It waits until the first connection is up or ctx ends.
+// not stop a service. It waits until the first connection is up or ctx ends, saying what
+// it waits on (the URL, redacted, and the last error) every few seconds.
 func Connect(ctx context.Context, url, name string, log *slog.Logger, opts ...nats.Option) (*nats.Conn, jetstream.JetStream, error) {
 	if err := CheckURL(url); err != nil {
 		return nil, nil, err
 	}
 	refused := make(chan error, 1)
+	// A failed dial is reported only to this handler (LastError stays nil), and the wait
+	// below names it.
+	var dialErr atomic.Pointer[error]
 	nc, err := nats.Connect(url, append([]nats.Option{
 		nats.Name(name),
 		nats.MaxReconnects(-1),
@@ -67,6 +75,11 @@ func Connect(ctx context.Context, url, name string, log *slog.Logger, opts ...na
 			}
 		}),
 		nats.ReconnectHandler(func(c *nats.Conn) { log.Info("nats reconnected", "url", c.ConnectedUrlRedacted()) }),
+		nats.ReconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				dialErr.Store(&err)
+			}
+		}),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 			if isRefused(err) {
 				select {
@@ -82,7 +95,17 @@ func Connect(ctx context.Context, url, name string, log *slog.Logger, opts ...na
 		}
 		return nil, nil, fmt.Errorf("natsx: connect %s: %w", redact.URL(url), redact.Error(err))
 	}
+	waiting := newLogGate(time.Second, 5*time.Second)
 	for !nc.IsConnected() {
+		if waiting.open() {
+			args := []any{"url", redact.URL(url)}
+			if err := nc.LastError(); err != nil {
+				args = append(args, "err", redact.Error(err))
+			} else if err := dialErr.Load(); err != nil {
+				args = append(args, "err", redact.Error(*err))
+			}
+			log.Warn("waiting for nats", args...)
+		}
 		select {
 		case <-ctx.Done():
 			nc.Close()
@@ -109,7 +132,9 @@ func Connect(ctx context.Context, url, name string, log *slog.Logger, opts ...na
 }
 
 // Ensure creates or updates every stream and pipeline consumer, retrying until ctx ends so
-// that services started before NATS is ready simply wait. Every service calls it at start:
+// that services started before NATS is ready simply wait; what waiting cannot change (a
+// configuration JetStream refuses, ErrConfigRefused, and the errors below) it returns at
+// once. Every service calls it at start:
 // the fetched stream keeps messages only for existing consumers, so they must exist before
 // the first outcome is published.
 func Ensure(ctx context.Context, js jetstream.JetStream, o topology.Options, t topology.StageTimings, log *slog.Logger) error {
@@ -135,15 +160,51 @@ func Ensure(ctx context.Context, js jetstream.JetStream, o topology.Options, t t
 			// A cluster with a server down can take the streams once it is back.
 			lastErr = err
 		}
+		if err := refusedConfig(lastErr); err != nil {
+			return err
+		}
 		if attempt%20 == 0 {
 			log.Warn("waiting for jetstream", "err", lastErr)
 		}
-		select {
-		case <-ctx.Done():
+		if !ctxsleep.Sleep(ctx, 250*time.Millisecond) {
 			return fmt.Errorf("natsx: ensure topology: %w (last error: %v)", ctx.Err(), lastErr)
-		case <-time.After(250 * time.Millisecond):
 		}
 	}
+}
+
+// ErrConfigRefused: JetStream refused a stream or consumer as asked (a JetStream 400, which
+// shared/errclass calls permanent: e.g. a MaxAckPending above the server's or account's
+// limit). Sent again, it is refused again.
+var ErrConfigRefused = errors.New("natsx: JetStream refused the configuration of a stream or consumer")
+
+// Answers of the JetStream API that errclass calls permanent, as every 400 is, but that
+// Ensure can meet while other services declare the same topology, or while a cluster's
+// membership changes, and that a later attempt gets past (nats-server's errors.json).
+var ensureRaces = []jetstream.ErrorCode{
+	jetstream.JSErrCodeStreamNameInUse,       // made by another service with other settings
+	jetstream.JSErrCodeConsumerNameExists,    // likewise, a consumer
+	jetstream.JSErrCodeConsumerAlreadyExists, // likewise (10105)
+	jetstream.JSErrCodeConsumerExists,        // likewise (10148)
+	jetstream.JSErrCodeConsumerDoesNotExist,  // an update that raced a delete
+	errCodeNoPeers,                           // a JetStream server is yet to join
+	10040,                                    // JSClusterPeerNotMemberErr
+	10044,                                    // JSClusterServerNotMemberErr
+	10124,                                    // JSStreamMoveInProgressErr
+	10202,                                    // JSClusterServerMemberChangeInflightErr
+	10226,                                    // JSStreamReconfigureInProgressErr
+}
+
+// refusedConfig wraps in ErrConfigRefused an error of Ensure that waiting cannot cure, by
+// errclass's reading, and returns nil for any other.
+func refusedConfig(err error) error {
+	if !errclass.IsPermanent(err) {
+		return nil
+	}
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && slices.Contains(ensureRaces, apiErr.ErrorCode) {
+		return nil
+	}
+	return fmt.Errorf("%w: %w", ErrConfigRefused, err)
 }
 
 // ErrOverlap: a stream could not be made because another holds some of its subjects. The
@@ -384,7 +445,7 @@ func Settled(ctx context.Context, js jetstream.JetStream, stream, consumer strin
 // configuration, as Ensure does streams: safe for every service to call at once on a
 // cluster. A request left unanswered is sent again until ctx ends.
 func KeyValue(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
-	return retryUnanswered(ctx, func(ctx context.Context) (jetstream.KeyValue, error) {
+	return retryUnanswered(ctx, "key-value bucket "+cfg.Bucket, func(ctx context.Context) (jetstream.KeyValue, error) {
 		kv, err := js.CreateKeyValue(ctx, cfg)
 		if errors.Is(err, jetstream.ErrBucketExists) {
 			kv, err = js.UpdateKeyValue(ctx, cfg)
@@ -401,7 +462,7 @@ func KeyValue(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValu
 
 // ObjectStore is KeyValue for an object store.
 func ObjectStore(ctx context.Context, js jetstream.JetStream, cfg jetstream.ObjectStoreConfig) (jetstream.ObjectStore, error) {
-	st, err := retryUnanswered(ctx, func(ctx context.Context) (jetstream.ObjectStore, error) {
+	st, err := retryUnanswered(ctx, "object store "+cfg.Bucket, func(ctx context.Context) (jetstream.ObjectStore, error) {
 		st, err := js.CreateObjectStore(ctx, cfg)
 		if errors.Is(err, jetstream.ErrBucketExists) {
 			st, err = js.UpdateObjectStore(ctx, cfg)
@@ -419,9 +480,11 @@ func ObjectStore(ctx context.Context, js jetstream.JetStream, cfg jetstream.Obje
 // stream answers until its Raft group has elected a leader; or "stream not found" from
 // the probe after a create or update that succeeded, which a server of a cluster answers
 // while the bucket's stream, just created by another service starting at the same time,
-// has not reached it yet.
-func retryUnanswered[T any](ctx context.Context, fn func(context.Context) (T, error)) (T, error) {
-	for {
+// has not reached it yet. While it waits it says so, naming what (the bucket), every few
+// seconds.
+func retryUnanswered[T any](ctx context.Context, what string, fn func(context.Context) (T, error)) (T, error) {
+	waiting := newLogGate(time.Second, 5*time.Second)
+	for tries := 1; ; tries++ {
 		rctx, cancel := context.WithTimeout(ctx, ensureTimeout)
 		v, err := fn(rctx)
 		cancel()
@@ -430,10 +493,31 @@ func retryUnanswered[T any](ctx context.Context, fn func(context.Context) (T, er
 		if err == nil || !unanswered || ctx.Err() != nil {
 			return v, err
 		}
-		select {
-		case <-ctx.Done():
+		if waiting.open() {
+			slog.Warn("waiting for jetstream to answer", "for", what, "tries", tries, "err", err)
+		}
+		if !ctxsleep.Sleep(ctx, 50*time.Millisecond) {
 			return v, err
-		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// logGate spaces the log lines of a wait: the first once first has passed, then one per
+// every.
+type logGate struct {
+	next  time.Time
+	every time.Duration
+}
+
+func newLogGate(first, every time.Duration) logGate {
+	return logGate{next: time.Now().Add(first), every: every}
+}
+
+func (g *logGate) open() bool {
+	now := time.Now()
+	if now.Before(g.next) {
+		return false
+	}
+	g.next = now.Add(g.every)
+	return true
 }

@@ -27,7 +27,7 @@ func TestRetryUnanswered(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			calls := 0
-			v, err := retryUnanswered(context.Background(), func(context.Context) (int, error) {
+			v, err := retryUnanswered(context.Background(), "test bucket", func(context.Context) (int, error) {
 				calls++
 				if calls < 3 {
 					return 0, tt.fail

@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/trawl/trawl/shared/ctxsleep"
 	"github.com/trawl/trawl/shared/tlsx"
 )
 
@@ -40,11 +41,9 @@ func Connect(ctx context.Context, url string, log *slog.Logger, opts ...Option) 
 		if i%20 == 0 {
 			log.Warn("waiting for redis", "addr", addr, "err", err)
 		}
-		select {
-		case <-ctx.Done():
+		if !ctxsleep.Sleep(ctx, 250*time.Millisecond) {
 			c.Close()
 			return nil, fmt.Errorf("redisx: connect %s: %w (last error: %v)", addr, ctx.Err(), err)
-		case <-time.After(250 * time.Millisecond):
 		}
 	}
 }

@@ -21,6 +21,12 @@ import (
 // there.
 func (s *stack) publishByRef(url, body string, store bool) {
 	s.t.Helper()
+	s.publishByRefSized(url, body, store, int64(len(body)))
+}
+
+// publishByRefSized is publishByRef with the page saying the body has size octets.
+func (s *stack) publishByRefSized(url, body string, store bool, size int64) {
+	s.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
 	name := topology.PageID(url)
@@ -34,7 +40,7 @@ func (s *stack) publishByRef(url, body string, store bool) {
 		}
 	}
 	meta := htmlMeta(url, 0)
-	meta.BodyRef = &crawlmsg.BodyRef{Bucket: topology.BodiesBucket, Name: name, Size: int64(len(body))}
+	meta.BodyRef = &crawlmsg.BodyRef{Bucket: topology.BodiesBucket, Name: name, Size: size}
 	m, err := crawlmsg.PageMsg(topology.SubjectPages, &crawlmsg.Page{Meta: meta})
 	if err != nil {
 		s.t.Fatal(err)
@@ -93,6 +99,14 @@ func TestBodiesByReference(t *testing.T) {
 	if n := s.metric(`trawl_parser_messages_terminated_total{reason="permanent"}`); n != 1 {
 		t.Errorf("terminated %v, want the page whose body is gone", n)
 	}
+	// A body of another size than its page says is not that page's body, and no retry
+	// reads another: the page is terminated, not redelivered for ever.
+	resized := "<title>Resized</title>"
+	s.publishByRefSized("http://site.test/resized", resized, true, int64(len(resized))+1)
+	s.waitSettled()
+	if n := s.metric(`trawl_parser_messages_terminated_total{reason="permanent"}`); n != 2 {
+		t.Errorf("terminated %v, want also the page whose body has another size", n)
+	}
 	docs := map[string]crawlmsg.Document{}
 	for _, d := range s.docs() {
 		docs[d.doc.URL] = d.doc
@@ -103,8 +117,10 @@ func TestBodiesByReference(t *testing.T) {
 			t.Errorf("%s: document %+v, want the link at the end of the referenced body", url, d)
 		}
 	}
-	if _, ok := docs["http://site.test/gone"]; ok {
-		t.Error("a document was published for a page whose body is gone")
+	for _, url := range []string{"http://site.test/gone", "http://site.test/resized"} {
+		if _, ok := docs[url]; ok {
+			t.Errorf("%s: a document was published for a page without its body", url)
+		}
 	}
 }
 

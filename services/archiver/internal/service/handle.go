@@ -288,8 +288,8 @@ func (s *Service) exchange(ctx context.Context, page *crawlmsg.Page, key string)
 	return x, nil
 }
 
-// object reads a body stored by reference. A missing object cannot come back: the page
-// is terminated.
+// object reads a body stored by reference. A missing object cannot come back, nor can one
+// of another size become the page's: the page is terminated.
 func (s *Service) object(ctx context.Context, pageURL string, ref *crawlmsg.BodyRef) ([]byte, error) {
 	if ref.Bucket != topology.BodiesBucket || ref.Name == "" {
 		return nil, natsx.Permanent(fmt.Errorf("archiver: %s: body reference %+v outside bucket %s", pageURL, *ref, topology.BodiesBucket))
@@ -304,7 +304,8 @@ func (s *Service) object(ctx context.Context, pageURL string, ref *crawlmsg.Body
 	case err != nil:
 		return nil, fmt.Errorf("archiver: %s: body %s: %w", pageURL, ref.Name, err)
 	case int64(len(b)) != ref.Size:
-		return nil, fmt.Errorf("archiver: %s: body %s has %d octets, the page says %d", pageURL, ref.Name, len(b), ref.Size)
+		// Not the body the page was published with, and no retry reads another.
+		return nil, natsx.Permanent(fmt.Errorf("archiver: %s: body %s has %d octets, the page says %d", pageURL, ref.Name, len(b), ref.Size))
 	}
 	return b, nil
 }

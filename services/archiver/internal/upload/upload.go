@@ -29,6 +29,8 @@ import (
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/trawl/trawl/shared/ctxsleep"
 )
 
 // stateSuffix names the record of a file's unfinished upload.
@@ -332,12 +334,8 @@ func (u *Uploader) retry(ctx context.Context, what string, op func() error) erro
 			return fmt.Errorf("upload: %s: %d tries: %w", what, attempt, err)
 		}
 		u.log.Warn("object store request failed; trying again", "op", what, "attempt", attempt, "wait", wait, "err", err)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !ctxsleep.Sleep(ctx, wait) {
 			return fmt.Errorf("upload: %s: %w (last error: %w)", what, ctx.Err(), err)
-		case <-t.C:
 		}
 		wait = min(2*wait, time.Minute)
 	}

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/trawl/trawl/shared/ctxsleep"
 	"github.com/trawl/trawl/shared/errclass"
 	"github.com/trawl/trawl/shared/safedial"
 )
@@ -34,12 +35,8 @@ func (r *RecheckResolver) LookupNetIP(ctx context.Context, network, host string)
 	if err == nil || !errclass.IsNoSuchHost(err) {
 		return addrs, err
 	}
-	t := time.NewTimer(r.Delay)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
+	if !ctxsleep.Sleep(ctx, r.Delay) {
 		return nil, fmt.Errorf("lookup %s: no such host, not asked again before the deadline: %w", host, ctx.Err())
-	case <-t.C:
 	}
 	return r.Up.LookupNetIP(ctx, network, host)
 }

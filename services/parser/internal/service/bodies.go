@@ -37,8 +37,8 @@ const (
 )
 
 // resolveBody reads a page body stored by reference. A missing object cannot come back
-// (the page was published after its body was stored, so it was removed): the page is
-// terminated and counted rather than retried.
+// (the page was published after its body was stored, so it was removed), nor can one of
+// another size become the page's: the page is terminated and counted rather than retried.
 func (s *Service) resolveBody(ctx context.Context, url string, ref *crawlmsg.BodyRef) ([]byte, error) {
 	if ref.Bucket != topology.BodiesBucket || ref.Name == "" {
 		return nil, natsx.Permanent(fmt.Errorf("parser: %s: body reference %+v outside bucket %s", url, *ref, topology.BodiesBucket))
@@ -57,7 +57,8 @@ func (s *Service) resolveBody(ctx context.Context, url string, ref *crawlmsg.Bod
 	case err != nil:
 		return nil, fmt.Errorf("parser: %s: body %s: %w", url, ref.Name, err)
 	case int64(len(body)) != ref.Size:
-		return nil, fmt.Errorf("parser: %s: body %s has %d octets, the page says %d", url, ref.Name, len(body), ref.Size)
+		// Not the body the page was published with, and no retry reads another.
+		return nil, natsx.Permanent(fmt.Errorf("parser: %s: body %s has %d octets, the page says %d", url, ref.Name, len(body), ref.Size))
 	}
 	s.m.bodies.WithLabelValues("read").Inc()
 	return body, nil
@@ -99,7 +100,7 @@ func (s *Service) deleteBody(ctx context.Context, name string) error {
 	if err := s.bodies.Delete(ctx, name); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
 		return err
 	}
-	st, err := s.js.Stream(ctx, "OBJ_"+topology.BodiesBucket)
+	st, err := s.js.Stream(ctx, topology.BodiesStream)
 	if err != nil {
 		return err
 	}

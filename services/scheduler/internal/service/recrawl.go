@@ -57,29 +57,40 @@ func (d *dueIntake) took(n int) { d.credit = max(d.credit-float64(n), 0) }
 // like new URLs (not through the seen test: the URL is known) with their state in the
 // queue entry. A due message is acked only after its frontier message is stored, and that
 // message's id is derived from the due message's, so a crash in between republishes it
-// into the duplicate window and nothing is lost or queued twice.
+// into the duplicate window and nothing is lost or queued twice. A pull that fails is
+// paced (natsx.PullPacer); a consumer that is gone ends the loop, and with it the
+// scheduler, which declares it again when it starts.
 func (s *shard) dueLoop(ctx context.Context) {
 	in := &dueIntake{backlog: int64(s.cfg.Recrawl.Backlog), share: s.cfg.Recrawl.Share, dispatched: -1}
+	log := s.log.With("loop", "recrawl intake")
+	pulls := natsx.PullPacer{Log: log}
+	failures := 0 // in a row
 	for ctx.Err() == nil {
-		if s.crawl != nil {
-			if err := s.crawl.Ready(ctx); err != nil {
-				ctxsleep.Sleep(ctx, errorPause)
-				continue
-			}
+		if s.crawl != nil && natsx.WaitReady(ctx, s.crawl.Ready, log) != nil {
+			return
 		}
 		n, err := s.dueAllowance(ctx, in)
-		if err != nil || n == 0 {
-			if err != nil && ctx.Err() == nil {
-				s.log.Warn("recrawl intake: frontier stats", "err", err)
-			}
+		if err == nil && n == 0 {
 			ctxsleep.Sleep(ctx, errorPause)
 			continue
 		}
-		took, err := s.takeDue(ctx, n)
-		in.took(took)
-		if err != nil && ctx.Err() == nil {
-			s.log.Warn("recrawl intake", "err", err)
+		if err == nil {
+			var took int
+			took, err = s.takeDue(ctx, n, &pulls)
+			in.took(took)
+		}
+		switch {
+		case errors.Is(err, natsx.ErrConsumerGone):
+			log.Error("recrawl intake stopped: its consumer is gone; the scheduler stops, to declare it again when started", "err", err)
+			return
+		case err != nil && ctx.Err() == nil:
+			if failures%40 == 0 {
+				log.Warn("recrawl intake failed; trying again", "failures", failures+1, "err", err)
+			}
+			failures++
 			ctxsleep.Sleep(ctx, errorPause)
+		case err == nil:
+			failures = 0
 		}
 	}
 }
@@ -87,20 +98,24 @@ func (s *shard) dueLoop(ctx context.Context) {
 func (s *shard) dueAllowance(ctx context.Context, in *dueIntake) (int, error) {
 	c, err := frontierkeys.OpenReadOnly(s.rdb, s.cfg.Common.RedisPrefix, s.cfg.Common.Shards).ShardStats(ctx, s.id)
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("frontier stats: %w", err)
 	}
 	return in.allow(c.Queued, c.Dispatched), nil
 }
 
 // takeDue pulls up to n due messages and queues their URLs as they come: a pull waits up
 // to a second for n, and a due URL must not wait for the others. It returns how many it
-// queued.
-func (s *shard) takeDue(ctx context.Context, n int) (int, error) {
+// queued. A failed pull goes to pulls, which pauses it; the error returned then is
+// natsx.ErrConsumerGone or nil.
+func (s *shard) takeDue(ctx context.Context, n int, pulls *natsx.PullPacer) (int, error) {
 	fctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	mb, err := s.dueC.Fetch(n, jetstream.FetchContext(fctx))
 	if err != nil {
-		return 0, fmt.Errorf("fetch due: %w", err)
+		if ctx.Err() != nil {
+			return 0, nil
+		}
+		return 0, pulls.Failed(ctx, s.dueC, fmt.Errorf("fetch due: %w", err))
 	}
 	in := mb.Messages()
 	took := 0
@@ -127,8 +142,11 @@ func (s *shard) takeDue(ctx context.Context, n int) (int, error) {
 			return took, err
 		}
 	}
-	if err := mb.Error(); err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) && !errors.Is(err, jetstream.ErrNoMessages) {
-		s.log.Debug("recrawl intake: fetch batch", "err", err)
+	switch err := natsx.PullError(mb); {
+	case err == nil:
+		pulls.OK()
+	case ctx.Err() == nil:
+		return took, pulls.Failed(ctx, s.dueC, err)
 	}
 	return took, nil
 }
