@@ -102,7 +102,9 @@ func Tag(i, parts int) string {
 // StatsKey is the hash in which dedup publishes the seen filter's figures for operators
 // (the status page, trawlctl): layers, capacity, count, fill, bytes, next_bytes, updated,
 // as services/dedup/README.md describes under "Seen test".
-func StatsKey(prefix string) string { return prefix + ":{dedup}:bloom:stats" }
+// They are the whole filter's, whatever its parts: the hash is in the keyspace of a filter
+// of one part.
+func StatsKey(prefix string) string { return PartKeyspace(prefix, 0, 1).Key("bloom", "stats") }
 
 // Hashes returns the two 64-bit hashes of a URL.
 func Hashes(url string) (h1, h2 uint64) {

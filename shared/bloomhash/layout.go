@@ -50,10 +50,22 @@ func ParseLayerValue(s string) (n, m uint64, k, keys int, err error) {
 	return n, m, k, keys, nil
 }
 
+// PartKeyspace is the keyspace of part i of a filter split into parts, under the hash
+// tag Tag(i, parts): the part's meta hash and bitmaps live there, and dedup keeps its
+// memos of the part there too, so one script touches them all in one cluster slot.
+func PartKeyspace(prefix string, i, parts int) redisx.Keyspace {
+	return redisx.NewKeyspace(prefix, Tag(i, parts))
+}
+
 // MetaKey names the meta hash of the part tagged tag (Tag) under the deployment prefix.
 func MetaKey(prefix, tag string) string { return redisx.NewKeyspace(prefix, tag).Key("bloom", "meta") }
 
 // BitmapKey names bitmap j of layer i of the part tagged tag.
 func BitmapKey(prefix, tag string, i int, j uint64) string {
-	return redisx.NewKeyspace(prefix, tag).Key("bloom", strconv.Itoa(i), strconv.FormatUint(j, 10))
+	return BitmapKeyIn(redisx.NewKeyspace(prefix, tag), i, j)
+}
+
+// BitmapKeyIn is BitmapKey for the part whose keyspace is ks (PartKeyspace).
+func BitmapKeyIn(ks redisx.Keyspace, i int, j uint64) string {
+	return ks.Key("bloom", strconv.Itoa(i), strconv.FormatUint(j, 10))
 }

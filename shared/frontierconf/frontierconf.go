@@ -30,7 +30,7 @@ type Settings struct {
 
 // Defaults are the settings with every variable unset.
 var Defaults = Settings{
-	FrontQueues:   8,
+	FrontQueues:   frontierkeys.DefaultFrontQueues,
 	BackQueues:    1024,
 	PriorityBias:  0.5,
 	MaxRetries:    3,

@@ -35,6 +35,10 @@ import (
 // a reader that does not know F probes this many.
 const MaxFrontQueues = 64
 
+// DefaultFrontQueues is the scheduler's default F (shared/frontierconf's default
+// TRAWL_FRONT_QUEUES), the front queues a reader that does not know F shows at least.
+const DefaultFrontQueues = 8
+
 // Shard names the keys of one scheduler shard.
 type Shard struct {
 	ks redisx.Keyspace
@@ -230,7 +234,7 @@ const (
 )
 
 // Dispatch is the one per-deployment key: the hash where the schedulers publish the
-// dispatch gate's figures (DispatchHeld … DispatchFetchLimit).
+// dispatch gate's figures (the Dispatch* fields; ParseDispatch reads them).
 func Dispatch(prefix string) string {
 	if prefix == "" {
 		prefix = redisx.DefaultPrefix
@@ -238,13 +242,23 @@ func Dispatch(prefix string) string {
 	return prefix + ":dispatch"
 }
 
-// Fields of the dispatch hash.
+// Fields of the dispatch hash, as DispatchFigures describes them.
 const (
-	DispatchHeld        = "held"
-	DispatchHolds       = "holds"
-	DispatchFetchQueued = "fetch_queued"
-	DispatchFetchBusy   = "fetch_busy"
-	DispatchFetchLimit  = "fetch_limit"
+	DispatchHeld           = "held"
+	DispatchHolds          = "holds"
+	DispatchFetchQueued    = "fetch_queued"
+	DispatchFetchBusy      = "fetch_busy"
+	DispatchFetchLimit     = "fetch_limit"
+	DispatchParser         = "parser"
+	DispatchDedup          = "dedup"
+	DispatchFrontier       = "frontier"
+	DispatchPagesBytes     = "pages_bytes"
+	DispatchPagesMaxBytes  = "pages_max_bytes"
+	DispatchBodiesBytes    = "bodies_bytes"
+	DispatchBodiesMaxBytes = "bodies_max_bytes"
+	DispatchDocsLag        = "docs_lag"
+	DispatchDocsMaxBytes   = "docs_max_bytes"
+	DispatchIndexers       = "indexers"
 )
 
 // Entry is a queue entry "<depth> <hops> <attempt> <url>", or "<depth> <hops> <attempt>

@@ -142,6 +142,37 @@ func TestParseStats(t *testing.T) {
 	}
 }
 
+// The dispatch hash is written by the schedulers and read by trawlctl and the status
+// page, which may run another release: its field names are spelled out here, not taken
+// from the constants, so renaming one fails this test.
+func TestParseDispatch(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   map[string]string
+		want DispatchFigures
+		ok   bool
+	}{
+		{name: "none published", in: map[string]string{}},
+		{name: "every field", in: map[string]string{
+			"held": "parser,docs-lag", "holds": "3", "fetch_queued": "5", "fetch_busy": "7", "fetch_limit": "21",
+			"parser": "11", "dedup": "13", "frontier": "17", "pages_bytes": "19", "pages_max_bytes": "-1",
+			"bodies_bytes": "23", "bodies_max_bytes": "29", "docs_lag": "31", "docs_max_bytes": "37", "indexers": "2",
+		}, want: DispatchFigures{Held: "parser,docs-lag", Holds: 3, FetchQueued: 5, FetchBusy: 7, FetchLimit: 21,
+			Parser: 11, Dedup: 13, Frontier: 17, PagesBytes: 19, PagesMaxBytes: -1,
+			BodiesBytes: 23, BodiesMaxBytes: 29, DocsLag: 31, DocsMaxBytes: 37, Indexers: 2}, ok: true},
+		// An older scheduler writes fewer fields, a newer one more: neither stops a reader.
+		{name: "missing, unknown and unreadable", in: map[string]string{"held": "", "fetch_busy": "x", "future": "9"},
+			ok: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := ParseDispatch(tc.in)
+			if ok != tc.ok || got != tc.want {
+				t.Fatalf("ParseDispatch = %+v, %v; want %+v, %v", got, ok, tc.want, tc.ok)
+			}
+		})
+	}
+}
+
 func TestParseErrorRecord(t *testing.T) {
 	for _, tc := range []struct {
 		name, in string

@@ -81,10 +81,46 @@ type ShardStatus struct {
 	Counters Counters
 }
 
-// DispatchFigures are the schedulers' dispatch gate as they last published it (Dispatch).
+// DispatchFigures are the schedulers' dispatch gate as they last published it (Dispatch);
+// the scheduler's gate documents each figure.
 type DispatchFigures struct {
 	Held                                      string // the stages over their threshold ("" = dispatching)
 	Holds, FetchQueued, FetchBusy, FetchLimit int64
+	// The later stages' backlogs.
+	Parser, Dedup, Frontier     int64
+	PagesBytes, PagesMaxBytes   int64
+	BodiesBytes, BodiesMaxBytes int64
+	DocsLag, DocsMaxBytes       int64
+	Indexers                    int64
+}
+
+// ParseDispatch decodes the dispatch hash (Dispatch); ok is false when it is empty, no
+// scheduler having published its gate lately. A field that is absent or not a number
+// reads as 0.
+func ParseDispatch(h map[string]string) (d DispatchFigures, ok bool) {
+	if len(h) == 0 {
+		return DispatchFigures{}, false
+	}
+	get := func(k string) int64 { n, _ := strconv.ParseInt(h[k], 10, 64); return n }
+	return DispatchFigures{Held: h[DispatchHeld], Holds: get(DispatchHolds),
+		FetchQueued: get(DispatchFetchQueued), FetchBusy: get(DispatchFetchBusy), FetchLimit: get(DispatchFetchLimit),
+		Parser: get(DispatchParser), Dedup: get(DispatchDedup), Frontier: get(DispatchFrontier),
+		PagesBytes: get(DispatchPagesBytes), PagesMaxBytes: get(DispatchPagesMaxBytes),
+		BodiesBytes: get(DispatchBodiesBytes), BodiesMaxBytes: get(DispatchBodiesMaxBytes),
+		DocsLag: get(DispatchDocsLag), DocsMaxBytes: get(DispatchDocsMaxBytes), Indexers: get(DispatchIndexers),
+	}, true
+}
+
+// Dispatch reads the dispatch gate's figures; ok is false when no scheduler published
+// them lately.
+func (r *Reader) Dispatch(ctx context.Context) (d DispatchFigures, ok bool, err error) {
+	key := Dispatch(r.prefix)
+	h, err := r.rdb.HGetAll(ctx, key).Result()
+	if err != nil {
+		return DispatchFigures{}, false, fmt.Errorf("read %s: %w", key, err)
+	}
+	d, ok = ParseDispatch(h)
+	return d, ok, nil
 }
 
 // Status is every shard's queues and counters, and the dispatch gate.
@@ -96,13 +132,9 @@ type Status struct {
 	Dispatch *DispatchFigures
 }
 
-// defaultFrontQueues is the scheduler's default F, the front queues a reader that does not
-// know F shows at least.
-const defaultFrontQueues = 8
-
 // Status reads every shard in one round trip, hosts counted ready when due at now.
 // frontQueues is F; 0 probes every queue a scheduler may have (MaxFrontQueues) and shows
-// the default eight or up to the last that holds anything.
+// DefaultFrontQueues or up to the last that holds anything.
 func (r *Reader) Status(ctx context.Context, now time.Time, frontQueues int) (Status, error) {
 	nq := frontQueues
 	if nq <= 0 {
@@ -158,18 +190,16 @@ func (r *Reader) Status(ctx context.Context, now time.Time, frontQueues int) (St
 		}
 		st.Shards = append(st.Shards, sh)
 	}
-	if g := gate.Val(); len(g) > 0 {
-		get := func(k string) int64 { n, _ := strconv.ParseInt(g[k], 10, 64); return n }
-		st.Dispatch = &DispatchFigures{Held: g[DispatchHeld], Holds: get(DispatchHolds),
-			FetchQueued: get(DispatchFetchQueued), FetchBusy: get(DispatchFetchBusy), FetchLimit: get(DispatchFetchLimit)}
+	if d, ok := ParseDispatch(gate.Val()); ok {
+		st.Dispatch = &d
 	}
 	return st, nil
 }
 
 // probedFront is how many front queues to show when F is unknown: the scheduler's default
-// eight, or up to the last queue of any shard that holds anything.
+// (DefaultFrontQueues), or up to the last queue of any shard that holds anything.
 func probedFront(lens [][]*redis.IntCmd) int {
-	shown := defaultFrontQueues
+	shown := DefaultFrontQueues
 	for _, fq := range lens {
 		for q, c := range fq {
 			if c.Val() > 0 {

@@ -240,6 +240,21 @@ type Options struct {
 	RecrawlPlacement []string
 }
 
+// Room left for headers when a payload is sized to fit a message: the server's
+// max_payload and a stream's MaxMsgSize both count the headers with the payload.
+const (
+	// ExtraHeaderRoom is room for the headers a page message carries besides Trawl-Meta,
+	// which its publisher counts apart (measured, or budgeted on its own): the NATS/1.0
+	// line and a Nats-Msg-Id of a lease (under 200 octets). An object store chunk, sized
+	// against max_payload, carries fewer.
+	ExtraHeaderRoom = 4 << 10
+	// MaxHeaderBlock is room for any header block JetStream stores: it refuses a message
+	// whose headers exceed 65535 octets (nats-server's "header size exceeds maximum"),
+	// whatever MaxMsgSize. A payload of MaxMsgSize less this fits beside every header a
+	// stored message can have, a render task's Trawl-Meta included, without measuring it.
+	MaxHeaderBlock = 64 << 10
+)
+
 // RecrawlStreamName is recrawl stream g of n: CRAWL_RECRAWL when there is one (the name
 // before the split existed), else CRAWL_RECRAWL_<g>.
 func RecrawlStreamName(g, n int) string {

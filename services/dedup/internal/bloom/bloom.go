@@ -187,7 +187,7 @@ func (p Params) layer(ks *redisx.Keyspace, i int) Layer {
 	if ks != nil {
 		l.keys = make([]string, l.Keys)
 		for j := range l.keys {
-			l.keys[j] = ks.Key("bloom", strconv.Itoa(i), strconv.Itoa(j)) // bloomhash.BitmapKey's layout
+			l.keys[j] = bloomhash.BitmapKeyIn(*ks, i, uint64(j))
 		}
 	}
 	return l
@@ -247,7 +247,7 @@ func NewParts(prefix string, p Params) (Parts, error) {
 	pp := p.part()
 	out := make(Parts, p.Parts)
 	for i := range out {
-		ks := redisx.NewKeyspace(prefix, bloomhash.Tag(i, p.Parts))
+		ks := bloomhash.PartKeyspace(prefix, i, p.Parts)
 		f := &Filter{Params: pp, prefix: prefix, ks: ks, meta: bloomhash.MetaKey(prefix, bloomhash.Tag(i, p.Parts)), index: i}
 		f.Layer = pp.layer(&f.ks, 0)
 		f.layers = []Layer{f.Layer}

@@ -146,6 +146,16 @@ func TestKeyNames(t *testing.T) {
 	if f.StatsKey() != "crawl7:{dedup}:bloom:stats" {
 		t.Errorf("StatsKey = %q", f.StatsKey())
 	}
+	// A filter in parts: each part's keys under its own tag, as dedup has written them.
+	parts, err := NewParts("crawl7", Params{Capacity: 800_000, FPRate: 0.01, KeyBits: 1 << 16, Parts: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := parts[3]
+	if p.KeyNames()[0] != "crawl7:{dedup:3:1}:bloom:0:0" || p.MetaKey() != "crawl7:{dedup:3:1}:bloom:meta" ||
+		p.Keyspace().Key("memo") != "crawl7:{dedup:3:1}:memo" || p.StatsKey() != "crawl7:{dedup}:bloom:stats" {
+		t.Errorf("part 3 of 8: keys %v, meta %q, memo %q, stats %q", p.KeyNames()[:1], p.MetaKey(), p.Keyspace().Key("memo"), p.StatsKey())
+	}
 }
 
 // A record holds the URL's index, then each layer's k positions, grouped by key within a

@@ -81,10 +81,11 @@ type part struct {
 	ks     redisx.Keyspace
 }
 
-// New returns a Store over one filter's keys; keys of the memo share the filter's
-// keyspace (prefix + {dedup}), so one script can touch both in a Redis Cluster.
+// New returns a Store over one filter's keys; keys of the memo share the keyspace of a
+// filter of one part (bloomhash.PartKeyspace, prefix + {dedup}), so one script can touch
+// both in a Redis Cluster.
 func New(rdb Redis, filter *bloom.Filter, prefix string) *Store {
-	return &Store{rdb: rdb, parts: []part{{filter: filter, ks: redisx.NewKeyspace(prefix, "dedup")}}}
+	return &Store{rdb: rdb, parts: []part{{filter: filter, ks: bloomhash.PartKeyspace(prefix, 0, 1)}}}
 }
 
 // NewParts returns a Store over a filter split into parts: each URL is tested in its

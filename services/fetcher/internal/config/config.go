@@ -4,17 +4,16 @@ package config
 import (
 	"errors"
 	"fmt"
-	"net/netip"
 	"strings"
 	"time"
 
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/envconfig"
+	"github.com/trawl/trawl/shared/frontierconf"
 	"github.com/trawl/trawl/shared/policy"
 	"github.com/trawl/trawl/shared/polite"
 	"github.com/trawl/trawl/shared/politeness"
 	"github.com/trawl/trawl/shared/robots"
-	"github.com/trawl/trawl/shared/safedial"
 )
 
 // DefaultHTTPAddr is the fetcher's /metrics address.
@@ -26,28 +25,24 @@ const DefaultUserAgent = robots.DefaultUserAgent
 // Config is the fetcher's configuration.
 type Config struct {
 	Common envconfig.Common
+	// RequestSettings are TRAWL_DIAL_TIMEOUT, TRAWL_BODY_INLINE_MAX, TRAWL_ALLOW_CIDRS and
+	// TRAWL_RESOLVE, the renderers' settings too.
+	polite.RequestSettings
 
 	UserAgent       string        // TRAWL_USER_AGENT
 	RobotsAgent     string        // TRAWL_ROBOTS_AGENT: product token matched in robots.txt
 	Concurrency     int           // TRAWL_FETCH_CONCURRENCY: tasks handled at once
 	FetchTimeout    time.Duration // TRAWL_FETCH_TIMEOUT: one request, body included
-	DialTimeout     time.Duration // TRAWL_DIAL_TIMEOUT
 	HeaderTimeout   time.Duration // TRAWL_HEADER_TIMEOUT
 	MaxBody         int64         // TRAWL_MAX_BODY
-	BodyInlineMax   int64         // TRAWL_BODY_INLINE_MAX: larger bodies go by reference (object store)
 	MaxHeaderBytes  int64         // TRAWL_MAX_HEADER_BYTES
-	AllowCIDRs      []netip.Prefix
 	MaxConnsPerHost int           // TRAWL_MAX_CONNS_PER_HOST
 	MaxIdleConns    int           // TRAWL_MAX_IDLE_CONNS: kept-alive connections over all hosts
 	DNSTTL          time.Duration // TRAWL_DNS_TTL: reuse of a resolved name; 0 disables the cache
 	DNSNegativeTTL  time.Duration // TRAWL_DNS_NEGATIVE_TTL: reuse of a failed lookup
 	DNSCacheSize    int           // TRAWL_DNS_CACHE_SIZE: most names cached
-	// Resolve is TRAWL_RESOLVE: names answered from this map instead of DNS (tests and
-	// demos: many host names on one loopback address). Every address must be one the
-	// address policy allows.
-	Resolve       map[string][]netip.Addr
-	OutcomeBatch  int           // TRAWL_OUTCOME_BATCH: most outcomes in one crawl.fetched message
-	OutcomeLinger time.Duration // TRAWL_OUTCOME_LINGER: longest wait for a batch to fill
+	OutcomeBatch    int           // TRAWL_OUTCOME_BATCH: most outcomes in one crawl.fetched message
+	OutcomeLinger   time.Duration // TRAWL_OUTCOME_LINGER: longest wait for a batch to fill
 	// Robots are how long robots.txt is kept and how much of it is read, the renderers'
 	// settings too: both fill one cache.
 	Robots polite.RobotsSettings
@@ -60,10 +55,6 @@ type Config struct {
 	// Sitemaps is TRAWL_SITEMAPS: SitemapsOn, SitemapsOff or SitemapsAuto (on in adaptive
 	// recrawl mode only); see SitemapsEnabled.
 	Sitemaps string
-
-	allowRaw   []string
-	cidrErr    error
-	resolveErr error
 }
 
 // Polite are the settings the fetcher's requests are resolved with (polite.New), as
@@ -80,21 +71,19 @@ const TLSHandshakeTimeout = 10 * time.Second
 func Load(r *envconfig.Reader) (Config, error) {
 	c := Config{
 		Common:          envconfig.LoadCommon(r, DefaultHTTPAddr),
+		RequestSettings: polite.LoadRequestSettings(r),
 		UserAgent:       robots.LoadUserAgent(r),
 		RobotsAgent:     robots.LoadAgent(r),
 		Concurrency:     r.Int("FETCH_CONCURRENCY", 64),
 		FetchTimeout:    r.Duration("FETCH_TIMEOUT", 30*time.Second),
-		DialTimeout:     r.Duration("DIAL_TIMEOUT", 10*time.Second),
 		HeaderTimeout:   r.Duration("HEADER_TIMEOUT", 15*time.Second),
 		MaxBody:         r.Bytes("MAX_BODY", 16<<20),
-		BodyInlineMax:   r.Bytes("BODY_INLINE_MAX", 1<<20),
 		MaxHeaderBytes:  r.Bytes("MAX_HEADER_BYTES", 64<<10),
-		allowRaw:        r.List("ALLOW_CIDRS", nil),
 		MaxConnsPerHost: r.Int("MAX_CONNS_PER_HOST", 2),
-		// As many as the scheduler's default TRAWL_BACK_QUEUES hosts in rotation: with
-		// fewer, a host's connection is closed before its next turn and every request
-		// dials again.
-		MaxIdleConns:   r.Int("MAX_IDLE_CONNS", 4096),
+		// Four times the scheduler's default TRAWL_BACK_QUEUES hosts in rotation (4096):
+		// with fewer, a host's connection is closed before its next turn and every
+		// request dials again.
+		MaxIdleConns:   r.Int("MAX_IDLE_CONNS", 4*frontierconf.Defaults.BackQueues),
 		DNSTTL:         r.Duration("DNS_TTL", 5*time.Minute),
 		DNSNegativeTTL: r.Duration("DNS_NEGATIVE_TTL", 30*time.Second),
 		DNSCacheSize:   r.Int("DNS_CACHE_SIZE", 10000),
@@ -105,19 +94,12 @@ func Load(r *envconfig.Reader) (Config, error) {
 		Policy:         policy.Load(r),
 		Sitemaps:       strings.ToLower(strings.TrimSpace(r.String("SITEMAPS", SitemapsAuto))),
 	}
-	c.AllowCIDRs, c.cidrErr = safedial.ParseCIDRs(c.allowRaw)
-	c.Resolve, c.resolveErr = safedial.ParseStatic(r.List("RESOLVE", nil))
 	return c, r.Err()
 }
 
 // MaxBodyLimit is the ceiling of TRAWL_MAX_BODY: bodies above the inline threshold go
 // by reference, so the cap bounds memory per task, not the message size.
 const MaxBodyLimit = crawlmsg.MaxBody
-
-// MaxInlineLimit is the ceiling of TRAWL_BODY_INLINE_MAX: an inline body, the page's
-// metadata and JetStream's headers must fit in one message (topology's MaxMsgSize is
-// 8 MiB; a server's max_payload may be lower, which the fetcher also respects).
-const MaxInlineLimit = 4 << 20
 
 // TRAWL_SITEMAPS values.
 const (
@@ -142,15 +124,12 @@ func (c Config) SitemapsEnabled() bool {
 
 // Validate reports every invalid setting at once.
 func (c Config) Validate() error {
-	errs := []error{c.Common.Validate(), c.Politeness.Validate(), c.Policy.Validate()}
+	errs := []error{c.Common.Validate(), c.RequestSettings.Validate(), c.Politeness.Validate(), c.Policy.Validate()}
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	switch c.Sitemaps {
 	case SitemapsOn, SitemapsOff, SitemapsAuto:
 	default:
 		bad("TRAWL_SITEMAPS=%q: want %s, %s or %s", c.Sitemaps, SitemapsAuto, SitemapsOn, SitemapsOff)
-	}
-	if c.cidrErr != nil {
-		bad("TRAWL_ALLOW_CIDRS=%q: %w", strings.Join(c.allowRaw, ","), c.cidrErr)
 	}
 	if err := robots.CheckAgent(c.RobotsAgent); err != nil {
 		errs = append(errs, err)
@@ -181,17 +160,11 @@ func (c Config) Validate() error {
 	}
 	// Dial and header timeouts above the fetch timeout are allowed: the total still cuts
 	// the request, so lowering TRAWL_FETCH_TIMEOUT alone stays valid.
-	if c.DialTimeout <= 0 {
-		bad("TRAWL_DIAL_TIMEOUT=%s: want more than 0", c.DialTimeout)
-	}
 	if c.HeaderTimeout <= 0 {
 		bad("TRAWL_HEADER_TIMEOUT=%s: want more than 0", c.HeaderTimeout)
 	}
 	if c.MaxBody < 1<<10 || c.MaxBody > MaxBodyLimit {
 		bad("TRAWL_MAX_BODY=%d: want 1KiB..%d", c.MaxBody, MaxBodyLimit)
-	}
-	if c.BodyInlineMax < 0 || c.BodyInlineMax > MaxInlineLimit {
-		bad("TRAWL_BODY_INLINE_MAX=%d: want 0 (every body by reference)..%d", c.BodyInlineMax, MaxInlineLimit)
 	}
 	if c.MaxHeaderBytes < 4<<10 || c.MaxHeaderBytes > 1<<20 {
 		bad("TRAWL_MAX_HEADER_BYTES=%d: want 4KiB..1MiB", c.MaxHeaderBytes)
@@ -212,17 +185,6 @@ func (c Config) Validate() error {
 	}
 	if c.DNSTTL > 0 && (c.DNSNegativeTTL < time.Second || c.DNSNegativeTTL > c.DNSTTL) {
 		bad("TRAWL_DNS_NEGATIVE_TTL=%s: want 1s..TRAWL_DNS_TTL (%s)", c.DNSNegativeTTL, c.DNSTTL)
-	}
-	if c.resolveErr != nil {
-		bad("TRAWL_RESOLVE: %v", c.resolveErr)
-	}
-	policy := safedial.NewPolicy(c.AllowCIDRs...)
-	for name, addrs := range c.Resolve {
-		for _, a := range addrs {
-			if err := policy.Check(a); err != nil {
-				bad("TRAWL_RESOLVE: %s=%s: the address policy refuses it (%v); allow it with TRAWL_ALLOW_CIDRS", name, a, err)
-			}
-		}
 	}
 	if c.DNSCacheSize < 1 || c.DNSCacheSize > 1_000_000 {
 		bad("TRAWL_DNS_CACHE_SIZE=%d: want 1..1000000", c.DNSCacheSize)

@@ -22,7 +22,7 @@ func TestDefaults(t *testing.T) {
 		c.MaxBody != 16<<20 || c.BodyInlineMax != 1<<20 || c.MaxHeaderBytes != 64<<10 || len(c.AllowCIDRs) != 0 ||
 		c.Robots.TTL != 24*time.Hour || c.Robots.ErrorTTL != time.Minute || c.Robots.MaxBytes != 500<<10 || c.UserAgent != DefaultUserAgent ||
 		c.DNSTTL != 5*time.Minute || c.DNSNegativeTTL != 30*time.Second || c.DNSCacheSize != 10000 ||
-		c.OutcomeBatch != 64 || c.OutcomeLinger != 2*time.Millisecond {
+		c.OutcomeBatch != 64 || c.OutcomeLinger != 2*time.Millisecond || c.MaxIdleConns != 4096 || c.DialTimeout != 10*time.Second {
 		t.Errorf("unexpected defaults: %+v", c)
 	}
 }

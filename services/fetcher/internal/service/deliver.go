@@ -115,21 +115,18 @@ func (s *Service) storePage(deadline time.Time, task *crawlmsg.FetchTask, res *p
 	return err
 }
 
-// messageRoom is left in a message for the Nats-Msg-Id and JetStream's own headers.
-const messageRoom = 4 << 10
-
 // inlineMax is the largest body that travels inline with metaLen octets of metadata:
 // TRAWL_BODY_INLINE_MAX, lowered if the server's max_payload or the stream's message
-// size would not hold it.
+// size would not hold it with the other headers (topology.ExtraHeaderRoom).
 func (s *Service) inlineMax(metaLen int) int64 {
-	limit := min(s.nc.MaxPayload(), int64(s.maxMsg)) - int64(metaLen) - messageRoom
+	limit := min(s.nc.MaxPayload(), int64(s.maxMsg)) - int64(metaLen) - topology.ExtraHeaderRoom
 	return max(0, min(s.cfg.BodyInlineMax, limit))
 }
 
 // chunkSize is the object store chunk: large enough to keep the message count low, small
 // enough for any server's max_payload.
 func (s *Service) chunkSize() uint32 {
-	return uint32(max(32<<10, min(1<<20, s.nc.MaxPayload()-messageRoom)))
+	return uint32(max(32<<10, min(1<<20, s.nc.MaxPayload()-topology.ExtraHeaderRoom)))
 }
 
 // isTooLarge reports a message that can never be stored: over the server's max_payload

@@ -31,10 +31,6 @@ import (
 	"github.com/trawl/trawl/shared/topology"
 )
 
-// Room left in a message for headers (Nats-Msg-Id and JetStream's own) when sizing
-// documents and discovered batches against the stream's MaxMsgSize.
-const headerRoom = 64 << 10
-
 // Service is a running parser.
 type Service struct {
 	cfg  config.Config
@@ -121,7 +117,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Service, 
 // the service sets its switch.
 func newProcessorOf(cfg config.Config, log *slog.Logger) (*processor, error) {
 	topo := cfg.Common.Topology()
-	maxMsg := int(topo.MaxMsgSize) - headerRoom
+	// Room for any header block: a render task carries the page's Trawl-Meta, which is
+	// not measured before its body is sized.
+	maxMsg := int(topo.MaxMsgSize) - topology.MaxHeaderBlock
 	scfg, err := cfg.ScopeConfig(maxMsg)
 	if err != nil {
 		return nil, err

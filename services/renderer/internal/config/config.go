@@ -4,7 +4,6 @@ package config
 import (
 	"errors"
 	"fmt"
-	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -15,7 +14,6 @@ import (
 	"github.com/trawl/trawl/shared/polite"
 	"github.com/trawl/trawl/shared/politeness"
 	"github.com/trawl/trawl/shared/robots"
-	"github.com/trawl/trawl/shared/safedial"
 	"github.com/trawl/trawl/shared/urlnorm"
 )
 
@@ -49,7 +47,6 @@ type Config struct {
 	MaxAttempts    int           // TRAWL_RENDER_MAX_ATTEMPTS: deliveries of a task before the page is passed on unrendered
 	RequestTimeout time.Duration // TRAWL_RENDER_REQUEST_TIMEOUT: one browser request Trawl makes, body included
 	MaxBody        int64         // TRAWL_RENDER_MAX_BODY: largest subresource body
-	BodyInlineMax  int64         // TRAWL_BODY_INLINE_MAX: larger bodies go by reference (object store)
 	CacheTTL       time.Duration // TRAWL_RENDER_CACHE_TTL: how long a fetched subresource is served to other pages
 	CacheMaxBytes  int64         // TRAWL_RENDER_CACHE_BYTES: the shared subresource cache's size
 	CacheMaxEntry  int64         // TRAWL_RENDER_CACHE_MAX_ENTRY: largest body cached
@@ -63,14 +60,11 @@ type Config struct {
 	UserAgent   string                // TRAWL_USER_AGENT
 	RobotsAgent string                // TRAWL_ROBOTS_AGENT
 	Robots      polite.RobotsSettings // the fetchers' settings: both fill one cache
-	AllowCIDRs  []netip.Prefix
-	Resolve     map[string][]netip.Addr
-	DialTimeout time.Duration
+	// RequestSettings are TRAWL_DIAL_TIMEOUT, TRAWL_BODY_INLINE_MAX, TRAWL_ALLOW_CIDRS and
+	// TRAWL_RESOLVE, the fetchers' settings.
+	polite.RequestSettings
 
-	allowRaw   []string
-	cidrErr    error
-	resolveErr error
-	userErr    error
+	userErr error
 }
 
 // Load reads the configuration; Validate checks the values.
@@ -90,7 +84,6 @@ func Load(r *envconfig.Reader) (Config, error) {
 		MaxAttempts:    r.Int("RENDER_MAX_ATTEMPTS", 3),
 		RequestTimeout: r.Duration("RENDER_REQUEST_TIMEOUT", 15*time.Second),
 		MaxBody:        r.Bytes("RENDER_MAX_BODY", 8<<20),
-		BodyInlineMax:  r.Bytes("BODY_INLINE_MAX", 1<<20),
 		CacheTTL:       r.Duration("RENDER_CACHE_TTL", time.Hour),
 		CacheMaxBytes:  r.Bytes("RENDER_CACHE_BYTES", 1<<30),
 		CacheMaxEntry:  r.Bytes("RENDER_CACHE_MAX_ENTRY", 2<<20),
@@ -100,11 +93,8 @@ func Load(r *envconfig.Reader) (Config, error) {
 		UserAgent:        robots.LoadUserAgent(r),
 		RobotsAgent:      robots.LoadAgent(r),
 		Robots:           polite.LoadRobotsSettings(r),
-		DialTimeout:      r.Duration("DIAL_TIMEOUT", 10*time.Second),
-		allowRaw:         r.List("ALLOW_CIDRS", nil),
+		RequestSettings:  polite.LoadRequestSettings(r),
 	}
-	c.AllowCIDRs, c.cidrErr = safedial.ParseCIDRs(c.allowRaw)
-	c.Resolve, c.resolveErr = safedial.ParseStatic(r.List("RESOLVE", nil))
 	c.BrowserUID, c.BrowserGID, c.userErr = parseUser(c.BrowserUser)
 	return c, r.Err()
 }
@@ -141,7 +131,7 @@ func (c Config) Polite() polite.Settings {
 
 // Validate reports every invalid setting at once.
 func (c Config) Validate() error {
-	errs := []error{c.Common.Validate(), c.Politeness.Validate(), c.Scope.Validate(), c.Policy.Validate()}
+	errs := []error{c.Common.Validate(), c.RequestSettings.Validate(), c.Politeness.Validate(), c.Scope.Validate(), c.Policy.Validate()}
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if c.Chromium == "" {
 		bad("TRAWL_CHROMIUM is empty: want the path of a Chromium binary")
@@ -170,9 +160,6 @@ func (c Config) Validate() error {
 	if c.MaxBody < 1<<10 || c.MaxBody > 64<<20 {
 		bad("TRAWL_RENDER_MAX_BODY=%d: want 1KiB..64MiB", c.MaxBody)
 	}
-	if c.BodyInlineMax < 0 || c.BodyInlineMax > 4<<20 {
-		bad("TRAWL_BODY_INLINE_MAX=%d: want 0..4MiB", c.BodyInlineMax)
-	}
 	if c.CacheTTL < 0 || c.CacheTTL > 7*24*time.Hour {
 		bad("TRAWL_RENDER_CACHE_TTL=%s: want 0 (no cache)..168h", c.CacheTTL)
 	}
@@ -195,25 +182,8 @@ func (c Config) Validate() error {
 	if err := c.Robots.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if c.DialTimeout <= 0 {
-		bad("TRAWL_DIAL_TIMEOUT=%s: want more than 0", c.DialTimeout)
-	}
-	if c.cidrErr != nil {
-		bad("TRAWL_ALLOW_CIDRS=%q: %w", strings.Join(c.allowRaw, ","), c.cidrErr)
-	}
-	if c.resolveErr != nil {
-		bad("TRAWL_RESOLVE: %v", c.resolveErr)
-	}
 	if c.userErr != nil {
 		bad("TRAWL_RENDER_BROWSER_USER=%q: %w", c.BrowserUser, c.userErr)
-	}
-	policy := safedial.NewPolicy(c.AllowCIDRs...)
-	for name, addrs := range c.Resolve {
-		for _, a := range addrs {
-			if err := policy.Check(a); err != nil {
-				bad("TRAWL_RESOLVE: %s=%s: the address policy refuses it (%v); allow it with TRAWL_ALLOW_CIDRS", name, a, err)
-			}
-		}
 	}
 	return errors.Join(errs...)
 }

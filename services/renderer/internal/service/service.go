@@ -293,9 +293,6 @@ func (s *Service) keepInProgress(ctx context.Context, m jetstream.Msg) func() {
 	return cancel
 }
 
-// messageRoom is left in a message for the Nats-Msg-Id and JetStream's own headers.
-const messageRoom = 4 << 10
-
 // publish stores the rendered page: bodies that would not fit the message go to the
 // bodies object store first (the DOM as render:<attempt>, an exchange's body as
 // render:<attempt>:<i>), then the page, with Nats-Msg-Id render:<lease>.
@@ -313,7 +310,8 @@ func (s *Service) publish(ctx context.Context, task *crawlmsg.RenderTask, render
 	meta.ContentType, meta.Charset = "text/html", "utf-8"
 	meta.Header = withoutBodyHeaders(meta.Header)
 	attempt := attemptName(meta.Lease)
-	budget := min(s.cfg.BodyInlineMax, min(s.nc.MaxPayload(), int64(s.maxMsg))-messageRoom-16<<10)
+	// The page's Trawl-Meta is given 16 KiB, the other headers topology.ExtraHeaderRoom.
+	budget := min(s.cfg.BodyInlineMax, min(s.nc.MaxPayload(), int64(s.maxMsg))-topology.ExtraHeaderRoom-16<<10)
 	var stored []string
 	put := func(name string, b []byte) (*crawlmsg.BodyRef, error) {
 		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)

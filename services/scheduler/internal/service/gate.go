@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -323,14 +322,16 @@ func (g *gate) pollBacklogs(ctx context.Context) error {
 	g.mu.Unlock()
 
 	_, err := g.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.HSet(ctx, g.key, "held", f.Held,
-			"fetch_queued", f.FetchQueued, "fetch_busy", f.FetchBusy, "fetch_limit", f.FetchLimit,
-			"parser", f.Parser, "dedup", f.Dedup, "frontier", f.Frontier,
-			"pages_bytes", f.PagesBytes, "pages_max_bytes", f.PagesMaxBytes,
-			"bodies_bytes", f.BodiesBytes, "bodies_max_bytes", f.BodiesMaxBytes,
-			"docs_lag", f.DocsLag, "docs_max_bytes", f.DocsMaxBytes, "indexers", f.Indexers)
+		p.HSet(ctx, g.key, frontierkeys.DispatchHeld, f.Held,
+			frontierkeys.DispatchFetchQueued, f.FetchQueued, frontierkeys.DispatchFetchBusy, f.FetchBusy,
+			frontierkeys.DispatchFetchLimit, f.FetchLimit,
+			frontierkeys.DispatchParser, f.Parser, frontierkeys.DispatchDedup, f.Dedup, frontierkeys.DispatchFrontier, f.Frontier,
+			frontierkeys.DispatchPagesBytes, f.PagesBytes, frontierkeys.DispatchPagesMaxBytes, f.PagesMaxBytes,
+			frontierkeys.DispatchBodiesBytes, f.BodiesBytes, frontierkeys.DispatchBodiesMaxBytes, f.BodiesMaxBytes,
+			frontierkeys.DispatchDocsLag, f.DocsLag, frontierkeys.DispatchDocsMaxBytes, f.DocsMaxBytes,
+			frontierkeys.DispatchIndexers, f.Indexers)
 		if newHold {
-			p.HIncrBy(ctx, g.key, "holds", 1)
+			p.HIncrBy(ctx, g.key, frontierkeys.DispatchHolds, 1)
 		}
 		p.PExpire(ctx, g.key, dispatchStateTTL)
 		return nil
@@ -377,34 +378,6 @@ func spanBytes(st jetstream.StreamState, floor uint64) int64 {
 	}
 	span := st.LastSeq - max(floor, st.FirstSeq-1)
 	return int64(float64(st.Bytes) * min(float64(span)/float64(st.Msgs), 1))
-}
-
-// DispatchState is the dispatch figures as published in Redis (frontierkeys.Dispatch).
-type DispatchState struct {
-	Figures
-	// Holds counts the times dispatch was held for backpressure.
-	Holds int64
-}
-
-// ReadDispatchState reads the figures; ok is false when no scheduler published any lately.
-func ReadDispatchState(ctx context.Context, rdb redis.UniversalClient, prefix string) (DispatchState, bool, error) {
-	h, err := rdb.HGetAll(ctx, frontierkeys.Dispatch(prefix)).Result()
-	if err != nil {
-		return DispatchState{}, false, fmt.Errorf("read %s: %w", frontierkeys.Dispatch(prefix), err)
-	}
-	if len(h) == 0 {
-		return DispatchState{}, false, nil
-	}
-	u := func(k string) uint64 { n, _ := strconv.ParseUint(h[k], 10, 64); return n }
-	i := func(k string) int64 { n, _ := strconv.ParseInt(h[k], 10, 64); return n }
-	return DispatchState{Holds: i("holds"), Figures: Figures{
-		FetchQueued: u("fetch_queued"), FetchBusy: u("fetch_busy"), FetchLimit: u("fetch_limit"),
-		Parser: u("parser"), Dedup: u("dedup"), Frontier: u("frontier"),
-		PagesBytes: i("pages_bytes"), PagesMaxBytes: i("pages_max_bytes"),
-		BodiesBytes: i("bodies_bytes"), BodiesMaxBytes: i("bodies_max_bytes"),
-		DocsLag: i("docs_lag"), DocsMaxBytes: i("docs_max_bytes"), Indexers: int(i("indexers")),
-		Held: h["held"],
-	}}, true, nil
 }
 
 func b2f(b bool) float64 {

@@ -167,13 +167,13 @@ func newStatusPage(cfg config.Config, rdb redis.UniversalClient, why *redisx.Las
 			}
 		},
 		Dispatch: func(ctx context.Context) (statuspage.Dispatch, bool, error) {
-			st, ok, err := ReadDispatchState(ctx, rdb, cfg.Common.RedisPrefix)
+			st, ok, err := fr.Dispatch(ctx)
 			if !ok || err != nil {
 				return statuspage.Dispatch{}, ok, err
 			}
 			return statuspage.Dispatch{Held: st.Held, Holds: st.Holds,
-				FetchQueued: st.FetchQueued, FetchBusy: st.FetchBusy, FetchQueuedLimit: st.FetchLimit,
-				Parser: st.Parser, Dedup: st.Dedup, Frontier: st.Frontier,
+				FetchQueued: uint64(st.FetchQueued), FetchBusy: uint64(st.FetchBusy), FetchQueuedLimit: uint64(st.FetchLimit),
+				Parser: uint64(st.Parser), Dedup: uint64(st.Dedup), Frontier: uint64(st.Frontier),
 				PagesBytes: st.PagesBytes, PagesMaxBytes: st.PagesMaxBytes}, true, nil
 		},
 		SeenFilter: func(ctx context.Context) (map[string]string, error) {
