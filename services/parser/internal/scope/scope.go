@@ -297,6 +297,40 @@ func (f *Filter) SelectEmbeds(p Page, embeds []crawlmsg.Link, linked []crawlmsg.
 	return out, rej
 }
 
+// RedirectReasons are the reasons Redirect refuses a target for (to initialise metric
+// series).
+var RedirectReasons = []Reason{ReasonLength, ReasonInvalid, ReasonScope, ReasonExclude,
+	ReasonInclude, ReasonTrap, ReasonPolicyDepth, ReasonPolicyInclude, ReasonPolicyExclude}
+
+// Redirect says whether the target of a 3xx at p is followed, and names the rule that
+// refuses it; kind is what p was fetched as. Downstream only the live rules are applied
+// again, so the target is held here to what p's own links (a requisite's: requisites) are
+// held to, at p's depth (a redirect is no link hop): TRAWL_EXCLUDE, TRAWL_MAX_URL_LENGTH
+// and the trap rule always. TRAWL_SCOPE and TRAWL_INCLUDE do not bind a seed's target
+// (depth 0), which stands for the seed (Heritrix's seedsRedirectNewSeeds: a seed
+// example.com moved to www.example.com is crawled there under TRAWL_SCOPE=host too), nor a
+// sitemap's, whose listed URLs stay held to its robots.txt origin (Under, which the
+// redirect keeps).
+func (f *Filter) Redirect(p Page, kind crawlmsg.Kind, target string) (Reason, bool) {
+	held, ruled := false, false // held to TRAWL_SCOPE and TRAWL_INCLUDE; to the live rules
+	switch kind {
+	case crawlmsg.KindEmbed:
+		held = f.cfg.EmbedScope == EmbedCrawl
+		ruled = held
+	case crawlmsg.KindSitemap:
+	default:
+		held, ruled = p.Depth > 0, true
+	}
+	r, ok := f.check(target, f.rule.From(p.URL), held)
+	if !ok || !ruled {
+		return r, ok
+	}
+	if rules := f.activeRules(p.Rules); rules != nil {
+		return admit(rules, target, p.Depth)
+	}
+	return "", true
+}
+
 // activeRules is rules, or nil when no rule sets a scope field (policy.ScopeFields), so
 // that a crawl whose rules are all about politeness pays nothing per link for them. The
 // answer is kept for the set last asked about: a set is immutable and replaced whole on a

@@ -15,6 +15,7 @@ type metrics struct {
 	links             prometheus.Counter
 	emitted           prometheus.Counter
 	rejected          *prometheus.CounterVec
+	redirects         *prometheus.CounterVec // result: followed, hops, or a scope.RedirectReasons
 	dropped           *prometheus.CounterVec
 	parseErrors       prometheus.Counter
 	parseDuration     prometheus.Histogram
@@ -45,6 +46,7 @@ func newMetrics(om *obs.Metrics) *metrics {
 		links:             om.Counter("links_total", "Distinct valid outlinks extracted from parsed pages."),
 		emitted:           om.Counter("links_emitted_total", "Outlinks published to crawl.discovered (links_total minus links_rejected_total)."),
 		rejected:          om.CounterVec("links_rejected_total", "Extracted outlinks not published to crawl.discovered, by scope rule.", "reason"),
+		redirects:         om.CounterVec("redirects_total", "3xx Locations by what became of them: followed (published to crawl.discovered), hops (past TRAWL_MAX_REDIRECTS), or the scope rule that refused the target, as in links_rejected_total.", "result"),
 		dropped:           om.CounterVec("links_dropped_total", "Link candidates discarded during extraction: scheme (javascript:, mailto: …), invalid, fragment (#… only), limit (beyond the per-page link cap).", "reason"),
 		parseErrors:       om.Counter("parse_errors_total", "Pages whose extraction failed part-way; their document holds what was extracted."),
 		parseDuration:     om.Histogram("parse_duration_seconds", "Time to extract one page.", prometheus.ExponentialBuckets(0.0001, 4, 9)),
@@ -93,6 +95,12 @@ func newMetrics(om *obs.Metrics) *metrics {
 	for _, r := range []string{"scheme", "invalid", "fragment", "limit"} {
 		m.dropped.WithLabelValues(r)
 	}
+	for _, r := range []string{redirectFollowed, redirectHops} {
+		m.redirects.WithLabelValues(r)
+	}
+	for _, r := range scope.RedirectReasons {
+		m.redirects.WithLabelValues(string(r))
+	}
 	for _, r := range []string{"read", "missing", "deleted"} {
 		m.bodies.WithLabelValues(r)
 	}
@@ -119,6 +127,10 @@ func newMetrics(om *obs.Metrics) *metrics {
 // so a page redelivered after a failed publish is not counted twice. contentDedup says
 // whether the content duplicate check ran.
 func (m *metrics) record(o *outcome, contentDedup bool) {
+	// Whatever the 3xx was fetched as (a page, a requisite, a sitemap).
+	if o.redirect != "" {
+		m.redirects.WithLabelValues(o.redirect).Inc()
+	}
 	if o.sitemap != nil {
 		m.sitemaps.record(o.sitemap)
 		return

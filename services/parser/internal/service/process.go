@@ -63,6 +63,9 @@ type outcome struct {
 	fp       simhash.Fingerprint
 	doc      []byte              // encoded Document; nil when skipped
 	follow   *crawlmsg.LinkGroup // the links to follow; nil when there are none
+	// redirect is what became of a 3xx's Location: redirectFollowed, redirectHops or the
+	// scope.Reason that refused it; "" when the page has none.
+	redirect string
 	parseErr error
 	duration time.Duration
 	links    int
@@ -103,25 +106,40 @@ type outcome struct {
 func (p *processor) process(page *crawlmsg.Page) (*outcome, error) {
 	o, err := p.processPage(page)
 	if err == nil && page.Meta.Location != "" && o.follow == nil && len(o.follows) == 0 {
-		o.follow = p.redirect(&page.Meta)
+		o.follow, o.redirect = p.redirect(&page.Meta)
 	}
 	return o, err
 }
 
-// redirect is the target of a 3xx to crawl, or nil past TRAWL_MAX_REDIRECTS hops. It is
-// crawled like any discovered URL (deduplicated, scheduled politely) at the same depth: a
-// redirect is not a link hop. It goes out from here rather than from the fetcher so that
-// it travels in the page: whatever brings the page back after a crash (a redelivery, the
-// scheduler's page log) brings it back too.
-func (p *processor) redirect(m *crawlmsg.PageMeta) *crawlmsg.LinkGroup {
+// What became of a 3xx's target (trawl_parser_redirects_total), besides the scope.Reason
+// that refused it.
+const (
+	redirectFollowed = "followed"
+	redirectHops     = "hops" // past TRAWL_MAX_REDIRECTS
+)
+
+// redirect is the target of a 3xx to crawl, or nil past TRAWL_MAX_REDIRECTS hops or when
+// the scope refuses it (scope.Filter.Redirect: held as a link of the redirecting URL), and
+// what became of it. It is crawled like any discovered URL (deduplicated, scheduled
+// politely) at the same depth: a redirect is not a link hop. It goes out from here rather
+// than from the fetcher so that it travels in the page: whatever brings the page back
+// after a crash (a redelivery, the scheduler's page log) brings it back too.
+func (p *processor) redirect(m *crawlmsg.PageMeta) (*crawlmsg.LinkGroup, string) {
 	if m.Hops+1 > p.maxRedirects {
-		return nil
+		return nil, redirectHops
+	}
+	from := scope.Page{URL: m.URL, Depth: m.Depth, Embeds: m.Embeds, Rules: p.currentRules()}
+	if r, ok := p.filter.Redirect(from, m.Kind, m.Location); !ok {
+		// Counted like a refused link; per URL only at debug, as a page's target is one
+		// of a crawl's many refused URLs.
+		p.log.Debug("redirect target not followed", "url", m.URL, "location", m.Location, "reason", r)
+		return nil, string(r)
 	}
 	return &crawlmsg.LinkGroup{Source: m.URL, URLs: []crawlmsg.Discovered{{
 		URL: m.Location, Depth: m.Depth, Via: crawlmsg.ViaRedirect, Hops: m.Hops + 1,
 		// A moved stylesheet is still a requisite; a moved sitemap still a sitemap.
 		Kind: m.Kind, Embeds: m.Embeds, Under: m.Under,
-	}}}
+	}}}, redirectFollowed
 }
 
 // processPage is process before the redirect target.

@@ -118,8 +118,8 @@ func TestProcessRedirect(t *testing.T) {
 				t.Errorf("a redirect has a document")
 			}
 			if tt.want == nil {
-				if o.follow != nil {
-					t.Errorf("follow %+v, want none past the cap", o.follow)
+				if o.follow != nil || o.redirect != redirectHops {
+					t.Errorf("follow %+v, counted %q: want none past the cap, counted %q", o.follow, o.redirect, redirectHops)
 				}
 				return
 			}
