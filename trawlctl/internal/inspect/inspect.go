@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"net/url"
 	"sort"
 	"strings"
 	"time"
@@ -194,11 +193,15 @@ func Explain(ctx context.Context, rdb redis.UniversalClient, o Options, rawURL s
 	if err != nil {
 		return nil, fmt.Errorf("%w %q: %w", ErrURL, rawURL, err)
 	}
-	u, err := url.Parse(norm)
+	host, err := urlnorm.Host(norm)
 	if err != nil {
 		return nil, fmt.Errorf("%w %q: %w", ErrURL, rawURL, err)
 	}
-	r := &Report{Input: rawURL, URL: norm, Host: strings.ToLower(u.Hostname()), Origin: u.Scheme + "://" + u.Host}
+	origin, err := urlnorm.Origin(norm)
+	if err != nil {
+		return nil, fmt.Errorf("%w %q: %w", ErrURL, rawURL, err)
+	}
+	r := &Report{Input: rawURL, URL: norm, Host: host, Origin: origin}
 	r.Shard = topology.ShardOf(r.Host, o.Shards)
 	robotsKey := robotscache.Key(o.Prefix, r.Origin)
 
