@@ -318,6 +318,7 @@ func (f *Filter) Redirect(p Page, kind crawlmsg.Kind, target string) (Reason, bo
 		held = f.cfg.EmbedScope == EmbedCrawl
 		ruled = held
 	case crawlmsg.KindSitemap:
+		return f.Sitemap(p, target)
 	default:
 		held, ruled = p.Depth > 0, true
 	}
@@ -329,6 +330,14 @@ func (f *Filter) Redirect(p Page, kind crawlmsg.Kind, target string) (Reason, bo
 		return admit(rules, target, p.Depth)
 	}
 	return "", true
+}
+
+// Sitemap says whether a sitemap that p (a sitemap index, or a sitemap's 3xx) names is
+// fetched: held to TRAWL_EXCLUDE, TRAWL_MAX_URL_LENGTH and the trap rule, which no URL
+// escapes, but not to TRAWL_SCOPE and TRAWL_INCLUDE, since the URLs it lists are held to
+// its robots.txt origin (Under) instead.
+func (f *Filter) Sitemap(p Page, target string) (Reason, bool) {
+	return f.check(target, f.rule.From(p.URL), false)
 }
 
 // activeRules is rules, or nil when no rule sets a scope field (policy.ScopeFields), so

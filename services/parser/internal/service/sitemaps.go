@@ -91,6 +91,10 @@ func (p *processor) processSitemap(page *crawlmsg.Page) *outcome {
 			if !ok {
 				continue
 			}
+			if r, ok := p.sitemaps.filter.Sitemap(scope.Page{URL: m.URL, Depth: m.Depth}, u); !ok {
+				so.rejected[string(r)]++
+				continue
+			}
 			found = append(found, crawlmsg.Discovered{URL: u, Depth: m.Depth, Via: crawlmsg.ViaSitemap,
 				Kind: crawlmsg.KindSitemap, Under: m.Under, Lastmod: e.Lastmod})
 		}

@@ -133,6 +133,13 @@ func TestProcessSitemap(t *testing.T) {
 			result: "sitemapindex", rejected: map[string]int{"location": 1},
 		},
 		{
+			name: "index: a child TRAWL_EXCLUDE names is not fetched",
+			env:  map[string]string{"TRAWL_EXCLUDE": "/sub/"},
+			url:  "https://a.example/shop/index.xml", ctype: "application/xml", body: index,
+			want:   []crawlmsg.Discovered{child("https://a.example/shop/part-1.xml.gz", "", lastmod("2026-11-02T10:00:00Z"))},
+			result: "sitemapindex", rejected: map[string]int{"location": 1, "exclude": 1},
+		},
+		{
 			name: "index children are not cut by the depth limit",
 			env:  map[string]string{"TRAWL_MAX_DEPTH": "0"},
 			url:  "https://a.example/shop/index.xml", ctype: "application/xml", body: index,
