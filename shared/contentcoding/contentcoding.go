@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 )
 
@@ -47,6 +48,28 @@ func Codings(header string) ([]string, error) {
 		out = append(out, c)
 	}
 	return out, nil
+}
+
+// Header is h's Content-Encoding as one value: every field line of it, in order, joined
+// as one list (RFC 9110, 5.3), so that a coding on a second line is not missed. Keys are
+// matched without regard to case: a header carried in a message need not be canonical.
+func Header(h map[string][]string) string {
+	values := h["Content-Encoding"]
+	var other []string // keys in another case, in a stable order
+	for k := range h {
+		if k != "Content-Encoding" && strings.EqualFold(k, "Content-Encoding") {
+			other = append(other, k)
+		}
+	}
+	if len(other) == 0 {
+		return strings.Join(values, ",")
+	}
+	slices.Sort(other)
+	values = slices.Clone(values)
+	for _, k := range other {
+		values = append(values, h[k]...)
+	}
+	return strings.Join(values, ",")
 }
 
 // WireCap is the most body octets to read from the network for a body whose decoded

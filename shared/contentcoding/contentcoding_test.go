@@ -152,3 +152,26 @@ func TestTooManyCodings(t *testing.T) {
 		})
 	}
 }
+
+// A coding on a second field line, or under a key in another case, is part of the value:
+// missed, a body still coded would be taken for its content.
+func TestHeader(t *testing.T) {
+	tests := []struct {
+		name string
+		h    map[string][]string
+		want string
+	}{
+		{"none", map[string][]string{"Content-Type": {"text/html"}}, ""},
+		{"one line", map[string][]string{"Content-Encoding": {"gzip"}}, "gzip"},
+		{"two lines", map[string][]string{"Content-Encoding": {"gzip", "br"}}, "gzip,br"},
+		{"lower-case key after the canonical one", map[string][]string{"Content-Encoding": {"gzip"}, "content-encoding": {"br"}}, "gzip,br"},
+		{"lower-case key alone", map[string][]string{"content-encoding": {"deflate"}}, "deflate"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Header(tc.h); got != tc.want {
+				t.Errorf("Header(%v) = %q, want %q", tc.h, got, tc.want)
+			}
+		})
+	}
+}

@@ -128,7 +128,7 @@ func readPage(path string, off, n int64) (time.Time, string, error) {
 	if err != nil {
 		return date, "", nil //nolint:nilerr // a page without a readable head still is a page, untitled
 	}
-	codings, err := contentcoding.Codings(hh.Get("Content-Encoding"))
+	codings, err := contentcoding.Codings(contentcoding.Header(hh))
 	if err != nil {
 		return date, "", nil //nolint:nilerr // an unknown coding leaves the title unknown
 	}

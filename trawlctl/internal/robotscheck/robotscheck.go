@@ -121,7 +121,7 @@ func (f *Fetcher) get(ctx context.Context, hc *http.Client, u *url.URL, maxBody 
 		return 0, "", nil, err
 	}
 	defer resp.Body.Close()
-	coding := resp.Header.Get("Content-Encoding")
+	coding := contentcoding.Header(resp.Header)
 	if _, cerr := contentcoding.Codings(coding); cerr != nil {
 		// A coding the fetchers cannot decode: they keep the body as received, and so
 		// parse it.

@@ -314,7 +314,7 @@ func (c *Client) do(ctx context.Context, rawURL string, u *url.URL, accept strin
 	*wire = countingReader{r: resp.Body, left: wireCap}
 	var body io.Reader = wire
 	// A coding that cannot be decoded leaves the body as received, its header saying so.
-	codings, _ := contentcoding.Codings(resp.Header.Get("Content-Encoding"))
+	codings, _ := contentcoding.Codings(contentcoding.Header(resp.Header))
 	encoded := len(codings) > 0
 	if encoded {
 		// The archive keeps the octets as received; the parser gets them decoded.
@@ -322,7 +322,7 @@ func (c *Client) do(ctx context.Context, rawURL string, u *url.URL, accept strin
 		wire.keep = c.cfg.KeepRaw == nil || c.cfg.KeepRaw()
 		zr, release, err := contentcoding.NewReader(wire, codings)
 		if err != nil {
-			return nil, fmt.Errorf("fetch: %s body: %w", resp.Header.Get("Content-Encoding"), err)
+			return nil, fmt.Errorf("fetch: %s body: %w", contentcoding.Header(resp.Header), err)
 		}
 		defer release()
 		body = zr

@@ -192,6 +192,27 @@ func TestGzip(t *testing.T) {
 			}
 		})
 	}
+	// A coding that cannot be decoded on a second field line leaves the whole body as
+	// received, its header naming every coding, instead of gzip decoded and the br under
+	// it passed on as content.
+	t.Run("undecodable coding on a second line", func(t *testing.T) {
+		s := newSite(t, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Add("Content-Encoding", "gzip")
+			w.Header().Add("Content-Encoding", "br")
+			w.Header().Set("Content-Type", "text/html")
+			w.Write(small)
+		})
+		resp, err := New(testConfig("127.0.0.0/8")).Get(context.Background(), s.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(resp.Body, small) {
+			t.Errorf("body of %d octets, want the %d received", len(resp.Body), len(small))
+		}
+		if got := resp.Header.Values("Content-Encoding"); strings.Join(got, ",") != "gzip,br" {
+			t.Errorf("Content-Encoding %q, want both lines kept", got)
+		}
+	})
 	t.Run("corrupt stream is an error", func(t *testing.T) {
 		s := newSite(t, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Encoding", "gzip")

@@ -596,7 +596,7 @@ func (a *Answerer) do(ctx context.Context, req Request, u *url.URL, maxBody int6
 		return Result{}, err
 	}
 	defer resp.Body.Close()
-	coding := resp.Header.Get("Content-Encoding")
+	coding := contentcoding.Header(resp.Header)
 	b, err := contentcoding.Read(resp.Body, coding, maxBody)
 	if err != nil {
 		return Result{}, fmt.Errorf("body of %s: %w", u, err)

@@ -61,7 +61,7 @@ func (c *Cache) Get(ctx context.Context, rawURL string) (Result, bool) {
 	if status == 0 || json.Unmarshal([]byte(info.Metadata["header"]), &h) != nil {
 		return Result{}, false
 	}
-	if codings, err := contentcoding.Codings(h.Get("Content-Encoding")); err != nil || len(codings) > 0 {
+	if codings, err := contentcoding.Codings(contentcoding.Header(h)); err != nil || len(codings) > 0 {
 		// An entry of an earlier release, which kept a coded body under its coding and
 		// gave it to pages undecoded: fetched again, decoded, it replaces this one.
 		return Result{}, false
