@@ -270,6 +270,15 @@ func TestPipeline(t *testing.T) {
 	// document of what could be extracted.
 	badURL := htmlMeta("http://site.test:99x/", 0)
 	s.publishPage(badURL, `<title>Bad base</title><a href="/x">x</a>`)
+	// The home page as a server sent it in a coding the fetcher cannot decode, header
+	// kept: octets, not markup. Acked with no document and no links.
+	br, err := os.ReadFile("testdata/linkpage.html.br")
+	if err != nil {
+		t.Fatal(err)
+	}
+	encoded := htmlMeta("http://site.test/encoded", 0)
+	encoded.Header = map[string][]string{"Content-Encoding": {"br"}}
+	s.publishPage(encoded, string(br))
 	s.waitSettled()
 
 	docs := s.docs()
@@ -278,7 +287,7 @@ func TestPipeline(t *testing.T) {
 		byURL[d.doc.URL] = d
 	}
 	if len(docs) != 4 || len(byURL) != 4 {
-		t.Fatalf("got %d documents %v, want home, deep, private and bad URL", len(docs), keys(byURL))
+		t.Fatalf("got %d documents %v, want home, deep, private and bad URL (none of the encoded page)", len(docs), keys(byURL))
 	}
 	if b := byURL[badURL.URL].doc; b.Title != "Bad base" || len(b.Links) != 0 {
 		t.Errorf("bad-URL document = %+v", b)
@@ -333,6 +342,7 @@ func TestPipeline(t *testing.T) {
 		`trawl_parser_pages_total{result="parsed"}`:                  4,
 		`trawl_parser_parse_errors_total`:                            1,
 		`trawl_parser_pages_total{result="skipped"}`:                 2,
+		`trawl_parser_pages_total{result="encoded"}`:                 1,
 		`trawl_parser_links_total`:                                   11, // 5 home + 5 deep + 1 private
 		`trawl_parser_links_emitted_total`:                           3,
 		`trawl_parser_links_rejected_total{reason="depth"}`:          4,

@@ -102,6 +102,9 @@ func (p *processor) processRequisite(page *crawlmsg.Page) (*outcome, bool) {
 		o.skipped = true
 		return o, true
 	}
+	if p.leftEncoded(m, o) {
+		return o, true
+	}
 	start := time.Now()
 	var res *extract.Result
 	var err error
@@ -178,12 +181,12 @@ type embedMetrics struct {
 
 func newEmbedMetrics(om *obs.Metrics) *embedMetrics {
 	m := &embedMetrics{
-		pages:    om.CounterVec("requisite_pages_total", "Pages read for their requisites only, no document published: fetched as a requisite (a style sheet, a frame's document) or a style sheet; skipped when requisites are off or the body is neither HTML nor CSS.", "result"),
+		pages:    om.CounterVec("requisite_pages_total", "Pages read for their requisites only, no document published: fetched as a requisite (a style sheet, a frame's document) or a style sheet; skipped when requisites are off or the body is neither HTML nor CSS; encoded (not read) when its body is still content-coded (a Content-Encoding the fetcher could not decode).", "result"),
 		found:    om.Counter("embeds_total", "Distinct valid page requisites found (images, style sheets, scripts, fonts, media, frames) while requisites are on."),
 		emitted:  om.Counter("embeds_emitted_total", "Page requisites published to crawl.discovered as kind embed."),
 		rejected: om.CounterVec("embeds_rejected_total", "Page requisites not published, by rule (embed_hops: past TRAWL_MAX_EMBED_HOPS). A requisite also followed as a link is neither.", "reason"),
 	}
-	for _, r := range []string{"read", "skipped"} {
+	for _, r := range []string{"read", "skipped", resultEncoded} {
 		m.pages.WithLabelValues(r)
 	}
 	for _, r := range scope.Reasons {
@@ -198,7 +201,10 @@ func (m *embedMetrics) record(o *outcome) (requisite bool) {
 	c := o.embed
 	if c.requisite {
 		r := "read"
-		if o.skipped {
+		switch {
+		case o.encoded:
+			r = resultEncoded
+		case o.skipped:
 			r = "skipped"
 		}
 		m.pages.WithLabelValues(r).Inc()

@@ -8,6 +8,7 @@ import (
 	"github.com/trawl/trawl/shared/obs"
 	"github.com/trawl/trawl/shared/policy"
 	"github.com/trawl/trawl/shared/renderconf"
+	"github.com/trawl/trawl/shared/runner"
 )
 
 type metrics struct {
@@ -42,7 +43,7 @@ type metrics struct {
 
 func newMetrics(om *obs.Metrics) *metrics {
 	m := &metrics{
-		pages:             om.CounterVec("pages_total", "Pages taken from crawl.pages: parsed (a document was published) or skipped (not HTML, not 2xx).", "result"),
+		pages:             om.CounterVec("pages_total", "Pages taken from crawl.pages: parsed (a document was published), skipped (not HTML, not 2xx) or encoded (not parsed: its body is still content-coded, a Content-Encoding the fetcher could not decode).", "result"),
 		links:             om.Counter("links_total", "Distinct valid outlinks extracted from parsed pages."),
 		emitted:           om.Counter("links_emitted_total", "Outlinks published to crawl.discovered (links_total minus links_rejected_total)."),
 		rejected:          om.CounterVec("links_rejected_total", "Extracted outlinks not published to crawl.discovered, by scope rule.", "reason"),
@@ -50,7 +51,7 @@ func newMetrics(om *obs.Metrics) *metrics {
 		dropped:           om.CounterVec("links_dropped_total", "Link candidates discarded during extraction: scheme (javascript:, mailto: …), invalid, fragment (#… only), limit (beyond the per-page link cap).", "reason"),
 		parseErrors:       om.Counter("parse_errors_total", "Pages whose extraction failed part-way; their document holds what was extracted."),
 		parseDuration:     om.Histogram("parse_duration_seconds", "Time to extract one page.", prometheus.ExponentialBuckets(0.0001, 4, 9)),
-		terminated:        om.CounterVec("messages_terminated_total", "crawl.pages messages terminated: permanent (malformed, unknown version); temporary failures are retried, never terminated.", "reason"),
+		terminated:        om.CounterVec("messages_terminated_total", runner.TerminatedHelp, "reason"),
 		limited:           om.CounterVec("extract_limited_total", "Pages on which an extraction limit was reached: bytes, tokens (rest of page unseen), links, text.", "limit"),
 		trimmed:           om.Counter("docs_trimmed_total", "Documents whose links or text were cut to fit the stream's message size."),
 		publishFailures:   om.Counter("publish_failures_total", "Batches whose publish wave failed; their pages are redelivered."),
@@ -86,7 +87,7 @@ func newMetrics(om *obs.Metrics) *metrics {
 		return 0
 	})
 	// Series exist from the start so rate() and alerts see zeros, not gaps.
-	for _, r := range []string{"parsed", "skipped"} {
+	for _, r := range []string{"parsed", "skipped", resultEncoded} {
 		m.pages.WithLabelValues(r)
 	}
 	for _, r := range scope.Reasons {
@@ -139,7 +140,11 @@ func (m *metrics) record(o *outcome, contentDedup bool) {
 		return
 	}
 	if o.skipped {
-		m.pages.WithLabelValues("skipped").Inc()
+		r := "skipped"
+		if o.encoded {
+			r = resultEncoded
+		}
+		m.pages.WithLabelValues(r).Inc()
 		return
 	}
 	if d := o.render; d.Reason != "" {

@@ -13,6 +13,7 @@ import (
 	"github.com/trawl/trawl/services/parser/internal/render"
 	"github.com/trawl/trawl/services/parser/internal/scope"
 	"github.com/trawl/trawl/services/parser/internal/simhash"
+	"github.com/trawl/trawl/shared/contentcoding"
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/policy"
 	"github.com/trawl/trawl/shared/recrawl"
@@ -58,7 +59,10 @@ func (p *processor) currentRules() *policy.Set {
 
 // outcome is what one page produced, plus the counts metrics need once it is settled.
 type outcome struct {
-	skipped  bool
+	skipped bool
+	// encoded says the page was skipped because its body is still content-coded
+	// (leftEncoded): counted as resultEncoded rather than as an ordinary skip.
+	encoded  bool
 	document *crawlmsg.Document // nil when skipped; encoded into doc once duplicates are known
 	fp       simhash.Fingerprint
 	doc      []byte              // encoded Document; nil when skipped
@@ -155,6 +159,9 @@ func (p *processor) processPage(page *crawlmsg.Page) (*outcome, error) {
 		return &outcome{skipped: true}, nil
 	}
 	o := &outcome{}
+	if p.leftEncoded(m, o) {
+		return o, nil
+	}
 	start := time.Now()
 	res, err := p.safeExtract(page)
 	o.duration = time.Since(start)
@@ -218,6 +225,27 @@ func (p *processor) processPage(page *crawlmsg.Page) (*outcome, error) {
 		o.follow = &crawlmsg.LinkGroup{Source: m.URL, URLs: found}
 	}
 	return o, nil
+}
+
+// resultEncoded is the result under which the page counters (pages, requisite pages,
+// sitemaps) count a page not parsed because its body is still content-coded.
+const resultEncoded = "encoded"
+
+// leftEncoded marks o skipped, and reports true, when m's body is still content-coded.
+// The fetcher decodes every coding contentcoding can and then drops Content-Encoding; a
+// coding it cannot decode (br, one unknown, more than contentcoding.MaxCodings stacked)
+// leaves the octets as received and the header naming it. Those octets are no markup:
+// parsed, they would give junk links, a junk document, and a junk text in the duplicate
+// index. Such a page is acked like any skipped one (a refetch gets the same octets).
+func (p *processor) leftEncoded(m *crawlmsg.PageMeta, o *outcome) bool {
+	coding := contentcoding.Header(m.Header)
+	codings, err := contentcoding.Codings(coding)
+	if err == nil && len(codings) == 0 {
+		return false
+	}
+	o.skipped, o.encoded = true, true
+	p.log.Debug("page body still content-coded; not parsed", "url", m.URL, "kind", m.Kind, "content_encoding", cutUTF8(coding, 100))
+	return true
 }
 
 // dupPage is the page as the duplicate index sees it; ok is false when there are no words

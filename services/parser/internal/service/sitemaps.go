@@ -29,7 +29,7 @@ type sitemapRules struct {
 
 // sitemapOutcome is what one page of kind sitemap gave, for metrics and the log.
 type sitemapOutcome struct {
-	result   string // the format read (urlset, sitemapindex, text), "error" or "status" (not 2xx)
+	result   string // the format read (urlset, sitemapindex, text), "error", "status" (not 2xx) or resultEncoded
 	errKind  string // sitemap.Kind of a parse error, "" when none
 	cut      string // the limit reading stopped at: urls, bytes, body (the fetcher's cap)
 	listed   int    // entries read
@@ -53,6 +53,10 @@ func (p *processor) processSitemap(page *crawlmsg.Page) *outcome {
 	o := &outcome{sitemap: so}
 	if m.Status < 200 || m.Status > 299 {
 		so.result = "status"
+		return o
+	}
+	if p.leftEncoded(m, o) {
+		so.result = resultEncoded
 		return o
 	}
 	start := time.Now()
@@ -215,7 +219,7 @@ func sitemapRulesOf(cfg config.Config, scfg scope.Config) (sitemapRules, error) 
 
 // sitemapMetrics count what sitemaps gave.
 type sitemapMetrics struct {
-	read     *prometheus.CounterVec // result: urlset, sitemapindex, text, error, status
+	read     *prometheus.CounterVec // result: urlset, sitemapindex, text, error, status, encoded
 	urls     *prometheus.CounterVec // kind: page, sitemap
 	rejected *prometheus.CounterVec // reason
 	errors   *prometheus.CounterVec // kind: sitemap.Kinds
@@ -224,13 +228,13 @@ type sitemapMetrics struct {
 
 func newSitemapMetrics(om *obs.Metrics) *sitemapMetrics {
 	m := &sitemapMetrics{
-		read:     om.CounterVec("sitemaps_total", "Pages of kind sitemap read, by what they were: urlset, sitemapindex, text, error (unreadable from the start), status (not 2xx).", "result"),
+		read:     om.CounterVec("sitemaps_total", "Pages of kind sitemap read, by what they were: urlset, sitemapindex, text, error (unreadable from the start), status (not 2xx), encoded (not read: its body is still content-coded, a Content-Encoding the fetcher could not decode).", "result"),
 		urls:     om.CounterVec("sitemap_urls_total", "URLs published from sitemaps: page (listed by a urlset or text sitemap) or sitemap (a sitemap index's child).", "kind"),
 		rejected: om.CounterVec("sitemap_urls_rejected_total", "URLs listed by sitemaps and not published: invalid, location (outside the sitemap's directory or its robots.txt host), or a scope rule.", "reason"),
 		errors:   om.CounterVec("sitemap_errors_total", "Sitemaps that could not be read to their end: gzip, syntax (malformed XML), root (not urlset or sitemapindex), namespace, encoding. URLs read before the error are kept.", "kind"),
 		cut:      om.CounterVec("sitemap_truncated_total", "Sitemaps read only up to a limit: urls (TRAWL_SITEMAP_MAX_URLS), bytes (TRAWL_SITEMAP_MAX_BYTES uncompressed), body (cut by the fetcher at TRAWL_MAX_BODY).", "limit"),
 	}
-	for _, r := range []string{string(sitemap.URLSet), string(sitemap.Index), string(sitemap.Text), "error", "status"} {
+	for _, r := range []string{string(sitemap.URLSet), string(sitemap.Index), string(sitemap.Text), "error", "status", resultEncoded} {
 		m.read.WithLabelValues(r)
 	}
 	for _, k := range []string{"page", "sitemap"} {
