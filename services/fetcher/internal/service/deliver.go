@@ -115,12 +115,10 @@ func (s *Service) storePage(deadline time.Time, task *crawlmsg.FetchTask, res *p
 	return err
 }
 
-// inlineMax is the largest body that travels inline with metaLen octets of metadata:
-// TRAWL_BODY_INLINE_MAX, lowered if the server's max_payload or the stream's message
-// size would not hold it with the other headers (topology.ExtraHeaderRoom).
+// inlineMax is the largest body that travels inline with metaLen octets of metadata
+// (topology.PageInlineMax).
 func (s *Service) inlineMax(metaLen int) int64 {
-	limit := min(s.nc.MaxPayload(), int64(s.maxMsg)) - int64(metaLen) - topology.ExtraHeaderRoom
-	return max(0, min(s.cfg.BodyInlineMax, limit))
+	return topology.PageInlineMax(s.cfg.BodyInlineMax, s.nc.MaxPayload(), s.maxMsg, metaLen)
 }
 
 // chunkSize is the object store chunk: large enough to keep the message count low, small

@@ -305,13 +305,10 @@ func (s *Service) keepInProgress(ctx context.Context, m jetstream.Msg) func() {
 // worse, the size of the other body. A duplicate's objects are deleted at once; those of
 // an attempt that never got its page stored are the parser's sweeper's, as any body.
 func (s *Service) publish(ctx context.Context, task *crawlmsg.RenderTask, rendered *crawlmsg.Rendered, dom []byte) error {
-	meta := task.Page.Meta
-	meta.BodyRef, meta.Capture, meta.Rendered = nil, nil, rendered
-	meta.ContentType, meta.Charset = "text/html", "utf-8"
-	meta.Header = withoutBodyHeaders(meta.Header)
-	attempt := attemptName(meta.Lease)
-	// The page's Trawl-Meta is given 16 KiB, the other headers topology.ExtraHeaderRoom.
-	budget := min(s.cfg.BodyInlineMax, min(s.nc.MaxPayload(), int64(s.maxMsg))-topology.ExtraHeaderRoom-16<<10)
+	url := task.Page.Meta.URL
+	room := func(metaLen int) int64 {
+		return topology.PageInlineMax(s.cfg.BodyInlineMax, s.nc.MaxPayload(), s.maxMsg, metaLen)
+	}
 	var stored []string
 	put := func(name string, b []byte) (*crawlmsg.BodyRef, error) {
 		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -322,37 +319,58 @@ func (s *Service) publish(ctx context.Context, task *crawlmsg.RenderTask, render
 		stored = append(stored, name)
 		return &crawlmsg.BodyRef{Bucket: topology.BodiesBucket, Name: name, Size: int64(len(b))}, nil
 	}
-	page, err := s.pageOut(meta, rendered, dom, attempt, budget, put)
+	msg, err := renderedMsg(task, rendered, dom, attemptName(task.Page.Meta.Lease), room, put)
 	if err != nil {
 		// No page names them: they can go now.
 		s.deleteObjects(ctx, stored)
 		return err
 	}
-	msg, err := crawlmsg.PageMsg(topology.SubjectPages, page)
-	if err != nil {
-		s.deleteObjects(ctx, stored)
-		return fmt.Errorf("encode rendered page %s: %w", meta.URL, err)
-	}
-	msg.Header.Set(nats.MsgIdHdr, crawlmsg.RenderedMsgID(meta.Lease))
 	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	ack, err := s.js.PublishMsg(pctx, msg)
 	if err != nil {
 		// The page may be stored all the same (a lost pub-ack): its objects stay.
-		return fmt.Errorf("publish rendered page %s: %w", meta.URL, err)
+		return fmt.Errorf("publish rendered page %s: %w", url, err)
 	}
 	if ack.Duplicate {
 		// An earlier attempt's page is the one stored; it names that attempt's objects.
-		s.log.Info("rendered page stored by an earlier attempt; this attempt's objects removed", "url", meta.URL, "objects", len(stored))
+		s.log.Info("rendered page stored by an earlier attempt; this attempt's objects removed", "url", url, "objects", len(stored))
 		s.deleteObjects(ctx, stored)
 	}
 	return nil
 }
 
+// renderedMsg is the message of task's rendered page on crawl.pages, with its Nats-Msg-Id:
+// the fetched page's metadata less what described the fetched body, rendered, and dom as
+// its body. Bodies that would not fit it are put (pageOut).
+func renderedMsg(task *crawlmsg.RenderTask, rendered *crawlmsg.Rendered, dom []byte, attempt string, room func(metaLen int) int64,
+	put func(name string, b []byte) (*crawlmsg.BodyRef, error)) (*nats.Msg, error) {
+	meta := task.Page.Meta
+	meta.BodyRef, meta.Capture, meta.Rendered = nil, nil, rendered
+	meta.ContentType, meta.Charset = "text/html", "utf-8"
+	meta.Header = withoutBodyHeaders(meta.Header)
+	page, err := pageOut(meta, rendered, dom, attempt, room, put)
+	if err != nil {
+		return nil, err
+	}
+	msg, err := crawlmsg.PageMsg(topology.SubjectPages, page)
+	if err != nil {
+		return nil, fmt.Errorf("encode rendered page %s: %w", meta.URL, err)
+	}
+	msg.Header.Set(nats.MsgIdHdr, crawlmsg.RenderedMsgID(meta.Lease))
+	return msg, nil
+}
+
 // pageOut is the rendered page's message content: bodies that would not fit it are put
-// (named after attempt) and referred to.
-func (s *Service) pageOut(meta crawlmsg.PageMeta, rendered *crawlmsg.Rendered, dom []byte, attempt string, budget int64,
+// (named after attempt) and referred to. room(metaLen) is how much payload may travel
+// inline beside a Trawl-Meta of metaLen octets (topology.PageInlineMax).
+func pageOut(meta crawlmsg.PageMeta, rendered *crawlmsg.Rendered, dom []byte, attempt string, room func(metaLen int) int64,
 	put func(name string, b []byte) (*crawlmsg.BodyRef, error)) (*crawlmsg.Page, error) {
+	metaLen, err := largestMetaLen(meta, rendered, dom, attempt)
+	if err != nil {
+		return nil, err
+	}
+	budget := room(metaLen)
 	// The exchanges' list travels in the payload too: about this much each.
 	used := int64(512 * len(rendered.Exchanges))
 	for i := range rendered.Exchanges {
@@ -377,6 +395,31 @@ func (s *Service) pageOut(meta crawlmsg.PageMeta, rendered *crawlmsg.Rendered, d
 		page.Meta.BodyRef, page.Body = ref, nil
 	}
 	return page, nil
+}
+
+// largestMetaLen is the length of the rendered page's Trawl-Meta (the response headers,
+// redirects, the rendering's summary: a few hundred octets to tens of KiB) with the DOM and
+// every exchange's body by reference. Which bodies go by reference depends on the room the
+// meta leaves, and sending one lengthens the meta (its BodyRef; the exchanges' list, whose
+// length the meta states, gets longer): measured in this largest form, the meta sent is
+// never longer than the one its budget was made with.
+func largestMetaLen(meta crawlmsg.PageMeta, rendered *crawlmsg.Rendered, dom []byte, attempt string) (int, error) {
+	r := *rendered
+	r.Exchanges = make([]crawlmsg.Exchange, len(rendered.Exchanges))
+	for i, e := range rendered.Exchanges {
+		if len(e.Body) > 0 {
+			e.BodyRef = &crawlmsg.BodyRef{Bucket: topology.BodiesBucket, Name: crawlmsg.RenderedExchangeBodyName(attempt, i), Size: int64(len(e.Body))}
+			e.BodySize, e.Body = e.BodyRef.Size, nil
+		}
+		r.Exchanges[i] = e
+	}
+	meta.Rendered = &r
+	meta.BodyRef = &crawlmsg.BodyRef{Bucket: topology.BodiesBucket, Name: crawlmsg.RenderedBodyName(attempt), Size: int64(len(dom))}
+	m, err := crawlmsg.PageMsg(topology.SubjectPages, &crawlmsg.Page{Meta: meta})
+	if err != nil {
+		return 0, fmt.Errorf("measure rendered page %s: %w", meta.URL, err)
+	}
+	return len(m.Header.Get(crawlmsg.MetaHeader)), nil
 }
 
 // attemptName names one rendering of the task of lease: the lease and 64 random bits, so
