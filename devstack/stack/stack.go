@@ -400,12 +400,13 @@ func (s *Stack) pin(p *Proc) error {
 	return Pin(p.PID(), s.opts.CPUs)
 }
 
-// localStreamCaps are a local stack's stream caps: 2.5 GiB set aside in all, room for
-// thousands of unparsed pages.
+// localStreamCaps are a local stack's stream caps: about 2.6 GiB set aside in all, room
+// for thousands of unparsed pages.
 var localStreamCaps = map[string]string{
 	"TRAWL_PAGES_MAX_BYTES":   "1GiB",
 	"TRAWL_DOCS_MAX_BYTES":    "512MiB",
 	"TRAWL_SKIPPED_MAX_BYTES": "64MiB",
+	"TRAWL_DEAD_MAX_BYTES":    "64MiB",
 }
 
 func (s *Stack) newProc(name string, i int, env map[string]string) (*Proc, error) {

@@ -147,6 +147,7 @@ type Common struct {
 	LeaseTTL    time.Duration // TRAWL_LEASE_TTL: how long a fetch task holds its host
 	AckWait     time.Duration // TRAWL_ACK_WAIT: redelivery timeout of the fast stages
 	ErrorAfter  int           // TRAWL_LOG_ERROR_AFTER: deliveries after which a message still failing is logged at error level
+	DeadAfter   int           // TRAWL_DEAD_LETTER_AFTER: deliveries after which a message still failing is parked in CRAWL_DEAD
 	Replicas    int           // TRAWL_STREAM_REPLICAS: JetStream replicas per stream
 	MemoryStore bool          // TRAWL_STREAM_MEMORY: memory instead of file storage (benchmarks only)
 	// TaskBatch is the most fetch tasks in one crawl.fetch message (TRAWL_TASK_BATCH): the
@@ -174,6 +175,8 @@ type Common struct {
 	DocsMaxBytes  int64
 	// SkippedMaxBytes is TRAWL_SKIPPED_MAX_BYTES, the cap of the skip log (CRAWL_SKIPPED).
 	SkippedMaxBytes int64
+	// DeadMaxBytes is TRAWL_DEAD_MAX_BYTES, the cap of the dead letters (CRAWL_DEAD).
+	DeadMaxBytes int64
 	// Durability is TRAWL_FSYNC, which the stores run with: a stage acknowledges its input
 	// only once what it stored for it is past the level's window (durability.Level.Window).
 	Durability durability.Level
@@ -190,6 +193,10 @@ const MinStreamBytes = 64 << 20
 // MinMemoryLimit is the least TRAWL_MEMORY_LIMIT: below it a service's own working set
 // (pull windows, Redis pipelines) would keep the collector running all the time.
 const MinMemoryLimit = 64 << 20
+
+// DefaultDeadAfter is TRAWL_DEAD_LETTER_AFTER's default: at the consume loops' longest
+// backoff (30 s), a message is parked after about eight hours of failing.
+const DefaultDeadAfter = 1000
 
 // MaxRedisWait bounds TRAWL_REDIS_WAIT, below the Redis client's read timeout.
 const MaxRedisWait = 5 * time.Second
@@ -211,6 +218,7 @@ func LoadCommon(r *Reader, defaultHTTP string) Common {
 		LeaseTTL:         LoadLeaseTTL(r),
 		AckWait:          r.Duration("ACK_WAIT", 30*time.Second),
 		ErrorAfter:       r.Int("LOG_ERROR_AFTER", 20),
+		DeadAfter:        r.Int("DEAD_LETTER_AFTER", DefaultDeadAfter),
 		Replicas:         r.Int("STREAM_REPLICAS", 1),
 		MemoryStore:      r.Bool("STREAM_MEMORY", false),
 		TaskBatch:        r.Int("TASK_BATCH", 8),
@@ -221,6 +229,7 @@ func LoadCommon(r *Reader, defaultHTTP string) Common {
 		PagesMaxBytes:    r.Bytes("PAGES_MAX_BYTES", topology.DefaultOptions(0).PagesMaxBytes),
 		DocsMaxBytes:     r.Bytes("DOCS_MAX_BYTES", topology.DefaultOptions(0).DocsMaxBytes),
 		SkippedMaxBytes:  r.Bytes("SKIPPED_MAX_BYTES", topology.DefaultOptions(0).SkippedMaxBytes),
+		DeadMaxBytes:     r.Bytes("DEAD_MAX_BYTES", topology.DefaultOptions(0).DeadMaxBytes),
 		Durability:       LoadDurability(r),
 		MemoryLimit:      r.Bytes("MEMORY_LIMIT", 0),
 	}
@@ -259,6 +268,9 @@ func (c Common) Validate() error {
 	if c.ErrorAfter < 2 {
 		errs = append(errs, fmt.Errorf("TRAWL_LOG_ERROR_AFTER=%d: want at least 2", c.ErrorAfter))
 	}
+	if c.DeadAfter <= c.ErrorAfter {
+		errs = append(errs, fmt.Errorf("TRAWL_DEAD_LETTER_AFTER=%d: want more than TRAWL_LOG_ERROR_AFTER (%d), so that a message is reported before it is parked", c.DeadAfter, c.ErrorAfter))
+	}
 	if c.TaskBatch < 1 || c.TaskBatch > MaxTaskBatch {
 		errs = append(errs, fmt.Errorf("TRAWL_TASK_BATCH=%d: want 1..%d", c.TaskBatch, MaxTaskBatch))
 	}
@@ -279,6 +291,9 @@ func (c Common) Validate() error {
 	}
 	if c.SkippedMaxBytes < MinStreamBytes {
 		errs = append(errs, fmt.Errorf("TRAWL_SKIPPED_MAX_BYTES=%d: want at least %d (64MiB)", c.SkippedMaxBytes, MinStreamBytes))
+	}
+	if c.DeadMaxBytes < MinStreamBytes {
+		errs = append(errs, fmt.Errorf("TRAWL_DEAD_MAX_BYTES=%d: want at least %d (64MiB)", c.DeadMaxBytes, MinStreamBytes))
 	}
 	if _, err := durability.Parse(string(c.Durability)); err != nil {
 		errs = append(errs, err)
@@ -313,7 +328,7 @@ func (c Common) Topology() topology.Options {
 	o.Recrawl = c.Recrawl == RecrawlAdaptive
 	o.RecrawlStreams = c.RecrawlSplit
 	o.RecrawlPlacement = SplitList(c.RecrawlPlacement)
-	o.PagesMaxBytes, o.DocsMaxBytes, o.SkippedMaxBytes = c.PagesMaxBytes, c.DocsMaxBytes, c.SkippedMaxBytes
+	o.PagesMaxBytes, o.DocsMaxBytes, o.SkippedMaxBytes, o.DeadMaxBytes = c.PagesMaxBytes, c.DocsMaxBytes, c.SkippedMaxBytes, c.DeadMaxBytes
 	o.DuplicateWindow = topology.DuplicateWindowFor(c.Timings())
 	if c.MemoryStore {
 		o.Storage = 1 // jetstream.MemoryStorage
@@ -324,8 +339,8 @@ func (c Common) Topology() topology.Options {
 // Timings returns the consumers' redelivery settings. A fetch task's AckWait exceeds the
 // lease by a quarter (at least 5s, for clock skew between hosts) so that JetStream never
 // redelivers a task whose lease may still be live. The consumers' MaxDeliver is unlimited:
-// a temporary error must never end a message (the server would drop it silently after
-// MaxDeliver), and the consume loop terminates permanent errors itself (natsx.settle).
+// the server would drop a message silently after MaxDeliver, while the consume loop parks
+// the messages it gives up on where an operator finds them (natsx.DeadLetter).
 func (c Common) Timings() topology.StageTimings {
 	return topology.StageTimings{
 		AckWait:      c.AckWait,

@@ -15,6 +15,7 @@ import (
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/ctxsleep"
 	"github.com/trawl/trawl/shared/errclass"
+	"github.com/trawl/trawl/shared/topology"
 )
 
 // ErrPermanent marks a handler error that redelivery cannot fix; the message is
@@ -24,10 +25,11 @@ import (
 // fail the same way for ever.
 //
 // Every other error is temporary (Redis at maxmemory, LOADING or READONLY, a connection
-// error, a full stream, a NATS timeout) and never terminates a message: a message whose
-// URLs are already marked seen has no other way into the crawl. It is nak'ed with backoff,
-// the loop holds off pulling while its batches keep failing, and a message still failing
-// after ErrorAfter deliveries is reported at error level on every further failure.
+// error, a full stream, a NATS timeout): a message whose URLs are already marked seen has
+// no other way into the crawl. It is nak'ed with backoff, the loop holds off pulling while
+// its batches keep failing, a message still failing after ErrorAfter deliveries is
+// reported at error level on every further failure, and one still failing after
+// Dead.After is parked in CRAWL_DEAD (DeadLetter), never dropped.
 var ErrPermanent = errors.New("permanent failure")
 
 // Permanent wraps err so that IsPermanent reports true.
@@ -53,8 +55,9 @@ type ConsumeOptions struct {
 	// its input's order may set it. Up to Batch × InFlight messages are in hand at once.
 	InFlight int
 	// ErrorAfter is the delivery count from which a message that keeps failing with a
-	// temporary error is logged at error level (default 20). It is never terminated, so the
-	// consumer's own MaxDeliver must be unlimited (-1; envconfig.Common.Timings).
+	// temporary error is logged at error level (default 20). Only the loop gives a message
+	// up (Dead), so the consumer's own MaxDeliver, which drops it unseen, is unlimited (-1;
+	// envconfig.Common.Timings).
 	ErrorAfter int
 	// Backoff gives the nak delay for a message delivered n times (default 250ms·2^(n-1),
 	// capped at 30s).
@@ -69,7 +72,12 @@ type ConsumeOptions struct {
 	// Weight, for ConsumeEach, is how many units of work (of its Batch slots) a message
 	// holds — the fetch tasks of a batch; nil means one. See ConsumeEach.
 	Weight func(jetstream.Msg) int
-	// OnTerm is called for every terminated message (metrics); the reason is "permanent".
+	// Dead, if set, parks every message the loop gives up on (DeadLetter): a permanent
+	// error, or a temporary one still failing after Dead.After deliveries. nil: a
+	// permanent error terminates the message, logged, and a temporary one never does.
+	Dead *DeadLetter
+	// OnTerm is called for every terminated message (metrics) with its reason,
+	// DeadPermanent or DeadExhausted.
 	OnTerm func(reason string)
 	// SettleAfter, for ConsumeBatches, is how long a handled message's ack waits after its
 	// handler returned (durability.Level.Window, 0 = ack at once). Until then what the
@@ -140,6 +148,7 @@ type BatchHandler func(ctx context.Context, msgs []jetstream.Msg) []error
 // deleted).
 func ConsumeBatches(ctx context.Context, cons jetstream.Consumer, o ConsumeOptions, h BatchHandler) error {
 	o.defaults(256)
+	o.bindDead(cons)
 	// The client buffers what the batches in flight and the next one can take.
 	it, err := cons.Messages(jetstream.PullMaxMessages(o.Batch * (o.InFlight + 1)))
 	if err != nil {
@@ -175,22 +184,26 @@ func ConsumeBatches(ctx context.Context, cons jetstream.Consumer, o ConsumeOptio
 		start := time.Now()
 		results := h(work, batch)
 		failed := 0
-		var done []jetstream.Msg
+		var done, parked []jetstream.Msg
 		for i, m := range batch {
 			var herr error
 			if i < len(results) {
 				herr = results[i]
 			}
-			if herr == nil && acks != nil {
+			f := judge(work, m, herr, o)
+			// What the handler stored, and a dead letter, may be lost to an OS crash
+			// within SettleAfter while the ack or term survives it.
+			switch {
+			case acks != nil && f == fateAck:
 				done = append(done, m)
-				continue
-			}
-			if settle(m, herr, o) {
+			case acks != nil && f == fateParked:
+				parked = append(parked, m)
+			case act(m, herr, f, o):
 				failed++
 			}
 		}
-		if len(done) > 0 {
-			acks.add(work, start, done)
+		if len(done)+len(parked) > 0 {
+			acks.add(work, start, done, parked)
 		}
 		hold.record(failed == len(batch))
 	}
@@ -249,6 +262,7 @@ type dueAcks struct {
 	ctx        context.Context
 	start, end time.Time // when the handler ran
 	msgs       []jetstream.Msg
+	parked     []jetstream.Msg // to be terminated, not acked
 }
 
 // keptEvery spaces the Kept questions of one loop: the acks of the batches handled
@@ -262,9 +276,9 @@ func startLaterAcks(o ConsumeOptions) *laterAcks {
 }
 
 // add never blocks a handler: the queue holds what SettleAfter's worth of batches brings.
-func (a *laterAcks) add(ctx context.Context, start time.Time, msgs []jetstream.Msg) {
+func (a *laterAcks) add(ctx context.Context, start time.Time, msgs, parked []jetstream.Msg) {
 	a.mu.Lock()
-	a.queue = append(a.queue, dueAcks{ctx: ctx, start: start, end: time.Now(), msgs: msgs})
+	a.queue = append(a.queue, dueAcks{ctx: ctx, start: start, end: time.Now(), msgs: msgs, parked: parked})
 	a.mu.Unlock()
 	select {
 	case a.wake <- struct{}{}:
@@ -330,9 +344,18 @@ func (a *laterAcks) settleGroup(group []dueAcks) {
 	for _, e := range group {
 		for _, m := range e.msgs {
 			if kept {
-				settle(m, nil, a.o)
+				ack(m, a.o)
 				continue
 			}
+			n++
+			_ = m.Nak()
+		}
+		for _, m := range e.parked {
+			if kept {
+				term(m, nil)
+				continue
+			}
+			// Parked again when it fails again, under the same dead letter id.
 			n++
 			_ = m.Nak()
 		}
@@ -401,6 +424,7 @@ type Handler func(ctx context.Context, msg jetstream.Msg) error
 // and sent again after a pause (PullPacer).
 func ConsumeEach(ctx context.Context, cons jetstream.Consumer, o ConsumeOptions, h Handler) error {
 	o.defaults(16)
+	o.bindDead(cons)
 	weight := func(m jetstream.Msg) int64 {
 		if o.Weight == nil {
 			return 1
@@ -479,7 +503,7 @@ func ConsumeEach(ctx context.Context, cons jetstream.Consumer, o ConsumeOptions,
 			go func() {
 				defer wg.Done()
 				defer slots.Release(w)
-				hold.record(settle(m, h(work, m), o))
+				hold.record(settle(work, m, h(work, m), o))
 			}()
 		}
 		slots.Release(reserved)
@@ -498,33 +522,88 @@ func ConsumeEach(ctx context.Context, cons jetstream.Consumer, o ConsumeOptions,
 	return nil
 }
 
-// settle acks, terminates (permanent errors only) or naks m, and reports whether it
-// failed with a temporary error.
-func settle(m jetstream.Msg, err error, o ConsumeOptions) bool {
+// fate is what becomes of a handled message.
+type fate uint8
+
+const (
+	fateAck    fate = iota // handled
+	fateRetry              // a temporary error: nak'ed with backoff
+	fateTerm               // given up: terminated
+	fateParked             // given up and parked in CRAWL_DEAD: terminated
+)
+
+// judge decides m's fate and does what must come before it is settled: logging, and
+// parking a message given up on (ConsumeOptions.Dead).
+func judge(ctx context.Context, m jetstream.Msg, err error, o ConsumeOptions) fate {
 	if err == nil {
-		if aerr := m.Ack(); aerr != nil {
-			o.Log.Warn("ack failed; message will be redelivered", "subject", m.Subject(), "err", aerr)
-		}
-		return false
-	}
-	if IsPermanent(err) {
-		o.Log.Error("terminating poison message", "subject", m.Subject(), "err", err)
-		o.OnTerm("permanent")
-		_ = m.TermWithReason(truncate(err.Error(), 200))
-		return false
+		return fateAck
 	}
 	delivered := uint64(1)
 	if md, mderr := m.Metadata(); mderr == nil {
 		delivered = md.NumDelivered
 	}
-	if delivered >= uint64(o.ErrorAfter) {
-		o.Log.Error("message keeps failing; retrying (a temporary error never terminates a message)",
-			"subject", m.Subject(), "id", MsgID(m), "deliveries", delivered, "err", err)
+	if IsPermanent(err) {
+		if o.Dead == nil {
+			o.Log.Error("terminating poison message", "subject", m.Subject(), "id", MsgID(m), "err", err)
+		} else if perr := o.Dead.park(ctx, m, err, DeadPermanent); perr != nil {
+			o.Log.Error("terminating poison message; it could not be parked", "subject", m.Subject(), "id", MsgID(m), "err", err, "park_err", perr)
+		} else {
+			o.Log.Error("poison message parked in "+topology.StreamDead+" (trawlctl dead)", "subject", m.Subject(), "id", MsgID(m), "err", err)
+			o.OnTerm(DeadPermanent)
+			return fateParked
+		}
+		o.OnTerm(DeadPermanent)
+		return fateTerm
+	}
+	if o.Dead != nil && delivered >= uint64(o.Dead.After) {
+		perr := o.Dead.park(ctx, m, err, DeadExhausted)
+		if perr == nil {
+			o.Log.Error("message still failing; parked in "+topology.StreamDead+" (trawlctl dead)",
+				"subject", m.Subject(), "id", MsgID(m), "deliveries", delivered, "err", err)
+			o.OnTerm(DeadExhausted)
+			return fateParked
+		}
+		o.Log.Error("message still failing and could not be parked; retrying", "subject", m.Subject(), "id", MsgID(m),
+			"deliveries", delivered, "err", err, "park_err", perr)
+	} else if delivered >= uint64(o.ErrorAfter) {
+		o.Log.Error("message keeps failing; retrying", "subject", m.Subject(), "id", MsgID(m), "deliveries", delivered, "err", err)
 	} else {
 		o.Log.Warn("handler failed; will retry", "subject", m.Subject(), "deliveries", delivered, "err", err)
 	}
 	_ = m.NakWithDelay(o.Backoff(delivered))
-	return true
+	return fateRetry
+}
+
+// settle acks, terminates or naks m as judge says, and reports whether it failed with a
+// temporary error.
+func settle(ctx context.Context, m jetstream.Msg, err error, o ConsumeOptions) bool {
+	return act(m, err, judge(ctx, m, err, o), o)
+}
+
+func act(m jetstream.Msg, err error, f fate, o ConsumeOptions) bool {
+	switch f {
+	case fateAck:
+		ack(m, o)
+	case fateTerm, fateParked:
+		term(m, err)
+	case fateRetry:
+		return true
+	}
+	return false
+}
+
+func ack(m jetstream.Msg, o ConsumeOptions) {
+	if aerr := m.Ack(); aerr != nil {
+		o.Log.Warn("ack failed; message will be redelivered", "subject", m.Subject(), "err", aerr)
+	}
+}
+
+func term(m jetstream.Msg, err error) {
+	reason := "parked in " + topology.StreamDead
+	if err != nil {
+		reason = truncate(err.Error(), 200)
+	}
+	_ = m.TermWithReason(reason)
 }
 
 func waitReady(ctx context.Context, o ConsumeOptions) error {

@@ -238,7 +238,7 @@ func isRefused(err error) bool {
 // every file stream's cap out of its storage limit when the stream is made, so the caps
 // together must fit that limit, whatever the streams hold.
 var ErrNoStorage = errors.New("natsx: NATS cannot reserve the streams' byte caps: the pages stream and the bodies store " +
-	"take TRAWL_PAGES_MAX_BYTES each, the docs stream TRAWL_DOCS_MAX_BYTES and the skip log TRAWL_SKIPPED_MAX_BYTES out of JetStream's file storage limit " +
+	"take TRAWL_PAGES_MAX_BYTES each, the docs stream TRAWL_DOCS_MAX_BYTES, the skip log TRAWL_SKIPPED_MAX_BYTES and the dead letters TRAWL_DEAD_MAX_BYTES out of JetStream's file storage limit " +
 	"(max_file_store; by default three quarters of the disk that was free when the server started); " +
 	"free disk space, raise max_file_store, or lower those settings")
 

@@ -118,6 +118,7 @@ type Runner struct {
 	lostAt     atomic.Int64
 	flush      time.Duration
 	errorAfter int                // TRAWL_LOG_ERROR_AFTER
+	deadAfter  int                // TRAWL_DEAD_LETTER_AFTER
 	settle     time.Duration      // the TRAWL_FSYNC window with WithSettling, else 0: natsx.ConsumeOptions.SettleAfter
 	handedBack prometheus.Counter // nil without WithSettling
 }
@@ -137,7 +138,7 @@ func Start(ctx context.Context, name string, c envconfig.Common, log *slog.Logge
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
 	}
-	r := &Runner{Name: name, Log: log, Topology: c.Topology(), Registry: obs.NewRegistry(), flush: o.flush, errorAfter: c.ErrorAfter}
+	r := &Runner{Name: name, Log: log, Topology: c.Topology(), Registry: obs.NewRegistry(), flush: o.flush, errorAfter: c.ErrorAfter, deadAfter: c.DeadAfter}
 	r.Metrics = obs.NewMetrics(r.Registry, name)
 	if o.settling {
 		r.settle = c.Durability.Window()
@@ -212,8 +213,14 @@ func (r *Runner) natsReady(context.Context) error {
 	return nil
 }
 
+// TerminatedHelp is the help of every service's messages_terminated_total, the counter
+// ConsumeOptions is given, by reason (natsx.DeadPermanent, natsx.DeadExhausted).
+const TerminatedHelp = "Messages given up, parked in CRAWL_DEAD unless it could not take them (docs/operations.md, \"Dead letters\"): `permanent` (malformed, unknown version, over a limit), `exhausted` (a temporary failure past `TRAWL_DEAD_LETTER_AFTER` deliveries)."
+
 // ConsumeOptions are a consume loop's options as every service sets them: a message that
-// keeps failing is logged at error level from TRAWL_LOG_ERROR_AFTER deliveries on; when the
+// keeps failing is logged at error level from TRAWL_LOG_ERROR_AFTER deliveries on, and one
+// given up (a permanent error, or TRAWL_DEAD_LETTER_AFTER deliveries) is parked in
+// CRAWL_DEAD; when the
 // service uses Redis, the loop does not pull while the crawl guard says Redis cannot take
 // the work (Crawl.Ready), so an outage spends no deliveries; with WithSettling,
 // ConsumeBatches acks a handled message only after the TRAWL_FSYNC window (SettleAfter);
@@ -225,6 +232,7 @@ func (r *Runner) ConsumeOptions(terminated *prometheus.CounterVec, labels ...str
 	labels = labels[:len(labels):len(labels)] // append below copies: OnTerm runs concurrently
 	o := natsx.ConsumeOptions{
 		ErrorAfter:  r.errorAfter,
+		Dead:        &natsx.DeadLetter{JS: r.JS, After: r.deadAfter},
 		SettleAfter: r.settle,
 		OnTerm:      func(reason string) { terminated.WithLabelValues(append(labels, reason)...).Inc() },
 		Log:         r.Log,

@@ -33,6 +33,12 @@ const (
 	// Kept by limits on disk, capped by SkippedMaxBytes, so the frontier's Redis holds
 	// nothing per skipped URL.
 	StreamSkipped = "CRAWL_SKIPPED"
+	// StreamDead holds the messages a stage gave up on (natsx.DeadLetter): a permanent
+	// error, or a temporary one still failing after TRAWL_DEAD_LETTER_AFTER deliveries.
+	// Each is kept with its stream, subject, headers and last error until an operator
+	// replays or drops it (trawlctl dead); kept by limits on disk, capped by DeadMaxBytes,
+	// and when full it refuses new ones, so nothing in it is ever dropped for room.
+	StreamDead = "CRAWL_DEAD"
 )
 
 // BodiesBucket is the JetStream object store holding page bodies too large to travel
@@ -73,7 +79,14 @@ const (
 	schedPrefix       = "crawl.recrawl.sched."
 	duePrefix         = "crawl.recrawl.due."
 	skippedPrefix     = "crawl.skipped."
+	deadPrefix        = "crawl.dead."
 )
+
+// DeadFilter matches every dead letter; DeadSubject(stream) those of one stream.
+const DeadFilter = deadPrefix + ">"
+
+// DeadSubject is the subject of the dead letters taken from stream.
+func DeadSubject(stream string) string { return deadPrefix + stream }
 
 // Durable consumer names of the pipeline's own stages.
 const (
@@ -219,7 +232,10 @@ type Options struct {
 	DocsMaxBytes  int64
 	// SkippedMaxBytes caps the skip log (CRAWL_SKIPPED; default 256 MiB, about a million
 	// skipped URLs); past it the oldest entries go.
-	SkippedMaxBytes  int64
+	SkippedMaxBytes int64
+	// DeadMaxBytes caps the dead letters (CRAWL_DEAD; default 256 MiB). Past it new ones
+	// are refused: the message stays where it was (natsx.DeadLetter).
+	DeadMaxBytes     int64
 	FetchedMaxAge    time.Duration // fetch log kept for taps; default 24h
 	MaxMsgSize       int32         // largest message (a page with headers); default 8 MiB
 	WorkMaxBytes     int64         // cap of each work stream; -1 = unlimited (default)
@@ -281,6 +297,7 @@ func DefaultOptions(shards int) Options {
 		PagesMaxBytes:   8 << 30,
 		DocsMaxBytes:    2 << 30,
 		SkippedMaxBytes: 256 << 20,
+		DeadMaxBytes:    256 << 20,
 		FetchedMaxAge:   24 * time.Hour,
 		MaxMsgSize:      8 << 20,
 		WorkMaxBytes:    -1,
@@ -376,6 +393,17 @@ func Streams(o Options) []jetstream.StreamConfig {
 			MaxBytes:   o.SkippedMaxBytes,
 			MaxMsgSize: o.MaxMsgSize,
 			Discard:    jetstream.DiscardOld,
+		},
+		{
+			Name:       StreamDead,
+			Subjects:   []string{DeadFilter},
+			Retention:  jetstream.LimitsPolicy,
+			Storage:    o.Storage,
+			Replicas:   o.Replicas,
+			Duplicates: o.DuplicateWindow,
+			MaxBytes:   o.DeadMaxBytes,
+			MaxMsgSize: o.MaxMsgSize,
+			Discard:    jetstream.DiscardNew,
 		},
 	}
 	// These streams take atomic batches (natsx.PublishBatch, AtomicGroup): at

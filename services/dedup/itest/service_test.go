@@ -675,3 +675,49 @@ func TestServiceRecoversInputsNATSLostWhileRunning(t *testing.T) {
 		t.Errorf("frontier after the rollback: %v, want %v", all, want)
 	}
 }
+
+// A message replayed from CRAWL_DEAD may have had its URLs marked seen by the deliveries
+// that failed, under an identity (and memo) it no longer has: all its URLs pass. A copy
+// that is no replay gets the seen test.
+func TestServiceReplayedMessagePasses(t *testing.T) {
+	t.Parallel()
+	s := startStack(t, redisproc.Options{}, nil)
+	s.publishDiscovered(t, link("http://a.test/r", 1), link("http://b.test/r", 1))
+	got, ids := map[int][]string{}, map[string]int{}
+	testwait.Eventually(t, 20*time.Second, "the first copy's URLs on the frontier", func() bool {
+		s.frontier(t, got, ids)
+		return len(got[0])+len(got[1]) == 2
+	})
+	data, err := crawlmsg.Marshal(&crawlmsg.DiscoveredBatch{Source: "http://itest/", URLs: []crawlmsg.Discovered{link("http://a.test/r", 1), link("http://b.test/r", 1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		replay bool
+		want   int // URLs on the frontier after it
+	}{
+		{"copy", false, 0},
+		{"replay", true, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := natsx.NewMsg(topology.SubjectDiscovered, "", data)
+			if tc.replay {
+				m.Header.Set(natsx.ReplayOfHdr, "CRAWL_DEAD:1:x")
+			}
+			seenBefore := s.metric(t, `trawl_dedup_urls_total{result="seen"}`)
+			newBefore := s.metric(t, `trawl_dedup_urls_total{result="new"}`)
+			if _, err := s.js.PublishMsg(testwait.Context(t), m); err != nil {
+				t.Fatal(err)
+			}
+			testwait.Eventually(t, 20*time.Second, "the copy handled", func() bool {
+				return s.metric(t, `trawl_dedup_urls_total{result="seen"}`)+s.metric(t, `trawl_dedup_urls_total{result="new"}`) == seenBefore+newBefore+2 && s.idle(t)
+			})
+			got := map[int][]string{}
+			s.frontier(t, got, ids)
+			if n := len(got[0]) + len(got[1]); n != tc.want {
+				t.Errorf("%d URLs on the frontier after the %s, want %d: %v", n, tc.name, tc.want, got)
+			}
+		})
+	}
+}

@@ -1,7 +1,7 @@
 package cli
 
 // init registers the commands in the order help lists them; each lives in the file of its
-// name (pause.go holds pause and resume, robots.go robots check, url.go url normalize, policy.go the policy commands, archive.go and archive_wacz.go the archive commands).
+// name (pause.go holds pause and resume, robots.go robots check, url.go url normalize, policy.go the policy commands, archive.go and archive_wacz.go the archive commands, dead.go the dead letter commands).
 func init() {
 	register(seedCmd)
 	register(statusCmd)
@@ -21,4 +21,7 @@ func init() {
 	register(reportCmd)
 	register(archiveSeedCmd)
 	register(archiveForgetCmd)
+	register(deadLsCmd)
+	register(deadReplayCmd)
+	register(deadDropCmd)
 }

@@ -260,7 +260,7 @@ func (r *Reader) readRedis(ctx context.Context, fr *frontierkeys.Reader, s *Snap
 // streams are the streams whose state a snapshot shows; the first three are also the
 // backlogs of dedup, the scheduler and the fetchers (work queues).
 var streams = []string{topology.StreamDiscovered, topology.StreamFrontier, topology.StreamFetch,
-	topology.StreamFetched, topology.StreamPages, topology.StreamDocs}
+	topology.StreamFetched, topology.StreamPages, topology.StreamDocs, topology.StreamDead}
 
 func (r *Reader) readJetStream(ctx context.Context, s *Snapshot) error {
 	warn := func(ms []backlog.Missing) {
@@ -279,6 +279,9 @@ func (r *Reader) readJetStream(ctx context.Context, s *Snapshot) error {
 	warn(rd.Missing)
 	for name, st := range rd.Streams {
 		s.Streams[name] = Stream{Msgs: st.Msgs, Bytes: st.Bytes, LastSeq: st.LastSeq}
+	}
+	if d := s.Streams[topology.StreamDead]; d.Msgs > 0 {
+		s.Warnings = append(s.Warnings, fmt.Sprintf("%d messages given up and parked in %s: trawlctl dead ls", d.Msgs, topology.StreamDead))
 	}
 	maps.Copy(s.Backlog, rd.Backlog)
 	b, err := recrawl.ReadBacklog(ctx, r.JS, r.O.Shards, recrawlSample, s.At)

@@ -2,7 +2,9 @@ package service
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/trawl/trawl/shared/obs"
+	"github.com/trawl/trawl/shared/runner"
 )
 
 type metrics struct {
@@ -27,7 +29,7 @@ func newMetrics(om *obs.Metrics) *metrics {
 		files:      om.Counter("files_total", "WARC files sealed (renamed from .open, CDXJ written beside them)."),
 		revisits:   om.CounterVec("revisits_total", "Captures written as revisit records instead of a second copy, by profile.", "profile"),
 		skipped:    om.Counter("redelivered_skipped_total", "Redelivered pages whose records were already whole in a file; acked without writing."),
-		terminated: om.CounterVec("messages_terminated_total", "Pages terminated as permanent failures (malformed, unknown version, body gone).", "reason"),
+		terminated: om.CounterVec("messages_terminated_total", runner.TerminatedHelp, "reason"),
 		batch:      om.Histogram("batch_duration_seconds", "Time to write and fsync one batch of pages.", prometheus.ExponentialBuckets(0.0005, 4, 9)),
 		failures:   om.CounterVec("failures_total", "Batches that failed and were redelivered, by stage: write, sync, lookup; digests counts revisit digests not stored (best effort).", "stage"),
 		saved:      om.Counter("dedup_saved_bytes_total", "Payload octets not stored again: those of the 200s written as identical-payload-digest revisits."),

@@ -53,6 +53,11 @@ type input struct {
 	// redelivered is set when the message was delivered before, or its delivery count is
 	// unknown: its URLs bypass the cache for its memo (see seen.Cached).
 	redelivered bool
+	// replayed is set on a message sent back from CRAWL_DEAD (natsx.Replay). Its earlier
+	// deliveries may have set its URLs' bits and then failed, and their memo, kept under
+	// the identity the message had then, is gone with it: so all its URLs pass. A URL
+	// seen before it is queued again; the scheduler fetches it once more at most.
+	replayed bool
 }
 
 // candidate is a URL that passed validation and goes to the seen test.
@@ -169,7 +174,8 @@ func (h *handler) handle(ctx context.Context, msgs []jetstream.Msg) []error {
 	in := make([]input, len(msgs))
 	for i, m := range msgs {
 		md, err := m.Metadata()
-		in[i] = input{id: natsx.MsgID(m), data: m.Data(), redelivered: err != nil || md.NumDelivered > 1}
+		in[i] = input{id: natsx.MsgID(m), data: m.Data(), redelivered: err != nil || md.NumDelivered > 1,
+			replayed: m.Headers().Get(natsx.ReplayOfHdr) != ""}
 		if err == nil {
 			in[i].seq = md.Sequence.Stream
 		}
@@ -238,7 +244,14 @@ func (h *handler) process(ctx context.Context, in []input) []error {
 	var out []*nats.Msg
 	var outOwner []int // input index of each output
 	for t, i := range tested {
-		msgs, routed, err := route(in[i].id, ps[i].sources, ps[i].cands, res.New[t])
+		newIdx := res.New[t]
+		if in[i].replayed {
+			newIdx = make([]int, len(ps[i].cands))
+			for j, c := range ps[i].cands {
+				newIdx[j] = c.index
+			}
+		}
+		msgs, routed, err := route(in[i].id, ps[i].sources, ps[i].cands, newIdx)
 		if err != nil {
 			// Marshalling our own struct cannot fail on input data; treat as retryable.
 			errs[i] = err

@@ -5,7 +5,9 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/trawl/trawl/shared/obs"
+	"github.com/trawl/trawl/shared/runner"
 )
 
 // URL results, the label values of trawl_dedup_urls_total.
@@ -73,7 +75,7 @@ func newMetrics(om *obs.Metrics) *metrics {
 		urls:         om.CounterVec("urls_total", "URLs of acked input messages by seen-test result: new (sent to the frontier), seen, invalid (not a normalisable http(s) URL), too_deep (beyond TRAWL_MAX_DEPTH).", "result"),
 		batchSize:    om.Histogram("batch_size", "Input messages handled per batch (one Redis call, one publish wave).", []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096}),
 		redisDur:     om.Histogram("redis_duration_seconds", "Duration of one batch's test-and-set call to Redis.", prometheus.ExponentialBuckets(0.0001, 2, 16)),
-		terminated:   om.CounterVec("messages_terminated_total", "Input messages terminated: permanent (malformed, unknown version); temporary failures are retried, never terminated.", "reason"),
+		terminated:   om.CounterVec("messages_terminated_total", runner.TerminatedHelp, "reason"),
 		published:    om.Counter("frontier_messages_total", "FrontierBatch messages stored in CRAWL_FRONTIER (one per input message and shard)."),
 		failures:     om.CounterVec("failures_total", "Failed steps by stage: redis (test-and-set; batch retried), publish (batch retried), forget (memo left for the trim), fill_ratio, trim (memo trim to the ack floor), lost_check (check at a NATS reconnect for input messages NATS lost; tried again a few times, then given up).", "stage"),
 		fillRatio:    om.Gauge("bloom_fill_ratio", "Fraction of the newest Bloom filter layer's bits set, measured every TRAWL_BLOOM_FILL_INTERVAL; the layer's false-positive rate is about fill^k."),

@@ -2,7 +2,9 @@ package service
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/trawl/trawl/shared/obs"
+	"github.com/trawl/trawl/shared/runner"
 )
 
 type metrics struct {
@@ -49,7 +51,7 @@ func newMetrics(om *obs.Metrics) *metrics {
 		serverBusy:      om.Counter("server_busy_total", "Requests not made because their server address was busy (TRAWL_POLITENESS=ip); each task ended server-busy, or a robots.txt chain stopped at that hop."),
 		expired:         om.Counter("tasks_expired_total", "Tasks received too close to their lease deadline to start a request."),
 		staleTasks:      om.Counter("tasks_stale_total", "Tasks handed out again by JetStream after a restart whose lease had already ended: answered, so not requested again."),
-		terminated:      om.CounterVec("messages_terminated_total", "Fetch tasks terminated: permanent (malformed, unknown version); temporary failures are retried, never terminated.", "reason"),
+		terminated:      om.CounterVec("messages_terminated_total", runner.TerminatedHelp, "reason"),
 		outcomes:        om.CounterVec("outcomes_total", "Outcomes published, by kind.", "kind"),
 		outcomeBatches:  om.Counter("outcome_messages_total", "Messages published to crawl.fetched, each carrying a batch of outcomes."),
 		publishFailures: om.Counter("publish_failures_total", "Tasks whose results could not be stored before the lease deadline; the lease expires and the URL is retried."),

@@ -4,7 +4,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/trawl/trawl/shared/obs"
+	"github.com/trawl/trawl/shared/runner"
 )
 
 type metrics struct {
@@ -32,7 +34,7 @@ func newMetrics(om *obs.Metrics) *metrics {
 		claimWait:  om.Histogram("claim_wait_seconds", "Time a browser request waited for its host's turn (the shared per-host schedule).", []float64{0.001, 0.01, 0.1, 0.5, 1, 2, 5, 10, 30}),
 		robots:     om.CounterVec("robots_fetches_total", "robots.txt fetches the renderer made for hosts no fetcher had cached, by result.", "result"),
 		rss:        om.Gauge("browser_rss_bytes", "Resident memory of the browser's processes, shared pages divided among the processes sharing them (PSS), as last measured."),
-		terminated: om.CounterVec("messages_terminated_total", "Render task messages terminated as malformed (permanent errors).", "reason"),
+		terminated: om.CounterVec("messages_terminated_total", runner.TerminatedHelp, "reason"),
 		exchanges:  om.Counter("exchanges_total", "Browser exchanges published with rendered pages for the archive."),
 	}
 }

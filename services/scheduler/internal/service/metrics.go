@@ -2,7 +2,9 @@ package service
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/trawl/trawl/shared/obs"
+	"github.com/trawl/trawl/shared/runner"
 )
 
 // metrics are the scheduler's Prometheus series. Counters count what this process did;
@@ -52,7 +54,7 @@ func newMetrics(om *obs.Metrics) *metrics {
 		duplicates:        om.CounterVec("frontier_duplicates_total", "Frontier messages skipped because they were already applied.", "shard"),
 		outcomes:          om.CounterVec("outcomes_total", "Fetch outcomes received, by kind.", "shard", "kind"),
 		results:           om.CounterVec("outcome_results_total", "What applying an outcome did: fetched, retry, failed, disallowed, requeued, stale, invalid (unknown kind), malformed (no host, lease or kind; skipped).", "shard", "result"),
-		terminated:        om.CounterVec("messages_terminated_total", "Messages terminated instead of redelivered.", "consumer", "reason"),
+		terminated:        om.CounterVec("messages_terminated_total", runner.TerminatedHelp, "consumer", "reason"),
 		leaseExpiries:     om.CounterVec("lease_expiries_total", "Leases that expired and were reaped.", "shard"),
 		attemptsExhausted: om.CounterVec("attempts_exhausted_total", "URLs of reaped leases that ended failed because their attempts ran out (1 + TRAWL_MAX_RETRIES): their fetcher died, hung or could not store the page every time.", "shard"),
 		cappedDelays:      om.CounterVec("crawl_delay_capped_total", "Outcomes whose host Crawl-delay exceeded TRAWL_MAX_CRAWL_DELAY and was capped.", "shard"),

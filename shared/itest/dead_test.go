@@ -1,0 +1,263 @@
+package itest
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/trawl/trawl/shared/natsx"
+	"github.com/trawl/trawl/shared/testwait"
+	"github.com/trawl/trawl/shared/topology"
+)
+
+// deadStream makes CRAWL_DEAD as the services declare it, capped at maxBytes.
+func deadStream(t *testing.T, js jetstream.JetStream, maxBytes int64) {
+	t.Helper()
+	for _, sc := range topology.Streams(topology.DefaultOptions(1)) {
+		if sc.Name == topology.StreamDead {
+			sc.MaxBytes = maxBytes
+			if _, err := js.CreateStream(context.Background(), sc); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+	}
+	t.Fatalf("topology.Streams declares no %s", topology.StreamDead)
+}
+
+func deadLetters(t *testing.T, js jetstream.JetStream) map[string]natsx.Dead {
+	t.Helper()
+	ctx := context.Background()
+	s, err := js.Stream(ctx, topology.StreamDead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]natsx.Dead{}
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
+		m, err := s.GetMsg(ctx, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[string(m.Data)] = natsx.ReadDead(m)
+	}
+	return out
+}
+
+// A message the loop gives up on, a permanent failure at once and a temporary one after
+// Dead.After deliveries, is parked in CRAWL_DEAD with its headers and why, and is gone from
+// its stream; replayed, it comes back as it was and is handled.
+func TestDeadLetterParksAndReplays(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		each   bool          // ConsumeEach instead of ConsumeBatches
+		settle time.Duration // ConsumeBatches' SettleAfter
+	}{
+		{name: "batches"},
+		{name: "batches settling", settle: 200 * time.Millisecond},
+		{name: "each", each: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			js := connect(t)
+			deadStream(t, js, 1<<20)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			// A short duplicate window, so that the poison message's own id leaves it
+			// within the test.
+			const window = 3 * time.Second
+			if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "DL", Subjects: []string{"DL.>"}, Retention: jetstream.WorkQueuePolicy, Duplicates: window}); err != nil {
+				t.Fatal(err)
+			}
+			cons, err := js.CreateOrUpdateConsumer(ctx, "DL", jetstream.ConsumerConfig{Durable: "w", AckPolicy: jetstream.AckExplicitPolicy, AckWait: 5 * time.Second, MaxDeliver: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, body := range []string{"ok", "poison", "hopeless"} {
+				m := natsx.NewMsg("DL."+body, "", []byte(body))
+				m.Header.Set("X-Kept", body)
+				if body == "poison" {
+					m.Header.Set(nats.MsgIdHdr, "poison-1")
+				}
+				if _, err := js.PublishMsg(ctx, m); err != nil {
+					t.Fatal(err)
+				}
+			}
+			const after = 4
+			var (
+				mu       sync.Mutex
+				calls    = map[string]int{}
+				replayed = map[string]nats.Header{}
+				terms    []string
+				fixed    atomic.Bool
+			)
+			h := func(_ context.Context, m jetstream.Msg) error {
+				mu.Lock()
+				defer mu.Unlock()
+				b := string(m.Data())
+				calls[b]++
+				if m.Headers().Get(natsx.ReplayOfHdr) != "" {
+					replayed[b] = m.Headers()
+				}
+				switch {
+				case fixed.Load() || b == "ok":
+					return nil
+				case b == "poison":
+					return natsx.Permanent(errors.New("cannot parse\nline two"))
+				default:
+					return errors.New("OOM command not allowed when used memory > 'maxmemory'")
+				}
+			}
+			opts := natsx.ConsumeOptions{
+				Batch:       8,
+				ErrorAfter:  2,
+				Backoff:     func(uint64) time.Duration { return 10 * time.Millisecond },
+				Dead:        &natsx.DeadLetter{JS: js, After: after},
+				OnTerm:      func(r string) { mu.Lock(); terms = append(terms, r); mu.Unlock() },
+				SettleAfter: tc.settle,
+			}
+			done := make(chan error, 1)
+			go func() {
+				if tc.each {
+					done <- natsx.ConsumeEach(ctx, cons, opts, h)
+					return
+				}
+				done <- natsx.ConsumeBatches(ctx, cons, opts, func(ctx context.Context, msgs []jetstream.Msg) []error {
+					errs := make([]error, len(msgs))
+					for i, m := range msgs {
+						errs[i] = h(ctx, m)
+					}
+					return errs
+				})
+			}()
+			testwait.Eventually(t, 15*time.Second, "both failing messages parked and gone from their stream", func() bool {
+				return len(deadLetters(t, js)) == 2 && streamMsgs(t, js, "DL") == 0
+			})
+			dead := deadLetters(t, js)
+			for _, want := range []struct {
+				body, reason, err string
+				deliveries        uint64
+			}{
+				{"poison", natsx.DeadPermanent, "cannot parse line two", 1},
+				{"hopeless", natsx.DeadExhausted, "maxmemory", after},
+			} {
+				d := dead[want.body]
+				if d.Stream != "DL" || d.Subject != "DL."+want.body || d.Consumer != "w" || d.Reason != want.reason ||
+					d.Deliveries != want.deliveries || !strings.Contains(d.Error, want.err) || d.StreamSeq == 0 {
+					t.Errorf("dead letter of %s: %+v, want stream DL, subject DL.%s, consumer w, reason %s after %d deliveries, error with %q",
+						want.body, d, want.body, want.reason, want.deliveries, want.err)
+				}
+			}
+			mu.Lock()
+			if calls["hopeless"] != after || calls["poison"] != 1 || calls["ok"] != 1 {
+				t.Errorf("handled %v, want ok and poison once, hopeless %d times", calls, after)
+			}
+			if strings.Join(terms, ",") != "permanent,exhausted" && strings.Join(terms, ",") != "exhausted,permanent" {
+				t.Errorf("terminations %v, want one permanent and one exhausted", terms)
+			}
+			mu.Unlock()
+
+			fixed.Store(true)
+			// The poison message was given up within its stream's duplicate window: its
+			// replay waits until its own id has left it, then goes.
+			poison, hopeless := dead["poison"].Seq, dead["hopeless"].Seq
+			if err := natsx.Replay(ctx, js, poison); !errors.Is(err, natsx.ErrReplayTooSoon) && time.Since(dead["poison"].Parked) < window/2 {
+				t.Errorf("replay within the duplicate window: %v, want ErrReplayTooSoon", err)
+			}
+			if err := natsx.Replay(ctx, js, hopeless); err != nil {
+				t.Fatal(err)
+			}
+			testwait.Eventually(t, 15*time.Second, "the poison message replayed once its id left the window", func() bool {
+				err := natsx.Replay(ctx, js, poison)
+				if err != nil && !errors.Is(err, natsx.ErrReplayTooSoon) {
+					t.Fatal(err)
+				}
+				return err == nil
+			})
+			testwait.Eventually(t, 15*time.Second, "the replayed messages handled and acked", func() bool {
+				mu.Lock()
+				defer mu.Unlock()
+				return len(replayed) == 2 && streamMsgs(t, js, "DL") == 0 && len(deadLetters(t, js)) == 0
+			})
+			mu.Lock()
+			defer mu.Unlock()
+			for body, hdr := range replayed {
+				if hdr.Get("X-Kept") != body {
+					t.Errorf("replayed %s lost its header X-Kept: %v", body, hdr)
+				}
+				if hdr.Get("Trawl-Dead-Reason") != "" {
+					t.Errorf("replayed %s still carries the dead letter's headers: %v", body, hdr)
+				}
+			}
+			if id := replayed["poison"].Get(nats.MsgIdHdr); id != "poison-1" {
+				t.Errorf("replayed poison has Nats-Msg-Id %q, want its own, poison-1", id)
+			}
+			if calls["hopeless"] != after+1 || calls["poison"] != 2 {
+				t.Errorf("handled %v, want hopeless %d times and poison twice", calls, after+1)
+			}
+		})
+	}
+}
+
+// When CRAWL_DEAD cannot take a message, a temporary failure is not given up but retried,
+// and stays in its stream; a permanent one is terminated as without a dead letter stream.
+func TestDeadLetterFullKeepsTheMessage(t *testing.T) {
+	t.Parallel()
+	js := connect(t)
+	deadStream(t, js, 1024)
+	cons := workStream(t, js, "DF", -1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	big := strings.Repeat("x", 4096)
+	for _, body := range []string{"poison" + big, "hopeless" + big} {
+		if _, err := js.Publish(ctx, "DF.m", []byte(body)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const after = 3
+	var calls, poisoned atomic.Int32
+	opts := natsx.ConsumeOptions{
+		Batch:      8,
+		ErrorAfter: 2,
+		Backoff:    func(uint64) time.Duration { return 10 * time.Millisecond },
+		Dead:       &natsx.DeadLetter{JS: js, After: after},
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- natsx.ConsumeEach(ctx, cons, opts, func(_ context.Context, m jetstream.Msg) error {
+			if strings.HasPrefix(string(m.Data()), "poison") {
+				poisoned.Add(1)
+				return natsx.Permanent(errors.New("cannot parse"))
+			}
+			calls.Add(1)
+			return errors.New("redis timeout")
+		})
+	}()
+	testwait.Eventually(t, 15*time.Second, "the temporary failure retried past Dead.After", func() bool { return calls.Load() >= 3*after })
+	if n := streamMsgs(t, js, "DF"); n != 1 {
+		t.Errorf("stream holds %d messages, want the temporary failure kept (and the permanent one gone)", n)
+	}
+	if n := poisoned.Load(); n != 1 {
+		t.Errorf("the permanent failure handled %d times, want once", n)
+	}
+	if n := len(deadLetters(t, js)); n != 0 {
+		t.Errorf("%d dead letters in a stream too small for any", n)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

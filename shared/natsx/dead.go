@@ -1,0 +1,209 @@
+package natsx
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/trawl/trawl/shared/topology"
+)
+
+// DeadLetter parks the messages a consume loop gives up on in CRAWL_DEAD
+// (topology.StreamDead), so that giving up loses nothing: a message failing with a
+// permanent error, and one still failing with a temporary error after After deliveries.
+// Each is kept there with its data, its headers and why it was given up, until an operator
+// replays it to its subject or drops it (Replay, DropDead; trawlctl dead). A message that
+// cannot be parked (CRAWL_DEAD full, NATS failing) is not given up: a temporary failure is
+// retried, and a permanent one is terminated as it was without a DeadLetter, logged.
+type DeadLetter struct {
+	JS jetstream.JetStream
+	// After is the delivery count from which a message still failing with a temporary
+	// error is parked (TRAWL_DEAD_LETTER_AFTER).
+	After int
+	// consumer names the loop's consumer in the record (set by the loop: bindDead).
+	consumer string
+}
+
+// bindDead gives the loop on cons its own DeadLetter, naming cons.
+func (o *ConsumeOptions) bindDead(cons jetstream.Consumer) {
+	if o.Dead != nil {
+		d := *o.Dead
+		_, d.consumer = consumerName(cons)
+		o.Dead = &d
+	}
+}
+
+// Headers of a dead letter. Besides them it keeps the message's own headers but those
+// the server reads (Nats-*), its own Nats-Msg-Id under DeadMsgIDHdr.
+const (
+	DeadStreamHdr     = "Trawl-Dead-Stream"     // the stream it was taken from
+	DeadSeqHdr        = "Trawl-Dead-Seq"        // its sequence there
+	DeadSubjectHdr    = "Trawl-Dead-Subject"    // its subject, where Replay sends it
+	DeadConsumerHdr   = "Trawl-Dead-Consumer"   // the consumer that gave up on it
+	DeadDeliveriesHdr = "Trawl-Dead-Deliveries" // deliveries when it was given up
+	DeadReasonHdr     = "Trawl-Dead-Reason"     // DeadPermanent or DeadExhausted
+	DeadErrorHdr      = "Trawl-Dead-Error"      // the last error, cut to deadErrorMax octets
+	DeadMsgIDHdr      = "Trawl-Dead-Msg-Id"     // its Nats-Msg-Id, restored by Replay
+	// ReplayOfHdr marks a message Replay sent back: the id of the dead letter (StoredID of
+	// CRAWL_DEAD). A stage whose redelivery rule rests on state kept under the input's
+	// stream identity (dedup's memo) reads it: the replay has a new one.
+	ReplayOfHdr = "Trawl-Replay-Of"
+)
+
+// Reasons a message is given up, the values of DeadReasonHdr and ConsumeOptions.OnTerm.
+const (
+	DeadPermanent = "permanent"
+	DeadExhausted = "exhausted"
+)
+
+// The dead letter's own headers stay well inside topology.ExtraHeaderRoom, the room every
+// publisher leaves besides its payload, so a message that fit its stream fits CRAWL_DEAD.
+const deadErrorMax = 512
+
+// parkTimeout bounds the publish of one dead letter.
+const parkTimeout = 5 * time.Second
+
+// park stores m in CRAWL_DEAD with why it was given up, and returns once the server has it.
+func (d *DeadLetter) park(ctx context.Context, m jetstream.Msg, cause error, reason string) error {
+	md, err := m.Metadata()
+	if err != nil {
+		return fmt.Errorf("natsx: dead letter: %w", err)
+	}
+	dm := nats.NewMsg(topology.DeadSubject(md.Stream))
+	dm.Data = m.Data()
+	for k, vs := range m.Headers() {
+		if !strings.HasPrefix(k, "Nats-") && !strings.HasPrefix(k, "Trawl-Dead-") {
+			dm.Header[k] = vs
+		}
+	}
+	if id := m.Headers().Get(nats.MsgIdHdr); id != "" {
+		dm.Header.Set(DeadMsgIDHdr, id)
+	}
+	dm.Header.Set(DeadStreamHdr, md.Stream)
+	dm.Header.Set(DeadSeqHdr, strconv.FormatUint(md.Sequence.Stream, 10))
+	dm.Header.Set(DeadSubjectHdr, m.Subject())
+	dm.Header.Set(DeadConsumerHdr, d.consumer)
+	dm.Header.Set(DeadDeliveriesHdr, strconv.FormatUint(md.NumDelivered, 10))
+	dm.Header.Set(DeadReasonHdr, reason)
+	// A header value is one line.
+	dm.Header.Set(DeadErrorHdr, strings.Join(strings.Fields(truncate(cause.Error(), deadErrorMax)), " "))
+	// Parked again after a lost ack or term, it is the same dead letter.
+	dm.Header.Set(nats.MsgIdHdr, "dead:"+StoredID(md.Stream, md.Sequence.Stream, md.Timestamp))
+	pctx, cancel := context.WithTimeout(ctx, parkTimeout)
+	defer cancel()
+	if _, err := d.JS.PublishMsg(pctx, dm); err != nil {
+		return fmt.Errorf("natsx: park %s in %s: %w", MsgID(m), topology.StreamDead, err)
+	}
+	return nil
+}
+
+// Dead is a dead letter as read back from CRAWL_DEAD.
+type Dead struct {
+	Seq        uint64    `json:"seq"`    // its sequence in CRAWL_DEAD
+	Parked     time.Time `json:"parked"` // when it was parked
+	Stream     string    `json:"stream"`
+	StreamSeq  uint64    `json:"stream_seq"`
+	Subject    string    `json:"subject"`
+	Consumer   string    `json:"consumer"`
+	Deliveries uint64    `json:"deliveries"`
+	Reason     string    `json:"reason"`
+	Error      string    `json:"error"`
+	Size       int       `json:"size"` // its data's octets
+}
+
+// ReadDead reads a dead letter's record from a message of CRAWL_DEAD.
+func ReadDead(m *jetstream.RawStreamMsg) Dead {
+	h := m.Header
+	seq, _ := strconv.ParseUint(h.Get(DeadSeqHdr), 10, 64)
+	n, _ := strconv.ParseUint(h.Get(DeadDeliveriesHdr), 10, 64)
+	return Dead{
+		Seq: m.Sequence, Parked: m.Time, Stream: h.Get(DeadStreamHdr), StreamSeq: seq,
+		Subject: h.Get(DeadSubjectHdr), Consumer: h.Get(DeadConsumerHdr), Deliveries: n,
+		Reason: h.Get(DeadReasonHdr), Error: h.Get(DeadErrorHdr), Size: len(m.Data),
+	}
+}
+
+// ErrReplayTooSoon: the dead letter's Nats-Msg-Id is still in its stream's duplicate
+// window (the message was given up within it), so a replay now would be dropped as a
+// copy of the message itself. It stays in CRAWL_DEAD; replay it once the window passed.
+var ErrReplayTooSoon = errors.New("natsx: the message's id is still in its stream's duplicate window")
+
+// Replay sends the dead letter at seq of CRAWL_DEAD back to its subject, as it was (its
+// data, headers and Nats-Msg-Id, which the stages read) marked with ReplayOfHdr, and
+// deletes it from CRAWL_DEAD once its stream stored it. A message that had no Nats-Msg-Id
+// gets one derived from the dead letter, so a replay cut between its two steps and run
+// again stores it once while the duplicate window lasts; later, a second copy, which each
+// stage takes as a redelivery.
+func Replay(ctx context.Context, js jetstream.JetStream, seq uint64) error {
+	dead, err := js.Stream(ctx, topology.StreamDead)
+	if err != nil {
+		return fmt.Errorf("natsx: stream %s: %w", topology.StreamDead, err)
+	}
+	raw, err := dead.GetMsg(ctx, seq)
+	if err != nil {
+		return fmt.Errorf("natsx: dead letter %d: %w", seq, err)
+	}
+	d := ReadDead(raw)
+	if d.Subject == "" {
+		return fmt.Errorf("natsx: dead letter %d names no subject", seq)
+	}
+	self := StoredID(topology.StreamDead, seq, raw.Time)
+	m := nats.NewMsg(d.Subject)
+	m.Data = raw.Data
+	for k, vs := range raw.Header {
+		if !strings.HasPrefix(k, "Nats-") && !strings.HasPrefix(k, "Trawl-Dead-") {
+			m.Header[k] = vs
+		}
+	}
+	m.Header.Set(ReplayOfHdr, self)
+	id := raw.Header.Get(DeadMsgIDHdr)
+	if id == "" {
+		id = "replay:" + self
+	}
+	m.Header.Set(nats.MsgIdHdr, id)
+	ack, err := js.PublishMsg(ctx, m)
+	if err != nil {
+		return fmt.Errorf("natsx: replay dead letter %d to %s: %w", seq, d.Subject, err)
+	}
+	if ack.Duplicate {
+		// The id is in the stream's duplicate window: this replay was stored before (its
+		// delete was lost), or the message itself was, within the window. Only the first
+		// lets the dead letter go.
+		orig, err := js.Stream(ctx, ack.Stream)
+		if err != nil {
+			return fmt.Errorf("natsx: stream %s: %w", ack.Stream, err)
+		}
+		stored, gerr := orig.GetMsg(ctx, ack.Sequence)
+		replayed := id == "replay:"+self || gerr == nil && stored.Header.Get(ReplayOfHdr) == self
+		if !replayed && time.Since(raw.Time) < orig.CachedInfo().Config.Duplicates {
+			return fmt.Errorf("%w: dead letter %d (%s %s); replay it after %s", ErrReplayTooSoon, seq, nats.MsgIdHdr, id,
+				raw.Time.Add(orig.CachedInfo().Config.Duplicates).Format(time.RFC3339))
+		}
+		// Parked longer ago than the window, the message's own copy is out of it: the
+		// copy the window holds is an earlier replay's, since consumed.
+	}
+	return DropDead(ctx, js, seq)
+}
+
+// DropDead deletes the dead letter at seq: the operator's decision that it is not work.
+func DropDead(ctx context.Context, js jetstream.JetStream, seq uint64) error {
+	dead, err := js.Stream(ctx, topology.StreamDead)
+	if err != nil {
+		return fmt.Errorf("natsx: stream %s: %w", topology.StreamDead, err)
+	}
+	// A sequence already gone is done; the delete's own error would not say so (the
+	// client turns the server's "not found" into text).
+	if _, err := dead.GetMsg(ctx, seq); errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil
+	}
+	if err := dead.DeleteMsg(ctx, seq); err != nil {
+		return fmt.Errorf("natsx: delete dead letter %d: %w", seq, err)
+	}
+	return nil
+}

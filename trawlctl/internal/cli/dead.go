@@ -1,0 +1,403 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/trawl/trawl/shared/natsx"
+	"github.com/trawl/trawl/shared/redact"
+	"github.com/trawl/trawl/shared/topology"
+	"github.com/trawl/trawl/trawlctl/internal/conn"
+)
+
+// deadDetail is what each dead command's -h says first.
+const deadDetail = `
+CRAWL_DEAD holds the messages a stage gave up on: at once on a permanent error (a message
+that does not decode, one over a size limit), after TRAWL_DEAD_LETTER_AFTER deliveries on a
+temporary one. Each keeps its data, its headers, the stream, subject and consumer it came
+from and its last error, until it is replayed or dropped; nothing else removes it.`
+
+const deadReplayDetail = `
+Replay sends a dead letter back to its subject with its data, its headers and its
+Nats-Msg-Id, and removes it from CRAWL_DEAD once its stream stored it. Each stage takes it
+as a redelivery of the message; deduplication lets every URL of a replayed message pass
+again. A message with its own Nats-Msg-Id given up within its stream's duplicate window
+cannot be replayed until that window has passed (NATS would drop it as a copy of itself):
+it stays, and the line says when to try again.`
+
+var deadLsCmd = &command{
+	name:    "dead ls",
+	summary: "list the messages the stages gave up on (CRAWL_DEAD), oldest first",
+	detail: deadDetail + `
+
+One line per dead letter: its CRAWL_DEAD sequence, when it was parked (UTC), the stream
+and sequence it came from (STREAM/SEQ), its subject, the consumer that gave up, its
+deliveries, the reason (permanent or exhausted), its size in octets and the last error.
+-json prints one JSON object per line instead. Read-only.`,
+}
+
+var deadReplayCmd = &command{
+	name:    "dead replay",
+	args:    "(-all | -stream NAME | SEQ...)",
+	summary: "send dead letters back to their subjects, to be handled again",
+	detail:  deadDetail + "\n" + deadReplayDetail,
+}
+
+var deadDropCmd = &command{
+	name:    "dead drop",
+	args:    "(SEQ... | [-stream NAME] -all)",
+	summary: "delete dead letters for good",
+	detail: deadDetail + `
+
+Drop deletes dead letters: the work they held (the URLs of a batch, a page, a document) is
+lost for good. "trawlctl dead ls" lists them first; "trawlctl dead replay" retries them.`,
+}
+
+func init() {
+	deadLsCmd.run = runDeadLs
+	deadReplayCmd.run = runDeadReplay
+	deadDropCmd.run = runDeadDrop
+}
+
+// errNoDeadStream explains a CRAWL_DEAD that is not there.
+var errNoDeadStream = fmt.Errorf("no %s stream on this NATS: its services are from a release before dead letters "+
+	"(later ones create it at start-up), so none was parked", topology.StreamDead)
+
+func runDeadLs(ctx context.Context, e *env, args []string) error {
+	fs := e.flags(deadLsCmd)
+	stream := fs.String("stream", "", "only the dead letters taken from stream `NAME`")
+	asJSON := fs.Bool("json", false, "one JSON object per line")
+	e.connFlags(fs, true, false)
+	if err := e.parse(deadLsCmd, fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected argument %q", fs.Arg(0))
+	}
+	if err := checkStreamName(*stream); err != nil {
+		return err
+	}
+	nc, js, err := conn.NATS(ctx, e.cfg.Conn)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	enc := json.NewEncoder(e.Stdout)
+	reasons := map[string]int{}
+	n := 0
+	err = eachDead(ctx, js, *stream, func(d natsx.Dead) error {
+		n++
+		reasons[d.Reason]++
+		if *asJSON {
+			return enc.Encode(d)
+		}
+		line := fmt.Sprintf("%d %s %s/%d %s %s %d %s %d %s", d.Seq, d.Parked.Format(time.RFC3339), d.Stream,
+			d.StreamSeq, orDash(d.Subject), orDash(d.Consumer), d.Deliveries, orDash(d.Reason), d.Size, orDash(d.Error))
+		_, err := fmt.Fprintln(e.Stdout, printable(line))
+		return err
+	})
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		e.infof("%v", errNoDeadStream)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		e.infof("no dead letters%s", fromStream(*stream))
+		return nil
+	}
+	names := make([]string, 0, len(reasons))
+	for r := range reasons {
+		names = append(names, r)
+	}
+	sort.Strings(names)
+	counts := make([]string, len(names))
+	for i, r := range names {
+		counts[i] = fmt.Sprintf("%s %d", orDash(r), reasons[r])
+	}
+	plural := "s"
+	if n == 1 {
+		plural = ""
+	}
+	e.infof("%d dead letter%s%s: %s", n, plural, fromStream(*stream), strings.Join(counts, ", "))
+	return nil
+}
+
+func runDeadReplay(ctx context.Context, e *env, args []string) error {
+	fs := e.flags(deadReplayCmd)
+	all := fs.Bool("all", false, "every dead letter")
+	stream := fs.String("stream", "", "every dead letter taken from stream `NAME`")
+	e.connFlags(fs, true, false)
+	if err := e.parse(deadReplayCmd, fs, args); err != nil {
+		return err
+	}
+	seqs, err := deadSeqs(fs.Args())
+	if err != nil {
+		return err
+	}
+	chosen := 0
+	for _, on := range []bool{*all, *stream != "", len(seqs) > 0} {
+		if on {
+			chosen++
+		}
+	}
+	if chosen != 1 {
+		return usagef("want exactly one of -all, -stream NAME or sequences (see trawlctl dead replay -h)")
+	}
+	if err := checkStreamName(*stream); err != nil {
+		return err
+	}
+	return onDead(ctx, e, *stream, seqs, func(js jetstream.JetStream, d natsx.Dead) error {
+		err := natsx.Replay(ctx, js, d.Seq)
+		switch {
+		case err == nil:
+			fmt.Fprintf(e.Stdout, "replayed %d to %s\n", d.Seq, d.Subject)
+		case errors.Is(err, natsx.ErrReplayTooSoon):
+			e.infof("%d stays in %s: %s", d.Seq, topology.StreamDead, redact.Text(err.Error()))
+		default:
+			e.infof("%d: %s", d.Seq, redact.Text(err.Error()))
+		}
+		return err
+	})
+}
+
+func runDeadDrop(ctx context.Context, e *env, args []string) error {
+	fs := e.flags(deadDropCmd)
+	all := fs.Bool("all", false, "every dead letter (with -stream: every one taken from that stream)")
+	stream := fs.String("stream", "", "with -all: the dead letters taken from stream `NAME`")
+	e.connFlags(fs, true, false)
+	if err := e.parse(deadDropCmd, fs, args); err != nil {
+		return err
+	}
+	seqs, err := deadSeqs(fs.Args())
+	if err != nil {
+		return err
+	}
+	switch {
+	case *all && len(seqs) > 0:
+		return usagef("-all and sequences together: give one or the other")
+	case *stream != "" && !*all:
+		return usagef("-stream needs -all: dropping loses the work for good, so say it")
+	case !*all && len(seqs) == 0:
+		return usagef("want the sequences to drop, or -all (see trawlctl dead drop -h)")
+	}
+	if err := checkStreamName(*stream); err != nil {
+		return err
+	}
+	return onDead(ctx, e, *stream, seqs, func(js jetstream.JetStream, d natsx.Dead) error {
+		err := natsx.DropDead(ctx, js, d.Seq)
+		if err != nil {
+			e.infof("%d: %s", d.Seq, redact.Text(err.Error()))
+		} else {
+			fmt.Fprintf(e.Stdout, "dropped %d\n", d.Seq)
+		}
+		return err
+	})
+}
+
+// onDead runs do, which reports its own outcome, on each dead letter chosen (chooseDead),
+// and fails silently (its lines said why) when any of them failed.
+func onDead(ctx context.Context, e *env, stream string, seqs []uint64, do func(jetstream.JetStream, natsx.Dead) error) error {
+	nc, js, err := conn.NATS(ctx, e.cfg.Conn)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	letters, failed, err := chooseDead(ctx, e, js, stream, seqs)
+	if err != nil {
+		return err
+	}
+	for _, d := range letters {
+		if do(js, d) != nil {
+			failed++
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	if failed > 0 {
+		return errSilent
+	}
+	return nil
+}
+
+// deadSeqs parses sequence arguments.
+func deadSeqs(args []string) ([]uint64, error) {
+	seqs := make([]uint64, 0, len(args))
+	for _, a := range args {
+		n, err := strconv.ParseUint(a, 10, 64)
+		if err != nil || n == 0 {
+			return nil, usagef("%q is not a dead letter's sequence (flags go before the sequences)", a)
+		}
+		seqs = append(seqs, n)
+	}
+	return seqs, nil
+}
+
+// checkStreamName refuses a -stream no stream can have: one that would make the subject
+// filter a wildcard, or match nothing.
+func checkStreamName(name string) error {
+	if strings.ContainsAny(name, ".*> \t\r\n") {
+		return usagef("-stream %q: not a stream name (it cannot hold '.', '*', '>' or white space)", name)
+	}
+	return nil
+}
+
+// chooseDead returns the dead letters named by seqs, or with none every one (of stream, if
+// set) stored when the read began. A sequence that names no dead letter is reported and
+// counted in missing.
+func chooseDead(ctx context.Context, e *env, js jetstream.JetStream, stream string, seqs []uint64) (letters []natsx.Dead, missing int, err error) {
+	if len(seqs) == 0 {
+		err := eachDead(ctx, js, stream, func(d natsx.Dead) error { letters = append(letters, d); return nil })
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			return nil, 0, errNoDeadStream
+		}
+		if err == nil && len(letters) == 0 {
+			e.infof("no dead letters%s", fromStream(stream))
+		}
+		return letters, 0, err
+	}
+	st, err := js.Stream(ctx, topology.StreamDead)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, 0, errNoDeadStream
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("%s: %w", topology.StreamDead, err)
+	}
+	for _, seq := range seqs {
+		raw, err := st.GetMsg(ctx, seq)
+		switch {
+		case errors.Is(err, jetstream.ErrMsgNotFound):
+			e.infof("%d: no such dead letter (replayed or dropped already?)", seq)
+			missing++
+		case err != nil:
+			return nil, 0, fmt.Errorf("dead letter %d: %w", seq, err)
+		default:
+			letters = append(letters, natsx.ReadDead(raw))
+		}
+	}
+	return letters, missing, nil
+}
+
+// deadReadIdle bounds the wait for a dead letter the consumer still counts as pending: a
+// longer silence is a server gone.
+const deadReadIdle = 10 * time.Second
+
+// eachDead calls each with every dead letter (of stream, if set) stored when the read
+// began, oldest first, read through an ordered consumer with headers only: the data stays
+// on the server, and Size comes from the header Nats-Msg-Size the server adds instead. A
+// missing CRAWL_DEAD is jetstream.ErrStreamNotFound.
+func eachDead(ctx context.Context, js jetstream.JetStream, stream string, each func(natsx.Dead) error) error {
+	filter := topology.DeadFilter
+	if stream != "" {
+		filter = topology.DeadSubject(stream)
+	}
+	st, err := js.Stream(ctx, topology.StreamDead)
+	if err != nil {
+		return fmt.Errorf("%s: %w", topology.StreamDead, err)
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(filter))
+	if err != nil {
+		return fmt.Errorf("%s: %w", topology.StreamDead, err)
+	}
+	var stored uint64
+	for _, n := range info.State.Subjects {
+		stored += n
+	}
+	if stored == 0 {
+		return nil
+	}
+	last := info.State.LastSeq
+	cons, err := js.OrderedConsumer(ctx, topology.StreamDead, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{filter}, DeliverPolicy: jetstream.DeliverAllPolicy, HeadersOnly: true,
+	})
+	if err != nil {
+		return fmt.Errorf("%s: consumer: %w", topology.StreamDead, err)
+	}
+	var seen uint64
+	for {
+		fctx, cancel := context.WithTimeout(ctx, deadReadIdle)
+		batch, err := cons.Fetch(256, jetstream.FetchContext(fctx))
+		if err != nil {
+			cancel()
+			return fmt.Errorf("%s: fetch: %w", topology.StreamDead, err)
+		}
+		got, done := 0, false
+		for m := range batch.Messages() {
+			got++
+			md, err := m.Metadata()
+			if err != nil {
+				cancel()
+				return fmt.Errorf("%s: %w", topology.StreamDead, err)
+			}
+			d := natsx.ReadDead(&jetstream.RawStreamMsg{Subject: m.Subject(), Sequence: md.Sequence.Stream, Header: m.Headers(), Time: md.Timestamp})
+			d.Size, _ = strconv.Atoi(m.Headers().Get(nats.MsgSize))
+			d.Parked = d.Parked.UTC()
+			d.Error = redact.Text(d.Error)
+			if err := each(d); err != nil {
+				cancel()
+				return err
+			}
+			seen = md.Sequence.Stream
+			if md.NumPending == 0 || seen >= last {
+				done = true
+				break
+			}
+		}
+		berr := batch.Error()
+		cancel()
+		switch {
+		case done:
+			return nil
+		case berr != nil && !errors.Is(berr, context.DeadlineExceeded):
+			return fmt.Errorf("%s: fetch: %w", topology.StreamDead, berr)
+		case got > 0:
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		// Nothing came: the letters still counted may have been replayed or dropped since.
+		ci, err := cons.Info(ctx)
+		if err == nil && ci.NumPending == 0 {
+			return nil
+		}
+		return fmt.Errorf("%s: nothing for %s after sequence %d of %d", topology.StreamDead, deadReadIdle, seen, last)
+	}
+}
+
+func fromStream(stream string) string {
+	if stream == "" {
+		return ""
+	}
+	return " from " + stream
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// printable keeps a dead letter's line from moving the terminal's cursor or colours: its
+// error may quote a page.
+func printable(s string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsPrint(r) {
+			return r
+		}
+		return '?'
+	}, s)
+}
