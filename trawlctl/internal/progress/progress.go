@@ -281,7 +281,7 @@ func (r *Reader) readJetStream(ctx context.Context, s *Snapshot) error {
 		s.Streams[name] = Stream{Msgs: st.Msgs, Bytes: st.Bytes, LastSeq: st.LastSeq}
 	}
 	if d := s.Streams[topology.StreamDead]; d.Msgs > 0 {
-		s.Warnings = append(s.Warnings, fmt.Sprintf("%d messages given up and parked in %s: trawlctl dead ls", d.Msgs, topology.StreamDead))
+		s.Warnings = append(s.Warnings, fmt.Sprintf("dead letters: %d in %s, messages the stages gave up on (trawlctl dead ls)", d.Msgs, topology.StreamDead))
 	}
 	maps.Copy(s.Backlog, rd.Backlog)
 	b, err := recrawl.ReadBacklog(ctx, r.JS, r.O.Shards, recrawlSample, s.At)
