@@ -39,6 +39,14 @@ func TestRenderedMsgFitsBesideItsMeta(t *testing.T) {
 			Body:     body,
 		}
 	}
+	// Exchanges without bodies whose URLs are long (a tracking pixel's query): their list
+	// in the payload is what they cost, about 1.6 KiB each.
+	var longURLs []crawlmsg.Exchange
+	for i := range 40 {
+		e := exchange(nil)
+		e.URL = fmt.Sprintf("https://example.com/p.gif?i=%d&q=%s", i, strings.Repeat("q", 1500))
+		longURLs = append(longURLs, e)
+	}
 	const attempt = "lease-1.0011223344556677"
 	for _, tc := range []struct {
 		name         string
@@ -60,6 +68,15 @@ func TestRenderedMsgFitsBesideItsMeta(t *testing.T) {
 			dom:          bytes.Repeat([]byte("d"), 30<<10),
 			exchanges:    []crawlmsg.Exchange{exchange(bytes.Repeat([]byte("j"), 53<<10))},
 			wantExchRefs: []int{0},
+		},
+		{
+			// The list of 40 exchanges takes about 64 KiB of the payload: beside it a DOM
+			// of 60 KiB no longer fits, though 512 octets an exchange would have said so.
+			name:       "a long list of exchanges sends the DOM by reference",
+			header:     small,
+			dom:        bytes.Repeat([]byte("d"), 60<<10),
+			exchanges:  longURLs,
+			wantDOMRef: true,
 		},
 		{
 			// 116 KiB: past what a fixed 16 KiB allowance for the metadata left (108 KiB).

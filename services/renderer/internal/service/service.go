@@ -366,16 +366,13 @@ func renderedMsg(task *crawlmsg.RenderTask, rendered *crawlmsg.Rendered, dom []b
 // inline beside a Trawl-Meta of metaLen octets (topology.PageInlineMax).
 func pageOut(meta crawlmsg.PageMeta, rendered *crawlmsg.Rendered, dom []byte, attempt string, room func(metaLen int) int64,
 	put func(name string, b []byte) (*crawlmsg.BodyRef, error)) (*crawlmsg.Page, error) {
-	metaLen, err := largestMetaLen(meta, rendered, dom, attempt)
+	metaLen, used, err := largestForm(meta, rendered, dom, attempt)
 	if err != nil {
 		return nil, err
 	}
 	budget := room(metaLen)
-	// The exchanges' list travels in the payload too: about this much each.
-	used := int64(512 * len(rendered.Exchanges))
 	for i := range rendered.Exchanges {
 		e := &rendered.Exchanges[i]
-		used += int64(len(e.Request) + len(e.Response))
 		if used+int64(len(e.Body)) > budget/2 && len(e.Body) > 0 {
 			ref, err := put(crawlmsg.RenderedExchangeBodyName(attempt, i), e.Body)
 			if err != nil {
@@ -397,13 +394,14 @@ func pageOut(meta crawlmsg.PageMeta, rendered *crawlmsg.Rendered, dom []byte, at
 	return page, nil
 }
 
-// largestMetaLen is the length of the rendered page's Trawl-Meta (the response headers,
-// redirects, the rendering's summary: a few hundred octets to tens of KiB) with the DOM and
-// every exchange's body by reference. Which bodies go by reference depends on the room the
-// meta leaves, and sending one lengthens the meta (its BodyRef; the exchanges' list, whose
-// length the meta states, gets longer): measured in this largest form, the meta sent is
-// never longer than the one its budget was made with.
-func largestMetaLen(meta crawlmsg.PageMeta, rendered *crawlmsg.Rendered, dom []byte, attempt string) (int, error) {
+// largestForm measures the rendered page's message with the DOM and every exchange's body
+// by reference: the length of its Trawl-Meta (the response headers, redirects, the
+// rendering's summary: a few hundred octets to tens of KiB), and of its payload (the
+// exchanges' request and response heads and their list, whose entries name a URL each, up
+// to a few KiB). Which bodies go by reference depends on the room these leave, and sending
+// one lengthens both (its BodyRef in the meta or in the list): measured in this largest
+// form, the message sent is never longer than the one its budget was made with.
+func largestForm(meta crawlmsg.PageMeta, rendered *crawlmsg.Rendered, dom []byte, attempt string) (metaLen int, payload int64, err error) {
 	r := *rendered
 	r.Exchanges = make([]crawlmsg.Exchange, len(rendered.Exchanges))
 	for i, e := range rendered.Exchanges {
@@ -417,9 +415,9 @@ func largestMetaLen(meta crawlmsg.PageMeta, rendered *crawlmsg.Rendered, dom []b
 	meta.BodyRef = &crawlmsg.BodyRef{Bucket: topology.BodiesBucket, Name: crawlmsg.RenderedBodyName(attempt), Size: int64(len(dom))}
 	m, err := crawlmsg.PageMsg(topology.SubjectPages, &crawlmsg.Page{Meta: meta})
 	if err != nil {
-		return 0, fmt.Errorf("measure rendered page %s: %w", meta.URL, err)
+		return 0, 0, fmt.Errorf("measure rendered page %s: %w", meta.URL, err)
 	}
-	return len(m.Header.Get(crawlmsg.MetaHeader)), nil
+	return len(m.Header.Get(crawlmsg.MetaHeader)), int64(len(m.Data)), nil
 }
 
 // attemptName names one rendering of the task of lease: the lease and 64 random bits, so
