@@ -518,3 +518,52 @@ func TestGoOnReconnect(t *testing.T) {
 		t.Fatalf("a check that failed stopped the service: %v", err)
 	}
 }
+
+// A stop that waits for a loop still finishing what it holds says which one, while it
+// waits, rather than hanging without a word.
+func TestRunnerStopNamesTheLoopsItWaitsFor(t *testing.T) {
+	t.Parallel()
+	ns := natsembed.StartT(t)
+	var logged syncBuffer
+	ctx, cancel := context.WithTimeout(testwait.Context(t), 15*time.Second)
+	defer cancel()
+	r, err := runner.Start(ctx, "itest", envconfig.LoadCommon(envconfig.FromMap(runnerEnv(ns, nil)), "127.0.0.1:0"),
+		slog.New(slog.NewTextHandler(&logged, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Close)
+	release := make(chan struct{})
+	r.Go("quick", func(ctx context.Context) error { <-ctx.Done(); return nil })
+	r.Go("slow drain", func(ctx context.Context) error { <-ctx.Done(); <-release; return nil })
+	stop := runInBackground(t, r)
+	testwait.Eventually(t, 10*time.Second, "the runner to be ready", func() bool { return httpOK(r.Addr(), "/readyz") == nil })
+	stopped := make(chan error, 1)
+	go func() { stopped <- stop() }()
+	testwait.Eventually(t, 10*time.Second, "the stop to name the loop it waits for", func() bool {
+		l := logged.String()
+		return strings.Contains(l, `msg="stopping: waiting for loops to finish what they hold"`) && strings.Contains(l, `loops="[slow drain]"`)
+	})
+	close(release)
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// syncBuffer is a log sink safe for concurrent writes and reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

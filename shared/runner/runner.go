@@ -28,6 +28,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -344,6 +345,9 @@ func (r *Runner) GoOnReconnect(name string, attempts int, backoff time.Duration,
 // Redis are closed; the last registered runs first.
 func (r *Runner) OnClose(fn func()) { r.closers = append(r.closers, fn) }
 
+// stopReportEvery spaces the log lines of a stop that waits for its loops.
+const stopReportEvery = 5 * time.Second
+
 // RunLoops runs the registered loops until ctx ends or one of them fails, shuts down in
 // the package's order and closes the runner. It returns the first loop's error.
 func (r *Runner) RunLoops(ctx context.Context) error {
@@ -364,9 +368,25 @@ func (r *Runner) RunLoops(ctx context.Context) error {
 		})
 		stopLoops()
 	}
-	run := func(wg *sync.WaitGroup, ctx context.Context, l loop) {
+	var (
+		runMu   sync.Mutex
+		running = map[string]int{} // the service's loops not returned yet, by name
+	)
+	run := func(wg *sync.WaitGroup, ctx context.Context, l loop, track bool) {
+		if track {
+			runMu.Lock()
+			running[l.name]++
+			runMu.Unlock()
+		}
 		wg.Go(func() {
 			err := l.fn(ctx)
+			if track {
+				runMu.Lock()
+				if running[l.name]--; running[l.name] == 0 {
+					delete(running, l.name)
+				}
+				runMu.Unlock()
+			}
 			if loopCtx.Err() != nil {
 				// Shutting down: a loop's error now is what it met while finishing.
 				if err != nil && !errors.Is(err, context.Canceled) {
@@ -382,16 +402,35 @@ func (r *Runner) RunLoops(ctx context.Context) error {
 	}
 
 	var plumbing, loops sync.WaitGroup
-	run(&plumbing, plumbCtx, loop{"http", r.HTTP.Run})
+	run(&plumbing, plumbCtx, loop{"http", r.HTTP.Run}, false)
 	if r.Crawl != nil {
-		run(&plumbing, plumbCtx, loop{"crawl watch", func(ctx context.Context) error { r.Crawl.Watch(ctx); return nil }})
+		run(&plumbing, plumbCtx, loop{"crawl watch", func(ctx context.Context) error { r.Crawl.Watch(ctx); return nil }}, false)
 	}
 	for _, l := range r.loops {
-		run(&loops, loopCtx, l)
+		run(&loops, loopCtx, l, true)
 	}
 	r.Log.Info(r.Name+" running", "http", r.Addr(), "loops", len(r.loops))
 	<-loopCtx.Done()
+	// A loop finishes what it holds before it returns (bounded by its own drain timeout):
+	// a stop that takes longer says which loops it waits for.
+	stopped := make(chan struct{})
+	go func() {
+		t := time.NewTicker(stopReportEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-stopped:
+				return
+			case <-t.C:
+				runMu.Lock()
+				names := slices.Sorted(maps.Keys(running))
+				runMu.Unlock()
+				r.Log.Warn("stopping: waiting for loops to finish what they hold", "loops", names)
+			}
+		}
+	}()
 	loops.Wait()
+	close(stopped)
 	stopPlumbing()
 	plumbing.Wait()
 	r.Log.Info(r.Name + " stopped")
