@@ -64,11 +64,12 @@ func TestDeadLetterParksAndReplays(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		each   bool          // ConsumeEach instead of ConsumeBatches
-		settle time.Duration // ConsumeBatches' SettleAfter
+		settle time.Duration // ConsumeBatches' SettleAfter, and the terminate's wait
 	}{
 		{name: "batches"},
 		{name: "batches settling", settle: 200 * time.Millisecond},
 		{name: "each", each: true},
+		{name: "each settling", each: true, settle: 200 * time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -125,7 +126,7 @@ func TestDeadLetterParksAndReplays(t *testing.T) {
 				Batch:       8,
 				ErrorAfter:  2,
 				Backoff:     func(uint64) time.Duration { return 10 * time.Millisecond },
-				Dead:        &natsx.DeadLetter{JS: js, After: after},
+				Dead:        &natsx.DeadLetter{JS: js, After: after, Settle: tc.settle},
 				OnTerm:      func(r string) { mu.Lock(); terms = append(terms, r); mu.Unlock() },
 				SettleAfter: tc.settle,
 			}
@@ -255,6 +256,147 @@ func TestDeadLetterFullKeepsTheMessage(t *testing.T) {
 	}
 	if n := len(deadLetters(t, js)); n != 0 {
 		t.Errorf("%d dead letters in a stream too small for any", n)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A parked message is terminated only once its letter is past the TRAWL_FSYNC window and
+// NATS stayed in reach since; when it did not, the message is handed back, and parked
+// again under the same letter.
+func TestDeadLetterHandedBackWhenNATSWasLost(t *testing.T) {
+	t.Parallel()
+	js := connect(t)
+	deadStream(t, js, 1<<20)
+	cons := workStream(t, js, "DH", -1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if _, err := js.Publish(ctx, "DH.m", []byte("poison")); err != nil {
+		t.Fatal(err)
+	}
+	var calls, asked atomic.Int32
+	opts := natsx.ConsumeOptions{
+		Backoff: func(uint64) time.Duration { return 10 * time.Millisecond },
+		Dead: &natsx.DeadLetter{JS: js, After: 5, Settle: 100 * time.Millisecond,
+			Kept: func(time.Time) bool { return asked.Add(1) > 1 }},
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- natsx.ConsumeEach(ctx, cons, opts, func(context.Context, jetstream.Msg) error {
+			calls.Add(1)
+			return natsx.Permanent(errors.New("cannot parse"))
+		})
+	}()
+	testwait.Eventually(t, 15*time.Second, "the message terminated after it was handed back once", func() bool {
+		return streamMsgs(t, js, "DH") == 0
+	})
+	if n := calls.Load(); n != 2 {
+		t.Errorf("handled %d times, want twice: handed back once", n)
+	}
+	if n := len(deadLetters(t, js)); n != 1 {
+		t.Errorf("%d dead letters, want the one, parked twice", n)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// On a stream with several consumers a replay reaches each; only the one that gave the
+// message up handles it, the others ack it unhandled.
+func TestDeadLetterReplayGoesToItsConsumer(t *testing.T) {
+	t.Parallel()
+	js := connect(t)
+	deadStream(t, js, 1<<20)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "DI", Subjects: []string{"DI.>"}, Retention: jetstream.InterestPolicy, Duplicates: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	var fixed atomic.Bool
+	calls := map[string]*atomic.Int32{"a": {}, "b": {}}
+	done := make(chan error, 2)
+	for name, n := range calls {
+		c, err := js.CreateOrUpdateConsumer(ctx, "DI", jetstream.ConsumerConfig{Durable: name, AckPolicy: jetstream.AckExplicitPolicy, AckWait: 5 * time.Second, MaxDeliver: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			done <- natsx.ConsumeBatches(ctx, c, natsx.ConsumeOptions{Dead: &natsx.DeadLetter{JS: js, After: 3}},
+				func(_ context.Context, msgs []jetstream.Msg) []error {
+					errs := make([]error, len(msgs))
+					for i := range msgs {
+						n.Add(1)
+						if name == "b" && !fixed.Load() {
+							errs[i] = natsx.Permanent(errors.New("cannot parse"))
+						}
+					}
+					return errs
+				})
+		}()
+	}
+	if _, err := js.Publish(ctx, "DI.m", []byte("m")); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Eventually(t, 15*time.Second, "b's letter", func() bool { return len(deadLetters(t, js)) == 1 && streamMsgs(t, js, "DI") == 0 })
+	fixed.Store(true)
+	testwait.Eventually(t, 15*time.Second, "the replay stored", func() bool {
+		err := natsx.Replay(ctx, js, deadLetters(t, js)["m"].Seq)
+		if err != nil && !errors.Is(err, natsx.ErrReplayTooSoon) {
+			t.Fatal(err)
+		}
+		return err == nil
+	})
+	testwait.Eventually(t, 15*time.Second, "the replay handled by b and settled by both", func() bool {
+		return calls["b"].Load() == 2 && streamMsgs(t, js, "DI") == 0
+	})
+	if n := calls["a"].Load(); n != 1 {
+		t.Errorf("a handled the message %d times, want once: the replay was b's", n)
+	}
+	cancel()
+	for range calls {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A full stream downstream is back-pressure: the message waits for room, past
+// Dead.After deliveries, and is not parked for it.
+func TestDeadLetterSparesBackPressure(t *testing.T) {
+	t.Parallel()
+	js := connect(t)
+	deadStream(t, js, 1<<20)
+	cons := workStream(t, js, "DP", -1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "DPOUT", Subjects: []string{"dpout"}, MaxMsgs: 1, Discard: jetstream.DiscardNew}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(ctx, "dpout", []byte("fills it")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(ctx, "DP.m", []byte("m")); err != nil {
+		t.Fatal(err)
+	}
+	const after = 2
+	var calls atomic.Int32
+	done := make(chan error, 1)
+	go func() {
+		done <- natsx.ConsumeEach(ctx, cons, natsx.ConsumeOptions{
+			Backoff: func(uint64) time.Duration { return 10 * time.Millisecond },
+			Dead:    &natsx.DeadLetter{JS: js, After: after},
+		}, func(ctx context.Context, m jetstream.Msg) error {
+			calls.Add(1)
+			_, err := js.Publish(ctx, "dpout", m.Data())
+			return err
+		})
+	}()
+	testwait.Eventually(t, 20*time.Second, "the message retried well past Dead.After", func() bool { return calls.Load() >= 3*after })
+	if n := len(deadLetters(t, js)); n != 0 || streamMsgs(t, js, "DP") != 1 {
+		t.Errorf("%d dead letters and %d messages in the stream, want none parked and the message kept", n, streamMsgs(t, js, "DP"))
 	}
 	cancel()
 	if err := <-done; err != nil {

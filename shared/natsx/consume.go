@@ -149,12 +149,14 @@ type BatchHandler func(ctx context.Context, msgs []jetstream.Msg) []error
 func ConsumeBatches(ctx context.Context, cons jetstream.Consumer, o ConsumeOptions, h BatchHandler) error {
 	o.defaults(256)
 	o.bindDead(cons)
+	_, self := consumerName(cons)
 	// The client buffers what the batches in flight and the next one can take.
 	it, err := cons.Messages(jetstream.PullMaxMessages(o.Batch * (o.InFlight + 1)))
 	if err != nil {
 		return fmt.Errorf("natsx: consume: %w", err)
 	}
 	defer it.Stop()
+	defer o.Dead.wait()
 	// Handlers keep a context that outlives ctx by DrainTimeout, so messages already pulled
 	// are finished and acked on shutdown instead of waiting out AckWait.
 	work, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
@@ -184,26 +186,22 @@ func ConsumeBatches(ctx context.Context, cons jetstream.Consumer, o ConsumeOptio
 		start := time.Now()
 		results := h(work, batch)
 		failed := 0
-		var done, parked []jetstream.Msg
+		var done []jetstream.Msg
 		for i, m := range batch {
 			var herr error
 			if i < len(results) {
 				herr = results[i]
 			}
 			f := judge(work, m, herr, o)
-			// What the handler stored, and a dead letter, may be lost to an OS crash
-			// within SettleAfter while the ack or term survives it.
 			switch {
 			case acks != nil && f == fateAck:
 				done = append(done, m)
-			case acks != nil && f == fateParked:
-				parked = append(parked, m)
 			case act(m, herr, f, o):
 				failed++
 			}
 		}
-		if len(done)+len(parked) > 0 {
-			acks.add(work, start, done, parked)
+		if len(done) > 0 {
+			acks.add(work, start, done)
 		}
 		hold.record(failed == len(batch))
 	}
@@ -226,14 +224,20 @@ func ConsumeBatches(ctx context.Context, cons jetstream.Consumer, o ConsumeOptio
 			o.Log.Warn("consume: next", "err", err)
 			continue
 		}
-		batch := make([]jetstream.Msg, 1, o.Batch)
-		batch[0] = first
-		for len(batch) < o.Batch {
-			m, err := it.Next(jetstream.NextMaxWait(o.Linger))
-			if err != nil {
+		batch := make([]jetstream.Msg, 0, o.Batch)
+		for m := first; m != nil; {
+			if !replayForOther(m, self, o) {
+				batch = append(batch, m)
+			}
+			if len(batch) == o.Batch {
 				break
 			}
-			batch = append(batch, m)
+			if m, err = it.Next(jetstream.NextMaxWait(o.Linger)); err != nil {
+				break
+			}
+		}
+		if len(batch) == 0 {
+			continue
 		}
 		if o.InFlight == 1 {
 			run(batch)
@@ -262,7 +266,6 @@ type dueAcks struct {
 	ctx        context.Context
 	start, end time.Time // when the handler ran
 	msgs       []jetstream.Msg
-	parked     []jetstream.Msg // to be terminated, not acked
 }
 
 // keptEvery spaces the Kept questions of one loop: the acks of the batches handled
@@ -276,9 +279,9 @@ func startLaterAcks(o ConsumeOptions) *laterAcks {
 }
 
 // add never blocks a handler: the queue holds what SettleAfter's worth of batches brings.
-func (a *laterAcks) add(ctx context.Context, start time.Time, msgs, parked []jetstream.Msg) {
+func (a *laterAcks) add(ctx context.Context, start time.Time, msgs []jetstream.Msg) {
 	a.mu.Lock()
-	a.queue = append(a.queue, dueAcks{ctx: ctx, start: start, end: time.Now(), msgs: msgs, parked: parked})
+	a.queue = append(a.queue, dueAcks{ctx: ctx, start: start, end: time.Now(), msgs: msgs})
 	a.mu.Unlock()
 	select {
 	case a.wake <- struct{}{}:
@@ -350,15 +353,6 @@ func (a *laterAcks) settleGroup(group []dueAcks) {
 			n++
 			_ = m.Nak()
 		}
-		for _, m := range e.parked {
-			if kept {
-				term(m, nil)
-				continue
-			}
-			// Parked again when it fails again, under the same dead letter id.
-			n++
-			_ = m.Nak()
-		}
 	}
 	if n > 0 {
 		a.o.Log.Warn("consume: a store was out of reach after these messages were handled, and may be back without what they wrote; handed back to be handled again instead of acked", "messages", n)
@@ -425,6 +419,8 @@ type Handler func(ctx context.Context, msg jetstream.Msg) error
 func ConsumeEach(ctx context.Context, cons jetstream.Consumer, o ConsumeOptions, h Handler) error {
 	o.defaults(16)
 	o.bindDead(cons)
+	defer o.Dead.wait()
+	_, self := consumerName(cons)
 	weight := func(m jetstream.Msg) int64 {
 		if o.Weight == nil {
 			return 1
@@ -487,6 +483,9 @@ func ConsumeEach(ctx context.Context, cons jetstream.Consumer, o ConsumeOptions,
 		// left waits for them with none held idle, so it only waits for running handlers.
 		reserved := int64(n)
 		for m := range mb.Messages() {
+			if replayForOther(m, self, o) {
+				continue
+			}
 			w := weight(m)
 			take := min(w, reserved)
 			reserved -= take
@@ -522,6 +521,16 @@ func ConsumeEach(ctx context.Context, cons jetstream.Consumer, o ConsumeOptions,
 	return nil
 }
 
+// replayForOther acks at once, unhandled, a replay meant for another consumer of the
+// stream (ReplayForHdr): this one handled the message the first time.
+func replayForOther(m jetstream.Msg, self string, o ConsumeOptions) bool {
+	if h := m.Headers(); h == nil || h.Get(ReplayForHdr) == "" || h.Get(ReplayForHdr) == self {
+		return false
+	}
+	ack(m, o)
+	return true
+}
+
 // fate is what becomes of a handled message.
 type fate uint8
 
@@ -545,18 +554,30 @@ func judge(ctx context.Context, m jetstream.Msg, err error, o ConsumeOptions) fa
 	if IsPermanent(err) {
 		if o.Dead == nil {
 			o.Log.Error("terminating poison message", "subject", m.Subject(), "id", MsgID(m), "err", err)
-		} else if perr := o.Dead.park(ctx, m, err, DeadPermanent); perr != nil {
-			o.Log.Error("terminating poison message; it could not be parked", "subject", m.Subject(), "id", MsgID(m), "err", err, "park_err", perr)
-		} else {
+			o.OnTerm(DeadPermanent)
+			return fateTerm
+		}
+		perr := o.Dead.Park(ctx, m, err, DeadPermanent)
+		switch {
+		case perr == nil:
 			o.Log.Error("poison message parked in "+topology.StreamDead+" (trawlctl dead)", "subject", m.Subject(), "id", MsgID(m), "err", err)
 			o.OnTerm(DeadPermanent)
 			return fateParked
+		case errclass.Of(perr).Reason == errclass.ReasonStreamFull:
+			o.Log.Error("terminating poison message: "+topology.StreamDead+" is full (TRAWL_DEAD_MAX_BYTES)", "subject", m.Subject(), "id", MsgID(m), "err", err, "park_err", perr)
+			o.OnTerm(DeadPermanent)
+			return fateTerm
 		}
-		o.OnTerm(DeadPermanent)
-		return fateTerm
+		// Not given up without its letter: it comes back to be parked.
+		o.Log.Error("poison message could not be parked; retrying the park", "subject", m.Subject(), "id", MsgID(m), "err", err, "park_err", perr)
+		_ = m.NakWithDelay(o.Backoff(delivered))
+		return fateRetry
 	}
-	if o.Dead != nil && delivered >= uint64(o.Dead.After) {
-		perr := o.Dead.park(ctx, m, err, DeadExhausted)
+	// A full stream downstream is back-pressure, not a failure of this message: it waits
+	// for room, reported, and is not given up for it.
+	backPressure := errclass.Of(err).Reason == errclass.ReasonStreamFull
+	if o.Dead != nil && delivered >= uint64(o.Dead.After) && !backPressure {
+		perr := o.Dead.Park(ctx, m, err, DeadExhausted)
 		if perr == nil {
 			o.Log.Error("message still failing; parked in "+topology.StreamDead+" (trawlctl dead)",
 				"subject", m.Subject(), "id", MsgID(m), "deliveries", delivered, "err", err)
@@ -566,7 +587,11 @@ func judge(ctx context.Context, m jetstream.Msg, err error, o ConsumeOptions) fa
 		o.Log.Error("message still failing and could not be parked; retrying", "subject", m.Subject(), "id", MsgID(m),
 			"deliveries", delivered, "err", err, "park_err", perr)
 	} else if delivered >= uint64(o.ErrorAfter) {
-		o.Log.Error("message keeps failing; retrying", "subject", m.Subject(), "id", MsgID(m), "deliveries", delivered, "err", err)
+		msg := "message keeps failing; retrying"
+		if backPressure {
+			msg = "message waits for room in a full stream; retrying"
+		}
+		o.Log.Error(msg, "subject", m.Subject(), "id", MsgID(m), "deliveries", delivered, "err", err)
 	} else {
 		o.Log.Warn("handler failed; will retry", "subject", m.Subject(), "deliveries", delivered, "err", err)
 	}
@@ -584,8 +609,10 @@ func act(m jetstream.Msg, err error, f fate, o ConsumeOptions) bool {
 	switch f {
 	case fateAck:
 		ack(m, o)
-	case fateTerm, fateParked:
+	case fateTerm:
 		term(m, err)
+	case fateParked:
+		o.Dead.settled(m, time.Now())
 	case fateRetry:
 		return true
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -19,15 +20,22 @@ import (
 // permanent error, and one still failing with a temporary error after After deliveries.
 // Each is kept there with its data, its headers and why it was given up, until an operator
 // replays it to its subject or drops it (Replay, DropDead; trawlctl dead). A message that
-// cannot be parked (CRAWL_DEAD full, NATS failing) is not given up: a temporary failure is
-// retried, and a permanent one is terminated as it was without a DeadLetter, logged.
+// cannot be parked is not given up: it is retried, unless CRAWL_DEAD is full and the error
+// permanent (then it is terminated as without a DeadLetter, logged).
 type DeadLetter struct {
 	JS jetstream.JetStream
 	// After is the delivery count from which a message still failing with a temporary
 	// error is parked (TRAWL_DEAD_LETTER_AFTER).
 	After int
-	// consumer names the loop's consumer in the record (set by the loop: bindDead).
-	consumer string
+	// Settle is how long a parked message's terminate waits (durability.Level.Window):
+	// until then the letter may be lost to an OS crash while the terminate survives it.
+	// Kept, if set, is asked then whether NATS stayed in reach since the letter was
+	// stored; if not, the message is handed back instead, to be parked again (same id).
+	Settle time.Duration
+	Kept   func(since time.Time) bool
+
+	consumer string          // the loop's consumer (bindDead)
+	pending  *sync.WaitGroup // terminates waiting out Settle (bindDead)
 }
 
 // bindDead gives the loop on cons its own DeadLetter, naming cons.
@@ -35,7 +43,33 @@ func (o *ConsumeOptions) bindDead(cons jetstream.Consumer) {
 	if o.Dead != nil {
 		d := *o.Dead
 		_, d.consumer = consumerName(cons)
+		d.pending = new(sync.WaitGroup)
 		o.Dead = &d
+	}
+}
+
+// settled terminates m, parked at parked, once Settle has passed and Kept agrees, or
+// hands it back. It returns at once; wait returns when every such terminate is sent.
+func (d *DeadLetter) settled(m jetstream.Msg, parked time.Time) {
+	if d.Settle <= 0 {
+		term(m, nil)
+		return
+	}
+	d.pending.Add(1)
+	time.AfterFunc(time.Until(parked.Add(d.Settle)), func() {
+		defer d.pending.Done()
+		if d.Kept != nil && !d.Kept(parked) {
+			_ = m.Nak()
+			return
+		}
+		term(m, nil)
+	})
+}
+
+// wait returns once the terminates settled scheduled are sent: at most Settle.
+func (d *DeadLetter) wait() {
+	if d != nil && d.pending != nil {
+		d.pending.Wait()
 	}
 }
 
@@ -54,6 +88,11 @@ const (
 	// CRAWL_DEAD). A stage whose redelivery rule rests on state kept under the input's
 	// stream identity (dedup's memo) reads it: the replay has a new one.
 	ReplayOfHdr = "Trawl-Replay-Of"
+	// ReplayForHdr names the consumer a replay is for, the one that gave the message up.
+	// On a stream with several consumers (crawl.pages: the parser, the archiver, taps)
+	// every one is sent the replay; the others, which handled the message the first time,
+	// ack it unhandled (the consume loops do; a tap should too).
+	ReplayForHdr = "Trawl-Replay-For"
 )
 
 // Reasons a message is given up, the values of DeadReasonHdr and ConsumeOptions.OnTerm.
@@ -69,8 +108,11 @@ const deadErrorMax = 512
 // parkTimeout bounds the publish of one dead letter.
 const parkTimeout = 5 * time.Second
 
-// park stores m in CRAWL_DEAD with why it was given up, and returns once the server has it.
-func (d *DeadLetter) park(ctx context.Context, m jetstream.Msg, cause error, reason string) error {
+// Park stores m in CRAWL_DEAD with why it was given up (reason: DeadPermanent or
+// DeadExhausted), and returns once the server has it. The caller terminates m after.
+// Its own timeout bounds it, whatever ctx: a loop's context ending (a drain's) must not
+// cost a letter.
+func (d *DeadLetter) Park(ctx context.Context, m jetstream.Msg, cause error, reason string) error {
 	md, err := m.Metadata()
 	if err != nil {
 		return fmt.Errorf("natsx: dead letter: %w", err)
@@ -95,7 +137,7 @@ func (d *DeadLetter) park(ctx context.Context, m jetstream.Msg, cause error, rea
 	dm.Header.Set(DeadErrorHdr, strings.Join(strings.Fields(truncate(cause.Error(), deadErrorMax)), " "))
 	// Parked again after a lost ack or term, it is the same dead letter.
 	dm.Header.Set(nats.MsgIdHdr, "dead:"+StoredID(md.Stream, md.Sequence.Stream, md.Timestamp))
-	pctx, cancel := context.WithTimeout(ctx, parkTimeout)
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), parkTimeout)
 	defer cancel()
 	if _, err := d.JS.PublishMsg(pctx, dm); err != nil {
 		return fmt.Errorf("natsx: park %s in %s: %w", MsgID(m), topology.StreamDead, err)
@@ -162,6 +204,9 @@ func Replay(ctx context.Context, js jetstream.JetStream, seq uint64) error {
 		}
 	}
 	m.Header.Set(ReplayOfHdr, self)
+	if c := raw.Header.Get(DeadConsumerHdr); c != "" && c != "?" { // "?": a loop that did not know its name
+		m.Header.Set(ReplayForHdr, c)
+	}
 	id := raw.Header.Get(DeadMsgIDHdr)
 	if id == "" {
 		id = "replay:" + self
@@ -181,12 +226,17 @@ func Replay(ctx context.Context, js jetstream.JetStream, seq uint64) error {
 		}
 		stored, gerr := orig.GetMsg(ctx, ack.Sequence)
 		replayed := id == "replay:"+self || gerr == nil && stored.Header.Get(ReplayOfHdr) == self
-		if !replayed && time.Since(raw.Time) < orig.CachedInfo().Config.Duplicates {
+		// The stored copy is the message itself (a stream with other consumers still
+		// holds it), or it is gone and the letter is younger than the window (by the
+		// server's clock against this one's): the message's own id may be what the
+		// window holds.
+		own := gerr == nil || time.Since(raw.Time) < orig.CachedInfo().Config.Duplicates
+		if !replayed && own {
 			return fmt.Errorf("%w: dead letter %d (%s %s); replay it after %s", ErrReplayTooSoon, seq, nats.MsgIdHdr, id,
 				raw.Time.Add(orig.CachedInfo().Config.Duplicates).Format(time.RFC3339))
 		}
-		// Parked longer ago than the window, the message's own copy is out of it: the
-		// copy the window holds is an earlier replay's, since consumed.
+		// Gone, and parked longer ago than the window: the message's own copy is out of
+		// it, so the copy the window held was an earlier replay's, since consumed.
 	}
 	return DropDead(ctx, js, seq)
 }

@@ -120,6 +120,7 @@ type Runner struct {
 	flush      time.Duration
 	errorAfter int                // TRAWL_LOG_ERROR_AFTER
 	deadAfter  int                // TRAWL_DEAD_LETTER_AFTER
+	window     time.Duration      // the TRAWL_FSYNC window, whatever the options
 	settle     time.Duration      // the TRAWL_FSYNC window with WithSettling, else 0: natsx.ConsumeOptions.SettleAfter
 	handedBack prometheus.Counter // nil without WithSettling
 }
@@ -139,7 +140,7 @@ func Start(ctx context.Context, name string, c envconfig.Common, log *slog.Logge
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
 	}
-	r := &Runner{Name: name, Log: log, Topology: c.Topology(), Registry: obs.NewRegistry(), flush: o.flush, errorAfter: c.ErrorAfter, deadAfter: c.DeadAfter}
+	r := &Runner{Name: name, Log: log, Topology: c.Topology(), Registry: obs.NewRegistry(), flush: o.flush, errorAfter: c.ErrorAfter, deadAfter: c.DeadAfter, window: c.Durability.Window()}
 	r.Metrics = obs.NewMetrics(r.Registry, name)
 	if o.settling {
 		r.settle = c.Durability.Window()
@@ -233,7 +234,7 @@ func (r *Runner) ConsumeOptions(terminated *prometheus.CounterVec, labels ...str
 	labels = labels[:len(labels):len(labels)] // append below copies: OnTerm runs concurrently
 	o := natsx.ConsumeOptions{
 		ErrorAfter:  r.errorAfter,
-		Dead:        &natsx.DeadLetter{JS: r.JS, After: r.deadAfter},
+		Dead:        &natsx.DeadLetter{JS: r.JS, After: r.deadAfter, Settle: r.window, Kept: r.natsKept},
 		SettleAfter: r.settle,
 		OnTerm:      func(reason string) { terminated.WithLabelValues(append(labels, reason)...).Inc() },
 		Log:         r.Log,
@@ -257,6 +258,12 @@ func (r *Runner) kept(ctx context.Context, start, end time.Time) bool {
 		return false
 	}
 	return r.Crawl == nil || r.Crawl.Kept(ctx, start, end.Add(r.settle))
+}
+
+// natsKept is natsx.DeadLetter.Kept for every loop: NATS stayed connected since a letter was
+// stored. A server that crashed unseen takes the terminate down with the letter.
+func (r *Runner) natsKept(since time.Time) bool {
+	return r.lostAt.Load() < since.UnixNano() && r.NC.IsConnected()
 }
 
 // Addr is the address /metrics, /healthz and /readyz are served on.
