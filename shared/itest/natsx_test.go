@@ -119,7 +119,7 @@ func TestStreamCapsBeyondTheStorageLimit(t *testing.T) {
 		t.Fatal("Ensure waited for the deadline instead of stopping")
 	}
 
-	o.PagesMaxBytes, o.DocsMaxBytes = 256<<20, 64<<20
+	o.PagesMaxBytes, o.DocsMaxBytes, o.SkippedMaxBytes, o.DeadMaxBytes = 256<<20, 64<<20, 64<<20, 64<<20
 	if err := natsx.Ensure(ctx, js, o, tm, slog.Default()); err != nil {
 		t.Fatalf("Ensure with caps that fit: %v", err)
 	}
