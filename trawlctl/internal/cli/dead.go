@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/natsx"
 	"github.com/trawl/trawl/shared/redact"
 	"github.com/trawl/trawl/shared/topology"
@@ -196,14 +197,53 @@ func runDeadDrop(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	return onDead(ctx, e, *stream, seqs, func(js jetstream.JetStream, d natsx.Dead) error {
+		body := renderTaskBody(ctx, js, d)
 		err := natsx.DropDead(ctx, js, d.Seq)
 		if err != nil {
 			e.infof("%d: %s", d.Seq, redact.Text(err.Error()))
-		} else {
-			fmt.Fprintf(e.Stdout, "dropped %d\n", d.Seq)
+			return err
 		}
-		return err
+		fmt.Fprintf(e.Stdout, "dropped %d\n", d.Seq)
+		if body != "" {
+			if err := deleteBody(ctx, js, body); err != nil {
+				e.infof("%d: its render task's body %s stays in %s: %s", d.Seq, body, topology.BodiesBucket, redact.Text(err.Error()))
+			}
+		}
+		return nil
 	})
+}
+
+// renderTaskBody is the object a dead render task's body went to, if any: only its
+// renderer deletes one (after the task is done; the parser's sweeper leaves them), so
+// dropping the task must. "" when the letter is no render task or names none.
+func renderTaskBody(ctx context.Context, js jetstream.JetStream, d natsx.Dead) string {
+	if d.Stream != topology.StreamRender {
+		return ""
+	}
+	st, err := js.Stream(ctx, topology.StreamDead)
+	if err != nil {
+		return ""
+	}
+	raw, err := st.GetMsg(ctx, d.Seq)
+	if err != nil {
+		return ""
+	}
+	task, err := crawlmsg.DecodeRenderTask(raw.Header, raw.Data)
+	if err != nil || task.Page.Meta.BodyRef == nil || !crawlmsg.IsRenderTaskBody(task.Page.Meta.BodyRef.Name) {
+		return ""
+	}
+	return task.Page.Meta.BodyRef.Name
+}
+
+func deleteBody(ctx context.Context, js jetstream.JetStream, name string) error {
+	bodies, err := js.ObjectStore(ctx, topology.BodiesBucket)
+	if err != nil {
+		return err
+	}
+	if err := bodies.Delete(ctx, name); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
+		return err
+	}
+	return nil
 }
 
 // onDead runs do, which reports its own outcome, on each dead letter chosen (chooseDead),

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/natsx"
 	"github.com/trawl/trawl/shared/testwait"
 	"github.com/trawl/trawl/shared/topology"
@@ -431,5 +432,59 @@ func TestDeadWithoutTheStream(t *testing.T) {
 			r := s.inv.run(t, tc.args...)
 			expectOneLine(t, r, tc.code, "no CRAWL_DEAD stream on this NATS")
 		})
+	}
+}
+
+// Dropping a dead render task deletes the body it sent by reference: only a renderer
+// deletes those, once it is done with the task, and the parser's sweeper leaves them.
+func TestDeadDropRenderTaskBody(t *testing.T) {
+	s := startStack(t, 1)
+	ctx := testwait.Context(t)
+	bodies, err := natsx.ObjectStore(ctx, s.js, topology.Bodies(topology.DefaultOptions(1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := crawlmsg.RenderTaskBodyName("lease-1")
+	if _, err := bodies.PutBytes(ctx, name, []byte("<html>the page</html>")); err != nil {
+		t.Fatal(err)
+	}
+	task := &crawlmsg.RenderTask{Reason: "host", Page: crawlmsg.Page{Meta: crawlmsg.PageMeta{
+		URL: "https://example.com/", Host: "example.com", Lease: "lease-1", Status: 200, ContentType: "text/html",
+		BodyRef: &crawlmsg.BodyRef{Bucket: topology.BodiesBucket, Name: name, Size: 21},
+	}}}
+	m, err := crawlmsg.RenderTaskMsg(topology.SubjectRender, task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.js.PublishMsg(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	cons, err := s.js.Consumer(ctx, topology.StreamRender, topology.ConsumerRenderer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loop, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- natsx.ConsumeEach(loop, cons, natsx.ConsumeOptions{Dead: &natsx.DeadLetter{JS: s.js, After: 2},
+			Log: slog.New(slog.NewTextHandler(io.Discard, nil))},
+			func(context.Context, jetstream.Msg) error { return natsx.Permanent(errors.New("cannot render")) })
+	}()
+	var seq uint64
+	testwait.Eventually(t, 20*time.Second, "the render task parked", func() bool {
+		for _, d := range readStream(t, s.js, topology.StreamDead, func(m *jetstream.RawStreamMsg) natsx.Dead { return natsx.ReadDead(m) }) {
+			seq = d.Seq
+		}
+		return seq != 0
+	})
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if r := s.inv.run(t, "dead", "drop", strconv.FormatUint(seq, 10)); r.code != 0 {
+		t.Fatalf("dead drop: exit %d: %s", r.code, r.stderr)
+	}
+	if _, err := bodies.GetInfo(ctx, name); !errors.Is(err, jetstream.ErrObjectNotFound) {
+		t.Errorf("the render task's body after the drop: %v, want it deleted", err)
 	}
 }
