@@ -599,6 +599,26 @@ func judge(ctx context.Context, m jetstream.Msg, err error, o ConsumeOptions) fa
 	return fateRetry
 }
 
+// Prepare readies o for a loop of the caller's own on cons (one that pulls or publishes
+// its own way) that settles each message with Settle, as ConsumeBatches and ConsumeEach
+// do theirs: o's defaults, and its dead letters named after cons. Before it returns, the
+// loop calls o.Wait.
+func (o *ConsumeOptions) Prepare(cons jetstream.Consumer) {
+	o.defaults(16)
+	o.bindDead(cons)
+}
+
+// Wait returns once the terminates of the messages Settle parked are sent (at most
+// Dead.Settle).
+func (o ConsumeOptions) Wait() { o.Dead.wait() }
+
+// Settle acks m (err nil), naks it with backoff, or gives it up (parked in CRAWL_DEAD,
+// then terminated), as the consume loops do, and reports whether it failed with a
+// temporary error. o must have been prepared (Prepare).
+func Settle(ctx context.Context, m jetstream.Msg, err error, o ConsumeOptions) bool {
+	return settle(ctx, m, err, o)
+}
+
 // settle acks, terminates or naks m as judge says, and reports whether it failed with a
 // temporary error.
 func settle(ctx context.Context, m jetstream.Msg, err error, o ConsumeOptions) bool {

@@ -57,12 +57,18 @@ func (d *dueIntake) took(n int) { d.credit = max(d.credit-float64(n), 0) }
 // like new URLs (not through the seen test: the URL is known) with their state in the
 // queue entry. A due message is acked only after its frontier message is stored, and that
 // message's id is derived from the due message's, so a crash in between republishes it
-// into the duplicate window and nothing is lost or queued twice. A pull that fails is
-// paced (natsx.PullPacer); a consumer that is gone ends the loop, and with it the
-// scheduler, which declares it again when it starts.
-func (s *shard) dueLoop(ctx context.Context) {
+// into the duplicate window and nothing is lost or queued twice. A due message the intake
+// gives up on (malformed, or still failing after TRAWL_DEAD_LETTER_AFTER deliveries) is
+// parked in CRAWL_DEAD first, as the consume loops park theirs, with o's settings
+// (runner.ConsumeOptions): see dropDue and retryDue. A pull that fails is paced
+// (natsx.PullPacer); a consumer that is gone ends the loop, and with it the scheduler,
+// which declares it again when it starts.
+func (s *shard) dueLoop(ctx context.Context, o natsx.ConsumeOptions) {
 	in := &dueIntake{backlog: int64(s.cfg.Recrawl.Backlog), share: s.cfg.Recrawl.Share, dispatched: -1}
 	log := s.log.With("loop", "recrawl intake")
+	o.Log = log
+	o.Prepare(s.dueC)
+	defer o.Wait()
 	pulls := natsx.PullPacer{Log: log}
 	failures := 0 // in a row
 	for ctx.Err() == nil {
@@ -76,7 +82,7 @@ func (s *shard) dueLoop(ctx context.Context) {
 		}
 		if err == nil {
 			var took int
-			took, err = s.takeDue(ctx, n, &pulls)
+			took, err = s.takeDue(ctx, n, &pulls, o)
 			in.took(took)
 		}
 		switch {
@@ -107,7 +113,7 @@ func (s *shard) dueAllowance(ctx context.Context, in *dueIntake) (int, error) {
 // to a second for n, and a due URL must not wait for the others. It returns how many it
 // queued. A failed pull goes to pulls, which pauses it; the error returned then is
 // natsx.ErrConsumerGone or nil.
-func (s *shard) takeDue(ctx context.Context, n int, pulls *natsx.PullPacer) (int, error) {
+func (s *shard) takeDue(ctx context.Context, n int, pulls *natsx.PullPacer, o natsx.ConsumeOptions) (int, error) {
 	fctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	mb, err := s.dueC.Fetch(n, jetstream.FetchContext(fctx))
@@ -136,7 +142,7 @@ func (s *shard) takeDue(ctx context.Context, n int, pulls *natsx.PullPacer) (int
 			}
 		}
 		linger.Stop()
-		k, err := s.queueDue(ctx, chunk)
+		k, err := s.queueDue(ctx, chunk, o)
 		took += k
 		if err != nil {
 			return took, err
@@ -154,25 +160,31 @@ func (s *shard) takeDue(ctx context.Context, n int, pulls *natsx.PullPacer) (int
 // dueLinger is how long a due message waits for others to share its publish.
 const dueLinger = 5 * time.Millisecond
 
-// queueDue publishes the frontier messages of due messages, then acks them.
-func (s *shard) queueDue(ctx context.Context, due []jetstream.Msg) (int, error) {
+// queueDue publishes the frontier messages of due messages, then acks them. One that is
+// malformed, or whose publish fails, is settled as the consume loops settle theirs
+// (natsx.Settle): nak'ed with backoff, or given up and parked in CRAWL_DEAD.
+//
+// A due letter replayed (natsx.Replay) goes back to its due subject, where the stream
+// keeps one message per subject: it replaces any due message waiting there. No URL is lost
+// for it. A newer due message of the same URL exists only if the URL was fetched since its
+// schedule fired: a fired schedule is purged, only a fetch writes the next one (the
+// parser, or rescheduleFailed for a failed fetch), and a sitemap's bringForward skips a
+// URL without one. So the URL was queued another way: its last frontier publish was stored
+// after all, the error seen after the store. Then the replay brings back state one fetch
+// old: it replaces the newer due message or, that one taken already, queues the URL once
+// more, whose schedule then replaces the newer one. Only a URL whose key collides with the
+// parked one's (one subject for both, topology.RecrawlKey) loses its due message to it.
+func (s *shard) queueDue(ctx context.Context, due []jetstream.Msg, o natsx.ConsumeOptions) (int, error) {
 	var msgs []jetstream.Msg
 	var out []*nats.Msg
 	for _, m := range due {
-		e, err := crawlmsg.DecodeRecrawl(m.Data())
+		fm, err := s.frontierOf(m)
 		if err != nil {
-			s.m.terminated.WithLabelValues("recrawl", "permanent").Inc()
-			s.log.Error("terminating malformed due recrawl", "subject", m.Subject(), "err", err)
-			_ = m.TermWithReason("malformed recrawl entry")
-			continue
-		}
-		data, err := crawlmsg.Marshal(&crawlmsg.FrontierBatch{URLs: []crawlmsg.Discovered{e.Discovered()}})
-		if err != nil {
-			_ = m.Nak()
+			natsx.Settle(ctx, m, natsx.Permanent(err), o)
 			continue
 		}
 		msgs = append(msgs, m)
-		out = append(out, natsx.NewMsg(topology.FrontierSubject(s.id), topology.DueID(natsx.MsgID(m)), data))
+		out = append(out, fm)
 	}
 	if len(out) == 0 {
 		return 0, nil
@@ -180,8 +192,14 @@ func (s *shard) queueDue(ctx context.Context, due []jetstream.Msg) (int, error) 
 	pctx, pcancel := context.WithTimeout(context.WithoutCancel(ctx), publishTimeout)
 	defer pcancel()
 	if err := natsx.PublishBatch(pctx, s.js, out); err != nil {
+		// One publish carries them all: its error is no one message's, so a permanent one
+		// (the batch refused) counts as temporary, each given up on its own deliveries.
+		cause := err
+		if natsx.IsPermanent(err) {
+			cause = fmt.Errorf("queue due recrawls: %v", err)
+		}
 		for _, m := range msgs {
-			_ = m.NakWithDelay(time.Second)
+			natsx.Settle(ctx, m, cause, o)
 		}
 		return 0, fmt.Errorf("queue due recrawls: %w", err)
 	}
@@ -192,6 +210,20 @@ func (s *shard) queueDue(ctx context.Context, due []jetstream.Msg) (int, error) 
 	}
 	s.m.recrawlsDue.WithLabelValues(s.label).Add(float64(len(msgs)))
 	return len(msgs), nil
+}
+
+// frontierOf is the frontier message of due message m. An error means m is malformed, for
+// good.
+func (s *shard) frontierOf(m jetstream.Msg) (*nats.Msg, error) {
+	e, err := crawlmsg.DecodeRecrawl(m.Data())
+	if err != nil {
+		return nil, err
+	}
+	data, err := crawlmsg.Marshal(&crawlmsg.FrontierBatch{URLs: []crawlmsg.Discovered{e.Discovered()}})
+	if err != nil {
+		return nil, fmt.Errorf("encode the frontier message of due recrawl %s: %w", e.URL, err)
+	}
+	return natsx.NewMsg(topology.FrontierSubject(s.id), topology.DueID(natsx.MsgID(m)), data), nil
 }
 
 // rescheduleLoop writes the next schedules of the recrawled URLs the frontier failed

@@ -320,7 +320,10 @@ func (s *shard) goLoops(r *runner.Runner) {
 	r.Go(fmt.Sprintf("shard %d stats", s.id), func(ctx context.Context) error { s.every(ctx, statsEvery, s.refreshStats); return nil })
 	r.Go(fmt.Sprintf("shard %d skip spool", s.id), func(ctx context.Context) error { s.spoolLoop(ctx); return nil })
 	if s.dueC != nil {
-		r.Go(fmt.Sprintf("shard %d recrawl intake", s.id), func(ctx context.Context) error { s.dueLoop(ctx); return nil })
+		r.Go(fmt.Sprintf("shard %d recrawl intake", s.id), func(ctx context.Context) error {
+			s.dueLoop(ctx, r.ConsumeOptions(s.m.terminated, "recrawl"))
+			return nil
+		})
 		r.Go(fmt.Sprintf("shard %d failed recrawls", s.id), func(ctx context.Context) error { s.rescheduleLoop(ctx); return nil })
 	}
 }
