@@ -54,6 +54,28 @@ func PayloadSize(p *Page) int {
 	return n + exchangesSize(p.Meta.Rendered)
 }
 
+// Objects returns the names of the objects of bucket p names instead of carrying them:
+// its body (a rendered page's DOM), its body as received and its rendered exchanges'
+// bodies. Whoever deletes or keeps a page's objects asks this.
+func (p *Page) Objects(bucket string) []string {
+	var names []string
+	add := func(ref *BodyRef) {
+		if ref != nil && ref.Bucket == bucket && ref.Name != "" {
+			names = append(names, ref.Name)
+		}
+	}
+	add(p.Meta.BodyRef)
+	if c := p.Meta.Capture; c != nil {
+		add(c.RawRef)
+	}
+	if r := p.Meta.Rendered; r != nil {
+		for _, e := range r.Exchanges {
+			add(e.BodyRef)
+		}
+	}
+	return names
+}
+
 // DecodePage reads a raw page from a message's header and payload. When the page's body
 // travels by reference (Meta.BodyRef), Body is empty and the reader fetches the object;
 // so does the body as received when the capture names it (Capture.RawRef). Body, Raw and

@@ -23,7 +23,9 @@ import (
 // names which body is not needed: a body's page is published within a window after the
 // body is stored, so a body is free once no page that arrived within its window is kept.
 // One lagging tap then pins only the bodies stored shortly before the pages it holds, not
-// every later body (which would fill the store while the crawl goes on).
+// every later body (which would fill the store while the crawl goes on). A page given up
+// (parked in CRAWL_DEAD) leaves the stream but may be replayed: the objects its dead
+// letter names are kept until it is replayed or dropped.
 
 const (
 	// bodySweepInterval is how often leftover bodies are looked for.
@@ -131,8 +133,8 @@ func (s *Service) sweepLoop(ctx context.Context) {
 	}
 }
 
-// SweepBodies deletes every body whose page can no longer be read from crawl.pages, and
-// returns how many it deleted.
+// SweepBodies deletes every body whose page can no longer be read from crawl.pages nor
+// from CRAWL_DEAD, and returns how many it deleted.
 func (s *Service) SweepBodies(ctx context.Context) (int, error) {
 	objs, err := s.bodies.List(ctx)
 	if errors.Is(err, jetstream.ErrNoObjectsFound) {
@@ -154,8 +156,7 @@ func (s *Service) SweepBodies(ctx context.Context) (int, error) {
 	}
 	window := topology.LeaseTTL(fetch.CachedInfo().Config) + publishSlack
 	now := time.Now()
-	n := 0
-	var maybe []*jetstream.ObjectInfo
+	var free, maybe []*jetstream.ObjectInfo
 	for _, o := range objs {
 		switch {
 		case crawlmsg.IsRenderTaskBody(o.Name):
@@ -164,29 +165,43 @@ func (s *Service) SweepBodies(ctx context.Context) (int, error) {
 		case !now.After(o.ModTime.Add(window)):
 			// Its page may still come.
 		case bodyUnreferenced(o.ModTime, window, state, now):
-			if err := s.deleteBody(ctx, o.Name); err != nil {
-				return n, fmt.Errorf("delete body %s: %w", o.Name, err)
-			}
-			n++
+			free = append(free, o)
 		default:
 			maybe = append(maybe, o)
 		}
 	}
-	if len(maybe) == 0 {
-		return n, nil
+	var keptErr error
+	if len(maybe) > 0 {
+		// Pages older than these bodies are kept (a tap lags): look at when the kept pages
+		// arrived, over the span of these bodies' windows.
+		from, to := maybe[0].ModTime, maybe[0].ModTime
+		for _, o := range maybe {
+			from, to = minTime(from, o.ModTime), maxTime(to, o.ModTime)
+		}
+		kept, err := s.keptPageTimes(ctx, state, from.Add(-storeSkew), to.Add(window))
+		if err != nil {
+			// The bodies already known free still go.
+			keptErr = err
+		} else {
+			for _, o := range maybe {
+				if !bodyPinned(o.ModTime, window, kept) {
+					free = append(free, o)
+				}
+			}
+		}
 	}
-	// Pages older than these bodies are kept (a tap lags): look at when the kept pages
-	// arrived, over the span of these bodies' windows.
-	from, to := maybe[0].ModTime, maybe[0].ModTime
-	for _, o := range maybe {
-		from, to = minTime(from, o.ModTime), maxTime(to, o.ModTime)
+	if len(free) == 0 {
+		return 0, keptErr
 	}
-	kept, err := s.keptPageTimes(ctx, state, from.Add(-storeSkew), to.Add(window))
+	// Read after crawl.pages: a page leaves that stream only once parked (or done), so one
+	// neither read saw was not given up, or was replayed or dropped since.
+	parked, err := s.parkedPageObjects(ctx)
 	if err != nil {
-		return n, err
+		return 0, errors.Join(err, keptErr)
 	}
-	for _, o := range maybe {
-		if bodyPinned(o.ModTime, window, kept) {
+	n := 0
+	for _, o := range free {
+		if parked[o.Name] {
 			continue
 		}
 		if err := s.deleteBody(ctx, o.Name); err != nil {
@@ -194,7 +209,116 @@ func (s *Service) SweepBodies(ctx context.Context) (int, error) {
 		}
 		n++
 	}
-	return n, nil
+	return n, keptErr
+}
+
+// deadScanBatch bounds how many dead letters, each up to a page message, one fetch of
+// parkedPageObjects holds.
+const deadScanBatch = 16
+
+// parkedPageObjects returns the names of the objects named by the pages parked in
+// CRAWL_DEAD: given up by a stage, such a page has left crawl.pages but its letter may be
+// replayed, and then its objects are read again. Its letters are read whole (a rendered
+// page's exchanges are listed in the payload) through an ordered consumer, without acks,
+// up to the last one stored when the read began. A missing CRAWL_DEAD (a stack older than
+// dead letters) parks nothing. A letter that cannot be read as a page pins nothing (no
+// replay of it can be parsed either), logged. An error means the names are not all known:
+// the caller must delete nothing.
+func (s *Service) parkedPageObjects(ctx context.Context) (map[string]bool, error) {
+	subject := topology.DeadSubject(topology.StreamPages)
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Common.AckWait)
+	defer cancel()
+	dead, err := s.js.Stream(ctx, topology.StreamDead)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("dead pages: %w", err)
+	}
+	if dead.CachedInfo().State.Msgs == 0 {
+		return nil, nil
+	}
+	info, err := dead.Info(ctx, jetstream.WithSubjectFilter(subject))
+	if err != nil {
+		return nil, fmt.Errorf("dead pages: %w", err)
+	}
+	count, last := info.State.Subjects[subject], info.State.LastSeq
+	if count == 0 {
+		return nil, nil
+	}
+	// CRAWL_DEAD keeps its letters by limits: the consumer holds nothing, and the server
+	// removes it once idle.
+	cons, err := s.js.OrderedConsumer(ctx, topology.StreamDead, jetstream.OrderedConsumerConfig{
+		FilterSubjects:    []string{subject},
+		DeliverPolicy:     jetstream.DeliverAllPolicy,
+		InactiveThreshold: 30 * time.Second,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("scan dead pages: %w", err)
+	}
+	names := map[string]bool{}
+	var seen, bad uint64
+	var badErr error
+	for done := false; !done; {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("scan dead pages: %d of %d read: %w", seen, count, err)
+		}
+		mb, err := cons.Fetch(deadScanBatch, jetstream.FetchMaxWait(time.Second))
+		if err != nil {
+			return nil, fmt.Errorf("scan dead pages: %w", err)
+		}
+		got := 0
+		for m := range mb.Messages() {
+			got++
+			seen++
+			md, err := m.Metadata()
+			if err != nil {
+				return nil, fmt.Errorf("scan dead pages: %w", err)
+			}
+			objs, err := pageObjects(m.Headers(), m.Data())
+			if err != nil {
+				if bad++; badErr == nil {
+					badErr = fmt.Errorf("dead letter %d: %w", md.Sequence.Stream, err)
+				}
+			}
+			for _, name := range objs {
+				names[name] = true
+			}
+			// Letters parked after the read began were pages still in crawl.pages when
+			// the sweep read it.
+			if md.NumPending == 0 || md.Sequence.Stream >= last || seen >= count {
+				// The rest of the pull is not waited for: the consumer is left.
+				done = true
+				break
+			}
+		}
+		if err := mb.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
+			return nil, fmt.Errorf("scan dead pages: %w", err)
+		}
+		if !done && got == 0 {
+			// Nothing came within the wait: the letters still counted may have been
+			// replayed or dropped meanwhile.
+			ci, err := cons.Info(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("scan dead pages: %w", err)
+			}
+			done = ci.NumPending == 0
+		}
+	}
+	if bad > 0 {
+		s.log.Warn("dead letters of crawl.pages unreadable as pages pin no body", "letters", bad, "err", badErr)
+	}
+	return names, nil
+}
+
+// pageObjects returns the names of the CRAWL_BODIES objects a page message (or its dead
+// letter, which keeps its headers and data) names (crawlmsg.Page.Objects).
+func pageObjects(h nats.Header, data []byte) ([]string, error) {
+	p, err := crawlmsg.DecodePage(h, data)
+	if err != nil {
+		return nil, err
+	}
+	return p.Objects(topology.BodiesBucket), nil
 }
 
 // keptPageTimes returns, in order, when the pages crawl.pages still keeps arrived, for
