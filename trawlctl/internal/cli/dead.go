@@ -160,6 +160,10 @@ func runDeadReplay(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	return onDead(ctx, e, *stream, seqs, func(js jetstream.JetStream, d natsx.Dead) error {
+		if err := renewPageObjects(ctx, js, d); err != nil {
+			e.infof("%d: %s", d.Seq, redact.Text(err.Error()))
+			return err
+		}
 		err := natsx.Replay(ctx, js, d.Seq)
 		switch {
 		case err == nil:
@@ -211,6 +215,50 @@ func runDeadDrop(ctx context.Context, e *env, args []string) error {
 		}
 		return nil
 	})
+}
+
+// renewPageObjects renews the objects a page letter names in CRAWL_BODIES (their metadata
+// written again: a new modification time) before the page is replayed. The parser's
+// sweeper keeps an object while a page that arrived within its window after the object's
+// time is kept; the replay arrives long after, and its letter, which kept the objects
+// too, is gone once it is stored.
+func renewPageObjects(ctx context.Context, js jetstream.JetStream, d natsx.Dead) error {
+	if d.Stream != topology.StreamPages {
+		return nil
+	}
+	st, err := js.Stream(ctx, topology.StreamDead)
+	if err != nil {
+		return fmt.Errorf("%s: %w", topology.StreamDead, err)
+	}
+	raw, err := st.GetMsg(ctx, d.Seq)
+	if err != nil {
+		return fmt.Errorf("dead letter %d: %w", d.Seq, err)
+	}
+	p, err := crawlmsg.DecodePage(raw.Header, raw.Data)
+	if err != nil {
+		return nil // replayed as it is, it fails as it did
+	}
+	names := p.Objects(topology.BodiesBucket)
+	if len(names) == 0 {
+		return nil
+	}
+	bodies, err := js.ObjectStore(ctx, topology.BodiesBucket)
+	if err != nil {
+		return fmt.Errorf("%s: %w", topology.BodiesBucket, err)
+	}
+	for _, name := range names {
+		info, err := bodies.GetInfo(ctx, name)
+		if errors.Is(err, jetstream.ErrObjectNotFound) {
+			continue // replayed, the page fails as a page whose body is gone
+		}
+		if err != nil {
+			return fmt.Errorf("renew %s: %w", name, err)
+		}
+		if err := bodies.UpdateMeta(ctx, name, info.ObjectMeta); err != nil {
+			return fmt.Errorf("renew %s: %w", name, err)
+		}
+	}
+	return nil
 }
 
 // renderTaskBody is the object a dead render task's body went to, if any: only its

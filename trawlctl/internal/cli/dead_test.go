@@ -488,3 +488,65 @@ func TestDeadDropRenderTaskBody(t *testing.T) {
 		t.Errorf("the render task's body after the drop: %v, want it deleted", err)
 	}
 }
+
+// Replaying a page renews the objects it names: the parser's sweeper keeps an object for a
+// window after its time while a page that arrived in it is kept, and the replay arrives
+// long after its body was stored.
+func TestDeadReplayRenewsPageObjects(t *testing.T) {
+	s := startStack(t, 1)
+	ctx := testwait.Context(t)
+	bodies, err := natsx.ObjectStore(ctx, s.js, topology.Bodies(topology.DefaultOptions(1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const name = "page:lease-1"
+	if _, err := bodies.PutBytes(ctx, name, []byte("<html>the page</html>")); err != nil {
+		t.Fatal(err)
+	}
+	before, err := bodies.GetInfo(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := crawlmsg.PageMsg(topology.SubjectPages, &crawlmsg.Page{Meta: crawlmsg.PageMeta{
+		URL: "https://example.com/", Host: "example.com", Lease: "lease-1", Status: 200, ContentType: "text/html",
+		BodyRef: &crawlmsg.BodyRef{Bucket: topology.BodiesBucket, Name: name, Size: 21},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.js.PublishMsg(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	cons, err := s.js.Consumer(ctx, topology.StreamPages, topology.ConsumerParser)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loop, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- natsx.ConsumeEach(loop, cons, natsx.ConsumeOptions{Dead: &natsx.DeadLetter{JS: s.js, After: 2},
+			Log: slog.New(slog.NewTextHandler(io.Discard, nil))},
+			func(context.Context, jetstream.Msg) error { return natsx.Permanent(errors.New("cannot parse")) })
+	}()
+	var seq uint64
+	testwait.Eventually(t, 20*time.Second, "the page parked", func() bool {
+		for _, d := range readStream(t, s.js, topology.StreamDead, func(m *jetstream.RawStreamMsg) natsx.Dead { return natsx.ReadDead(m) }) {
+			seq = d.Seq
+		}
+		return seq != 0
+	})
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	// The page's id is in the duplicate window still: the replay is refused, and the
+	// objects are renewed all the same; what matters is that they are.
+	s.inv.run(t, "dead", "replay", strconv.FormatUint(seq, 10))
+	after, err := bodies.GetInfo(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !after.ModTime.After(before.ModTime) {
+		t.Errorf("the page's body modified %s after the replay, want later than %s", after.ModTime, before.ModTime)
+	}
+}
