@@ -456,31 +456,7 @@ func TestDeadDropRenderTaskBody(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.js.PublishMsg(ctx, m); err != nil {
-		t.Fatal(err)
-	}
-	cons, err := s.js.Consumer(ctx, topology.StreamRender, topology.ConsumerRenderer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	loop, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() {
-		done <- natsx.ConsumeEach(loop, cons, natsx.ConsumeOptions{Dead: &natsx.DeadLetter{JS: s.js, After: 2},
-			Log: slog.New(slog.NewTextHandler(io.Discard, nil))},
-			func(context.Context, jetstream.Msg) error { return natsx.Permanent(errors.New("cannot render")) })
-	}()
-	var seq uint64
-	testwait.Eventually(t, 20*time.Second, "the render task parked", func() bool {
-		for _, d := range readStream(t, s.js, topology.StreamDead, func(m *jetstream.RawStreamMsg) natsx.Dead { return natsx.ReadDead(m) }) {
-			seq = d.Seq
-		}
-		return seq != 0
-	})
-	stop()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	seq := parkOne(t, s, m, topology.StreamRender, topology.ConsumerRenderer)
 	if r := s.inv.run(t, "dead", "drop", strconv.FormatUint(seq, 10)); r.code != 0 {
 		t.Fatalf("dead drop: exit %d: %s", r.code, r.stderr)
 	}
@@ -514,31 +490,7 @@ func TestDeadReplayRenewsPageObjects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.js.PublishMsg(ctx, m); err != nil {
-		t.Fatal(err)
-	}
-	cons, err := s.js.Consumer(ctx, topology.StreamPages, topology.ConsumerParser)
-	if err != nil {
-		t.Fatal(err)
-	}
-	loop, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() {
-		done <- natsx.ConsumeEach(loop, cons, natsx.ConsumeOptions{Dead: &natsx.DeadLetter{JS: s.js, After: 2},
-			Log: slog.New(slog.NewTextHandler(io.Discard, nil))},
-			func(context.Context, jetstream.Msg) error { return natsx.Permanent(errors.New("cannot parse")) })
-	}()
-	var seq uint64
-	testwait.Eventually(t, 20*time.Second, "the page parked", func() bool {
-		for _, d := range readStream(t, s.js, topology.StreamDead, func(m *jetstream.RawStreamMsg) natsx.Dead { return natsx.ReadDead(m) }) {
-			seq = d.Seq
-		}
-		return seq != 0
-	})
-	stop()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	seq := parkOne(t, s, m, topology.StreamPages, topology.ConsumerParser)
 	// The page's id is in the duplicate window still: the replay is refused, and the
 	// objects are renewed all the same; what matters is that they are.
 	s.inv.run(t, "dead", "replay", strconv.FormatUint(seq, 10))
@@ -549,4 +501,37 @@ func TestDeadReplayRenewsPageObjects(t *testing.T) {
 	if !after.ModTime.After(before.ModTime) {
 		t.Errorf("the page's body modified %s after the replay, want later than %s", after.ModTime, before.ModTime)
 	}
+}
+
+// parkOne publishes m and has a consume loop on stream's consumer give it up at once,
+// and returns its letter's sequence in CRAWL_DEAD.
+func parkOne(t *testing.T, s *stack, m *nats.Msg, stream, consumer string) uint64 {
+	t.Helper()
+	ctx := testwait.Context(t)
+	if _, err := s.js.PublishMsg(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	cons, err := s.js.Consumer(ctx, stream, consumer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loop, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- natsx.ConsumeEach(loop, cons, natsx.ConsumeOptions{Dead: &natsx.DeadLetter{JS: s.js, After: 2},
+			Log: slog.New(slog.NewTextHandler(io.Discard, nil))},
+			func(context.Context, jetstream.Msg) error { return natsx.Permanent(errors.New("cannot handle")) })
+	}()
+	var seq uint64
+	testwait.Eventually(t, 20*time.Second, "the message parked", func() bool {
+		for _, d := range readStream(t, s.js, topology.StreamDead, func(m *jetstream.RawStreamMsg) natsx.Dead { return natsx.ReadDead(m) }) {
+			seq = d.Seq
+		}
+		return seq != 0
+	})
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	return seq
 }
