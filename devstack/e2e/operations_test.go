@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/trawl/trawl/devstack/stack"
+	"github.com/trawl/trawl/shared/testwait"
+	"github.com/trawl/trawl/shared/topology"
 )
 
 // docCommands returns every line of the sh blocks of a Markdown file.
@@ -106,6 +108,7 @@ func TestOperationsDocCommands(t *testing.T) {
 			}
 		}
 		waitFetched(t, st, 100)
+		parkPoison(t, st)
 		for _, c := range cmds {
 			if !tapsFromNow(c) {
 				run(st, c)
@@ -130,6 +133,14 @@ func TestOperationsDocCommands(t *testing.T) {
 		case strings.Contains(c, "tap -from-start -n 3"), tapsFromNow(c):
 			if n := strings.Count(strings.TrimSpace(out), "\n") + 1; n != 3 {
 				t.Errorf("%s: %d lines, want 3:\n%s", c, n, out)
+			}
+		case strings.HasSuffix(c, "dead ls"):
+			if !strings.Contains(out, "CRAWL_DISCOVERED/") || !strings.Contains(out, "dedup") || !strings.Contains(out, "permanent") {
+				t.Errorf("%s: want the poison batch's letter:\n%s", c, out)
+			}
+		case strings.HasSuffix(c, "dead replay -all"):
+			if !strings.Contains(out, "to crawl.discovered") {
+				t.Errorf("%s:\n%s", c, out)
 			}
 		case strings.HasSuffix(c, "pause"):
 			if !strings.Contains(strings.ToLower(out), "paused") {
@@ -181,4 +192,23 @@ func docFiles(t *testing.T, path string) map[string]string {
 		t.Fatalf("%s shows no file", path)
 	}
 	return out
+}
+
+// parkPoison publishes a batch no stage can read, as a broken tap might, and waits until
+// dedup has parked it in CRAWL_DEAD: what the document's dead letter commands act on.
+func parkPoison(t *testing.T, st *stack.Stack) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := st.JetStream().Publish(ctx, topology.SubjectDiscovered, []byte(`{"v":1,"urls":"not a list"}`)); err != nil {
+		t.Fatal(err)
+	}
+	dead, err := st.JetStream().Stream(ctx, topology.StreamDead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testwait.Eventually(t, 30*time.Second, "dedup to park the poison batch in "+topology.StreamDead, func() bool {
+		info, err := dead.Info(ctx)
+		return err == nil && info.State.Msgs > 0
+	})
 }

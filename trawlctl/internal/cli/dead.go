@@ -115,7 +115,12 @@ func runDeadLs(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	if n == 0 {
-		e.infof("no dead letters%s", fromStream(*stream))
+		// The answer itself, so on stdout, unless that is JSON lines.
+		if *asJSON {
+			e.infof("no dead letters%s", fromStream(*stream))
+		} else {
+			fmt.Fprintf(e.Stdout, "no dead letters%s\n", fromStream(*stream))
+		}
 		return nil
 	}
 	names := make([]string, 0, len(reasons))
@@ -352,7 +357,7 @@ func chooseDead(ctx context.Context, e *env, js jetstream.JetStream, stream stri
 			return nil, 0, errNoDeadStream
 		}
 		if err == nil && len(letters) == 0 {
-			e.infof("no dead letters%s", fromStream(stream))
+			fmt.Fprintf(e.Stdout, "no dead letters%s\n", fromStream(stream))
 		}
 		return letters, 0, err
 	}
