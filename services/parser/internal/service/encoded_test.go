@@ -93,33 +93,11 @@ func TestEncodedBodiesAreNotParsed(t *testing.T) {
 					if k.name == "page" && !tt.encoded && o.doc == nil {
 						t.Errorf("a page with no coding left gave no document")
 					}
-					if got := counter(t, reg, k.metric, want); got != 1 {
+					if got := counted(t, reg, k.metric, want); got != 1 {
 						t.Errorf("%s{result=%q} = %v, want 1", k.metric, want, got)
 					}
 				})
 			}
 		})
 	}
-}
-
-// counter is the value of the counter name whose result label is result (0 when absent).
-func counter(t *testing.T, reg *prometheus.Registry, name, result string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "result" && l.GetValue() == result {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return 0
 }
