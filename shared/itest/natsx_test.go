@@ -514,6 +514,99 @@ func TestConsumeBatchesInFlight(t *testing.T) {
 	}
 }
 
+// A message that outwaits its AckWait in the client's buffer, behind a slow batch, is
+// delivered again into the same buffer. The next batch must hold it once (the archiver,
+// handed both copies together, wrote its records twice into one file), and the delivery
+// kept must settle it.
+func TestConsumeBatchesHandlesAMessageOncePerBatch(t *testing.T) {
+	t.Parallel()
+	js := connect(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "DUP", Subjects: []string{"DUP.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	cons, err := js.CreateOrUpdateConsumer(ctx, "DUP", jetstream.ConsumerConfig{Durable: "w", AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := func() *jetstream.ConsumerInfo {
+		ci, err := cons.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ci
+	}
+	publish := func(n int) {
+		if _, err := js.Publish(ctx, "DUP.m", []byte(strconv.Itoa(n))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var (
+		mu      sync.Mutex
+		batches [][]uint64
+		held    = make(chan struct{})
+		release = make(chan struct{})
+	)
+	done := make(chan error, 1)
+	go func() {
+		// Linger lets the copies the server sent as the first batch ended reach the buffer.
+		o := natsx.ConsumeOptions{Batch: 8, Linger: 200 * time.Millisecond}
+		done <- natsx.ConsumeBatches(ctx, cons, o, func(_ context.Context, msgs []jetstream.Msg) []error {
+			var seqs []uint64
+			for _, m := range msgs {
+				md, err := m.Metadata()
+				if err != nil {
+					t.Error(err)
+					return nil
+				}
+				seqs = append(seqs, md.Sequence.Stream)
+			}
+			mu.Lock()
+			batches = append(batches, seqs)
+			first := len(batches) == 1
+			mu.Unlock()
+			if first {
+				close(held)
+				<-release
+			}
+			return nil
+		})
+	}()
+	publish(1)
+	<-held
+	publish(2)
+	publish(3)
+	// 2 and 3 wait in the buffer while the first batch is held; all three outwait AckWait.
+	testwait.EventuallyState(t, 15*time.Second, "messages 1 to 3 delivered again while the first batch is held", func() (bool, string) {
+		ci := info()
+		return ci.NumRedelivered >= 3, fmt.Sprintf("redelivered %d, ack pending %d", ci.NumRedelivered, ci.NumAckPending)
+	})
+	close(release)
+	testwait.EventuallyState(t, 15*time.Second, "every message acked", func() (bool, string) {
+		ci := info()
+		return ci.AckFloor.Stream == 3 && ci.NumAckPending == 0, fmt.Sprintf("ack floor %d, ack pending %d", ci.AckFloor.Stream, ci.NumAckPending)
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(batches) < 2 {
+		t.Fatalf("batches %v, want the held one and the next", batches)
+	}
+	for _, b := range batches {
+		seen := map[uint64]bool{}
+		for _, seq := range b {
+			if seen[seq] {
+				t.Errorf("batch %v holds message %d twice (batches %v)", b, seq, batches)
+			}
+			seen[seq] = true
+		}
+	}
+}
+
 // A stop handles and acks every message the client already holds, so none waits out
 // AckWait. The stream holds just what the client's buffer takes (Batch × (InFlight+1)),
 // and the stop comes once the client has received it all while the handler holds the

@@ -225,9 +225,10 @@ func ConsumeBatches(ctx context.Context, cons jetstream.Consumer, o ConsumeOptio
 			continue
 		}
 		batch := make([]jetstream.Msg, 0, o.Batch)
+		var inBatch map[uint64]int
 		for m := first; m != nil; {
 			if !replayForOther(m, self, o) {
-				batch = append(batch, m)
+				batch, inBatch = addDelivery(batch, inBatch, m)
 			}
 			if len(batch) == o.Batch {
 				break
@@ -249,6 +250,29 @@ func ConsumeBatches(ctx context.Context, cons jetstream.Consumer, o ConsumeOptio
 			run(batch)
 		})
 	}
+}
+
+// addDelivery appends m to batch, unless batch holds an earlier delivery of the same
+// message: then m takes its place. Messages wait in the client's buffer while the batch
+// before them is handled, and one that waits past AckWait is delivered again into the same
+// buffer; handled twice in one batch, it would be written twice by a stage that tells a
+// redelivery from what it has already stored (the archiver's records in one file). The
+// latest delivery is kept: the server settles the message by any of them, and its
+// delivery count is the one judge reads. inBatch maps a stream sequence to its index.
+func addDelivery(batch []jetstream.Msg, inBatch map[uint64]int, m jetstream.Msg) ([]jetstream.Msg, map[uint64]int) {
+	md, err := m.Metadata()
+	if err != nil {
+		return append(batch, m), inBatch
+	}
+	if i, ok := inBatch[md.Sequence.Stream]; ok {
+		batch[i] = m
+		return batch, inBatch
+	}
+	if inBatch == nil {
+		inBatch = make(map[uint64]int, cap(batch))
+	}
+	inBatch[md.Sequence.Stream] = len(batch)
+	return append(batch, m), inBatch
 }
 
 // laterAcks acks handled messages SettleAfter after their handler returned, in the order
