@@ -257,3 +257,110 @@ func DropDead(ctx context.Context, js jetstream.JetStream, seq uint64) error {
 	}
 	return nil
 }
+
+// DeadScan configures ScanDead.
+type DeadScan struct {
+	// Stream limits the scan to the letters parked from one stream ("": every stream's).
+	Stream string
+	// HeadersOnly leaves the letters' data on the server; their size is then in the
+	// header nats.MsgSize the server adds.
+	HeadersOnly bool
+	// Batch is how many letters one fetch holds (default 256). A letter is as large as a
+	// message of its stream, so a scan that reads the data asks for fewer.
+	Batch int
+	// Idle bounds the wait for a letter the consumer still counts as pending (default
+	// 10s): a longer silence is a server gone.
+	Idle time.Duration
+}
+
+// ScanDead calls each with every dead letter (of o.Stream, if set) stored when the scan
+// began, oldest first: letters parked since are not read. It reads through an ordered
+// consumer without acks; CRAWL_DEAD keeps its letters by limits, so the consumer holds
+// nothing, and the server removes it once idle. A missing CRAWL_DEAD is
+// jetstream.ErrStreamNotFound; an error of each ends the scan with it.
+func ScanDead(ctx context.Context, js jetstream.JetStream, o DeadScan, each func(jetstream.Msg, *jetstream.MsgMetadata) error) error {
+	filter := topology.DeadFilter
+	if o.Stream != "" {
+		filter = topology.DeadSubject(o.Stream)
+	}
+	if o.Batch <= 0 {
+		o.Batch = 256
+	}
+	if o.Idle <= 0 {
+		o.Idle = 10 * time.Second
+	}
+	st, err := js.Stream(ctx, topology.StreamDead)
+	if err != nil {
+		return fmt.Errorf("natsx: stream %s: %w", topology.StreamDead, err)
+	}
+	if st.CachedInfo().State.Msgs == 0 {
+		return nil
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(filter))
+	if err != nil {
+		return fmt.Errorf("natsx: stream %s: %w", topology.StreamDead, err)
+	}
+	var count uint64
+	for _, n := range info.State.Subjects {
+		count += n
+	}
+	if count == 0 {
+		return nil
+	}
+	last := info.State.LastSeq
+	cons, err := js.OrderedConsumer(ctx, topology.StreamDead, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{filter}, DeliverPolicy: jetstream.DeliverAllPolicy,
+		HeadersOnly: o.HeadersOnly, InactiveThreshold: 30 * time.Second,
+	})
+	if err != nil {
+		return fmt.Errorf("natsx: scan %s: %w", topology.StreamDead, err)
+	}
+	var seen, read uint64
+	for {
+		fctx, cancel := context.WithTimeout(ctx, o.Idle)
+		batch, err := cons.Fetch(o.Batch, jetstream.FetchContext(fctx))
+		if err != nil {
+			cancel()
+			return fmt.Errorf("natsx: scan %s: %w", topology.StreamDead, err)
+		}
+		got, done := 0, false
+		for m := range batch.Messages() {
+			got++
+			read++
+			md, err := m.Metadata()
+			if err != nil {
+				cancel()
+				return fmt.Errorf("natsx: scan %s: %w", topology.StreamDead, err)
+			}
+			if err := each(m, md); err != nil {
+				cancel()
+				return err
+			}
+			seen = md.Sequence.Stream
+			if md.NumPending == 0 || seen >= last || read >= count {
+				// The rest of the pull is not waited for: the consumer is left.
+				done = true
+				break
+			}
+		}
+		berr := batch.Error()
+		cancel()
+		switch {
+		case done:
+			return nil
+		case berr != nil && !errors.Is(berr, context.DeadlineExceeded) && !errors.Is(berr, nats.ErrTimeout):
+			return fmt.Errorf("natsx: scan %s: %w", topology.StreamDead, berr)
+		case got > 0:
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("natsx: scan %s: %d of %d read: %w", topology.StreamDead, read, count, err)
+		}
+		// Nothing came: the letters still counted may have been replayed or dropped since.
+		ci, err := cons.Info(ctx)
+		if err == nil && ci.NumPending == 0 {
+			return nil
+		}
+		return fmt.Errorf("natsx: scan %s: nothing for %s after sequence %d of %d", topology.StreamDead, o.Idle, seen, last)
+	}
+}

@@ -383,91 +383,18 @@ func chooseDead(ctx context.Context, e *env, js jetstream.JetStream, stream stri
 	return letters, missing, nil
 }
 
-// deadReadIdle bounds the wait for a dead letter the consumer still counts as pending: a
-// longer silence is a server gone.
-const deadReadIdle = 10 * time.Second
-
 // eachDead calls each with every dead letter (of stream, if set) stored when the read
-// began, oldest first, read through an ordered consumer with headers only: the data stays
-// on the server, and Size comes from the header Nats-Msg-Size the server adds instead. A
-// missing CRAWL_DEAD is jetstream.ErrStreamNotFound.
+// began, oldest first, read with headers only: the data stays on the server, and Size comes
+// from the header Nats-Msg-Size the server adds instead. A missing CRAWL_DEAD is
+// jetstream.ErrStreamNotFound.
 func eachDead(ctx context.Context, js jetstream.JetStream, stream string, each func(natsx.Dead) error) error {
-	filter := topology.DeadFilter
-	if stream != "" {
-		filter = topology.DeadSubject(stream)
-	}
-	st, err := js.Stream(ctx, topology.StreamDead)
-	if err != nil {
-		return fmt.Errorf("%s: %w", topology.StreamDead, err)
-	}
-	info, err := st.Info(ctx, jetstream.WithSubjectFilter(filter))
-	if err != nil {
-		return fmt.Errorf("%s: %w", topology.StreamDead, err)
-	}
-	var stored uint64
-	for _, n := range info.State.Subjects {
-		stored += n
-	}
-	if stored == 0 {
-		return nil
-	}
-	last := info.State.LastSeq
-	cons, err := js.OrderedConsumer(ctx, topology.StreamDead, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{filter}, DeliverPolicy: jetstream.DeliverAllPolicy, HeadersOnly: true,
+	return natsx.ScanDead(ctx, js, natsx.DeadScan{Stream: stream, HeadersOnly: true}, func(m jetstream.Msg, md *jetstream.MsgMetadata) error {
+		d := natsx.ReadDead(&jetstream.RawStreamMsg{Subject: m.Subject(), Sequence: md.Sequence.Stream, Header: m.Headers(), Time: md.Timestamp})
+		d.Size, _ = strconv.Atoi(m.Headers().Get(nats.MsgSize))
+		d.Parked = d.Parked.UTC()
+		d.Error = redact.Text(d.Error)
+		return each(d)
 	})
-	if err != nil {
-		return fmt.Errorf("%s: consumer: %w", topology.StreamDead, err)
-	}
-	var seen uint64
-	for {
-		fctx, cancel := context.WithTimeout(ctx, deadReadIdle)
-		batch, err := cons.Fetch(256, jetstream.FetchContext(fctx))
-		if err != nil {
-			cancel()
-			return fmt.Errorf("%s: fetch: %w", topology.StreamDead, err)
-		}
-		got, done := 0, false
-		for m := range batch.Messages() {
-			got++
-			md, err := m.Metadata()
-			if err != nil {
-				cancel()
-				return fmt.Errorf("%s: %w", topology.StreamDead, err)
-			}
-			d := natsx.ReadDead(&jetstream.RawStreamMsg{Subject: m.Subject(), Sequence: md.Sequence.Stream, Header: m.Headers(), Time: md.Timestamp})
-			d.Size, _ = strconv.Atoi(m.Headers().Get(nats.MsgSize))
-			d.Parked = d.Parked.UTC()
-			d.Error = redact.Text(d.Error)
-			if err := each(d); err != nil {
-				cancel()
-				return err
-			}
-			seen = md.Sequence.Stream
-			if md.NumPending == 0 || seen >= last {
-				done = true
-				break
-			}
-		}
-		berr := batch.Error()
-		cancel()
-		switch {
-		case done:
-			return nil
-		case berr != nil && !errors.Is(berr, context.DeadlineExceeded):
-			return fmt.Errorf("%s: fetch: %w", topology.StreamDead, berr)
-		case got > 0:
-			continue
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		// Nothing came: the letters still counted may have been replayed or dropped since.
-		ci, err := cons.Info(ctx)
-		if err == nil && ci.NumPending == 0 {
-			return nil
-		}
-		return fmt.Errorf("%s: nothing for %s after sequence %d of %d", topology.StreamDead, deadReadIdle, seen, last)
-	}
 }
 
 func fromStream(stream string) string {

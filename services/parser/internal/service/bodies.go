@@ -219,62 +219,19 @@ const deadScanBatch = 16
 // parkedPageObjects returns the names of the objects named by the pages parked in
 // CRAWL_DEAD: given up by a stage, such a page has left crawl.pages but its letter may be
 // replayed, and then its objects are read again. Its letters are read whole (a rendered
-// page's exchanges are listed in the payload) through an ordered consumer, without acks,
-// up to the last one stored when the read began. A missing CRAWL_DEAD (a stack older than
-// dead letters) parks nothing. A letter that cannot be read as a page pins nothing (no
-// replay of it can be parsed either), logged. An error means the names are not all known:
-// the caller must delete nothing.
+// page's exchanges are listed in the payload), up to the last one stored when the read
+// began: letters parked since were pages still in crawl.pages when the sweep read it. A
+// missing CRAWL_DEAD (a stack older than dead letters) parks nothing. A letter that cannot
+// be read as a page pins nothing (no replay of it can be parsed either), logged. An error
+// means the names are not all known: the caller must delete nothing.
 func (s *Service) parkedPageObjects(ctx context.Context) (map[string]bool, error) {
-	subject := topology.DeadSubject(topology.StreamPages)
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Common.AckWait)
 	defer cancel()
-	dead, err := s.js.Stream(ctx, topology.StreamDead)
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("dead pages: %w", err)
-	}
-	if dead.CachedInfo().State.Msgs == 0 {
-		return nil, nil
-	}
-	info, err := dead.Info(ctx, jetstream.WithSubjectFilter(subject))
-	if err != nil {
-		return nil, fmt.Errorf("dead pages: %w", err)
-	}
-	count, last := info.State.Subjects[subject], info.State.LastSeq
-	if count == 0 {
-		return nil, nil
-	}
-	// CRAWL_DEAD keeps its letters by limits: the consumer holds nothing, and the server
-	// removes it once idle.
-	cons, err := s.js.OrderedConsumer(ctx, topology.StreamDead, jetstream.OrderedConsumerConfig{
-		FilterSubjects:    []string{subject},
-		DeliverPolicy:     jetstream.DeliverAllPolicy,
-		InactiveThreshold: 30 * time.Second,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("scan dead pages: %w", err)
-	}
 	names := map[string]bool{}
-	var seen, bad uint64
+	var bad uint64
 	var badErr error
-	for done := false; !done; {
-		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("scan dead pages: %d of %d read: %w", seen, count, err)
-		}
-		mb, err := cons.Fetch(deadScanBatch, jetstream.FetchMaxWait(time.Second))
-		if err != nil {
-			return nil, fmt.Errorf("scan dead pages: %w", err)
-		}
-		got := 0
-		for m := range mb.Messages() {
-			got++
-			seen++
-			md, err := m.Metadata()
-			if err != nil {
-				return nil, fmt.Errorf("scan dead pages: %w", err)
-			}
+	err := natsx.ScanDead(ctx, s.js, natsx.DeadScan{Stream: topology.StreamPages, Batch: deadScanBatch, Idle: s.cfg.Common.AckWait},
+		func(m jetstream.Msg, md *jetstream.MsgMetadata) error {
 			objs, err := pageObjects(m.Headers(), m.Data())
 			if err != nil {
 				if bad++; badErr == nil {
@@ -284,26 +241,13 @@ func (s *Service) parkedPageObjects(ctx context.Context) (map[string]bool, error
 			for _, name := range objs {
 				names[name] = true
 			}
-			// Letters parked after the read began were pages still in crawl.pages when
-			// the sweep read it.
-			if md.NumPending == 0 || md.Sequence.Stream >= last || seen >= count {
-				// The rest of the pull is not waited for: the consumer is left.
-				done = true
-				break
-			}
-		}
-		if err := mb.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
-			return nil, fmt.Errorf("scan dead pages: %w", err)
-		}
-		if !done && got == 0 {
-			// Nothing came within the wait: the letters still counted may have been
-			// replayed or dropped meanwhile.
-			ci, err := cons.Info(ctx)
-			if err != nil {
-				return nil, fmt.Errorf("scan dead pages: %w", err)
-			}
-			done = ci.NumPending == 0
-		}
+			return nil
+		})
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("dead pages: %w", err)
 	}
 	if bad > 0 {
 		s.log.Warn("dead letters of crawl.pages unreadable as pages pin no body", "letters", bad, "err", badErr)
