@@ -148,42 +148,59 @@ func TestRunnerShutdownOrder(t *testing.T) {
 	}
 }
 
-// A message published without waiting for its acknowledgement just before the stop is
-// stored, even when NATS is reconnecting at that moment: Close flushes before it closes.
-func TestRunnerFlushesOnClose(t *testing.T) {
+// While the client reconnects, a publish fails at once and nothing is kept to be sent
+// later: the server may come back older, and a message its publisher took for failed (and
+// gave up on, or did again its own way) must not be stored after that.
+func TestRunnerBuffersNothingWhileReconnecting(t *testing.T) {
 	t.Parallel()
 	ns := natsembed.StartT(t)
-	// A generous flush: the server's restart below must fit in it on a busy machine.
-	r := startRunner(t, runnerEnv(ns, nil), runner.WithFlushTimeout(15*time.Second))
+	r := startRunner(t, runnerEnv(ns, nil))
 	nc, js := ownConnection(t, ns)
 	defer nc.Close()
 	ctx := testwait.Context(t)
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "FLUSH", Subjects: []string{"flush.>"}, Storage: jetstream.FileStorage}); err != nil {
 		t.Fatal(err)
 	}
-	closing := make(chan struct{})
-	r.OnClose(func() { close(closing) })
 	stop := runInBackground(t, r)
 	testwait.Eventually(t, 10*time.Second, "the runner to be ready", func() bool { return httpOK(r.Addr(), "/readyz") == nil })
 
-	ns.Close()
+	ns.StopKeepingStore()
 	testwait.Eventually(t, 10*time.Second, "the runner to notice NATS is gone", func() bool { return !r.NC.IsConnected() })
-	if err := r.NC.Publish("flush.a", []byte("last words")); err != nil {
-		t.Fatal(err)
+	if err := r.NC.Publish("flush.a", []byte("while reconnecting")); !errors.Is(err, nats.ErrReconnectBufExceeded) {
+		t.Fatalf("core publish while reconnecting: %v, want %v", err, nats.ErrReconnectBufExceeded)
 	}
-	stopped := make(chan error, 1)
-	go func() { stopped <- stop() }()
-	// NATS comes back only once Close has begun: only a flush that waits delivers it.
-	<-closing
+	start := time.Now()
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	_, err := r.JS.Publish(pctx, "flush.b", []byte("while reconnecting"))
+	cancel()
+	if !errors.Is(err, nats.ErrReconnectBufExceeded) {
+		t.Fatalf("JetStream publish while reconnecting: %v, want %v", err, nats.ErrReconnectBufExceeded)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("JetStream publish while reconnecting failed after %s, want at once", took)
+	}
 	if err := ns.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-stopped; err != nil {
+	// The client reports itself connected a moment before it takes publishes again.
+	testwait.EventuallyState(t, 10*time.Second, "a publish once NATS is back", func() (bool, string) {
+		_, err := r.JS.Publish(ctx, "flush.c", []byte("once back"))
+		return err == nil, fmt.Sprint(err)
+	})
+	if err := stop(); err != nil {
 		t.Fatalf("RunLoops: %v", err)
 	}
-	testwait.Eventually(t, 10*time.Second, "the last message to be stored", func() bool {
-		return streamMsgs(t, js, "FLUSH") == 1
+	var info *jetstream.StreamInfo
+	testwait.EventuallyState(t, 10*time.Second, "the test's own connection to read the stream", func() (bool, string) {
+		str, err := js.Stream(ctx, "FLUSH")
+		if err == nil {
+			info, err = str.Info(ctx, jetstream.WithSubjectFilter("flush.>"))
+		}
+		return err == nil, fmt.Sprint(err)
 	})
+	if info.State.Msgs != 1 || info.State.Subjects["flush.c"] != 1 {
+		t.Errorf("stream holds %v, want only the message published once NATS was back", info.State.Subjects)
+	}
 }
 
 func TestRunnerLoopErrors(t *testing.T) {

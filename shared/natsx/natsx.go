@@ -68,7 +68,12 @@ func Connect(ctx context.Context, url, name string, log *slog.Logger, opts ...na
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250 * time.Millisecond),
 		nats.RetryOnFailedConnect(true),
-		nats.ReconnectBufSize(64 << 20),
+		// Nothing is kept to be sent once reconnected: a publish or an ack made while the
+		// client reconnects fails at once. Kept, it would reach a server that may be back
+		// older, after its caller took it for failed: an outcome a fetcher gave up on at
+		// its lease's deadline, applied after the scheduler's page log check, named a page
+		// NATS had lost (shared/durability/README.md).
+		nats.ReconnectBufSize(-1),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil {
 				log.Warn("nats disconnected", "err", err)

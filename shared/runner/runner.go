@@ -48,9 +48,9 @@ import (
 	"github.com/trawl/trawl/shared/topology"
 )
 
-// FlushTimeout bounds the NATS flush on close unless WithFlushTimeout says otherwise: long
-// enough for a reconnect in progress to deliver what is buffered, short enough not to hold
-// a supervisor's restart.
+// FlushTimeout bounds the NATS flush on close: long enough for the server to take the
+// last acks and publishes written, short enough not to hold a supervisor's restart. A
+// client that is reconnecting holds nothing to flush (natsx.Connect).
 const FlushTimeout = 2 * time.Second
 
 // Option changes what Start brings up.
@@ -60,7 +60,6 @@ type options struct {
 	redis    bool
 	bodies   bool
 	settling bool
-	flush    time.Duration
 }
 
 // WithRedis connects to TRAWL_REDIS_URL and opens the crawl's identity (crawlid): Redis
@@ -81,17 +80,6 @@ func WithBodies() Option {
 // service without it acks at once and serves no trawl_settle_ series.
 func WithSettling() Option {
 	return func(o *options) error { o.settling = true; return nil }
-}
-
-// WithFlushTimeout sets how long Close waits for NATS to take what is buffered.
-func WithFlushTimeout(d time.Duration) Option {
-	return func(o *options) error {
-		if d <= 0 {
-			return fmt.Errorf("runner: flush timeout %s: want more than 0", d)
-		}
-		o.flush = d
-		return nil
-	}
 }
 
 // Runner is a started service's shared plumbing. Its exported fields are set by Start and
@@ -117,7 +105,6 @@ type Runner struct {
 	onReconn  []func()
 	// lostAt is when the NATS connection was last lost (unix ns; 0: never).
 	lostAt     atomic.Int64
-	flush      time.Duration
 	errorAfter int                // TRAWL_LOG_ERROR_AFTER
 	deadAfter  int                // TRAWL_DEAD_LETTER_AFTER
 	window     time.Duration      // the TRAWL_FSYNC window, whatever the options
@@ -134,13 +121,13 @@ type loop struct {
 // ctx ends. name names the process to NATS (trawl-<name>) and prefixes its errors. On
 // error, what was opened is closed again.
 func Start(ctx context.Context, name string, c envconfig.Common, log *slog.Logger, opts ...Option) (_ *Runner, err error) {
-	o := options{flush: FlushTimeout}
+	o := options{}
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
 	}
-	r := &Runner{Name: name, Log: log, Topology: c.Topology(), Registry: obs.NewRegistry(), flush: o.flush, errorAfter: c.ErrorAfter, deadAfter: c.DeadAfter, window: c.Durability.Window()}
+	r := &Runner{Name: name, Log: log, Topology: c.Topology(), Registry: obs.NewRegistry(), errorAfter: c.ErrorAfter, deadAfter: c.DeadAfter, window: c.Durability.Window()}
 	r.Metrics = obs.NewMetrics(r.Registry, name)
 	if o.settling {
 		r.settle = c.Durability.Window()
@@ -453,8 +440,8 @@ func (r *Runner) Close() {
 		}
 		if r.NC != nil {
 			// Acks and core publishes are buffered writes: without the flush a clean stop
-			// leaves the last batch to be redelivered, and a reconnect in progress loses them.
-			if err := r.NC.FlushTimeout(r.flush); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+			// leaves the last batch to be redelivered.
+			if err := r.NC.FlushTimeout(FlushTimeout); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
 				r.Log.Warn("nats flush on close", "err", err)
 			}
 			r.NC.Close()
