@@ -2,6 +2,7 @@ package itest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -98,9 +99,15 @@ func (s *stack) publishDiscovered(t *testing.T, urls ...crawlmsg.Discovered) {
 
 func (s *stack) publishRaw(t *testing.T, data []byte) {
 	t.Helper()
-	if _, err := s.js.Publish(testwait.Context(t), topology.SubjectDiscovered, data); err != nil {
-		t.Fatal(err)
-	}
+	// Right after one of the tests' NATS restarts the client fails a publish at once
+	// rather than keep it (natsx.Connect): sent again until the connection takes it.
+	testwait.EventuallyState(t, 20*time.Second, "a publish to "+topology.SubjectDiscovered, func() (bool, string) {
+		_, err := s.js.Publish(testwait.Context(t), topology.SubjectDiscovered, data)
+		if err != nil && !errors.Is(err, nats.ErrReconnectBufExceeded) {
+			t.Fatal(err)
+		}
+		return err == nil, fmt.Sprint(err)
+	})
 }
 
 // frontier drains what is available on each shard's scheduler consumer, acking it.
