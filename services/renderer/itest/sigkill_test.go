@@ -1,7 +1,6 @@
 package itest
 
 import (
-	"github.com/trawl/trawl/shared/testwait"
 	"net/http"
 	"os"
 	"os/exec"
@@ -11,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/trawl/trawl/shared/testwait"
 )
 
 var (

@@ -54,8 +54,12 @@ type Browser struct {
 	mu     sync.Mutex
 	cur    *instance
 	closed bool
+	// launching is closed when the launch in progress ends; nil when none runs. A launch
+	// takes seconds and runs outside mu, so that Check, Lost, PID, Watch and Close never
+	// wait for it; tabs asked for meanwhile wait for it on this.
+	launching chan struct{}
 	// unsandboxed is set once the kernel refused the sandbox and AllowUnsandboxed let the
-	// browser run without it: later launches do not ask again. Atomic: launches run under mu.
+	// browser run without it: later launches do not ask again.
 	unsandboxed atomic.Bool
 }
 
@@ -488,36 +492,64 @@ func (b *Browser) Restart(gen int, reason string) {
 	in.cancel()
 }
 
-// current returns the running instance, launching one when the last was stopped.
+// current returns the running instance, launching one when the last was stopped. One
+// launch runs at a time; a caller that finds one under way waits for it, bounded by its
+// ctx.
 func (b *Browser) current(ctx context.Context) (*instance, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return nil, errors.New("browser: closed")
-	}
-	in := b.cur
-	if in.ctx != nil {
-		select {
-		case <-in.lost:
-			// Died without anyone asking: restart it here.
-			in.reason = "crash"
-			close(in.stopped)
-			b.o.Log.Warn("browser died; restarting it", "generation", in.gen)
-			b.o.OnRestart("crash")
-			in.cancel()
-			b.cur = &instance{gen: in.gen + 1}
-			in = b.cur
-		default:
-			return in, nil
+	for {
+		b.mu.Lock()
+		if b.closed {
+			b.mu.Unlock()
+			return nil, errClosed
 		}
+		in := b.cur
+		if in.ctx != nil {
+			select {
+			case <-in.lost:
+				// Died without anyone asking: restart it here.
+				in.reason = "crash"
+				close(in.stopped)
+				b.o.Log.Warn("browser died; restarting it", "generation", in.gen)
+				b.o.OnRestart("crash")
+				in.cancel()
+				b.cur = &instance{gen: in.gen + 1}
+				in = b.cur
+			default:
+				b.mu.Unlock()
+				return in, nil
+			}
+		}
+		if wait := b.launching; wait != nil {
+			b.mu.Unlock()
+			select {
+			case <-wait:
+				continue // launched, or failed: then this caller tries in turn
+			case <-ctx.Done():
+				return nil, fmt.Errorf("browser: waiting for generation %d to launch: %w", in.gen, ctx.Err())
+			}
+		}
+		done := make(chan struct{})
+		b.launching = done
+		b.mu.Unlock()
+
+		fresh, err := b.launch(ctx, in.gen)
+
+		b.mu.Lock()
+		b.launching = nil
+		close(done)
+		if err == nil && b.closed {
+			fresh.cancel() // closed while it launched: nobody will stop it later
+			fresh, err = nil, errClosed
+		}
+		if err == nil {
+			b.cur = fresh
+		}
+		b.mu.Unlock()
+		return fresh, err
 	}
-	fresh, err := b.launch(ctx, in.gen)
-	if err != nil {
-		return nil, err
-	}
-	b.cur = fresh
-	return fresh, nil
 }
+
+var errClosed = errors.New("browser: closed")
 
 // PID is the browser process's id, 0 when none runs.
 func (b *Browser) PID() int {

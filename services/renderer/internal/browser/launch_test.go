@@ -1,0 +1,215 @@
+package browser
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/trawl/trawl/shared/testwait"
+)
+
+// heldChromium is a Chromium whose launches the test holds: while the file hold exists,
+// a launch writes the file started and waits before it execs the browser.
+type heldChromium struct {
+	dir, path, hold, started string
+}
+
+func newHeldChromium(t *testing.T) *heldChromium {
+	t.Helper()
+	chromium, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Fatalf("this test needs Debian's chromium (make test installs it): %v", err)
+	}
+	// The browser's user (not root) enters the directory, runs the script and writes
+	// its mark.
+	dir, err := os.MkdirTemp("", "trawl-launch-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	marks := filepath.Join(dir, "marks")
+	if err := os.Mkdir(marks, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(marks, 0o777); err != nil { // past the umask
+		t.Fatal(err)
+	}
+	h := &heldChromium{dir: dir, path: filepath.Join(dir, "chromium"), hold: filepath.Join(dir, "hold"), started: filepath.Join(marks, "started")}
+	script := fmt.Sprintf("#!/bin/sh\nif [ -e %[1]s ]; then : > %[2]s; while [ -e %[1]s ]; do sleep 0.05; done; fi\nexec %[3]s \"$@\"\n", h.hold, h.started, chromium)
+	if err := os.WriteFile(h.path, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func (h *heldChromium) options() Options {
+	o := Options{Path: h.path, DataDir: h.dir}
+	if os.Getuid() == 0 {
+		o.UID, o.GID = 65534, 65534
+	}
+	return o
+}
+
+// A launch takes seconds (30 at most before it is given up): the calls that only look at
+// the browser, and Close, must not wait for one, and a tab asked for meanwhile waits for
+// that launch rather than starting a second browser.
+func TestLaunchHoldsNoLock(t *testing.T) {
+	h := newHeldChromium(t)
+	ctx := testwait.Context(t)
+	b, err := Start(ctx, h.options())
+	if err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	t.Cleanup(b.Close)
+	tab, err := b.NewTab(ctx)
+	if err != nil {
+		t.Fatalf("tab: %v", err)
+	}
+	defer tab.Close()
+
+	if err := os.WriteFile(h.hold, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b.Restart(tab.gen, "test")
+	type opened struct {
+		tab *Tab
+		err error
+	}
+	first := make(chan opened, 1)
+	go func() {
+		tb, err := b.NewTab(ctx)
+		first <- opened{tb, err}
+	}()
+	testwait.Eventually(t, 10*time.Second, "the relaunch reached the held Chromium", func() bool {
+		_, err := os.Stat(h.started)
+		return err == nil
+	})
+
+	quick := func(name string, call func()) {
+		t.Helper()
+		done := make(chan struct{})
+		go func() { call(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(2 * time.Second):
+			t.Errorf("%s waited for the launch in progress", name)
+		}
+	}
+	quick("PID", func() {
+		if pid := b.PID(); pid != 0 {
+			t.Errorf("PID %d while no browser runs", pid)
+		}
+	})
+	quick("Lost", func() {
+		if lost, why := tab.Lost(); !lost || why != "test" {
+			t.Errorf("old tab lost=%v (%q), want true (test)", lost, why)
+		}
+	})
+	quick("Check", func() { b.Check(tab.gen) })
+	quick("a tab with a short deadline", func() {
+		sctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		defer cancel()
+		if _, err := b.NewTab(sctx); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("tab during the launch: %v, want its deadline", err)
+		}
+	})
+
+	if err := os.Remove(h.hold); err != nil {
+		t.Fatal(err)
+	}
+	o := <-first
+	if o.err != nil {
+		t.Fatalf("tab after the relaunch: %v", o.err)
+	}
+	defer o.tab.Close()
+	if o.tab.gen != tab.gen+1 {
+		t.Errorf("tab of generation %d, want %d: one launch, not two", o.tab.gen, tab.gen+1)
+	}
+	if b.PID() == 0 {
+		t.Error("no browser after the relaunch")
+	}
+}
+
+// A browser closed while it launches does not keep the browser the launch started.
+func TestCloseDuringLaunch(t *testing.T) {
+	h := newHeldChromium(t)
+	ctx := testwait.Context(t)
+	b, err := Start(ctx, h.options())
+	if err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	gen := b.cur.gen
+	if err := os.WriteFile(h.hold, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b.Restart(gen, "test")
+	first := make(chan error, 1)
+	go func() {
+		_, err := b.NewTab(ctx)
+		first <- err
+	}()
+	testwait.Eventually(t, 10*time.Second, "the relaunch reached the held Chromium", func() bool {
+		_, err := os.Stat(h.started)
+		return err == nil
+	})
+	closed := make(chan struct{})
+	go func() { b.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(2 * time.Second):
+		t.Fatal("Close waited for the launch in progress")
+	}
+	if err := os.Remove(h.hold); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-first; !errors.Is(err, errClosed) {
+		t.Fatalf("tab of a browser closed during its launch: %v, want %v", err, errClosed)
+	}
+	testwait.Eventually(t, 10*time.Second, "the browser launched for a closed Browser stopped", func() bool {
+		return descendants(os.Getpid()) == 0
+	})
+}
+
+// descendants counts the processes under pid, from /proc.
+func descendants(pid int) int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return -1
+	}
+	parent := map[int]int{}
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		s := string(stat)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(f) > 1 {
+			parent[p], _ = strconv.Atoi(f[1])
+		}
+	}
+	n := 0
+	for p := range parent {
+		for q := parent[p]; q > 1; q = parent[q] {
+			if q == pid {
+				n++
+				break
+			}
+		}
+	}
+	return n
+}
