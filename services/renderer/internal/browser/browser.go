@@ -615,9 +615,24 @@ func (b *Browser) Close() {
 // 2 GB and was restarted for memory it did not hold. A process whose smaps_rollup cannot
 // be read counts its RSS.
 func TreeMemory(pid int) int64 {
+	var total int64
+	for p, rss := range tree(pid) {
+		if pss, ok := procPSS(p); ok {
+			total += pss
+		} else {
+			total += rss
+		}
+	}
+	return total
+}
+
+// tree is pid and its descendants, each with its resident set size, from /proc (empty
+// elsewhere).
+func tree(pid int) map[int]int64 {
+	under := map[int]int64{}
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
-		return 0
+		return under
 	}
 	parent := map[int]int{}
 	rss := map[int]int64{}
@@ -645,20 +660,15 @@ func TreeMemory(pid int) int64 {
 		pages, _ := strconv.ParseInt(f[21], 10, 64)
 		parent[p], rss[p] = pp, pages*page
 	}
-	var total int64
 	for p := range rss {
 		for q := p; q > 1; q = parent[q] {
 			if q == pid {
-				if pss, ok := procPSS(p); ok {
-					total += pss
-				} else {
-					total += rss[p]
-				}
+				under[p] = rss[p]
 				break
 			}
 		}
 	}
-	return total
+	return under
 }
 
 // procPSS is pid's proportional set size in bytes, from /proc/<pid>/smaps_rollup.

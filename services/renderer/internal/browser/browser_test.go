@@ -225,10 +225,7 @@ func TestReachable(t *testing.T) {
 // Chromium starts in a TMPDIR of maxProfileDir bytes and not in one a byte longer: the
 // limit checkProfileRoom holds the profile directories to is the installed Chromium's.
 func TestChromiumSocketRoom(t *testing.T) {
-	chromium, err := exec.LookPath("chromium")
-	if err != nil {
-		t.Fatalf("this test needs Debian's chromium (make test installs it): %v", err)
-	}
+	chromium := chromiumPath(t)
 	root, err := os.MkdirTemp("", "room-")
 	if err != nil {
 		t.Fatal(err)

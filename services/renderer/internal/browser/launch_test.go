@@ -7,8 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -21,12 +19,19 @@ type heldChromium struct {
 	dir, path, hold, started string
 }
 
-func newHeldChromium(t *testing.T) *heldChromium {
+// chromiumPath is the installed Chromium.
+func chromiumPath(t *testing.T) string {
 	t.Helper()
-	chromium, err := exec.LookPath("chromium")
+	p, err := exec.LookPath("chromium")
 	if err != nil {
 		t.Fatalf("this test needs Debian's chromium (make test installs it): %v", err)
 	}
+	return p
+}
+
+func newHeldChromium(t *testing.T) *heldChromium {
+	t.Helper()
+	chromium := chromiumPath(t)
 	// The browser's user (not root) enters the directory, runs the script and writes
 	// its mark.
 	dir, err := os.MkdirTemp("", "trawl-launch-")
@@ -176,40 +181,6 @@ func TestCloseDuringLaunch(t *testing.T) {
 		t.Fatalf("tab of a browser closed during its launch: %v, want %v", err, errClosed)
 	}
 	testwait.Eventually(t, 10*time.Second, "the browser launched for a closed Browser stopped", func() bool {
-		return descendants(os.Getpid()) == 0
+		return len(tree(os.Getpid())) == 1 // this process alone
 	})
-}
-
-// descendants counts the processes under pid, from /proc.
-func descendants(pid int) int {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return -1
-	}
-	parent := map[int]int{}
-	for _, e := range entries {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		s := string(stat)
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		if len(f) > 1 {
-			parent[p], _ = strconv.Atoi(f[1])
-		}
-	}
-	n := 0
-	for p := range parent {
-		for q := parent[p]; q > 1; q = parent[q] {
-			if q == pid {
-				n++
-				break
-			}
-		}
-	}
-	return n
 }
