@@ -15,6 +15,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/trawl/trawl/devstack/freeport"
 	"github.com/trawl/trawl/devstack/natsembed"
 )

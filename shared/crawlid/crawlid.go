@@ -27,13 +27,12 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/redis/go-redis/v9"
-	"github.com/trawl/trawl/shared/obs"
 
 	"github.com/trawl/trawl/shared/ctxsleep"
 	"github.com/trawl/trawl/shared/envconfig"
 	"github.com/trawl/trawl/shared/natsx"
+	"github.com/trawl/trawl/shared/obs"
 	"github.com/trawl/trawl/shared/redisx"
 )
 

@@ -110,6 +110,10 @@ type Runner struct {
 	window     time.Duration      // the TRAWL_FSYNC window, whatever the options
 	settle     time.Duration      // the TRAWL_FSYNC window with WithSettling, else 0: natsx.ConsumeOptions.SettleAfter
 	handedBack prometheus.Counter // nil without WithSettling
+	// owned are the work-queue consumers this service declares as their owner, whose
+	// acknowledged messages it removes (sweep).
+	owned        []topology.ConsumerSpec
+	ackedRemoved *prometheus.CounterVec // nil when it owns none
 }
 
 type loop struct {
@@ -171,6 +175,9 @@ func Start(ctx context.Context, name string, c envconfig.Common, log *slog.Logge
 	timings := c.Timings()
 	timings.As = name
 	if err = natsx.Ensure(ctx, r.JS, r.Topology, timings, log); err != nil {
+		return nil, err
+	}
+	if err = r.startSweep(ctx, timings); err != nil {
 		return nil, err
 	}
 	if o.bodies {
@@ -317,7 +324,11 @@ func (r *Runner) GoOnReconnect(name string, attempts int, backoff time.Duration,
 			mu.Unlock()
 			wait := backoff
 			for try := 1; ; try++ {
-				err := check(ctx, lostAt)
+				// What a check reads sees the work queues as a clean restart leaves them.
+				err := r.sweep(ctx)
+				if err == nil {
+					err = check(ctx, lostAt)
+				}
 				if err == nil || ctx.Err() != nil {
 					break
 				}
@@ -334,6 +345,70 @@ func (r *Runner) GoOnReconnect(name string, attempts int, backoff time.Duration,
 		}
 	})
 }
+
+// sweepAttempts and sweepBackoff bound the removal of acknowledged messages at start and
+// after a reconnect.
+const (
+	sweepAttempts = 5
+	sweepBackoff  = 500 * time.Millisecond
+)
+
+// startSweep removes, from the work queues whose consumers this service owns, the messages
+// those consumers acknowledged that NATS still holds (natsx.RemoveAcked), before the
+// service reads them, and again after each reconnect, before the checks registered with
+// GoOnReconnect: a server back from an OS crash, at the start of the whole stack or under
+// this running process, may hold them. Each consumer is swept by its owner alone.
+func (r *Runner) startSweep(ctx context.Context, t topology.StageTimings) error {
+	work := map[string]bool{}
+	for _, sc := range topology.Streams(r.Topology) {
+		work[sc.Name] = sc.Retention == jetstream.WorkQueuePolicy
+	}
+	for _, c := range topology.Consumers(r.Topology, t) {
+		if work[c.Stream] && c.Owner == r.Name {
+			r.owned = append(r.owned, c)
+		}
+	}
+	if len(r.owned) == 0 {
+		return nil
+	}
+	r.ackedRemoved = r.Metrics.With("nats").CounterVec("acked_removed_total", "Messages of a work-queue stream removed because their consumer had acknowledged them and NATS, back from a crash, still held them (they would never be delivered nor removed).", "stream")
+	for try := 1; ; try++ {
+		err := r.sweep(ctx)
+		if err == nil {
+			break
+		}
+		if try >= sweepAttempts || ctx.Err() != nil {
+			return fmt.Errorf("removing acknowledged messages NATS still holds: %w", err)
+		}
+		r.Log.Warn("removing acknowledged messages NATS still holds failed; trying again", "try", try, "err", err)
+		if !ctxsleep.Sleep(ctx, sweepBackoff) {
+			return ctx.Err()
+		}
+	}
+	r.GoOnReconnect("acknowledged-message sweep", sweepAttempts, sweepBackoff,
+		"a message its consumer acknowledged that NATS still holds stays in its work queue, never delivered nor removed", func(context.Context, time.Time) error { return nil })
+	return nil
+}
+
+// sweep is one pass of startSweep's removal.
+func (r *Runner) sweep(ctx context.Context) error {
+	for _, c := range r.owned {
+		sctx, cancel := context.WithTimeout(ctx, sweepTimeout)
+		n, err := natsx.RemoveAcked(sctx, r.JS, c.Stream, c.Config.Durable)
+		cancel()
+		if n > 0 {
+			r.ackedRemoved.WithLabelValues(c.Stream).Add(float64(n))
+			r.Log.Warn("removed messages their consumer had acknowledged that NATS still held (back from a crash)", "stream", c.Stream, "consumer", c.Config.Durable, "messages", n)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sweepTimeout bounds one consumer's sweep.
+const sweepTimeout = 10 * time.Second
 
 // OnClose registers fn to run on Close after every loop has returned and before NATS and
 // Redis are closed; the last registered runs first.
