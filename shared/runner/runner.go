@@ -289,7 +289,9 @@ func (r *Runner) OnReconnect(fn func()) {
 // it does at start, while one stored since proves nothing. (The server stamps messages by
 // its own clock: a skew between the two clocks shorter than the server's way back from a
 // crash does no harm.) Reconnects while a check is due
-// or running ask for one more, from the earliest of their losses. A failed check is tried
+// or running ask for one more, from the earliest of their losses. Each try first removes
+// what the work-queue consumers the service owns acknowledged and NATS still holds
+// (startSweep), so that check reads the streams as a clean restart leaves them. A failed check is tried
 // again after backoff, then twice as long, up to attempts tries in all; the last failure
 // is logged at error level with risk, what a check given up leaves undone, until the next
 // reconnect. It never stops the service.
