@@ -49,26 +49,47 @@ func RemoveAcked(ctx context.Context, js jetstream.JetStream, stream, consumer s
 	}
 	removed := 0
 	for _, f := range filters {
-		for seq := si.State.FirstSeq; seq <= floor; {
-			m, err := str.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(f))
-			if errors.Is(err, jetstream.ErrMsgNotFound) {
-				break
-			}
-			if err != nil {
-				return removed, fmt.Errorf("natsx: remove acked messages of %s/%s: read from %d: %w", stream, consumer, seq, err)
-			}
-			if m.Sequence > floor {
-				break
-			}
-			if err := str.DeleteMsg(ctx, m.Sequence); err != nil {
-				if _, gerr := str.GetMsg(ctx, m.Sequence); !errors.Is(gerr, jetstream.ErrMsgNotFound) {
-					return removed, fmt.Errorf("natsx: remove acked message %d of %s/%s: %w", m.Sequence, stream, consumer, err)
-				}
-			} else {
-				removed++
-			}
-			seq = m.Sequence + 1
+		// Subject by subject: the server finds a literal subject's next message from its
+		// index, where a wildcard may read the stream's blocks one by one (a recrawl
+		// stream holds a schedule for every URL beside its few due messages).
+		fi, err := str.Info(ctx, jetstream.WithSubjectFilter(f))
+		if err != nil {
+			return removed, fmt.Errorf("natsx: remove acked messages of %s/%s: subjects of %s: %w", stream, consumer, f, err)
 		}
+		for subj := range fi.State.Subjects {
+			n, err := removeAckedOf(ctx, str, subj, fi.State.FirstSeq, floor)
+			removed += n
+			if err != nil {
+				return removed, fmt.Errorf("natsx: remove acked messages of %s/%s: %w", stream, consumer, err)
+			}
+		}
+	}
+	return removed, nil
+}
+
+// removeAckedOf removes the messages of subj from seq up to floor.
+func removeAckedOf(ctx context.Context, str jetstream.Stream, subj string, seq, floor uint64) (int, error) {
+	removed := 0
+	for seq <= floor {
+		m, err := str.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subj))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return removed, nil
+		}
+		if err != nil {
+			return removed, fmt.Errorf("read %s from %d: %w", subj, seq, err)
+		}
+		if m.Sequence > floor {
+			return removed, nil
+		}
+		if err := str.DeleteMsg(ctx, m.Sequence); err != nil {
+			// The server may have removed it meanwhile.
+			if _, gerr := str.GetMsg(ctx, m.Sequence); !errors.Is(gerr, jetstream.ErrMsgNotFound) {
+				return removed, fmt.Errorf("remove %d: %w", m.Sequence, err)
+			}
+		} else {
+			removed++
+		}
+		seq = m.Sequence + 1
 	}
 	return removed, nil
 }
