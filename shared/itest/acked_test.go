@@ -3,9 +3,7 @@ package itest
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/trawl/trawl/devstack/natsembed"
+	"github.com/trawl/trawl/devstack/scrape"
 	"github.com/trawl/trawl/devstack/storecopy"
 	"github.com/trawl/trawl/shared/envconfig"
 	"github.com/trawl/trawl/shared/natsx"
@@ -224,23 +223,11 @@ func TestRunnerRemovesAckedMessages(t *testing.T) {
 				n := held(t, js, topology.StreamFetch)
 				return n == 0, fmt.Sprintf("%d held", n)
 			})
-			line := `trawl_nats_acked_removed_total{stream="CRAWL_FETCH"} 3`
-			if m := metricsText(t, r.Addr()); !strings.Contains(m, line) {
-				t.Errorf("metrics lack %s:\n%s", line, m)
+			if v := scrape.Exported(t, r.Addr(), `trawl_nats_acked_removed_total{stream="CRAWL_FETCH"}`); v != 3 {
+				t.Errorf("trawl_nats_acked_removed_total{stream=\"CRAWL_FETCH\"} = %v, want 3", v)
 			}
 		})
 	}
-	t.Run("not its owner", func(t *testing.T) {
-		t.Parallel()
-		ns := natsembed.StartT(t)
-		env := runnerEnv(ns, nil)
-		r := startRunner(t, env) // "itest" owns no consumer
-		stop := runInBackground(t, r)
-		t.Cleanup(func() { _ = stop() })
-		if m := metricsText(t, r.Addr()); strings.Contains(m, "trawl_nats_acked_removed_total") {
-			t.Errorf("a service owning no work-queue consumer serves the sweep's series")
-		}
-	})
 }
 
 // startOwner starts a runner as the scheduler, the owner of CRAWL_FETCH's consumer.
@@ -254,25 +241,4 @@ func startOwner(t *testing.T, env map[string]string) *runner.Runner {
 	}
 	t.Cleanup(r.Close)
 	return r
-}
-
-// metricsText is what a runner serves at /metrics.
-func metricsText(t *testing.T, addr string) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(testwait.Context(t), 5*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
 }
