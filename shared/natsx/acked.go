@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -40,7 +41,7 @@ func RemoveAcked(ctx context.Context, js jetstream.JetStream, stream, consumer s
 	if si.State.FirstSeq > floor {
 		return 0, nil // the common case: nothing held at or below the floor
 	}
-	filters := ci.Config.FilterSubjects
+	filters := slices.Clone(ci.Config.FilterSubjects) // appended to below: not the cached info's
 	if ci.Config.FilterSubject != "" {
 		filters = append(filters, ci.Config.FilterSubject)
 	}
