@@ -65,6 +65,32 @@ func (h *heldChromium) options() Options {
 	return o
 }
 
+// opened is what NewTab returned.
+type opened struct {
+	tab *Tab
+	err error
+}
+
+// relaunch restarts b's generation gen and asks for a tab, which launches the next browser;
+// it returns once that launch is held, with where the tab will come.
+func (h *heldChromium) relaunch(t *testing.T, ctx context.Context, b *Browser, gen int) <-chan opened {
+	t.Helper()
+	if err := os.WriteFile(h.hold, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b.Restart(gen, "test")
+	tab := make(chan opened, 1)
+	go func() {
+		tb, err := b.NewTab(ctx)
+		tab <- opened{tb, err}
+	}()
+	testwait.Eventually(t, 10*time.Second, "the relaunch reached the held Chromium", func() bool {
+		_, err := os.Stat(h.started)
+		return err == nil
+	})
+	return tab
+}
+
 // A launch takes seconds (30 at most before it is given up): the calls that only look at
 // the browser, and Close, must not wait for one, and a tab asked for meanwhile waits for
 // that launch rather than starting a second browser.
@@ -82,23 +108,7 @@ func TestLaunchHoldsNoLock(t *testing.T) {
 	}
 	defer tab.Close()
 
-	if err := os.WriteFile(h.hold, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	b.Restart(tab.gen, "test")
-	type opened struct {
-		tab *Tab
-		err error
-	}
-	first := make(chan opened, 1)
-	go func() {
-		tb, err := b.NewTab(ctx)
-		first <- opened{tb, err}
-	}()
-	testwait.Eventually(t, 10*time.Second, "the relaunch reached the held Chromium", func() bool {
-		_, err := os.Stat(h.started)
-		return err == nil
-	})
+	first := h.relaunch(t, ctx, b, tab.gen)
 
 	quick := func(name string, call func()) {
 		t.Helper()
@@ -153,20 +163,7 @@ func TestCloseDuringLaunch(t *testing.T) {
 	if err != nil {
 		t.Fatalf("start: %v", err)
 	}
-	gen := b.cur.gen
-	if err := os.WriteFile(h.hold, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	b.Restart(gen, "test")
-	first := make(chan error, 1)
-	go func() {
-		_, err := b.NewTab(ctx)
-		first <- err
-	}()
-	testwait.Eventually(t, 10*time.Second, "the relaunch reached the held Chromium", func() bool {
-		_, err := os.Stat(h.started)
-		return err == nil
-	})
+	first := h.relaunch(t, ctx, b, b.cur.gen)
 	closed := make(chan struct{})
 	go func() { b.Close(); close(closed) }()
 	select {
@@ -177,8 +174,8 @@ func TestCloseDuringLaunch(t *testing.T) {
 	if err := os.Remove(h.hold); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-first; !errors.Is(err, errClosed) {
-		t.Fatalf("tab of a browser closed during its launch: %v, want %v", err, errClosed)
+	if o := <-first; !errors.Is(o.err, errClosed) {
+		t.Fatalf("tab of a browser closed during its launch: %v, want %v", o.err, errClosed)
 	}
 	testwait.Eventually(t, 10*time.Second, "the browser launched for a closed Browser stopped", func() bool {
 		return len(tree(os.Getpid())) == 1 // this process alone
