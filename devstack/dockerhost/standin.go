@@ -28,7 +28,7 @@ const (
 	// DebianImage is the renderer's runtime image: Debian, onto which the Dockerfile's
 	// renderer target installs Debian's chromium with apt-get.
 	DebianImage = "debian:bookworm-slim"
-	NATSImage   = "nats:2.12-alpine"
+	NATSImage   = "nats:2.15-alpine"
 	RedisImage  = "redis:7.4-alpine"
 	// PrometheusImage serves the `metrics` profile.
 	PrometheusImage = "prom/prometheus:v3.5.0"

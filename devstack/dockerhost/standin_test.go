@@ -9,7 +9,8 @@ import (
 )
 
 // Every image the project's files name by default (a Dockerfile's ARG default or literal
-// FROM, a ${TRAWL_…_IMAGE:-default} of compose.yaml) is one a stand-in provides, and every
+// FROM, a ${TRAWL_…_IMAGE:-default} of compose.yaml, an `image:` of the Helm chart's
+// values) is one a stand-in provides, and every
 // stand-in is named somewhere: a base image renamed in one place and not in the other would
 // leave the compose test building on a registry it cannot reach, or on a stand-in nothing
 // uses.
@@ -42,6 +43,8 @@ func TestBaseImagesNamed(t *testing.T) {
 		}
 	}
 	scan(filepath.Join(root, "compose.yaml"), regexp.MustCompile(`\$\{TRAWL_\w*IMAGE:-([^}]+)\}`))
+	// The chart's NATS and Redis (its services' images are built, named by prefix and tag).
+	scan(filepath.Join(root, "deploy", "helm", "trawl", "values.yaml"), regexp.MustCompile(`(?m)^\s*image:\s*([^\s#]+)\s*$`))
 	delete(named, "scratch")
 	for _, st := range stages {
 		delete(named, st)
@@ -58,5 +61,22 @@ func TestBaseImagesNamed(t *testing.T) {
 		if len(named[img]) == 0 {
 			t.Errorf("no Dockerfile or compose.yaml names %s, which a stand-in takes the name of", img)
 		}
+	}
+}
+
+// The NATS image users get by default is the minor version every test runs: the stand-in
+// is built from devstack's nats-server module, so a default naming another minor would
+// ship a server no test ran.
+func TestNATSImageIsTheTestedServer(t *testing.T) {
+	v, err := moduleVersion(filepath.Join("..", "go.mod"), "github.com/nats-io/nats-server/v2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`^v2\.(\d+)\.`).FindStringSubmatch(v)
+	if m == nil {
+		t.Fatalf("devstack/go.mod's nats-server %s: want v2.<minor>.<patch>", v)
+	}
+	if want := "nats:2." + m[1] + "-alpine"; NATSImage != want {
+		t.Errorf("NATSImage %s, but the tests run nats-server %s: want %s", NATSImage, v, want)
 	}
 }
