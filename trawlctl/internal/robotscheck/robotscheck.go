@@ -35,7 +35,7 @@ func limit(maxBytes int64) int64 {
 
 // Fetcher gets robots.txt files over HTTP as a fetcher does: every connection through
 // the fetchers' address policy (shared/safedial), the request as every process makes it
-// (polite.RobotsHeader), redirects followed hop by hop as polite.FollowRobots says, and
+// (polite.RobotsHeader), the chain walked by polite.WalkRobots, as the renderers walk it, and
 // MaxBytes of the content, decoded by the fetchers' decoder, parsed.
 type Fetcher struct {
 	Timeout   time.Duration // each request's; default 30s
@@ -79,31 +79,18 @@ func (f *Fetcher) Fetch(ctx context.Context, agent, robotsURL string) (*robots.E
 		// Each hop is a request of its own, as the fetchers make it.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
-	maxBytes := limit(f.MaxBytes)
-	started := time.Now()
+	e, err := polite.WalkRobots(ctx, agent, u.String(), limit(f.MaxBytes), func(ctx context.Context, _ int, u *url.URL, maxBody int64) (polite.RobotsResponse, error) {
+		status, loc, body, err := f.get(ctx, hc, u, maxBody)
+		return polite.RobotsResponse{Status: status, Location: loc, Body: body}, err
+	})
 	var blocked *safedial.BlockedError
-	for n := 0; ; n++ {
-		// One octet over the limit tells robots.Parse the file went on, so it drops a cut line.
-		status, loc, body, err := f.get(ctx, hc, u, maxBytes+1)
-		switch {
-		case err != nil && ctx.Err() != nil:
-			return nil, ctx.Err()
-		case err != nil && n == 0 && errors.As(err, &blocked):
-			return nil, fmt.Errorf("robots.txt URL %q: %w, as by the fetchers (TRAWL_ALLOW_CIDRS lets a range through)", robotsURL, blocked)
-		case err != nil && n > 0:
-			return robots.UnreachableEntry(agent, fmt.Errorf("robots.txt redirect %d to %s: %w", n, u, err), started), nil
-		case err != nil:
-			return robots.UnreachableEntry(agent, err, started), nil
-		}
-		next := polite.Location(status, u, loc)
-		if !polite.FollowRobots(n, next) {
-			return robots.NewEntry(agent, status, body, int(maxBytes), started), nil
-		}
-		if u, err = url.Parse(next); err != nil {
-			// polite.Location gives normalised URLs only.
-			return robots.UnreachableEntry(agent, err, started), nil
-		}
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return nil, ctx.Err()
+	case errors.As(err, &blocked):
+		return nil, fmt.Errorf("robots.txt URL %q: %w, as by the fetchers (TRAWL_ALLOW_CIDRS lets a range through)", robotsURL, blocked)
 	}
+	return e, err
 }
 
 // get makes one robots.txt request for u and reads at most maxBody octets of its content.

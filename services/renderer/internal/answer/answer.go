@@ -463,66 +463,39 @@ func (a *Answerer) robotsEntry(ctx context.Context, host, origin, agent string) 
 // errPolicyBlocked: a site policy blocks a robots.txt hop's URL.
 var errPolicyBlocked = errors.New("a site policy blocks it")
 
-// fetchRobots fetches origin's robots.txt as a fetcher does and caches the entry: at most
-// Requests.RobotsMaxBytes parsed, redirects followed as polite.FollowRobots says, each
-// request under a claim of its own host and with the request settings of its own URL's
-// policy (only to its host; secrets too, whichever page's request needs the file: it is
-// Trawl's own request, and its response never reaches a page); a hop a policy blocks, or whose address the address policy
-// refuses, leaves robots.txt unreachable. No entry is cached when the origin itself is
-// refused or a secret cannot be read: the request is refused instead.
+// fetchRobots fetches origin's robots.txt as a fetcher does and caches the entry: the
+// chain walked by polite.WalkRobots, each request under a claim of its own host and with
+// the request settings of its own URL's policy (only to its host; secrets too, whichever
+// page's request needs the file: it is Trawl's own request, and its response never reaches
+// a page); a hop a policy blocks, or whose address the address policy refuses, leaves
+// robots.txt unreachable. No entry is cached when the origin itself is refused or a secret
+// cannot be read: the request is refused instead.
 func (a *Answerer) fetchRobots(ctx context.Context, host, origin, agent string, store *robotscache.Store) (*robots.Entry, error) {
 	if e, err := store.Get(ctx, origin); err != nil || e != nil {
 		return e, err
 	}
-	limit := a.cfg.Requests.RobotsMaxBytes()
-	target, n := origin+"/robots.txt", 0
-	started := time.Now()
-	var (
-		res Result
-		err error
-	)
-	for {
-		var u *url.URL
-		var to string
-		if u, err = url.Parse(target); err == nil {
-			to, err = urlnorm.Host(target)
-		}
-		if err != nil {
-			break
-		}
-		pol := a.rules(target)
-		if pol.Blocked() {
-			err = fmt.Errorf("robots.txt at %s: %w", target, errPolicyBlocked)
-			break
-		}
-		hdr, herr := a.cfg.Requests.Headers(pol, to)
-		if herr != nil {
-			return nil, herr
-		}
-		res, err = a.claimed(ctx, to, 0, func(ctx context.Context) (Result, error) {
-			// One octet over the limit tells robots.Parse the file went on, so it drops a cut line.
-			return a.getRobots(polite.WithHeaders(ctx, hdr), u, limit+1)
-		})
-		if err != nil {
-			if n > 0 {
-				err = fmt.Errorf("robots.txt redirect %d to %s: %w", n, target, err)
+	e, err := polite.WalkRobots(ctx, agent, origin+"/robots.txt", a.cfg.Requests.RobotsMaxBytes(),
+		func(ctx context.Context, _ int, u *url.URL, maxBody int64) (polite.RobotsResponse, error) {
+			target := u.String()
+			to, err := urlnorm.Host(target)
+			if err != nil {
+				return polite.RobotsResponse{}, err
 			}
-			break
-		}
-		loc := polite.Location(res.Status, u, res.Header.Get("Location"))
-		if !polite.FollowRobots(n, loc) {
-			break
-		}
-		target, n = loc, n+1
-	}
-	var e *robots.Entry
-	switch {
-	case ctx.Err() != nil, n == 0 && errors.Is(err, safedial.ErrBlockedAddress):
+			pol := a.rules(target)
+			if pol.Blocked() {
+				return polite.RobotsResponse{}, fmt.Errorf("robots.txt at %s: %w", target, errPolicyBlocked)
+			}
+			hdr, err := a.cfg.Requests.Headers(pol, to)
+			if err != nil {
+				return polite.RobotsResponse{}, polite.StopRobots(err)
+			}
+			res, err := a.claimed(ctx, to, 0, func(ctx context.Context) (Result, error) {
+				return a.getRobots(polite.WithHeaders(ctx, hdr), u, maxBody)
+			})
+			return polite.RobotsResponse{Status: res.Status, Location: res.Header.Get("Location"), Body: res.Body}, err
+		})
+	if err != nil {
 		return nil, err
-	case err != nil:
-		e = robots.UnreachableEntry(agent, err, started)
-	default:
-		e = robots.NewEntry(agent, res.Status, res.Body, int(limit), started)
 	}
 	a.m.Robots(e.Class.String())
 	if perr := store.Put(ctx, origin, e); perr != nil {
