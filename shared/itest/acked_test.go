@@ -219,13 +219,16 @@ func TestRunnerRemovesAckedMessages(t *testing.T) {
 				tasks()
 				ackedButHeld(t, ns, nc, topology.StreamFetch, func() { ackAll(t, fetcher, 3) })
 			}
-			testwait.EventuallyState(t, 15*time.Second, "CRAWL_FETCH emptied of what the fetcher acknowledged", func() (bool, string) {
+			// The count is added once the sweep returns, after its last removal: polled with it.
+			const removed = `trawl_nats_acked_removed_total{stream="CRAWL_FETCH"}`
+			testwait.EventuallyState(t, 15*time.Second, "CRAWL_FETCH emptied of what the fetcher acknowledged, and the 3 counted", func() (bool, string) {
 				n := held(t, js, topology.StreamFetch)
-				return n == 0, fmt.Sprintf("%d held", n)
+				v, found, err := scrape.Read(ctx, r.Addr(), removed)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return n == 0 && found && v == 3, fmt.Sprintf("%d held; %s = %v (exported: %v)", n, removed, v, found)
 			})
-			if v := scrape.Exported(t, r.Addr(), `trawl_nats_acked_removed_total{stream="CRAWL_FETCH"}`); v != 3 {
-				t.Errorf("trawl_nats_acked_removed_total{stream=\"CRAWL_FETCH\"} = %v, want 3", v)
-			}
 		})
 	}
 }
