@@ -169,19 +169,10 @@ func ReadProgress(ctx context.Context, js jetstream.JetStream, rdb redis.Univers
 	if err != nil {
 		return p, fmt.Errorf("stack: progress: redis: %w", err)
 	}
-	for _, c := range cs {
-		p.Accepted += c.Accepted
-		p.Queued += c.Queued
-		p.Dispatched += c.Dispatched
-		p.Expired += c.Expired
-		p.Fetched += c.Fetched
-		p.Failed += c.Failed
-		p.Disallowed += c.Disallowed
-		p.OutOfScope += c.OutOfScope
-		p.OverBudget += c.OverBudget
-		p.InFlight += c.InFlight
-		p.Hosts += c.Active
-	}
+	c := frontierkeys.Sum(cs)
+	p.Accepted, p.Queued, p.Dispatched, p.Expired = c.Accepted, c.Queued, c.Dispatched, c.Expired
+	p.Fetched, p.Failed, p.Disallowed, p.OutOfScope, p.OverBudget = c.Fetched, c.Failed, c.Disallowed, c.OutOfScope, c.OverBudget
+	p.InFlight, p.Hosts = c.InFlight, c.Active
 	if p.Waits, err = fr.Waits(ctx, waitSample); err != nil {
 		return p, fmt.Errorf("stack: progress: %w", err)
 	}

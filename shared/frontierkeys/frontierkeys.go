@@ -354,6 +354,22 @@ func ParseStats(h map[string]string) Counters {
 	}
 }
 
+// Add adds o's counters to c: the crawl's counters are the sum of its shards'.
+func (c *Counters) Add(o Counters) {
+	c.Accepted += o.Accepted
+	c.Queued += o.Queued
+	c.Parked += o.Parked
+	c.Dispatched += o.Dispatched
+	c.Fetched += o.Fetched
+	c.Failed += o.Failed
+	c.Disallowed += o.Disallowed
+	c.OutOfScope += o.OutOfScope
+	c.OverBudget += o.OverBudget
+	c.Pages += o.Pages
+	c.Expired += o.Expired
+	c.Retired += o.Retired
+}
+
 // Terminal is the number of URLs in a terminal state.
 func (c Counters) Terminal() int64 {
 	return c.Fetched + c.Failed + c.Disallowed + c.OutOfScope + c.OverBudget

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -139,6 +140,37 @@ func TestParseStats(t *testing.T) {
 	}
 	if c := (Counters{Fetched: 1, Failed: 2, Disallowed: 3, OutOfScope: 4, OverBudget: 5, Queued: 6}); c.Terminal() != 15 {
 		t.Fatalf("Terminal() = %d, want 15", c.Terminal())
+	}
+}
+
+// The crawl's counters are its shards' summed, every field of them: a counter added to
+// Counters and left out of Add would read 0 in trawlctl's report and the progress line.
+func TestSumAddsEveryCounter(t *testing.T) {
+	// Each field of a shard holds a different power of two, so a field dropped or added
+	// into another shows in the sum.
+	shard := func(k int) ShardCounters {
+		var s ShardCounters
+		v := reflect.ValueOf(&s.Counters).Elem()
+		for i := range v.NumField() {
+			v.Field(i).SetInt(int64(k) << i)
+		}
+		s.InFlight, s.Active = int64(k)<<20, int64(k)<<21
+		return s
+	}
+	for _, tc := range []struct {
+		name   string
+		shards []ShardCounters
+		want   ShardCounters
+	}{
+		{name: "none", shards: nil, want: ShardCounters{}},
+		{name: "one", shards: []ShardCounters{shard(1)}, want: shard(1)},
+		{name: "three", shards: []ShardCounters{shard(1), shard(2), shard(4)}, want: shard(7)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Sum(tc.shards); got != tc.want {
+				t.Fatalf("Sum = %+v, want %+v", got, tc.want)
+			}
+		})
 	}
 }
 

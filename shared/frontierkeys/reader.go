@@ -58,6 +58,17 @@ func (r *Reader) Counters(ctx context.Context) ([]ShardCounters, error) {
 	return out, nil
 }
 
+// Sum is the whole frontier's counters: every shard's added up.
+func Sum(shards []ShardCounters) ShardCounters {
+	var sum ShardCounters
+	for _, s := range shards {
+		sum.Counters.Add(s.Counters)
+		sum.InFlight += s.InFlight
+		sum.Active += s.Active
+	}
+	return sum
+}
+
 // ShardStats reads one shard's `stats` counters.
 func (r *Reader) ShardStats(ctx context.Context, shard int) (Counters, error) {
 	key := ForShard(r.prefix, shard, r.shards).Stats()

@@ -126,22 +126,7 @@ func readCrawl(ctx context.Context, rdb redis.UniversalClient, e *env) (crawlrep
 	if err != nil {
 		return crawlreport.Crawl{}, err
 	}
-	var sum frontierkeys.Counters
-	for _, s := range shards {
-		c := s.Counters
-		sum.Accepted += c.Accepted
-		sum.Queued += c.Queued
-		sum.Parked += c.Parked
-		sum.Dispatched += c.Dispatched
-		sum.Fetched += c.Fetched
-		sum.Failed += c.Failed
-		sum.Disallowed += c.Disallowed
-		sum.OutOfScope += c.OutOfScope
-		sum.OverBudget += c.OverBudget
-		sum.Pages += c.Pages
-		sum.Expired += c.Expired
-		sum.Retired += c.Retired
-	}
+	sum := frontierkeys.Sum(shards).Counters
 	errs, err := fr.ErrorLog(ctx)
 	if err != nil {
 		return crawlreport.Crawl{}, err

@@ -35,17 +35,14 @@ type Counters struct {
 	RetiredHosts int64 `json:"retired_hosts"`
 }
 
-func (c *Counters) add(h frontierkeys.Counters) {
-	c.Accepted += h.Accepted
-	c.Queued += h.Queued
-	c.Dispatched += h.Dispatched
-	c.Fetched += h.Fetched
-	c.Failed += h.Failed
-	c.Disallowed += h.Disallowed
-	c.OutOfScope += h.OutOfScope
-	c.OverBudget += h.OverBudget
-	c.Expired += h.Expired
-	c.RetiredHosts += h.Retired
+// countersOf is a frontier's (or a shard's) counters as a snapshot shows them.
+func countersOf(h frontierkeys.Counters) Counters {
+	return Counters{
+		Accepted: h.Accepted, Queued: h.Queued, Dispatched: h.Dispatched,
+		Fetched: h.Fetched, Failed: h.Failed, Disallowed: h.Disallowed,
+		OutOfScope: h.OutOfScope, OverBudget: h.OverBudget, Expired: h.Expired,
+		RetiredHosts: h.Retired,
+	}
 }
 
 // Hosts describes the back-queue side of the frontier.
@@ -231,6 +228,7 @@ func (r *Reader) readRedis(ctx context.Context, fr *frontierkeys.Reader, s *Snap
 		return fmt.Errorf("progress: %w: %w", ErrFrontierUnreadable, err)
 	}
 	s.Front = make([]int64, st.Front)
+	var total frontierkeys.Counters
 	for _, c := range st.Shards {
 		sh := Shard{Shard: c.Shard, Paused: c.Paused, Front: c.Front}
 		for q, n := range c.Front {
@@ -239,7 +237,7 @@ func (r *Reader) readRedis(ctx context.Context, fr *frontierkeys.Reader, s *Snap
 		}
 		sh.Hosts = Hosts{Active: c.Active, InHeap: c.InHeap, Ready: c.Ready, InFlight: c.InFlight}
 		sh.Hosts.Waiting = sh.Hosts.InHeap - sh.Hosts.Ready
-		sh.Counters.add(c.Counters)
+		sh.Counters = countersOf(c.Counters)
 		s.Shards = append(s.Shards, sh)
 		s.Paused = s.Paused || sh.Paused
 		s.Hosts.Active += sh.Hosts.Active
@@ -247,8 +245,9 @@ func (r *Reader) readRedis(ctx context.Context, fr *frontierkeys.Reader, s *Snap
 		s.Hosts.Ready += sh.Hosts.Ready
 		s.Hosts.Waiting += sh.Hosts.Waiting
 		s.Hosts.InFlight += sh.Hosts.InFlight
-		s.Counters.add(c.Counters)
+		total.Add(c.Counters)
 	}
+	s.Counters = countersOf(total)
 	s.Errors = s.Counters.Failed
 	if g := st.Dispatch; g != nil {
 		s.Dispatch = &Dispatch{Held: g.Held, Holds: g.Holds, FetchQueued: g.FetchQueued, FetchBusy: g.FetchBusy,
