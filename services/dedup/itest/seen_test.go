@@ -3,10 +3,7 @@ package itest
 import (
 	"slices"
 	"strconv"
-	"strings"
 	"testing"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/trawl/trawl/services/dedup/internal/bloom"
 	"github.com/trawl/trawl/services/dedup/internal/seen"
@@ -188,7 +185,7 @@ func TestSeenLargeBatchSplit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := scriptRuns(t, c); n != 3 {
+	if n := redisCalls(t, c, "eval", "evalsha"); n != 3 {
 		t.Errorf("%d script calls, want 3: [L:0 L:1] [L:2 L:3] [L:big]", n)
 	}
 	for i := range 4 {
@@ -204,33 +201,4 @@ func TestSeenLargeBatchSplit(t *testing.T) {
 			t.Errorf("no memo for %s", m.ID)
 		}
 	}
-}
-
-// scriptRuns counts the successful EVAL and EVALSHA calls since the last CONFIG RESETSTAT.
-func scriptRuns(t *testing.T, c *redis.Client) int {
-	t.Helper()
-	info, err := c.Info(testwait.Context(t), "commandstats").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	runs := 0
-	for _, line := range strings.Split(info, "\n") {
-		name, stats, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if !ok || (name != "cmdstat_eval" && name != "cmdstat_evalsha") {
-			continue
-		}
-		var calls, failed int
-		for _, kv := range strings.Split(stats, ",") {
-			k, v, _ := strings.Cut(kv, "=")
-			n, _ := strconv.Atoi(v)
-			switch k {
-			case "calls":
-				calls = n
-			case "failed_calls":
-				failed = n
-			}
-		}
-		runs += calls - failed
-	}
-	return runs
 }

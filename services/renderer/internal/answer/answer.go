@@ -179,7 +179,7 @@ func (a *Answerer) Answer(ctx context.Context, req Request) Result {
 			return r
 		}
 	}
-	entry, err := a.robotsEntry(ctx, o.host, o.u.Scheme+"://"+o.u.Host, a.cfg.Requests.RobotsAgent(o.pol))
+	entry, err := a.robotsEntry(ctx, o.u.Scheme+"://"+o.u.Host, a.cfg.Requests.RobotsAgent(o.pol))
 	if err != nil {
 		return a.refuse(refusal(ctx, err), err)
 	}
@@ -444,16 +444,16 @@ func (a *Answerer) rules(rawURL string) policy.Resolved {
 }
 
 // robotsEntry returns origin's robots.txt entry for agent (Requests.RobotsAgent),
-// fetching robots.txt (under a claim of host, as any request) when no fetcher or renderer
-// has it cached.
-func (a *Answerer) robotsEntry(ctx context.Context, host, origin, agent string) (*robots.Entry, error) {
+// fetching robots.txt (each hop under a claim of its host, as any request) when no fetcher
+// or renderer has it cached.
+func (a *Answerer) robotsEntry(ctx context.Context, origin, agent string) (*robots.Entry, error) {
 	store := a.robots.For(agent)
 	e, err := store.Get(ctx, origin)
 	if err != nil || e != nil {
 		return e, err
 	}
 	// The page's requests to one origin arrive together: one of them fetches robots.txt.
-	v, err, _ := a.robotsFetch.Do(agent+" "+origin, func() (any, error) { return a.fetchRobots(ctx, host, origin, agent, store) })
+	v, err, _ := a.robotsFetch.Do(agent+" "+origin, func() (any, error) { return a.fetchRobots(ctx, origin, agent, store) })
 	if err != nil {
 		return nil, err
 	}
@@ -470,7 +470,7 @@ var errPolicyBlocked = errors.New("a site policy blocks it")
 // a page); a hop a policy blocks, or whose address the address policy refuses, leaves
 // robots.txt unreachable. No entry is cached when the origin itself is refused or a secret
 // cannot be read: the request is refused instead.
-func (a *Answerer) fetchRobots(ctx context.Context, host, origin, agent string, store *robotscache.Store) (*robots.Entry, error) {
+func (a *Answerer) fetchRobots(ctx context.Context, origin, agent string, store *robotscache.Store) (*robots.Entry, error) {
 	if e, err := store.Get(ctx, origin); err != nil || e != nil {
 		return e, err
 	}
