@@ -289,6 +289,43 @@ func (c *Cluster) nodes(ctx context.Context, i int) ([]node, error) {
 	return out, nil
 }
 
+// Describe is every node as it sees itself, one line each — its address, flags and slots,
+// its replication role and offset — for a test that failed to say what the cluster was
+// doing. A node that cannot be read says why.
+func (c *Cluster) Describe(ctx context.Context) string {
+	var b strings.Builder
+	for i, s := range c.Nodes {
+		fmt.Fprintf(&b, "\n  node %d %s: ", i, s.Addr())
+		if c.down[i] {
+			b.WriteString("killed")
+			continue
+		}
+		nodes, err := c.do(ctx, i, "CLUSTER", "NODES").Text()
+		if err != nil {
+			fmt.Fprintf(&b, "CLUSTER NODES: %v", err)
+			continue
+		}
+		for line := range strings.SplitSeq(strings.TrimSpace(nodes), "\n") {
+			if f := strings.Fields(line); len(f) >= 8 && strings.Contains(f[2], "myself") {
+				fmt.Fprintf(&b, "%s %s", f[2], strings.Join(f[8:], " "))
+			}
+		}
+		repl, err := c.do(ctx, i, "INFO", "replication").Text()
+		if err != nil {
+			fmt.Fprintf(&b, "; INFO replication: %v", err)
+			continue
+		}
+		for line := range strings.SplitSeq(repl, "\n") {
+			k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
+			switch k {
+			case "role", "master_link_status", "master_sync_in_progress", "master_repl_offset", "connected_slaves":
+				fmt.Fprintf(&b, "; %s=%s", k, v)
+			}
+		}
+	}
+	return b.String()
+}
+
 // Masters returns the indexes (into Nodes) of the running nodes that serve slots now.
 func (c *Cluster) Masters(ctx context.Context) ([]int, error) {
 	alive := c.alive()

@@ -271,7 +271,7 @@ func TestWaiterSurvivesMasterFailover(t *testing.T) {
 		return err == nil
 	})
 	if n != 500 {
-		t.Errorf("after failover the list holds %d of the 500 entries confirmed on a replica", n)
+		t.Errorf("after failover of node %d the list holds %d of the 500 entries confirmed on a replica; the cluster:%s", killed, n, cl.Describe(ctx))
 	}
 	// The promoted master has no replica until the old one returns.
 	start := time.Now()
