@@ -3,6 +3,9 @@ package itest
 import (
 	"context"
 	"errors"
+	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -55,6 +58,112 @@ func deadLetters(t *testing.T, js jetstream.JetStream) map[string]natsx.Dead {
 		out[string(m.Data)] = natsx.ReadDead(m)
 	}
 	return out
+}
+
+// What a replay does when its stream's duplicate window still holds the message's id is
+// decided by the sequence the pub-ack names, not by the letter's age: the server forgets an
+// id on a timer of its own, which may run late under load, and on its own clock. Each case
+// makes the window hold a copy of the message after the letter is older than the window,
+// as a late timer leaves it.
+func TestReplayDecidesByTheCopyTheWindowHolds(t *testing.T) {
+	const window = time.Second
+	for _, tc := range []struct {
+		name    string
+		msgID   string // the message's own Nats-Msg-Id; "": it had none
+		noSeq   bool   // the letter does not name the message's sequence
+		held    string // the copy the window holds: "own" (the parked message), "republished", "replayed"
+		tooSoon bool   // the replay must wait, the letter kept
+		stored  uint64 // messages the stream holds after the replay
+	}{
+		// The message's own copy, parked and gone from its work queue: a replay now is
+		// dropped as a copy of it, and deleting the letter would lose the message.
+		{name: "its own copy", msgID: "m-1", held: "own", tooSoon: true},
+		// The same, for a letter that does not say which sequence was its message's.
+		{name: "its own copy, the letter naming no sequence", msgID: "m-1", noSeq: true, held: "own", tooSoon: true},
+		// A later copy under the same id (its publisher sent it again once the window had
+		// passed) carries the work: the letter goes.
+		{name: "a copy republished later", msgID: "m-1", held: "republished", stored: 1},
+		// This letter's own replay, stored before and its delete lost: the letter goes,
+		// nothing is stored twice.
+		{name: "its earlier replay", held: "replayed", stored: 1},
+		{name: "its earlier replay, the letter naming no sequence", noSeq: true, held: "replayed", stored: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			js := connect(t)
+			deadStream(t, js, 1<<20)
+			ctx := testwait.Context(t)
+			str, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "RW", Subjects: []string{"RW.>"}, Retention: jetstream.WorkQueuePolicy, Duplicates: window})
+			if err != nil {
+				t.Fatal(err)
+			}
+			publish := func(m *nats.Msg) *jetstream.PubAck {
+				t.Helper()
+				ack, err := js.PublishMsg(ctx, m)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return ack
+			}
+			// The letter of the stream's first message, parked as Park parks it.
+			letter := nats.NewMsg(topology.DeadSubject("RW"))
+			letter.Data = []byte("work")
+			letter.Header.Set(natsx.DeadStreamHdr, "RW")
+			if !tc.noSeq {
+				letter.Header.Set(natsx.DeadSeqHdr, "1")
+			}
+			letter.Header.Set(natsx.DeadSubjectHdr, "RW.m")
+			letter.Header.Set(natsx.DeadConsumerHdr, "w")
+			letter.Header.Set(natsx.DeadReasonHdr, natsx.DeadExhausted)
+			if tc.msgID != "" {
+				letter.Header.Set(natsx.DeadMsgIDHdr, tc.msgID)
+			}
+			seq := publish(letter).Sequence
+			dead, err := js.Stream(ctx, topology.StreamDead)
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw, err := dead.GetMsg(ctx, seq)
+			if err != nil {
+				t.Fatal(err)
+			}
+			testwait.Eventually(t, 5*time.Second, "the letter older than the duplicate window", func() bool {
+				return time.Since(raw.Time) > window+100*time.Millisecond
+			})
+			// The copies, made now: the window holds the last one's id for a second yet.
+			own := natsx.NewMsg("RW.m", "", []byte("work"))
+			if tc.msgID != "" {
+				own.Header.Set(nats.MsgIdHdr, tc.msgID)
+			}
+			if got := publish(own).Sequence; got != 1 {
+				t.Fatalf("the message stored at %d, want 1 as its letter says", got)
+			}
+			if err := str.DeleteMsg(ctx, 1); err != nil { // given up: gone from its work queue
+				t.Fatal(err)
+			}
+			switch tc.held {
+			case "republished":
+				testwait.Eventually(t, 5*time.Second, "the publisher's copy stored once the window forgot the first", func() bool {
+					return !publish(own).Duplicate
+				})
+			case "replayed":
+				again := natsx.NewMsg("RW.m", "", []byte("work"))
+				again.Header.Set(natsx.ReplayOfHdr, natsx.StoredID(topology.StreamDead, seq, raw.Time))
+				again.Header.Set(nats.MsgIdHdr, "replay:"+natsx.StoredID(topology.StreamDead, seq, raw.Time))
+				publish(again)
+			}
+			err = natsx.Replay(ctx, js, seq)
+			if tc.tooSoon != errors.Is(err, natsx.ErrReplayTooSoon) || !tc.tooSoon && err != nil {
+				t.Fatalf("Replay = %v, want ErrReplayTooSoon %v", err, tc.tooSoon)
+			}
+			if n, want := len(deadLetters(t, js)), map[bool]int{true: 1}[tc.tooSoon]; n != want {
+				t.Errorf("%d letters left, want %d", n, want)
+			}
+			if n := streamMsgs(t, js, "RW"); n != tc.stored {
+				t.Errorf("the stream holds %d messages, want %d", n, tc.stored)
+			}
+		})
+	}
 }
 
 // A message the loop gives up on, a permanent failure at once and a temporary one after
@@ -188,10 +297,12 @@ func TestDeadLetterParksAndReplays(t *testing.T) {
 				}
 				return err == nil
 			})
-			testwait.Eventually(t, 15*time.Second, "the replayed messages handled and acked", func() bool {
+			testwait.EventuallyState(t, 15*time.Second, "the replayed messages handled and acked", func() (bool, string) {
 				mu.Lock()
 				defer mu.Unlock()
-				return len(replayed) == 2 && streamMsgs(t, js, "DL") == 0 && len(deadLetters(t, js)) == 0
+				left, letters := streamMsgs(t, js, "DL"), deadLetters(t, js)
+				return len(replayed) == 2 && left == 0 && len(letters) == 0,
+					fmt.Sprintf("replays handled %v, calls %v, %d left in DL, dead letters %v", slices.Sorted(maps.Keys(replayed)), calls, left, slices.Sorted(maps.Keys(letters)))
 			})
 			mu.Lock()
 			defer mu.Unlock()

@@ -217,26 +217,33 @@ func Replay(ctx context.Context, js jetstream.JetStream, seq uint64) error {
 		return fmt.Errorf("natsx: replay dead letter %d to %s: %w", seq, d.Subject, err)
 	}
 	if ack.Duplicate {
-		// The id is in the stream's duplicate window: this replay was stored before (its
-		// delete was lost), or the message itself was, within the window. Only the first
-		// lets the dead letter go.
-		orig, err := js.Stream(ctx, ack.Stream)
-		if err != nil {
-			return fmt.Errorf("natsx: stream %s: %w", ack.Stream, err)
+		// The stream holds a message with this id within its duplicate window, and the
+		// pub-ack names its sequence. The message's own copy there means the replay was
+		// dropped as a copy of it: the letter stays until the server forgets the id. Its
+		// park time cannot tell: the server forgets an id on a timer of its own, which
+		// may run late, and on its own clock. Another sequence is a later copy of the
+		// message (this letter's replay, its delete lost; or its publisher's republish),
+		// which carries the work: the letter may go.
+		own := ack.Stream == d.Stream && d.StreamSeq != 0 && ack.Sequence == d.StreamSeq
+		later := id == "replay:"+self || ack.Stream == d.Stream && d.StreamSeq != 0 && ack.Sequence != d.StreamSeq
+		if !later {
+			orig, err := js.Stream(ctx, ack.Stream)
+			if err != nil {
+				return fmt.Errorf("natsx: stream %s: %w", ack.Stream, err)
+			}
+			if !own {
+				// A letter that does not name its sequence there, or a subject another
+				// stream now holds: only a stored replay of this letter lets it go.
+				stored, gerr := orig.GetMsg(ctx, ack.Sequence)
+				later = gerr == nil && stored.Header.Get(ReplayOfHdr) == self
+			}
+			if !later {
+				// The message was stored before it was parked, so its id's window ends
+				// by the letter's time plus the window, give or take the server's timer.
+				return fmt.Errorf("%w: dead letter %d (%s %s, held at %s sequence %d); replay it after %s", ErrReplayTooSoon,
+					seq, nats.MsgIdHdr, id, ack.Stream, ack.Sequence, raw.Time.Add(orig.CachedInfo().Config.Duplicates).Format(time.RFC3339))
+			}
 		}
-		stored, gerr := orig.GetMsg(ctx, ack.Sequence)
-		replayed := id == "replay:"+self || gerr == nil && stored.Header.Get(ReplayOfHdr) == self
-		// The stored copy is the message itself (a stream with other consumers still
-		// holds it), or it is gone and the letter is younger than the window (by the
-		// server's clock against this one's): the message's own id may be what the
-		// window holds.
-		own := gerr == nil || time.Since(raw.Time) < orig.CachedInfo().Config.Duplicates
-		if !replayed && own {
-			return fmt.Errorf("%w: dead letter %d (%s %s); replay it after %s", ErrReplayTooSoon, seq, nats.MsgIdHdr, id,
-				raw.Time.Add(orig.CachedInfo().Config.Duplicates).Format(time.RFC3339))
-		}
-		// Gone, and parked longer ago than the window: the message's own copy is out of
-		// it, so the copy the window held was an earlier replay's, since consumed.
 	}
 	return DropDead(ctx, js, seq)
 }
