@@ -66,7 +66,9 @@ func deadLetters(t *testing.T, js jetstream.JetStream) map[string]natsx.Dead {
 // makes the window hold a copy of the message after the letter is older than the window,
 // as a late timer leaves it.
 func TestReplayDecidesByTheCopyTheWindowHolds(t *testing.T) {
-	const window = time.Second
+	// Long enough that the copies made just before a replay are still in it on a busy
+	// machine.
+	const window = 3 * time.Second
 	for _, tc := range []struct {
 		name    string
 		msgID   string // the message's own Nats-Msg-Id; "": it had none
@@ -127,10 +129,10 @@ func TestReplayDecidesByTheCopyTheWindowHolds(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			testwait.Eventually(t, 5*time.Second, "the letter older than the duplicate window", func() bool {
+			testwait.Eventually(t, 2*window, "the letter older than the duplicate window", func() bool {
 				return time.Since(raw.Time) > window+100*time.Millisecond
 			})
-			// The copies, made now: the window holds the last one's id for a second yet.
+			// The copies, made now: the window holds the last one's id for a while yet.
 			own := natsx.NewMsg("RW.m", "", []byte("work"))
 			if tc.msgID != "" {
 				own.Header.Set(nats.MsgIdHdr, tc.msgID)
@@ -143,7 +145,7 @@ func TestReplayDecidesByTheCopyTheWindowHolds(t *testing.T) {
 			}
 			switch tc.held {
 			case "republished":
-				testwait.Eventually(t, 5*time.Second, "the publisher's copy stored once the window forgot the first", func() bool {
+				testwait.Eventually(t, 3*window, "the publisher's copy stored once the window forgot the first", func() bool {
 					return !publish(own).Duplicate
 				})
 			case "replayed":
