@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -212,7 +213,7 @@ const unsandboxedRisk = "the browser runs WITHOUT Chromium's sandbox and without
 
 func (b *Browser) launch(ctx context.Context, gen int) (*instance, error) {
 	sandboxed := !b.unsandboxed.Load()
-	in, err := b.launchOnce(ctx, gen, sandboxed)
+	in, err := b.launchAttempts(ctx, gen, sandboxed)
 	if err == nil || !sandboxed || !noSandbox(err) {
 		return in, err
 	}
@@ -224,8 +225,59 @@ func (b *Browser) launch(ctx context.Context, gen int) (*instance, error) {
 	}
 	b.o.Log.Warn("no sandbox for the browser; running it unsandboxed as TRAWL_RENDER_ALLOW_UNSANDBOXED allows", "risk", unsandboxedRisk, "err", err)
 	b.unsandboxed.Store(true)
-	return b.launchOnce(ctx, gen, false)
+	return b.launchAttempts(ctx, gen, false)
 }
+
+// startAttempts bounds the launches of one start. Chromium can crash before it listens
+// (seen under load, right after another browser of the same user was killed: its crash
+// handler reports, and the process is gone): such a launch is tried again, a moment
+// later. A browser that cannot be executed, or finds no sandbox, fails at once.
+const startAttempts = 3
+
+// startRetryPause is the pause before the second launch; the third waits twice as long.
+var startRetryPause = 500 * time.Millisecond
+
+// launchAttempts launches the browser, again when it died at start-up, up to startAttempts
+// times in all.
+func (b *Browser) launchAttempts(ctx context.Context, gen int, sandboxed bool) (*instance, error) {
+	pause := startRetryPause
+	for attempt := 1; ; attempt++ {
+		in, err := b.launchOnce(ctx, gen, sandboxed)
+		if err == nil || !diedAtStart(err) {
+			return in, err
+		}
+		if attempt == startAttempts {
+			return nil, fmt.Errorf("%w (launch %d of %d; each died before it listened)", err, attempt, startAttempts)
+		}
+		b.o.Log.Warn("the browser died at start-up; launching it again", "attempt", attempt, "of", startAttempts, "in", pause, "err", err)
+		select {
+		case <-time.After(pause):
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w; waiting to launch it again: %w", err, ctx.Err())
+		}
+		pause *= 2
+	}
+}
+
+// diedAtStart tells a browser process that started and ended (or never answered) before
+// it listened from one that could not be executed or found no sandbox.
+func diedAtStart(err error) bool {
+	var execErr *exec.Error
+	var pathErr *fs.PathError
+	switch {
+	case errors.As(err, &execErr), errors.As(err, &pathErr), noSandbox(err),
+		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return false
+	}
+	return strings.Contains(err.Error(), chromedpExited) || errors.Is(err, errNoAnswer)
+}
+
+// chromedpExited starts chromedp's error for a browser whose output ended before it
+// printed its DevTools address (chromedp's readOutputTo; the error wraps nothing).
+const chromedpExited = "chrome failed to start"
+
+// errNoAnswer is a launch the watchdog gave up.
+var errNoAnswer = errors.New("no answer within 30s")
 
 func (b *Browser) launchOnce(ctx context.Context, gen int, sandboxed bool) (*instance, error) {
 	dir, err := b.profileDir()
@@ -244,7 +296,7 @@ func (b *Browser) launchOnce(ctx context.Context, gen int, sandboxed bool) (*ins
 	select {
 	case err = <-done:
 	case <-time.After(30 * time.Second):
-		err = errors.New("no answer within 30s")
+		err = errNoAnswer
 	}
 	if err != nil {
 		cancel()

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -29,11 +31,12 @@ func chromiumPath(t *testing.T) string {
 	return p
 }
 
-func newHeldChromium(t *testing.T) *heldChromium {
+// wrapChromium writes a shell script that runs the installed Chromium after the shell
+// code before, which may use the directory marks: the browser's user (not root) enters
+// dir, runs the script and writes in marks. It returns dir, the script and marks.
+func wrapChromium(t *testing.T, before func(dir, marks string) string) (string, string, string) {
 	t.Helper()
 	chromium := chromiumPath(t)
-	// The browser's user (not root) enters the directory, runs the script and writes
-	// its mark.
 	dir, err := os.MkdirTemp("", "trawl-launch-")
 	if err != nil {
 		t.Fatal(err)
@@ -49,16 +52,29 @@ func newHeldChromium(t *testing.T) *heldChromium {
 	if err := os.Chmod(marks, 0o777); err != nil { // past the umask
 		t.Fatal(err)
 	}
-	h := &heldChromium{dir: dir, path: filepath.Join(dir, "chromium"), hold: filepath.Join(dir, "hold"), started: filepath.Join(marks, "started")}
-	script := fmt.Sprintf("#!/bin/sh\nif [ -e %[1]s ]; then : > %[2]s; while [ -e %[1]s ]; do sleep 0.05; done; fi\nexec %[3]s \"$@\"\n", h.hold, h.started, chromium)
-	if err := os.WriteFile(h.path, []byte(script), 0o755); err != nil {
+	path := filepath.Join(dir, "chromium")
+	script := fmt.Sprintf("#!/bin/sh\n%s\nexec %s \"$@\"\n", before(dir, marks), chromium)
+	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	return dir, path, marks
+}
+
+func newHeldChromium(t *testing.T) *heldChromium {
+	t.Helper()
+	h := &heldChromium{}
+	h.dir, h.path, _ = wrapChromium(t, func(dir, marks string) string {
+		h.hold, h.started = filepath.Join(dir, "hold"), filepath.Join(marks, "started")
+		return fmt.Sprintf("if [ -e %[1]s ]; then : > %[2]s; while [ -e %[1]s ]; do sleep 0.05; done; fi", h.hold, h.started)
+	})
 	return h
 }
 
-func (h *heldChromium) options() Options {
-	o := Options{Path: h.path, DataDir: h.dir}
+func (h *heldChromium) options() Options { return launchOptions(h.path, h.dir) }
+
+// launchOptions start the browser at path, with its profiles in dir.
+func launchOptions(path, dir string) Options {
+	o := Options{Path: path, DataDir: dir}
 	if os.Getuid() == 0 {
 		o.UID, o.GID = 65534, 65534
 	}
@@ -179,5 +195,62 @@ func TestCloseDuringLaunch(t *testing.T) {
 	}
 	testwait.Eventually(t, 10*time.Second, "the browser launched for a closed Browser stopped", func() bool {
 		return len(tree(os.Getpid())) == 1 // this process alone
+	})
+}
+
+// A browser that dies before it listens is launched again, up to startAttempts times in
+// all; one that cannot be executed is not. The crash is Chromium's wrapper killing itself
+// with SIGSEGV before it execs the browser, on the first launches.
+func TestStartLaunchesAgainABrowserThatDiedAtStart(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		crashes      int // launches that die before Chromium runs
+		wantLaunches int
+		wantErr      string // "" when Start succeeds
+	}{
+		{"no crash", 0, 1, ""},
+		{"one crash", 1, 2, ""},
+		{"crashes but the last launch", startAttempts - 1, startAttempts, ""},
+		{"every launch crashes", startAttempts, startAttempts, fmt.Sprintf("launch %d of %d", startAttempts, startAttempts)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var launches string
+			dir, path, _ := wrapChromium(t, func(_, marks string) string {
+				launches = filepath.Join(marks, "launches")
+				return fmt.Sprintf("echo launch >> %[1]s\nif [ $(wc -l < %[1]s) -le %[2]d ]; then echo 'dying at start-up' >&2; kill -SEGV $$; fi",
+					launches, tc.crashes)
+			})
+			b, err := Start(testwait.Context(t), launchOptions(path, dir))
+			if err == nil {
+				t.Cleanup(b.Close)
+			}
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("Start: %v, want a browser", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), "dying at start-up")):
+				t.Fatalf("Start: %v, want an error naming %q and the browser's output", err, tc.wantErr)
+			}
+			data, rerr := os.ReadFile(launches)
+			if rerr != nil {
+				t.Fatal(rerr)
+			}
+			if n := strings.Count(string(data), "launch\n"); n != tc.wantLaunches {
+				t.Errorf("%d launches, want %d", n, tc.wantLaunches)
+			}
+			if err == nil && b.PID() == 0 {
+				t.Error("Start succeeded with no browser running")
+			}
+		})
+	}
+	t.Run("not executable", func(t *testing.T) {
+		dir, _, _ := wrapChromium(t, func(_, _ string) string { return "" })
+		start := time.Now()
+		_, err := Start(testwait.Context(t), launchOptions(filepath.Join(dir, "no-chromium"), dir))
+		if !errors.Is(err, fs.ErrNotExist) || strings.Contains(err.Error(), "launch ") {
+			t.Fatalf("Start of a missing binary: %v, want its error (not found) at once, not launched again", err)
+		}
+		if d := time.Since(start); d >= startRetryPause {
+			t.Errorf("Start of a missing binary took %v: it waited to launch again", d)
+		}
 	})
 }
