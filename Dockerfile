@@ -54,10 +54,15 @@ ENV TRAWL_ARCHIVE_DIR=/warc
 # user (65532, as distroless's) made to run it.
 FROM ${RENDERER_RUNTIME_IMAGE} AS renderer
 RUN apt-get update \
- && apt-get install -y --no-install-recommends chromium ca-certificates fonts-liberation \
+ && apt-get install -y --no-install-recommends chromium ca-certificates fonts-liberation tini \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd -g 65532 nonroot && useradd -u 65532 -g nonroot -m -d /home/nonroot nonroot
 COPY --from=build /out/bin/ /usr/local/bin/
 USER nonroot:nonroot
 ENV TRAWL_CHROMIUM=/usr/bin/chromium
-ENTRYPOINT ["/usr/local/bin/trawl-service"]
+# tini (Debian's) is PID 1 and reaps: a browser that stops (crashed, hung, over its memory
+# cap) leaves its child processes to PID 1, and the renderer waits only for the browser it
+# started, so as PID 1 it would keep them as zombies, six a stop, until the container ends
+# (devstack/composetest TestRenderProfile). -s: still the reaper when a `docker run
+# --init` or a pod's shared process namespace makes another process PID 1.
+ENTRYPOINT ["/usr/bin/tini", "-s", "--", "/usr/local/bin/trawl-service"]

@@ -79,9 +79,14 @@ func TestImagesBuild(t *testing.T) {
 				t.Fatal(err)
 			}
 			bin := "/usr/local/bin/" + name
-			ep := entrypoint(t, df, target)
+			init, ep := entrypoint(t, df, target)
 			if got, err := resolve(img, ep); err != nil || got != bin {
 				t.Errorf("ENTRYPOINT %s runs %q (%v), want %s", ep, got, err, bin)
+			}
+			// The renderer's browser leaves its processes to PID 1 when it stops: an init
+			// must reap them. The other services start no process.
+			if wantInit := target == "renderer"; (init != "") != wantInit {
+				t.Errorf("ENTRYPOINT's init %q; want one: %v", init, wantInit)
 			}
 			assertMain(t, filepath.Join(img, bin), "github.com/trawl/trawl/services/"+name)
 			user := imageUser(t, df, target)
@@ -284,15 +289,26 @@ func assertStatic(t *testing.T, p string) {
 	}
 }
 
-func entrypoint(t *testing.T, df *dockerfile, target string) string {
+// entrypoint is the init the image's ENTRYPOINT starts with ("" when none; Debian's tini,
+// installed with apt-get, so not in the replayed image) and the program it runs.
+func entrypoint(t *testing.T, df *dockerfile, target string) (init, prog string) {
 	t.Helper()
-	var ep string
+	var argv []string
 	for _, c := range df.imageCommands(t, target) {
 		if e, ok := c.(*instructions.EntrypointCommand); ok && len(e.CmdLine) > 0 {
-			ep = e.CmdLine[0]
+			argv = e.CmdLine
 		}
 	}
-	return ep
+	if len(argv) > 0 && argv[0] == "/usr/bin/tini" {
+		if i := slices.Index(argv, "--"); i > 0 && i+1 < len(argv) {
+			return argv[0], argv[i+1]
+		}
+		t.Fatalf("ENTRYPOINT %v: tini without `-- program`", argv)
+	}
+	if len(argv) == 0 {
+		return "", ""
+	}
+	return "", argv[0]
 }
 
 // The builder image's Go must be new enough for the module: the image has

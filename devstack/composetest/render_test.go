@@ -16,7 +16,8 @@ import (
 // installed by apt-get during `docker build`), two renderers run, the app's script-only
 // pages are crawled (each page's JSON, which only its script asks for, was requested), the
 // robots-disallowed request the script makes never reaches the web, and every request, the
-// browsers' included, keeps the politeness the other profiles keep.
+// browsers' included, keeps the politeness the other profiles keep. A browser killed
+// afterwards leaves no zombie in its container.
 func TestRenderProfile(t *testing.T) {
 	for _, tool := range tools {
 		t.Run(tool.Name, func(t *testing.T) { renderProfile(t, tool) })
@@ -104,6 +105,7 @@ func renderProfile(t *testing.T, tool Tool) {
 		t.Error("the web expects no script-only page")
 	}
 	t.Logf("%s: %d script-only pages, %d browser requests, made from %d renderer address(es)", tool.Name, app, len(exp.Browser), len(browsers))
+	s.browserReaped(s.containers("renderer")[0])
 }
 
 // missingRequests are the URLs the web expects that it has not been asked for yet.
