@@ -288,7 +288,20 @@ func (b *Browser) launchOnce(ctx context.Context, gen int, sandboxed bool) (*ins
 	bctx, bcancel := chromedp.NewContext(actx, chromedp.WithLogf(func(string, ...any) {}), chromedp.WithErrorf(func(f string, a ...any) {
 		b.o.Log.Debug("chromium: " + fmt.Sprintf(f, a...))
 	}))
-	cancel := func() { bcancel(); acancel(); _ = os.RemoveAll(dir) }
+	pid := 0 // the browser's, once it started
+	cancel := func() {
+		procs := tree(pid)
+		bcancel()
+		acancel() // kills the browser and waits for it
+		// Its children outlive it a moment, and the network service writes its cache index
+		// into the profile as it exits: removed before, the profile would be made again and
+		// kept until the renderer's next start.
+		if left := waitGone(procs, profileRemoveWait); left > 0 {
+			b.o.Log.Warn("browser processes still running after the browser stopped; removing its profile anyway",
+				"processes", left, "waited", profileRemoveWait, "dir", dir)
+		}
+		_ = os.RemoveAll(dir)
+	}
 	// The first run starts the process; it carries no timeout (that would end the browser),
 	// so it is bounded by a watchdog instead.
 	done := make(chan error, 1)
@@ -304,12 +317,44 @@ func (b *Browser) launchOnce(ctx context.Context, gen int, sandboxed bool) (*ins
 	}
 	c := chromedp.FromContext(bctx)
 	in := &instance{gen: gen, ctx: bctx, cancel: cancel, dir: dir, lost: c.Browser.LostConnection, stopped: make(chan struct{})}
-	pid := 0
 	if p := c.Browser.Process(); p != nil {
 		pid = p.Pid
 	}
 	b.o.Log.Info("browser started", "pid", pid, "generation", gen, "sandboxed", sandboxed)
 	return in, nil
+}
+
+// profileRemoveWait bounds how long a stopped browser's processes are waited for before its
+// profile is removed.
+const profileRemoveWait = 5 * time.Second
+
+// waitGone waits until none of procs runs (gone, or a zombie: it writes nothing more), at
+// most limit, and returns how many still run.
+func waitGone(procs map[int]int64, limit time.Duration) int {
+	deadline := time.Now().Add(limit)
+	for {
+		left := 0
+		for p := range procs {
+			if running(p) {
+				left++
+			}
+		}
+		if left == 0 || time.Now().After(deadline) {
+			return left
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// running tells a process that exists and is not a zombie.
+func running(pid int) bool {
+	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return false
+	}
+	s := string(stat)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || !strings.HasPrefix(s[i+1:], " Z")
 }
 
 // profileDir makes a launch's profile directory, owned by the browser's user.
