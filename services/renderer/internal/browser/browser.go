@@ -228,10 +228,11 @@ func (b *Browser) launch(ctx context.Context, gen int) (*instance, error) {
 	return b.launchAttempts(ctx, gen, false)
 }
 
-// startAttempts bounds the launches of one start. Chromium can crash before it listens
-// (seen under load, right after another browser of the same user was killed: its crash
-// handler reports, and the process is gone): such a launch is tried again, a moment
-// later. A browser that cannot be executed, or finds no sandbox, fails at once.
+// startAttempts bounds the launches of one start. Chromium can crash before it listens,
+// rarely, on a loaded machine (seen in CI and in this package's tests, each time just
+// after another browser was stopped; its crash handler reports, then the process is
+// gone): such a launch is tried again, a moment later. A browser that cannot be
+// executed, or finds no sandbox, fails at once.
 const startAttempts = 3
 
 // startRetryPause is the pause before the second launch; the third waits twice as long.
