@@ -79,14 +79,14 @@ func TestImagesBuild(t *testing.T) {
 				t.Fatal(err)
 			}
 			bin := "/usr/local/bin/" + name
-			init, ep := entrypoint(t, df, target)
+			reaper, ep := entrypoint(t, df, target)
 			if got, err := resolve(img, ep); err != nil || got != bin {
 				t.Errorf("ENTRYPOINT %s runs %q (%v), want %s", ep, got, err, bin)
 			}
 			// The renderer's browser leaves its processes to PID 1 when it stops: an init
 			// must reap them. The other services start no process.
-			if wantInit := target == "renderer"; (init != "") != wantInit {
-				t.Errorf("ENTRYPOINT's init %q; want one: %v", init, wantInit)
+			if wantInit := target == "renderer"; (reaper != "") != wantInit {
+				t.Errorf("ENTRYPOINT's init %q; want one: %v", reaper, wantInit)
 			}
 			assertMain(t, filepath.Join(img, bin), "github.com/trawl/trawl/services/"+name)
 			user := imageUser(t, df, target)
@@ -291,7 +291,7 @@ func assertStatic(t *testing.T, p string) {
 
 // entrypoint is the init the image's ENTRYPOINT starts with ("" when none; Debian's tini,
 // installed with apt-get, so not in the replayed image) and the program it runs.
-func entrypoint(t *testing.T, df *dockerfile, target string) (init, prog string) {
+func entrypoint(t *testing.T, df *dockerfile, target string) (reaper, prog string) {
 	t.Helper()
 	var argv []string
 	for _, c := range df.imageCommands(t, target) {

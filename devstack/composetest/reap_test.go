@@ -68,13 +68,13 @@ func under(procs map[int]hostProc, root int) []hostProc {
 // renderer, which waits only for the browser it started.
 func (s *Stack) browserReaped(id string) {
 	s.t.Helper()
-	init, err := strconv.Atoi(s.docker("inspect", "-f", "{{.State.Pid}}", id))
-	if err != nil || init <= 0 {
+	pid1, err := strconv.Atoi(s.docker("inspect", "-f", "{{.State.Pid}}", id))
+	if err != nil || pid1 <= 0 {
 		s.t.Fatalf("renderer container %s has no running process: %v", id[:12], err)
 	}
 	var browser []hostProc
 	main := 0
-	for _, p := range under(hostProcs(), init) {
+	for _, p := range under(hostProcs(), pid1) {
 		if len(p.argv) == 0 || !strings.HasPrefix(p.argv[0], "/usr/lib/chromium/") {
 			continue
 		}
