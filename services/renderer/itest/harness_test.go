@@ -121,7 +121,17 @@ func reachableTempDir(t testing.TB) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	t.Cleanup(func() {
+		// A renderer killed outright leaves its browser's children and crash handler running
+		// a moment after it (they end when they notice the browser gone); until then the
+		// network service writes its cache index in the profile, and would make the
+		// directory again behind RemoveAll, as the browser's user.
+		testwait.EventuallyState(t, waitFor, "the browser processes of "+dir+" to end", func() (bool, string) {
+			left := processesUnder(dir)
+			return len(left) == 0, fmt.Sprintf("still running: %v", left)
+		})
+		os.RemoveAll(dir)
+	})
 	if err := os.Chmod(dir, 0o711); err != nil {
 		t.Fatal(err)
 	}

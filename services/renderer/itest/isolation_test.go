@@ -49,6 +49,30 @@ func readProc(pid int) (proc, error) {
 	return p, err
 }
 
+// processesUnder lists the processes whose TMPDIR lies under dir: a browser's processes
+// have their profile as TMPDIR (browser.browserEnv), whatever became of their parent.
+func processesUnder(dir string) []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if err != nil {
+			continue // gone meanwhile (a zombie's reads empty)
+		}
+		for _, kv := range strings.Split(string(env), "\x00") {
+			if v, ok := strings.CutPrefix(kv, "TMPDIR="); ok && strings.HasPrefix(v, dir+"/") {
+				out = append(out, pid)
+				break
+			}
+		}
+	}
+	return out
+}
+
 // tree is pid and its descendants.
 func tree(t *testing.T, pid int) []proc {
 	t.Helper()
@@ -220,46 +244,29 @@ func TestRendererRefusesAnUnsandboxedBrowser(t *testing.T) {
 				GidMappingsEnableSetgroups: true,
 				Pdeathsig:                  syscall.SIGKILL,
 			}
-			cmd.Env = os.Environ()
-			for k, v := range st.env {
-				cmd.Env = append(cmd.Env, k+"="+v)
-			}
-			cmd.Env = append(cmd.Env, "TRAWL_LOG_FORMAT=text", "TRAWL_RENDER_ALLOW_UNSANDBOXED="+tc.allow)
-			var out testwait.Buffer
-			cmd.Stdout, cmd.Stderr = &out, &out
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			exited := make(chan error, 1)
-			go func() { exited <- cmd.Wait() }()
-			t.Cleanup(func() {
-				_ = cmd.Process.Kill()
-				select {
-				case <-exited:
-				case <-time.After(waitFor):
-				}
-			})
+			p := st.runRenderer(t, cmd, os.Environ(), map[string]string{
+				"TRAWL_LOG_FORMAT": "text", "TRAWL_RENDER_ALLOW_UNSANDBOXED": tc.allow})
 			if !tc.running {
 				select {
-				case err := <-exited:
-					if err == nil || !strings.Contains(out.String(), tc.want) {
-						t.Fatalf("renderer exited with %v, want an error naming %q:\n%s", err, tc.want, out.String())
+				case <-p.exited:
+					if p.err == nil || !strings.Contains(p.out.String(), tc.want) {
+						t.Fatalf("renderer exited with %v, want an error naming %q:\n%s", p.err, tc.want, p.out.String())
 					}
 				case <-time.After(waitFor):
-					t.Fatalf("the renderer still runs after %s, want it refusing to start:\n%s", waitFor, out.String())
+					t.Fatalf("the renderer still runs after %s, want it refusing to start:\n%s", waitFor, p.out.String())
 				}
 				return
 			}
 			testwait.EventuallyState(t, waitFor, "the renderer running its browser unsandboxed", func() (bool, string) {
 				select {
-				case err := <-exited:
-					t.Fatalf("renderer exited (%v):\n%s", err, out.String())
+				case <-p.exited:
+					t.Fatalf("renderer exited (%v):\n%s", p.err, p.out.String())
 				default:
 				}
-				o := out.String()
+				o := p.out.String()
 				return strings.Contains(o, tc.want) && strings.Contains(o, "sandboxed=false"), o
 			})
-			if o := out.String(); !strings.Contains(o, "level=WARN") || !strings.Contains(o, "WITHOUT Chromium's sandbox") {
+			if o := p.out.String(); !strings.Contains(o, "level=WARN") || !strings.Contains(o, "WITHOUT Chromium's sandbox") {
 				t.Errorf("running unsandboxed, the renderer did not warn of the risk:\n%s", o)
 			}
 		})
