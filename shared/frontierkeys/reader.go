@@ -92,6 +92,23 @@ type ShardStatus struct {
 	Counters Counters
 }
 
+// Add adds o to s: a crawl's figures are the sums of its shards', a front queue's length
+// the sum of that queue's, and the crawl is paused when a shard is. Shard is left as is.
+func (s *ShardStatus) Add(o ShardStatus) {
+	s.Paused = s.Paused || o.Paused
+	for len(s.Front) < len(o.Front) {
+		s.Front = append(s.Front, 0)
+	}
+	for q, n := range o.Front {
+		s.Front[q] += n
+	}
+	s.Active += o.Active
+	s.InHeap += o.InHeap
+	s.Ready += o.Ready
+	s.InFlight += o.InFlight
+	s.Counters.Add(o.Counters)
+}
+
 // DispatchFigures are the schedulers' dispatch gate as they last published it (Dispatch);
 // the scheduler's gate documents each figure.
 type DispatchFigures struct {

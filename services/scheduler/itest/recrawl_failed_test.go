@@ -77,7 +77,7 @@ func TestRecrawlRetiredHostKeepsSchedules(t *testing.T) {
 		t.Fatal(err)
 	}
 	testwait.Eventually(t, 20*time.Second, "all three URLs ended failed", func() bool { return s.stats().Failed == 3 })
-	if st := s.stats(); st.RetiredHosts != 1 || st.Dispatched != 1 {
+	if st := s.stats(); st.Retired != 1 || st.Dispatched != 1 {
 		t.Fatalf("stats %+v: want the host retired after its one request", st)
 	}
 	fetchedFrom := 0

@@ -102,12 +102,12 @@ func TestHostRetirement(t *testing.T) {
 			s := f.stats()
 			retiredAt := f.hostField("a.example", "retired")
 			if !tc.retired {
-				if s.RetiredHosts != 0 || retiredAt != "" || s.Queued == 0 {
+				if s.Retired != 0 || retiredAt != "" || s.Queued == 0 {
 					t.Fatalf("host retired unexpectedly: %+v retired=%q", s, retiredAt)
 				}
 				return
 			}
-			if s.RetiredHosts != 1 || retiredAt == "" {
+			if s.Retired != 1 || retiredAt == "" {
 				t.Fatalf("host not marked retired: %+v retired=%q", s, retiredAt)
 			}
 			if s.Queued != 0 || s.Inflight != 0 || s.ActiveHosts != 0 || s.ReadyHosts != 0 {
@@ -294,7 +294,7 @@ func TestBrokenPagesDoNotRetireTheirHost(t *testing.T) {
 				return answer200(tk)
 			})
 			s := f.stats()
-			if s.RetiredHosts != 0 || f.hostField("a.example", "retired") != "" {
+			if s.Retired != 0 || f.hostField("a.example", "retired") != "" {
 				t.Fatalf("a.example retired after %d requests: %+v", requests, s)
 			}
 			if len(fetched) != good || s.Fetched != good || s.Failed != int64(len(tc.bad)) {
@@ -356,7 +356,7 @@ func TestFailingHostIsRetired(t *testing.T) {
 			})
 			retiredAt = requests
 			s := f.stats()
-			if s.RetiredHosts != 1 || f.hostField("a.example", "retired") == "" {
+			if s.Retired != 1 || f.hostField("a.example", "retired") == "" {
 				t.Fatalf("a.example not retired after %d requests: %+v", requests, s)
 			}
 			if retiredAt != tc.requests || s.Fetched != int64(tc.fetched) || s.Failed != urlsQueued-int64(tc.fetched) {

@@ -58,7 +58,7 @@ func TestServiceRetiresFailingHost(t *testing.T) {
 		return st.Queued == 0 && st.Inflight == 0 && st.Accepted == 25 && st.Terminal() == 25
 	})
 	st := s.stats()
-	if st.Failed != 20 || st.Fetched != 5 || st.RetiredHosts != 1 {
+	if st.Failed != 20 || st.Fetched != 5 || st.Retired != 1 {
 		t.Fatalf("stats %+v: want dead.example's 20 URLs failed, alive.example's 5 fetched", st)
 	}
 	if n := fx.tasksFor("dead.example"); n != 8 {

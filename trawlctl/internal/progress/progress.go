@@ -35,6 +35,11 @@ type Counters struct {
 	RetiredHosts int64 `json:"retired_hosts"`
 }
 
+// hostsOf is a frontier's (or a shard's) hosts as a snapshot shows them.
+func hostsOf(st frontierkeys.ShardStatus) Hosts {
+	return Hosts{Active: st.Active, InHeap: st.InHeap, Ready: st.Ready, Waiting: st.InHeap - st.Ready, InFlight: st.InFlight}
+}
+
 // countersOf is a frontier's (or a shard's) counters as a snapshot shows them.
 func countersOf(h frontierkeys.Counters) Counters {
 	return Counters{
@@ -227,27 +232,17 @@ func (r *Reader) readRedis(ctx context.Context, fr *frontierkeys.Reader, s *Snap
 	if err != nil {
 		return fmt.Errorf("progress: %w: %w", ErrFrontierUnreadable, err)
 	}
-	s.Front = make([]int64, st.Front)
-	var total frontierkeys.Counters
+	total := frontierkeys.ShardStatus{Front: make([]int64, st.Front)}
 	for _, c := range st.Shards {
-		sh := Shard{Shard: c.Shard, Paused: c.Paused, Front: c.Front}
-		for q, n := range c.Front {
-			s.Front[q] += n
-			s.Queued += n
-		}
-		sh.Hosts = Hosts{Active: c.Active, InHeap: c.InHeap, Ready: c.Ready, InFlight: c.InFlight}
-		sh.Hosts.Waiting = sh.Hosts.InHeap - sh.Hosts.Ready
-		sh.Counters = countersOf(c.Counters)
+		sh := Shard{Shard: c.Shard, Paused: c.Paused, Front: c.Front, Hosts: hostsOf(c), Counters: countersOf(c.Counters)}
 		s.Shards = append(s.Shards, sh)
-		s.Paused = s.Paused || sh.Paused
-		s.Hosts.Active += sh.Hosts.Active
-		s.Hosts.InHeap += sh.Hosts.InHeap
-		s.Hosts.Ready += sh.Hosts.Ready
-		s.Hosts.Waiting += sh.Hosts.Waiting
-		s.Hosts.InFlight += sh.Hosts.InFlight
-		total.Add(c.Counters)
+		total.Add(c)
 	}
-	s.Counters = countersOf(total)
+	s.Front, s.Paused, s.Hosts = total.Front, total.Paused, hostsOf(total)
+	for _, n := range total.Front {
+		s.Queued += n
+	}
+	s.Counters = countersOf(total.Counters)
 	s.Errors = s.Counters.Failed
 	if g := st.Dispatch; g != nil {
 		s.Dispatch = &Dispatch{Held: g.Held, Holds: g.Holds, FetchQueued: g.FetchQueued, FetchBusy: g.FetchBusy,

@@ -843,21 +843,30 @@ func (f *Frontier) TrimApplied(ctx context.Context, floor uint64) (int64, error)
 	return n, nil
 }
 
-// Stats is a snapshot of one shard's accounting. Accepted = Queued + Inflight + Parked +
-// Terminal().
+// Stats is a snapshot of one shard's accounting: its `stats` counters, of which Accepted
+// = Queued + Inflight + Parked + Terminal(), and its queue sizes.
 type Stats struct {
-	Accepted, Queued, Inflight, Parked                  int64
-	Fetched, Failed, Disallowed, OutOfScope, OverBudget int64
-	Dispatched, Pages, Expired                          int64
-	ActiveHosts, ReadyHosts                             int64 // hosts holding a back queue; of them, in the heap
-	RetiredHosts                                        int64 // hosts retired after a failure streak
-	Waiting                                             []int64
-	Paused                                              bool
+	frontierkeys.Counters
+	Inflight                int64 // tasks out
+	ActiveHosts, ReadyHosts int64 // hosts holding a back queue; of them, in the heap
+	Waiting                 []int64
+	Paused                  bool
 }
 
-// Terminal is the number of URLs in a terminal state.
-func (s Stats) Terminal() int64 {
-	return s.Fetched + s.Failed + s.Disallowed + s.OutOfScope + s.OverBudget
+// Add adds o to s: a crawl's figures are the sums of its shards', a front queue's length
+// the sum of that queue's, and the crawl is paused when a shard is.
+func (s *Stats) Add(o Stats) {
+	s.Counters.Add(o.Counters)
+	s.Inflight += o.Inflight
+	s.ActiveHosts += o.ActiveHosts
+	s.ReadyHosts += o.ReadyHosts
+	for len(s.Waiting) < len(o.Waiting) {
+		s.Waiting = append(s.Waiting, 0)
+	}
+	for q, n := range o.Waiting {
+		s.Waiting[q] += n
+	}
+	s.Paused = s.Paused || o.Paused
 }
 
 // Stats reads the shard's counters and queue sizes in one round trip.

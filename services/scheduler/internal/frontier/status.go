@@ -119,12 +119,8 @@ func (f *Frontier) queueStats(ctx context.Context, p redis.Pipeliner) *statsCmds
 }
 
 func (c *statsCmds) stats() Stats {
-	h := frontierkeys.ParseStats(c.hash.Val())
 	s := Stats{
-		Accepted: h.Accepted, Queued: h.Queued, Inflight: c.inflight.Val(), Parked: h.Parked,
-		Fetched: h.Fetched, Failed: h.Failed, Disallowed: h.Disallowed,
-		OutOfScope: h.OutOfScope, OverBudget: h.OverBudget,
-		Dispatched: h.Dispatched, Pages: h.Pages, Expired: h.Expired, RetiredHosts: h.Retired,
+		Counters: frontierkeys.ParseStats(c.hash.Val()), Inflight: c.inflight.Val(),
 		ActiveHosts: c.hosts(), ReadyHosts: c.ready.Val(), Paused: c.paused.Val() > 0,
 		Waiting: make([]int64, len(c.fqs)),
 	}

@@ -370,8 +370,10 @@ func (p *Page) Report(ctx context.Context, top, nErrors int) Report {
 	rep := Report{
 		V: 1, NowMs: now.UnixMilli(), RateWindowSeconds: p.o.RateWindow.Seconds(),
 		Shards: []ShardStatus{}, Busiest: []HostRow{}, Slowest: []HostRow{}, Errors: []ErrorRow{},
-		History: p.ring.history(), Unavailable: []Unavailable{}, Total: &Counts{}, Stuck: []StuckRow{},
+		History: p.ring.history(), Unavailable: []Unavailable{}, Stuck: []StuckRow{},
 	}
+	var sum frontier.Status
+	var pagesPerSecond, dispatchedPerSecond *float64
 	for i, sh := range p.shards {
 		st, err := sh.Source.Status(ctx, now, top, nErrors)
 		if err != nil {
@@ -382,7 +384,10 @@ func (p *Page) Report(ctx context.Context, top, nErrors int) Report {
 		c := counts(st)
 		c.PagesPerSecond, c.DispatchedPerSecond = rates.fetched[i], rates.dispatched[i]
 		rep.Shards = append(rep.Shards, ShardStatus{Shard: sh.ID, Served: sh.Served, Counts: c})
-		rep.Total.add(c)
+		sum.Add(st.Stats)
+		sum.DueHosts += st.DueHosts
+		pagesPerSecond = addRate(pagesPerSecond, c.PagesPerSecond)
+		dispatchedPerSecond = addRate(dispatchedPerSecond, c.DispatchedPerSecond)
 		for _, a := range st.Busiest {
 			rep.Busiest = append(rep.Busiest, hostRow(sh.ID, a, now))
 		}
@@ -416,9 +421,9 @@ func (p *Page) Report(ctx context.Context, top, nErrors int) Report {
 			}
 		}
 	}
-	if rep.Total.Frontier == nil {
-		rep.Total.Frontier = []int64{}
-	}
+	total := counts(sum)
+	total.PagesPerSecond, total.DispatchedPerSecond = pagesPerSecond, dispatchedPerSecond
+	rep.Total = &total
 	if n := len(rep.Unavailable); n > 0 {
 		u := rep.Unavailable[0]
 		if n == len(p.shards) {
@@ -485,38 +490,10 @@ func counts(st frontier.Status) Counts {
 		Terminal: Terminal{Fetched: st.Fetched, Failed: st.Failed, Disallowed: st.Disallowed,
 			OutOfScope: st.OutOfScope, OverBudget: st.OverBudget},
 		Hosts: Hosts{Active: st.ActiveHosts, Ready: st.DueHosts, Waiting: st.ReadyHosts - st.DueHosts,
-			InFlight: st.Inflight, Retired: st.RetiredHosts},
+			InFlight: st.Inflight, Retired: st.Retired},
 		Frontier: append([]int64{}, st.Waiting...),
 		Paused:   st.Paused,
 	}
-}
-
-// add sums c into t; t's rates are the sums of the known shard rates.
-func (t *Counts) add(c Counts) {
-	t.Accepted += c.Accepted
-	t.Queued += c.Queued
-	t.Inflight += c.Inflight
-	t.Dispatched += c.Dispatched
-	t.Expired += c.Expired
-	t.Terminal.Fetched += c.Terminal.Fetched
-	t.Terminal.Failed += c.Terminal.Failed
-	t.Terminal.Disallowed += c.Terminal.Disallowed
-	t.Terminal.OutOfScope += c.Terminal.OutOfScope
-	t.Terminal.OverBudget += c.Terminal.OverBudget
-	t.Hosts.Active += c.Hosts.Active
-	t.Hosts.Ready += c.Hosts.Ready
-	t.Hosts.Waiting += c.Hosts.Waiting
-	t.Hosts.InFlight += c.Hosts.InFlight
-	t.Hosts.Retired += c.Hosts.Retired
-	for len(t.Frontier) < len(c.Frontier) {
-		t.Frontier = append(t.Frontier, 0)
-	}
-	for q, n := range c.Frontier {
-		t.Frontier[q] += n
-	}
-	t.Paused = t.Paused || c.Paused
-	t.PagesPerSecond = addRate(t.PagesPerSecond, c.PagesPerSecond)
-	t.DispatchedPerSecond = addRate(t.DispatchedPerSecond, c.DispatchedPerSecond)
 }
 
 func addRate(a, b *float64) *float64 {

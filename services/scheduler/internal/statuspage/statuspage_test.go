@@ -165,8 +165,8 @@ func at(ms int64) time.Time { return time.UnixMilli(1_700_000_000_000 + ms) }
 
 func twoShards() (*fakeSource, *fakeSource) {
 	a := &fakeSource{status: frontier.Status{
-		Stats: frontier.Stats{Accepted: 10, Queued: 3, Inflight: 1, Fetched: 5, Failed: 1, Dispatched: 7,
-			ActiveHosts: 4, ReadyHosts: 3, RetiredHosts: 1, Waiting: []int64{2, 1}},
+		Stats: frontier.Stats{Counters: frontierkeys.Counters{Accepted: 10, Queued: 3, Fetched: 5, Failed: 1,
+			Dispatched: 7, Retired: 1}, Inflight: 1, ActiveHosts: 4, ReadyHosts: 3, Waiting: []int64{2, 1}},
 		DueHosts: 1,
 		Busiest:  []frontier.HostActivity{{Host: "a1", Fetched: 9, AvgMs: 10}, {Host: "a2", Fetched: 2, AvgMs: 300}},
 		Slowest:  []frontier.HostActivity{{Host: "a2", Fetched: 2, AvgMs: 300, LastMs: 280}, {Host: "a1", Fetched: 9, AvgMs: 10}},
@@ -176,7 +176,8 @@ func twoShards() (*fakeSource, *fakeSource) {
 		},
 	}}
 	b := &fakeSource{status: frontier.Status{
-		Stats:   frontier.Stats{Accepted: 5, Queued: 1, Fetched: 2, Disallowed: 2, ActiveHosts: 1, ReadyHosts: 1, Waiting: []int64{0, 0, 1}, Paused: true},
+		Stats: frontier.Stats{Counters: frontierkeys.Counters{Accepted: 5, Queued: 1, Fetched: 2, Disallowed: 2},
+			ActiveHosts: 1, ReadyHosts: 1, Waiting: []int64{0, 0, 1}, Paused: true},
 		Busiest: []frontier.HostActivity{{Host: "b1", Fetched: 9, AvgMs: 50}, {Host: "b2", Fetched: 4}},
 		Slowest: []frontier.HostActivity{{Host: "b1", Fetched: 9, AvgMs: 50}},
 		Errors:  []frontier.ErrorRecord{{At: at(200), Result: "retry", Kind: "error", Host: "b1", URL: "http://b1/"}},
