@@ -168,32 +168,13 @@ func (r *Reader) Status(ctx context.Context, now time.Time, frontQueues int) (St
 	if nq <= 0 {
 		nq = MaxFrontQueues
 	}
-	type shardCmds struct {
-		stats            *redis.MapStringStringCmd
-		heap, ready, inf *redis.IntCmd
-		hosts            func() int64
-		paused           *redis.IntCmd
-		fq               []*redis.IntCmd
-	}
-	cmds := make([]shardCmds, r.shards)
-	nowMs := strconv.FormatInt(now.UnixMilli(), 10)
+	reads := make([]*StatusReads, r.shards)
 	var gate *redis.MapStringStringCmd
 	// One round trip for every shard: the status of a 1024-shard crawl is still one call.
 	_, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		gate = p.HGetAll(ctx, Dispatch(r.prefix))
-		for k := range cmds {
-			ks := ForShard(r.prefix, k, r.shards)
-			c := &cmds[k]
-			c.stats = p.HGetAll(ctx, ks.Stats())
-			c.hosts = ks.CountActive(ctx, p)
-			c.heap = p.ZCard(ctx, ks.Heap())
-			c.ready = p.ZCount(ctx, ks.Heap(), "-inf", nowMs)
-			c.inf = p.ZCard(ctx, ks.Inflight())
-			c.paused = p.Exists(ctx, ks.Paused())
-			c.fq = make([]*redis.IntCmd, nq)
-			for q := range nq {
-				c.fq[q] = p.LLen(ctx, ks.FrontQueue(q))
-			}
+		for k := range reads {
+			reads[k] = ForShard(r.prefix, k, r.shards).QueueStatus(ctx, p, now, nq)
 		}
 		return nil
 	})
@@ -203,20 +184,14 @@ func (r *Reader) Status(ctx context.Context, now time.Time, frontQueues int) (St
 	}
 	st := Status{Front: frontQueues}
 	if st.Front <= 0 {
-		lens := make([][]*redis.IntCmd, len(cmds))
-		for k, c := range cmds {
-			lens[k] = c.fq
+		lens := make([][]*redis.IntCmd, len(reads))
+		for k, rd := range reads {
+			lens[k] = rd.front
 		}
 		st.Front = probedFront(lens)
 	}
-	for k, c := range cmds {
-		sh := ShardStatus{Shard: k, Paused: c.paused.Val() > 0, Front: make([]int64, st.Front),
-			Active: c.hosts(), InHeap: c.heap.Val(), Ready: c.ready.Val(), InFlight: c.inf.Val(),
-			Counters: ParseStats(c.stats.Val())}
-		for q := range st.Front {
-			sh.Front[q] = c.fq[q].Val()
-		}
-		st.Shards = append(st.Shards, sh)
+	for k, rd := range reads {
+		st.Shards = append(st.Shards, rd.Status(k, st.Front))
 	}
 	if d, ok := ParseDispatch(gate.Val()); ok {
 		st.Dispatch = &d
@@ -236,6 +211,46 @@ func probedFront(lens [][]*redis.IntCmd) int {
 		}
 	}
 	return shown
+}
+
+// StatusReads are the reads of one shard's status queued on a pipeline (QueueStatus): the
+// one list of what makes a shard's status, for the scheduler and for every reader.
+type StatusReads struct {
+	stats                 *redis.MapStringStringCmd
+	heap, ready, inflight *redis.IntCmd
+	active                func() int64
+	paused                *redis.IntCmd
+	front                 []*redis.IntCmd
+}
+
+// QueueStatus queues on p the reads of the shard's status: hosts counted ready when due
+// at now, and the lengths of its first frontQueues front queues.
+func (k Shard) QueueStatus(ctx context.Context, p redis.Pipeliner, now time.Time, frontQueues int) *StatusReads {
+	rd := &StatusReads{
+		stats:    p.HGetAll(ctx, k.Stats()),
+		active:   k.CountActive(ctx, p),
+		heap:     p.ZCard(ctx, k.Heap()),
+		ready:    p.ZCount(ctx, k.Heap(), "-inf", strconv.FormatInt(now.UnixMilli(), 10)),
+		inflight: p.ZCard(ctx, k.Inflight()),
+		paused:   p.Exists(ctx, k.Paused()),
+		front:    make([]*redis.IntCmd, frontQueues),
+	}
+	for q := range rd.front {
+		rd.front[q] = p.LLen(ctx, k.FrontQueue(q))
+	}
+	return rd
+}
+
+// Status is what the reads found, once the pipeline ran, as shard's status showing its
+// first front front queues (at most those queued).
+func (rd *StatusReads) Status(shard, front int) ShardStatus {
+	sh := ShardStatus{Shard: shard, Paused: rd.paused.Val() > 0, Front: make([]int64, min(front, len(rd.front))),
+		Active: rd.active(), InHeap: rd.heap.Val(), Ready: rd.ready.Val(), InFlight: rd.inflight.Val(),
+		Counters: ParseStats(rd.stats.Val())}
+	for q := range sh.Front {
+		sh.Front[q] = rd.front[q].Val()
+	}
+	return sh
 }
 
 // QueuedHosts reads each shard's active and parked hosts, once each (HKEYS of the host

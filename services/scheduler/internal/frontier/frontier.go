@@ -871,15 +871,16 @@ func (s *Stats) Add(o Stats) {
 
 // Stats reads the shard's counters and queue sizes in one round trip.
 func (f *Frontier) Stats(ctx context.Context) (Stats, error) {
-	var sc *statsCmds
+	var reads *frontierkeys.StatusReads
 	_, err := f.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		sc = f.queueStats(ctx, p)
+		// The hosts due are Status's; any instant will do for the count Stats leaves out.
+		reads = f.k.QueueStatus(ctx, p, time.Time{}, f.o.FrontQueues)
 		return nil
 	})
 	if err != nil {
 		return Stats{}, fmt.Errorf("frontier: stats: %w", err)
 	}
-	return sc.stats(), nil
+	return stats(reads.Status(f.o.Shard, f.o.FrontQueues)), nil
 }
 
 // FailedRecrawl is a recrawled URL that ended failed without a page (its host retired, its

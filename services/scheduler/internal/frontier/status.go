@@ -94,40 +94,10 @@ type Status struct {
 	Errors   []ErrorRecord  // newest first
 }
 
-// statsCmds are the commands behind Stats, queued on a pipeline.
-type statsCmds struct {
-	hash            *redis.MapStringStringCmd
-	inflight, ready *redis.IntCmd
-	paused          *redis.IntCmd
-	hosts           func() int64
-	fqs             []*redis.IntCmd
-}
-
-func (f *Frontier) queueStats(ctx context.Context, p redis.Pipeliner) *statsCmds {
-	c := &statsCmds{
-		hash:     p.HGetAll(ctx, f.k.Stats()),
-		inflight: p.ZCard(ctx, f.k.Inflight()),
-		ready:    p.ZCard(ctx, f.k.Heap()),
-		hosts:    f.k.CountActive(ctx, p),
-		paused:   p.Exists(ctx, f.k.Paused()),
-		fqs:      make([]*redis.IntCmd, f.o.FrontQueues),
-	}
-	for q := range c.fqs {
-		c.fqs[q] = p.LLen(ctx, f.keys[fixedKeys+q])
-	}
-	return c
-}
-
-func (c *statsCmds) stats() Stats {
-	s := Stats{
-		Counters: frontierkeys.ParseStats(c.hash.Val()), Inflight: c.inflight.Val(),
-		ActiveHosts: c.hosts(), ReadyHosts: c.ready.Val(), Paused: c.paused.Val() > 0,
-		Waiting: make([]int64, len(c.fqs)),
-	}
-	for q, cmd := range c.fqs {
-		s.Waiting[q] = cmd.Val()
-	}
-	return s
+// stats is the scheduler's view of a shard's status as frontierkeys reads it.
+func stats(st frontierkeys.ShardStatus) Stats {
+	return Stats{Counters: st.Counters, Inflight: st.InFlight, ActiveHosts: st.Active, ReadyHosts: st.InHeap,
+		Waiting: st.Front, Paused: st.Paused}
 }
 
 // Status reads the shard's status with the top hosts and the last errors newest first
@@ -137,16 +107,13 @@ func (f *Frontier) Status(ctx context.Context, now time.Time, top, nErrors int) 
 	top = min(max(top, 0), f.o.TopHosts)
 	nErrors = min(max(nErrors, 0), f.o.RecentErrors)
 	var (
-		sc         *statsCmds
-		due        *redis.IntCmd
+		reads      *frontierkeys.StatusReads
 		busy, slow *redis.ZSliceCmd
 		errs       *redis.StringSliceCmd
-		nowMs      = strconv.FormatInt(now.UnixMilli(), 10)
 		status     Status
 	)
 	_, err := f.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		sc = f.queueStats(ctx, p)
-		due = p.ZCount(ctx, f.k.Heap(), "-inf", nowMs)
+		reads = f.k.QueueStatus(ctx, p, now, f.o.FrontQueues)
 		if top > 0 {
 			busy = p.ZRevRangeWithScores(ctx, f.k.Busiest(), 0, int64(top-1))
 			slow = p.ZRevRangeWithScores(ctx, f.k.Slowest(), 0, int64(top-1))
@@ -159,8 +126,8 @@ func (f *Frontier) Status(ctx context.Context, now time.Time, top, nErrors int) 
 	if err != nil {
 		return Status{}, fmt.Errorf("frontier: status: %w", err)
 	}
-	status.Stats = sc.stats()
-	status.DueHosts = due.Val()
+	st := reads.Status(f.o.Shard, f.o.FrontQueues)
+	status.Stats, status.DueHosts = stats(st), st.Ready
 	if errs != nil {
 		for _, line := range errs.Val() {
 			if r, ok := ParseErrorRecord(line); ok {
