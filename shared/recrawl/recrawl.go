@@ -124,10 +124,11 @@ const (
 // Fetch is what the parser knows of one fetch of a URL.
 type Fetch struct {
 	Status    int
-	Header    http.Header // response header (validators)
-	Digest    string      // text digest, or body digest when there is no text
-	SimHash   string      // 16 hex digits; "" when there is no text
-	FetchedAt time.Time
+	Header    http.Header   // response header (validators)
+	Digest    string        // text digest, or body digest when there is no text
+	SimHash   string        // 16 hex digits; "" when there is no text
+	FetchedAt time.Time     // the request's start
+	Took      time.Duration // from the request's start to its last body byte
 }
 
 // Judge compares f with the URL's last state (nil on a first fetch).
@@ -209,7 +210,10 @@ func (s Settings) Next(prev *crawlmsg.Recrawl, v Verdict, f Fetch) (st crawlmsg.
 	}
 	st.Interval = iv.Milliseconds()
 	st.LastFetch = f.FetchedAt.UnixMilli()
-	st.Due = f.FetchedAt.Add(iv).UnixMilli()
+	// From the fetch's end: the request reached the server between its start and then
+	// (connecting and sending took what the machine's load made them), so the next one,
+	// no sooner than an interval after the end, reaches it at least that much later.
+	st.Due = f.FetchedAt.Add(f.Took + iv).UnixMilli()
 	return st, st.Gone < GoneLimit
 }
 

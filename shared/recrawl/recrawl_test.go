@@ -64,13 +64,19 @@ func TestNext(t *testing.T) {
 		{"an answer between 404s resets the count", withIV(40*time.Second, 1), Unchanged, 60 * time.Second, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := Fetch{Status: 200, Digest: "new", FetchedAt: at, Header: http.Header{"Etag": {`"e1"`}}}
+			const took = 750 * time.Millisecond
+			f := Fetch{Status: 200, Digest: "new", FetchedAt: at, Took: took, Header: http.Header{"Etag": {`"e1"`}}}
 			st, keep := testSettings.Next(tc.prev, tc.v, f)
 			if got := time.Duration(st.Interval) * time.Millisecond; got != tc.wantIV || keep != tc.wantKeep {
 				t.Fatalf("Next = interval %s keep %v, want %s %v", got, keep, tc.wantIV, tc.wantKeep)
 			}
-			if due := time.UnixMilli(st.Due); !due.Equal(at.Add(tc.wantIV)) {
-				t.Fatalf("due %s, want %s", due, at.Add(tc.wantIV))
+			// Due an interval after the fetch's end; the last fetch is its start (the
+			// WARC-Date a revisit record refers to).
+			if due := time.UnixMilli(st.Due); !due.Equal(at.Add(took + tc.wantIV)) {
+				t.Fatalf("due %s, want %s", due, at.Add(took+tc.wantIV))
+			}
+			if last := time.UnixMilli(st.LastFetch); !last.Equal(at) {
+				t.Fatalf("last fetch %s, want the request's start %s", last, at)
 			}
 			switch tc.v {
 			case First, Changed, Unchanged:

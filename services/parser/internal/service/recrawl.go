@@ -41,7 +41,8 @@ func (p *processor) judgeRecrawl(page *crawlmsg.Page, o *outcome) {
 		return
 	}
 	m := &page.Meta
-	f := recrawl.Fetch{Status: m.Status, Header: http.Header(m.Header), FetchedAt: time.UnixMilli(m.FetchedAt)}
+	f := recrawl.Fetch{Status: m.Status, Header: http.Header(m.Header), FetchedAt: time.UnixMilli(m.FetchedAt),
+		Took: time.Duration(m.DurationMs) * time.Millisecond}
 	switch {
 	case o.document != nil && o.fp.Tokens > 0:
 		f.Digest, f.SimHash = o.document.TextDigest, o.document.SimHash
