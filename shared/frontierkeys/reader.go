@@ -79,7 +79,7 @@ func (r *Reader) ShardStats(ctx context.Context, shard int) (Counters, error) {
 	return ParseStats(h), nil
 }
 
-// ShardStatus is one shard as `trawlctl status` shows it.
+// ShardStatus is one shard as `trawlctl status` and the scheduler's status page show it.
 type ShardStatus struct {
 	Shard  int
 	Paused bool
@@ -88,8 +88,8 @@ type ShardStatus struct {
 	Active   int64 // hosts holding a back queue
 	InHeap   int64 // idle active hosts
 	Ready    int64 // of them, due at the status's time
-	InFlight int64 // hosts with a task out
-	Counters Counters
+	InFlight int64 // hosts with a task out, one task each
+	Counters
 }
 
 // Add adds o to s: a crawl's figures are the sums of its shards', a front queue's length

@@ -79,7 +79,7 @@ func TestFrontierRepublishedAfterNATSLostItIsAppliedOnce(t *testing.T) {
 	if got, most := requests(); most > 1 {
 		t.Fatalf("requests %v: the copy's URLs were queued again", got)
 	}
-	if st := s.stats(); st.Queued != 0 || st.Inflight != 0 || st.Fetched != 3 {
+	if st := s.stats(); st.Queued != 0 || st.InFlight != 0 || st.Fetched != 3 {
 		t.Fatalf("frontier %+v after the copy, want nothing queued or in flight and 3 fetched", st)
 	}
 	if dups := s.metric("trawl_scheduler_frontier_duplicates_total", shard0); dups != 1 {

@@ -246,8 +246,8 @@ func BenchmarkFrontierAdmit(b *testing.B) {
 	el := time.Since(start)
 	b.StopTimer()
 	b.ReportMetric(float64(el.Microseconds())/1000/float64(b.N), "ms/host")
-	if s := f.stats(); s.ActiveHosts != int64(o.BackQueues) {
-		b.Fatalf("active hosts %d, want every back queue refilled (%d)", s.ActiveHosts, o.BackQueues)
+	if s := f.stats(); s.Active != int64(o.BackQueues) {
+		b.Fatalf("active hosts %d, want every back queue refilled (%d)", s.Active, o.BackQueues)
 	}
 }
 

@@ -36,7 +36,7 @@ func TestDispatchOneTaskPerHost(t *testing.T) {
 		t.Fatalf("second dispatch before any outcome gave %v; a host must have one task at most", hostsOf(again))
 	}
 	s := f.stats()
-	if s.Inflight != 3 || s.Queued != 2 || s.Dispatched != 3 || s.ActiveHosts != 3 {
+	if s.InFlight != 3 || s.Queued != 2 || s.Dispatched != 3 || s.Active != 3 {
 		t.Fatalf("stats after dispatch: %+v", s)
 	}
 }
@@ -312,8 +312,8 @@ func TestHostTableIsAHashTable(t *testing.T) {
 	if e := encoding(f.Keyspace().Key("hosts")); e != "hashtable" {
 		t.Fatalf("host table encoded %s, want hashtable", e)
 	}
-	if s := f.stats(); s.ActiveHosts != 2 {
-		t.Fatalf("active hosts %d, want 2", s.ActiveHosts)
+	if s := f.stats(); s.Active != 2 {
+		t.Fatalf("active hosts %d, want 2", s.Active)
 	}
 	now := t0.Add(time.Second)
 	for _, tk := range tasks {
@@ -322,8 +322,8 @@ func TestHostTableIsAHashTable(t *testing.T) {
 	if got := hostsOf(f.dispatch(now.Add(time.Hour), 10)); !slices.Equal(got, []string{"c.example", "d.example"}) {
 		t.Fatalf("dispatched %v once both back queues were free, want c.example and d.example", got)
 	}
-	if s := f.stats(); s.ActiveHosts != 2 {
-		t.Fatalf("active hosts %d, want 2", s.ActiveHosts)
+	if s := f.stats(); s.Active != 2 {
+		t.Fatalf("active hosts %d, want 2", s.Active)
 	}
 	f.check()
 	f.syncPolicy(rules(t, 1, hostRule("c.example", policy.Rule{Block: pbool(true)})))

@@ -136,7 +136,7 @@ func (f *tf) reap(now time.Time) int {
 	return n
 }
 
-func (f *tf) stats() frontier.Stats {
+func (f *tf) stats() frontierkeys.ShardStatus {
 	f.t.Helper()
 	s, err := f.Stats(testwait.Context(f.t))
 	if err != nil {
@@ -197,9 +197,9 @@ func (f *tf) check() {
 	ctx := testwait.Context(t)
 	rdb := f.rdb
 	s := f.stats()
-	if s.Accepted != s.Queued+s.Inflight+s.Parked+s.Terminal() {
+	if s.Accepted != s.Queued+s.InFlight+s.Parked+s.Terminal() {
 		t.Fatalf("accounting broken: accepted %d != queued %d + inflight %d + parked %d + terminal %d (%+v)",
-			s.Accepted, s.Queued, s.Inflight, s.Parked, s.Terminal(), s)
+			s.Accepted, s.Queued, s.InFlight, s.Parked, s.Terminal(), s)
 	}
 	ks := f.Keyspace()
 	var inPark int64
@@ -223,7 +223,7 @@ func (f *tf) check() {
 		t.Fatalf("parked counter %d but %d entries in %d park lists (parked: %v)", s.Parked, inPark, nLists, parked)
 	}
 	var inQueues int64
-	for _, n := range s.Waiting {
+	for _, n := range s.Front {
 		inQueues += n
 	}
 	bqLen := map[string]int64{}
@@ -282,8 +282,8 @@ func (f *tf) check() {
 		}
 	}
 	leases := rdb.HKeys(ctx, ks.Key("lease")).Val()
-	if int64(len(leases)) != s.Inflight || len(leases) != len(slots) {
-		t.Fatalf("%d leases, %d in flight", len(leases), s.Inflight)
+	if int64(len(leases)) != s.InFlight || len(leases) != len(slots) {
+		t.Fatalf("%d leases, %d in flight", len(leases), s.InFlight)
 	}
 	inSlots := set(slots)
 	for _, sl := range leases {

@@ -45,7 +45,7 @@ func TestHostStateTTL(t *testing.T) {
 				}
 				f.add("later", urls(1, "http://a.example/3")...)
 				f.dispatch(t0.Add(2*time.Second), 10) // routes a.example again (not yet due)
-				if s := f.stats(); s.ActiveHosts != 1 {
+				if s := f.stats(); s.Active != 1 {
 					t.Fatalf("host not re-admitted: %+v", s)
 				}
 				if d := f.pttl(key); d != persistent {
@@ -101,7 +101,7 @@ func TestHostStateTTL(t *testing.T) {
 			run: func(t *testing.T, f *tf, key string) {
 				f.add("m", urls(0, "http://a.example/1")...)
 				f.step(t0, answer200)
-				if s := f.stats(); s.ActiveHosts != 0 {
+				if s := f.stats(); s.Active != 0 {
 					t.Fatalf("host not released: %+v", s)
 				}
 				if d := f.pttl(key); d != persistent {
@@ -119,7 +119,7 @@ func TestHostStateTTL(t *testing.T) {
 				if got := f.dispatch(t0.Add(time.Minute), 10); len(got) != 0 {
 					t.Fatalf("dispatched %v over budget", hostsOf(got))
 				}
-				if s := f.stats(); s.OverBudget != 1 || s.ActiveHosts != 0 {
+				if s := f.stats(); s.OverBudget != 1 || s.Active != 0 {
 					t.Fatalf("stats %+v", s)
 				}
 				if d := f.pttl(key); d <= 0 || d > ttl {

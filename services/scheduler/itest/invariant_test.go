@@ -142,10 +142,10 @@ func TestAccountingUnderRandomOperations(t *testing.T) {
 			f.reap(now)
 			f.drain(now, 10)
 			s := f.stats()
-			if s.Queued != 0 || s.Inflight != 0 || s.Accepted != s.Terminal() || s.Accepted == 0 {
+			if s.Queued != 0 || s.InFlight != 0 || s.Accepted != s.Terminal() || s.Accepted == 0 {
 				t.Fatalf("after draining: %+v", s)
 			}
-			if s.ActiveHosts != 0 || s.ReadyHosts != 0 {
+			if s.Active != 0 || s.InHeap != 0 {
 				t.Fatalf("hosts left active after draining: %+v", s)
 			}
 			for _, h := range hosts {

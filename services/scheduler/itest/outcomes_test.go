@@ -127,7 +127,7 @@ func TestOutcomes(t *testing.T) {
 				if ap := f.complete(t0.Add(time.Second), outcome(tk, crawlmsg.OutcomeBlocked, 0))[0]; ap.Result != frontier.ResultFailed {
 					t.Fatalf("blocked: %s", ap.Result)
 				}
-				if s := f.stats(); s.Failed != 2 || s.Queued != 0 || s.ActiveHosts != 0 {
+				if s := f.stats(); s.Failed != 2 || s.Queued != 0 || s.Active != 0 {
 					t.Fatalf("stats %+v", s)
 				}
 			},
@@ -145,7 +145,7 @@ func TestOutcomes(t *testing.T) {
 					}
 				}
 				s := f.stats()
-				if s.Disallowed != 2 || s.Queued != 0 || s.ActiveHosts != 0 || s.ReadyHosts != 0 {
+				if s.Disallowed != 2 || s.Queued != 0 || s.Active != 0 || s.InHeap != 0 {
 					t.Fatalf("stats %+v: want 2 disallowed and the back queue freed", s)
 				}
 			},
@@ -159,7 +159,7 @@ func TestOutcomes(t *testing.T) {
 				if ap := f.complete(t0, forged)[0]; ap.Result != frontier.ResultStale {
 					t.Fatalf("wrong token: %s", ap.Result)
 				}
-				if s := f.stats(); s.Inflight != 1 || s.Fetched != 0 {
+				if s := f.stats(); s.InFlight != 1 || s.Fetched != 0 {
 					t.Fatalf("a stale outcome changed state: %+v", s)
 				}
 				res := f.complete(t0, ok200(tk), ok200(tk))
@@ -183,7 +183,7 @@ func TestOutcomes(t *testing.T) {
 				if ap := f.complete(t0, out)[0]; ap.Result != frontier.ResultInvalid {
 					t.Fatalf("result %s", ap.Result)
 				}
-				if s := f.stats(); s.Inflight != 1 {
+				if s := f.stats(); s.InFlight != 1 {
 					t.Fatalf("stats %+v", s)
 				}
 			},
@@ -284,7 +284,7 @@ func TestOutcomes(t *testing.T) {
 				out := ok200(tasks[0])
 				out.CrawlDelay = 10
 				f.complete(t0.Add(time.Second), out) // a.example drained: next = t0+11s
-				if s := f.stats(); s.ActiveHosts != 0 {
+				if s := f.stats(); s.Active != 0 {
 					t.Fatalf("host not freed: %+v", s)
 				}
 				f.add("later", urls(1, "http://a.example/3")...)

@@ -50,7 +50,7 @@ func TestPageLogReadmitsPagesNATSLost(t *testing.T) {
 	crawled := func(times int) func() bool {
 		return func() bool {
 			st := s.stats()
-			if st.Fetched != n || st.Queued != 0 || st.Inflight != 0 {
+			if st.Fetched != n || st.Queued != 0 || st.InFlight != 0 {
 				return false
 			}
 			for _, c := range requests() {
@@ -181,7 +181,7 @@ func TestPageLogReadmitsPagesNATSLostWhileRunning(t *testing.T) {
 		}
 		st := s.stats()
 		state := fmt.Sprintf("requests %v, want %v; frontier %+v", got, want, st)
-		if len(got) != len(want) || st.Fetched != int64(len(want)) || st.Queued != 0 || st.Inflight != 0 {
+		if len(got) != len(want) || st.Fetched != int64(len(want)) || st.Queued != 0 || st.InFlight != 0 {
 			return false, state
 		}
 		for u, n := range want {

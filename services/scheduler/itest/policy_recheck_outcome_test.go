@@ -72,7 +72,7 @@ func TestPolicyOutcomeByOlderRules(t *testing.T) {
 					t.Fatalf("requeued %d times", i+1)
 				}
 			}
-			if s := f.stats(); s.Queued != 0 || s.Inflight != 0 {
+			if s := f.stats(); s.Queued != 0 || s.InFlight != 0 {
 				t.Fatalf("at the end: %+v", s)
 			}
 		})

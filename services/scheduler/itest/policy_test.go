@@ -235,7 +235,7 @@ func TestPolicyBlockParksAndResumes(t *testing.T) {
 	if a.Parked != 4 {
 		t.Fatalf("parked %d at the change, want the 4 queued", a.Parked)
 	}
-	if s := f.stats(); s.Parked != 4 || s.Inflight != 2 {
+	if s := f.stats(); s.Parked != 4 || s.InFlight != 2 {
 		t.Fatalf("after block: %+v", s)
 	}
 	for _, tk := range tasks {
@@ -321,7 +321,7 @@ func TestPolicyBlockedHostParkedAtDispatch(t *testing.T) {
 	if got := hostsOf(tasks); !slices.Equal(got, []string{"b.example"}) {
 		t.Fatalf("dispatched %v, want only b.example", got)
 	}
-	if s := f.stats(); s.Parked != 2 || s.ActiveHosts != 1 {
+	if s := f.stats(); s.Parked != 2 || s.Active != 1 {
 		t.Fatalf("after dispatch: %+v", s)
 	}
 }
@@ -361,7 +361,7 @@ func TestServiceLivePolicyBlockAndUnblock(t *testing.T) {
 	}
 	testwait.Eventually(t, 5*time.Second, "a.example's queue parked", func() bool {
 		st := s.stats()
-		return st.Inflight == 0 && st.Parked > 0 && st.Parked == 40-int64(fx.tasksFor("a.example"))
+		return st.InFlight == 0 && st.Parked > 0 && st.Parked == 40-int64(fx.tasksFor("a.example"))
 	})
 	mu.Lock()
 	last := aTimes[len(aTimes)-1]
@@ -499,7 +499,7 @@ func TestPolicyDomainBudgetAcrossShards(t *testing.T) {
 		s := f.stats()
 		over += s.OverBudget
 		others += s.Fetched
-		if s.Queued != 0 || s.Inflight != 0 {
+		if s.Queued != 0 || s.InFlight != 0 {
 			t.Errorf("shard left work: %+v", s)
 		}
 	}
@@ -829,7 +829,7 @@ func TestPolicyTwoConnections(t *testing.T) {
 	if maxOut != 2 || !both {
 		t.Fatalf("at most %d out at once, want 2", maxOut)
 	}
-	if s := f.stats(); s.Fetched != 8 || s.Queued != 0 || s.Inflight != 0 {
+	if s := f.stats(); s.Fetched != 8 || s.Queued != 0 || s.InFlight != 0 {
 		t.Fatalf("at the end: %+v", s)
 	}
 }

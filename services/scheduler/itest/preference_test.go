@@ -77,8 +77,8 @@ func TestPreferenceDispatchOrder(t *testing.T) {
 			}
 			// The low ones arrive first: arrival order must not beat priority.
 			f.add("probe", append(append([]crawlmsg.Discovered(nil), low...), high...)...)
-			if s := f.stats(); s.Waiting[0] != int64(len(high)) || s.Waiting[3] != int64(len(low)) {
-				t.Fatalf("front queues %v: want the %d high URLs in queue 0 and the %d low in queue 3", s.Waiting, len(high), len(low))
+			if s := f.stats(); s.Front[0] != int64(len(high)) || s.Front[3] != int64(len(low)) {
+				t.Fatalf("front queues %v: want the %d high URLs in queue 0 and the %d low in queue 3", s.Front, len(high), len(low))
 			}
 			order := f.drain(t0.Add(24*time.Hour), 4)
 			if len(order) != len(high)+len(low) {
@@ -180,7 +180,7 @@ func TestBreadthFirstKeepsNoInlinks(t *testing.T) {
 	if n := rdb.Exists(testwait.Context(t), f.Keyspace().Key("backlinks")).Val(); n != 0 {
 		t.Fatal("inlinks written by the breadth-first prioritiser")
 	}
-	if s := f.stats(); s.Waiting[1] != 1 {
-		t.Fatalf("depth-1 URL not in queue 1: %v", s.Waiting)
+	if s := f.stats(); s.Front[1] != 1 {
+		t.Fatalf("depth-1 URL not in queue 1: %v", s.Front)
 	}
 }

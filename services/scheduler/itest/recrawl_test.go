@@ -84,7 +84,7 @@ func TestRecrawlScheduleToTask(t *testing.T) {
 	})
 	testwait.Eventually(t, 10*time.Second, "the frontier settled", func() bool {
 		st := s.stats()
-		return st.Fetched == 1 && st.Queued == 0 && st.Inflight == 0
+		return st.Fetched == 1 && st.Queued == 0 && st.InFlight == 0
 	})
 	n := 0
 	for _, tk := range fx.snapshot() {

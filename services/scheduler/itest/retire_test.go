@@ -110,7 +110,7 @@ func TestHostRetirement(t *testing.T) {
 			if s.Retired != 1 || retiredAt == "" {
 				t.Fatalf("host not marked retired: %+v retired=%q", s, retiredAt)
 			}
-			if s.Queued != 0 || s.Inflight != 0 || s.ActiveHosts != 0 || s.ReadyHosts != 0 {
+			if s.Queued != 0 || s.InFlight != 0 || s.Active != 0 || s.InHeap != 0 {
 				t.Fatalf("retired host still holds work or a back queue: %+v", s)
 			}
 			if s.Failed+s.Disallowed+s.Fetched != 12 {
@@ -151,7 +151,7 @@ func TestRetiredHostURLsWaitingInFrontQueues(t *testing.T) {
 	// Freeing a.example's back queue admitted b.example; routing went on past a's waiting
 	// URLs (failed) up to c.example, which waits for the one back queue.
 	s := f.stats()
-	if s.Failed != 4 || s.ActiveHosts != 1 || s.Queued != 2 {
+	if s.Failed != 4 || s.Active != 1 || s.Queued != 2 {
 		t.Fatalf("stats %+v: want a.example's 4 URLs failed, b.example active, c.example waiting", s)
 	}
 	if got := f.step(t0.Add(time.Second), answer200); got.Result != frontier.ResultFetched {
@@ -192,7 +192,7 @@ func TestRobotsUnavailableHostEndsInBoundedTime(t *testing.T) {
 			var bound time.Duration
 			for {
 				s := f.stats()
-				if s.Queued == 0 && s.Inflight == 0 {
+				if s.Queued == 0 && s.InFlight == 0 {
 					break
 				}
 				if steps > 10*tc.wantSteps {
@@ -218,7 +218,7 @@ func TestRobotsUnavailableHostEndsInBoundedTime(t *testing.T) {
 				t.Fatalf("ended after %d steps, want %d", steps, tc.wantSteps)
 			}
 			s := f.stats()
-			if s.Failed != nURLs || s.Accepted != nURLs || s.ActiveHosts != 0 {
+			if s.Failed != nURLs || s.Accepted != nURLs || s.Active != 0 {
 				t.Fatalf("stats %+v: want all %d URLs failed and the back queue freed", s, nURLs)
 			}
 			t.Logf("%d steps, %s of backoff in all", steps, bound)
@@ -234,7 +234,7 @@ func TestRobotsUnavailableHostEndsInBoundedTime(t *testing.T) {
 func (f *tf) crawlHost(answer func(crawlmsg.FetchTask) crawlmsg.Outcome) int {
 	f.t.Helper()
 	now, requests := t0, 0
-	for s := f.stats(); s.Queued+s.Inflight > 0; s = f.stats() {
+	for s := f.stats(); s.Queued+s.InFlight > 0; s = f.stats() {
 		if requests > 1000 {
 			f.t.Fatalf("a.example still holds URLs after %d requests: %+v", requests, s)
 		}

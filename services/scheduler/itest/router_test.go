@@ -36,7 +36,7 @@ func (f *tf) drain(now time.Time, batch int) []crawlmsg.FetchTask {
 			continue
 		}
 		s := f.stats()
-		if s.Queued == 0 && s.Inflight == 0 {
+		if s.Queued == 0 && s.InFlight == 0 {
 			return all
 		}
 		wake, ok, err := f.NextWake(testwait.Context(f.t))
@@ -92,7 +92,7 @@ func TestFewerBackQueuesThanHosts(t *testing.T) {
 		t.Fatalf("dispatched %d tasks for %d URLs", len(all), len(want))
 	}
 	s := f.stats()
-	if s.Fetched != int64(len(want)) || s.Accepted != int64(len(want)) || s.ActiveHosts != 0 {
+	if s.Fetched != int64(len(want)) || s.Accepted != int64(len(want)) || s.Active != 0 {
 		t.Fatalf("final stats %+v", s)
 	}
 }
@@ -142,8 +142,8 @@ func TestPriorityFavoursShallowURLs(t *testing.T) {
 	if deepFirst == 0 {
 		t.Fatalf("no depth-3 URL among the first 100: the lowest queue is starved")
 	}
-	if s := f.stats(); s.Waiting[0] != 0 || s.Waiting[3] != 0 {
-		t.Fatalf("front queues not drained: %v", s.Waiting)
+	if s := f.stats(); s.Front[0] != 0 || s.Front[3] != 0 {
+		t.Fatalf("front queues not drained: %v", s.Front)
 	}
 }
 
@@ -157,8 +157,8 @@ func TestFrontQueueLengths(t *testing.T) {
 	s := f.stats()
 	want := []int64{1, 0, 1, 0, 0, 0, 0, 1}
 	for i := range want {
-		if s.Waiting[i] != want[i] {
-			t.Fatalf("waiting %v, want %v", s.Waiting, want)
+		if s.Front[i] != want[i] {
+			t.Fatalf("waiting %v, want %v", s.Front, want)
 		}
 	}
 }
@@ -307,7 +307,7 @@ func TestBudgets(t *testing.T) {
 			t.Fatalf("dispatched %d pages, want the budget of 3", len(got))
 		}
 		s := f.stats()
-		if s.OverBudget != 7 || s.Fetched != 3 || s.ActiveHosts != 0 {
+		if s.OverBudget != 7 || s.Fetched != 3 || s.Active != 0 {
 			t.Fatalf("stats %+v", s)
 		}
 		if n := f.add("m2", urls(0, "http://new.example/")...); n != 0 {
@@ -347,8 +347,8 @@ func TestRouterWaitsAtNewHost(t *testing.T) {
 	if got := fq0(); !slices.Equal(got, want[1:]) {
 		t.Fatalf("after a.example drained, front queue %q, want %q", got, want[1:])
 	}
-	if s := f.stats(); s.ActiveHosts != 1 {
-		t.Fatalf("active hosts %d", s.ActiveHosts)
+	if s := f.stats(); s.Active != 1 {
+		t.Fatalf("active hosts %d", s.Active)
 	}
 	if _, ok := f.heapScore("b.example"); !ok {
 		t.Fatal("b.example not admitted into the freed back queue")

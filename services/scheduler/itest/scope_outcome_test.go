@@ -28,7 +28,7 @@ func TestOutcomeOutOfScopeEndsTheURL(t *testing.T) {
 		t.Fatalf("result %s refunded %v, want out_of_scope, refunded", res[0].Result, res[0].Refunded)
 	}
 	s := f.stats()
-	if s.OutOfScope != before.OutOfScope+1 || s.Failed != before.Failed || s.Inflight != 0 || s.Queued != 1 {
+	if s.OutOfScope != before.OutOfScope+1 || s.Failed != before.Failed || s.InFlight != 0 || s.Queued != 1 {
 		t.Fatalf("stats %+v, want one more out of scope, the other URL still queued", s)
 	}
 	f.check()

@@ -55,7 +55,7 @@ func TestServiceRetiresFailingHost(t *testing.T) {
 	s.publish(topology.FrontierSubject(0), &batch)
 	testwait.Eventually(t, 30*time.Second, "every URL terminal", func() bool {
 		st := s.stats()
-		return st.Queued == 0 && st.Inflight == 0 && st.Accepted == 25 && st.Terminal() == 25
+		return st.Queued == 0 && st.InFlight == 0 && st.Accepted == 25 && st.Terminal() == 25
 	})
 	st := s.stats()
 	if st.Failed != 20 || st.Fetched != 5 || st.Retired != 1 {
@@ -78,7 +78,7 @@ func TestServiceRetiresFailingHost(t *testing.T) {
 	}})
 	testwait.Eventually(t, 30*time.Second, "late URLs terminal", func() bool {
 		st := s.stats()
-		return st.Terminal() == 27 && st.Queued == 0 && st.Inflight == 0
+		return st.Terminal() == 27 && st.Queued == 0 && st.InFlight == 0
 	})
 	if st := s.stats(); st.Failed != 21 || st.Fetched != 6 {
 		t.Fatalf("stats %+v: want the late dead.example URL failed on admission", st)
@@ -188,7 +188,7 @@ func TestServiceHoldsDispatchWhileJetStreamUnavailable(t *testing.T) {
 	testwait.Eventually(t, 30*time.Second, "dispatch held for three lease TTLs", func() bool {
 		return s.metric("trawl_scheduler_dispatch_held_total", map[string]string{"shard": "0"}) >= held+24
 	})
-	if st := s.stats(); st.Dispatched != 8 || st.Inflight != 0 || st.Failed != 0 {
+	if st := s.stats(); st.Dispatched != 8 || st.InFlight != 0 || st.Failed != 0 {
 		t.Fatalf("stats %+v: leases were taken while JetStream could not take the tasks", st)
 	}
 	if n := s.metric("trawl_scheduler_publish_failures_total", map[string]string{"shard": "0"}); n != 8 {

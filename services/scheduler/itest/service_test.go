@@ -24,6 +24,7 @@ import (
 	"github.com/trawl/trawl/services/scheduler/internal/frontier"
 	"github.com/trawl/trawl/services/scheduler/internal/service"
 	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/frontierkeys"
 	"github.com/trawl/trawl/shared/testwait"
 	"github.com/trawl/trawl/shared/topology"
 )
@@ -265,7 +266,7 @@ func fetched200(tk crawlmsg.FetchTask) crawlmsg.Outcome {
 		Kind: crawlmsg.OutcomeFetched, Status: 200, Requested: true, DurationMs: 1}
 }
 
-func (s *stack) stats() frontier.Stats {
+func (s *stack) stats() frontierkeys.ShardStatus {
 	s.t.Helper()
 	st, err := s.f.Stats(testwait.Context(s.t))
 	if err != nil {
@@ -309,7 +310,7 @@ func TestServiceCrawlsFrontierAndSurvivesBadInput(t *testing.T) {
 
 	testwait.Eventually(t, 30*time.Second, "frontier drained", func() bool {
 		st := s.stats()
-		return st.Fetched == int64(len(want)) && st.Queued == 0 && st.Inflight == 0
+		return st.Fetched == int64(len(want)) && st.Queued == 0 && st.InFlight == 0
 	})
 	got := map[string]int{}
 	for _, tk := range fx.snapshot() {
@@ -327,7 +328,7 @@ func TestServiceCrawlsFrontierAndSurvivesBadInput(t *testing.T) {
 		t.Errorf("hosts with two tasks out at once: %v", fx.overlap)
 	}
 	st := s.stats()
-	if st.Accepted != int64(len(want)) || st.Terminal() != st.Accepted || st.ActiveHosts != 0 {
+	if st.Accepted != int64(len(want)) || st.Terminal() != st.Accepted || st.Active != 0 {
 		t.Fatalf("stats %+v", st)
 	}
 

@@ -67,7 +67,7 @@ func TestSkippedURLsLoggedWithReason(t *testing.T) {
 	s.publish(topology.FrontierSubject(0), &batch)
 	testwait.Eventually(t, 30*time.Second, "frontier drained", func() bool {
 		st := s.stats()
-		return st.Accepted == int64(len(batch.URLs)) && st.Terminal() == st.Accepted && st.Inflight == 0
+		return st.Accepted == int64(len(batch.URLs)) && st.Terminal() == st.Accepted && st.InFlight == 0
 	})
 
 	waitSkipLog(t, s, "skipped", true, want)
@@ -147,7 +147,7 @@ func TestRefusedURLsLoggedWithReason(t *testing.T) {
 	}})
 	testwait.Eventually(t, 30*time.Second, "the budgeted host's first page fetched", func() bool {
 		st := s.stats()
-		return st.Fetched == 1 && st.Inflight == 0
+		return st.Fetched == 1 && st.InFlight == 0
 	})
 	// The host's budget is spent: what it links to now is refused by the add script, which
 	// names them by their place among the URLs Go sent it (the too-deep one was not).
@@ -166,7 +166,7 @@ func TestRefusedURLsLoggedWithReason(t *testing.T) {
 	waitSkipLog(t, s, "refused", true, want)
 	testwait.Eventually(t, 30*time.Second, "the admitted URL fetched", func() bool {
 		st := s.stats()
-		return st.Fetched == 2 && st.Inflight == 0
+		return st.Fetched == 2 && st.InFlight == 0
 	})
 	if st := s.stats(); st.OverBudget != 2 || st.OutOfScope != 2 {
 		t.Errorf("counted %d over budget and %d out of scope, want 2 and 2 (the log's)", st.OverBudget, st.OutOfScope)
@@ -202,7 +202,7 @@ func TestExcludedByRecheckLogged(t *testing.T) {
 	s.publish(topology.FrontierSubject(0), &batch)
 	testwait.Eventually(t, 10*time.Second, "a.example's other URLs queued behind its first", func() bool {
 		st := s.stats()
-		return st.Inflight == 1 && st.Queued == 10
+		return st.InFlight == 1 && st.Queued == 10
 	})
 	store := policy.NewStore(s.rdb, s.cfg.Common.RedisPrefix)
 	if _, _, err := store.Apply(ctx, []policy.Change{{Rule: hostRule("a.example", policy.Rule{Exclude: []string{"/x/"}})}}, "test", 0); err != nil {
@@ -212,7 +212,7 @@ func TestExcludedByRecheckLogged(t *testing.T) {
 	close(release)
 	testwait.Eventually(t, 20*time.Second, "the rest fetched", func() bool {
 		st := s.stats()
-		return st.Fetched == 6 && st.Queued == 0 && st.Inflight == 0
+		return st.Fetched == 6 && st.Queued == 0 && st.InFlight == 0
 	})
 	waitSkipLog(t, s, "excluded", false, want)
 }
@@ -243,7 +243,7 @@ func TestQueuedOverBudgetURLsLogged(t *testing.T) {
 	s.publish(topology.FrontierSubject(0), &batch)
 	testwait.Eventually(t, 30*time.Second, "frontier drained", func() bool {
 		st := s.stats()
-		return st.Accepted == queued && st.Terminal() == st.Accepted && st.Inflight == 0
+		return st.Accepted == queued && st.Terminal() == st.Accepted && st.InFlight == 0
 	})
 	if st := s.stats(); st.Fetched != budget || st.OverBudget != queued-budget {
 		t.Fatalf("fetched %d and over budget %d, want %d and %d", st.Fetched, st.OverBudget, budget, queued-budget)
@@ -282,7 +282,7 @@ func TestRetiredHostsQueueLogged(t *testing.T) {
 	s.publish(topology.FrontierSubject(0), &batch)
 	testwait.Eventually(t, 30*time.Second, "frontier drained", func() bool {
 		st := s.stats()
-		return st.Accepted == queued && st.Terminal() == st.Accepted && st.Inflight == 0
+		return st.Accepted == queued && st.Terminal() == st.Accepted && st.InFlight == 0
 	})
 	if st := s.stats(); st.Failed != queued {
 		t.Fatalf("%d URLs failed, want all %d", st.Failed, queued)

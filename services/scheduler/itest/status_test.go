@@ -82,8 +82,8 @@ func TestStatusRecordsWhatCompleteDid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Fetched != 7 || st.Failed != 3 || st.Queued != 0 || st.Inflight != 0 || st.Accepted != 10 {
-		t.Fatalf("stats %+v", st.Stats)
+	if st.Fetched != 7 || st.Failed != 3 || st.Queued != 0 || st.InFlight != 0 || st.Accepted != 10 {
+		t.Fatalf("stats %+v", st.ShardStatus)
 	}
 	hosts := func(l []frontier.HostActivity) string {
 		var s []string
@@ -229,7 +229,7 @@ func TestStatusViewsStayBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	if st.Fetched != 78 || st.Failed != 12 {
-		t.Fatalf("stats %+v", st.Stats)
+		t.Fatalf("stats %+v", st.ShardStatus)
 	}
 	var busiest, slowest []string
 	for _, a := range st.Busiest {
@@ -304,6 +304,6 @@ func TestStatusLogsExpiredLeases(t *testing.T) {
 		}
 	}
 	if st.Failed != 1 || st.Expired != 2 {
-		t.Fatalf("stats %+v", st.Stats)
+		t.Fatalf("stats %+v", st.ShardStatus)
 	}
 }

@@ -143,7 +143,7 @@ func TestStatusPageInChromium(t *testing.T) {
 	s.publish(topology.FrontierSubject(0), &batch)
 	testwait.Eventually(t, 60*time.Second, "crawl finished", func() bool {
 		st := s.stats()
-		return st.Fetched == 27 && st.Failed == 3 && st.Queued == 0 && st.Inflight == 0
+		return st.Fetched == 27 && st.Failed == 3 && st.Queued == 0 && st.InFlight == 0
 	})
 
 	// busy.example's server address has a request in flight (another host's, under

@@ -64,7 +64,7 @@ func TestDispatchHoldsForRegisteredIndexer(t *testing.T) {
 	testwait.Eventually(t, 30*time.Second, "dispatch held for the indexer or the crawl done", func() bool {
 		return s.held(ctx, "docs-lag") || s.stats().Fetched == hosts
 	})
-	testwait.Eventually(t, 30*time.Second, "tasks out drained", func() bool { return s.stats().Inflight == 0 })
+	testwait.Eventually(t, 30*time.Second, "tasks out drained", func() bool { return s.stats().InFlight == 0 })
 	held := s.stats()
 	info, err := str.Info(ctx)
 	if err != nil {
@@ -139,7 +139,7 @@ func TestDispatchHoldsWhileBodiesStoreFills(t *testing.T) {
 	testwait.Eventually(t, 30*time.Second, "dispatch held for the bodies store or the crawl done", func() bool {
 		return s.held(ctx, "bodies-bytes") || s.stats().Fetched == hosts
 	})
-	testwait.Eventually(t, 30*time.Second, "tasks out drained", func() bool { return s.stats().Inflight == 0 })
+	testwait.Eventually(t, 30*time.Second, "tasks out drained", func() bool { return s.stats().InFlight == 0 })
 	refused.Range(func(url, err any) bool {
 		t.Errorf("body of %s refused: %v", url, err)
 		return true

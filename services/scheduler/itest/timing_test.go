@@ -296,7 +296,7 @@ func TestDispatchHoldsWhileParserBehind(t *testing.T) {
 			s.metric("trawl_scheduler_dispatch_backpressure", map[string]string{"stage": "parser"}) == 1
 	})
 	// Held: the fetchers drain what is out, then nothing more comes.
-	testwait.Eventually(t, 30*time.Second, "tasks out drained", func() bool { return s.stats().Inflight == 0 })
+	testwait.Eventually(t, 30*time.Second, "tasks out drained", func() bool { return s.stats().InFlight == 0 })
 	held := s.stats()
 	if held.Fetched >= hosts {
 		t.Fatalf("stats %+v: the crawl ran to the end with the parser stopped", held)

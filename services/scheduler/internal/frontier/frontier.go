@@ -843,44 +843,15 @@ func (f *Frontier) TrimApplied(ctx context.Context, floor uint64) (int64, error)
 	return n, nil
 }
 
-// Stats is a snapshot of one shard's accounting: its `stats` counters, of which Accepted
-// = Queued + Inflight + Parked + Terminal(), and its queue sizes.
-type Stats struct {
-	frontierkeys.Counters
-	Inflight                int64 // tasks out
-	ActiveHosts, ReadyHosts int64 // hosts holding a back queue; of them, in the heap
-	Waiting                 []int64
-	Paused                  bool
-}
-
-// Add adds o to s: a crawl's figures are the sums of its shards', a front queue's length
-// the sum of that queue's, and the crawl is paused when a shard is.
-func (s *Stats) Add(o Stats) {
-	s.Counters.Add(o.Counters)
-	s.Inflight += o.Inflight
-	s.ActiveHosts += o.ActiveHosts
-	s.ReadyHosts += o.ReadyHosts
-	for len(s.Waiting) < len(o.Waiting) {
-		s.Waiting = append(s.Waiting, 0)
+// Stats reads the shard's counters and queue sizes in one round trip, its due hosts counted
+// by this process's clock (Options.Clock in tests): Status without top hosts or errors.
+func (f *Frontier) Stats(ctx context.Context) (frontierkeys.ShardStatus, error) {
+	now := time.Now()
+	if f.o.Clock != nil {
+		now = f.o.Clock()
 	}
-	for q, n := range o.Waiting {
-		s.Waiting[q] += n
-	}
-	s.Paused = s.Paused || o.Paused
-}
-
-// Stats reads the shard's counters and queue sizes in one round trip.
-func (f *Frontier) Stats(ctx context.Context) (Stats, error) {
-	var reads *frontierkeys.StatusReads
-	_, err := f.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		// The hosts due are Status's; any instant will do for the count Stats leaves out.
-		reads = f.k.QueueStatus(ctx, p, time.Time{}, f.o.FrontQueues)
-		return nil
-	})
-	if err != nil {
-		return Stats{}, fmt.Errorf("frontier: stats: %w", err)
-	}
-	return stats(reads.Status(f.o.Shard, f.o.FrontQueues)), nil
+	st, err := f.Status(ctx, now, 0, 0)
+	return st.ShardStatus, err
 }
 
 // FailedRecrawl is a recrawled URL that ended failed without a page (its host retired, its

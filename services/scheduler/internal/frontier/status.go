@@ -82,22 +82,14 @@ type HostActivity struct {
 	Server politeness.ServerState
 }
 
-// Status is a shard's state for the status page: the counters and queue sizes of Stats,
-// the hosts due now, the busiest and the slowest hosts, and the most recent errors.
+// Status is a shard's state for the status page: its counters and queue sizes as
+// frontierkeys reads them (trawlctl status shows the same), the busiest and the slowest
+// hosts, and the most recent errors.
 type Status struct {
-	Stats
-	// DueHosts are the hosts in the heap whose next fetch time has come; the others in the
-	// heap (ReadyHosts − DueHosts) wait out their politeness delay.
-	DueHosts int64
-	Busiest  []HostActivity // most fetched first
-	Slowest  []HostActivity // highest average response time first
-	Errors   []ErrorRecord  // newest first
-}
-
-// stats is the scheduler's view of a shard's status as frontierkeys reads it.
-func stats(st frontierkeys.ShardStatus) Stats {
-	return Stats{Counters: st.Counters, Inflight: st.InFlight, ActiveHosts: st.Active, ReadyHosts: st.InHeap,
-		Waiting: st.Front, Paused: st.Paused}
+	frontierkeys.ShardStatus
+	Busiest []HostActivity // most fetched first
+	Slowest []HostActivity // highest average response time first
+	Errors  []ErrorRecord  // newest first
 }
 
 // Status reads the shard's status with the top hosts and the last errors newest first
@@ -126,8 +118,7 @@ func (f *Frontier) Status(ctx context.Context, now time.Time, top, nErrors int) 
 	if err != nil {
 		return Status{}, fmt.Errorf("frontier: status: %w", err)
 	}
-	st := reads.Status(f.o.Shard, f.o.FrontQueues)
-	status.Stats, status.DueHosts = stats(st), st.Ready
+	status.ShardStatus = reads.Status(f.o.Shard, f.o.FrontQueues)
 	if errs != nil {
 		for _, line := range errs.Val() {
 			if r, ok := ParseErrorRecord(line); ok {

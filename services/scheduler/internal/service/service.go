@@ -193,7 +193,7 @@ type explained struct {
 	why *redisx.LastError
 }
 
-func (e explained) Stats(ctx context.Context) (frontier.Stats, error) {
+func (e explained) Stats(ctx context.Context) (frontierkeys.ShardStatus, error) {
 	st, err := e.f.Stats(ctx)
 	return st, e.why.Explain(err)
 }
@@ -468,18 +468,18 @@ func (s *shard) refreshStats(ctx context.Context) {
 		return
 	}
 	for state, v := range map[string]int64{
-		"accepted": st.Accepted, "queued": st.Queued, "inflight": st.Inflight,
+		"accepted": st.Accepted, "queued": st.Queued, "inflight": st.InFlight,
 		"fetched": st.Fetched, "failed": st.Failed, "disallowed": st.Disallowed,
 		"out_of_scope": st.OutOfScope, "over_budget": st.OverBudget, "parked": st.Parked,
 	} {
 		s.m.urls.WithLabelValues(s.label, state).Set(float64(v))
 	}
-	for p, n := range st.Waiting {
+	for p, n := range st.Front {
 		s.m.queued.WithLabelValues(s.label, strconv.Itoa(p)).Set(float64(n))
 	}
-	s.m.activeHosts.WithLabelValues(s.label).Set(float64(st.ActiveHosts))
-	s.m.readyHosts.WithLabelValues(s.label).Set(float64(st.ReadyHosts))
-	s.m.inflight.WithLabelValues(s.label).Set(float64(st.Inflight))
+	s.m.activeHosts.WithLabelValues(s.label).Set(float64(st.Active))
+	s.m.readyHosts.WithLabelValues(s.label).Set(float64(st.InHeap))
+	s.m.inflight.WithLabelValues(s.label).Set(float64(st.InFlight))
 	paused := 0.0
 	if st.Paused {
 		paused = 1

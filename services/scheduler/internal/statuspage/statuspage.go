@@ -27,7 +27,7 @@ var staticFS embed.FS
 
 // Source is one shard's frontier as the page reads it.
 type Source interface {
-	Stats(ctx context.Context) (frontier.Stats, error)
+	Stats(ctx context.Context) (frontierkeys.ShardStatus, error)
 	Status(ctx context.Context, now time.Time, top, errors int) (frontier.Status, error)
 }
 
@@ -372,7 +372,7 @@ func (p *Page) Report(ctx context.Context, top, nErrors int) Report {
 		Shards: []ShardStatus{}, Busiest: []HostRow{}, Slowest: []HostRow{}, Errors: []ErrorRow{},
 		History: p.ring.history(), Unavailable: []Unavailable{}, Stuck: []StuckRow{},
 	}
-	var sum frontier.Status
+	var sum frontierkeys.ShardStatus
 	var pagesPerSecond, dispatchedPerSecond *float64
 	for i, sh := range p.shards {
 		st, err := sh.Source.Status(ctx, now, top, nErrors)
@@ -381,11 +381,10 @@ func (p *Page) Report(ctx context.Context, top, nErrors int) Report {
 			rep.Unavailable = append(rep.Unavailable, Unavailable{Shard: sh.ID, Error: err.Error()})
 			continue
 		}
-		c := counts(st)
+		c := counts(st.ShardStatus)
 		c.PagesPerSecond, c.DispatchedPerSecond = rates.fetched[i], rates.dispatched[i]
 		rep.Shards = append(rep.Shards, ShardStatus{Shard: sh.ID, Served: sh.Served, Counts: c})
-		sum.Add(st.Stats)
-		sum.DueHosts += st.DueHosts
+		sum.Add(st.ShardStatus)
 		pagesPerSecond = addRate(pagesPerSecond, c.PagesPerSecond)
 		dispatchedPerSecond = addRate(dispatchedPerSecond, c.DispatchedPerSecond)
 		for _, a := range st.Busiest {
@@ -483,15 +482,15 @@ func hostRow(shard int, a frontier.HostActivity, now time.Time) HostRow {
 	return r
 }
 
-func counts(st frontier.Status) Counts {
+func counts(st frontierkeys.ShardStatus) Counts {
 	return Counts{
-		Accepted: st.Accepted, Queued: st.Queued, Inflight: st.Inflight,
+		Accepted: st.Accepted, Queued: st.Queued, Inflight: st.InFlight,
 		Dispatched: st.Dispatched, Expired: st.Expired,
 		Terminal: Terminal{Fetched: st.Fetched, Failed: st.Failed, Disallowed: st.Disallowed,
 			OutOfScope: st.OutOfScope, OverBudget: st.OverBudget},
-		Hosts: Hosts{Active: st.ActiveHosts, Ready: st.DueHosts, Waiting: st.ReadyHosts - st.DueHosts,
-			InFlight: st.Inflight, Retired: st.Retired},
-		Frontier: append([]int64{}, st.Waiting...),
+		Hosts: Hosts{Active: st.Active, Ready: st.Ready, Waiting: st.InHeap - st.Ready,
+			InFlight: st.InFlight, Retired: st.Retired},
+		Frontier: append([]int64{}, st.Front...),
 		Paused:   st.Paused,
 	}
 }

@@ -22,14 +22,14 @@ import (
 // limits) is what these tests check; reading Redis is covered in itest.
 type fakeSource struct {
 	mu      sync.Mutex
-	stats   frontier.Stats
+	stats   frontierkeys.ShardStatus
 	status  frontier.Status
 	err     error
 	lastTop int
 	lastErr int
 }
 
-func (f *fakeSource) Stats(context.Context) (frontier.Stats, error) {
+func (f *fakeSource) Stats(context.Context) (frontierkeys.ShardStatus, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.stats, f.err
@@ -165,19 +165,18 @@ func at(ms int64) time.Time { return time.UnixMilli(1_700_000_000_000 + ms) }
 
 func twoShards() (*fakeSource, *fakeSource) {
 	a := &fakeSource{status: frontier.Status{
-		Stats: frontier.Stats{Counters: frontierkeys.Counters{Accepted: 10, Queued: 3, Fetched: 5, Failed: 1,
-			Dispatched: 7, Retired: 1}, Inflight: 1, ActiveHosts: 4, ReadyHosts: 3, Waiting: []int64{2, 1}},
-		DueHosts: 1,
-		Busiest:  []frontier.HostActivity{{Host: "a1", Fetched: 9, AvgMs: 10}, {Host: "a2", Fetched: 2, AvgMs: 300}},
-		Slowest:  []frontier.HostActivity{{Host: "a2", Fetched: 2, AvgMs: 300, LastMs: 280}, {Host: "a1", Fetched: 9, AvgMs: 10}},
+		ShardStatus: frontierkeys.ShardStatus{Counters: frontierkeys.Counters{Accepted: 10, Queued: 3, Fetched: 5, Failed: 1,
+			Dispatched: 7, Retired: 1}, InFlight: 1, Active: 4, InHeap: 3, Ready: 1, Front: []int64{2, 1}},
+		Busiest: []frontier.HostActivity{{Host: "a1", Fetched: 9, AvgMs: 10}, {Host: "a2", Fetched: 2, AvgMs: 300}},
+		Slowest: []frontier.HostActivity{{Host: "a2", Fetched: 2, AvgMs: 300, LastMs: 280}, {Host: "a1", Fetched: 9, AvgMs: 10}},
 		Errors: []frontier.ErrorRecord{
 			{At: at(300), Result: "retry", Kind: "fetched", Status: 503, Host: "a2", URL: "http://a2/x"},
 			{At: at(100), Result: "failed", Kind: "error", Host: "a2", URL: "http://a2/y", Error: "<b>refused</b>"},
 		},
 	}}
 	b := &fakeSource{status: frontier.Status{
-		Stats: frontier.Stats{Counters: frontierkeys.Counters{Accepted: 5, Queued: 1, Fetched: 2, Disallowed: 2},
-			ActiveHosts: 1, ReadyHosts: 1, Waiting: []int64{0, 0, 1}, Paused: true},
+		ShardStatus: frontierkeys.ShardStatus{Counters: frontierkeys.Counters{Accepted: 5, Queued: 1, Fetched: 2, Disallowed: 2},
+			Active: 1, InHeap: 1, Front: []int64{0, 0, 1}, Paused: true},
 		Busiest: []frontier.HostActivity{{Host: "b1", Fetched: 9, AvgMs: 50}, {Host: "b2", Fetched: 4}},
 		Slowest: []frontier.HostActivity{{Host: "b1", Fetched: 9, AvgMs: 50}},
 		Errors:  []frontier.ErrorRecord{{At: at(200), Result: "retry", Kind: "error", Host: "b1", URL: "http://b1/"}},
