@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/trawl/trawl/devstack/stack"
+	"github.com/trawl/trawl/devstack/synthweb"
 	"github.com/trawl/trawl/shared/durability"
 	"github.com/trawl/trawl/shared/testwait"
 )
@@ -122,22 +123,31 @@ func TestCrawlNATSRestarted(t *testing.T) {
 	checkInvariants(t, r, env, 0)
 }
 
-// Three fetchers share the work; one is killed with SIGKILL while it holds tasks. Its
-// leases expire back into the frontier, so the crawl completes; only the tasks it held
-// may be fetched twice.
+// Three fetchers share the work; one is killed with SIGKILL while the web is answering its
+// request to the slow host. Its leases expire back into the frontier, so the crawl
+// completes; only the tasks it held may be fetched twice.
 func TestCrawlFetcherKilled(t *testing.T) {
 	t.Parallel()
 	env := testEnv()
-	// Slow responses give the kill a task to land on.
+	// Slow responses give the kill a request to land on.
 	web := testWeb()
 	web.SlowDelay = time.Second
-	var held int64
-	r := crawl(t, web, env, stack.Options{
+	procEnv := map[string]map[string]string{}
+	for i := range 3 {
+		procEnv[fmt.Sprintf("fetcher-%d", i)] = map[string]string{"TRAWL_USER_AGENT": chaosAgent(fmt.Sprintf("fetcher-%d", i))}
+	}
+	var (
+		held int64
+		cut  synthweb.Request
+	)
+	r := crawlWeb(t, web, env, stack.Options{
 		Replicas: map[string]int{"fetcher": 3},
 		Env:      map[string]string{"TRAWL_LEASE_TTL": "12s"},
-	}, func(st *stack.Stack) {
+		ProcEnv:  procEnv,
+	}, func(st *stack.Stack, w *synthweb.Web) {
 		waitFetched(t, st, 30)
-		victim := busyFetcher(t, st)
+		var victim *stack.Proc
+		victim, cut = requestingFetcher(t, st, w, web.SlowDelay/2)
 		if err := victim.Kill(); err != nil {
 			t.Fatal(err)
 		}
@@ -150,37 +160,43 @@ func TestCrawlFetcherKilled(t *testing.T) {
 		held = p.InFlight
 	})
 	checkInvariants(t, r, env, int(held))
+	// The web's own log says whether the kill landed mid-request: the request it chose was
+	// given up by its client before an answer.
+	landed := false
+	for _, q := range r.reqs {
+		if q.Agent == cut.Agent && q.Path == cut.Path && q.Start.Equal(cut.Start) {
+			landed = q.Status == 0
+		}
+	}
+	if !landed {
+		t.Errorf("the kill did not cut %s %s (started %s): the web answered it, so the test proved nothing", cut.Agent, cut.Path, cut.Start.Format(time.StampMilli))
+	}
 	if r.progress.Expired == 0 {
-		t.Error("no lease expired: the killed fetcher held no task, so the test proved nothing")
+		t.Error("no lease expired: the killed fetcher held no task")
 	}
 }
 
-// busyFetcher returns a fetcher in the middle of a slow task: one that reports a task in
-// hand in several samples across most of a slow response, which the crawl's many
-// millisecond-long tasks almost never do.
-func busyFetcher(t *testing.T, st *stack.Stack) *stack.Proc {
+// requestingFetcher returns a fetcher that the web is serving a slow request for, begun
+// less than younger ago, and that request, as the web sees it in progress. Each fetcher
+// sends its own User-Agent (chaosAgent), which names it.
+func requestingFetcher(t *testing.T, st *stack.Stack, w *synthweb.Web, younger time.Duration) (*stack.Proc, synthweb.Request) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	busy := func(p *stack.Proc) bool {
-		v, ok, err := p.Metric(ctx, "trawl_fetcher_inflight")
-		return err == nil && ok && v > 0
+	slow := map[string]bool{}
+	for _, h := range w.Hosts() {
+		slow[h.Name] = h.Kind == synthweb.KindSlow
 	}
-	for ctx.Err() == nil {
-		for i := range 3 {
-			p := st.Proc("fetcher", i)
-			held := true
-			for s := 0; held && s < 4; s++ {
-				if s > 0 {
-					time.Sleep(100 * time.Millisecond)
-				}
-				held = busy(p)
+	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		for _, q := range w.InProgress() {
+			if !slow[q.Host] || time.Since(q.Start) >= younger {
+				continue
 			}
-			if held {
-				return p
+			for i := range 3 {
+				if p := st.Proc("fetcher", i); q.Agent == chaosAgent(p.ID()) {
+					return p, q
+				}
 			}
 		}
 	}
-	t.Fatal("no fetcher was ever seen holding a task")
-	return nil
+	t.Fatal("the web served no fetcher a slow request in 2 minutes")
+	return nil, synthweb.Request{}
 }

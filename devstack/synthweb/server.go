@@ -39,9 +39,10 @@ type Web struct {
 	srv     *http.Server
 	serving sync.WaitGroup
 
-	mu     sync.Mutex
-	idle   *sync.Cond // signalled when active drops to zero
-	active int
+	mu   sync.Mutex
+	idle *sync.Cond // signalled when active empties
+	// active holds the requests being served, as far as they are known before the response.
+	active map[*Request]struct{}
 	log    []Request
 	// spaWaiting counts the app host's JSON answers held by Config.SPADelay.
 	spaWaiting atomic.Int64
@@ -67,6 +68,7 @@ func Start(ctx context.Context, cfg Config) (*Web, error) {
 	}
 	w := &Web{m: newModel(cfg, ips, port)}
 	w.idle = sync.NewCond(&w.mu)
+	w.active = map[*Request]struct{}{}
 	w.srv = &http.Server{
 		Handler:           http.HandlerFunc(w.handle),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -131,7 +133,7 @@ func (w *Web) Close() error {
 	err := w.srv.Close()
 	w.serving.Wait()
 	w.mu.Lock()
-	for w.active > 0 {
+	for len(w.active) > 0 {
 		w.idle.Wait()
 	}
 	w.mu.Unlock()
@@ -190,6 +192,20 @@ func (w *Web) Requests() []Request {
 	return reqs
 }
 
+// InProgress returns the requests being served, ordered by Start: host, address, path,
+// start, agent, remote and header known; End, Status and Bytes not yet. A test learns from
+// it which crawler process holds a request at this moment, from the server's side.
+func (w *Web) InProgress() []Request {
+	w.mu.Lock()
+	reqs := make([]Request, 0, len(w.active))
+	for q := range w.active {
+		reqs = append(reqs, *q)
+	}
+	w.mu.Unlock()
+	slices.SortStableFunc(reqs, func(a, b Request) int { return a.Start.Compare(b.Start) })
+	return reqs
+}
+
 // handle logs the request around serve. End is taken just before the
 // last body byte is handed to net/http: until that byte is written the
 // client cannot have the complete response, so a correct crawler's next
@@ -197,12 +213,14 @@ func (w *Web) Requests() []Request {
 // enough that net/http streams them to the socket while being written.
 func (w *Web) handle(rw http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	w.mu.Lock()
-	w.active++
-	w.mu.Unlock()
-
 	addr := localIP(r)
 	host := w.hostOf(r, addr)
+	remote, _, _ := net.SplitHostPort(r.RemoteAddr)
+	req := &Request{Host: host, Addr: addr, Path: r.URL.RequestURI(), Start: start, Agent: r.UserAgent(), Remote: remote, Header: r.Header.Clone()}
+	w.mu.Lock()
+	w.active[req] = struct{}{}
+	w.mu.Unlock()
+
 	status, body := w.serve(rw, r, host)
 	if r.Method == http.MethodHead {
 		body = nil
@@ -221,12 +239,11 @@ func (w *Web) handle(rw http.ResponseWriter, r *http.Request) {
 		written += n
 	}
 
-	remote, _, _ := net.SplitHostPort(r.RemoteAddr)
-	req := Request{Host: host, Addr: addr, Path: r.URL.RequestURI(), Start: start, End: end, Status: status, Bytes: written, Agent: r.UserAgent(), Remote: remote, Header: r.Header.Clone()}
 	w.mu.Lock()
-	w.log = append(w.log, req)
-	w.active--
-	if w.active == 0 {
+	delete(w.active, req)
+	req.End, req.Status, req.Bytes = end, status, written
+	w.log = append(w.log, *req)
+	if len(w.active) == 0 {
 		w.idle.Broadcast()
 	}
 	w.mu.Unlock()

@@ -313,6 +313,59 @@ func TestSlowHost(t *testing.T) {
 	}
 }
 
+// A request being served is listed by InProgress with who asked, and leaves it for the log
+// once answered.
+func TestInProgress(t *testing.T) {
+	cfg := smallConfig()
+	cfg.SlowDelay = 2 * time.Second
+	w := startWeb(t, cfg)
+	slow := hostOfKind(t, w, KindSlow)
+	if got := w.InProgress(); len(got) != 0 {
+		t.Fatalf("in progress before any request: %+v", got)
+	}
+	done := make(chan int, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodGet, slow.Origin+"/p/3", nil)
+		req.Header.Set("User-Agent", "probe/1")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			done <- 0
+			return
+		}
+		resp.Body.Close()
+		done <- resp.StatusCode
+	}()
+	deadline := time.Now().Add(cfg.SlowDelay)
+	for {
+		got := w.InProgress()
+		if len(got) == 1 {
+			if q := got[0]; q.Path != "/p/3" || q.Agent != "probe/1" || q.Host != slow.Name || q.Status != 0 || !q.End.IsZero() {
+				t.Fatalf("in progress: %+v", q)
+			}
+			if len(w.Requests()) != 0 {
+				t.Fatalf("logged while in progress: %+v", w.Requests())
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the slow request was never seen in progress (%d listed)", len(got))
+		}
+		time.Sleep(5 * time.Millisecond) // poll interval
+	}
+	if status := <-done; status != 200 {
+		t.Fatalf("status %d", status)
+	}
+	// The handler logs the request just after its last byte reached the client.
+	for deadline := time.Now().Add(5 * time.Second); len(w.InProgress()) != 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("still in progress 5s after it was answered: %+v", w.InProgress())
+		}
+	}
+	if log := w.Requests(); len(log) != 1 || log[0].Agent != "probe/1" || log[0].Status != 200 {
+		t.Fatalf("log: %+v", log)
+	}
+}
+
 func TestTrapNeverEnds(t *testing.T) {
 	w := startWeb(t, smallConfig())
 	trap := hostOfKind(t, w, KindTrap).Origin
