@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trawl/trawl/devstack/natsembed"
 	"github.com/trawl/trawl/shared/crawlmsg"
+	"github.com/trawl/trawl/shared/topology"
 )
 
 func sitemapMeta(url, ctype string) crawlmsg.PageMeta {
@@ -110,8 +112,11 @@ func TestSitemapOverItsLimit(t *testing.T) {
 	t.Parallel()
 	const limit = 20000
 	// An AckWait the publish of megabytes fits in, even under the race detector and beside
-	// other tests: a redelivery would count the sitemap's URLs twice.
-	s := newStack(t, map[string]string{"TRAWL_SITEMAP_MAX_URLS": strconv.Itoa(limit), "TRAWL_ACK_WAIT": "60s"})
+	// other tests: a redelivery would count the sitemap's URLs twice. Settling waits as long:
+	// under the race detector on a loaded 2-core machine the sitemap takes about 20s (2s
+	// without it), the common wait.
+	const settle = 60 * time.Second
+	s := newStack(t, map[string]string{"TRAWL_SITEMAP_MAX_URLS": strconv.Itoa(limit), "TRAWL_ACK_WAIT": settle.String()})
 	s.run()
 	// URLs of some 250 octets: 20,000 of them pass what one message may carry.
 	pad := strings.Repeat("x", 220)
@@ -122,7 +127,7 @@ func TestSitemapOverItsLimit(t *testing.T) {
 	}
 	big.WriteString(`</urlset>`)
 	s.publishPage(sitemapMeta("http://big.test/sitemap.xml.gz", "application/x-gzip"), gzipped(t, big.String()))
-	s.waitSettled()
+	natsembed.WaitSettled(t, s.js, topology.StreamPages, topology.ConsumerParser, settle)
 
 	msgs := s.takeDiscovered()
 	seen := map[string]bool{}
