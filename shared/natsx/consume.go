@@ -489,12 +489,11 @@ func ConsumeEach(ctx context.Context, cons jetstream.Consumer, o ConsumeOptions,
 		for n < o.Batch && slots.TryAcquire(1) {
 			n++
 		}
-		// The pull request expires after a second so that a quiet stream costs one request
-		// a second, and ctx ending cancels it at once.
-		fctx, fcancel := context.WithTimeout(ctx, time.Second)
-		mb, err := cons.Fetch(n, jetstream.FetchContext(fctx))
+		// The pull request expires after a second, so that a quiet stream costs one request
+		// a second. It ends when the server ends it (PullMaxWait): ctx ending does not cut
+		// it, so what the server delivers meanwhile is handled in the drain, not lost.
+		mb, err := cons.Fetch(n, jetstream.FetchMaxWait(PullMaxWait))
 		if err != nil {
-			fcancel()
 			slots.Release(int64(n))
 			if ctx.Err() == nil {
 				if err := pulls.Failed(ctx, cons, err); err != nil {
@@ -530,7 +529,6 @@ func ConsumeEach(ctx context.Context, cons jetstream.Consumer, o ConsumeOptions,
 			}()
 		}
 		slots.Release(reserved)
-		fcancel()
 		// A pull the server ends at once (no responders while the consumer has no leader,
 		// or none at all) must not be sent again at once.
 		switch err := PullError(mb); {

@@ -29,6 +29,15 @@ func PullError(mb jetstream.MessageBatch) error {
 	return err
 }
 
+// PullMaxWait is how long a pull waits at the server for messages. A pull is given it as
+// its expiry (jetstream.FetchMaxWait), not a context deadline: the client then ends the
+// pull when the server does, and a second later by itself. With a context's deadline the
+// client gave up 10% before the expiry counted from its own send, while the server counted
+// from the request's arrival: a request delayed past that margin left the server
+// delivering into a pull the client had closed, and each such message came back only after
+// AckWait (measured over a link delaying the client by 300 ms: two messages a second).
+const PullMaxWait = time.Second
+
 const (
 	// pullPause is the wait after a failed pull: a pull the server refuses at once (no
 	// responders while a consumer has no leader, or none at all) would otherwise be sent

@@ -114,9 +114,7 @@ func (s *shard) dueAllowance(ctx context.Context, in *dueIntake) (int, error) {
 // queued. A failed pull goes to pulls, which pauses it; the error returned then is
 // natsx.ErrConsumerGone or nil.
 func (s *shard) takeDue(ctx context.Context, n int, pulls *natsx.PullPacer, o natsx.ConsumeOptions) (int, error) {
-	fctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	mb, err := s.dueC.Fetch(n, jetstream.FetchContext(fctx))
+	mb, err := s.dueC.Fetch(n, jetstream.FetchMaxWait(natsx.PullMaxWait))
 	if err != nil {
 		if ctx.Err() != nil {
 			return 0, nil
@@ -125,6 +123,9 @@ func (s *shard) takeDue(ctx context.Context, n int, pulls *natsx.PullPacer, o na
 	}
 	in := mb.Messages()
 	took := 0
+	// The pull is read to its end, whatever fails: it stays open at the server until then,
+	// and a message delivered into a pull no one reads waits out AckWait.
+	var failed error
 	for m := range in {
 		// Those that arrived with it, or within a moment, go in the same publish.
 		chunk := []jetstream.Msg{m}
@@ -144,9 +145,12 @@ func (s *shard) takeDue(ctx context.Context, n int, pulls *natsx.PullPacer, o na
 		linger.Stop()
 		k, err := s.queueDue(ctx, chunk, o)
 		took += k
-		if err != nil {
-			return took, err
+		if failed == nil {
+			failed = err
 		}
+	}
+	if failed != nil {
+		return took, failed
 	}
 	switch err := natsx.PullError(mb); {
 	case err == nil:
