@@ -51,7 +51,7 @@ func TestChaosEveryProcessKilledInTurn(t *testing.T) {
 	)
 	procEnv := map[string]map[string]string{}
 	for i := range 3 {
-		procEnv[fmt.Sprintf("fetcher-%d", i)] = map[string]string{"TRAWL_USER_AGENT": chaosAgent(fmt.Sprintf("fetcher-%d", i))}
+		procEnv[fmt.Sprintf("fetcher-%d", i)] = map[string]string{"TRAWL_USER_AGENT": fetcherAgent(fmt.Sprintf("fetcher-%d", i))}
 	}
 	r := crawl(t, web, env, stack.Options{Env: vars, Replicas: map[string]int{"fetcher": 3}, ProcEnv: procEnv}, func(st *stack.Stack) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -89,7 +89,7 @@ func TestChaosEveryProcessKilledInTurn(t *testing.T) {
 				// Prefer a moment when it holds a task, so that the kill costs a lease;
 				// the invariants must hold whether or not one is seen.
 				holding(ctx, v.fetcher, 2*time.Second)
-				k = fetcherKill{agent: chaosAgent(v.id), read: time.Now()}
+				k = fetcherKill{agent: fetcherAgent(v.id), read: time.Now()}
 				n, _, err := v.fetcher.Metric(ctx, "trawl_fetcher_inflight")
 				if err != nil {
 					t.Fatalf("%s: in-flight tasks before its kill: %v", v.id, err)
@@ -175,8 +175,9 @@ type fetcherKill struct {
 	held  int       // the tasks it may have held: that count, plus requests it began after read
 }
 
-// chaosAgent is the User-Agent of the fetcher process with this id.
-func chaosAgent(id string) string { return "trawl-chaos/" + id }
+// fetcherAgent is the User-Agent of the fetcher process with this id, where a test gives
+// each its own.
+func fetcherAgent(id string) string { return "trawl-fetcher/" + id }
 
 // killAfter is the first kill of the fetcher that made q at or after q's start (its
 // request in flight, or its outcome not yet stored, when the fetcher died); -1 if none.

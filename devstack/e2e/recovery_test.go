@@ -134,7 +134,7 @@ func TestCrawlFetcherKilled(t *testing.T) {
 	web.SlowDelay = time.Second
 	procEnv := map[string]map[string]string{}
 	for i := range 3 {
-		procEnv[fmt.Sprintf("fetcher-%d", i)] = map[string]string{"TRAWL_USER_AGENT": chaosAgent(fmt.Sprintf("fetcher-%d", i))}
+		procEnv[fmt.Sprintf("fetcher-%d", i)] = map[string]string{"TRAWL_USER_AGENT": fetcherAgent(fmt.Sprintf("fetcher-%d", i))}
 	}
 	var (
 		held int64
@@ -178,7 +178,7 @@ func TestCrawlFetcherKilled(t *testing.T) {
 
 // requestingFetcher returns a fetcher that the web is serving a slow request for, begun
 // less than younger ago, and that request, as the web sees it in progress. Each fetcher
-// sends its own User-Agent (chaosAgent), which names it.
+// sends its own User-Agent (fetcherAgent), which names it.
 func requestingFetcher(t *testing.T, st *stack.Stack, w *synthweb.Web, younger time.Duration) (*stack.Proc, synthweb.Request) {
 	t.Helper()
 	slow := map[string]bool{}
@@ -191,7 +191,7 @@ func requestingFetcher(t *testing.T, st *stack.Stack, w *synthweb.Web, younger t
 				continue
 			}
 			for i := range 3 {
-				if p := st.Proc("fetcher", i); q.Agent == chaosAgent(p.ID()) {
+				if p := st.Proc("fetcher", i); q.Agent == fetcherAgent(p.ID()) {
 					return p, q
 				}
 			}
