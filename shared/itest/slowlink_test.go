@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"net"
 	"net/url"
 	"strconv"
 	"sync"
@@ -16,92 +14,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/trawl/trawl/devstack/natsembed"
+	"github.com/trawl/trawl/devstack/slowlink"
 	"github.com/trawl/trawl/shared/natsx"
 	"github.com/trawl/trawl/shared/testwait"
 )
-
-// slowLink relays TCP connections to target, holding what a client sends for delay before
-// passing it on; what the server sends comes back at once. A pull request then reaches the
-// server later than its client timed it from, as on a loaded machine.
-func slowLink(t *testing.T, target string, delay time.Duration) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var (
-		conns  sync.WaitGroup
-		mu     sync.Mutex
-		open   []net.Conn
-		closed bool
-	)
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		closed = true
-		for _, c := range open {
-			c.Close()
-		}
-		mu.Unlock()
-		conns.Wait()
-	})
-	type chunk struct {
-		b  []byte
-		at time.Time
-	}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			s, err := net.Dial("tcp", target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			mu.Lock()
-			open = append(open, c, s)
-			if closed {
-				c.Close()
-				s.Close()
-			}
-			mu.Unlock()
-			queue := make(chan chunk, 1024)
-			conns.Add(3)
-			go func() { // server → client, at once
-				defer conns.Done()
-				io.Copy(c, s)
-				c.Close()
-			}()
-			go func() { // client → queue
-				defer conns.Done()
-				defer close(queue)
-				for {
-					b := make([]byte, 32<<10)
-					n, err := c.Read(b)
-					if n > 0 {
-						queue <- chunk{b[:n], time.Now().Add(delay)}
-					}
-					if err != nil {
-						return
-					}
-				}
-			}()
-			go func() { // queue → server, each chunk delay after it was read
-				defer conns.Done()
-				defer s.Close()
-				for ch := range queue {
-					time.Sleep(time.Until(ch.at)) // the link's delay, the thing simulated
-					if _, err := s.Write(ch.b); err != nil {
-						return
-					}
-				}
-			}()
-		}
-	}()
-	return ln.Addr().String()
-}
 
 // A pull ends when the server says so. Over a link that delays what the client sends by
 // 300 ms, a pull the client gave up on at its own deadline was still open at the server,
@@ -132,7 +48,7 @@ func TestConsumeEachOnASlowLink(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nc, slow, err := natsx.Connect(ctx, "nats://"+slowLink(t, u.Host, 300*time.Millisecond), "consumer", slog.Default())
+	nc, slow, err := natsx.Connect(ctx, "nats://"+slowlink.Start(t, u.Host, 300*time.Millisecond), "consumer", slog.Default())
 	if err != nil {
 		t.Fatal(err)
 	}
