@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/trawl/trawl/devstack/slowlink"
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/natsx"
 	"github.com/trawl/trawl/shared/testwait"
@@ -345,4 +348,42 @@ func TestTapDocsGapsAndRegistration(t *testing.T) {
 			}
 		}
 	})
+}
+
+// A durable tap's pull ends when the server ends it. Over a link that holds what the client
+// sends for 700 ms, a pull the client gave up on at a deadline of its own (5 s, the server
+// told 4.5 s) was still open at the server, which delivered into it: those documents came
+// back only after the tap's 30 s AckWait. Documents published one every 150 ms must all be
+// printed, in order, within seconds of the last.
+func TestTapOnASlowLink(t *testing.T) {
+	s := startStack(t, 1)
+	u, err := url.Parse(s.nats.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv := invocation{env: maps.Clone(s.inv.env)}
+	inv.env["TRAWL_NATS_URL"] = "nats://" + slowlink.Start(t, u.Host, 700*time.Millisecond)
+	const docs = 40
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	wait, stdout, stderr := inv.start(ctx, "tap", "-durable", "slow", "-n", fmt.Sprint(docs), "crawl.docs")
+	testwait.Eventually(t, 20*time.Second, "the tap to be ready", func() bool { return strings.Contains(stderr.String(), "tapping crawl.docs") })
+	var want []string
+	for i := range docs {
+		u := fmt.Sprintf("http://slow.test/%d", i)
+		want = append(want, u)
+		s.publishDoc(t, u)
+		time.Sleep(150 * time.Millisecond) // the publishing pace, the thing tested against
+	}
+	testwait.EventuallyState(t, 8*time.Second, "every document printed", func() (bool, string) {
+		n := len(lines(stdout.String()))
+		return n == docs, fmt.Sprintf("%d of %d printed", n, docs)
+	})
+	r := wait()
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	if got := strings.Join(docURLs(t, r.stdout), " "); got != strings.Join(want, " ") {
+		t.Errorf("tapped %s", got)
+	}
 }

@@ -249,20 +249,27 @@ func (t *Tapper) durable(ctx context.Context, stream string, o Options, gaps *na
 		if o.Count > 0 {
 			batch = min(batch, o.Count-n)
 		}
-		// A bounded pull keeps a quiet stream to one request every few seconds and ends
-		// at once with ctx; nothing is pulled beyond what -n still wants, so what this run
-		// does not print stays for the next.
-		fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		mb, err := cons.Fetch(batch, jetstream.FetchContext(fctx))
+		// Nothing is pulled beyond what -n still wants, so what this run does not print
+		// stays for the next. The pull ends when the server ends it (natsx.PullMaxWait), not
+		// at a deadline of the client's: what the server delivers after ctx ends is handed
+		// back below rather than left to wait out AckWait.
+		mb, err := cons.Fetch(batch, jetstream.FetchMaxWait(natsx.PullMaxWait))
 		if err != nil {
-			cancel()
 			if ctx.Err() != nil {
 				break
 			}
 			return n, fmt.Errorf("tap: fetch from %s: %w", o.Durable, err)
 		}
+		// Each message is acked once the next is printed, and the pull's last one is
+		// confirmed: acks are processed in order, so that confirms them all, and the next
+		// run starts exactly after the last message this one printed. An ack confirmed per
+		// message would cost a round trip each.
+		var (
+			failed  error
+			printed jetstream.Msg
+		)
 		for m := range mb.Messages() {
-			if ctx.Err() != nil {
+			if ctx.Err() != nil || failed != nil {
 				// Handed back at once rather than after AckWait, for the next run.
 				_ = m.Nak()
 				continue
@@ -270,22 +277,29 @@ func (t *Tapper) durable(ctx context.Context, stream string, o Options, gaps *na
 			t.missed(gaps, stream, m)
 			if err := t.print(m.Subject(), m.Headers(), m.Data(), o); err != nil {
 				_ = m.Nak()
-				cancel()
-				return n, err
+				failed = err
+				continue
 			}
-			// Acked only after printing, and confirmed, so that the next run starts exactly
-			// after the last message this one printed.
-			actx, acancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			err := m.DoubleAck(actx)
-			acancel()
-			if err != nil {
-				cancel()
-				return n, fmt.Errorf("tap: ack: %w", err)
+			if printed != nil {
+				if err := printed.Ack(); err != nil {
+					failed = fmt.Errorf("tap: ack: %w", err)
+				}
 			}
+			printed = m
 			n++
 		}
-		cancel()
-		if err := mb.Error(); err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) && !errors.Is(err, nats.ErrTimeout) {
+		if printed != nil {
+			actx, acancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			err := printed.DoubleAck(actx)
+			acancel()
+			if err != nil {
+				failed = errors.Join(failed, fmt.Errorf("tap: ack: %w", err))
+			}
+		}
+		if failed != nil {
+			return n, failed
+		}
+		if err := natsx.PullError(mb); err != nil && !errors.Is(err, nats.ErrTimeout) {
 			return n, fmt.Errorf("tap: fetch from %s: %w", o.Durable, err)
 		}
 	}

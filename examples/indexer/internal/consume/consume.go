@@ -71,23 +71,33 @@ func Run(ctx context.Context, js jetstream.JetStream, store Store, o Options) (S
 	}
 	var gaps natsx.SeqGaps
 	gaps.Resume(cons.CachedInfo().AckFloor.Stream)
+	pulls := natsx.PullPacer{Log: o.Log}
 	for ctx.Err() == nil {
-		fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		mb, err := cons.Fetch(o.Batch, jetstream.FetchContext(fctx))
+		// The pull ends when the server ends it (natsx.PullMaxWait), not at a deadline of
+		// the client's, which a late request outlives: the server would deliver into a
+		// closed pull, and those documents would wait out AckWait while the crawl holds for
+		// this registered consumer. What arrives after ctx ends is still written below.
+		mb, err := cons.Fetch(o.Batch, jetstream.FetchMaxWait(natsx.PullMaxWait))
 		if err != nil {
-			cancel()
 			if ctx.Err() != nil {
 				break
 			}
-			o.Log.Warn("fetch failed; retrying", "err", err)
-			ctxsleep.Sleep(ctx, time.Second)
+			if err := pulls.Failed(ctx, cons, err); err != nil {
+				return st, fmt.Errorf("consume: %w", err)
+			}
 			continue
 		}
 		var msgs []jetstream.Msg
 		for m := range mb.Messages() {
 			msgs = append(msgs, m)
 		}
-		cancel()
+		if err := natsx.PullError(mb); err != nil && ctx.Err() == nil {
+			if err := pulls.Failed(ctx, cons, err); err != nil {
+				return st, fmt.Errorf("consume: %w", err)
+			}
+		} else if err == nil {
+			pulls.OK()
+		}
 		if len(msgs) == 0 {
 			continue
 		}

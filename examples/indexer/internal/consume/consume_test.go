@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -14,11 +15,13 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/trawl/trawl/devstack/natsembed"
+	"github.com/trawl/trawl/devstack/slowlink"
 	"github.com/trawl/trawl/examples/indexer/internal/cmd"
 	"github.com/trawl/trawl/examples/indexer/internal/consume"
 	"github.com/trawl/trawl/examples/indexer/internal/index"
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/natsx"
+	"github.com/trawl/trawl/shared/testwait"
 	"github.com/trawl/trawl/shared/topology"
 )
 
@@ -275,5 +278,63 @@ func TestRegisteredAndGapsCounted(t *testing.T) {
 	st := runUntil(t, js, store, func(s consume.Stats) bool { return s.Messages >= 5 })
 	if st.Messages != 5 || st.Missed != 7 {
 		t.Errorf("restart %+v: want 5 documents read and 7 missed", st)
+	}
+}
+
+// The indexer's pull ends when the server ends it. Over a link that holds what the client
+// sends for 700 ms, a pull the client gave up on at a deadline of its own (5 s, the server
+// told 4.5 s) was still open at the server, which delivered into it: those documents came
+// back only after the consumer's one-minute AckWait, while the crawl held for this
+// registered indexer. Documents published one every 150 ms must all be indexed within
+// seconds of the last.
+func TestIndexOnASlowLink(t *testing.T) {
+	srv, js := crawl(t)
+	u, err := url.Parse(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	nc, slow, err := natsx.Connect(ctx, "nats://"+slowlink.Start(t, u.Host, 700*time.Millisecond), "indexer", quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	store, err := index.Open(ctx, filepath.Join(t.TempDir(), "idx.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+
+	var (
+		mu   sync.Mutex
+		last consume.Stats
+	)
+	rctx, stop := context.WithCancel(ctx)
+	result := make(chan error, 1)
+	go func() {
+		_, err := consume.Run(rctx, slow, store, consume.Options{Log: quiet, OnBatch: func(s consume.Stats) {
+			mu.Lock()
+			last = s
+			mu.Unlock()
+		}})
+		result <- err
+	}()
+	const docs = 40
+	for i := range docs {
+		publish(t, js, crawlmsg.Document{URL: fmt.Sprintf("http://slow.test/%d", i), Title: "slow", Text: "link", FetchedAt: 1})
+		time.Sleep(150 * time.Millisecond) // the publishing pace, the thing tested against
+	}
+	testwait.EventuallyState(t, 8*time.Second, "every document indexed", func() (bool, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		return last.Upserted == docs, fmt.Sprintf("%+v", last)
+	})
+	stop()
+	if err := <-result; err != nil {
+		t.Fatal(err)
+	}
+	if n, err := store.Count(ctx); err != nil || n != docs {
+		t.Errorf("%d documents in the index (%v), want %d", n, err, docs)
 	}
 }
