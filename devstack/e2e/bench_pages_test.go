@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -90,7 +91,7 @@ func benchPagesPerMessage(b *testing.B, level durability.Level, k int) {
 				}
 				got++
 			}
-			if err := batch.Error(); err != nil && err != nats.ErrTimeout {
+			if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
 				consumed <- err
 				return
 			}
