@@ -251,6 +251,12 @@ func TestStartLaunchesAgainABrowserThatDiedAtStart(t *testing.T) {
 		})
 	}
 	t.Run("not executable", func(t *testing.T) {
+		// A pause far beyond what a start costs on a loaded machine (over a second seen
+		// with two race suites running), so that only a wait to launch again can reach it.
+		// No test of this package runs in parallel.
+		pause := startRetryPause
+		startRetryPause = 30 * time.Second
+		t.Cleanup(func() { startRetryPause = pause })
 		dir, _, _ := wrapChromium(t, func(_, _ string) string { return "" })
 		start := time.Now()
 		_, err := Start(testwait.Context(t), launchOptions(filepath.Join(dir, "no-chromium"), dir))
