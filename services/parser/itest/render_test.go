@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/policy"
@@ -133,37 +134,18 @@ func TestRenderOff(t *testing.T) {
 // takeRenderTasks acts as the renderers: it pulls and acks every task on crawl.render.
 func (s *stack) takeRenderTasks() []*crawlmsg.RenderTask {
 	s.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
-	defer cancel()
-	c, err := s.js.Consumer(ctx, topology.StreamRender, topology.ConsumerRenderer)
-	if err != nil {
-		s.t.Fatal(err)
-	}
 	var out []*crawlmsg.RenderTask
-	for {
-		batch, err := c.FetchNoWait(100)
+	s.takeAll(topology.StreamRender, topology.ConsumerRenderer, func(m jetstream.Msg) {
+		task, err := crawlmsg.DecodeRenderTask(m.Headers(), m.Data())
 		if err != nil {
-			s.t.Fatal(err)
+			s.t.Fatalf("render task: %v", err)
 		}
-		got := 0
-		for m := range batch.Messages() {
-			got++
-			task, err := crawlmsg.DecodeRenderTask(m.Headers(), m.Data())
-			if err != nil {
-				s.t.Fatalf("render task: %v", err)
-			}
-			if id := m.Headers().Get(nats.MsgIdHdr); id != crawlmsg.RenderTaskMsgID(task.Page.Meta.Lease) {
-				s.t.Errorf("render task id %q", id)
-			}
-			out = append(out, task)
-			if err := m.DoubleAck(ctx); err != nil {
-				s.t.Fatal(err)
-			}
+		if id := m.Headers().Get(nats.MsgIdHdr); id != crawlmsg.RenderTaskMsgID(task.Page.Meta.Lease) {
+			s.t.Errorf("render task id %q", id)
 		}
-		if got == 0 {
-			return out
-		}
-	}
+		out = append(out, task)
+	})
+	return out
 }
 
 func discoveredURLs(ms []discMsg) []string {
