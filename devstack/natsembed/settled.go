@@ -25,3 +25,40 @@ func WaitSettled(t testing.TB, js jetstream.JetStream, stream, consumer string, 
 		return ok, state
 	})
 }
+
+// TakeAll hands take each message consumer has not delivered yet and acks it, as the
+// stage that consumer stands for would; it fails the test when they do not all come
+// within within. It counts them first, from the server, and pulls until it has them all:
+// an empty pull does not mean none are left, since a no-wait pull whose reply comes over a
+// second late (a loaded machine) ends empty, with no error (nats.go waits its expiry and a
+// second, and a no-wait pull has no expiry).
+func TakeAll(t testing.TB, js jetstream.JetStream, stream, consumer string, within time.Duration, take func(jetstream.Msg)) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	c, err := js.Consumer(ctx, stream, consumer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := c.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, got := int(info.NumPending), 0
+	for got < want {
+		if ctx.Err() != nil {
+			t.Fatalf("took %d of the %d messages %s held for %s within %s", got, want, stream, consumer, within)
+		}
+		batch, err := c.Fetch(min(100, want-got), jetstream.FetchMaxWait(time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for m := range batch.Messages() {
+			got++
+			take(m)
+			if err := m.DoubleAck(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}

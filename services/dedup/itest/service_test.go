@@ -114,39 +114,20 @@ func (s *stack) publishRaw(t *testing.T, data []byte) {
 // It returns per shard the URLs in arrival order and the Nats-Msg-Ids seen.
 func (s *stack) frontier(t *testing.T, into map[int][]string, ids map[string]int) {
 	t.Helper()
-	ctx := testwait.Context(t)
 	for shard := range s.cfg.Common.Shards {
-		cons, err := s.js.Consumer(ctx, topology.StreamFrontier, topology.SchedulerFrontierConsumer(shard))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for {
-			batch, err := cons.FetchNoWait(100)
-			if err != nil {
-				t.Fatal(err)
+		natsembed.TakeAll(t, s.js, topology.StreamFrontier, topology.SchedulerFrontierConsumer(shard), 30*time.Second, func(m jetstream.Msg) {
+			if m.Subject() != topology.FrontierSubject(shard) {
+				t.Errorf("scheduler-%d got subject %s", shard, m.Subject())
 			}
-			n := 0
-			for m := range batch.Messages() {
-				n++
-				if m.Subject() != topology.FrontierSubject(shard) {
-					t.Errorf("scheduler-%d got subject %s", shard, m.Subject())
-				}
-				ids[m.Headers().Get(nats.MsgIdHdr)]++
-				var b crawlmsg.FrontierBatch
-				if err := crawlmsg.Unmarshal(m.Data(), &b); err != nil {
-					t.Errorf("frontier message: %v", err)
-				}
-				for _, d := range b.URLs {
-					into[shard] = append(into[shard], d.URL)
-				}
-				if err := m.Ack(); err != nil {
-					t.Fatal(err)
-				}
+			ids[m.Headers().Get(nats.MsgIdHdr)]++
+			var b crawlmsg.FrontierBatch
+			if err := crawlmsg.Unmarshal(m.Data(), &b); err != nil {
+				t.Errorf("frontier message: %v", err)
 			}
-			if n == 0 {
-				break
+			for _, d := range b.URLs {
+				into[shard] = append(into[shard], d.URL)
 			}
-		}
+		})
 	}
 }
 

@@ -189,7 +189,7 @@ type discMsg struct {
 func (s *stack) takeDiscovered() []discMsg {
 	s.t.Helper()
 	var out []discMsg
-	s.takeAll(topology.StreamDiscovered, topology.ConsumerDedup, func(m jetstream.Msg) {
+	natsembed.TakeAll(s.t, s.js, topology.StreamDiscovered, topology.ConsumerDedup, waitFor, func(m jetstream.Msg) {
 		var b crawlmsg.DiscoveredBatch
 		if err := crawlmsg.Unmarshal(m.Data(), &b); err != nil {
 			s.t.Fatalf("discovered batch: %v", err)
@@ -197,41 +197,6 @@ func (s *stack) takeDiscovered() []discMsg {
 		out = append(out, discMsg{id: m.Headers().Get(nats.MsgIdHdr), batch: b})
 	})
 	return out
-}
-
-// takeAll hands each message the consumer has not delivered yet to take, and acks it. It
-// counts them first, from the server, and pulls until it has them all: an empty pull does
-// not mean none are left, since a pull's reply that comes over a second late (a loaded
-// machine) ends a no-wait pull empty, with no error.
-func (s *stack) takeAll(stream, consumer string, take func(jetstream.Msg)) {
-	s.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
-	defer cancel()
-	c, err := s.js.Consumer(ctx, stream, consumer)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	info, err := c.Info(ctx)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	want, got := int(info.NumPending), 0
-	for got < want {
-		if ctx.Err() != nil {
-			s.t.Fatalf("took %d of the %d messages %s held for %s within %s", got, want, stream, consumer, waitFor)
-		}
-		batch, err := c.Fetch(min(100, want-got), jetstream.FetchMaxWait(time.Second))
-		if err != nil {
-			s.t.Fatal(err)
-		}
-		for m := range batch.Messages() {
-			got++
-			take(m)
-			if err := m.DoubleAck(ctx); err != nil {
-				s.t.Fatal(err)
-			}
-		}
-	}
 }
 
 // metric is the sum of the samples series selects ("name{labels}") from the service's

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/trawl/trawl/devstack/natsembed"
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/policy"
 	"github.com/trawl/trawl/shared/renderconf"
@@ -135,7 +136,7 @@ func TestRenderOff(t *testing.T) {
 func (s *stack) takeRenderTasks() []*crawlmsg.RenderTask {
 	s.t.Helper()
 	var out []*crawlmsg.RenderTask
-	s.takeAll(topology.StreamRender, topology.ConsumerRenderer, func(m jetstream.Msg) {
+	natsembed.TakeAll(s.t, s.js, topology.StreamRender, topology.ConsumerRenderer, waitFor, func(m jetstream.Msg) {
 		task, err := crawlmsg.DecodeRenderTask(m.Headers(), m.Data())
 		if err != nil {
 			s.t.Fatalf("render task: %v", err)
