@@ -194,13 +194,29 @@ func TestCommandLine(t *testing.T) {
 		code := cmd.Run(context.Background(), append([]string{"search", "-db", db}, args...), &out, &errOut)
 		return code, out.String() + errOut.String()
 	}
+	// The indexer's stderr is read only once it has returned: its goroutine writes it.
+	stopped := func() string {
+		cancel()
+		select {
+		case code := <-done:
+			return fmt.Sprintf("the indexer exited %d: %s", code, stderr.String())
+		case <-time.After(15 * time.Second):
+			return "the indexer did not stop"
+		}
+	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if _, out := search("pointers"); strings.Contains(out, "http://c.test/") {
+		_, out := search("pointers")
+		if strings.Contains(out, "http://c.test/") {
 			break
 		}
+		select {
+		case code := <-done:
+			t.Fatalf("the indexer exited %d before indexing: %s", code, stderr.String())
+		default:
+		}
 		if time.Now().After(deadline) {
-			t.Fatal("documents not indexed")
+			t.Fatalf("documents not indexed within 30s; the last search said %q; %s", out, stopped())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
