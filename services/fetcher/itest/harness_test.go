@@ -44,6 +44,10 @@ type stack struct {
 	env    map[string]string
 	common envconfig.Common
 
+	// outcomeWait is how long outcome waits: waitFor, or longer when an instance runs with
+	// a fetch timeout that a slow body can use up before its outcome is published.
+	outcomeWait time.Duration
+
 	outCons, pageCons, discCons jetstream.Consumer
 	outcomes                    map[string]received[crawlmsg.Outcome]
 	pages                       map[string]received[*crawlmsg.Page]
@@ -76,12 +80,13 @@ func newStackWith(t testing.TB, nopts natsembed.Options) *stack {
 	}
 	t.Cleanup(ns.Close)
 	st := &stack{
-		t:          t,
-		nats:       ns,
-		redis:      redisproc.StartT(t, redisproc.Options{}),
-		outcomes:   map[string]received[crawlmsg.Outcome]{},
-		pages:      map[string]received[*crawlmsg.Page]{},
-		discovered: map[string]received[crawlmsg.DiscoveredBatch]{},
+		t:           t,
+		nats:        ns,
+		redis:       redisproc.StartT(t, redisproc.Options{}),
+		outcomeWait: waitFor,
+		outcomes:    map[string]received[crawlmsg.Outcome]{},
+		pages:       map[string]received[*crawlmsg.Page]{},
+		discovered:  map[string]received[crawlmsg.DiscoveredBatch]{},
 	}
 	st.env = map[string]string{
 		"TRAWL_NATS_URL":          st.nats.URL(),
@@ -151,6 +156,7 @@ func (st *stack) startWith(cfg config.Config, name string, opts ...service.Optio
 // startLogged starts an instance logging to log (benchmarks keep the test log quiet).
 func (st *stack) startLogged(cfg config.Config, log *slog.Logger, opts ...service.Option) *instance {
 	st.t.Helper()
+	st.outcomeWait = max(st.outcomeWait, cfg.FetchTimeout+waitFor/2)
 	return &instance{inproc.Start(st.t, log, func(ctx context.Context) (*service.Service, error) {
 		return service.New(ctx, cfg, log, opts...)
 	})}
@@ -257,7 +263,7 @@ func (st *stack) pollOutcomes() {
 // outcome waits for the outcome of lease, read through the scheduler's durable.
 func (st *stack) outcome(lease string) crawlmsg.Outcome {
 	st.t.Helper()
-	deadline := time.Now().Add(waitFor)
+	deadline := time.Now().Add(st.outcomeWait)
 	for {
 		if r, ok := st.outcomes[lease]; ok {
 			if !strings.HasPrefix(r.msgID, "outs:") {
@@ -266,7 +272,7 @@ func (st *stack) outcome(lease string) crawlmsg.Outcome {
 			return r.v
 		}
 		if time.Now().After(deadline) {
-			st.t.Fatalf("no outcome for lease %s within %s", lease, waitFor)
+			st.t.Fatalf("no outcome for lease %s within %s", lease, st.outcomeWait)
 		}
 		st.pollOutcomes()
 	}
