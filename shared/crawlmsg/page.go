@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 )
@@ -74,6 +75,21 @@ func (p *Page) Objects(bucket string) []string {
 		}
 	}
 	return names
+}
+
+// PageBodyRef returns the body reference of a page message from its header alone, or nil
+// for a page whose body is inline: it decodes the metadata only when it names one, so that
+// asking costs an inline page a substring search.
+func PageBodyRef(header nats.Header) (*BodyRef, error) {
+	raw := header.Get(MetaHeader)
+	if !strings.Contains(raw, `"body_ref"`) {
+		return nil, nil
+	}
+	var m PageMeta
+	if err := Unmarshal([]byte(raw), &m); err != nil {
+		return nil, err
+	}
+	return m.BodyRef, nil
 }
 
 // DecodePage reads a raw page from a message's header and payload. When the page's body

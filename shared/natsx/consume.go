@@ -94,6 +94,12 @@ type ConsumeOptions struct {
 	// again, and their count goes to OnHandBack. nil: every settled message is acked.
 	Kept       func(ctx context.Context, start, end time.Time) bool
 	OnHandBack func(n int)
+	// Acked, for ConsumeBatches, is called with the handled messages once their acks are
+	// sent, at once or SettleAfter later: what a stage may undo only when its message cannot
+	// come back to need it (the parser's page bodies) waits for this. A message handed back
+	// instead (Kept) is not passed. A lost ack still brings a message back, so what Acked
+	// removes must be missed gracefully by a later delivery.
+	Acked func(ctx context.Context, msgs []jetstream.Msg)
 	Log        *slog.Logger
 }
 
@@ -186,7 +192,7 @@ func ConsumeBatches(ctx context.Context, cons jetstream.Consumer, o ConsumeOptio
 		start := time.Now()
 		results := h(work, batch)
 		failed := 0
-		var done []jetstream.Msg
+		var done, acked []jetstream.Msg
 		for i, m := range batch {
 			var herr error
 			if i < len(results) {
@@ -196,9 +202,16 @@ func ConsumeBatches(ctx context.Context, cons jetstream.Consumer, o ConsumeOptio
 			switch {
 			case acks != nil && f == fateAck:
 				done = append(done, m)
+			case f == fateAck:
+				if ack(m, o) {
+					acked = append(acked, m)
+				}
 			case act(m, herr, f, o):
 				failed++
 			}
+		}
+		if len(acked) > 0 && o.Acked != nil {
+			o.Acked(work, acked)
 		}
 		if len(done) > 0 {
 			acks.add(work, start, done)
@@ -368,15 +381,21 @@ func (a *laterAcks) settleGroup(group []dueAcks) {
 		kept = a.o.Kept(group[0].ctx, start, end)
 	}
 	n := 0
+	var acked []jetstream.Msg
 	for _, e := range group {
 		for _, m := range e.msgs {
 			if kept {
-				ack(m, a.o)
+				if ack(m, a.o) {
+					acked = append(acked, m)
+				}
 				continue
 			}
 			n++
 			_ = m.Nak()
 		}
+	}
+	if len(acked) > 0 && a.o.Acked != nil {
+		a.o.Acked(group[0].ctx, acked)
 	}
 	if n > 0 {
 		a.o.Log.Warn("consume: a store was out of reach after these messages were handled, and may be back without what they wrote; handed back to be handled again instead of acked", "messages", n)
@@ -661,10 +680,13 @@ func act(m jetstream.Msg, err error, f fate, o ConsumeOptions) bool {
 	return false
 }
 
-func ack(m jetstream.Msg, o ConsumeOptions) {
+// ack acks m and says whether the ack was sent.
+func ack(m jetstream.Msg, o ConsumeOptions) bool {
 	if aerr := m.Ack(); aerr != nil {
 		o.Log.Warn("ack failed; message will be redelivered", "subject", m.Subject(), "err", aerr)
+		return false
 	}
+	return true
 }
 
 func term(m jetstream.Msg, err error) {

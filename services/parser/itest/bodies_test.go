@@ -175,3 +175,98 @@ func TestSweepFreesBodiesBehindALaggingTap(t *testing.T) {
 		t.Error("a body was swept while a tap had not read its page")
 	}
 }
+
+// TestBodyKeptUntilAcked: at the default level a page's ack waits out the stores' window,
+// and a page handed back then (Redis went out of reach after it was parsed, and may come
+// back without what the parser wrote) is parsed again from its body: the body goes only
+// once its page is acked. Were it deleted when parsed, the second parse would find it
+// gone and park the page as poison.
+func TestBodyKeptUntilAcked(t *testing.T) {
+	t.Parallel()
+	// The window is 3 s at 1s; the ack wait must outlast it.
+	s := newStack(t, map[string]string{"TRAWL_FSYNC": "1s", "TRAWL_ACK_WAIT": "10s", "TRAWL_CONTENT_DEDUP": "false"})
+	s.run()
+	const url = "http://site.test/held"
+	name := topology.PageID(url)
+	s.publishByRef(url, "<title>Held</title>"+strings.Repeat("<p>padding</p>", 1000), true)
+	testwait.EventuallyState(t, waitFor, "the page's document", func() (bool, string) {
+		n := len(s.docs())
+		return n == 1, fmt.Sprintf("%d documents", n)
+	})
+	if err := s.rs.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if !s.bodyStored(name) {
+		t.Error("the body was deleted while its page's ack was still held back")
+	}
+	// Redis stays away past the window, so the ack's check finds it out of reach.
+	testwait.EventuallyState(t, waitFor, "the page handed back", func() (bool, string) {
+		n := s.metric(`trawl_settle_handed_back_total`)
+		return n >= 1, fmt.Sprintf("%v handed back", n)
+	})
+	if err := s.rs.Restart(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s.waitSettled()
+	testwait.EventuallyState(t, waitFor, "the body deleted once its page was acked", func() (bool, string) {
+		return !s.bodyStored(name), "still stored"
+	})
+	if n := s.metric(`trawl_parser_messages_terminated_total{reason="permanent"}`); n != 0 {
+		t.Errorf("%v pages terminated: the page parsed again did not find its body", n)
+	}
+	// A delivery parsed while Redis was still coming back is handed back once more.
+	if n := s.metric(`trawl_parser_bodies_total{result="read"}`); n < 2 {
+		t.Errorf("bodies read %v times, want at least 2: parsed, handed back, parsed again", n)
+	}
+	if n := len(s.docs()); n != 1 {
+		t.Errorf("%d documents, want the one (the second parse's has the same id)", n)
+	}
+}
+
+// TestDeliveredAgainAfterItsBodyWent: a page whose earlier delivery was parsed and acked,
+// and its body released, comes back when that ack was lost or came after the ack wait.
+// Its body is gone because it was parsed: the page is acked with nothing to do, not
+// parked as poison. The test plays the earlier delivery: it takes the page from the
+// parser's consumer, never acks it, and deletes its body.
+func TestDeliveredAgainAfterItsBodyWent(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, map[string]string{"TRAWL_CONTENT_DEDUP": "false"})
+	const url = "http://site.test/again"
+	name := topology.PageID(url)
+	s.publishByRef(url, "<title>Again</title>", true)
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	cons, err := s.js.Consumer(ctx, topology.StreamPages, topology.ConsumerParser)
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(waitFor))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var taken int
+	for range batch.Messages() {
+		taken++
+	}
+	if taken != 1 || batch.Error() != nil {
+		t.Fatalf("took %d pages (%v), want the one", taken, batch.Error())
+	}
+	obs, err := s.js.ObjectStore(ctx, topology.BodiesBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := obs.Delete(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	s.run()
+	s.waitSettled()
+	if n := s.metric(`trawl_parser_bodies_total{result="parsed_before"}`); n != 1 {
+		t.Errorf("pages found parsed before counted %v, want 1", n)
+	}
+	if n := s.metric(`trawl_parser_messages_terminated_total{reason="permanent"}`); n != 0 {
+		t.Errorf("%v pages terminated, want none: the page was parsed before", n)
+	}
+	if n := s.deadPages(); n != 0 {
+		t.Errorf("%d pages parked as dead letters", n)
+	}
+}

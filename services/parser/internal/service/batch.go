@@ -2,11 +2,13 @@ package service
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/natsx"
@@ -19,16 +21,17 @@ type pageIn struct {
 	id     string
 	header nats.Header
 	data   []byte
+	// msg is the delivered message (nil for Offline): its delivery count tells a body
+	// missing because this consumer already parsed the page.
+	msg jetstream.Msg
 }
 
 // parsedBatch is a batch's work up to its publish: one outcome and one result per page
-// (as HandleBatch returns them), the bodies read by reference, and every message the
-// batch publishes, in publish order.
+// (as HandleBatch returns them), and every message the batch publishes, in publish order.
 type parsedBatch struct {
-	outs  []*outcome
-	errs  []error
-	byRef []*crawlmsg.BodyRef
-	pub   []*nats.Msg
+	outs []*outcome
+	errs []error
+	pub  []*nats.Msg
 }
 
 // parseBatch is everything HandleBatch does before it publishes: it decodes and parses
@@ -39,9 +42,8 @@ type parsedBatch struct {
 // is what the service runs.
 func (s *Service) parseBatch(ctx context.Context, msgs []pageIn) *parsedBatch {
 	b := &parsedBatch{
-		outs:  make([]*outcome, len(msgs)),
-		errs:  make([]error, len(msgs)),
-		byRef: make([]*crawlmsg.BodyRef, len(msgs)),
+		outs: make([]*outcome, len(msgs)),
+		errs: make([]error, len(msgs)),
 	}
 	errs, outs := b.errs, b.outs
 	s.proc.embeds.refresh(ctx)
@@ -52,11 +54,14 @@ func (s *Service) parseBatch(ctx context.Context, msgs []pageIn) *parsedBatch {
 			return
 		}
 		if ref := page.Meta.BodyRef; ref != nil {
-			if page.Body, err = s.resolveBody(ctx, page.Meta.URL, ref); err != nil {
+			if page.Body, err = s.resolveBody(ctx, page.Meta.URL, ref, msgs[i].msg); err != nil {
+				if errors.Is(err, errParsedBefore) {
+					// Nothing to publish again: the delivery that released the body did.
+					err = nil
+				}
 				errs[i] = err
 				return
 			}
-			b.byRef[i] = ref
 		}
 		o, err := s.proc.process(page)
 		if err != nil {
@@ -169,8 +174,9 @@ func (b *parsedBatch) publishFailed(err error) {
 	}
 }
 
-// settle is what follows a batch's publish: the counts of the pages it settled, their
-// render decisions kept for trawlctl explain, and the bodies they no longer need.
+// settle is what follows a batch's publish: the counts of the pages it settled and their
+// render decisions, kept for trawlctl explain. Their bodies go once they are acked
+// (releaseAcked).
 func (s *Service) settle(ctx context.Context, b *parsedBatch) {
 	for i, o := range b.outs {
 		if o != nil && b.errs[i] == nil {
@@ -178,5 +184,4 @@ func (s *Service) settle(ctx context.Context, b *parsedBatch) {
 		}
 	}
 	s.recordWhys(ctx, b.outs, b.errs)
-	s.releaseBodies(ctx, b.byRef, b.errs)
 }

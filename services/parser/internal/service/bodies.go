@@ -38,10 +38,18 @@ const (
 	storeSkew = time.Second
 )
 
+// errParsedBefore is resolveBody's answer for a page delivered again after its body was
+// released: an earlier delivery was parsed and acked (the ack was lost or came late), so
+// this one is acked with nothing to do.
+var errParsedBefore = errors.New("parser: page parsed before: its body was released after its ack")
+
 // resolveBody reads a page body stored by reference. A missing object cannot come back
 // (the page was published after its body was stored, so it was removed), nor can one of
 // another size become the page's: the page is terminated and counted rather than retried.
-func (s *Service) resolveBody(ctx context.Context, url string, ref *crawlmsg.BodyRef) ([]byte, error) {
+// A body is released only after its page's ack (releaseAcked), and the sweeper leaves the
+// bodies of pages still in the stream, so one missing at a later delivery of m was
+// released by this consumer: errParsedBefore.
+func (s *Service) resolveBody(ctx context.Context, url string, ref *crawlmsg.BodyRef, m jetstream.Msg) ([]byte, error) {
 	if ref.Bucket != topology.BodiesBucket || ref.Name == "" {
 		return nil, natsx.Permanent(fmt.Errorf("parser: %s: body reference %+v outside bucket %s", url, *ref, topology.BodiesBucket))
 	}
@@ -52,6 +60,10 @@ func (s *Service) resolveBody(ctx context.Context, url string, ref *crawlmsg.Bod
 	defer cancel()
 	body, err := s.bodies.GetBytes(gctx, ref.Name)
 	switch {
+	case errors.Is(err, jetstream.ErrObjectNotFound) && redelivered(m):
+		s.m.bodies.WithLabelValues("parsed_before").Inc()
+		s.log.Warn("page delivered again after its ack released its body: acked, not parsed again", "url", url, "object", ref.Name)
+		return nil, errParsedBefore
 	case errors.Is(err, jetstream.ErrObjectNotFound):
 		s.m.bodies.WithLabelValues("missing").Inc()
 		s.log.Error("page body gone before it was parsed", "url", url, "object", ref.Name)
@@ -66,13 +78,26 @@ func (s *Service) resolveBody(ctx context.Context, url string, ref *crawlmsg.Bod
 	return body, nil
 }
 
-// releaseBodies deletes the bodies of pages just parsed when the parser is the only
-// consumer of crawl.pages: no tap can ask for them. With taps, the sweeper waits for
-// the pages to leave the stream. A failed delete is left to the sweeper too.
-func (s *Service) releaseBodies(ctx context.Context, refs []*crawlmsg.BodyRef, errs []error) {
+// redelivered says whether m was delivered before (false for Offline's pages).
+func redelivered(m jetstream.Msg) bool {
+	if m == nil {
+		return false
+	}
+	md, err := m.Metadata()
+	return err == nil && md.NumDelivered > 1
+}
+
+// releaseAcked is the consume loop's Acked: it deletes the bodies of the acked pages sent
+// by reference when the parser is the only consumer of crawl.pages, so that no tap can ask
+// for them. Not before the ack: a page handed back instead (a store out of reach since it
+// was handled), or whose handler is killed before its ack, is parsed again from its body.
+// With taps, the sweeper waits for the pages to leave the stream. A failed delete is left
+// to the sweeper too.
+func (s *Service) releaseAcked(ctx context.Context, msgs []jetstream.Msg) {
 	var names []string
-	for i, ref := range refs {
-		if ref != nil && errs[i] == nil {
+	for _, m := range msgs {
+		ref, err := crawlmsg.PageBodyRef(m.Headers())
+		if err == nil && ref != nil {
 			names = append(names, ref.Name)
 		}
 	}

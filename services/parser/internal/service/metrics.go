@@ -29,7 +29,7 @@ type metrics struct {
 	dupCheckDuration  prometheus.Histogram
 	dupCheckFailures  prometheus.Counter
 	bucketsFull       prometheus.Counter
-	bodies            *prometheus.CounterVec // result: read, missing, deleted
+	bodies            *prometheus.CounterVec // result: read, missing, parsed_before, deleted
 	render            *prometheus.CounterVec // decision: render, skip; reason: renderconf.Reason
 	renderWhyFailures prometheus.Counter
 	sitemaps          *sitemapMetrics
@@ -60,7 +60,7 @@ func newMetrics(om *obs.Metrics) *metrics {
 		dupCheckDuration:  om.Histogram("dedup_check_duration_seconds", "Time of one batch's duplicate check in Redis (one script call).", prometheus.ExponentialBuckets(0.0001, 4, 9)),
 		dupCheckFailures:  om.Counter("dedup_check_failures_total", "Batches whose duplicate check failed (Redis); their pages are redelivered."),
 		bucketsFull:       om.Counter("dedup_buckets_full_total", "SimHash band insertions refused because the bucket held TRAWL_NEAR_DUP_BUCKET_CAP originals; the page is still found through its other bands."),
-		bodies:            om.CounterVec("bodies_total", "Page bodies sent by reference (CRAWL_BODIES object store): read, missing (gone before parsing; the page is terminated), deleted (once no consumer of crawl.pages can ask for it).", "result"),
+		bodies:            om.CounterVec("bodies_total", "Page bodies sent by reference (CRAWL_BODIES object store): read, missing (gone before parsing; the page is terminated), parsed_before (gone at a later delivery of a page this parser acked; acked again), deleted (once the page is acked and no other consumer of crawl.pages can ask for it).", "result"),
 		render:            om.CounterVec("render_decisions_total", "2xx HTML pages by render decision (render: sent to a renderer; skip) and reason: always, rule-always, setting-host, setting-url, shell; off, rule-never, rendered (a rendering, never rendered again), not-shell.", "decision", "reason"),
 		renderWhyFailures: om.Counter("render_explain_failures_total", "Batches whose render decisions could not be kept in Redis for trawlctl explain (the pages are parsed all the same)."),
 	}
@@ -102,7 +102,7 @@ func newMetrics(om *obs.Metrics) *metrics {
 	for _, r := range scope.RedirectReasons {
 		m.redirects.WithLabelValues(string(r))
 	}
-	for _, r := range []string{"read", "missing", "deleted"} {
+	for _, r := range []string{"read", "missing", "parsed_before", "deleted"} {
 		m.bodies.WithLabelValues(r)
 	}
 	for _, r := range []string{"permanent"} {

@@ -213,6 +213,7 @@ func (s *Service) consume(ctx context.Context) error {
 	// check).
 	opts := s.run.ConsumeOptions(s.m.terminated)
 	opts.Batch, opts.InFlight = s.cfg.ParseBatch, s.cfg.ParseInFlight
+	opts.Acked = s.releaseAcked
 	return natsx.ConsumeBatches(ctx, s.cons, opts, s.HandleBatch)
 }
 
@@ -233,7 +234,7 @@ func (s *Service) Close() {
 func (s *Service) HandleBatch(ctx context.Context, msgs []jetstream.Msg) []error {
 	in := make([]pageIn, len(msgs))
 	for i, m := range msgs {
-		in[i] = pageIn{id: natsx.MsgID(m), header: m.Headers(), data: m.Data()}
+		in[i] = pageIn{id: natsx.MsgID(m), header: m.Headers(), data: m.Data(), msg: m}
 	}
 	b := s.parseBatch(ctx, in)
 	pctx, cancel := context.WithTimeout(ctx, s.cfg.Common.AckWait)
