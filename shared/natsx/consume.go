@@ -100,7 +100,7 @@ type ConsumeOptions struct {
 	// instead (Kept) is not passed. A lost ack still brings a message back, so what Acked
 	// removes must be missed gracefully by a later delivery.
 	Acked func(ctx context.Context, msgs []jetstream.Msg)
-	Log        *slog.Logger
+	Log   *slog.Logger
 }
 
 func (o *ConsumeOptions) defaults(batch int) {

@@ -24,7 +24,9 @@ import (
 	"github.com/trawl/trawl/shared/topology"
 )
 
-const waitFor = 15 * time.Second
+// waitFor bounds every poll. A Redis cluster's three masters and the archiver under the
+// race detector beside other suites took over 15 s to settle 151 pages.
+const waitFor = 30 * time.Second
 
 type stack struct {
 	t   *testing.T

@@ -729,7 +729,10 @@ func TestPolicyRecheckDoesNotStallDispatch(t *testing.T) {
 			t.Logf("recheck of %d queued URLs: %+v; the longest of the %d scripts that ran meanwhile held Redis %s "+
 				"(other commands at most %s); %d dispatch calls meanwhile, the longest %s end to end (%s over 200 calls before it)",
 				len(queued), rc, scripts, script, other, calls, longest, baseline)
-			if script > 50*time.Millisecond {
+			// A chunk holds Redis about 4 ms; the slow log counts wall time, which a loaded
+			// machine stretches (56.7 ms seen beside two race suites). The whole recheck in
+			// one script would hold it for the 200 chunks, about 800 ms.
+			if script > 150*time.Millisecond {
 				t.Fatalf("a recheck script held Redis %s", script)
 			}
 			if rc.Excluded != deep {
