@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -105,5 +106,55 @@ func TestRenderedAgainKeepsThePublishedBodies(t *testing.T) {
 		if _, ok := refs[n]; !ok {
 			t.Errorf("object %s is left in %s, named by no page (objects %v)", n, topology.BodiesBucket, names)
 		}
+	}
+}
+
+// A task whose page was stored comes back when its ack was lost or came late, and its body
+// is gone: the renderer deletes it once the page is stored. The task is acked as done, not
+// parked as poison. The test plays the earlier delivery: it takes the task from the
+// renderer's consumer and never acks it; its body was never stored, as if deleted.
+func TestTaskDeliveredAgainAfterItsBodyWent(t *testing.T) {
+	st := newStack(t)
+	lease := fmt.Sprintf("0-%d-test", leases.Add(1))
+	const pageURL = "http://a.test/gone"
+	m, err := crawlmsg.RenderTaskMsg(topology.SubjectRender, &crawlmsg.RenderTask{Reason: "test", Page: crawlmsg.Page{
+		Meta: crawlmsg.PageMeta{URL: pageURL, Host: "a.test", Lease: lease, Status: 200, Depth: 1,
+			ContentType: "text/html", FetchedAt: time.Now().UnixMilli(),
+			BodyRef: &crawlmsg.BodyRef{Bucket: topology.BodiesBucket, Name: crawlmsg.RenderTaskBodyName(lease), Size: 100}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testwait.Context(t)
+	if _, err := st.js.PublishMsg(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	cons, err := st.js.Consumer(ctx, topology.StreamRender, topology.ConsumerRenderer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(waitFor))
+	if err != nil {
+		t.Fatal(err)
+	}
+	taken := 0
+	for range batch.Messages() {
+		taken++
+	}
+	if taken != 1 || batch.Error() != nil {
+		t.Fatalf("took %d tasks (%v), want the one", taken, batch.Error())
+	}
+	in := st.start(st.config(nil))
+	testwait.EventuallyState(t, waitFor, "the task delivered again and acked", func() (bool, string) {
+		ok, state, err := natsx.Settled(testwait.Context(t), st.js, topology.StreamRender, topology.ConsumerRenderer)
+		if err != nil {
+			return false, err.Error()
+		}
+		return ok, state
+	})
+	if n := in.metric(t, `trawl_renderer_pages_total{result="done_before"}`); n != 1 {
+		t.Errorf("tasks found done before counted %v, want 1", n)
+	}
+	if n := in.metric(t, `trawl_renderer_messages_terminated_total`); n != 0 {
+		t.Errorf("%v tasks terminated, want none: the task was done before", n)
 	}
 }

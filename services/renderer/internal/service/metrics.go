@@ -10,7 +10,7 @@ import (
 )
 
 type metrics struct {
-	pages      *prometheus.CounterVec // result: rendered, failed, retried
+	pages      *prometheus.CounterVec // result: rendered, failed, retried, done_before
 	duration   prometheus.Histogram
 	tabs       prometheus.Gauge
 	restarts   *prometheus.CounterVec // reason: crash, hang, memory
@@ -25,7 +25,7 @@ type metrics struct {
 
 func newMetrics(om *obs.Metrics) *metrics {
 	return &metrics{
-		pages:      om.CounterVec("pages_total", "Render tasks by result: rendered (published with its DOM), failed (given up after TRAWL_RENDER_MAX_ATTEMPTS, published as fetched with the reason), retried (nak'ed after a browser crash, hang, memory cap or time cap).", "result"),
+		pages:      om.CounterVec("pages_total", "Render tasks by result: rendered (published with its DOM), failed (given up after TRAWL_RENDER_MAX_ATTEMPTS, published as fetched with the reason), retried (nak'ed after a browser crash, hang, memory cap or time cap), done_before (delivered again after its page was stored, its body gone with it: acked).", "result"),
 		duration:   om.Histogram("render_duration_seconds", "Time to render a page, navigation to DOM.", []float64{0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120}),
 		tabs:       om.Gauge("tabs", "Tabs rendering a page now."),
 		restarts:   om.CounterVec("browser_restarts_total", "Browser restarts by reason: crash (the process died), hang (it stopped answering), memory (over TRAWL_RENDER_MAX_RSS).", "reason"),

@@ -176,7 +176,9 @@ func (s *Service) Run(ctx context.Context) error {
 }
 
 // handle renders one task. Errors are temporary (nak, retried with backoff) except a
-// malformed task or a body that is gone (terminated).
+// malformed task or a body that is gone (terminated). A task's body is deleted only once
+// its page is stored, so a task delivered again without its body was done (its ack lost
+// or late): it is acked, not parked.
 func (s *Service) handle(ctx context.Context, m jetstream.Msg) error {
 	task, err := crawlmsg.DecodeRenderTask(m.Headers(), m.Data())
 	if err != nil {
@@ -196,6 +198,11 @@ func (s *Service) handle(ctx context.Context, m jetstream.Msg) error {
 		gctx, cancel := context.WithTimeout(ctx, s.cfg.Common.AckWait)
 		body, err = s.bodies.GetBytes(gctx, ref.Name)
 		cancel()
+		if errors.Is(err, jetstream.ErrObjectNotFound) && delivered > 1 {
+			s.m.pages.WithLabelValues("done_before").Inc()
+			s.log.Warn("render task delivered again after its page was stored: acked, not rendered again", "url", p.Meta.URL, "object", ref.Name)
+			return nil
+		}
 		if errors.Is(err, jetstream.ErrObjectNotFound) {
 			return natsx.Permanent(fmt.Errorf("render task %s: body %s is gone", p.Meta.URL, ref.Name))
 		}
