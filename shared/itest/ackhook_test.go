@@ -76,22 +76,7 @@ func TestConsumeBatchesAcked(t *testing.T) {
 				opts.OnHandBack = func(n int) { mu.Lock(); handed += n; mu.Unlock() }
 			}
 			go func() {
-				_ = natsx.ConsumeBatches(ctx, cons, opts, func(_ context.Context, msgs []jetstream.Msg) []error {
-					mu.Lock()
-					defer mu.Unlock()
-					errs := make([]error, len(msgs))
-					for i, m := range msgs {
-						b := string(m.Data())
-						calls[b]++
-						switch {
-						case b == "poison":
-							errs[i] = natsx.Permanent(errors.New("cannot parse"))
-						case b == "flaky" && calls[b] < 2:
-							errs[i] = errors.New("redis timeout")
-						}
-					}
-					return errs
-				})
+				_ = natsx.ConsumeBatches(ctx, cons, opts, scripted(&mu, calls))
 			}()
 			testwait.EventuallyState(t, 15*time.Second, "every message settled", func() (bool, string) {
 				info, err := cons.Info(context.Background())

@@ -183,24 +183,7 @@ func TestConsumeBatchesSettles(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		done <- natsx.ConsumeBatches(ctx, cons, opts, func(_ context.Context, msgs []jetstream.Msg) []error {
-			mu.Lock()
-			defer mu.Unlock()
-			errs := make([]error, len(msgs))
-			for i, m := range msgs {
-				b := string(m.Data())
-				calls[b]++
-				switch {
-				case b == "poison":
-					errs[i] = natsx.Permanent(errors.New("cannot parse"))
-				case b == "flaky" && calls[b] < 2:
-					errs[i] = errors.New("redis timeout")
-				case b == "hopeless":
-					errs[i] = errors.New("OOM command not allowed when used memory > 'maxmemory'")
-				}
-			}
-			return errs
-		})
+		done <- natsx.ConsumeBatches(ctx, cons, opts, scripted(&mu, calls))
 	}()
 	const past = 5 // deliveries of "hopeless", beyond ErrorAfter=3
 	testwait.Eventually(t, 15*time.Second, "the temporary failure to be retried past ErrorAfter", func() bool {
@@ -225,6 +208,30 @@ func TestConsumeBatchesSettles(t *testing.T) {
 	}
 	if fmt.Sprint(terms) != "[permanent]" {
 		t.Errorf("terminations %v, want only the permanent one", terms)
+	}
+}
+
+// scripted is a batch handler whose verdict a message's body names: "poison" fails for
+// good, "flaky" fails once with a temporary error, "hopeless" always does, anything else
+// succeeds. It counts the calls per body in calls, under mu.
+func scripted(mu *sync.Mutex, calls map[string]int) natsx.BatchHandler {
+	return func(_ context.Context, msgs []jetstream.Msg) []error {
+		mu.Lock()
+		defer mu.Unlock()
+		errs := make([]error, len(msgs))
+		for i, m := range msgs {
+			b := string(m.Data())
+			calls[b]++
+			switch {
+			case b == "poison":
+				errs[i] = natsx.Permanent(errors.New("cannot parse"))
+			case b == "flaky" && calls[b] < 2:
+				errs[i] = errors.New("redis timeout")
+			case b == "hopeless":
+				errs[i] = errors.New("OOM command not allowed when used memory > 'maxmemory'")
+			}
+		}
+		return errs
 	}
 }
 
