@@ -62,3 +62,30 @@ func TakeAll(t testing.TB, js jetstream.JetStream, stream, consumer string, with
 		}
 	}
 }
+
+// Hold takes n messages of consumer and never acks them, as a stage that dies holding them
+// would; it fails the test when they do not all come within within. It pulls until it
+// has them: a no-wait pull may end empty while messages wait (see TakeAll).
+func Hold(t testing.TB, js jetstream.JetStream, stream, consumer string, n int, within time.Duration) []jetstream.Msg {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	c, err := js.Consumer(ctx, stream, consumer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held []jetstream.Msg
+	for len(held) < n {
+		if ctx.Err() != nil {
+			t.Fatalf("held %d of the %d messages wanted of %s for %s within %s", len(held), n, stream, consumer, within)
+		}
+		batch, err := c.Fetch(n-len(held), jetstream.FetchMaxWait(time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for m := range batch.Messages() {
+			held = append(held, m)
+		}
+	}
+	return held
+}

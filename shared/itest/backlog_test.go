@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/trawl/trawl/devstack/natsembed"
 	"github.com/trawl/trawl/shared/backlog"
 	"github.com/trawl/trawl/shared/natsx"
 	"github.com/trawl/trawl/shared/testwait"
@@ -79,25 +80,14 @@ func TestBacklogRead(t *testing.T) {
 	publish(topology.FetchedSubject(0), 4)
 	publish(topology.FetchedSubject(1), 1)
 	// Two pages delivered to the parser and not acked: still its backlog.
-	pc, err := js.Consumer(ctx, topology.StreamPages, topology.ConsumerParser)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if b, err := pc.FetchNoWait(2); err != nil {
-		t.Fatal(err)
-	} else {
-		n := 0
-		for range b.Messages() {
-			n++
-		}
-		if n != 2 {
-			t.Fatalf("fetched %d pages, want 2", n)
-		}
-	}
+	natsembed.Hold(t, js, topology.StreamPages, topology.ConsumerParser, 2, 10*time.Second)
 
 	t.Run("backlogs", func(t *testing.T) {
 		want := backlog.Backlog{backlog.Dedup: 3, backlog.Scheduler: 2, backlog.Fetch: 0, backlog.Parser: 5, backlog.Outcomes: 5}
-		var r backlog.Reading
+		var (
+			r   backlog.Reading
+			err error
+		)
 		testwait.Eventually(t, 10*time.Second, "the backlogs of every stage", func() bool {
 			r, err = backlog.Read(ctx, js, all)
 			return err == nil && reflect.DeepEqual(r.Backlog, want)

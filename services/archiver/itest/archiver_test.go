@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/trawl/trawl/devstack/natsembed"
 	"github.com/trawl/trawl/devstack/warccheck"
 	"github.com/trawl/trawl/shared/topology"
 )
@@ -240,21 +240,7 @@ func TestCrashRecovery(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
-	cons, err := s.js.Consumer(ctx, topology.StreamPages, "archiver")
-	if err != nil {
-		t.Fatal(err)
-	}
-	batch, err := cons.FetchNoWait(pages)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var msgs []jetstream.Msg
-	for m := range batch.Messages() {
-		msgs = append(msgs, m)
-	}
-	if len(msgs) != pages {
-		t.Fatalf("fetched %d pages", len(msgs))
-	}
+	msgs := natsembed.Hold(t, s.js, topology.StreamPages, topology.ConsumerArchiver, pages, waitFor)
 	for i, err := range dead.HandleBatch(ctx, msgs) {
 		if err != nil {
 			t.Fatalf("page %d: %v", i, err)

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/trawl/trawl/devstack/natsembed"
 	"github.com/trawl/trawl/devstack/warccheck"
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/topology"
@@ -137,18 +137,7 @@ func TestArchiveRenderedRecovered(t *testing.T) {
 	s.publishRendered(failed)
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
-	cons, err := s.js.Consumer(ctx, topology.StreamPages, "archiver")
-	if err != nil {
-		t.Fatal(err)
-	}
-	batch, err := cons.FetchNoWait(3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var msgs []jetstream.Msg
-	for m := range batch.Messages() {
-		msgs = append(msgs, m)
-	}
+	msgs := natsembed.Hold(t, s.js, topology.StreamPages, topology.ConsumerArchiver, 3, waitFor)
 	for i, err := range dead.HandleBatch(ctx, msgs) {
 		if err != nil {
 			t.Fatalf("page %d: %v", i, err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/trawl/trawl/devstack/natsembed"
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/natsx"
 	"github.com/trawl/trawl/shared/testwait"
@@ -128,21 +129,7 @@ func TestTaskDeliveredAgainAfterItsBodyWent(t *testing.T) {
 	if _, err := st.js.PublishMsg(ctx, m); err != nil {
 		t.Fatal(err)
 	}
-	cons, err := st.js.Consumer(ctx, topology.StreamRender, topology.ConsumerRenderer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(waitFor))
-	if err != nil {
-		t.Fatal(err)
-	}
-	taken := 0
-	for range batch.Messages() {
-		taken++
-	}
-	if taken != 1 || batch.Error() != nil {
-		t.Fatalf("took %d tasks (%v), want the one", taken, batch.Error())
-	}
+	natsembed.Hold(t, st.js, topology.StreamRender, topology.ConsumerRenderer, 1, waitFor)
 	in := st.start(st.config(nil))
 	testwait.EventuallyState(t, waitFor, "the task delivered again and acked", func() (bool, string) {
 		ok, state, err := natsx.Settled(testwait.Context(t), st.js, topology.StreamRender, topology.ConsumerRenderer)
