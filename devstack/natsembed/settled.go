@@ -34,39 +34,27 @@ func WaitSettled(t testing.TB, js jetstream.JetStream, stream, consumer string, 
 // second, and a no-wait pull has no expiry).
 func TakeAll(t testing.TB, js jetstream.JetStream, stream, consumer string, within time.Duration, take func(jetstream.Msg)) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), within)
-	defer cancel()
-	c, err := js.Consumer(ctx, stream, consumer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := c.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, got := int(info.NumPending), 0
-	for got < want {
-		if ctx.Err() != nil {
-			t.Fatalf("took %d of the %d messages %s held for %s within %s", got, want, stream, consumer, within)
-		}
-		batch, err := c.Fetch(min(100, want-got), jetstream.FetchMaxWait(time.Second))
-		if err != nil {
+	pull(t, js, stream, consumer, -1, within, func(ctx context.Context, m jetstream.Msg) {
+		take(m)
+		if err := m.DoubleAck(ctx); err != nil {
 			t.Fatal(err)
 		}
-		for m := range batch.Messages() {
-			got++
-			take(m)
-			if err := m.DoubleAck(ctx); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	})
 }
 
 // Hold takes n messages of consumer and never acks them, as a stage that dies holding them
 // would; it fails the test when they do not all come within within. It pulls until it
-// has them: a no-wait pull may end empty while messages wait (see TakeAll).
+// has them, as TakeAll does.
 func Hold(t testing.TB, js jetstream.JetStream, stream, consumer string, n int, within time.Duration) []jetstream.Msg {
+	t.Helper()
+	var held []jetstream.Msg
+	pull(t, js, stream, consumer, n, within, func(_ context.Context, m jetstream.Msg) { held = append(held, m) })
+	return held
+}
+
+// pull hands each the next n messages of consumer (n < 0: as many as it has not delivered
+// yet, counted first), pulling until it has them all or within has passed.
+func pull(t testing.TB, js jetstream.JetStream, stream, consumer string, n int, within time.Duration, each func(context.Context, jetstream.Msg)) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()
@@ -74,18 +62,24 @@ func Hold(t testing.TB, js jetstream.JetStream, stream, consumer string, n int, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	var held []jetstream.Msg
-	for len(held) < n {
-		if ctx.Err() != nil {
-			t.Fatalf("held %d of the %d messages wanted of %s for %s within %s", len(held), n, stream, consumer, within)
+	if n < 0 {
+		info, err := c.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
 		}
-		batch, err := c.Fetch(n-len(held), jetstream.FetchMaxWait(time.Second))
+		n = int(info.NumPending)
+	}
+	for got := 0; got < n; {
+		if ctx.Err() != nil {
+			t.Fatalf("took %d of the %d messages %s held for %s within %s", got, n, stream, consumer, within)
+		}
+		batch, err := c.Fetch(min(100, n-got), jetstream.FetchMaxWait(time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
 		for m := range batch.Messages() {
-			held = append(held, m)
+			got++
+			each(ctx, m)
 		}
 	}
-	return held
 }
