@@ -228,7 +228,7 @@ func TestBodyKeptUntilAcked(t *testing.T) {
 // and its body released, comes back when that ack was lost or came after the ack wait.
 // Its body is gone because it was parsed: the page is acked with nothing to do, not
 // parked as poison. The test plays the earlier delivery: it takes the page from the
-// parser's consumer, never acks it, and deletes its body.
+// parser's consumer, never acks it, and removes its body.
 func TestDeliveredAgainAfterItsBodyWent(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, map[string]string{"TRAWL_CONTENT_DEDUP": "false"})
@@ -238,12 +238,16 @@ func TestDeliveredAgainAfterItsBodyWent(t *testing.T) {
 	natsembed.Hold(t, s.js, topology.StreamPages, topology.ConsumerParser, 1, waitFor)
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
-	obs, err := s.js.ObjectStore(ctx, topology.BodiesBucket)
+	// Gone as the parser's release leaves it: no object, no deletion marker.
+	bodies, err := s.js.Stream(ctx, topology.BodiesStream)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := obs.Delete(ctx, name); err != nil {
+	if err := bodies.Purge(ctx); err != nil {
 		t.Fatal(err)
+	}
+	if s.bodyStored(name) {
+		t.Fatal("the body is still stored after the purge")
 	}
 	s.run()
 	s.waitSettled()
@@ -255,5 +259,9 @@ func TestDeliveredAgainAfterItsBodyWent(t *testing.T) {
 	}
 	if n := s.deadPages(); n != 0 {
 		t.Errorf("%d pages parked as dead letters", n)
+	}
+	// Its ack passes the page to the release of bodies, which finds nothing to delete.
+	if n := s.metric(`trawl_parser_bodies_total{result="deleted"}`); n != 0 {
+		t.Errorf("bodies deleted %v, want none: the body was gone", n)
 	}
 }

@@ -124,7 +124,9 @@ func (s *Service) releaseAcked(ctx context.Context, msgs []jetstream.Msg) {
 // deleteBody removes an object and its deletion marker, so the bucket does not keep a
 // marker per page ever sent by reference.
 func (s *Service) deleteBody(ctx context.Context, name string) error {
-	if err := s.bodies.Delete(ctx, name); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
+	err := s.bodies.Delete(ctx, name)
+	gone := errors.Is(err, jetstream.ErrObjectNotFound) // its marker may still be there
+	if err != nil && !gone {
 		return err
 	}
 	st, err := s.js.Stream(ctx, topology.BodiesStream)
@@ -136,7 +138,9 @@ func (s *Service) deleteBody(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	s.m.bodies.WithLabelValues("deleted").Inc()
+	if !gone {
+		s.m.bodies.WithLabelValues("deleted").Inc()
+	}
 	return nil
 }
 
