@@ -36,9 +36,9 @@ type Progress struct {
 	Backlog backlog.Backlog
 	// Seqs are the streams' last sequence numbers; unchanged Seqs between two snapshots
 	// mean nothing was published in between.
-	Seqs  map[string]uint64
-	Pages uint64 // responses published to crawl.pages
-	Docs  uint64 // documents published to crawl.docs
+	Seqs     map[string]uint64
+	PageMsgs uint64 // messages published to crawl.pages: a page each, or a bundle of pages
+	Docs     uint64 // documents published to crawl.docs
 	// Waits is what the frontier waits on: hosts backing off, in Crawl-delay or in the
 	// politeness delay, retired hosts, and the slowest host's next time.
 	Waits frontierkeys.Waits
@@ -204,7 +204,7 @@ func ReadProgress(ctx context.Context, js jetstream.JetStream, rdb redis.Univers
 	for name, st := range rd.Streams {
 		p.Seqs[name] = st.LastSeq
 	}
-	p.Pages = rd.Streams[topology.StreamPages].LastSeq
+	p.PageMsgs = rd.Streams[topology.StreamPages].LastSeq
 	p.Docs = rd.Streams[topology.StreamDocs].LastSeq
 	return p, nil
 }

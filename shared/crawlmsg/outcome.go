@@ -102,6 +102,10 @@ type Outcome struct {
 	// is parsed, so that a NATS rolled back past the page puts the URL back in its queue
 	// (shared/durability/README.md "Durability").
 	PageSeq uint64 `json:"page_seq,omitempty"`
+	// PageParts is how many pages the message at PageSeq carries when it is a bundle
+	// (Bundle); 0 when the page went alone. The page log judges the URLs logged under one
+	// sequence by it: one message's, or a sequence a rolled-back NATS gave twice.
+	PageParts int `json:"page_parts,omitempty"`
 }
 
 // OutcomeBatchVersion is the version of OutcomeBatch. Batches replaced single outcomes

@@ -2,11 +2,8 @@ package itest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -150,79 +147,5 @@ func TestEnsureAllowsAtomicPublishOnOlderStreams(t *testing.T) {
 		if !s.CachedInfo().Config.AllowAtomicPublish {
 			t.Errorf("stream %s takes no atomic batches after Ensure", sc.Name)
 		}
-	}
-}
-
-// The Committer puts the pages of concurrent callers in shared batches, and each caller
-// gets its own messages' fate: a page too large for the stream fails its caller alone.
-func TestCommitterGathersCallersAndKeepsTheirErrors(t *testing.T) {
-	t.Parallel()
-	js := atomicStream(t, jetstream.StreamConfig{Name: "CP", Subjects: []string{topology.SubjectPages, topology.SubjectDiscovered}, MaxMsgSize: 4 << 10})
-	c := natsx.NewCommitter(js, 10*time.Second)
-	for _, tc := range []struct {
-		name string
-		big  int // the caller whose page is over the stream's limit; -1: none
-	}{
-		{"all fit", -1},
-		{"one too large", 7},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			const callers = 4 * natsx.AtomicMin
-			prefix := strings.ReplaceAll(tc.name, " ", "-")
-			errs := make([]error, callers)
-			var start, wg sync.WaitGroup
-			start.Add(1)
-			for i := range callers {
-				wg.Go(func() {
-					body := []byte("page")
-					if i == tc.big {
-						body = []byte(strings.Repeat("x", 8<<10))
-					}
-					msgs := []*nats.Msg{natsx.NewMsg(topology.SubjectPages, fmt.Sprintf("%s-page-%d", prefix, i), body)}
-					if i%2 == 0 {
-						// A redirect target goes with its page, to another subject.
-						msgs = append(msgs, natsx.NewMsg(topology.SubjectDiscovered, fmt.Sprintf("%s-redir-%d", prefix, i), []byte("r")))
-					}
-					ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-					defer cancel()
-					start.Wait()
-					errs[i] = c.Publish(ctx, msgs)
-				})
-			}
-			start.Done()
-			wg.Wait()
-			for i, err := range errs {
-				switch {
-				case i == tc.big && !errors.Is(err, jetstream.ErrStreamMessageExceedsMaximum):
-					t.Errorf("caller %d (a page over the stream's limit) got %v, want ErrStreamMessageExceedsMaximum", i, err)
-				case i != tc.big && err != nil:
-					t.Errorf("caller %d: %v", i, err)
-				}
-			}
-			got := storedBatches(t, js, "CP")
-			pagesIn := map[string]int{} // pages by batch
-			for i := range callers {
-				id := fmt.Sprintf("%s-page-%d", prefix, i)
-				b, ok := got[id]
-				if ok != (i != tc.big) {
-					t.Errorf("%s stored: %v", id, ok)
-				}
-				if ok && b != "" {
-					pagesIn[b]++
-				}
-				if _, ok := got[fmt.Sprintf("%s-redir-%d", prefix, i)]; ok != (i%2 == 0) {
-					t.Errorf("%s-redir-%d stored: %v", prefix, i, ok)
-				}
-			}
-			shared := 0
-			for _, n := range pagesIn {
-				shared = max(shared, n)
-			}
-			t.Logf("%d callers; pages in atomic batches: %v", callers, pagesIn)
-			// A batch with the page too large is refused whole and goes one by one.
-			if tc.big < 0 && shared < 2 {
-				t.Errorf("no atomic batch holds the pages of two callers")
-			}
-		})
 	}
 }

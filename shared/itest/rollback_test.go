@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/trawl/trawl/devstack/natsembed"
+	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/natsx"
 	"github.com/trawl/trawl/shared/testwait"
 )
@@ -107,7 +108,8 @@ func TestRollbackStanding(t *testing.T) {
 // TestRollbackJudge: the records logged under one sequence are judged together. All but
 // the one the stream holds are lost; all when it holds another message or the sequence is
 // beyond its last; and when the stream removed the sequence's message, one record is not
-// lost but two or more all are, since which of them was acknowledged cannot be told.
+// lost but two or more all are, since which of them was acknowledged cannot be told, unless
+// they say they were one message's, a bundle's.
 func TestRollbackJudge(t *testing.T) {
 	t.Parallel()
 	ctx := testwait.Context(t)
@@ -117,8 +119,20 @@ func TestRollbackJudge(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := str.DeleteMsg(ctx, 1); err != nil {
-		t.Fatal(err)
+	// Two bundles of two, at 3 and 4; 4 is removed.
+	for _, ids := range [][]string{{"b1", "b2"}, {"c1", "c2"}} {
+		b, err := crawlmsg.Bundle("rj", []*nats.Msg{natsx.NewMsg("rj", ids[0], nil), natsx.NewMsg("rj", ids[1], nil)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := js.PublishMsg(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, seq := range []uint64{1, 4} {
+		if err := str.DeleteMsg(ctx, seq); err != nil {
+			t.Fatal(err)
+		}
 	}
 	rb := natsx.NewRollback(js, "RJ")
 	if err := rb.Refresh(ctx); err != nil {
@@ -128,20 +142,28 @@ func TestRollbackJudge(t *testing.T) {
 		name  string
 		seq   uint64
 		ids   []string
+		one   bool // the records say they are one message's
 		want  natsx.Standing
 		lost  []bool
 		msgID string // of Verdict.Msg
 	}{
-		{"held, alone", 2, []string{"m2"}, natsx.Held, []bool{false}, "m2"},
-		{"held, beside one NATS lost", 2, []string{"x", "m2"}, natsx.Held, []bool{true, false}, "m2"},
-		{"another message there", 2, []string{"x", "y"}, natsx.Lost, []bool{true, true}, ""},
-		{"removed, alone", 1, []string{"m1"}, natsx.Removed, []bool{false}, ""},
-		{"removed, given twice", 1, []string{"m1", "x"}, natsx.Removed, []bool{true, true}, ""},
-		{"beyond the last", 5, []string{"a", "b"}, natsx.Lost, []bool{true, true}, ""},
+		{"held, alone", 2, []string{"m2"}, false, natsx.Held, []bool{false}, "m2"},
+		{"held, beside one NATS lost", 2, []string{"x", "m2"}, false, natsx.Held, []bool{true, false}, "m2"},
+		{"another message there", 2, []string{"x", "y"}, false, natsx.Lost, []bool{true, true}, ""},
+		{"removed, alone", 1, []string{"m1"}, false, natsx.Removed, []bool{false}, ""},
+		{"removed, given twice", 1, []string{"m1", "x"}, false, natsx.Removed, []bool{true, true}, ""},
+		{"beyond the last", 9, []string{"a", "b"}, false, natsx.Lost, []bool{true, true}, ""},
+		{"held in a bundle, beside one NATS lost", 3, []string{"b2", "x", "b1"}, false, natsx.Held, []bool{false, true, false}, ""},
+		{"removed, one bundle's", 4, []string{"c1", "c2"}, true, natsx.Removed, []bool{false, false}, ""},
+		{"removed, two messages'", 4, []string{"c1", "c2", "x"}, false, natsx.Removed, []bool{true, true, true}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			v, err := rb.Judge(ctx, tc.seq, len(tc.ids), func(m *jetstream.RawStreamMsg) int {
-				return slices.Index(tc.ids, m.Header.Get(nats.MsgIdHdr))
+			v, err := rb.Judge(ctx, tc.seq, len(tc.ids), tc.one, func(m *jetstream.RawStreamMsg, i int) bool {
+				parts, err := crawlmsg.Unbundle(m.Header, m.Data)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return slices.ContainsFunc(parts, func(p crawlmsg.Part) bool { return p.Header.Get(nats.MsgIdHdr) == tc.ids[i] })
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -158,8 +180,8 @@ func TestRollbackJudge(t *testing.T) {
 			if v.Msg != nil {
 				held = v.Msg.Header.Get(nats.MsgIdHdr)
 			}
-			if held != tc.msgID {
-				t.Errorf("message held %q, want %q", held, tc.msgID)
+			if (v.Msg != nil) != (tc.want == natsx.Held) || tc.msgID != "" && held != tc.msgID {
+				t.Errorf("message held %q, want %q (standing %d)", held, tc.msgID, tc.want)
 			}
 		})
 	}

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sync"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -172,107 +170,4 @@ func joinDistinct(errs []error) error {
 		}
 	}
 	return errors.Join(out...)
-}
-
-// Committer gathers the messages that concurrent callers publish into shared batches
-// (group commit), so that a message each caller stores alone — the fetcher's page — goes
-// in an atomic batch with the others' (publishAll). One batch is in flight at a time:
-// what callers hand in meanwhile makes the next one, so a batch waits for no timer, and
-// the busier the callers the larger the batches. No goroutine outlives the work: one runs
-// while messages wait. Through a handle not marked by AtomicBatches, where a batch saves
-// nothing, each caller publishes its messages at once (PublishBatch).
-type Committer struct {
-	js      jetstream.JetStream
-	timeout time.Duration
-
-	mu    sync.Mutex
-	queue []*commitReq
-	busy  bool // a goroutine is publishing the queue
-}
-
-type commitReq struct {
-	msgs []*nats.Msg
-	done chan error
-	seqs []uint64 // set before done is sent
-}
-
-// CommitterMaxBytes bounds the payload of one gathered batch, so that a few large messages
-// do not make one batch hold many megabytes in memory and on the wire at once.
-const CommitterMaxBytes = 8 << 20
-
-// NewCommitter returns a Committer whose batches each have timeout to be stored.
-func NewCommitter(js jetstream.JetStream, timeout time.Duration) *Committer {
-	return &Committer{js: js, timeout: timeout}
-}
-
-// Publish stores msgs in the committer's next batch and returns once that batch is
-// stored, with msgs' own errors (those of other callers' messages are theirs), or when
-// ctx ends. Like PublishBatch, an error means some of msgs may not be stored.
-func (c *Committer) Publish(ctx context.Context, msgs []*nats.Msg) error {
-	_, err := c.PublishSeqs(ctx, msgs)
-	return err
-}
-
-// PublishSeqs is Publish returning, once msgs are stored, each one's stream sequence as
-// PublishBatchSeqs does (0 for those stored in an atomic batch).
-func (c *Committer) PublishSeqs(ctx context.Context, msgs []*nats.Msg) ([]uint64, error) {
-	if len(msgs) == 0 {
-		return nil, nil
-	}
-	if !atomicOn(c.js) {
-		return PublishBatchSeqs(ctx, c.js, msgs)
-	}
-	r := &commitReq{msgs: msgs, done: make(chan error, 1)}
-	c.mu.Lock()
-	c.queue = append(c.queue, r)
-	if !c.busy {
-		c.busy = true
-		go c.drain()
-	}
-	c.mu.Unlock()
-	select {
-	case err := <-r.done:
-		if err != nil {
-			return nil, err
-		}
-		return r.seqs, nil
-	case <-ctx.Done():
-		return nil, fmt.Errorf("natsx: publish: waiting for its batch to be stored: %w", ctx.Err())
-	}
-}
-
-// drain publishes the queue, batch after batch, until it is empty.
-func (c *Committer) drain() {
-	for {
-		c.mu.Lock()
-		var batch []*commitReq
-		var msgs []*nats.Msg
-		size := 0
-		for len(c.queue) > 0 {
-			r, n := c.queue[0], 0
-			for _, m := range r.msgs {
-				n += len(m.Data)
-			}
-			if len(batch) > 0 && (len(msgs)+len(r.msgs) > AtomicMax || size+n > CommitterMaxBytes) {
-				break
-			}
-			batch, msgs, size = append(batch, r), append(msgs, r.msgs...), size+n
-			c.queue[0] = nil
-			c.queue = c.queue[1:]
-		}
-		if len(batch) == 0 {
-			c.busy = false
-			c.mu.Unlock()
-			return
-		}
-		c.mu.Unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
-		errs, seqs := publishAll(ctx, c.js, msgs)
-		cancel()
-		for _, r := range batch {
-			r.seqs = seqs[:len(r.msgs):len(r.msgs)]
-			r.done <- joinDistinct(errs[:len(r.msgs)])
-			errs, seqs = errs[len(r.msgs):], seqs[len(r.msgs):]
-		}
-	}
 }

@@ -43,8 +43,10 @@ func IsPermanent(err error) bool {
 
 // ConsumeOptions configure a consume loop. Zero fields take the defaults in the comments.
 type ConsumeOptions struct {
-	// Batch is the most messages handed to one BatchHandler call (default 256), or for
-	// Each the number of concurrent handlers (default 16).
+	// Batch is the most messages handed to one BatchHandler call (default 256), a bundle's
+	// pages each one (crawlmsg.Bundle: ConsumeBatches hands them over as messages of their
+	// own), or for Each the number of concurrent handlers (default 16). ConsumeEach does not
+	// open bundles.
 	Batch int
 	// Linger is how long a batch waits for more messages after its first (default 2ms).
 	Linger time.Duration
@@ -95,7 +97,7 @@ type ConsumeOptions struct {
 	Kept       func(ctx context.Context, start, end time.Time) bool
 	OnHandBack func(n int)
 	// Acked, for ConsumeBatches, is called with the handled messages once their acks are
-	// sent, at once or SettleAfter later: what a stage may undo only when its message cannot
+	// sent, at once or SettleAfter later (a bundle's pages once the bundle's ack is sent): what a stage may undo only when its message cannot
 	// come back to need it (the parser's page bodies) waits for this. A message handed back
 	// instead (Kept) is not passed. A lost ack still brings a message back, so what Acked
 	// removes must be missed gracefully by a later delivery.
@@ -190,7 +192,23 @@ func ConsumeBatches(ctx context.Context, cons jetstream.Consumer, o ConsumeOptio
 	defer wg.Wait()
 	run := func(batch []jetstream.Msg) {
 		start := time.Now()
-		results := h(work, batch)
+		var partsAcked func([]jetstream.Msg)
+		if o.Acked != nil {
+			partsAcked = func(parts []jetstream.Msg) { o.Acked(work, parts) }
+		}
+		batch, bad, badErrs := unbundle(batch, partsAcked)
+		for i, m := range bad {
+			act(m, badErrs[i], judge(work, m, badErrs[i], o), o)
+		}
+		var results []error
+		// A bundle's parts can make a batch larger than the handler takes.
+		for chunk := range slices.Chunk(batch, o.Batch) {
+			res := h(work, chunk)
+			results = append(results, res...)
+			for range len(chunk) - len(res) {
+				results = append(results, nil)
+			}
+		}
 		failed := 0
 		var done, acked []jetstream.Msg
 		for i, m := range batch {
@@ -210,21 +228,28 @@ func ConsumeBatches(ctx context.Context, cons jetstream.Consumer, o ConsumeOptio
 				failed++
 			}
 		}
-		if len(acked) > 0 && o.Acked != nil {
+		if acked = whole(acked); len(acked) > 0 && o.Acked != nil {
 			o.Acked(work, acked)
 		}
 		if len(done) > 0 {
 			acks.add(work, start, done)
 		}
-		hold.record(failed == len(batch))
+		hold.record(failed == len(batch) && len(batch) > 0)
 	}
+	// carry is a bundle taken that would have made the last batch larger than Batch: it
+	// starts the next one.
+	var carry jetstream.Msg
 	for {
 		// After ctx ends the loop goes on draining what was already pulled.
 		hold.wait(ctx)
 		if err := waitReady(ctx, o); err != nil && ctx.Err() == nil {
 			return err
 		}
-		first, err := it.Next()
+		first, err := carry, error(nil)
+		if carry == nil {
+			first, err = it.Next()
+		}
+		carry = nil
 		if err != nil {
 			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
 				return nil
@@ -239,11 +264,18 @@ func ConsumeBatches(ctx context.Context, cons jetstream.Consumer, o ConsumeOptio
 		}
 		batch := make([]jetstream.Msg, 0, o.Batch)
 		var inBatch map[uint64]int
+		weight := 0 // the messages the batch holds, a bundle's parts each
 		for m := first; m != nil; {
 			if !replayForOther(m, self, o) {
+				w := max(1, crawlmsg.BundleParts(m.Headers()))
+				if weight > 0 && weight+w > o.Batch {
+					carry = m
+					break
+				}
 				batch, inBatch = addDelivery(batch, inBatch, m)
+				weight += w
 			}
-			if len(batch) == o.Batch {
+			if weight >= o.Batch {
 				break
 			}
 			if m, err = it.Next(jetstream.NextMaxWait(o.Linger)); err != nil {
@@ -394,7 +426,7 @@ func (a *laterAcks) settleGroup(group []dueAcks) {
 			_ = m.Nak()
 		}
 	}
-	if len(acked) > 0 && a.o.Acked != nil {
+	if acked = whole(acked); len(acked) > 0 && a.o.Acked != nil {
 		a.o.Acked(group[0].ctx, acked)
 	}
 	if n > 0 {

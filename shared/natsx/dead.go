@@ -136,7 +136,7 @@ func (d *DeadLetter) Park(ctx context.Context, m jetstream.Msg, cause error, rea
 	// A header value is one line.
 	dm.Header.Set(DeadErrorHdr, strings.Join(strings.Fields(truncate(cause.Error(), deadErrorMax)), " "))
 	// Parked again after a lost ack or term, it is the same dead letter.
-	dm.Header.Set(nats.MsgIdHdr, "dead:"+StoredID(md.Stream, md.Sequence.Stream, md.Timestamp))
+	dm.Header.Set(nats.MsgIdHdr, "dead:"+MsgID(m))
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), parkTimeout)
 	defer cancel()
 	if _, err := d.JS.PublishMsg(pctx, dm); err != nil {

@@ -390,6 +390,12 @@ func PublishBatchSeqs(ctx context.Context, js jetstream.JetStream, msgs []*nats.
 	return seqs, nil
 }
 
+// PublishEach publishes msgs as PublishBatch does and returns each one's own error and
+// stream sequence, for a caller that settles each message on its own.
+func PublishEach(ctx context.Context, js jetstream.JetStream, msgs []*nats.Msg) ([]error, []uint64) {
+	return publishAll(ctx, js, msgs)
+}
+
 // NewMsg builds a message with an idempotency key.
 func NewMsg(subject, msgID string, data []byte) *nats.Msg {
 	m := nats.NewMsg(subject)
@@ -405,8 +411,12 @@ func NewMsg(subject, msgID string, data []byte) *nats.Msg {
 // stream is deleted and made again; the stored time does not, so outputs of the new
 // stream's messages are not taken for republishes of the old one's (duplicate window,
 // applied markers, memos). Every redelivery of a message carries the same three values.
-// Outputs derived from it use this plus a suffix as their Nats-Msg-Id.
+// Outputs derived from it use this plus a suffix as their Nats-Msg-Id. A bundle's part
+// has its bundle's id and its place in the bundle.
 func MsgID(m jetstream.Msg) string {
+	if id, ok := partID(m); ok {
+		return id
+	}
 	md, err := m.Metadata()
 	if err != nil {
 		return ""

@@ -93,34 +93,41 @@ type Verdict struct {
 	Standing Standing
 	// Msg is the message the stream holds at the sequence, when Held.
 	Msg  *jetstream.RawStreamMsg
-	held int
-	n    int
+	held []bool
+	one  bool
 }
 
-// Lost tells whether record i of the sequence's is lost: every one but the record the
-// stream holds there; all when it holds another message or the sequence lies beyond its
-// last; and when the stream removed the sequence's message, all of two or more records,
-// since a sequence logged twice was given twice by a rolled-back NATS and which of its
-// messages was acknowledged cannot be told (the lost one's work is done again).
+// Lost tells whether record i of the sequence's is lost: every one the message the stream
+// holds there does not hold; all when it holds another message or the sequence lies beyond
+// its last; and when the stream removed the sequence's message, all of two or more records
+// unless they were, by their own account, one message's (a bundle's pages), since a
+// sequence logged for two messages was given twice by a rolled-back NATS and which of them
+// was acknowledged cannot be told (the lost one's work is done again).
 func (v Verdict) Lost(i int) bool {
 	switch v.Standing {
 	case Held:
-		return i != v.held
+		return !v.held[i]
 	case Lost:
 		return true
 	default:
-		return v.n > 1
+		return len(v.held) > 1 && !v.one
 	}
 }
 
-// Judge says where the n records logged under seq stand; which tells which of them the
-// message the stream holds at seq is (-1: none of them). As for Standing, the records must
+// Judge says where the n records logged under seq stand; holds tells whether the message
+// the stream holds at seq holds record i (a bundle holds several), and one whether the n
+// records are, by their own account, one message's. As for Standing, the records must
 // have been read before the last Refresh.
-func (r *Rollback) Judge(ctx context.Context, seq uint64, n int, which func(*jetstream.RawStreamMsg) int) (Verdict, error) {
-	v := Verdict{held: -1, n: n}
+func (r *Rollback) Judge(ctx context.Context, seq uint64, n int, one bool, holds func(m *jetstream.RawStreamMsg, i int) bool) (Verdict, error) {
+	v := Verdict{held: make([]bool, n), one: one}
 	st, err := r.Standing(ctx, seq, func(m *jetstream.RawStreamMsg) bool {
-		v.Msg, v.held = m, which(m)
-		return v.held >= 0
+		v.Msg = m
+		found := false
+		for i := range n {
+			v.held[i] = holds(m, i)
+			found = found || v.held[i]
+		}
+		return found
 	})
 	if err != nil {
 		return Verdict{}, err

@@ -105,6 +105,7 @@ func benchFetcher(b *testing.B, bw benchWeb, fetchers []int) {
 			fetched, pages := st.streamState(topology.StreamFetched).LastSeq-fetchedBefore, st.streamState(topology.StreamPages).LastSeq-pagesBefore
 			b.ReportMetric(float64(fetched)/float64(total), "outcome-msgs/page")
 			b.ReportMetric(float64(fetched+pages)/float64(total), "stored-msgs/page")
+			b.ReportMetric(float64(pages)/float64(total), "page-msgs/page")
 			b.ReportMetric(0, "ns/op") // one op is a whole wave; pages/s is the figure
 		})
 	}

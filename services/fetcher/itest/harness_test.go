@@ -301,12 +301,19 @@ func (st *stack) page(lease string) *crawlmsg.Page {
 
 func (st *stack) pollPages() {
 	st.drain(st.pageCons, func(m jetstream.Msg) {
-		p, err := crawlmsg.DecodePage(m.Headers(), m.Data())
+		parts, err := crawlmsg.Unbundle(m.Headers(), m.Data())
 		if err != nil {
-			st.t.Errorf("bad page: %v", err)
+			st.t.Errorf("bad page message: %v", err)
 			return
 		}
-		st.pages[p.Meta.Lease] = received[*crawlmsg.Page]{p, m.Headers().Get(nats.MsgIdHdr)}
+		for _, part := range parts {
+			p, err := crawlmsg.DecodePage(part.Header, part.Data)
+			if err != nil {
+				st.t.Errorf("bad page: %v", err)
+				continue
+			}
+			st.pages[p.Meta.Lease] = received[*crawlmsg.Page]{p, part.Header.Get(nats.MsgIdHdr)}
+		}
 	})
 }
 

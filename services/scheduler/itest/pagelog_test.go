@@ -26,14 +26,31 @@ import (
 // its page, and at start puts back in the queues those whose pages CRAWL_PAGES lost. The
 // rollback is made here by making the stream again: its sequence starts over, so some
 // logged pages' sequences are held by other messages and the rest lie beyond its last.
+//
+// Pages alone and pages in bundles (a message of several pages, crawlmsg.Bundle) are
+// judged alike: a bundle the stream holds holds its pages.
 func TestPageLogReadmitsPagesNATSLost(t *testing.T) {
-	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		fillers int // other pages in each page's message: 0, alone
+	}{
+		{"pages alone", 0},
+		{"pages in bundles", 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			testPageLogReadmits(t, tc.fillers)
+		})
+	}
+}
+
+func testPageLogReadmits(t *testing.T, fillers int) {
 	s := startStack(t, redisproc.Options{}, nil)
 	ctx, cancel := context.WithCancel(testwait.Context(t))
 	defer cancel()
 	// The fetcher stores a page per task, as the real one does, and names its sequence in
 	// the outcome.
-	fx := s.runFetcher(ctx, s.storingPages(ctx))
+	fx := s.runFetcher(ctx, s.storingPagesWith(ctx, fillers))
 	const n = 6
 	var batch crawlmsg.FrontierBatch
 	for i := range n {
@@ -130,11 +147,31 @@ func TestPageLogReadmitsPagesNATSLost(t *testing.T) {
 // storingPages answers a task as the real fetcher does: it stores a page and names its
 // sequence in the outcome.
 func (s *stack) storingPages(ctx context.Context) func(crawlmsg.FetchTask) crawlmsg.Outcome {
+	return s.storingPagesWith(ctx, 0)
+}
+
+// storingPagesWith is storingPages with each page in a bundle beside fillers other pages
+// (none: the page alone), its outcome saying how many pages the bundle carries.
+func (s *stack) storingPagesWith(ctx context.Context, fillers int) func(crawlmsg.FetchTask) crawlmsg.Outcome {
 	return func(tk crawlmsg.FetchTask) crawlmsg.Outcome {
 		o := fetched200(tk)
 		m := nats.NewMsg(topology.SubjectPages)
 		m.Header.Set(nats.MsgIdHdr, topology.PageID(tk.Lease))
 		m.Data = []byte(tk.URL)
+		if fillers > 0 {
+			parts := []*nats.Msg{m}
+			for i := range fillers {
+				f := nats.NewMsg(topology.SubjectPages)
+				f.Header.Set(nats.MsgIdHdr, topology.PageID(fmt.Sprintf("%s-filler-%d", tk.Lease, i)))
+				parts = append(parts, f)
+			}
+			var err error
+			if m, err = crawlmsg.Bundle(topology.SubjectPages, parts); err != nil {
+				s.t.Errorf("bundle: %v", err)
+				return o
+			}
+			o.PageParts = len(parts)
+		}
 		ack, err := s.js.PublishMsg(ctx, m)
 		if err != nil {
 			if ctx.Err() == nil {

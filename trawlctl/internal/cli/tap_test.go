@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -149,6 +150,23 @@ func TestTapPagesAndFetched(t *testing.T) {
 	if err := natsx.PublishBatch(ctx, s.js, []*nats.Msg{pm, natsx.NewMsg(topology.FetchedSubject(1), "", out)}); err != nil {
 		t.Fatal(err)
 	}
+	// Then two pages in one message, as fetchers bundle them.
+	var parts []*nats.Msg
+	for _, u := range []string{"http://c.test/1", "http://c.test/2"} {
+		m, err := crawlmsg.PageMsg(topology.SubjectPages, &crawlmsg.Page{Meta: crawlmsg.PageMeta{URL: u, Host: "c.test", Status: 200, ContentType: "text/html"}, Body: []byte("<p>c</p>")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Header.Set(nats.MsgIdHdr, "page:"+u)
+		parts = append(parts, m)
+	}
+	bundle, err := crawlmsg.Bundle(topology.SubjectPages, parts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := natsx.PublishBatch(ctx, s.js, []*nats.Msg{bundle}); err != nil {
+		t.Fatal(err)
+	}
 
 	tests := []struct {
 		name  string
@@ -192,14 +210,35 @@ func TestTapPagesAndFetched(t *testing.T) {
 		})
 	}
 
+	t.Run("a bundle's pages, a line each", func(t *testing.T) {
+		r := s.inv.run(t, "tap", "-from-start", "-n", "2", "crawl.pages")
+		if r.code != 0 {
+			t.Fatalf("exit %d: %s", r.code, r.stderr)
+		}
+		var urls []string
+		for _, l := range lines(r.stdout) {
+			var p map[string]any
+			if err := json.Unmarshal([]byte(l), &p); err != nil {
+				t.Fatal(err)
+			}
+			urls = append(urls, fmt.Sprint(p["url"]))
+		}
+		if want := []string{"http://a.test/", "http://c.test/1", "http://c.test/2"}; !slices.Equal(urls, want) {
+			t.Errorf("printed %v, want %v", urls, want)
+		}
+	})
+
 	// The parser and the scheduler still have their messages: taps took nothing.
-	for _, c := range []struct{ stream, name string }{{topology.StreamPages, topology.ConsumerParser}, {topology.StreamFetched, topology.SchedulerFetchedConsumer(1)}} {
+	for _, c := range []struct {
+		stream, name string
+		want         uint64
+	}{{topology.StreamPages, topology.ConsumerParser, 2}, {topology.StreamFetched, topology.SchedulerFetchedConsumer(1), 1}} {
 		cons, err := s.js.Consumer(ctx, c.stream, c.name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if info := cons.CachedInfo(); info.NumPending != 1 {
-			t.Errorf("%s/%s pending %d after tapping, want 1", c.stream, c.name, info.NumPending)
+		if info := cons.CachedInfo(); info.NumPending != c.want {
+			t.Errorf("%s/%s pending %d after tapping, want %d", c.stream, c.name, info.NumPending, c.want)
 		}
 	}
 }

@@ -350,9 +350,23 @@ type pageLine struct {
 	Body    *string `json:"body,omitempty"`
 }
 
-// print writes one JSON line. A message that is not what its subject promises is
+// print writes one JSON line, one per part of a bundle. A message that is not what its subject promises is
 // reported on Warn and skipped, so stdout stays valid JSON lines.
 func (t *Tapper) print(subject string, h nats.Header, data []byte, o Options) error {
+	if crawlmsg.BundleParts(h) > 0 {
+		// Each page of a bundle is a line of its own, as if it had come alone.
+		parts, err := crawlmsg.Unbundle(h, data)
+		if err != nil {
+			t.warn(fmt.Sprintf("skipping a message on %s: %v", subject, err))
+			return nil
+		}
+		for _, p := range parts {
+			if err := t.print(subject, p.Header, p.Data, o); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	var line []byte
 	if h.Get(crawlmsg.MetaHeader) != "" || subject == topology.SubjectPages {
 		p, err := crawlmsg.DecodePage(h, data)

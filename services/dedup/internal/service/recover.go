@@ -39,8 +39,8 @@ func recoverLost(ctx context.Context, js jetstream.JetStream, store *seen.Store,
 	var werr error
 	err = store.WalkDown(ctx, rb.Refresh, func(seq uint64, memoised []string) bool {
 		var v natsx.Verdict
-		v, werr = rb.Judge(ctx, seq, len(memoised), func(raw *jetstream.RawStreamMsg) int {
-			return slices.Index(memoised, natsx.StoredID(topology.StreamDiscovered, raw.Sequence, raw.Time))
+		v, werr = rb.Judge(ctx, seq, len(memoised), false, func(raw *jetstream.RawStreamMsg, i int) bool {
+			return memoised[i] == natsx.StoredID(topology.StreamDiscovered, raw.Sequence, raw.Time)
 		})
 		if werr != nil {
 			return false

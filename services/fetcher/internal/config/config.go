@@ -43,6 +43,10 @@ type Config struct {
 	DNSCacheSize    int           // TRAWL_DNS_CACHE_SIZE: most names cached
 	OutcomeBatch    int           // TRAWL_OUTCOME_BATCH: most outcomes in one crawl.fetched message
 	OutcomeLinger   time.Duration // TRAWL_OUTCOME_LINGER: longest wait for a batch to fill
+	// PagesPerMessage (TRAWL_PAGES_PER_MESSAGE) is the most pages of one outcome batch that
+	// travel in one crawl.pages message (crawlmsg.Bundle); 1 sends each page alone, as
+	// releases before bundles did, for readers not upgraded yet.
+	PagesPerMessage int
 	// Robots are how long robots.txt is kept and how much of it is read, the renderers'
 	// settings too: both fill one cache.
 	Robots polite.RobotsSettings
@@ -83,16 +87,17 @@ func Load(r *envconfig.Reader) (Config, error) {
 		// Four times the scheduler's default TRAWL_BACK_QUEUES hosts in rotation (4096):
 		// with fewer, a host's connection is closed before its next turn and every
 		// request dials again.
-		MaxIdleConns:   r.Int("MAX_IDLE_CONNS", 4*frontierconf.Defaults.BackQueues),
-		DNSTTL:         r.Duration("DNS_TTL", 5*time.Minute),
-		DNSNegativeTTL: r.Duration("DNS_NEGATIVE_TTL", 30*time.Second),
-		DNSCacheSize:   r.Int("DNS_CACHE_SIZE", 10000),
-		OutcomeBatch:   r.Int("OUTCOME_BATCH", 64),
-		OutcomeLinger:  r.Duration("OUTCOME_LINGER", 2*time.Millisecond),
-		Robots:         polite.LoadRobotsSettings(r),
-		Politeness:     politeness.Load(r),
-		Policy:         policy.Load(r),
-		Sitemaps:       strings.ToLower(strings.TrimSpace(r.String("SITEMAPS", SitemapsAuto))),
+		MaxIdleConns:    r.Int("MAX_IDLE_CONNS", 4*frontierconf.Defaults.BackQueues),
+		DNSTTL:          r.Duration("DNS_TTL", 5*time.Minute),
+		DNSNegativeTTL:  r.Duration("DNS_NEGATIVE_TTL", 30*time.Second),
+		DNSCacheSize:    r.Int("DNS_CACHE_SIZE", 10000),
+		OutcomeBatch:    r.Int("OUTCOME_BATCH", 64),
+		OutcomeLinger:   r.Duration("OUTCOME_LINGER", 2*time.Millisecond),
+		PagesPerMessage: r.Int("PAGES_PER_MESSAGE", 16),
+		Robots:          polite.LoadRobotsSettings(r),
+		Politeness:      politeness.Load(r),
+		Policy:          policy.Load(r),
+		Sitemaps:        strings.ToLower(strings.TrimSpace(r.String("SITEMAPS", SitemapsAuto))),
 	}
 	return c, r.Err()
 }
@@ -145,6 +150,9 @@ func (c Config) Validate() error {
 	}
 	if c.OutcomeBatch < 1 || c.OutcomeBatch > 1024 {
 		bad("TRAWL_OUTCOME_BATCH=%d: want 1..1024", c.OutcomeBatch)
+	}
+	if c.PagesPerMessage < 1 || c.PagesPerMessage > crawlmsg.BundleMaxParts {
+		bad("TRAWL_PAGES_PER_MESSAGE=%d: want 1..%d", c.PagesPerMessage, crawlmsg.BundleMaxParts)
 	}
 	// The linger delays the host's next fetch by as much, so it stays short.
 	if c.OutcomeLinger < 0 || c.OutcomeLinger > time.Second {

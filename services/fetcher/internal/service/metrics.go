@@ -23,6 +23,7 @@ type metrics struct {
 	terminated      *prometheus.CounterVec // reason: permanent
 	outcomes        *prometheus.CounterVec // kind: crawlmsg.OutcomeKind
 	outcomeBatches  prometheus.Counter
+	pageMessages    prometheus.Counter
 	publishFailures prometheus.Counter
 	publishRetries  *prometheus.CounterVec // what: body, page, outcome
 	permanentErrors *prometheus.CounterVec // what, reason (shared/errclass)
@@ -54,6 +55,7 @@ func newMetrics(om *obs.Metrics) *metrics {
 		terminated:      om.CounterVec("messages_terminated_total", runner.TerminatedHelp, "reason"),
 		outcomes:        om.CounterVec("outcomes_total", "Outcomes published, by kind.", "kind"),
 		outcomeBatches:  om.Counter("outcome_messages_total", "Messages published to crawl.fetched, each carrying a batch of outcomes."),
+		pageMessages:    om.Counter("page_messages_total", "Messages published to crawl.pages, each carrying one page or a bundle of up to TRAWL_PAGES_PER_MESSAGE."),
 		publishFailures: om.Counter("publish_failures_total", "Tasks whose results could not be stored before the lease deadline; the lease expires and the URL is retried."),
 		publishRetries:  om.CounterVec("publish_retries_total", "Failed attempts to store a task's body, page or outcome, each retried until the lease deadline.", "what"),
 		permanentErrors: om.CounterVec("permanent_errors_total", "NATS or Redis errors that trying again cannot cure (shared/errclass), by step (body, page, outcome, task) and reason; not retried.", "what", "reason"),

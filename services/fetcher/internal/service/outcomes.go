@@ -17,19 +17,23 @@ import (
 	"github.com/trawl/trawl/shared/topology"
 )
 
-// outcomeBatcher gathers the outcomes of the tasks this process finished, per shard, and
-// publishes each shard's outcomes as one message: every stored message costs NATS a
-// publish, a pub-ack, a delivery, an ack and a file-store write and delete, so one message
-// for many tasks is most of the outcome stream's cost saved. A batch is published when it
-// holds max outcomes or linger after its first outcome, whichever comes first, and at once
-// while the fetcher shuts down. Each task's worker waits for its batch to be stored before
-// the task is acked, so nothing is acked before its outcome is stored; a crash loses only
-// outcomes not yet stored, whose tasks are unacked and whose leases expire.
+// outcomeBatcher gathers the outcomes of the tasks this process finished, per shard, with
+// their pages, and publishes each shard's outcomes as one message after its pages, a few
+// to a message: every stored message costs NATS a publish, a pub-ack, a delivery, an ack
+// and a file-store write and delete, so one message for many tasks is most of that cost
+// saved. A batch is published when it holds max outcomes or linger after its first
+// outcome, whichever comes first, and at once while the fetcher shuts down. Each task's
+// worker waits for its batch to be stored before the task is acked, so nothing is acked
+// before its outcome is stored; a crash loses only outcomes not yet stored, whose tasks
+// are unacked and whose leases expire.
 type outcomeBatcher struct {
 	max    int
 	linger time.Duration
 	// publish stores one batch message, retrying until deadline.
 	publish func(deadline time.Time, subject string, msg *nats.Msg) error
+	// pages stores the pages of a batch's tasks (pages[i] is outs[i]'s, nil for none)
+	// before their outcomes go, and fills in each outcome what its page's fate says.
+	pages func(deadline time.Time, outs []crawlmsg.Outcome, pages []*pageDelivery) error
 
 	mu      sync.Mutex
 	pending map[int]*outBatch // by shard
@@ -44,32 +48,48 @@ type outcomeBatcher struct {
 	seq      atomic.Uint64
 }
 
+// pageDelivery is a page a task hands the batcher with its outcome: its page is stored
+// in the batch's flush, before the outcomes, with the batch's other pages, a few to a
+// message (TRAWL_PAGES_PER_MESSAGE). So a task waits once, and a page's outcome never goes
+// before the page.
+type pageDelivery struct {
+	msg *nats.Msg
+	res *pageResult // told the page's stream sequence and whether its body's buffer is free
+	// refused, when the page can never be stored (too large for a message), makes the
+	// outcome too-large and drops what the page referenced.
+	refused func(out *crawlmsg.Outcome, err error)
+}
+
 // outBatch is one shard's batch being gathered, then published.
 type outBatch struct {
 	shard    int
 	outcomes []crawlmsg.Outcome
-	deadline time.Time // the earliest retry limit of its tasks
+	pages    []*pageDelivery // outcomes[i]'s page, or nil; nil when no task has one
+	deadline time.Time       // the earliest retry limit of its tasks
 	timer    *time.Timer
 	done     chan struct{} // closed once published or given up
 	err      error
 }
 
-func newOutcomeBatcher(max int, linger time.Duration, publish func(time.Time, string, *nats.Msg) error) *outcomeBatcher {
+func newOutcomeBatcher(max int, linger time.Duration, publish func(time.Time, string, *nats.Msg) error,
+	pages func(time.Time, []crawlmsg.Outcome, []*pageDelivery) error) *outcomeBatcher {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return &outcomeBatcher{
 		max:      max,
 		linger:   linger,
 		publish:  publish,
+		pages:    pages,
 		pending:  map[int]*outBatch{},
 		idPrefix: topology.OutcomesPrefix(hex.EncodeToString(b[:])),
 	}
 }
 
-// add queues out and waits until its batch is stored (nil) or given up. deadline is how
-// long the task's outcome may be retried. It does not return early on a context: the
-// task's ack waits on it, and the batch's own retries are bounded by the deadline.
-func (b *outcomeBatcher) add(out *crawlmsg.Outcome, deadline time.Time) error {
+// add queues out, with page when the task has one to store, and waits until its batch is
+// stored (nil) or given up. deadline is how long the task's results may be retried. It
+// does not return early on a context: the task's ack waits on it, and the batch's own
+// retries are bounded by the deadline.
+func (b *outcomeBatcher) add(out *crawlmsg.Outcome, page *pageDelivery, deadline time.Time) error {
 	b.mu.Lock()
 	bt := b.pending[out.Shard]
 	if bt == nil {
@@ -78,6 +98,12 @@ func (b *outcomeBatcher) add(out *crawlmsg.Outcome, deadline time.Time) error {
 		if b.max > 1 && b.linger > 0 && !b.closing {
 			bt.timer = time.AfterFunc(b.linger, func() { b.flushIf(bt) })
 		}
+	}
+	if page != nil && bt.pages == nil {
+		bt.pages = make([]*pageDelivery, len(bt.outcomes), cap(bt.outcomes))
+	}
+	if bt.pages != nil {
+		bt.pages = append(bt.pages, page)
 	}
 	bt.outcomes = append(bt.outcomes, *out)
 	if deadline.Before(bt.deadline) {
@@ -191,6 +217,11 @@ func (b *outcomeBatcher) waiting() int {
 // stream's duplicate window; the lease tokens make any other copy harmless.
 func (b *outcomeBatcher) flush(bt *outBatch) {
 	defer close(bt.done)
+	if bt.pages != nil {
+		if bt.err = b.pages(bt.deadline, bt.outcomes, bt.pages); bt.err != nil {
+			return
+		}
+	}
 	data, err := crawlmsg.Marshal(&crawlmsg.OutcomeBatch{Outcomes: bt.outcomes})
 	if err != nil {
 		bt.err = fmt.Errorf("encode outcomes: %w", err)

@@ -70,12 +70,10 @@ type Service struct {
 	bodies  jetstream.ObjectStore // page bodies too large to travel inline
 	run     *runner.Runner
 	cons    jetstream.Consumer
-	// outcomes gathers outcomes into one crawl.fetched message per shard and flush.
+	// outcomes gathers outcomes into one crawl.fetched message per shard and flush, after
+	// their pages, bundled (storePages).
 	outcomes *outcomeBatcher
-	// pages stores the pages of every worker in shared atomic batches (one fsync each at
-	// TRAWL_FSYNC=always instead of one per page).
-	pages  *natsx.Committer
-	maxMsg int32 // the pages stream's largest message
+	maxMsg   int32 // the pages stream's largest message
 
 	crawl *crawlid.Guard
 
@@ -149,8 +147,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Optio
 	s.m.clockOffset = func() float64 { return time.Duration(s.lease.offset.Load()).Seconds() }
 	s.session.Store(s.now().UnixNano())
 	r.OnReconnect(func() { s.session.Store(s.now().UnixNano()) })
-	s.pages = natsx.NewCommitter(s.js, publishTimeout)
-	s.outcomes = newOutcomeBatcher(cfg.OutcomeBatch, cfg.OutcomeLinger, s.publishOutcomes)
+	s.outcomes = newOutcomeBatcher(cfg.OutcomeBatch, cfg.OutcomeLinger, s.publishOutcomes, s.storePages)
 	s.m.outcomesWaiting = func() float64 { return float64(s.outcomes.waiting()) }
 	return s, nil
 }

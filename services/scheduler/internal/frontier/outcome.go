@@ -249,7 +249,7 @@ func (f *Frontier) Complete(ctx context.Context, outs []crawlmsg.Outcome) ([]App
 		args = append(args, o.Host, o.Lease, strconv.Itoa(p.flags(o.Requested, o.Attempt == 0)),
 			strconv.FormatInt(max(o.DurationMs, 0), 10), strconv.FormatInt(cd, 10),
 			strconv.FormatInt(secondsToMs(o.RetryAfter), 10), errorLine(o, p), o.Addr,
-			strconv.FormatUint(o.PageSeq, 10))
+			pageSeqArg(o))
 		idx = append(idx, i)
 	}
 	if len(idx) == 0 {
@@ -325,4 +325,14 @@ func (p plan) flags(requested, first bool) int {
 		f += 512
 	}
 	return f
+}
+
+// pageSeqArg is complete.lua's page argument: the page's sequence, and after a space the
+// pages its message carries when it is a bundle.
+func pageSeqArg(o crawlmsg.Outcome) string {
+	seq := strconv.FormatUint(o.PageSeq, 10)
+	if o.PageSeq == 0 || o.PageParts <= 1 {
+		return seq
+	}
+	return seq + " " + strconv.Itoa(o.PageParts)
 }

@@ -19,6 +19,8 @@ type Logged struct {
 	Shard int
 	// Token is the lease the page was fetched under (its id is topology.PageID(Token)).
 	Token, Host, URL string
+	// Parts is how many pages the page's message carried: 1 alone, more in a bundle.
+	Parts int
 	// Member is the log's member, which Readmit takes.
 	Member string
 }
@@ -49,7 +51,10 @@ func parseLogged(z redis.Z, shard int) (Logged, bool) {
 	if len(parts) != 3 {
 		return Logged{}, false
 	}
-	l := Logged{Seq: uint64(z.Score), Shard: shard, Token: parts[0], Host: parts[1], Member: m}
+	l := Logged{Seq: uint64(z.Score), Shard: shard, Token: parts[0], Host: parts[1], Member: m, Parts: 1}
+	if tok, n, ok := strings.Cut(parts[0], " "); ok {
+		l.Token, l.Parts = tok, max(1, atoiOr0(n))
+	}
 	if fs := strings.SplitN(parts[2], " ", 4); len(fs) == 4 {
 		l.URL, _, _ = strings.Cut(fs[3], " ")
 	}
@@ -150,4 +155,9 @@ func (f *Frontier) TrimPageLog(ctx context.Context, floor uint64) (int64, error)
 		return 0, fmt.Errorf("frontier: shard %d: trim page log: %w", f.o.Shard, err)
 	}
 	return n, nil
+}
+
+func atoiOr0(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
 }

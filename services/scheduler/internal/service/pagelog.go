@@ -3,13 +3,13 @@ package service
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/trawl/trawl/services/scheduler/internal/frontier"
+	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/natsx"
 	"github.com/trawl/trawl/shared/topology"
 )
@@ -77,8 +77,15 @@ func (s *shard) lostPages(ctx context.Context, lostAt time.Time) (lost []frontie
 			same := append(logged[:n:n], others[logged[0].Seq]...)
 			logged = logged[n:]
 			before = same[0].Seq
-			v, err := rb.Judge(ctx, before, len(same), func(m *jetstream.RawStreamMsg) int {
-				return slices.IndexFunc(same, func(l frontier.Logged) bool { return isPage(m, l) })
+			var (
+				ids  map[string]bool
+				read *jetstream.RawStreamMsg
+			)
+			v, err := rb.Judge(ctx, before, len(same), oneMessage(same), func(m *jetstream.RawStreamMsg, i int) bool {
+				if m != read {
+					read, ids = m, pageIDs(m)
+				}
+				return ids[topology.PageID(same[i].Token)]
 			})
 			if err != nil {
 				return nil, 0, err
@@ -95,9 +102,29 @@ func (s *shard) lostPages(ctx context.Context, lostAt time.Time) (lost []frontie
 	}
 }
 
-// isPage tells whether m is the page of logged URL l.
-func isPage(m *jetstream.RawStreamMsg, l frontier.Logged) bool {
-	return m.Header.Get(nats.MsgIdHdr) == topology.PageID(l.Token)
+// pageIDs are the ids of the pages m carries: its own, or its parts' when it is a bundle.
+func pageIDs(m *jetstream.RawStreamMsg) map[string]bool {
+	parts, err := crawlmsg.Unbundle(m.Header, m.Data)
+	if err != nil {
+		return nil // no page of the log's
+	}
+	ids := make(map[string]bool, len(parts))
+	for _, p := range parts {
+		ids[p.Header.Get(nats.MsgIdHdr)] = true
+	}
+	return ids
+}
+
+// oneMessage says whether the URLs logged under one sequence are, by their own account,
+// the pages of one message: as many as each says its message carried, of one shard (a
+// bundle holds the pages of one outcome batch, one shard's).
+func oneMessage(same []frontier.Logged) bool {
+	for _, l := range same {
+		if l.Parts != len(same) || l.Shard != same[0].Shard {
+			return false
+		}
+	}
+	return true
 }
 
 // wholeSeqs drops from a full batch the URLs logged under its lowest sequence, so that the

@@ -3,8 +3,9 @@
 -- line "<kind>\t<status>\t<host>\t<url>\t<error>" ('' = not an error), the server
 -- address the request went to ('' = unknown; the stored one stays), kept in host:<host> as
 -- addr for the status views, and the CRAWL_PAGES sequence of the page the task stored
--- ('0' = none): a URL that ends fetched with a page is kept in the page log (K_PAGELOG)
--- in this same step, so that Redis keeps the record exactly when it keeps the outcome. flags packs six small fields into one number, because every
+-- ('0' = none; "<seq> <pages>" when its message is a bundle of that many pages): a URL
+-- that ends fetched with a page is kept in the page log (K_PAGELOG, member
+-- "<token>[ <pages>]\n<host>\n<entry>") in this same step, so that Redis keeps the record exactly when it keeps the outcome. flags packs six small fields into one number, because every
 -- argument costs the script a string and a table slot: action (1 fetched, 2 retry,
 -- 3 failed, 4 disallowed, 5 requeue, 6 park, 7 out of scope, 0 requeue counting an
 -- attempt) + 8 × requested (0/1) + 16 × reset error streak (0/1)
@@ -172,8 +173,11 @@ for o = 1, n do
     if act == 1 then
       bump('fetched', 1)
       if pseq ~= '0' then
-        logArgs[#logArgs + 1] = pseq
-        logArgs[#logArgs + 1] = tok .. '\n' .. h .. '\n' .. string.sub(v, sp + 1)
+        local sq, np = pseq, ''
+        local b = string.find(pseq, ' ', 1, true)
+        if b then sq, np = string.sub(pseq, 1, b - 1), string.sub(pseq, b) end
+        logArgs[#logArgs + 1] = sq
+        logArgs[#logArgs + 1] = tok .. np .. '\n' .. h .. '\n' .. string.sub(v, sp + 1)
       end
     elseif act == 3 then
       bump('failed', 1)
