@@ -291,7 +291,7 @@ func printSummary(out io.Writer, p stack.Progress, took time.Duration, parked bo
 		{"disallowed by robots.txt", p.Disallowed},
 		{"out of scope", p.OutOfScope},
 		{"over budget", p.OverBudget},
-		{"messages on crawl.pages (a page or a bundle each)", int64(p.PageMsgs)},
+		{"messages on crawl.pages", int64(p.PageMsgs)},
 		{"documents published (crawl.docs)", int64(p.Docs)},
 	}
 	for _, r := range rows {
