@@ -97,10 +97,11 @@ type ConsumeOptions struct {
 	Kept       func(ctx context.Context, start, end time.Time) bool
 	OnHandBack func(n int)
 	// Acked, for ConsumeBatches, is called with the handled messages once their acks are
-	// sent, at once or SettleAfter later (a bundle's pages once the bundle's ack is sent): what a stage may undo only when its message cannot
-	// come back to need it (the parser's page bodies) waits for this. A message handed back
-	// instead (Kept) is not passed. A lost ack still brings a message back, so what Acked
-	// removes must be missed gracefully by a later delivery.
+	// sent, at once or SettleAfter later (a bundle's pages once the bundle's ack is sent):
+	// what a stage may undo only when its message cannot come back to need it (the
+	// parser's page bodies) waits for this. A message handed back instead (Kept) is not
+	// passed. A lost ack still brings a message back, so what Acked removes must be missed
+	// gracefully by a later delivery.
 	Acked func(ctx context.Context, msgs []jetstream.Msg)
 	Log   *slog.Logger
 }
