@@ -39,7 +39,7 @@ func runTap(ctx context.Context, e *env, args []string) error {
 	fs.BoolVar(&o.FromStart, "from-start", false, "start at the oldest message kept instead of now")
 	fs.StringVar(&o.Durable, "durable", "", "durable consumer `NAME` to create or resume")
 	fs.BoolVar(&o.Register, "register", false, "crawl.docs with -durable: register the consumer as an indexer, so the crawl holds rather than drop documents it has not read")
-	fs.IntVar(&o.Count, "n", 0, "stop after `COUNT` messages, a bundle of pages one (0 = until interrupted)")
+	fs.IntVar(&o.Count, "n", 0, "stop after `COUNT` lines, a bundle's pages one each (0 = until interrupted)")
 	fs.BoolVar(&o.Body, "body", false, "crawl.pages: include the body as a string")
 	e.connFlags(fs, true, false)
 	if err := e.parse(tapCmd, fs, args); err != nil {

@@ -211,7 +211,7 @@ func TestTapPagesAndFetched(t *testing.T) {
 	}
 
 	t.Run("a bundle's pages, a line each", func(t *testing.T) {
-		r := s.inv.run(t, "tap", "-from-start", "-n", "2", "crawl.pages")
+		r := s.inv.run(t, "tap", "-from-start", "-n", "3", "crawl.pages")
 		if r.code != 0 {
 			t.Fatalf("exit %d: %s", r.code, r.stderr)
 		}
@@ -225,6 +225,40 @@ func TestTapPagesAndFetched(t *testing.T) {
 		}
 		if want := []string{"http://a.test/", "http://c.test/1", "http://c.test/2"}; !slices.Equal(urls, want) {
 			t.Errorf("printed %v, want %v", urls, want)
+		}
+	})
+	t.Run("-n ends inside a bundle", func(t *testing.T) {
+		r := s.inv.run(t, "tap", "-from-start", "-n", "2", "crawl.pages")
+		if r.code != 0 {
+			t.Fatalf("exit %d: %s", r.code, r.stderr)
+		}
+		if ls := lines(r.stdout); len(ls) != 2 {
+			t.Errorf("%d lines for -n 2: %q", len(ls), r.stdout)
+		}
+	})
+	t.Run("a durable tap that stops inside a bundle prints it whole next time", func(t *testing.T) {
+		var got [][]string
+		for range 2 {
+			r := s.inv.run(t, "tap", "-from-start", "-durable", "bundles", "-n", "2", "crawl.pages")
+			if r.code != 0 {
+				t.Fatalf("exit %d: %s", r.code, r.stderr)
+			}
+			var urls []string
+			for _, l := range lines(r.stdout) {
+				var p map[string]any
+				if err := json.Unmarshal([]byte(l), &p); err != nil {
+					t.Fatal(err)
+				}
+				urls = append(urls, fmt.Sprint(p["url"]))
+			}
+			got = append(got, urls)
+		}
+		want := [][]string{{"http://a.test/", "http://c.test/1"}, {"http://c.test/1", "http://c.test/2"}}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("two runs printed %v, want %v", got, want)
+		}
+		if err := s.js.DeleteConsumer(ctx, topology.StreamPages, "bundles"); err != nil {
+			t.Fatal(err)
 		}
 	})
 

@@ -46,7 +46,7 @@ type Options struct {
 	Subject   string
 	FromStart bool   // DeliverAll instead of DeliverNew; on a work queue: peek at what waits
 	Durable   string // durable consumer name; "" = ephemeral ordered consumer
-	Count     int    // stop after this many messages; 0 = until ctx ends
+	Count     int    // stop after this many lines (pages of a bundle one each); 0 = until ctx ends
 	Body      bool   // include crawl.pages bodies as strings
 	// Register makes the durable consumer a registered indexer of crawl.docs
 	// (topology.RegisteredMeta): the crawl holds rather than drop what it has not read.
@@ -77,7 +77,8 @@ func (t *Tapper) warn(s string) {
 	}
 }
 
-// Run taps until ctx ends or o.Count messages were printed, and returns how many were.
+// Run taps until ctx ends or o.Count lines were printed (a line per page of a bundle),
+// and returns how many were.
 // The end of ctx is a normal stop, not an error.
 func (t *Tapper) Run(ctx context.Context, o Options) (int, error) {
 	stream, err := t.streamOf(ctx, o.Subject)
@@ -179,12 +180,21 @@ func (t *Tapper) ordered(ctx context.Context, stream string, o Options, gaps *na
 			return n, fmt.Errorf("tap: next: %w", err)
 		}
 		t.missed(gaps, stream, m)
-		if err := t.print(m.Subject(), m.Headers(), m.Data(), o); err != nil {
+		lines, _, err := t.print(m.Subject(), m.Headers(), m.Data(), o, left(o, n))
+		if err != nil {
 			return n, err
 		}
-		n++
+		n += lines
 	}
 	return n, nil
+}
+
+// left is how many lines -n still wants (0: no bound).
+func left(o Options, n int) int {
+	if o.Count <= 0 {
+		return 0
+	}
+	return o.Count - n
 }
 
 // pipelineName matches the durable names the services use (shared/topology): taking
@@ -269,15 +279,23 @@ func (t *Tapper) durable(ctx context.Context, stream string, o Options, gaps *na
 			printed jetstream.Msg
 		)
 		for m := range mb.Messages() {
-			if ctx.Err() != nil || failed != nil {
+			if ctx.Err() != nil || failed != nil || o.Count > 0 && n >= o.Count {
 				// Handed back at once rather than after AckWait, for the next run.
 				_ = m.Nak()
 				continue
 			}
 			t.missed(gaps, stream, m)
-			if err := t.print(m.Subject(), m.Headers(), m.Data(), o); err != nil {
+			lines, whole, err := t.print(m.Subject(), m.Headers(), m.Data(), o, left(o, n))
+			n += lines
+			if err != nil {
 				_ = m.Nak()
 				failed = err
+				continue
+			}
+			if !whole {
+				// -n ended inside a bundle: it is acked whole, so the next run prints it
+				// again from its first page.
+				_ = m.Nak()
 				continue
 			}
 			if printed != nil {
@@ -286,7 +304,6 @@ func (t *Tapper) durable(ctx context.Context, stream string, o Options, gaps *na
 				}
 			}
 			printed = m
-			n++
 		}
 		if printed != nil {
 			actx, acancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -334,10 +351,11 @@ func (t *Tapper) peek(ctx context.Context, s jetstream.Stream, info *jetstream.S
 		if raw.Sequence > last {
 			break
 		}
-		if err := t.print(raw.Subject, raw.Header, raw.Data, o); err != nil {
+		lines, _, err := t.print(raw.Subject, raw.Header, raw.Data, o, left(o, n))
+		if err != nil {
 			return n, err
 		}
-		n++
+		n += lines
 		seq = raw.Sequence + 1
 	}
 	return n, nil
@@ -350,23 +368,34 @@ type pageLine struct {
 	Body    *string `json:"body,omitempty"`
 }
 
-// print writes one JSON line, one per part of a bundle. A message that is not what its subject promises is
-// reported on Warn and skipped, so stdout stays valid JSON lines.
-func (t *Tapper) print(subject string, h nats.Header, data []byte, o Options) error {
+// print writes one JSON line, one per page of a bundle, at most most of them (0: all), and
+// says how many it wrote and whether they were all of the message's. A message that is
+// not what its subject promises is reported on Warn and skipped (counted written), so
+// stdout stays valid JSON lines.
+func (t *Tapper) print(subject string, h nats.Header, data []byte, o Options, most int) (int, bool, error) {
 	if crawlmsg.BundleParts(h) > 0 {
-		// Each page of a bundle is a line of its own, as if it had come alone.
 		parts, err := crawlmsg.Unbundle(h, data)
 		if err != nil {
 			t.warn(fmt.Sprintf("skipping a message on %s: %v", subject, err))
-			return nil
+			return 1, true, nil
 		}
+		n := 0
 		for _, p := range parts {
-			if err := t.print(subject, p.Header, p.Data, o); err != nil {
-				return err
+			if most > 0 && n == most {
+				return n, false, nil
 			}
+			if err := t.printOne(subject, p.Header, p.Data, o); err != nil {
+				return n, false, err
+			}
+			n++
 		}
-		return nil
+		return n, true, nil
 	}
+	return 1, true, t.printOne(subject, h, data, o)
+}
+
+// printOne writes one JSON line.
+func (t *Tapper) printOne(subject string, h nats.Header, data []byte, o Options) error {
 	var line []byte
 	if h.Get(crawlmsg.MetaHeader) != "" || subject == topology.SubjectPages {
 		p, err := crawlmsg.DecodePage(h, data)

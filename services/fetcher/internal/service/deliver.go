@@ -280,6 +280,11 @@ func (s *Service) publishEach(deadline time.Time, out []*nats.Msg, parts [][]int
 				if first == nil {
 					first = perr[j]
 				}
+			case len(parts[b]) == 1:
+				// A page refused for good; a bundle refused goes again page by page.
+				if v := errclass.Of(perr[j]); v.Class == errclass.Permanent {
+					s.m.permanentErrors.WithLabelValues("page", v.Reason).Inc()
+				}
 			}
 		}
 		todo = again
