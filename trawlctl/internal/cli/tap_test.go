@@ -215,14 +215,7 @@ func TestTapPagesAndFetched(t *testing.T) {
 		if r.code != 0 {
 			t.Fatalf("exit %d: %s", r.code, r.stderr)
 		}
-		var urls []string
-		for _, l := range lines(r.stdout) {
-			var p map[string]any
-			if err := json.Unmarshal([]byte(l), &p); err != nil {
-				t.Fatal(err)
-			}
-			urls = append(urls, fmt.Sprint(p["url"]))
-		}
+		urls := pageURLs(t, r.stdout)
 		if want := []string{"http://a.test/", "http://c.test/1", "http://c.test/2"}; !slices.Equal(urls, want) {
 			t.Errorf("printed %v, want %v", urls, want)
 		}
@@ -243,15 +236,7 @@ func TestTapPagesAndFetched(t *testing.T) {
 			if r.code != 0 {
 				t.Fatalf("exit %d: %s", r.code, r.stderr)
 			}
-			var urls []string
-			for _, l := range lines(r.stdout) {
-				var p map[string]any
-				if err := json.Unmarshal([]byte(l), &p); err != nil {
-					t.Fatal(err)
-				}
-				urls = append(urls, fmt.Sprint(p["url"]))
-			}
-			got = append(got, urls)
+			got = append(got, pageURLs(t, r.stdout))
 		}
 		want := [][]string{{"http://a.test/", "http://c.test/1"}, {"http://c.test/1", "http://c.test/2"}}
 		if fmt.Sprint(got) != fmt.Sprint(want) {
@@ -459,4 +444,18 @@ func TestTapOnASlowLink(t *testing.T) {
 	if got := strings.Join(docURLs(t, r.stdout), " "); got != strings.Join(want, " ") {
 		t.Errorf("tapped %s", got)
 	}
+}
+
+// pageURLs is the url of each line a tap of crawl.pages printed.
+func pageURLs(t *testing.T, stdout string) []string {
+	t.Helper()
+	var urls []string
+	for _, l := range lines(stdout) {
+		var p map[string]any
+		if err := json.Unmarshal([]byte(l), &p); err != nil {
+			t.Fatal(err)
+		}
+		urls = append(urls, fmt.Sprint(p["url"]))
+	}
+	return urls
 }
