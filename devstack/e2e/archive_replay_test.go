@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,6 +18,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"golang.org/x/net/html"
 
+	"github.com/trawl/trawl/devstack/chromiumproc"
 	"github.com/trawl/trawl/devstack/stack"
 	"github.com/trawl/trawl/devstack/warccheck"
 	"github.com/trawl/trawl/shared/contentcoding"
@@ -40,10 +40,6 @@ func TestWACZReplay(t *testing.T) {
 	ui := filepath.Join(replayWebDir, "ui.js")
 	if _, err := os.Stat(ui); err != nil {
 		t.Fatalf("ReplayWeb.page is not unpacked in devstack/replayweb: run `make archive-test` (%v)", err)
-	}
-	chromium, err := exec.LookPath("chromium")
-	if err != nil {
-		t.Fatalf("chromium is not installed: run `make archive-test`, which installs it (%v)", err)
 	}
 	env := testEnv()
 	dir := filepath.Join(t.TempDir(), "warc")
@@ -84,14 +80,14 @@ func TestWACZReplay(t *testing.T) {
 	t.Logf("%d WARC files, %d index lines, %d pages; replaying %s (%q)", len(sum.WARCs), sum.Records, len(sum.Pages), seed, want.title)
 
 	base := serveReplay(t, pkg, seed)
-	got := replayInChromium(t, chromium, base, want)
+	got := replayInChromium(t, base, want)
 	t.Logf("replayed %s: title %q, h1 %q", got.Href, got.Title, got.H1)
 
 	// A page archived as an identical-payload revisit of another URL's capture must replay
 	// with the original's content: the player resolves the revisit through the index.
 	copyURL, orig := htmlRevisit(t, dir)
 	want = archivedPage(t, dir, orig)
-	got = replayInChromium(t, chromium, serveReplay(t, pkg, copyURL), want)
+	got = replayInChromium(t, serveReplay(t, pkg, copyURL), want)
 	t.Logf("replayed the revisit %s of %s: title %q", got.Href, orig, got.Title)
 }
 
@@ -280,24 +276,12 @@ const findDocs = `(() => {
 // replayInChromium loads base in headless Chromium and polls the documents under the
 // player until one is the replayed page (its URL names the page's, under replay/) with
 // the archived title, heading and paragraph; it fails naming what it saw last.
-func replayInChromium(t *testing.T, chromium, base string, want pageText) replayedDoc {
+func replayInChromium(t *testing.T, base string, want pageText) replayedDoc {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	actx, acancel := chromedp.NewExecAllocator(ctx,
-		chromedp.ExecPath(chromium),
-		chromedp.Headless,
-		chromedp.Flag("no-sandbox", true), // tests run as root in CI
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck,
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.WindowSize(1280, 1000),
-	)
-	defer acancel()
-	bctx, bcancel := chromedp.NewContext(actx)
-	defer bcancel()
+	bctx, stop := chromiumproc.Start(t, ctx)
+	defer stop()
 	if err := chromedp.Do(bctx, chromedp.Navigate(base)); err != nil {
 		t.Fatalf("chromium: load %s: %v", base, err)
 	}

@@ -9,7 +9,6 @@ import (
 	"image/png"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/trawl/trawl/devstack/chromiumproc"
 	"github.com/trawl/trawl/devstack/redisproc"
 	"github.com/trawl/trawl/shared/crawlmsg"
 	"github.com/trawl/trawl/shared/frontierkeys"
@@ -27,49 +27,14 @@ import (
 	"github.com/trawl/trawl/shared/topology"
 )
 
-// chromiumPath finds Debian's chromium. Without it the test fails: the page's rendering
-// is what it checks, and nothing else can stand in for a browser.
-func chromiumPath(t *testing.T) string {
-	t.Helper()
-	p, err := exec.LookPath("chromium")
-	if err != nil {
-		t.Fatalf("chromium is not installed (%v): install Debian's package with `apt-get install -y chromium` "+
-			"(.ci/run does it); this test drives a real headless browser", err)
-	}
-	return p
-}
-
 // startBrowser starts headless chromium with a fresh profile and returns a tab.
 func startBrowser(t *testing.T) context.Context {
 	t.Helper()
-	out := &testwait.Buffer{}
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(chromiumPath(t)),
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.Flag("disable-dev-shm-usage", true),
+	tab, _ := chromiumproc.Start(t, context.Background(),
 		chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("no-default-browser-check", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1280, 1000),
-		chromedp.CombinedOutput(out),
 	)
-	tab, cancelTab := chromedp.NewContext(alloc)
-	t.Cleanup(func() {
-		cancelTab()
-		cancelAlloc()
-		if t.Failed() {
-			t.Logf("chromium output:\n%s", out.String())
-		}
-	})
-	// The first call starts the browser; it must not carry a timeout (chromedp.Run).
-	if err := chromedp.Do(tab); err != nil {
-		t.Fatalf("start chromium: %v\n%s", err, out.String())
-	}
 	return tab
 }
 
