@@ -293,8 +293,8 @@ func (t *Tapper) durable(ctx context.Context, stream string, o Options, gaps *na
 				continue
 			}
 			if !whole {
-				// -n ended inside a bundle: it is acked whole, so the next run prints it
-				// again from its first page.
+				// -n ended inside a bundle: a bundle can only be acked whole, so it is
+				// handed back and the next run prints it again from its first page.
 				_ = m.Nak()
 				continue
 			}
@@ -368,7 +368,7 @@ type pageLine struct {
 	Body    *string `json:"body,omitempty"`
 }
 
-// print writes one JSON line, one per page of a bundle, at most most of them (0: all), and
+// print writes one JSON line, one per page of a bundle, no more than most (0: all), and
 // says how many it wrote and whether they were all of the message's. A message that is
 // not what its subject promises is reported on Warn and skipped (counted written), so
 // stdout stays valid JSON lines.
